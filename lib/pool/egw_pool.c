@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Block pool. The free map is a segment tree over the blocks; each node
+ * keeps the longest free prefix, suffix and inner run of its range, with
+ * lazy "set free"/"set used" marks, so first fit, marking a run and the
+ * largest free run are all O(log n). Run ownership is kept only at a run's
+ * first block (length and owner), which makes every free check O(1) and
+ * lets a bad free be refused before anything changes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egw_pool.h"
+
+enum { MARK_NONE = 0, MARK_FREE = 1, MARK_USED = 2 };
+
+struct seg {
+	uint32_t pre, suf, best;
+	uint8_t mark;
+};
+
+struct egw_pool {
+	struct egw_pool_geom g;
+	uint32_t nblocks;
+	uint32_t leaves;      /* power of two >= nblocks; padding is "used" */
+	struct seg *tree;     /* 2 * leaves nodes, 1-based */
+	uint32_t *run_len;    /* at a run's first block: its length, else 0 */
+	uint64_t *run_owner;  /* at a run's first block: its owner */
+	uint8_t *mem;
+	size_t region_off[EGW_KIND_MAX];
+	bool own_mem;
+	uint32_t free_blocks;
+	uint32_t free_runs;
+	struct egw_pool_stats st;
+};
+
+/* ---- geometry ---------------------------------------------------------- */
+
+int
+egw_geom_check(const struct egw_pool_geom *g)
+{
+	if (g == NULL || g->block_tokens == 0 || g->capacity_tokens == 0 ||
+	    g->capacity_tokens % g->block_tokens != 0 || g->hidden_size == 0 ||
+	    (g->dtype_bytes != 1 && g->dtype_bytes != 2 && g->dtype_bytes != 4) ||
+	    g->aux_bytes < sizeof(struct egw_aux_rec) || g->aux_bytes % 8 != 0)
+		return -EINVAL;
+	/* every offset must fit in size_t with room to spare */
+	if ((uint64_t)g->hidden_size * g->dtype_bytes * g->capacity_tokens >
+	    ((uint64_t)1 << 46))
+		return -EINVAL;
+	return 0;
+}
+
+size_t
+egw_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k)
+{
+	switch (k) {
+	case EGW_KIND_EMB:
+		return (size_t)g->hidden_size * g->dtype_bytes;
+	case EGW_KIND_FILL_IDS:
+		return sizeof(int32_t);
+	case EGW_KIND_MROPE:
+		return g->mrope ? 3 * sizeof(int32_t) : 0;
+	case EGW_KIND_AUX:
+		return g->aux_bytes;
+	default:
+		return 0;
+	}
+}
+
+size_t
+egw_geom_offset(const struct egw_pool_geom *g, enum egw_kind k, uint32_t block,
+		uint32_t token)
+{
+	if (k == EGW_KIND_AUX)
+		return (size_t)block * g->aux_bytes;
+	return ((size_t)block * g->block_tokens + token) *
+	       egw_geom_unit_bytes(g, k);
+}
+
+size_t
+egw_geom_region_bytes(const struct egw_pool_geom *g, enum egw_kind k)
+{
+	uint32_t nb = g->capacity_tokens / g->block_tokens;
+
+	return egw_geom_offset(g, k, nb, 0);
+}
+
+static size_t
+align_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+size_t
+egw_geom_mem_bytes(const struct egw_pool_geom *g)
+{
+	size_t total = 0;
+
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		total += align_up(egw_geom_region_bytes(g, (enum egw_kind)k),
+				  EGW_POOL_ALIGN);
+	return total;
+}
+
+/* ---- segment tree ------------------------------------------------------ */
+
+static void
+seg_set(struct seg *s, uint32_t len, uint8_t mark)
+{
+	uint32_t v = mark == MARK_FREE ? len : 0;
+
+	s->pre = s->suf = s->best = v;
+	s->mark = mark;
+}
+
+static void
+seg_push(struct egw_pool *p, uint32_t node, uint32_t len)
+{
+	struct seg *s = &p->tree[node];
+
+	if (s->mark == MARK_NONE || len == 1)
+		return;
+	seg_set(&p->tree[2 * node], len / 2, s->mark);
+	seg_set(&p->tree[2 * node + 1], len / 2, s->mark);
+	s->mark = MARK_NONE;
+}
+
+static void
+seg_pull(struct egw_pool *p, uint32_t node, uint32_t len)
+{
+	const struct seg *l = &p->tree[2 * node], *r = &p->tree[2 * node + 1];
+	struct seg *s = &p->tree[node];
+	uint32_t half = len / 2, mid = l->suf + r->pre;
+
+	s->pre = l->pre == half ? half + r->pre : l->pre;
+	s->suf = r->suf == half ? half + l->suf : r->suf;
+	s->best = l->best > r->best ? l->best : r->best;
+	if (mid > s->best)
+		s->best = mid;
+}
+
+/* Mark [a, b) free or used; node covers [lo, lo + len). */
+static void
+seg_update(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
+	   uint32_t a, uint32_t b, uint8_t mark)
+{
+	if (b <= lo || lo + len <= a)
+		return;
+	if (a <= lo && lo + len <= b) {
+		seg_set(&p->tree[node], len, mark);
+		return;
+	}
+	seg_push(p, node, len);
+	seg_update(p, 2 * node, lo, len / 2, a, b, mark);
+	seg_update(p, 2 * node + 1, lo + len / 2, len / 2, a, b, mark);
+	seg_pull(p, node, len);
+}
+
+/* Lowest start of a free run of at least k blocks (caller checked root). */
+static uint32_t
+seg_find(struct egw_pool *p, uint32_t k)
+{
+	uint32_t node = 1, lo = 0, len = p->leaves;
+
+	while (len > 1) {
+		const struct seg *l, *r;
+
+		seg_push(p, node, len);
+		l = &p->tree[2 * node];
+		r = &p->tree[2 * node + 1];
+		if (l->best >= k) {
+			node = 2 * node;
+		} else if (l->suf + r->pre >= k) {
+			return lo + len / 2 - l->suf;
+		} else {
+			node = 2 * node + 1;
+			lo += len / 2;
+		}
+		len /= 2;
+	}
+	return lo;
+}
+
+static bool
+seg_is_free(struct egw_pool *p, uint32_t b)
+{
+	uint32_t node = 1, lo = 0, len = p->leaves;
+
+	while (len > 1) {
+		if (p->tree[node].mark != MARK_NONE)
+			return p->tree[node].mark == MARK_FREE;
+		len /= 2;
+		if (b < lo + len) {
+			node = 2 * node;
+		} else {
+			node = 2 * node + 1;
+			lo += len;
+		}
+	}
+	return p->tree[node].best == 1;
+}
+
+/* ---- create / destroy -------------------------------------------------- */
+
+int
+egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
+		struct egw_pool **out)
+{
+	struct egw_pool *p;
+	size_t need, off = 0;
+
+	if (out == NULL || egw_geom_check(g) != 0)
+		return -EINVAL;
+	need = egw_geom_mem_bytes(g);
+	if (mem != NULL &&
+	    (mem_len < need || (uintptr_t)mem % EGW_POOL_ALIGN != 0))
+		return -EINVAL;
+
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	p->g = *g;
+	p->nblocks = g->capacity_tokens / g->block_tokens;
+	p->leaves = 1;
+	while (p->leaves < p->nblocks)
+		p->leaves *= 2;
+	p->tree = calloc(2 * (size_t)p->leaves, sizeof(*p->tree));
+	p->run_len = calloc(p->nblocks, sizeof(*p->run_len));
+	p->run_owner = calloc(p->nblocks, sizeof(*p->run_owner));
+	if (mem == NULL) {
+		mem = aligned_alloc(EGW_POOL_ALIGN, need);
+		if (mem != NULL)
+			memset(mem, 0, need);
+		p->own_mem = true;
+	}
+	p->mem = mem;
+	if (p->tree == NULL || p->run_len == NULL || p->run_owner == NULL ||
+	    p->mem == NULL) {
+		egw_pool_destroy(p);
+		return -ENOMEM;
+	}
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		p->region_off[k] = off;
+		off += align_up(egw_geom_region_bytes(g, (enum egw_kind)k),
+				EGW_POOL_ALIGN);
+	}
+	/* everything used, then the real blocks free: padding never allocates */
+	seg_set(&p->tree[1], p->leaves, MARK_USED);
+	seg_update(p, 1, 0, p->leaves, 0, p->nblocks, MARK_FREE);
+	p->free_blocks = p->nblocks;
+	p->free_runs = 1;
+	*out = p;
+	return 0;
+}
+
+void
+egw_pool_destroy(struct egw_pool *p)
+{
+	if (p == NULL)
+		return;
+	if (p->own_mem)
+		free(p->mem);
+	free(p->tree);
+	free(p->run_len);
+	free(p->run_owner);
+	free(p);
+}
+
+const struct egw_pool_geom *
+egw_pool_geom(const struct egw_pool *p)
+{
+	return &p->g;
+}
+
+uint32_t
+egw_pool_nblocks(const struct egw_pool *p)
+{
+	return p->nblocks;
+}
+
+void *
+egw_pool_mem(const struct egw_pool *p)
+{
+	return p->mem;
+}
+
+void *
+egw_pool_region(const struct egw_pool *p, enum egw_kind k)
+{
+	if ((unsigned)k >= EGW_KIND_MAX || egw_geom_unit_bytes(&p->g, k) == 0)
+		return NULL;
+	return p->mem + p->region_off[k];
+}
+
+void *
+egw_pool_addr(const struct egw_pool *p, enum egw_kind k, uint32_t block,
+	      uint32_t token)
+{
+	uint8_t *base = egw_pool_region(p, k);
+
+	if (base == NULL || block >= p->nblocks ||
+	    (k != EGW_KIND_AUX && token >= p->g.block_tokens) ||
+	    (k == EGW_KIND_AUX && token != 0))
+		return NULL;
+	return base + egw_geom_offset(&p->g, k, block, token);
+}
+
+/* ---- alloc / free ------------------------------------------------------ */
+
+/* Neighbours of [s, s + c) that are free, for the free-run count. */
+static uint32_t
+free_neighbours(struct egw_pool *p, uint32_t s, uint32_t c)
+{
+	uint32_t n = 0;
+
+	if (s > 0 && seg_is_free(p, s - 1))
+		n++;
+	if (s + c < p->nblocks && seg_is_free(p, s + c))
+		n++;
+	return n;
+}
+
+static void
+mark_used(struct egw_pool *p, uint64_t owner, uint32_t s, uint32_t c)
+{
+	seg_update(p, 1, 0, p->leaves, s, s + c, MARK_USED);
+	/* the run was carved out of one maximal free run: it leaves 0..2 */
+	p->free_runs = p->free_runs - 1 + free_neighbours(p, s, c);
+	p->free_blocks -= c;
+	p->run_len[s] = c;
+	p->run_owner[s] = owner;
+}
+
+static void
+mark_free(struct egw_pool *p, uint32_t s, uint32_t c)
+{
+	p->free_runs = p->free_runs + 1 - free_neighbours(p, s, c);
+	seg_update(p, 1, 0, p->leaves, s, s + c, MARK_FREE);
+	p->free_blocks += c;
+}
+
+/* Validate a caller's run against the bookkeeping; nothing changes. */
+static int
+check_run(const struct egw_pool *p, uint64_t owner, struct egw_run run)
+{
+	if (run.count == 0 || run.start >= p->nblocks ||
+	    run.count > p->nblocks - run.start)
+		return -ERANGE;
+	if (p->run_len[run.start] == 0)
+		return -ENOENT;
+	if (p->run_owner[run.start] != owner)
+		return -EPERM;
+	if (p->run_len[run.start] != run.count)
+		return -EINVAL;
+	return 0;
+}
+
+int
+egw_pool_alloc(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
+	       struct egw_run *runs, uint32_t max_runs)
+{
+	uint32_t left = nblocks, n = 0;
+
+	if (p == NULL || runs == NULL || nblocks == 0 || max_runs == 0 ||
+	    owner == EGW_OWNER_NONE)
+		return -EINVAL;
+	if (nblocks > p->free_blocks) {
+		p->st.alloc_fail++;
+		return -ENOSPC;
+	}
+	while (left > 0) {
+		uint32_t best = p->tree[1].best;
+		uint32_t take = best >= left ? left : best;
+		uint32_t s;
+
+		if (n == max_runs) {
+			/* roll back: the request cannot be met in max_runs */
+			while (n > 0) {
+				n--;
+				p->run_len[runs[n].start] = 0;
+				mark_free(p, runs[n].start, runs[n].count);
+			}
+			p->st.alloc_fail++;
+			return -ENOSPC;
+		}
+		s = seg_find(p, take);
+		mark_used(p, owner, s, take);
+		runs[n].start = s;
+		runs[n].count = take;
+		n++;
+		left -= take;
+	}
+	p->st.allocs++;
+	return (int)n;
+}
+
+int
+egw_pool_alloc_tokens(struct egw_pool *p, uint64_t owner, uint64_t tokens,
+		      struct egw_run *runs, uint32_t max_runs)
+{
+	uint64_t nb;
+
+	if (p == NULL || tokens == 0)
+		return -EINVAL;
+	nb = (tokens + p->g.block_tokens - 1) / p->g.block_tokens;
+	if (nb > UINT32_MAX)
+		return -ENOSPC;
+	return egw_pool_alloc(p, owner, (uint32_t)nb, runs, max_runs);
+}
+
+int
+egw_pool_free(struct egw_pool *p, uint64_t owner, struct egw_run run)
+{
+	int rc;
+
+	if (p == NULL)
+		return -EINVAL;
+	rc = check_run(p, owner, run);
+	if (rc != 0) {
+		p->st.refused++;
+		return rc;
+	}
+	p->run_len[run.start] = 0;
+	p->run_owner[run.start] = 0;
+	mark_free(p, run.start, run.count);
+	p->st.frees++;
+	return 0;
+}
+
+int
+egw_pool_shrink(struct egw_pool *p, uint64_t owner, struct egw_run run,
+		uint32_t keep)
+{
+	int rc;
+
+	if (p == NULL)
+		return -EINVAL;
+	rc = check_run(p, owner, run);
+	if (rc == 0 && (keep == 0 || keep >= run.count))
+		rc = -EINVAL;
+	if (rc != 0) {
+		p->st.refused++;
+		return rc;
+	}
+	p->run_len[run.start] = keep;
+	mark_free(p, run.start + keep, run.count - keep);
+	return 0;
+}
+
+uint64_t
+egw_pool_owner(const struct egw_pool *p, uint32_t block)
+{
+	if (p == NULL || block >= p->nblocks || p->run_len[block] == 0)
+		return EGW_OWNER_NONE;
+	return p->run_owner[block];
+}
+
+void
+egw_pool_get_stats(const struct egw_pool *p, struct egw_pool_stats *st)
+{
+	*st = p->st;
+	st->blocks_total = p->nblocks;
+	st->blocks_in_use = p->nblocks - p->free_blocks;
+	st->free_runs = p->free_runs;
+	st->largest_free_run = p->tree[1].best;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Internal: what the sender and the receiver engines share - configuration,
+ * counters, the peer table with heartbeats, the fixed-size room table
+ * (open addressing, no allocation after create) and the list of active
+ * rooms that tick() walks. Not installed; egw_xfer.h is the public face.
+ */
+#ifndef EGW_XFER_CORE_H
+#define EGW_XFER_CORE_H
+
+#include "egw_xfer.h"
+
+struct xfer_peer {
+	bool used, dead;
+	uint32_t pool_blocks;
+	uint64_t last_rx;
+	uint64_t next_hb;
+};
+
+struct xfer_slot {        /* one bucket of the room table */
+	uint64_t room;
+	uint32_t rank;
+	uint32_t idx1;        /* room index + 1; 0 = empty */
+};
+
+struct xfer_core {
+	struct egw_xfer_conf c;
+	struct egw_xfer_stats st;
+	struct xfer_peer *peers;
+	struct xfer_slot *tab;
+	uint32_t tab_mask;
+	uint32_t *free_idx;   /* stack of free room indices */
+	uint32_t nfree;
+	uint32_t *active;     /* dense list of room indices in use */
+	uint32_t *active_pos; /* index -> position in `active` */
+	uint32_t nactive;
+	uint16_t *gen;        /* per index, bumped on release (stale cookies) */
+};
+
+int core_init(struct xfer_core *k, const struct egw_xfer_conf *c);
+void core_fini(struct xfer_core *k);
+
+/* Room table: key (room, rank). Returns the index or -1. */
+int32_t core_find(const struct xfer_core *k, uint64_t room, uint32_t rank);
+/* New room index for the key: >= 0, -EGW_E_DUPLICATE_ROOM, -EGW_E_NO_SLOT. */
+int32_t core_take(struct xfer_core *k, uint64_t room, uint32_t rank);
+void core_release(struct xfer_core *k, uint64_t room, uint32_t rank,
+		  uint32_t idx);
+
+int core_peer_add(struct xfer_core *k, uint32_t peer, uint32_t pool_blocks,
+		  uint64_t now);
+/* A message arrived from `peer`: 0, or -EGW_E_UNKNOWN_PEER (counted). */
+int core_peer_heard(struct xfer_core *k, uint32_t peer, uint64_t now);
+/* Heartbeats and death: calls on_dead(eng, peer) for each newly dead peer. */
+void core_peer_tick(struct xfer_core *k, uint64_t now,
+		    void (*on_dead)(void *eng, uint32_t peer, uint64_t now),
+		    void *eng);
+
+static inline void
+core_emit(struct xfer_core *k, const struct egw_act *a)
+{
+	if (a->type == EGW_ACT_SEND)
+		k->st.tx_msgs++;
+	k->c.emit(k->c.emit_ctx, a);
+}
+
+void core_send(struct xfer_core *k, uint32_t peer, const struct egw_msg *m);
+void core_free_runs(struct xfer_core *k, uint64_t room, uint16_t rank,
+		    const struct egw_run *runs, uint32_t n);
+void core_done(struct xfer_core *k, uint64_t room, uint16_t rank,
+	       enum egw_err e);
+/* Count a refused message; returns -e for the caller to hand back. */
+int core_reject(struct xfer_core *k, enum egw_err e);
+
+/* Next retransmission timeout: double, up to the ceiling. */
+static inline uint64_t
+core_backoff(const struct xfer_core *k, uint64_t rto)
+{
+	uint64_t n = rto * 2;
+
+	return n > k->c.t.rto_max_ns ? k->c.t.rto_max_ns : n;
+}
+
+/* Check a window's run list against a pool of `pool_blocks`: counts,
+ * bounds and no overlap. Returns the block count or -egw_err. */
+int64_t core_check_runs(const struct egw_run *runs, uint32_t n,
+			uint32_t pool_blocks);
+
+#endif /* EGW_XFER_CORE_H */

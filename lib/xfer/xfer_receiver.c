@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Receiver (language side): one room per (room id, rank).
+ *
+ * The room holds an ordered list of windows; window i starts at token
+ * `off` = tokens allocated before it. Decisions derive only from two
+ * numbers that can only grow - the announced total and the local
+ * allocation end - so a repeated "Transferring" can never trigger a second
+ * resume (seed bug #5) and whatever block indices the allocator returns do
+ * not matter (seed bug #6). Blocks are kept (zero copy) and delivered as
+ * one run list; the aux record stays in the first window's first block
+ * (seed bug #3). All ranks resume from the same total, announced by the
+ * sender, never read back from their own memory (seed bug #4).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xfer_core.h"
+
+struct rx_window {
+	uint32_t off, alloc;      /* tokens */
+	uint32_t first_run, nruns;
+};
+
+struct rx_room {
+	uint64_t room;
+	uint16_t rank, nranks;
+	uint32_t peer;
+	bool dummy;
+	uint8_t state;
+	uint32_t total;           /* 0 until announced */
+	uint32_t alloc_end;       /* tokens allocated so far */
+	uint32_t landed;          /* tokens the sender reports complete */
+	uint32_t accepted;        /* end of the windows the sender accepted */
+	bool alloc_pending;
+	uint64_t alloc_fail_since; /* 0: not failing */
+	uint64_t next_alloc;
+	uint64_t deadline;        /* of the current state */
+	uint64_t progress_at;
+	uint64_t next_tx, rto;
+	struct egw_run *runs;     /* all runs, token order */
+	uint32_t nruns;
+	struct rx_window *win;
+	uint32_t nwin;
+};
+
+struct egw_receiver {
+	struct xfer_core k;
+	struct egw_policy policy;
+	struct rx_room *rooms;
+	struct egw_run *run_store;
+	struct rx_window *win_store;
+};
+
+static void rx_fail(struct egw_receiver *r, struct rx_room *x, enum egw_err e,
+		    bool tell_peer);
+
+int
+egw_receiver_create(const struct egw_xfer_conf *c,
+		    const struct egw_policy *policy, struct egw_receiver **out)
+{
+	struct egw_receiver *r;
+	size_t n;
+	int rc;
+
+	if (out == NULL || policy == NULL || c == NULL ||
+	    policy->block_tokens != c->geom.block_tokens)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return -ENOMEM;
+	rc = core_init(&r->k, c);
+	if (rc != 0) {
+		free(r);
+		return rc;
+	}
+	r->policy = *policy;
+	n = (size_t)c->max_rooms * c->max_runs_per_room;
+	r->rooms = calloc(c->max_rooms, sizeof(*r->rooms));
+	r->run_store = calloc(n, sizeof(*r->run_store));
+	r->win_store = calloc(n, sizeof(*r->win_store));
+	if (r->rooms == NULL || r->run_store == NULL || r->win_store == NULL) {
+		egw_receiver_destroy(r);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->max_rooms; i++) {
+		r->rooms[i].runs = r->run_store + (size_t)i * c->max_runs_per_room;
+		r->rooms[i].win = r->win_store + (size_t)i * c->max_runs_per_room;
+	}
+	*out = r;
+	return 0;
+}
+
+void
+egw_receiver_destroy(struct egw_receiver *r)
+{
+	if (r == NULL)
+		return;
+	core_fini(&r->k);
+	free(r->rooms);
+	free(r->run_store);
+	free(r->win_store);
+	free(r);
+}
+
+int
+egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now)
+{
+	return core_peer_add(&r->k, peer, 0, now);
+}
+
+const struct egw_policy *
+egw_receiver_policy(const struct egw_receiver *r)
+{
+	return &r->policy;
+}
+
+void
+egw_receiver_get_stats(const struct egw_receiver *r, struct egw_xfer_stats *st)
+{
+	*st = r->k.st;
+}
+
+static struct rx_room *
+rx_find(struct egw_receiver *r, uint64_t room, uint16_t rank)
+{
+	int32_t i = core_find(&r->k, room, rank);
+
+	return i < 0 ? NULL : &r->rooms[i];
+}
+
+int
+egw_receiver_state(const struct egw_receiver *r, uint64_t room, uint16_t rank)
+{
+	int32_t i = core_find(&r->k, room, rank);
+
+	return i < 0 ? -EGW_E_UNKNOWN_ROOM : r->rooms[i].state;
+}
+
+static void
+rx_set_state(struct egw_receiver *r, struct rx_room *x, enum egw_state s,
+	     uint64_t now)
+{
+	const struct egw_xfer_timers *t = &r->k.c.t;
+
+	if (s <= x->state)
+		return; /* states only move forward */
+	x->state = (uint8_t)s;
+	x->progress_at = now;
+	if (s == EGW_ST_WAITING_FOR_INPUT)
+		x->deadline = now + t->input_ns;
+	else if (s == EGW_ST_TRANSFERRING)
+		x->deadline = now + t->round_ns;
+}
+
+/* Ask the app for the next window's blocks. */
+static void
+rx_request_window(struct egw_receiver *r, struct rx_room *x)
+{
+	const struct egw_xfer_conf *c = &r->k.c;
+	uint32_t bt = c->geom.block_tokens, want, room_left;
+	struct egw_act a = { .type = EGW_ACT_ALLOC, .room = x->room,
+			     .rank = x->rank, .peer = x->peer };
+
+	if (x->nwin == 0) {
+		want = x->dummy ? bt : egw_policy_tokens(&r->policy);
+	} else {
+		want = x->total - x->alloc_end;
+		if (c->max_blocks_per_round != 0 &&
+		    want > c->max_blocks_per_round * bt)
+			want = c->max_blocks_per_round * bt;
+	}
+	room_left = c->max_runs_per_room - x->nruns;
+	if (room_left == 0 || x->nwin == c->max_runs_per_room) {
+		rx_fail(r, x, EGW_E_TOO_LARGE, true);
+		return;
+	}
+	a.tokens = want;
+	a.max_runs = room_left < EGW_XFER_MAX_RUNS ? room_left
+						   : EGW_XFER_MAX_RUNS;
+	x->alloc_pending = true;
+	core_emit(&r->k, &a);
+}
+
+static void
+rx_send_window(struct egw_receiver *r, struct rx_room *x,
+	       const struct rx_window *w)
+{
+	struct egw_msg m = {
+		.type = w->off == 0 ? EGW_MSG_INIT : EGW_MSG_RESUME,
+		.flags = x->dummy ? EGW_MSGF_DUMMY : 0,
+		.rank = x->rank,
+		.nranks = x->nranks,
+		.nruns = (uint16_t)w->nruns,
+		.room = x->room,
+		.block_tokens = r->k.c.geom.block_tokens,
+		.offset = w->off,
+		.alloc_tokens = w->alloc,
+	};
+
+	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));
+	core_send(&r->k, x->peer, &m);
+}
+
+static void
+rx_send_simple(struct egw_receiver *r, struct rx_room *x, uint8_t type,
+	       enum egw_err e)
+{
+	struct egw_msg m = { .type = type, .error = (uint16_t)e,
+			     .rank = x->rank, .nranks = x->nranks,
+			     .room = x->room };
+
+	core_send(&r->k, x->peer, &m);
+}
+
+static void
+rx_release(struct egw_receiver *r, struct rx_room *x)
+{
+	core_release(&r->k, x->room, x->rank, (uint32_t)(x - r->rooms));
+}
+
+static void
+rx_fail(struct egw_receiver *r, struct rx_room *x, enum egw_err e,
+	bool tell_peer)
+{
+	x->state = EGW_ST_FAILED;
+	core_free_runs(&r->k, x->room, x->rank, x->runs, x->nruns);
+	x->nruns = 0;
+	if (tell_peer)
+		rx_send_simple(r, x, EGW_MSG_ABORT, e);
+	core_done(&r->k, x->room, x->rank, e);
+	/* An allocation still in flight finds no room and is freed then. */
+	rx_release(r, x);
+}
+
+/* Windows allocated and not yet fully landed. */
+static uint32_t
+rx_outstanding(const struct rx_room *x)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = x->nwin; i > 0; i--) {
+		if (x->win[i - 1].off + x->win[i - 1].alloc <= x->landed)
+			break;
+		n++;
+	}
+	return n;
+}
+
+static void
+rx_maybe_resume(struct egw_receiver *r, struct rx_room *x)
+{
+	if (x->dummy || x->total == 0 || x->alloc_pending ||
+	    x->alloc_fail_since != 0 || x->alloc_end >= x->total ||
+	    x->state >= EGW_ST_SUCCESS)
+		return;
+	if (rx_outstanding(x) < r->k.c.pipeline_depth)
+		rx_request_window(r, x);
+}
+
+/*
+ * The total is known: give back whole blocks past it. Only the first
+ * (default-sized) window can hold such blocks: later windows are sized from
+ * the total. The sender never writes past the total, so this is safe while
+ * its writes are in flight.
+ */
+static void
+rx_trim(struct egw_receiver *r, struct rx_room *x)
+{
+	uint32_t need = x->dummy ? 1 : egw_geom_blocks_for(&r->k.c.geom,
+							    x->total);
+	uint32_t cum = 0, i;
+
+	for (i = 0; i < x->nruns && cum + x->runs[i].count <= need; i++)
+		cum += x->runs[i].count;
+	if (i == x->nruns)
+		return;
+	if (cum < need) {
+		struct egw_act a = { .type = EGW_ACT_SHRINK, .room = x->room,
+				     .rank = x->rank, .runs = &x->runs[i],
+				     .nruns = 1, .keep = need - cum };
+
+		core_emit(&r->k, &a);
+		x->runs[i].count = need - cum;
+		i++;
+	}
+	core_free_runs(&r->k, x->room, x->rank, x->runs + i, x->nruns - i);
+	x->nruns = i;
+	for (uint32_t w = 0; w < x->nwin; w++)
+		if (x->win[w].first_run + x->win[w].nruns > i)
+			x->win[w].nruns = i > x->win[w].first_run
+						  ? i - x->win[w].first_run
+						  : 0;
+}
+
+static void
+rx_deliver(struct egw_receiver *r, struct rx_room *x)
+{
+	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
+			     .rank = x->rank, .peer = x->peer,
+			     .runs = x->runs, .nruns = x->nruns,
+			     .tokens = x->total, .aux_block = x->runs[0].start,
+			     .dummy = x->dummy };
+
+	x->state = EGW_ST_SUCCESS;
+	/* ownership of the runs passes to the app with this action */
+	core_emit(&r->k, &a);
+	x->nruns = 0;
+	core_done(&r->k, x->room, x->rank, EGW_E_OK);
+	rx_release(r, x);
+}
+
+int
+egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
+		  uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
+{
+	struct rx_room *x;
+	int32_t idx;
+
+	if (r == NULL)
+		return -EINVAL;
+	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS || rank >= nranks)
+		return core_reject(&r->k, EGW_E_BAD_RANK);
+	if (peer >= r->k.c.max_peers || !r->k.peers[peer].used)
+		return core_reject(&r->k, EGW_E_UNKNOWN_PEER);
+	idx = core_take(&r->k, room, rank);
+	if (idx < 0)
+		return core_reject(&r->k, (enum egw_err)-idx);
+	x = &r->rooms[idx];
+	{
+		struct egw_run *runs = x->runs;
+		struct rx_window *win = x->win;
+
+		memset(x, 0, sizeof(*x));
+		x->runs = runs;
+		x->win = win;
+	}
+	x->room = room;
+	x->rank = rank;
+	x->nranks = nranks;
+	x->peer = peer;
+	x->dummy = dummy;
+	x->state = EGW_ST_BOOTSTRAPPING;
+	x->deadline = now + r->k.c.t.bootstrap_ns;
+	x->progress_at = now;
+	x->rto = r->k.c.t.rto_ns;
+	x->next_tx = UINT64_MAX;
+	rx_request_window(r, x);
+	return 0;
+}
+
+int
+egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
+			const struct egw_run *runs, int n, uint64_t now)
+{
+	struct rx_room *x = rx_find(r, room, rank);
+	uint32_t bt = r->k.c.geom.block_tokens;
+	uint64_t blocks = 0;
+	struct rx_window *w;
+
+	if (x == NULL || !x->alloc_pending) {
+		/* the room ended meanwhile: hand the blocks straight back */
+		if (n > 0)
+			core_free_runs(&r->k, room, rank, runs, (uint32_t)n);
+		return -EGW_E_UNKNOWN_ROOM;
+	}
+	x->alloc_pending = false;
+	for (int i = 0; i < n; i++)
+		blocks += runs[i].count;
+	if (n <= 0 || blocks == 0 ||
+	    (uint32_t)n > r->k.c.max_runs_per_room - x->nruns ||
+	    n > EGW_XFER_MAX_RUNS || blocks * bt > EGW_XFER_MAX_TOKENS) {
+		if (n > 0) {
+			/* an allocator that answers nonsense is refused */
+			core_free_runs(&r->k, room, rank, runs, (uint32_t)n);
+			core_reject(&r->k, EGW_E_ZERO_BLOCKS);
+		}
+		r->k.st.alloc_retries++;
+		if (x->alloc_fail_since == 0)
+			x->alloc_fail_since = now;
+		x->next_alloc = now + r->k.c.t.alloc_retry_ns;
+		return n < 0 ? n : -ENOSPC;
+	}
+	x->alloc_fail_since = 0;
+	w = &x->win[x->nwin++];
+	w->off = x->alloc_end;
+	w->alloc = (uint32_t)(blocks * bt); /* always whole blocks (seed bug #2) */
+	w->first_run = x->nruns;
+	w->nruns = (uint32_t)n;
+	memcpy(x->runs + x->nruns, runs, (size_t)n * sizeof(*runs));
+	x->nruns += (uint32_t)n;
+	x->alloc_end += w->alloc;
+	r->k.st.windows++;
+	if (w->off != 0)
+		r->k.st.resumes++;
+	rx_send_window(r, x, w);
+	x->rto = r->k.c.t.rto_ns;
+	x->next_tx = now + x->rto;
+	rx_maybe_resume(r, x);
+	return 0;
+}
+
+static bool
+rx_window_acked(const struct rx_room *x, const struct rx_window *w)
+{
+	return w->off + w->alloc <= x->accepted;
+}
+
+static int
+rx_on_status(struct egw_receiver *r, struct rx_room *x,
+	     const struct egw_msg *m, uint64_t now)
+{
+	bool progress = false;
+
+	if (m->state == EGW_ST_FAILED) {
+		enum egw_err e = m->error > EGW_E_OK && m->error < EGW_E_MAX
+					 ? (enum egw_err)m->error
+					 : EGW_E_ABORTED;
+
+		rx_fail(r, x, e, false);
+		return 0;
+	}
+	if (m->state > EGW_ST_FAILED)
+		return core_reject(&r->k, EGW_E_BAD_STATUS);
+	if (m->total_tokens != 0 && x->total != 0 &&
+	    m->total_tokens != x->total)
+		return core_reject(&r->k, EGW_E_TOTAL_CHANGED);
+	if (m->total_tokens > EGW_XFER_MAX_TOKENS)
+		return core_reject(&r->k, EGW_E_TOO_LARGE);
+	if (m->accepted_tokens > x->alloc_end ||
+	    (m->total_tokens == 0 && m->landed_tokens != 0) ||
+	    m->landed_tokens > m->total_tokens ||
+	    (!x->dummy && m->landed_tokens > m->accepted_tokens) ||
+	    (x->dummy && m->landed_tokens != 0 &&
+	     m->landed_tokens != m->total_tokens) ||
+	    (m->state == EGW_ST_SUCCESS &&
+	     (m->total_tokens == 0 || m->landed_tokens != m->total_tokens)))
+		return core_reject(&r->k, EGW_E_BAD_STATUS);
+
+	if (m->accepted_tokens > x->accepted) {
+		x->accepted = m->accepted_tokens;
+		progress = true;
+	}
+	if (x->accepted > 0)
+		rx_set_state(r, x, EGW_ST_WAITING_FOR_INPUT, now);
+	if (m->total_tokens != 0 && x->total == 0) {
+		x->total = m->total_tokens;
+		egw_policy_observe(&r->policy, x->total);
+		rx_trim(r, x);
+		rx_set_state(r, x, EGW_ST_TRANSFERRING, now);
+		progress = true;
+	}
+	if (m->landed_tokens > x->landed) {
+		x->landed = m->landed_tokens;
+		progress = true;
+	}
+	if (m->state == EGW_ST_SUCCESS && x->total != 0 &&
+	    x->landed == x->total) {
+		rx_deliver(r, x);
+		return 0;
+	}
+	if (progress) {
+		x->progress_at = now;
+		x->rto = r->k.c.t.rto_ns;
+		x->next_tx = now + x->rto;
+	} else {
+		r->k.st.duplicates++;
+	}
+	rx_maybe_resume(r, x);
+	return 0;
+}
+
+static int
+rx_on_error(struct egw_receiver *r, struct rx_room *x, const struct egw_msg *m)
+{
+	enum egw_err e = m->error < EGW_E_MAX ? (enum egw_err)m->error
+					      : EGW_E_BAD_STATUS;
+	const struct rx_window *w = NULL;
+
+	/* `state` echoes the refused request's type, `offset` its window */
+	if (m->state == EGW_MSG_INIT || m->state == EGW_MSG_RESUME) {
+		for (uint32_t i = 0; i < x->nwin; i++)
+			if (x->win[i].off == m->offset)
+				w = &x->win[i];
+		if (w == NULL || rx_window_acked(x, w))
+			return core_reject(&r->k, EGW_E_STATE); /* stale */
+	}
+	if (e == EGW_E_BUSY ||
+	    (e == EGW_E_UNKNOWN_ROOM && m->state == EGW_MSG_INIT)) {
+		/* retriable: the sender has not opened the room yet, or is
+		 * full; the retransmission timer tries again */
+		r->k.st.rejected[e]++;
+		return 0;
+	}
+	if (m->state == EGW_MSG_STATUS && e != EGW_E_UNKNOWN_ROOM)
+		return core_reject(&r->k, EGW_E_STATE);
+	if (e == EGW_E_OK)
+		e = EGW_E_BAD_STATUS;
+	rx_fail(r, x, e, false);
+	return 0;
+}
+
+int
+egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
+		    const struct egw_msg *m, uint64_t now)
+{
+	struct rx_room *x;
+	int rc;
+
+	if (r == NULL || m == NULL)
+		return -EINVAL;
+	rc = core_peer_heard(&r->k, peer, now);
+	if (rc != 0)
+		return rc;
+	if (m->type == EGW_MSG_HEARTBEAT)
+		return 0;
+	if (m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ERROR &&
+	    m->type != EGW_MSG_ABORT)
+		return core_reject(&r->k, EGW_E_STATE);
+	x = rx_find(r, m->room, m->rank);
+	if (x == NULL)
+		return core_reject(&r->k, EGW_E_UNKNOWN_ROOM);
+	if (x->peer != peer)
+		return core_reject(&r->k, EGW_E_BAD_RANK);
+	switch (m->type) {
+	case EGW_MSG_STATUS:
+		return rx_on_status(r, x, m, now);
+	case EGW_MSG_ERROR:
+		return rx_on_error(r, x, m);
+	default: /* ABORT */
+		rx_fail(r, x, EGW_E_ABORTED, false);
+		return 0;
+	}
+}
+
+int
+egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
+		   uint64_t now)
+{
+	struct rx_room *x = rx_find(r, room, rank);
+
+	(void)now;
+	if (x == NULL)
+		return -EGW_E_UNKNOWN_ROOM;
+	rx_fail(r, x, EGW_E_ABORTED, true);
+	return 0;
+}
+
+static void
+rx_retransmit(struct egw_receiver *r, struct rx_room *x, uint64_t now)
+{
+	bool sent = false;
+
+	for (uint32_t i = 0; i < x->nwin; i++) {
+		if (!rx_window_acked(x, &x->win[i])) {
+			rx_send_window(r, x, &x->win[i]);
+			sent = true;
+		}
+	}
+	if (!sent)
+		rx_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
+	r->k.st.retransmits++;
+	x->rto = core_backoff(&r->k, x->rto);
+	x->next_tx = now + x->rto;
+}
+
+static void
+rx_tick_room(struct egw_receiver *r, struct rx_room *x, uint64_t now)
+{
+	const struct egw_xfer_timers *t = &r->k.c.t;
+
+	if (x->alloc_fail_since != 0) {
+		/* pool exhausted: keep what we have, retry until the deadline;
+		 * the state deadlines wait while memory is the problem */
+		if (now - x->alloc_fail_since >= t->alloc_ns) {
+			rx_fail(r, x, EGW_E_POOL_EXHAUSTED, true);
+			return;
+		}
+		if (!x->alloc_pending && now >= x->next_alloc) {
+			rx_request_window(r, x);
+			if (x->state == EGW_ST_FAILED)
+				return;
+		}
+	} else if (x->state == EGW_ST_BOOTSTRAPPING && now >= x->deadline) {
+		rx_fail(r, x, EGW_E_TIMEOUT_BOOTSTRAP, true);
+		return;
+	} else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline) {
+		rx_fail(r, x, EGW_E_TIMEOUT_INPUT, true);
+		return;
+	} else if (x->state == EGW_ST_TRANSFERRING &&
+		   now - x->progress_at >= t->round_ns) {
+		rx_fail(r, x, EGW_E_TIMEOUT_ROUND, true);
+		return;
+	}
+	if (x->nwin > 0 && now >= x->next_tx)
+		rx_retransmit(r, x, now);
+}
+
+static void
+rx_on_dead(void *eng, uint32_t peer, uint64_t now)
+{
+	struct egw_receiver *r = eng;
+
+	(void)now;
+	/* walk backwards: failing a room swaps the last one into its place */
+	for (uint32_t i = r->k.nactive; i > 0; i--) {
+		struct rx_room *x = &r->rooms[r->k.active[i - 1]];
+
+		if (x->peer == peer)
+			rx_fail(r, x, EGW_E_PEER_DEAD, false);
+	}
+}
+
+void
+egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer, uint64_t now)
+{
+	if (peer < r->k.c.max_peers && r->k.peers[peer].used) {
+		r->k.peers[peer].dead = true;
+		r->k.st.peers_dead++;
+	}
+	rx_on_dead(r, peer, now);
+}
+
+void
+egw_receiver_tick(struct egw_receiver *r, uint64_t now)
+{
+	for (uint32_t i = r->k.nactive; i > 0; i--)
+		rx_tick_room(r, &r->rooms[r->k.active[i - 1]], now);
+	core_peer_tick(&r->k, now, rx_on_dead, r);
+}

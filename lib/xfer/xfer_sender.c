@@ -1,0 +1,722 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Sender (encode side): one room serves `nranks` language ranks. Each rank
+ * has a small ring of accepted windows; windows are posted in order as soon
+ * as the room is transferring, and `landed` advances over the completed
+ * prefix. The sender answers every request (INIT, RESUME, STATUS poll) with
+ * a STATUS built from cumulative counters, so a duplicate gets the same
+ * answer and no new work (at most once), and it keeps a finished room for
+ * `linger_ns` to answer late duplicates the same way.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xfer_core.h"
+
+struct tx_window {
+	uint32_t off, alloc;
+	uint32_t seq;             /* per-rank window number, in the cookie */
+	uint16_t nruns;
+	bool posted, done;
+	struct egw_run runs[EGW_XFER_MAX_RUNS];
+};
+
+struct tx_rank {
+	bool inited, dummy, complete;
+	uint32_t peer;
+	uint32_t accepted;        /* end of accepted windows */
+	uint32_t landed;          /* completed prefix */
+	uint32_t nseq;
+	uint8_t head, count;      /* ring of windows not yet landed */
+	struct tx_window win[EGW_XFER_PIPE];
+};
+
+struct tx_room {
+	uint64_t room;
+	uint16_t nranks, ninit, ncomplete;
+	uint8_t state;
+	uint8_t err;
+	bool have_input, src_freed;
+	uint32_t total;
+	uint32_t inflight;        /* posted batches not completed */
+	uint64_t deadline, progress_at, linger_until;
+	struct egw_run *src;
+	uint32_t nsrc;
+	struct tx_rank rank[EGW_XFER_MAX_RANKS];
+};
+
+struct egw_sender {
+	struct xfer_core k;
+	struct tx_room *rooms;
+	struct egw_run *src_store;
+	struct egw_write *scratch; /* writes of one window, emitted at once */
+	uint32_t scratch_len;
+};
+
+/* cookie = gen:16 | idx:24 | rank:4 | seq:20 */
+static uint64_t
+cookie_make(const struct egw_sender *s, uint32_t idx, uint32_t rank,
+	    uint32_t seq)
+{
+	return ((uint64_t)s->k.gen[idx] << 48) | ((uint64_t)idx << 24) |
+	       ((uint64_t)rank << 20) | (seq & 0xfffffu);
+}
+
+int
+egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
+{
+	struct egw_sender *s;
+	int rc;
+
+	if (out == NULL || c == NULL)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return -ENOMEM;
+	rc = core_init(&s->k, c);
+	if (rc != 0) {
+		free(s);
+		return rc;
+	}
+	/* a window of tokens crosses at most its src runs + its dst runs
+	 * segments; three token kinds each, plus the aux record */
+	s->scratch_len = (c->max_runs_per_room + EGW_XFER_MAX_RUNS) * 3 + 1;
+	s->rooms = calloc(c->max_rooms, sizeof(*s->rooms));
+	s->src_store = calloc((size_t)c->max_rooms * c->max_runs_per_room,
+			      sizeof(*s->src_store));
+	s->scratch = calloc(s->scratch_len, sizeof(*s->scratch));
+	if (s->rooms == NULL || s->src_store == NULL || s->scratch == NULL) {
+		egw_sender_destroy(s);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->max_rooms; i++)
+		s->rooms[i].src = s->src_store +
+				  (size_t)i * c->max_runs_per_room;
+	*out = s;
+	return 0;
+}
+
+void
+egw_sender_destroy(struct egw_sender *s)
+{
+	if (s == NULL)
+		return;
+	core_fini(&s->k);
+	free(s->rooms);
+	free(s->src_store);
+	free(s->scratch);
+	free(s);
+}
+
+int
+egw_sender_peer_add(struct egw_sender *s, uint32_t peer, uint32_t pool_blocks,
+		    uint64_t now)
+{
+	if (pool_blocks == 0)
+		return -EINVAL;
+	return core_peer_add(&s->k, peer, pool_blocks, now);
+}
+
+void
+egw_sender_get_stats(const struct egw_sender *s, struct egw_xfer_stats *st)
+{
+	*st = s->k.st;
+}
+
+static struct tx_room *
+tx_find(struct egw_sender *s, uint64_t room)
+{
+	int32_t i = core_find(&s->k, room, 0);
+
+	return i < 0 ? NULL : &s->rooms[i];
+}
+
+int
+egw_sender_state(const struct egw_sender *s, uint64_t room)
+{
+	int32_t i = core_find(&s->k, room, 0);
+
+	return i < 0 ? -EGW_E_UNKNOWN_ROOM : s->rooms[i].state;
+}
+
+static bool
+tx_final(const struct tx_room *x)
+{
+	return x->state >= EGW_ST_SUCCESS;
+}
+
+/* ---- STATUS ------------------------------------------------------------ */
+
+static void
+tx_status(struct egw_sender *s, const struct tx_room *x, uint16_t r)
+{
+	const struct tx_rank *rk = &x->rank[r];
+	struct egw_msg m = {
+		.type = EGW_MSG_STATUS,
+		.room = x->room,
+		.rank = r,
+		.nranks = x->nranks,
+		.error = x->err,
+		.accepted_tokens = rk->accepted,
+		.landed_tokens = rk->landed,
+	};
+
+	/* A rank whose data is complete still reads Transferring until every
+	 * rank is: Success is a room-wide fact. */
+	m.state = x->state;
+	if (!tx_final(x) && rk->complete)
+		m.state = EGW_ST_TRANSFERRING;
+	if (x->state >= EGW_ST_TRANSFERRING && x->state != EGW_ST_FAILED &&
+	    (s->k.c.announce_early || rk->landed > 0))
+		m.total_tokens = x->total;
+	if (m.total_tokens == 0)
+		m.landed_tokens = 0;
+	core_send(&s->k, rk->peer, &m);
+}
+
+static void
+tx_status_all(struct egw_sender *s, const struct tx_room *x)
+{
+	for (uint16_t r = 0; r < x->nranks; r++)
+		if (x->rank[r].inited)
+			tx_status(s, x, r);
+}
+
+static int
+tx_error(struct egw_sender *s, uint32_t peer, const struct egw_msg *req,
+	 enum egw_err e)
+{
+	struct egw_msg m = {
+		.type = EGW_MSG_ERROR,
+		.state = req->type,
+		.error = (uint16_t)e,
+		.room = req->room,
+		.rank = req->rank,
+		.nranks = req->nranks,
+		.offset = req->offset,
+	};
+
+	core_send(&s->k, peer, &m);
+	return core_reject(&s->k, e);
+}
+
+/* ---- ending a room ----------------------------------------------------- */
+
+static void
+tx_free_src(struct egw_sender *s, struct tx_room *x)
+{
+	/* never while writes may still read the source blocks */
+	if (!x->have_input || x->src_freed || x->inflight > 0)
+		return;
+	core_free_runs(&s->k, x->room, 0, x->src, x->nsrc);
+	x->src_freed = true;
+}
+
+static void
+tx_finish(struct egw_sender *s, struct tx_room *x, enum egw_err e,
+	  uint64_t now)
+{
+	x->state = e == EGW_E_OK ? EGW_ST_SUCCESS : EGW_ST_FAILED;
+	x->err = (uint8_t)e;
+	x->linger_until = now + s->k.c.t.linger_ns;
+	tx_free_src(s, x);
+	tx_status_all(s, x);
+	core_done(&s->k, x->room, 0, e);
+}
+
+static void
+tx_release(struct egw_sender *s, struct tx_room *x)
+{
+	core_release(&s->k, x->room, 0, (uint32_t)(x - s->rooms));
+}
+
+/* ---- payload ----------------------------------------------------------- */
+
+/* Source block holding token `t` (block aligned), and how many blocks
+ * follow it contiguously in the same source run. */
+static uint32_t
+tx_src_block(const struct tx_room *x, uint32_t bt, uint32_t t, uint32_t *len)
+{
+	uint32_t b = t / bt;
+
+	for (uint32_t i = 0; i < x->nsrc; i++) {
+		if (b < x->src[i].count) {
+			*len = x->src[i].count - b;
+			return x->src[i].start + b;
+		}
+		b -= x->src[i].count;
+	}
+	*len = 0;
+	return 0; /* unreachable: input covers the total */
+}
+
+static void
+tx_post(struct egw_sender *s, struct tx_room *x, uint16_t r,
+	struct tx_window *w)
+{
+	const struct egw_pool_geom *g = &s->k.c.geom;
+	struct tx_rank *rk = &x->rank[r];
+	uint32_t bt = g->block_tokens, n = 0, moved = 0, todo;
+	struct egw_act a = { .type = EGW_ACT_POST_WRITES, .peer = rk->peer,
+			     .room = x->room, .rank = r };
+	uint32_t di = 0, dused = 0;
+
+	todo = rk->dummy ? 0 : x->total - w->off;
+	if (todo > w->alloc)
+		todo = w->alloc;
+	/* walk source and destination runs together, cutting a segment
+	 * wherever either side stops being contiguous */
+	while (moved < todo) {
+		uint32_t slen, sblk = tx_src_block(x, bt, w->off + moved, &slen);
+		uint32_t dlen = w->runs[di].count - dused;
+		uint32_t dblk = w->runs[di].start + dused;
+		uint32_t blocks = slen < dlen ? slen : dlen;
+		uint32_t tokens = todo - moved;
+
+		if (tokens > blocks * bt)
+			tokens = blocks * bt;
+		blocks = (tokens + bt - 1) / bt;
+		for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++) {
+			size_t unit = egw_geom_unit_bytes(g, (enum egw_kind)k);
+
+			if (unit == 0)
+				continue;
+			s->scratch[n++] = (struct egw_write){
+				.kind = (uint32_t)k, .src_block = sblk,
+				.dst_block = dblk, .tokens = tokens,
+				.bytes = (uint64_t)tokens * unit };
+		}
+		moved += tokens;
+		dused += blocks;
+		if (dused == w->runs[di].count) {
+			di++;
+			dused = 0;
+		}
+	}
+	if (w->off == 0) {
+		/* the aux record rides with the first window only */
+		s->scratch[n++] = (struct egw_write){
+			.kind = EGW_KIND_AUX, .src_block = x->src[0].start,
+			.dst_block = w->runs[0].start, .tokens = 0,
+			.bytes = g->aux_bytes };
+	}
+	for (uint32_t i = 0; i < n; i++)
+		s->k.st.bytes += s->scratch[i].bytes;
+	s->k.st.writes += n;
+	s->k.st.write_batches++;
+	w->posted = true;
+	x->inflight++;
+	a.writes = s->scratch;
+	a.nwrites = n;
+	a.cookie = cookie_make(s, (uint32_t)(x - s->rooms), r, w->seq);
+	core_emit(&s->k, &a);
+}
+
+static void
+tx_pump(struct egw_sender *s, struct tx_room *x, uint16_t r)
+{
+	struct tx_rank *rk = &x->rank[r];
+
+	if (x->state != EGW_ST_TRANSFERRING)
+		return;
+	for (uint8_t i = 0; i < rk->count; i++) {
+		struct tx_window *w = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
+
+		if (!w->posted)
+			tx_post(s, x, r, w);
+	}
+}
+
+static void
+tx_start(struct egw_sender *s, struct tx_room *x, uint64_t now)
+{
+	x->state = EGW_ST_TRANSFERRING;
+	x->progress_at = now;
+	/* announce the total to every rank now: they allocate and resume
+	 * while the first windows are in flight */
+	tx_status_all(s, x);
+	for (uint16_t r = 0; r < x->nranks; r++)
+		tx_pump(s, x, r);
+}
+
+/* ---- API --------------------------------------------------------------- */
+
+int
+egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
+		uint64_t now)
+{
+	struct tx_room *x;
+	struct egw_run *src;
+	int32_t idx;
+
+	if (s == NULL)
+		return -EINVAL;
+	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS)
+		return core_reject(&s->k, EGW_E_BAD_RANK);
+	idx = core_take(&s->k, room, 0);
+	if (idx < 0)
+		return core_reject(&s->k, (enum egw_err)-idx);
+	x = &s->rooms[idx];
+	src = x->src;
+	memset(x, 0, sizeof(*x));
+	x->src = src;
+	x->room = room;
+	x->nranks = nranks;
+	x->state = EGW_ST_BOOTSTRAPPING;
+	x->deadline = now + s->k.c.t.bootstrap_ns;
+	x->progress_at = now;
+	return 0;
+}
+
+int
+egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
+		 const struct egw_run *runs, uint32_t nruns, uint64_t now)
+{
+	struct tx_room *x = tx_find(s, room);
+	uint64_t blocks = 0;
+	uint32_t nb;
+
+	if (x == NULL)
+		return core_reject(&s->k, EGW_E_UNKNOWN_ROOM);
+	if (x->have_input || tx_final(x))
+		return core_reject(&s->k, EGW_E_STATE);
+	if (total == 0 || total > EGW_XFER_MAX_TOKENS || nruns == 0 ||
+	    nruns > s->k.c.max_runs_per_room)
+		return core_reject(&s->k, EGW_E_TOO_LARGE);
+	nb = s->k.c.geom.capacity_tokens / s->k.c.geom.block_tokens;
+	for (uint32_t i = 0; i < nruns; i++) {
+		if (runs[i].count == 0 || runs[i].start >= nb ||
+		    runs[i].count > nb - runs[i].start)
+			return core_reject(&s->k, EGW_E_BAD_BLOCKS);
+		blocks += runs[i].count;
+	}
+	if (blocks < egw_geom_blocks_for(&s->k.c.geom, total))
+		return core_reject(&s->k, EGW_E_BAD_BLOCKS);
+	memcpy(x->src, runs, nruns * sizeof(*runs));
+	x->nsrc = nruns;
+	x->total = total;
+	x->have_input = true;
+	if (x->state == EGW_ST_WAITING_FOR_INPUT)
+		tx_start(s, x, now);
+	return 0;
+}
+
+static void
+tx_rank_complete(struct egw_sender *s, struct tx_room *x, uint16_t r,
+		 uint64_t now)
+{
+	x->rank[r].complete = true;
+	if (++x->ncomplete == x->nranks)
+		tx_finish(s, x, EGW_E_OK, now);
+	else
+		tx_status(s, x, r);
+}
+
+/* Validate an INIT/RESUME window; returns its block count or -egw_err. */
+static int64_t
+tx_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m)
+{
+	uint32_t bt = s->k.c.geom.block_tokens;
+	int64_t blocks;
+
+	if (m->block_tokens != bt)
+		return -EGW_E_BLOCK_TOKENS;
+	if (m->nruns > EGW_XFER_MAX_RUNS)
+		return -EGW_E_TOO_LARGE;
+	blocks = core_check_runs(m->runs, m->nruns,
+				 s->k.peers[peer].pool_blocks);
+	if (blocks < 0)
+		return blocks;
+	if ((uint64_t)blocks * bt != m->alloc_tokens)
+		return -EGW_E_ALLOC_MISMATCH;
+	return blocks;
+}
+
+static bool
+tx_overlaps_ring(const struct tx_rank *rk, const struct egw_msg *m)
+{
+	for (uint8_t i = 0; i < rk->count; i++) {
+		const struct tx_window *w =
+			&rk->win[(rk->head + i) % EGW_XFER_PIPE];
+
+		for (uint16_t a = 0; a < w->nruns; a++)
+			for (uint16_t b = 0; b < m->nruns; b++)
+				if (w->runs[a].start <
+					    m->runs[b].start + m->runs[b].count &&
+				    m->runs[b].start <
+					    w->runs[a].start + w->runs[a].count)
+					return true;
+	}
+	return false;
+}
+
+static void
+tx_accept(struct tx_room *x, struct tx_rank *rk, const struct egw_msg *m)
+{
+	struct tx_window *w =
+		&rk->win[(rk->head + rk->count) % EGW_XFER_PIPE];
+
+	memset(w, 0, sizeof(*w));
+	w->off = m->offset;
+	w->alloc = m->alloc_tokens;
+	w->seq = rk->nseq++;
+	w->nruns = m->nruns;
+	memcpy(w->runs, m->runs, m->nruns * sizeof(m->runs[0]));
+	rk->count++;
+	rk->accepted = m->offset + m->alloc_tokens;
+	(void)x;
+}
+
+static int
+tx_on_init(struct egw_sender *s, struct tx_room *x, uint32_t peer,
+	   const struct egw_msg *m, uint64_t now)
+{
+	struct tx_rank *rk;
+	int64_t blocks;
+
+	if (m->nranks != x->nranks || m->rank >= x->nranks)
+		return tx_error(s, peer, m, EGW_E_BAD_RANK);
+	rk = &x->rank[m->rank];
+	if (rk->inited) {
+		if (rk->peer != peer)
+			return tx_error(s, peer, m, EGW_E_BAD_RANK);
+		s->k.st.duplicates++;
+		tx_status(s, x, m->rank);
+		return 0;
+	}
+	if (tx_final(x))
+		return tx_error(s, peer, m, EGW_E_STATE);
+	if (m->offset != 0)
+		return tx_error(s, peer, m, EGW_E_STATE);
+	blocks = tx_check_window(s, peer, m);
+	if (blocks < 0)
+		return tx_error(s, peer, m, (enum egw_err)-blocks);
+	rk->inited = true;
+	rk->peer = peer;
+	rk->dummy = (m->flags & EGW_MSGF_DUMMY) != 0;
+	tx_accept(x, rk, m);
+	s->k.st.windows++;
+	x->progress_at = now;
+	if (++x->ninit == x->nranks) {
+		if (x->have_input) {
+			tx_start(s, x, now); /* answers every rank */
+			return 0;
+		}
+		x->state = EGW_ST_WAITING_FOR_INPUT;
+		x->deadline = now + s->k.c.t.input_ns;
+	}
+	tx_status(s, x, m->rank);
+	return 0;
+}
+
+static int
+tx_on_resume(struct egw_sender *s, struct tx_room *x, uint32_t peer,
+	     const struct egw_msg *m, uint64_t now)
+{
+	struct tx_rank *rk;
+	int64_t blocks;
+
+	if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
+	    x->rank[m->rank].peer != peer || m->nranks != x->nranks)
+		return tx_error(s, peer, m, EGW_E_BAD_RANK);
+	rk = &x->rank[m->rank];
+	if (m->offset < rk->accepted || tx_final(x)) {
+		/* a duplicate (or late) request: same answer, no work */
+		s->k.st.duplicates++;
+		tx_status(s, x, m->rank);
+		return 0;
+	}
+	if (x->state != EGW_ST_TRANSFERRING || rk->dummy)
+		return tx_error(s, peer, m, EGW_E_STATE);
+	if (m->offset >= x->total)
+		return tx_error(s, peer, m, EGW_E_BEYOND_TOTAL);
+	if (m->offset > rk->accepted) {
+		/* an earlier RESUME is missing; the receiver resends both */
+		s->k.st.reordered++;
+		tx_status(s, x, m->rank);
+		return 0;
+	}
+	blocks = tx_check_window(s, peer, m);
+	if (blocks < 0)
+		return tx_error(s, peer, m, (enum egw_err)-blocks);
+	if (tx_overlaps_ring(rk, m))
+		return tx_error(s, peer, m, EGW_E_BAD_BLOCKS);
+	if (rk->count == EGW_XFER_PIPE)
+		return tx_error(s, peer, m, EGW_E_BUSY);
+	tx_accept(x, rk, m);
+	s->k.st.windows++;
+	s->k.st.resumes++;
+	x->progress_at = now;
+	tx_pump(s, x, m->rank);
+	tx_status(s, x, m->rank);
+	return 0;
+}
+
+int
+egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
+		  uint64_t now)
+{
+	struct tx_room *x;
+	int rc;
+
+	if (s == NULL || m == NULL)
+		return -EINVAL;
+	rc = core_peer_heard(&s->k, peer, now);
+	if (rc != 0)
+		return rc;
+	if (m->type == EGW_MSG_HEARTBEAT)
+		return 0;
+	if (m->type != EGW_MSG_INIT && m->type != EGW_MSG_RESUME &&
+	    m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ABORT)
+		return core_reject(&s->k, EGW_E_STATE);
+	x = tx_find(s, m->room);
+	if (x == NULL) {
+		if (m->type == EGW_MSG_ABORT)
+			return core_reject(&s->k, EGW_E_UNKNOWN_ROOM);
+		return tx_error(s, peer, m, EGW_E_UNKNOWN_ROOM);
+	}
+	switch (m->type) {
+	case EGW_MSG_INIT:
+		return tx_on_init(s, x, peer, m, now);
+	case EGW_MSG_RESUME:
+		return tx_on_resume(s, x, peer, m, now);
+	case EGW_MSG_STATUS:
+		if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
+		    x->rank[m->rank].peer != peer)
+			return tx_error(s, peer, m, EGW_E_BAD_RANK);
+		tx_status(s, x, m->rank);
+		return 0;
+	default: /* ABORT from one rank fails the room for all ranks */
+		if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
+		    x->rank[m->rank].peer != peer)
+			return core_reject(&s->k, EGW_E_BAD_RANK);
+		if (!tx_final(x))
+			tx_finish(s, x, EGW_E_ABORTED, now);
+		else
+			tx_status(s, x, m->rank);
+		return 0;
+	}
+}
+
+int
+egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
+		       uint64_t now)
+{
+	uint32_t idx = (uint32_t)(cookie >> 24) & 0xffffffu;
+	uint32_t r = (uint32_t)(cookie >> 20) & 0xfu;
+	uint32_t seq = (uint32_t)cookie & 0xfffffu;
+	struct tx_room *x;
+	struct tx_rank *rk;
+	struct tx_window *w = NULL;
+
+	if (s == NULL || idx >= s->k.c.max_rooms ||
+	    (uint16_t)(cookie >> 48) != s->k.gen[idx])
+		return -EGW_E_UNKNOWN_ROOM; /* stale completion */
+	x = &s->rooms[idx];
+	if (r >= x->nranks)
+		return -EGW_E_BAD_RANK;
+	rk = &x->rank[r];
+	for (uint8_t i = 0; i < rk->count; i++) {
+		struct tx_window *c = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
+
+		if ((c->seq & 0xfffffu) == seq && c->posted && !c->done)
+			w = c;
+	}
+	if (w == NULL)
+		return -EGW_E_STATE; /* duplicate completion */
+	w->done = true;
+	x->inflight--;
+	if (tx_final(x)) {
+		tx_free_src(s, x); /* the last in-flight write releases src */
+		return 0;
+	}
+	if (!ok) {
+		tx_finish(s, x, EGW_E_TRANSPORT, now);
+		return 0;
+	}
+	x->progress_at = now;
+	while (rk->count > 0 && rk->win[rk->head].done) {
+		struct tx_window *h = &rk->win[rk->head];
+		uint32_t end = h->off + h->alloc;
+
+		rk->landed = rk->dummy ? x->total
+				       : (end < x->total ? end : x->total);
+		rk->head = (uint8_t)((rk->head + 1) % EGW_XFER_PIPE);
+		rk->count--;
+	}
+	if (rk->landed == x->total) {
+		tx_rank_complete(s, x, (uint16_t)r, now);
+		return 0;
+	}
+	if (rk->count == 0)
+		s->k.st.idle_waits++; /* drained: a round trip with no data */
+	tx_status(s, x, (uint16_t)r);
+	return 0;
+}
+
+int
+egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now)
+{
+	struct tx_room *x = tx_find(s, room);
+
+	if (x == NULL)
+		return -EGW_E_UNKNOWN_ROOM;
+	if (!tx_final(x))
+		tx_finish(s, x, EGW_E_ABORTED, now);
+	return 0;
+}
+
+static void
+tx_tick_room(struct egw_sender *s, struct tx_room *x, uint64_t now)
+{
+	if (tx_final(x)) {
+		if (now >= x->linger_until && x->inflight == 0)
+			tx_release(s, x);
+		return;
+	}
+	if (x->state == EGW_ST_BOOTSTRAPPING && now >= x->deadline)
+		tx_finish(s, x, EGW_E_TIMEOUT_BOOTSTRAP, now);
+	else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline)
+		tx_finish(s, x, EGW_E_TIMEOUT_INPUT, now);
+	else if (x->state == EGW_ST_TRANSFERRING &&
+		 now - x->progress_at >= s->k.c.t.round_ns)
+		tx_finish(s, x, EGW_E_TIMEOUT_ROUND, now);
+}
+
+static void
+tx_on_dead(void *eng, uint32_t peer, uint64_t now)
+{
+	struct egw_sender *s = eng;
+
+	for (uint32_t i = s->k.nactive; i > 0; i--) {
+		struct tx_room *x = &s->rooms[s->k.active[i - 1]];
+
+		if (tx_final(x))
+			continue;
+		for (uint16_t r = 0; r < x->nranks; r++) {
+			if (x->rank[r].inited && x->rank[r].peer == peer) {
+				tx_finish(s, x, EGW_E_PEER_DEAD, now);
+				break;
+			}
+		}
+	}
+}
+
+void
+egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now)
+{
+	if (peer < s->k.c.max_peers && s->k.peers[peer].used) {
+		s->k.peers[peer].dead = true;
+		s->k.st.peers_dead++;
+	}
+	tx_on_dead(s, peer, now);
+}
+
+void
+egw_sender_tick(struct egw_sender *s, uint64_t now)
+{
+	for (uint32_t i = s->k.nactive; i > 0; i--)
+		tx_tick_room(s, &s->rooms[s->k.active[i - 1]], now);
+	core_peer_tick(&s->k, now, tx_on_dead, s);
+}

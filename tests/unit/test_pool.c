@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_main.h"
+#include "egw_pool.h"
+
+static struct egw_pool_geom
+geom(uint32_t blocks)
+{
+	struct egw_pool_geom g = {
+		.capacity_tokens = blocks * 128, .block_tokens = 128,
+		.hidden_size = 16, .dtype_bytes = 2, .mrope = true,
+		.aux_bytes = 64,
+	};
+	return g;
+}
+
+static struct egw_pool *
+mk(uint32_t blocks)
+{
+	struct egw_pool_geom g = geom(blocks);
+	struct egw_pool *p = NULL;
+
+	CU_ASSERT_FATAL(egw_pool_create(&g, NULL, 0, &p) == 0);
+	return p;
+}
+
+static void
+test_geometry_and_addresses(void)
+{
+	struct egw_pool_geom g = geom(64);
+	struct egw_pool *p = mk(64);
+	uint8_t *emb = egw_pool_region(p, EGW_KIND_EMB);
+
+	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_EMB), 32);
+	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_FILL_IDS), 4);
+	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_MROPE), 12);
+	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_AUX), 64);
+	/* kind k of block b token t lives at base[k] + (b * bt + t) * unit */
+	CU_ASSERT_PTR_EQUAL(egw_pool_addr(p, EGW_KIND_EMB, 3, 5),
+			    emb + (3 * 128 + 5) * 32);
+	CU_ASSERT_PTR_EQUAL(egw_pool_addr(p, EGW_KIND_AUX, 7, 0),
+			    (uint8_t *)egw_pool_region(p, EGW_KIND_AUX) + 7 * 64);
+	CU_ASSERT_PTR_NULL(egw_pool_addr(p, EGW_KIND_EMB, 64, 0));
+	CU_ASSERT_PTR_NULL(egw_pool_addr(p, EGW_KIND_EMB, 0, 128));
+	CU_ASSERT_PTR_NULL(egw_pool_addr(p, EGW_KIND_AUX, 0, 1));
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		CU_ASSERT_EQUAL((uintptr_t)egw_pool_region(p, k) % EGW_POOL_ALIGN, 0);
+	/* the last byte of every region is inside the pool memory */
+	CU_ASSERT((uint8_t *)egw_pool_addr(p, EGW_KIND_AUX, 63, 0) + 64 <=
+		  (uint8_t *)egw_pool_mem(p) + egw_geom_mem_bytes(&g));
+	egw_pool_destroy(p);
+
+	g.mrope = false;
+	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_MROPE), 0);
+	g = geom(4);
+	g.capacity_tokens = 100; /* not whole blocks */
+	CU_ASSERT_EQUAL(egw_geom_check(&g), -EINVAL);
+	g = geom(4);
+	g.aux_bytes = 8; /* smaller than the aux record */
+	CU_ASSERT_EQUAL(egw_geom_check(&g), -EINVAL);
+	g = geom(4);
+	g.dtype_bytes = 3;
+	CU_ASSERT_EQUAL(egw_geom_check(&g), -EINVAL);
+}
+
+static void
+test_alloc_tokens_is_whole_blocks(void)
+{
+	struct egw_pool *p = mk(64);
+	struct egw_run r[4];
+	struct egw_pool_stats st;
+
+	CU_ASSERT_EQUAL(egw_pool_alloc_tokens(p, 1, 976, r, 4), 1);
+	CU_ASSERT_EQUAL(r[0].count, 8); /* ceil(976 / 128): seed bug #2 */
+	CU_ASSERT_EQUAL(egw_pool_alloc_tokens(p, 2, 129, r, 4), 1);
+	CU_ASSERT_EQUAL(r[0].start, 8);
+	CU_ASSERT_EQUAL(r[0].count, 2);
+	CU_ASSERT_EQUAL(egw_pool_alloc_tokens(p, 3, 0, r, 4), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 3, 0, r, 4), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, EGW_OWNER_NONE, 1, r, 4), -EINVAL);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 10);
+	CU_ASSERT_EQUAL(st.free_runs, 1);
+	CU_ASSERT_EQUAL(st.largest_free_run, 54);
+	egw_pool_destroy(p);
+}
+
+static void
+test_fragmented_alloc_uses_run_list(void)
+{
+	struct egw_pool *p = mk(16);
+	struct egw_run r[16], one[16];
+	struct egw_pool_stats before, after;
+
+	/* 16 single blocks, free every other one: 8 holes of 1 block */
+	for (int i = 0; i < 16; i++)
+		CU_ASSERT_EQUAL(egw_pool_alloc(p, 100 + i, 1, &one[i], 1), 1);
+	for (int i = 0; i < 16; i += 2)
+		CU_ASSERT_EQUAL(egw_pool_free(p, 100 + i, one[i]), 0);
+	egw_pool_get_stats(p, &before);
+	CU_ASSERT_EQUAL(before.free_runs, 8);
+	CU_ASSERT_EQUAL(before.largest_free_run, 1);
+	/* contiguous only: refused, nothing changes */
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 7, 3, r, 1), -ENOSPC);
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 7, 3, r, 2), -ENOSPC);
+	egw_pool_get_stats(p, &after);
+	CU_ASSERT_EQUAL(after.blocks_in_use, before.blocks_in_use);
+	CU_ASSERT_EQUAL(after.free_runs, before.free_runs);
+	/* as a run list: three runs of one block */
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 7, 3, r, 8), 3);
+	CU_ASSERT_EQUAL(r[0].start, 0);
+	CU_ASSERT_EQUAL(r[1].start, 2);
+	CU_ASSERT_EQUAL(r[2].start, 4);
+	/* more than is free: refused */
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 8, 6, r + 3, 8), -ENOSPC);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(egw_pool_free(p, 7, r[i]), 0);
+	for (int i = 1; i < 16; i += 2)
+		CU_ASSERT_EQUAL(egw_pool_free(p, 100 + i, one[i]), 0);
+	egw_pool_get_stats(p, &after);
+	CU_ASSERT_EQUAL(after.blocks_in_use, 0);
+	CU_ASSERT_EQUAL(after.free_runs, 1);
+	CU_ASSERT_EQUAL(after.largest_free_run, 16);
+	egw_pool_destroy(p);
+}
+
+static void
+test_bad_frees_are_refused(void)
+{
+	struct egw_pool *p = mk(32);
+	struct egw_run a, b;
+	struct egw_pool_stats st;
+
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 1, 4, &a, 1), 1);
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 2, 4, &b, 1), 1);
+	/* foreign free */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 2, a), -EPERM);
+	/* out of range */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 30, 4 }), -ERANGE);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 40, 1 }), -ERANGE);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 0, 0 }), -ERANGE);
+	/* inside a run, or a different length */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 1, 3 }), -ENOENT);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 0, 3 }), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 0, 8 }), -EINVAL);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 8);
+	CU_ASSERT_EQUAL(st.refused, 7);
+	CU_ASSERT_EQUAL(egw_pool_owner(p, 0), 1);
+	CU_ASSERT_EQUAL(egw_pool_owner(p, 4), 2);
+	CU_ASSERT_EQUAL(egw_pool_owner(p, 1), EGW_OWNER_NONE);
+	/* proper free, then double free */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, a), 0);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, a), -ENOENT);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 4);
+	CU_ASSERT_EQUAL(st.free_runs, 2);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 2, b), 0);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 0);
+	CU_ASSERT_EQUAL(st.free_runs, 1);
+	egw_pool_destroy(p);
+}
+
+static void
+test_shrink_keeps_head(void)
+{
+	struct egw_pool *p = mk(32);
+	struct egw_run a;
+	struct egw_pool_stats st;
+
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 9, 10, &a, 1), 1);
+	CU_ASSERT_EQUAL(egw_pool_shrink(p, 9, a, 0), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_shrink(p, 9, a, 10), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_shrink(p, 8, a, 3), -EPERM);
+	CU_ASSERT_EQUAL(egw_pool_shrink(p, 9, a, 3), 0);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 3);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 9, a), -EINVAL); /* old length */
+	a.count = 3;
+	CU_ASSERT_EQUAL(egw_pool_free(p, 9, a), 0);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 0);
+	CU_ASSERT_EQUAL(st.largest_free_run, 32);
+	egw_pool_destroy(p);
+}
+
+/* Random alloc/free/shrink against a plain bitmap model: every statistic
+ * must match the brute-force answer after every operation. */
+static void
+test_random_against_model(void)
+{
+	enum { NB = 300, OPS = 20000, MAXH = 64 };
+	struct egw_pool *p = mk(NB);
+	struct { struct egw_run r; uint64_t owner; } held[MAXH];
+	uint8_t used[NB] = { 0 };
+	int nheld = 0;
+	uint64_t seed = 12345, next_owner = 1;
+	int mismatches = 0;
+
+	for (int op = 0; op < OPS; op++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t rnd = (uint32_t)(seed >> 33);
+		struct egw_pool_stats st;
+		uint32_t inuse = 0, runs = 0, best = 0, cur = 0;
+
+		if (nheld + 8 <= MAXH && (rnd % 3 != 0 || nheld == 0)) {
+			struct egw_run r[8];
+			uint32_t want = 1 + rnd % 24;
+			int n = egw_pool_alloc(p, next_owner, want, r, 8);
+
+			for (int i = 0; i < n; i++) {
+				for (uint32_t b = r[i].start; b < r[i].start + r[i].count; b++) {
+					if (used[b])
+						mismatches++;
+					used[b] = 1;
+				}
+				held[nheld].r = r[i];
+				held[nheld++].owner = next_owner;
+			}
+			next_owner++;
+		} else {
+			int i = (int)(rnd % (uint32_t)nheld);
+			struct egw_run r = held[i].r;
+
+			if ((rnd >> 8) % 4 == 0 && r.count > 1) {
+				uint32_t keep = 1 + (rnd >> 12) % (r.count - 1);
+
+				CU_ASSERT_EQUAL(egw_pool_shrink(p, held[i].owner, r, keep), 0);
+				for (uint32_t b = r.start + keep; b < r.start + r.count; b++)
+					used[b] = 0;
+				held[i].r.count = keep;
+			} else {
+				CU_ASSERT_EQUAL(egw_pool_free(p, held[i].owner, r), 0);
+				for (uint32_t b = r.start; b < r.start + r.count; b++)
+					used[b] = 0;
+				held[i] = held[--nheld];
+			}
+		}
+		for (uint32_t b = 0; b < NB; b++) {
+			inuse += used[b];
+			if (!used[b]) {
+				if (cur == 0)
+					runs++;
+				cur++;
+				if (cur > best)
+					best = cur;
+			} else {
+				cur = 0;
+			}
+		}
+		egw_pool_get_stats(p, &st);
+		if (st.blocks_in_use != inuse || st.free_runs != runs ||
+		    st.largest_free_run != best)
+			mismatches++;
+	}
+	CU_ASSERT_EQUAL(mismatches, 0);
+	CU_ASSERT(next_owner > OPS / 3); /* the walk really allocated */
+	egw_pool_destroy(p);
+}
+
+static void
+test_external_memory(void)
+{
+	struct egw_pool_geom g = geom(8);
+	size_t need = egw_geom_mem_bytes(&g);
+	void *mem = aligned_alloc(EGW_POOL_ALIGN, need);
+	struct egw_pool *p = NULL;
+
+	CU_ASSERT_EQUAL(egw_pool_create(&g, mem, need - 1, &p), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_create(&g, (uint8_t *)mem + 8, need, &p), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_create(&g, mem, need, &p), 0);
+	CU_ASSERT_PTR_EQUAL(egw_pool_mem(p), mem);
+	egw_pool_destroy(p); /* must not free caller memory */
+	free(mem);
+}
+
+int
+main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "geometry_and_addresses", test_geometry_and_addresses },
+		{ "alloc_tokens_is_whole_blocks", test_alloc_tokens_is_whole_blocks },
+		{ "fragmented_alloc_uses_run_list", test_fragmented_alloc_uses_run_list },
+		{ "bad_frees_are_refused", test_bad_frees_are_refused },
+		{ "shrink_keeps_head", test_shrink_keeps_head },
+		{ "random_against_model", test_random_against_model },
+		{ "external_memory", test_external_memory },
+		{ NULL, NULL },
+	};
+	return cu_run("pool", tests);
+}
