@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The semantics the resume protocol must hold, one named test each. Every
+ * test runs both state machines through the simulated pair on a virtual
+ * clock (microseconds of real time), so deadlines of seconds cost nothing.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cu_main.h"
+#include "xfer_harness.h"
+
+#define US 1000ull
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define TX (-1)
+
+static struct w_conf
+conf(uint16_t nranks, uint32_t def)
+{
+	struct w_conf c;
+
+	w_conf_default(&c);
+	c.nranks = nranks;
+	c.default_tokens = def;
+	return c;
+}
+
+/* Both sides idle, nothing leaked, every byte checked. */
+static void
+assert_clean(struct world *w)
+{
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, TX), 0);
+	for (uint16_t r = 0; r < w->nranks; r++)
+		CU_ASSERT_EQUAL(w_blocks_in_use(w, r), 0);
+	CU_ASSERT_EQUAL(w->pool_errors, 0);
+	CU_ASSERT_EQUAL(w->oob_writes, 0);
+	CU_ASSERT_EQUAL(w->bad_bytes, 0);
+}
+
+static int
+err_of(struct world *w, uint64_t room, int who)
+{
+	const struct w_room_result *r = w_result(w, room, who);
+
+	return r == NULL ? -1 : r->error;
+}
+
+/* Distinct window offsets a receiver asked for, in order. */
+static uint32_t
+window_offsets(const struct world *w, int who, uint32_t *off, uint32_t max)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < w->nlog; i++) {
+		const struct w_log *l = &w->log[i];
+		bool seen = false;
+
+		if (l->who != who || l->a.type != EGW_ACT_SEND ||
+		    (l->msg.type != EGW_MSG_INIT && l->msg.type != EGW_MSG_RESUME))
+			continue;
+		for (uint32_t j = 0; j < n; j++)
+			seen |= off[j] == l->msg.offset;
+		if (!seen && n < max)
+			off[n++] = l->msg.offset;
+	}
+	return n;
+}
+
+/* ---- states ------------------------------------------------------------ */
+
+static void
+test_states_move_forward_to_success(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 7, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 7, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 7, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_BOOTSTRAPPING);
+	w_run_for(w, 1 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 7, 0), EGW_ST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_WAITING_FOR_INPUT);
+	w->expected_bytes += w_pattern_bytes(w, 2000, false);
+	CU_ASSERT_EQUAL(w_input(w, 7, 2000), 0);
+	w_run_for(w, 1 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 7, 0), EGW_ST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_TRANSFERRING);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run_for(w, 5 * MS);
+	CU_ASSERT_EQUAL(err_of(w, 7, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 7, TX), EGW_E_OK);
+	/* the sender lingers in Success to answer late duplicates */
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_SUCCESS);
+	CU_ASSERT_EQUAL(w->deliveries, 1);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), -EGW_E_UNKNOWN_ROOM);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_failed_is_final_and_frees_both_sides(void)
+{
+	struct w_conf c = conf(2, 1024);
+	struct world *w;
+	struct egw_msg late = { .type = EGW_MSG_STATUS, .room = 9, .rank = 0,
+				.nranks = 2, .state = EGW_ST_SUCCESS,
+				.total_tokens = 5000, .landed_tokens = 5000,
+				.accepted_tokens = 5120 };
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 9, 5000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 9, 0, w->now), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(err_of(w, 9, 0), EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(err_of(w, 9, TX), EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(err_of(w, 9, 1), EGW_E_ABORTED); /* the other rank too */
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 9), EGW_ST_FAILED);
+	/* source blocks stay until the in-flight writes are done */
+	CU_ASSERT(w_blocks_in_use(w, TX) > 0);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	/* final: a late Success for the failed room changes nothing */
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &late), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(w->deliveries, 0);
+	CU_ASSERT_EQUAL(egw_sender_abort(w->tx, 9, w->now), -EGW_E_UNKNOWN_ROOM);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+/* ---- rounds ------------------------------------------------------------ */
+
+static void
+test_round_moves_min_of_remaining_and_allocated(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	uint32_t emb[8], aux[8], n = 0;
+
+	c.xc.pipeline_depth = 1; /* one window at a time: rounds are visible */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 1, 2000, false), 0);
+	w_run(w, 10 * SEC);
+	for (uint32_t i = 0; i < w->nlog && n < 8; i++)
+		if (w->log[i].a.type == EGW_ACT_POST_WRITES) {
+			emb[n] = w->log[i].emb_tokens;
+			aux[n++] = w->log[i].aux_writes;
+		}
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_EQUAL(emb[0], 1024); /* min(2000 - 0, 1024) */
+	CU_ASSERT_EQUAL(aux[0], 1);    /* aux rides with round one only */
+	CU_ASSERT_EQUAL(emb[1], 976);  /* min(2000 - 1024, 1024) */
+	CU_ASSERT_EQUAL(aux[1], 0);
+	CU_ASSERT_EQUAL(err_of(w, 1, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(w->deliveries, 1); /* aux total checked at delivery */
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_zero_copy_resume_keeps_blocks(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 3, 10000, false), 0);
+	w_run_for(w, 5 * MS);
+	/* every window allocated, nothing freed or copied out: the room holds
+	 * exactly the blocks that cover the total */
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), (10000 + 127) / 128);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_FREE), 0);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 1);
+	CU_ASSERT_EQUAL(w->verified_tokens, 10000);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_FREE), 0);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_surplus_of_default_is_trimmed_at_announce(void)
+{
+	struct w_conf c = conf(1, 8192);
+	struct world *w;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 4, 500, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 4); /* ceil(500/128), not 64 */
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_SHRINK), 1);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 1);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+resume_depth(uint32_t cap, uint32_t expect_windows)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	uint32_t off[512], n;
+
+	c.xc.max_blocks_per_round = cap;
+	c.dst_capacity = 512 * 128;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 5, 50000, false), 0);
+	w_run(w, 60 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 5, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(w->verified_tokens, 50000);
+	n = window_offsets(w, 0, off, 512);
+	CU_ASSERT_EQUAL(n, expect_windows);
+	for (uint32_t i = 1; i < n; i++) /* windows tile the tokens */
+		CU_ASSERT(off[i] > off[i - 1] && off[i] % 128 == 0);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_resume_to_any_depth(void)
+{
+	/* no cap: the whole remainder in one resume */
+	resume_depth(0, 2);
+	/* 8 blocks per round: 1024 + 48 x 1024 >= 50000 */
+	resume_depth(8, 49);
+	/* 1 block per round: 8 blocks then 383 more */
+	resume_depth(1, 1 + (50000 - 1024 + 127) / 128);
+}
+
+static uint64_t
+idle_waits(bool pipelined)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.xc.max_blocks_per_round = 8;
+	c.xc.announce_early = pipelined;
+	c.xc.pipeline_depth = pipelined ? 2 : 1;
+	c.net.latency_ns = 20 * US;       /* RTT 40 us */
+	c.net.write_ns = 200 * US;        /* a round's payload takes longer */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 6, 10000, false), 0);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 6, 0), EGW_E_OK);
+	egw_sender_get_stats(w->tx, &st);
+	assert_clean(w);
+	w_destroy(w);
+	return st.idle_waits;
+}
+
+static void
+test_pipelined_resume_has_zero_idle_round_trips(void)
+{
+	/* 10000 tokens in 1024-token windows: 10 windows, 9 resumes */
+	CU_ASSERT_EQUAL(idle_waits(true), 0);
+	/* the seeds' way (total learnt after round one, resume after each
+	 * landing) idles one round trip per resume */
+	CU_ASSERT_EQUAL(idle_waits(false), 9);
+}
+
+/* ---- lossy control path ------------------------------------------------ */
+
+static void
+test_requests_retransmitted_with_backoff(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	uint64_t at[16];
+	uint32_t n = 0;
+
+	w = w_create(&c);
+	w->net.cut_mask = 1; /* the link is down */
+	CU_ASSERT_EQUAL(w_open(w, 8, 3000, false), 0);
+	w_run_for(w, 100 * MS);
+	for (uint32_t i = 0; i < w->nlog && n < 16; i++)
+		if (w->log[i].who == 0 && w->log[i].a.type == EGW_ACT_SEND &&
+		    w->log[i].msg.type == EGW_MSG_INIT)
+			at[n++] = w->log[i].at;
+	CU_ASSERT(n >= 5);
+	for (uint32_t i = 2; i < n; i++) /* each gap doubles (tick rounding) */
+		CU_ASSERT(at[i] - at[i - 1] >= 2 * (at[i - 1] - at[i - 2]) - 200 * US);
+	w->net.cut_mask = 0; /* link back before any deadline */
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_duplicate_request_answered_without_work(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats before, after;
+	struct egw_msg init = { 0 };
+	uint32_t posts, status;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 10, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	for (uint32_t i = 0; i < w->nlog; i++)
+		if (w->log[i].who == 0 && w->log[i].msg.type == EGW_MSG_INIT)
+			init = w->log[i].msg;
+	CU_ASSERT_EQUAL(init.type, EGW_MSG_INIT);
+	egw_sender_get_stats(w->tx, &before);
+	posts = w_count_acts(w, TX, EGW_ACT_POST_WRITES);
+	status = w_count_sends(w, TX, EGW_MSG_STATUS);
+	for (int i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(w_to_sender(w, 0, &init), 0);
+	egw_sender_get_stats(w->tx, &after);
+	CU_ASSERT_EQUAL(after.duplicates - before.duplicates, 10);
+	CU_ASSERT_EQUAL(w_count_acts(w, TX, EGW_ACT_POST_WRITES), posts);
+	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_STATUS), status + 10);
+	CU_ASSERT_EQUAL(after.windows, before.windows);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 1);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_repeated_transferring_never_resumes_twice(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg st = { 0 };
+	uint32_t allocs, resumes, off[64];
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 11, 5000, false), 0);
+	w_run_for(w, 2 * MS);
+	for (uint32_t i = 0; i < w->nlog; i++)
+		if (w->log[i].who == TX && w->log[i].msg.type == EGW_MSG_STATUS &&
+		    w->log[i].msg.total_tokens != 0)
+			st = w->log[i].msg;
+	CU_ASSERT_EQUAL(st.state, EGW_ST_TRANSFERRING);
+	allocs = w_count_acts(w, 0, EGW_ACT_ALLOC);
+	resumes = window_offsets(w, 0, off, 64);
+	for (int i = 0; i < 100; i++) /* the seeds' poll loop (bug #5) */
+		w_to_receiver(w, 0, &st);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_ALLOC), allocs);
+	CU_ASSERT_EQUAL(window_offsets(w, 0, off, 64), resumes);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 1);
+	CU_ASSERT_EQUAL(w->verified_tokens, 5000);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_same_block_indices_change_nothing(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+	uint32_t first_start = UINT32_MAX, second_start = UINT32_MAX;
+	struct egw_msg old = { 0 };
+
+	CU_ASSERT_EQUAL(w_open(w, 20, 2000, false), 0);
+	w_run(w, 10 * SEC);
+	for (uint32_t i = 0; i < w->nlog; i++)
+		if (w->log[i].who == TX && w->log[i].msg.type == EGW_MSG_STATUS &&
+		    w->log[i].msg.room == 20 && w->log[i].msg.landed_tokens == 1024)
+			old = w->log[i].msg;
+	for (uint32_t i = 0; i < w->nlog; i++)
+		if (w->log[i].who == 0 && w->log[i].msg.type == EGW_MSG_INIT &&
+		    w->log[i].msg.room == 20)
+			first_start = w->log[i].msg.runs[0].start;
+	/* the next room gets the very same blocks back from the allocator */
+	w->net.hold_writes = true;
+	CU_ASSERT_EQUAL(w_open(w, 21, 2000, false), 0);
+	w_run_for(w, 2 * MS);
+	for (uint32_t i = 0; i < w->nlog; i++)
+		if (w->log[i].who == 0 && w->log[i].msg.type == EGW_MSG_INIT &&
+		    w->log[i].msg.room == 21)
+			second_start = w->log[i].msg.runs[0].start;
+	CU_ASSERT_EQUAL(first_start, second_start);
+	/* late Transferring of the old room, same indices: nothing happens */
+	CU_ASSERT_EQUAL(old.type, EGW_MSG_STATUS);
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &old), -EGW_E_UNKNOWN_ROOM);
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 21, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(w->deliveries, 2);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+/* ---- tensor parallel --------------------------------------------------- */
+
+static void
+test_multi_tp_success_only_when_all_ranks_hold_all(void)
+{
+	struct w_conf c = conf(4, 1024);
+	struct world *w;
+
+	c.net.hold_mask = 1u << 3; /* rank 3's payload is slow */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 30, 3000, false), 0);
+	w_run_for(w, 50 * MS);
+	CU_ASSERT_EQUAL(w->deliveries, 0);
+	for (uint16_t r = 0; r < 3; r++)
+		CU_ASSERT_EQUAL(egw_receiver_state(w->rx[r], 30, r),
+				EGW_ST_TRANSFERRING);
+	w->net.hold_mask = 0;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 4);
+	CU_ASSERT_EQUAL(w->verified_tokens, 4 * 3000);
+	for (int r = -1; r < 4; r++)
+		CU_ASSERT_EQUAL(err_of(w, 30, r), EGW_E_OK);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_dummy_rank_gets_aux_only(void)
+{
+	struct w_conf c = conf(3, 1024);
+	struct world *w = w_create(&c);
+
+	CU_ASSERT_EQUAL(w_open(w, 31, 2000, true), 0);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 3);
+	CU_ASSERT_EQUAL(w->verified_tokens, 2 * 2000); /* dummy: aux only */
+	CU_ASSERT_EQUAL(w->delivered_bytes, w->expected_bytes);
+	CU_ASSERT_EQUAL(w_count_sends(w, 2, EGW_MSG_RESUME), 0);
+	for (uint32_t i = 0; i < w->nlog; i++)
+		if (w->log[i].a.type == EGW_ACT_POST_WRITES &&
+		    w->log[i].dst_engine == 2) {
+			CU_ASSERT_EQUAL(w->log[i].emb_tokens, 0);
+			CU_ASSERT_EQUAL(w->log[i].aux_writes, 1);
+		}
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_all_ranks_same_resume_decision(void)
+{
+	struct w_conf c = conf(4, 1024);
+	struct world *w;
+	uint32_t off[4][64], n[4];
+
+	c.xc.max_blocks_per_round = 16;
+	c.net.jitter_ns = 30 * US; /* ranks hear things in different orders */
+	c.net.dup_pct = 10;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 32, 20000, false), 0);
+	w_run(w, 10 * SEC);
+	for (int r = 0; r < 4; r++)
+		n[r] = window_offsets(w, r, off[r], 64);
+	for (int r = 1; r < 4; r++) {
+		CU_ASSERT_EQUAL(n[r], n[0]);
+		CU_ASSERT_EQUAL(memcmp(off[r], off[0], n[0] * sizeof(off[0][0])), 0);
+	}
+	CU_ASSERT_EQUAL(w->deliveries, 4);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+/* ---- memory pressure --------------------------------------------------- */
+
+static void
+test_pool_exhausted_waits_and_completes(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.dst_capacity = 64 * 128; /* 8192 tokens for two 6000-token rooms */
+	c.net.write_ns = 2 * MS;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 40, 6000, false), 0);
+	CU_ASSERT_EQUAL(w_open(w, 41, 6000, false), 0);
+	w_run(w, 10 * SEC);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.alloc_retries > 0);
+	CU_ASSERT_EQUAL(err_of(w, 40, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 41, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(w->deliveries, 2);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_pool_exhausted_fails_at_deadline(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+
+	c.dst_capacity = 32 * 128; /* 4096 tokens cannot hold 6000 */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 42, 6000, false), 0);
+	w_run(w, 30 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 42, 0), EGW_E_POOL_EXHAUSTED);
+	CU_ASSERT_EQUAL(err_of(w, 42, TX), EGW_E_ABORTED);
+	/* it failed at the allocation deadline, not at some later timer */
+	CU_ASSERT(w_result(w, 42, 0)->at <= c.xc.t.alloc_ns + 10 * MS);
+	CU_ASSERT_EQUAL(w->deliveries, 0);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_alloc_result_after_failure_is_returned(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+
+	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 43, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 43, 0, 1, 0, false, 0), 0);
+	/* the ALLOC is queued; the room dies before its result arrives */
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 43, 0, 0), 0);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_FREE), 1);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+/* ---- deadlines and dead peers ------------------------------------------ */
+
+static void
+test_deadlines_on_every_state(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+
+	/* bootstrap: the sender never hears of room 50, the receiver of 51 */
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 50, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 51, 1, 0), 0);
+	/* waiting for input: both sides know room 52, no data ever comes */
+	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 52, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 52, 0, 1, 0, false, 0), 0);
+	/* round in flight: room 53's payload never completes */
+	w->net.hold_writes = true;
+	CU_ASSERT_EQUAL(w_open(w, 53, 3000, false), 0);
+	w_run(w, 60 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 50, 0), EGW_E_TIMEOUT_BOOTSTRAP);
+	CU_ASSERT_EQUAL(err_of(w, 51, TX), EGW_E_TIMEOUT_BOOTSTRAP);
+	CU_ASSERT_EQUAL(err_of(w, 52, 0), EGW_E_TIMEOUT_INPUT);
+	CU_ASSERT(err_of(w, 52, TX) == EGW_E_TIMEOUT_INPUT ||
+		  err_of(w, 52, TX) == EGW_E_ABORTED);
+	CU_ASSERT(err_of(w, 53, TX) == EGW_E_TIMEOUT_ROUND ||
+		  err_of(w, 53, TX) == EGW_E_ABORTED);
+	CU_ASSERT(err_of(w, 53, 0) == EGW_E_TIMEOUT_ROUND ||
+		  err_of(w, 53, 0) == EGW_E_ABORTED);
+	/* the source blocks of 53 wait for the writes; then they go too */
+	CU_ASSERT(w_blocks_in_use(w, TX) > 0);
+	w->net.hold_writes = false;
+	w_release_writes(w, false);
+	w_run(w, 10 * SEC);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_dead_peer_fails_its_rooms_only(void)
+{
+	struct w_conf c = conf(2, 1024);
+	struct world *w;
+
+	c.net.write_ns = 10 * MS;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open_on(w, 60, 50000, 0), 0);
+	CU_ASSERT_EQUAL(w_open_on(w, 61, 50000, 1), 0);
+	CU_ASSERT_EQUAL(w_open_on(w, 62, 3000, 1), 0);
+	w_run_for(w, 1 * MS);
+	w->net.cut_mask = 1u << 1; /* language gateway 1 vanishes */
+	w_run(w, 30 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 60, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 61, TX), EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(err_of(w, 62, TX), EGW_E_PEER_DEAD);
+	/* the survivor on the other side fails them at the same deadline */
+	CU_ASSERT_EQUAL(err_of(w, 61, 1), EGW_E_PEER_DEAD);
+	CU_ASSERT(w_result(w, 61, TX)->at <= 1 * MS + c.xc.t.peer_dead_ns +
+					      c.xc.t.heartbeat_ns + MS);
+	w->net.cut_mask = 0;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+/* ---- bad input --------------------------------------------------------- */
+
+static void
+test_bad_input_rejected_and_counted(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+	struct egw_msg init = { 0 }, m, status = { 0 };
+
+	c.net.hold_writes = true;
+	c.xc.pipeline_depth = 1; /* only the first window while it is held */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 70, 5000, false), 0);
+	w_run_for(w, 2 * MS);
+	for (uint32_t i = 0; i < w->nlog; i++) {
+		if (w->log[i].who == 0 && w->log[i].msg.type == EGW_MSG_INIT)
+			init = w->log[i].msg;
+		if (w->log[i].who == TX && w->log[i].msg.type == EGW_MSG_STATUS)
+			status = w->log[i].msg;
+	}
+	/* a next window, made wrong in every way the sender must catch */
+	m = init;
+	m.type = EGW_MSG_RESUME;
+	m.offset = 1u << 20;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BEYOND_TOTAL);
+	m.offset = 2048;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), 0); /* ahead: just re-answered */
+	CU_ASSERT_EQUAL(status.accepted_tokens, 1024);
+	m.offset = status.accepted_tokens;
+	m.runs[0] = (struct egw_run){ 1020, 8 }; /* beyond the 1024-block pool */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BAD_BLOCKS);
+	m.runs[0] = (struct egw_run){ 900, 4 };
+	m.runs[1] = (struct egw_run){ 902, 4 };   /* overlapping */
+	m.nruns = 2;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BAD_BLOCKS);
+	m.nruns = 1;
+	m.runs[0] = init.runs[0];                 /* blocks of another window */
+	m.alloc_tokens = init.runs[0].count * 128;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BAD_BLOCKS);
+	m.runs[0] = (struct egw_run){ 900, 8 };
+	m.alloc_tokens = 1000;                    /* not blocks x block_tokens */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_ALLOC_MISMATCH);
+	m.alloc_tokens = 1024;
+	m.block_tokens = 64;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BLOCK_TOKENS);
+	m.block_tokens = 128;
+	m.nruns = 0;
+	m.alloc_tokens = 0;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_ZERO_BLOCKS);
+	m.nruns = 1;
+	m.alloc_tokens = 1024;
+	m.offset = 5120;                          /* total is 5000 */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BEYOND_TOTAL);
+	m.room = 999;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_UNKNOWN_ROOM);
+	m.room = 70;
+	m.rank = 3;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BAD_RANK);
+	CU_ASSERT_EQUAL(egw_sender_on_msg(w->tx, 77, &init, w->now),
+			-EGW_E_UNKNOWN_PEER);
+	egw_sender_get_stats(w->tx, &st);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_BAD_BLOCKS], 3);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_ALLOC_MISMATCH], 1);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_BLOCK_TOKENS], 1);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_ZERO_BLOCKS], 1);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_UNKNOWN_ROOM], 1);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_UNKNOWN_PEER], 1);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_BEYOND_TOTAL], 2);
+	CU_ASSERT_EQUAL(st.reordered, 1);
+
+	/* the receiver: impossible or contradictory reports */
+	m = status;
+	m.landed_tokens = m.accepted_tokens + 128;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &m), -EGW_E_BAD_STATUS);
+	m = status;
+	m.total_tokens = 4000;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &m), -EGW_E_TOTAL_CHANGED);
+	m = status;
+	m.state = EGW_ST_SUCCESS;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &m), -EGW_E_BAD_STATUS);
+	m = status;
+	m.room = 12345;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &m), -EGW_E_UNKNOWN_ROOM);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_BAD_STATUS], 2);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_TOTAL_CHANGED], 1);
+
+	/* the room was not corrupted by any of it */
+	w->net.hold_writes = false;
+	w_release_writes(w, true);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 70, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(w->verified_tokens, 5000);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_refused_init_fails_receiver_room(void)
+{
+	struct w_conf c = conf(2, 1024);
+	struct world *w = w_create(&c);
+
+	/* sender expects 2 ranks, receiver says 1: refused, room fails
+	 * cleanly on the receiver, sender times out bootstrap */
+	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 80, 2, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0), 0);
+	w_run(w, 30 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 80, 0), EGW_E_BAD_RANK);
+	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_TIMEOUT_BOOTSTRAP);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+int
+main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "states_move_forward_to_success", test_states_move_forward_to_success },
+		{ "failed_is_final_and_frees_both_sides", test_failed_is_final_and_frees_both_sides },
+		{ "round_moves_min_of_remaining_and_allocated", test_round_moves_min_of_remaining_and_allocated },
+		{ "zero_copy_resume_keeps_blocks", test_zero_copy_resume_keeps_blocks },
+		{ "surplus_of_default_is_trimmed_at_announce", test_surplus_of_default_is_trimmed_at_announce },
+		{ "resume_to_any_depth", test_resume_to_any_depth },
+		{ "pipelined_resume_has_zero_idle_round_trips", test_pipelined_resume_has_zero_idle_round_trips },
+		{ "requests_retransmitted_with_backoff", test_requests_retransmitted_with_backoff },
+		{ "duplicate_request_answered_without_work", test_duplicate_request_answered_without_work },
+		{ "repeated_transferring_never_resumes_twice", test_repeated_transferring_never_resumes_twice },
+		{ "same_block_indices_change_nothing", test_same_block_indices_change_nothing },
+		{ "multi_tp_success_only_when_all_ranks_hold_all", test_multi_tp_success_only_when_all_ranks_hold_all },
+		{ "dummy_rank_gets_aux_only", test_dummy_rank_gets_aux_only },
+		{ "all_ranks_same_resume_decision", test_all_ranks_same_resume_decision },
+		{ "pool_exhausted_waits_and_completes", test_pool_exhausted_waits_and_completes },
+		{ "pool_exhausted_fails_at_deadline", test_pool_exhausted_fails_at_deadline },
+		{ "alloc_result_after_failure_is_returned", test_alloc_result_after_failure_is_returned },
+		{ "deadlines_on_every_state", test_deadlines_on_every_state },
+		{ "dead_peer_fails_its_rooms_only", test_dead_peer_fails_its_rooms_only },
+		{ "bad_input_rejected_and_counted", test_bad_input_rejected_and_counted },
+		{ "refused_init_fails_receiver_room", test_refused_init_fails_receiver_room },
+		{ NULL, NULL },
+	};
+	return cu_run("xfer", tests);
+}
