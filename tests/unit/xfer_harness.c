@@ -195,6 +195,10 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 			bad++;
 		w->verified_tokens += t;
 	}
+	if (bad && getenv("W_DEBUG"))
+		fprintf(stderr, "bad delivery room=%lu total=%u nruns=%u blocks=%u t=%u bad=%u aux=%u/%lu\n",
+			(unsigned long)a->room, a->tokens, a->nruns, blocks, t, bad,
+			aux ? aux->total_tokens : 0, aux ? (unsigned long)aux->cookie : 0);
 	w->bad_bytes += bad;
 	w->deliveries++;
 	w->delivered_bytes += w_pattern_bytes(w, a->tokens, a->dummy);
@@ -216,9 +220,9 @@ do_writes(struct world *w, int rank, const struct egw_act *a)
 		uint8_t *s = egw_pool_addr(w->src_pool, k, x->src_block, x->src_token);
 		uint8_t *d = egw_pool_addr(dp, k, x->dst_block, x->dst_token);
 		uint8_t *send = (uint8_t *)egw_pool_region(w->src_pool, k) +
-				egw_geom_region_bytes(&w->geom, k);
+				egw_geom_region_bytes(egw_pool_geom(w->src_pool), k);
 		uint8_t *dend = (uint8_t *)egw_pool_region(dp, k) +
-				egw_geom_region_bytes(&w->geom, k);
+				egw_geom_region_bytes(egw_pool_geom(dp), k);
 
 		if (s == NULL || d == NULL || s + x->bytes > send ||
 		    d + x->bytes > dend) {
