@@ -34,7 +34,8 @@ struct rx_room {
 	uint32_t landed;          /* tokens the sender reports complete */
 	uint32_t accepted;        /* end of the windows the sender accepted */
 	bool alloc_pending;
-	uint64_t alloc_fail_since; /* 0: not failing */
+	bool alloc_failing;       /* the pool said no; retrying */
+	uint64_t alloc_fail_since;
 	uint64_t next_alloc;
 	uint64_t deadline;        /* of the current state */
 	uint64_t progress_at;
@@ -252,7 +253,7 @@ static void
 rx_maybe_resume(struct egw_receiver *r, struct rx_room *x)
 {
 	if (x->dummy || x->total == 0 || x->alloc_pending ||
-	    x->alloc_fail_since != 0 || x->alloc_end >= x->total ||
+	    x->alloc_failing || x->alloc_end >= x->total ||
 	    x->state >= EGW_ST_SUCCESS)
 		return;
 	if (rx_outstanding(x) < r->k.c.pipeline_depth)
@@ -377,12 +378,13 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 			core_reject(&r->k, EGW_E_ZERO_BLOCKS);
 		}
 		r->k.st.alloc_retries++;
-		if (x->alloc_fail_since == 0)
+		if (!x->alloc_failing)
 			x->alloc_fail_since = now;
+		x->alloc_failing = true;
 		x->next_alloc = now + r->k.c.t.alloc_retry_ns;
 		return n < 0 ? n : -ENOSPC;
 	}
-	x->alloc_fail_since = 0;
+	x->alloc_failing = false;
 	w = &x->win[x->nwin++];
 	w->off = x->alloc_end;
 	w->alloc = (uint32_t)(blocks * bt); /* always whole blocks (seed bug #2) */
@@ -570,7 +572,7 @@ rx_tick_room(struct egw_receiver *r, struct rx_room *x, uint64_t now)
 {
 	const struct egw_xfer_timers *t = &r->k.c.t;
 
-	if (x->alloc_fail_since != 0) {
+	if (x->alloc_failing) {
 		/* pool exhausted: keep what we have, retry until the deadline;
 		 * the state deadlines wait while memory is the problem */
 		if (now - x->alloc_fail_since >= t->alloc_ns) {

@@ -588,12 +588,15 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 		tx_status(s, x, m->rank);
 		return 0;
 	default: /* ABORT from one rank fails the room for all ranks */
-		if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
-		    x->rank[m->rank].peer != peer)
+		/* a rank that gave up before its INIT got through (e.g. no
+		 * memory for its first window) may abort too; once a rank is
+		 * bound to a peer, only that peer speaks for it */
+		if (m->rank >= x->nranks || (x->rank[m->rank].inited &&
+					     x->rank[m->rank].peer != peer))
 			return core_reject(&s->k, EGW_E_BAD_RANK);
 		if (!tx_final(x))
 			tx_finish(s, x, EGW_E_ABORTED, now);
-		else
+		else if (x->rank[m->rank].inited)
 			tx_status(s, x, m->rank);
 		return 0;
 	}
