@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install what embgw needs to build and test on Debian 12, if missing.
+# Later issues add DPDK, rdma-core, libconfig, libsodium, qemu here.
+set -euo pipefail
+pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "deps: installing ${missing[*]}"
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

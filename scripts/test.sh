@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run every test: build twice from scratch-able build dirs, warnings as
+# errors - once optimised, once with AddressSanitizer + UBSan (any report is
+# fatal) - and run all meson test suites in both. The last line is
+# "tests: N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+passed=0
+failed=0
+run_build() { # name, meson args...
+	local dir=$1; shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		meson setup "$dir" --werror "$@" >/dev/null
+	fi
+	ninja -C "$dir" >/dev/null
+	local log
+	log=$(mktemp)
+	if meson test -C "$dir" --print-errorlogs >"$log" 2>&1; then :; fi
+	grep -E "^ *[0-9]+/[0-9]+ " "$log" | sed "s|^|[$dir] |"
+	local ok fail
+	ok=$(awk '/^Ok:/{print $2}' "$log")
+	fail=$(awk '/^Fail:/{print $2}' "$log")
+	to=$(awk '/^Timeout:/{print $2}' "$log")
+	if [ "${fail:-0}" != 0 ] || [ "${to:-0}" != 0 ]; then
+		cat "$dir/meson-logs/testlog.txt" | tail -80
+	fi
+	passed=$((passed + ${ok:-0}))
+	failed=$((failed + ${fail:-0} + ${to:-0}))
+	[ -n "$ok" ] || failed=$((failed + 1)) # no summary: the run broke
+	rm -f "$log"
+}
+
+run_build build
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+	-Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
+
+# the demo binary must pass its own verification too (smoke)
+if ./build/app/embgw-sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
+	passed=$((passed + 1)); echo "[smoke] embgw-sim OK: $(tail -1 /tmp/embgw-sim.out)"
+else
+	failed=$((failed + 1)); cat /tmp/embgw-sim.out
+fi
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
