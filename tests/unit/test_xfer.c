@@ -348,19 +348,28 @@ test_repeated_transferring_never_resumes_twice(void)
 
 	c.net.hold_writes = true;
 	w = w_create(&c);
+	w->alloc_delay_ns = 1 * MS; /* the resume's allocation is slow */
 	CU_ASSERT_EQUAL(w_open(w, 11, 5000, false), 0);
-	w_run_for(w, 2 * MS);
+	w_run_for(w, 1500 * US);    /* announced; resume allocation pending */
 	for (uint32_t i = 0; i < w->nlog; i++)
 		if (w->log[i].who == TX && w->log[i].msg.type == EGW_MSG_STATUS &&
 		    w->log[i].msg.total_tokens != 0)
 			st = w->log[i].msg;
 	CU_ASSERT_EQUAL(st.state, EGW_ST_TRANSFERRING);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_ALLOC), 2);
 	allocs = w_count_acts(w, 0, EGW_ACT_ALLOC);
-	resumes = window_offsets(w, 0, off, 64);
 	for (int i = 0; i < 100; i++) /* the seeds' poll loop (bug #5) */
 		w_to_receiver(w, 0, &st);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_ALLOC), allocs);
+	w_run_for(w, 5 * MS);        /* and again once the resume went out */
+	resumes = window_offsets(w, 0, off, 64);
+	allocs = w_count_acts(w, 0, EGW_ACT_ALLOC);
+	for (int i = 0; i < 100; i++)
+		w_to_receiver(w, 0, &st);
+	w_run_for(w, 5 * MS);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_ALLOC), allocs);
 	CU_ASSERT_EQUAL(window_offsets(w, 0, off, 64), resumes);
+	CU_ASSERT_EQUAL(w_count_sends(w, 0, EGW_MSG_RESUME), 1);
 	w->net.hold_writes = false;
 	w_release_writes(w, true);
 	w_run(w, 10 * SEC);

@@ -340,7 +340,7 @@ emit(void *ctx, const struct egw_act *a)
 	case EGW_ACT_ALLOC: {
 		struct w_ev e = { .type = EV_ALLOC, .rank = (uint16_t)ep->who,
 				  .room_rank = a->rank, .room = a->room,
-				  .at = w->now };
+				  .at = w->now + w->alloc_delay_ns };
 		uint32_t maxr = a->max_runs;
 
 		if (w->alloc_runs_limit && maxr > w->alloc_runs_limit)
