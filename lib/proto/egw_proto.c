@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Wire format. Everything is big-endian and read through the get/put
+ * helpers below with the offset checked against the datagram length first,
+ * so no read can pass the end. The order of checks is fixed: size, magic,
+ * version, type, flags, lengths, reserved header fields - then the MAC over
+ * header and body - and only then the body's fields.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "egw_proto.h"
+
+static const char *const pe_names[EGW_PE_MAX] = {
+	[EGW_PE_OK] = "ok",
+	[EGW_PE_SHORT] = "datagram shorter than header and tag",
+	[EGW_PE_LONG] = "datagram longer than the protocol allows",
+	[EGW_PE_MAGIC] = "bad magic",
+	[EGW_PE_VERSION] = "unsupported version",
+	[EGW_PE_TYPE] = "unknown message type",
+	[EGW_PE_FLAGS] = "flag not defined for this type",
+	[EGW_PE_LENGTH] = "body length disagrees with the datagram",
+	[EGW_PE_RESERVED] = "reserved field not zero",
+	[EGW_PE_MAC] = "authentication failed",
+	[EGW_PE_BODY] = "body size wrong for the type",
+	[EGW_PE_FIELD] = "field out of range",
+	[EGW_PE_REPLAY] = "replayed or too old",
+	[EGW_PE_SESSION] = "stale session",
+};
+
+const char *
+egw_proto_strerror(enum egw_proto_err e)
+{
+	if ((unsigned)e >= EGW_PE_MAX)
+		return "unknown error";
+	return pe_names[e];
+}
+
+int
+egw_proto_init(void)
+{
+	return sodium_init() < 0 ? -1 : 0;
+}
+
+/* ---- byte helpers ------------------------------------------------------ */
+
+static void
+put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
+
+static void
+put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint16_t
+get16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+	return ((uint32_t)get16(p) << 16) | get16(p + 2);
+}
+
+static uint64_t
+get64(const uint8_t *p)
+{
+	return ((uint64_t)get32(p) << 32) | get32(p + 4);
+}
+
+/* ---- layout ------------------------------------------------------------ */
+
+enum {
+	H_MAGIC = 0, H_VERSION = 4, H_TYPE = 5, H_FLAGS = 6, H_BODY_LEN = 8,
+	H_RANK = 10, H_NRANKS = 12, H_RSV1 = 14, H_SESSION = 16, H_ROOM = 24,
+	H_OFFSET = 32, H_RSV2 = 36, H_SEQ = 40,
+};
+
+#define WIN_FIXED 12u     /* INIT/RESUME body before the runs */
+#define STATUS_BODY 16u
+#define ABORT_BODY 4u
+#define ERROR_BODY 4u
+#define REGISTER_BODY 144u
+
+static uint16_t
+allowed_flags(uint8_t type)
+{
+	switch (type) {
+	case EGW_MSG_INIT:
+		return EGW_PF_DUMMY;
+	case EGW_MSG_REGISTER:
+		return EGW_PF_ACK;
+	default:
+		return 0;
+	}
+}
+
+static void
+put_header(uint8_t *b, uint8_t type, uint16_t flags, uint16_t body_len,
+	   uint64_t session, uint64_t seq, const struct egw_msg *m)
+{
+	memset(b, 0, EGW_PROTO_HDR_LEN);
+	put32(b + H_MAGIC, EGW_PROTO_MAGIC);
+	b[H_VERSION] = EGW_PROTO_VERSION;
+	b[H_TYPE] = type;
+	put16(b + H_FLAGS, flags);
+	put16(b + H_BODY_LEN, body_len);
+	put64(b + H_SESSION, session);
+	put64(b + H_SEQ, seq);
+	if (m != NULL) {
+		put16(b + H_RANK, m->rank);
+		put16(b + H_NRANKS, m->nranks);
+		put64(b + H_ROOM, m->room);
+		put32(b + H_OFFSET, m->offset);
+	}
+}
+
+static void
+mac(const struct egw_proto_key *key, const uint8_t *b, size_t n,
+    uint8_t tag[EGW_PROTO_TAG_LEN])
+{
+	crypto_generichash(tag, EGW_PROTO_TAG_LEN, b, n, key->k,
+			   EGW_PROTO_KEY_LEN);
+}
+
+static int
+finish(const struct egw_proto_key *key, uint8_t *buf, size_t body_len)
+{
+	size_t n = EGW_PROTO_HDR_LEN + body_len;
+
+	mac(key, buf, n, buf + n);
+	return (int)(n + EGW_PROTO_TAG_LEN);
+}
+
+/* ---- encode ------------------------------------------------------------ */
+
+int
+egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
+		 uint64_t seq, const struct egw_msg *m, uint8_t *buf,
+		 size_t cap)
+{
+	size_t body = 0;
+	uint8_t *p = buf + EGW_PROTO_HDR_LEN;
+
+	if (key == NULL || m == NULL || buf == NULL)
+		return -EINVAL;
+	switch (m->type) {
+	case EGW_MSG_INIT:
+	case EGW_MSG_RESUME:
+		if (m->nruns > EGW_XFER_MAX_RUNS)
+			return -EINVAL;
+		body = WIN_FIXED + 8u * m->nruns;
+		break;
+	case EGW_MSG_STATUS:
+		body = STATUS_BODY;
+		break;
+	case EGW_MSG_HEARTBEAT:
+		break;
+	case EGW_MSG_ABORT:
+		body = ABORT_BODY;
+		break;
+	case EGW_MSG_ERROR:
+		body = ERROR_BODY;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if ((m->flags & ~allowed_flags(m->type)) != 0)
+		return -EINVAL;
+	if (cap < EGW_PROTO_HDR_LEN + body + EGW_PROTO_TAG_LEN)
+		return -EMSGSIZE;
+	put_header(buf, m->type, m->flags, (uint16_t)body, session, seq,
+		   m->type == EGW_MSG_HEARTBEAT ? NULL : m);
+	memset(p, 0, body);
+	switch (m->type) {
+	case EGW_MSG_INIT:
+	case EGW_MSG_RESUME:
+		put32(p, m->block_tokens);
+		put32(p + 4, m->alloc_tokens);
+		put16(p + 8, m->nruns);
+		for (uint16_t i = 0; i < m->nruns; i++) {
+			put32(p + WIN_FIXED + 8u * i, m->runs[i].start);
+			put32(p + WIN_FIXED + 8u * i + 4, m->runs[i].count);
+		}
+		break;
+	case EGW_MSG_STATUS:
+		p[0] = m->state;
+		put16(p + 2, m->error);
+		put32(p + 4, m->total_tokens);
+		put32(p + 8, m->landed_tokens);
+		put32(p + 12, m->accepted_tokens);
+		break;
+	case EGW_MSG_ABORT:
+		put16(p, m->error);
+		break;
+	case EGW_MSG_ERROR:
+		p[0] = m->state; /* the refused request's type */
+		put16(p + 2, m->error);
+		break;
+	default:
+		break;
+	}
+	return finish(key, buf, body);
+}
+
+int
+egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
+			  uint64_t seq, bool ack, const struct egw_register *r,
+			  uint8_t *buf, size_t cap)
+{
+	uint8_t *p = buf + EGW_PROTO_HDR_LEN;
+
+	if (key == NULL || r == NULL || buf == NULL)
+		return -EINVAL;
+	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
+		return -EMSGSIZE;
+	put_header(buf, EGW_MSG_REGISTER, ack ? EGW_PF_ACK : 0, REGISTER_BODY,
+		   session, seq, NULL);
+	memset(p, 0, REGISTER_BODY);
+	memcpy(p, r->name, EGW_PROTO_NAME_LEN);
+	memcpy(p + 32, r->gid, 16);
+	put32(p + 48, r->qpn);
+	put32(p + 52, r->psn);
+	put16(p + 56, r->mtu);
+	put16(p + 58, r->roles);
+	put32(p + 60, r->block_tokens);
+	put32(p + 64, r->pool_blocks);
+	put32(p + 68, r->hidden_size);
+	put32(p + 72, r->dtype_bytes);
+	put32(p + 76, r->aux_bytes);
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		put64(p + 80 + 16 * k, r->region[k].addr);
+		put32(p + 88 + 16 * k, r->region[k].rkey);
+		put32(p + 92 + 16 * k, r->region[k].unit_bytes);
+	}
+	return finish(key, buf, REGISTER_BODY);
+}
+
+/* ---- decode ------------------------------------------------------------ */
+
+static enum egw_proto_err
+check_body_size(uint8_t type, size_t body, const uint8_t *p)
+{
+	switch (type) {
+	case EGW_MSG_INIT:
+	case EGW_MSG_RESUME:
+		/* nruns is read only once the fixed part is known present */
+		if (body < WIN_FIXED)
+			return EGW_PE_BODY;
+		if (get16(p + 8) > EGW_XFER_MAX_RUNS)
+			return EGW_PE_FIELD;
+		return body == WIN_FIXED + 8u * get16(p + 8) ? EGW_PE_OK
+							     : EGW_PE_BODY;
+	case EGW_MSG_STATUS:
+		return body == STATUS_BODY ? EGW_PE_OK : EGW_PE_BODY;
+	case EGW_MSG_HEARTBEAT:
+		return body == 0 ? EGW_PE_OK : EGW_PE_BODY;
+	case EGW_MSG_ABORT:
+		return body == ABORT_BODY ? EGW_PE_OK : EGW_PE_BODY;
+	case EGW_MSG_ERROR:
+		return body == ERROR_BODY ? EGW_PE_OK : EGW_PE_BODY;
+	case EGW_MSG_REGISTER:
+		return body == REGISTER_BODY ? EGW_PE_OK : EGW_PE_BODY;
+	default:
+		return EGW_PE_TYPE;
+	}
+}
+
+static bool
+printable_name(const uint8_t *n)
+{
+	size_t i = 0;
+
+	while (i < EGW_PROTO_NAME_LEN && n[i] != 0) {
+		if (n[i] < 0x21 || n[i] > 0x7e)
+			return false;
+		i++;
+	}
+	if (i == 0)
+		return false;
+	for (; i < EGW_PROTO_NAME_LEN; i++)
+		if (n[i] != 0)
+			return false; /* NUL padding only */
+	return true;
+}
+
+static enum egw_proto_err
+parse_register(const uint8_t *p, struct egw_register *r)
+{
+	memset(r, 0, sizeof(*r));
+	if (!printable_name(p))
+		return EGW_PE_FIELD;
+	memcpy(r->name, p, EGW_PROTO_NAME_LEN);
+	r->name[EGW_PROTO_NAME_LEN - 1] = '\0';
+	memcpy(r->gid, p + 32, 16);
+	r->qpn = get32(p + 48);
+	r->psn = get32(p + 52);
+	r->mtu = get16(p + 56);
+	r->roles = get16(p + 58);
+	r->block_tokens = get32(p + 60);
+	r->pool_blocks = get32(p + 64);
+	r->hidden_size = get32(p + 68);
+	r->dtype_bytes = get32(p + 72);
+	r->aux_bytes = get32(p + 76);
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		r->region[k].addr = get64(p + 80 + 16 * k);
+		r->region[k].rkey = get32(p + 88 + 16 * k);
+		r->region[k].unit_bytes = get32(p + 92 + 16 * k);
+	}
+	if (r->qpn > 0xffffffu || r->psn > 0xffffffu ||
+	    r->mtu < 256 || r->mtu > 4096 || (r->mtu & (r->mtu - 1)) != 0 ||
+	    r->roles == 0 || (r->roles & ~(EGW_ROLE_ENCODE | EGW_ROLE_LANGUAGE)) ||
+	    r->block_tokens == 0 || r->pool_blocks == 0 ||
+	    r->hidden_size == 0 ||
+	    (r->dtype_bytes != 1 && r->dtype_bytes != 2 && r->dtype_bytes != 4) ||
+	    r->aux_bytes < sizeof(struct egw_aux_rec))
+		return EGW_PE_FIELD;
+	return EGW_PE_OK;
+}
+
+static enum egw_proto_err
+parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
+{
+	const uint8_t *p = b + EGW_PROTO_HDR_LEN;
+	struct egw_msg *m = &out->msg;
+	uint8_t type = out->type;
+
+	if (type == EGW_MSG_REGISTER) {
+		if (get16(b + H_RANK) || get16(b + H_NRANKS) ||
+		    get64(b + H_ROOM) || get32(b + H_OFFSET))
+			return EGW_PE_FIELD;
+		return parse_register(p, &out->reg);
+	}
+	m->type = type;
+	m->flags = out->flags;
+	m->rank = get16(b + H_RANK);
+	m->nranks = get16(b + H_NRANKS);
+	m->room = get64(b + H_ROOM);
+	m->offset = get32(b + H_OFFSET);
+	if (type == EGW_MSG_HEARTBEAT) {
+		if (m->rank || m->nranks || m->room || m->offset)
+			return EGW_PE_FIELD;
+		return EGW_PE_OK;
+	}
+	if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
+	    m->rank >= m->nranks)
+		return EGW_PE_FIELD;
+	switch (type) {
+	case EGW_MSG_INIT:
+	case EGW_MSG_RESUME:
+		m->block_tokens = get32(p);
+		m->alloc_tokens = get32(p + 4);
+		m->nruns = get16(p + 8);
+		if (get16(p + 10) != 0)
+			return EGW_PE_RESERVED;
+		if ((type == EGW_MSG_INIT) != (m->offset == 0))
+			return EGW_PE_FIELD;
+		for (uint16_t i = 0; i < m->nruns; i++) {
+			m->runs[i].start = get32(p + WIN_FIXED + 8u * i);
+			m->runs[i].count = get32(p + WIN_FIXED + 8u * i + 4);
+		}
+		break;
+	case EGW_MSG_STATUS:
+		m->state = p[0];
+		m->error = get16(p + 2);
+		m->total_tokens = get32(p + 4);
+		m->landed_tokens = get32(p + 8);
+		m->accepted_tokens = get32(p + 12);
+		if (p[1] != 0)
+			return EGW_PE_RESERVED;
+		if (m->state > EGW_ST_FAILED || m->error >= EGW_E_MAX ||
+		    m->total_tokens > EGW_XFER_MAX_TOKENS)
+			return EGW_PE_FIELD;
+		break;
+	case EGW_MSG_ABORT:
+		m->error = get16(p);
+		if (get16(p + 2) != 0)
+			return EGW_PE_RESERVED;
+		if (m->error >= EGW_E_MAX)
+			return EGW_PE_FIELD;
+		break;
+	case EGW_MSG_ERROR:
+		m->state = p[0];
+		m->error = get16(p + 2);
+		if (p[1] != 0)
+			return EGW_PE_RESERVED;
+		if (m->state < EGW_MSG_INIT || m->state > EGW_MSG_REGISTER ||
+		    m->error == EGW_E_OK || m->error >= EGW_E_MAX)
+			return EGW_PE_FIELD;
+		break;
+	default:
+		return EGW_PE_TYPE;
+	}
+	(void)body;
+	return EGW_PE_OK;
+}
+
+enum egw_proto_err
+egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
+		 size_t len, struct egw_pkt *out,
+		 struct egw_proto_stats *stats)
+{
+	enum egw_proto_err e = EGW_PE_OK;
+	uint8_t tag[EGW_PROTO_TAG_LEN];
+	size_t body = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (len < EGW_PROTO_HDR_LEN + EGW_PROTO_TAG_LEN)
+		e = EGW_PE_SHORT;
+	else if (len > EGW_PROTO_MAX_LEN)
+		e = EGW_PE_LONG;
+	else if (get32(buf + H_MAGIC) != EGW_PROTO_MAGIC)
+		e = EGW_PE_MAGIC;
+	else if (buf[H_VERSION] != EGW_PROTO_VERSION)
+		e = EGW_PE_VERSION;
+	else if (buf[H_TYPE] < EGW_MSG_INIT || buf[H_TYPE] > EGW_MSG_REGISTER)
+		e = EGW_PE_TYPE;
+	else if ((get16(buf + H_FLAGS) & ~allowed_flags(buf[H_TYPE])) != 0)
+		e = EGW_PE_FLAGS;
+	else if ((body = get16(buf + H_BODY_LEN)) !=
+		 len - EGW_PROTO_HDR_LEN - EGW_PROTO_TAG_LEN)
+		e = EGW_PE_LENGTH;
+	else if (get16(buf + H_RSV1) != 0 || get32(buf + H_RSV2) != 0)
+		e = EGW_PE_RESERVED;
+	else if ((e = check_body_size(buf[H_TYPE], body,
+				      buf + EGW_PROTO_HDR_LEN)) != EGW_PE_OK)
+		; /* size known bad */
+	else {
+		mac(key, buf, EGW_PROTO_HDR_LEN + body, tag);
+		if (crypto_verify_16(tag, buf + EGW_PROTO_HDR_LEN + body) != 0)
+			e = EGW_PE_MAC;
+	}
+	if (e == EGW_PE_OK) {
+		out->type = buf[H_TYPE];
+		out->flags = get16(buf + H_FLAGS);
+		out->session = get64(buf + H_SESSION);
+		out->seq = get64(buf + H_SEQ);
+		if (out->seq == 0 || out->session == 0)
+			e = EGW_PE_FIELD;
+		else
+			e = parse_body(buf, body, out);
+	}
+	if (stats != NULL) {
+		if (e == EGW_PE_OK)
+			stats->ok++;
+		else
+			stats->refused[e]++;
+	}
+	if (e != EGW_PE_OK)
+		memset(out, 0, sizeof(*out));
+	return e;
+}
+
+enum egw_proto_err
+egw_replay_check(struct egw_replay *r, uint64_t session, uint64_t seq)
+{
+	uint64_t d;
+
+	if (seq == 0)
+		return EGW_PE_REPLAY;
+	if (session < r->session)
+		return EGW_PE_SESSION;
+	if (session > r->session) {
+		/* the peer restarted: a fresh window */
+		r->session = session;
+		r->top = seq;
+		r->bitmap = 1;
+		return EGW_PE_OK;
+	}
+	if (seq > r->top) {
+		d = seq - r->top;
+		r->bitmap = d >= EGW_PROTO_REPLAY_WINDOW ? 1 : (r->bitmap << d) | 1;
+		r->top = seq;
+		return EGW_PE_OK;
+	}
+	d = r->top - seq;
+	if (d >= EGW_PROTO_REPLAY_WINDOW || (r->bitmap >> d) & 1)
+		return EGW_PE_REPLAY;
+	r->bitmap |= 1ull << d;
+	return EGW_PE_OK;
+}

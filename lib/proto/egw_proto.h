@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef EGW_PROTO_H
+#define EGW_PROTO_H
+
+/**
+ * @file
+ * The control protocol on the wire (doc/protocol.md is the specification):
+ * encode and decode of every message, strictly validated, authenticated
+ * with a keyed BLAKE2b MAC (libsodium) under a pre-shared key, with a
+ * per-peer replay window. No I/O, no allocation: the caller hands in the
+ * UDP payload and gets a decoded struct (or a typed reason it was refused).
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "egw_xfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EGW_PROTO_PORT 9471u        /**< default UDP port */
+#define EGW_PROTO_MAGIC 0x45475731u /**< "EGW1" */
+#define EGW_PROTO_VERSION 1u
+#define EGW_PROTO_HDR_LEN 48u
+#define EGW_PROTO_TAG_LEN 16u
+#define EGW_PROTO_KEY_LEN 32u
+#define EGW_PROTO_NAME_LEN 32u
+/** Largest datagram we build: a REGISTER, well under any IPv4 MTU (576). */
+#define EGW_PROTO_MAX_LEN 512u
+#define EGW_PROTO_REPLAY_WINDOW 64u
+
+/** Message types: the xfer ones (1..6) plus REGISTER. */
+#define EGW_MSG_REGISTER 7
+
+/** Header flags. DUMMY belongs to INIT, ACK to REGISTER. */
+#define EGW_PF_DUMMY 0x0001u
+#define EGW_PF_ACK 0x0002u
+
+/** Why a datagram was refused. Each has a counter in egw_proto_stats. */
+enum egw_proto_err {
+	EGW_PE_OK = 0,
+	EGW_PE_SHORT,       /**< shorter than header + tag */
+	EGW_PE_LONG,        /**< longer than EGW_PROTO_MAX_LEN */
+	EGW_PE_MAGIC,
+	EGW_PE_VERSION,     /**< a version we do not speak */
+	EGW_PE_TYPE,        /**< unknown message type */
+	EGW_PE_FLAGS,       /**< a flag not defined for this type */
+	EGW_PE_LENGTH,      /**< body_len disagrees with the datagram */
+	EGW_PE_RESERVED,    /**< a reserved field is not zero */
+	EGW_PE_MAC,         /**< authentication failed */
+	EGW_PE_BODY,        /**< body size wrong for the type */
+	EGW_PE_FIELD,       /**< a field out of its range */
+	EGW_PE_REPLAY,      /**< sequence number seen or too old */
+	EGW_PE_SESSION,     /**< a session older than the peer's current one */
+	EGW_PE_MAX
+};
+
+const char *egw_proto_strerror(enum egw_proto_err e);
+
+/** One buffer kind of a peer's pool, as its payload driver exposes it. */
+struct egw_region {
+	uint64_t addr;       /**< remote address of block 0, token 0 */
+	uint32_t rkey;       /**< RDMA rkey (verbs) or 0 (shm) */
+	uint32_t unit_bytes; /**< per token, per block for aux; 0: absent */
+};
+
+/** REGISTER: who a peer is, how to reach its memory, its pool geometry. */
+struct egw_register {
+	char name[EGW_PROTO_NAME_LEN]; /**< NUL-padded, printable ASCII */
+	uint8_t gid[16];     /**< RoCEv2 GID (IPv4-mapped for RoCEv2) */
+	uint32_t qpn;        /**< 24 bits */
+	uint32_t psn;        /**< 24 bits */
+	uint16_t mtu;        /**< RDMA path MTU in bytes: 256..4096, power of 2 */
+	uint16_t roles;      /**< EGW_ROLE_* bits */
+	uint32_t block_tokens;
+	uint32_t pool_blocks;
+	uint32_t hidden_size;
+	uint32_t dtype_bytes;
+	uint32_t aux_bytes;
+	struct egw_region region[EGW_KIND_MAX];
+};
+
+#define EGW_ROLE_ENCODE 0x1u
+#define EGW_ROLE_LANGUAGE 0x2u
+
+/** A decoded datagram. */
+struct egw_pkt {
+	uint8_t type;
+	uint16_t flags;
+	uint64_t session;    /**< sender's session id (monotonic across restarts) */
+	uint64_t seq;        /**< per-session sequence number, from 1 */
+	struct egw_msg msg;  /**< types 1..6 (room, rank... copied here too) */
+	struct egw_register reg; /**< REGISTER */
+};
+
+/** Replay state the receiver keeps per peer. */
+struct egw_replay {
+	uint64_t session;
+	uint64_t top;        /**< highest sequence accepted */
+	uint64_t bitmap;     /**< bit i: top - i accepted */
+};
+
+struct egw_proto_stats {
+	uint64_t ok;
+	uint64_t refused[EGW_PE_MAX];
+};
+
+/** A key schedule: the 32-byte pre-shared key. */
+struct egw_proto_key {
+	uint8_t k[EGW_PROTO_KEY_LEN];
+};
+
+/** Call once (libsodium init); 0 or -1. */
+int egw_proto_init(void);
+
+/**
+ * Encode `m` (types 1..6) into buf; MAC appended. Returns the datagram
+ * length, or -EINVAL (bad type or field), -EMSGSIZE (cap too small).
+ */
+int egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
+		     uint64_t seq, const struct egw_msg *m, uint8_t *buf,
+		     size_t cap);
+int egw_proto_encode_register(const struct egw_proto_key *key,
+			      uint64_t session, uint64_t seq, bool ack,
+			      const struct egw_register *r, uint8_t *buf,
+			      size_t cap);
+
+/**
+ * Decode and authenticate a datagram. Never reads past `len`, never
+ * allocates. Structure is checked before the MAC, the body after it: no
+ * field of an unauthenticated datagram is ever interpreted. Replay is the
+ * caller's next step (egw_replay_check), once it knows the peer.
+ * @return EGW_PE_OK or the reason; `stats`, if given, is counted.
+ */
+enum egw_proto_err egw_proto_decode(const struct egw_proto_key *key,
+				    const uint8_t *buf, size_t len,
+				    struct egw_pkt *out,
+				    struct egw_proto_stats *stats);
+
+/**
+ * Accept (session, seq) from a peer at most once: a newer session resets
+ * the window, an older one is refused, within a session a sequence number
+ * is accepted once and only if it is within the window below the highest.
+ * Updates `r` only on success.
+ */
+enum egw_proto_err egw_replay_check(struct egw_replay *r, uint64_t session,
+				    uint64_t seq);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EGW_PROTO_H */
