@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install what embgw needs to build and test on Debian 12, if missing.
-# Later issues add DPDK, rdma-core, libconfig, libsodium, qemu here.
+# clang is for the libFuzzer target; DPDK, rdma-core and qemu come with the
+# gateway and RoCEv2 issues.
 set -euo pipefail
-pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev)
+pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
+	libconfig-dev clang)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

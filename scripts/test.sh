@@ -38,6 +38,27 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	-Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
 
+# libFuzzer on the protocol decoder, bounded in time; any crash or
+# sanitizer report fails the run
+fuzz_secs=${EGW_FUZZ_SECONDS:-20}
+if [ ! -f build-fuzz/build.ninja ]; then
+	CC=clang meson setup build-fuzz --werror -Dfuzz=true \
+		-Db_sanitize=address,undefined -Db_lundef=false \
+		-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all" >/dev/null
+fi
+ninja -C build-fuzz >/dev/null
+corpus=$(mktemp -d)
+./build-fuzz/tests/fuzz/make_corpus "$corpus"
+if ./build-fuzz/tests/fuzz/fuzz_proto -max_total_time="$fuzz_secs" -max_len=512 \
+	-print_final_stats=1 "$corpus" >/tmp/embgw-fuzz.log 2>&1; then
+	passed=$((passed + 1))
+	echo "[fuzz] fuzz_proto OK: $(grep -E '^Done' /tmp/embgw-fuzz.log)"
+else
+	failed=$((failed + 1))
+	tail -40 /tmp/embgw-fuzz.log
+fi
+rm -rf "$corpus"
+
 # the demo binary must pass its own verification too (smoke)
 if ./build/app/embgw-sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
 	passed=$((passed + 1)); echo "[smoke] embgw-sim OK: $(tail -1 /tmp/embgw-sim.out)"

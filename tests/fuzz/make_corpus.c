@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Writes one valid datagram of every message type into DIR: the fuzzer's
+ * seed corpus (with the fuzz target's key). */
+#include <stdio.h>
+#include <string.h>
+
+#include "egw_proto.h"
+
+static const struct egw_proto_key key = { { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+	11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+	28, 29, 30, 31, 32 } };
+
+static int
+put(const char *dir, const char *name, const uint8_t *b, int n)
+{
+	char path[512];
+	FILE *f;
+
+	if (n <= 0)
+		return 1;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (f == NULL || fwrite(b, 1, (size_t)n, f) != (size_t)n)
+		return 1;
+	return fclose(f) != 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	struct egw_msg m;
+	struct egw_register r;
+	int bad = 0;
+
+	if (argc != 2 || egw_proto_init() != 0)
+		return 2;
+	memset(&m, 0, sizeof(m));
+	m = (struct egw_msg){ .type = EGW_MSG_INIT, .rank = 1, .nranks = 2,
+		.room = 77, .block_tokens = 128, .alloc_tokens = 1024, .nruns = 2,
+		.runs = { { 0, 4 }, { 10, 4 } } };
+	bad |= put(argv[1], "init", b, egw_proto_encode(&key, 9, 1, &m, b, sizeof(b)));
+	m.type = EGW_MSG_RESUME;
+	m.offset = 1024;
+	bad |= put(argv[1], "resume", b, egw_proto_encode(&key, 9, 2, &m, b, sizeof(b)));
+	m = (struct egw_msg){ .type = EGW_MSG_STATUS, .state = 2, .rank = 0,
+		.nranks = 1, .room = 77, .total_tokens = 5000,
+		.landed_tokens = 1024, .accepted_tokens = 2048 };
+	bad |= put(argv[1], "status", b, egw_proto_encode(&key, 9, 3, &m, b, sizeof(b)));
+	m = (struct egw_msg){ .type = EGW_MSG_HEARTBEAT };
+	bad |= put(argv[1], "heartbeat", b, egw_proto_encode(&key, 9, 4, &m, b, sizeof(b)));
+	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .error = 20, .nranks = 1, .room = 77 };
+	bad |= put(argv[1], "abort", b, egw_proto_encode(&key, 9, 5, &m, b, sizeof(b)));
+	m = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = 2, .error = 6,
+		.nranks = 1, .room = 77, .offset = 1024 };
+	bad |= put(argv[1], "error", b, egw_proto_encode(&key, 9, 6, &m, b, sizeof(b)));
+	memset(&r, 0, sizeof(r));
+	strcpy(r.name, "enc-a");
+	r.qpn = 0x1234;
+	r.mtu = 1024;
+	r.roles = EGW_ROLE_ENCODE;
+	r.block_tokens = 128;
+	r.pool_blocks = 4096;
+	r.hidden_size = 4096;
+	r.dtype_bytes = 2;
+	r.aux_bytes = 64;
+	bad |= put(argv[1], "register", b,
+		   egw_proto_encode_register(&key, 9, 7, false, &r, b, sizeof(b)));
+	return bad;
+}
