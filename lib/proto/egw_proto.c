@@ -44,6 +44,18 @@ egw_proto_init(void)
 	return sodium_init() < 0 ? -1 : 0;
 }
 
+int
+egw_proto_key_derive(struct egw_proto_key *key, const uint8_t *material,
+		     size_t len)
+{
+	if (key == NULL || material == NULL || len < EGW_PROTO_KEY_MIN_BYTES)
+		return -EINVAL;
+	/* a distinct personalisation keeps this hash apart from the MAC */
+	crypto_generichash(key->k, EGW_PROTO_KEY_LEN, material, len,
+			   (const uint8_t *)"embgw-psk-key-v1", 16);
+	return 0;
+}
+
 /* ---- byte helpers ------------------------------------------------------ */
 
 static void

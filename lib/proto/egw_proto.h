@@ -115,6 +115,16 @@ struct egw_proto_key {
 /** Call once (libsodium init); 0 or -1. */
 int egw_proto_init(void);
 
+#define EGW_PROTO_KEY_MIN_BYTES 32u
+
+/**
+ * Derive the MAC key from a key file's contents: BLAKE2b-256 of the bytes,
+ * so a key file may be raw random bytes or text (hex, base64) alike.
+ * @return 0, or -EINVAL when fewer than EGW_PROTO_KEY_MIN_BYTES bytes.
+ */
+int egw_proto_key_derive(struct egw_proto_key *key, const uint8_t *material,
+			 size_t len);
+
 /**
  * Encode `m` (types 1..6) into buf; MAC appended. Returns the datagram
  * length, or -EINVAL (bad type or field), -EMSGSIZE (cap too small).

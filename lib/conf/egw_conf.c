@@ -1,0 +1,934 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libconfig -> struct egw_conf. The loader walks the file's groups with a
+ * table of known keys per group (anything else is an error, so a typo never
+ * silently becomes a default), reads each setting with its type and range,
+ * and then checks what spans settings: duplicates across ports, peers on
+ * the port's subnet, timer ordering. It records every problem and goes on.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libconfig.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "egw_conf.h"
+
+#define MAX_KEY_FILE 4096
+
+struct ld {
+	const char *file;
+	struct egw_conf_errors *e;
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+static void
+setting_path(const config_setting_t *s, char *buf, size_t n)
+{
+	const config_setting_t *chain[16];
+	int d = 0;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (; s != NULL && !config_setting_is_root(s) && d < 16;
+	     s = config_setting_parent(s))
+		chain[d++] = s;
+	while (d-- > 0 && off < n) {
+		const char *name = config_setting_name(chain[d]);
+		int w;
+
+		if (name != NULL)
+			w = snprintf(buf + off, n - off, "%s%s", off ? "." : "",
+				     name);
+		else
+			w = snprintf(buf + off, n - off, "[%d]",
+				     config_setting_index(chain[d]));
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+}
+
+/* "file:line: path[.name]: why". `s` is the setting at fault, or the group
+ * a missing `name` should have been in. */
+static void __attribute__((format(printf, 4, 5)))
+err(struct ld *l, const config_setting_t *s, const char *name,
+    const char *fmt, ...)
+{
+	char path[160], why[160];
+	va_list ap;
+	unsigned i = l->e->n;
+
+	l->e->total++;
+	if (i >= EGW_CONF_MAX_ERRORS)
+		return;
+	setting_path(s, path, sizeof(path));
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	snprintf(l->e->msg[i], sizeof(l->e->msg[i]), "%s:%d: %s%s%s: %s",
+		 l->file, s != NULL ? config_setting_source_line(s) : 0, path,
+		 name != NULL && path[0] ? "." : "", name != NULL ? name : "",
+		 why);
+	l->e->n++;
+}
+
+/* ---- typed getters ----------------------------------------------------- */
+
+static const char *
+type_name(int t)
+{
+	switch (t) {
+	case CONFIG_TYPE_GROUP: return "a group { }";
+	case CONFIG_TYPE_INT:
+	case CONFIG_TYPE_INT64: return "an integer";
+	case CONFIG_TYPE_FLOAT: return "a float";
+	case CONFIG_TYPE_STRING: return "a string";
+	case CONFIG_TYPE_BOOL: return "a boolean";
+	case CONFIG_TYPE_ARRAY: return "an array [ ]";
+	case CONFIG_TYPE_LIST: return "a list ( )";
+	default: return "nothing";
+	}
+}
+
+static const config_setting_t *
+member(const config_setting_t *g, const char *name)
+{
+	return g == NULL ? NULL : config_setting_get_member(g, name);
+}
+
+/* The member, if present and of `type` (INT also accepts INT64). */
+static const config_setting_t *
+typed(struct ld *l, const config_setting_t *g, const char *name, int type,
+      bool required)
+{
+	const config_setting_t *s = member(g, name);
+	int t;
+
+	if (s == NULL) {
+		if (required && g != NULL)
+			err(l, g, name, "missing (required)");
+		return NULL;
+	}
+	t = config_setting_type(s);
+	if (t == CONFIG_TYPE_INT64)
+		t = CONFIG_TYPE_INT;
+	if (t != type) {
+		err(l, s, NULL, "wrong type: expected %s, got %s",
+		    type_name(type), type_name(config_setting_type(s)));
+		return NULL;
+	}
+	return s;
+}
+
+static bool
+get_int(struct ld *l, const config_setting_t *g, const char *name,
+	long long min, long long max, bool required, uint32_t *out)
+{
+	const config_setting_t *s = typed(l, g, name, CONFIG_TYPE_INT, required);
+	long long v;
+
+	if (s == NULL)
+		return false;
+	v = config_setting_get_int64(s);
+	if (v < min || v > max) {
+		err(l, s, NULL, "out of range %lld..%lld (got %lld)", min, max, v);
+		return false;
+	}
+	*out = (uint32_t)v;
+	return true;
+}
+
+static bool
+get_str(struct ld *l, const config_setting_t *g, const char *name,
+	bool required, char *out, size_t n)
+{
+	const config_setting_t *s = typed(l, g, name, CONFIG_TYPE_STRING,
+					  required);
+	const char *v;
+
+	if (s == NULL)
+		return false;
+	v = config_setting_get_string(s);
+	if (v[0] == '\0') {
+		err(l, s, NULL, "must not be empty");
+		return false;
+	}
+	if (strlen(v) >= n) {
+		err(l, s, NULL, "too long (at most %zu characters)", n - 1);
+		return false;
+	}
+	strcpy(out, v);
+	return true;
+}
+
+static bool
+get_bool(struct ld *l, const config_setting_t *g, const char *name, bool *out)
+{
+	const config_setting_t *s = typed(l, g, name, CONFIG_TYPE_BOOL, false);
+
+	if (s == NULL)
+		return false;
+	*out = config_setting_get_bool(s) != 0;
+	return true;
+}
+
+/* Every member of group `g` must be one of `keys` (NULL-terminated). */
+static void
+known_keys(struct ld *l, const config_setting_t *g, const char *const *keys)
+{
+	char list[200];
+	size_t off = 0;
+
+	if (g == NULL)
+		return;
+	list[0] = '\0';
+	for (const char *const *k = keys; *k != NULL; k++) {
+		int w = snprintf(list + off, sizeof(list) - off, "%s%s",
+				 off ? ", " : "", *k);
+
+		if (w > 0 && (size_t)w < sizeof(list) - off)
+			off += (size_t)w;
+	}
+	for (int i = 0; i < config_setting_length(g); i++) {
+		const config_setting_t *c = config_setting_get_elem(g, (unsigned)i);
+		const char *name = config_setting_name(c);
+		bool ok = false;
+
+		for (const char *const *k = keys; *k != NULL && name; k++)
+			ok |= strcmp(*k, name) == 0;
+		if (!ok)
+			err(l, c, NULL, "unknown setting (expected one of: %s)",
+			    list);
+	}
+}
+
+static bool
+parse_ipv4(const char *s, uint32_t *addr)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1)
+		return false;
+	*addr = ntohl(a.s_addr);
+	return true;
+}
+
+static bool
+get_ipv4(struct ld *l, const config_setting_t *g, const char *name,
+	 bool required, uint32_t *addr)
+{
+	char buf[32];
+
+	if (!get_str(l, g, name, required, buf, sizeof(buf)))
+		return false;
+	if (!parse_ipv4(buf, addr)) {
+		err(l, member(g, name), NULL,
+		    "not an IPv4 address (a.b.c.d): '%s'", buf);
+		return false;
+	}
+	return true;
+}
+
+static bool
+name_ok(const char *n)
+{
+	for (; *n; n++)
+		if (*n < 0x21 || *n > 0x7e)
+			return false;
+	return true;
+}
+
+static bool
+get_name(struct ld *l, const config_setting_t *g, const char *name,
+	 bool required, char *out)
+{
+	if (!get_str(l, g, name, required, out, EGW_CONF_NAME_LEN))
+		return false;
+	if (!name_ok(out)) {
+		err(l, member(g, name), NULL,
+		    "only printable characters without spaces");
+		return false;
+	}
+	return true;
+}
+
+/* ---- defaults ---------------------------------------------------------- */
+
+void
+egw_conf_defaults(struct egw_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->geom.capacity_tokens = 512 * 1024;
+	c->geom.block_tokens = EGW_POOL_DEFAULT_BLOCK_TOKENS;
+	c->geom.hidden_size = 4096;
+	c->geom.dtype_bytes = 2;
+	c->geom.mrope = true;
+	c->geom.aux_bytes = 64;
+	c->policy.kind = EGW_POLICY_FIXED;
+	c->policy.tokens = 8192;
+	c->policy.percentile = 90;
+	c->policy.min_tokens = 512;
+	c->policy.max_tokens = 16384;
+	c->max_rooms = 1024;
+	c->max_runs_per_room = 512;
+	c->max_blocks_per_round = 0;
+	c->pipeline_depth = 2;
+	egw_xfer_timers_default(&c->timers);
+}
+
+/* ---- gateway { } ------------------------------------------------------- */
+
+static void
+load_key(struct ld *l, const config_setting_t *s, struct egw_conf *c)
+{
+	uint8_t buf[MAX_KEY_FILE + 1];
+	struct stat st;
+	size_t n;
+	FILE *f = fopen(c->key_file, "rb");
+
+	if (f == NULL) {
+		err(l, s, NULL, "cannot read key file '%s': %s", c->key_file,
+		    strerror(errno));
+		return;
+	}
+	n = fread(buf, 1, sizeof(buf), f);
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0)
+		c->key_loose_perms = true;
+	fclose(f);
+	if (n > MAX_KEY_FILE) {
+		err(l, s, NULL, "key file '%s' too long (at most %u bytes)",
+		    c->key_file, MAX_KEY_FILE);
+	} else if (egw_proto_key_derive(&c->key, buf, n) != 0) {
+		err(l, s, NULL,
+		    "key file '%s' too short: %zu bytes, need at least %u",
+		    c->key_file, n, EGW_PROTO_KEY_MIN_BYTES);
+	}
+	memset(buf, 0, sizeof(buf));
+}
+
+static void
+load_key_file(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	char rel[EGW_CONF_PATH_LEN];
+	const char *slash;
+
+	if (!get_str(l, gw, "key_file", true, rel, sizeof(rel)))
+		return;
+	slash = strrchr(l->file, '/');
+	if (rel[0] == '/' || slash == NULL) {
+		strcpy(c->key_file, rel);
+	} else {
+		int w = snprintf(c->key_file, sizeof(c->key_file), "%.*s/%s",
+				 (int)(slash - l->file), l->file, rel);
+
+		if (w < 0 || (size_t)w >= sizeof(c->key_file)) {
+			err(l, member(gw, "key_file"), NULL, "path too long");
+			return;
+		}
+	}
+	load_key(l, member(gw, "key_file"), c);
+}
+
+static void
+load_roles(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	const config_setting_t *s = member(gw, "roles");
+	int t;
+
+	if (s == NULL) {
+		err(l, gw, "roles", "missing (required): [\"encode\"], "
+		    "[\"language\"] or both");
+		return;
+	}
+	t = config_setting_type(s);
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST) {
+		err(l, s, NULL, "wrong type: expected an array of strings");
+		return;
+	}
+	if (config_setting_length(s) == 0)
+		err(l, s, NULL, "must name at least one role");
+	for (int i = 0; i < config_setting_length(s); i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		const char *v = config_setting_get_string(e);
+		uint16_t bit;
+
+		if (v == NULL) {
+			err(l, e, NULL, "wrong type: expected a string");
+			continue;
+		}
+		if (strcmp(v, "encode") == 0)
+			bit = EGW_ROLE_ENCODE;
+		else if (strcmp(v, "language") == 0)
+			bit = EGW_ROLE_LANGUAGE;
+		else {
+			err(l, e, NULL, "unknown role '%s' (encode, language)", v);
+			continue;
+		}
+		if (c->roles & bit)
+			err(l, e, NULL, "role '%s' given twice", v);
+		c->roles |= bit;
+	}
+}
+
+static void
+load_policy(struct ld *l, const config_setting_t *pool, struct egw_conf *c)
+{
+	static const char *const keys[] = { "kind", "tokens", "percentile",
+		"min_tokens", "max_tokens", NULL };
+	const config_setting_t *p = typed(l, pool, "policy", CONFIG_TYPE_GROUP,
+					  false);
+	uint32_t cap = c->geom.capacity_tokens;
+	char kind[16];
+
+	if (p == NULL)
+		return;
+	known_keys(l, p, keys);
+	if (get_str(l, p, "kind", false, kind, sizeof(kind))) {
+		if (strcmp(kind, "fixed") == 0)
+			c->policy.kind = EGW_POLICY_FIXED;
+		else if (strcmp(kind, "adaptive") == 0)
+			c->policy.kind = EGW_POLICY_ADAPTIVE;
+		else
+			err(l, member(p, "kind"), NULL,
+			    "unknown policy '%s' (fixed, adaptive)", kind);
+	}
+	get_int(l, p, "tokens", 1, cap, false, &c->policy.tokens);
+	if (c->policy.kind == EGW_POLICY_FIXED) {
+		static const char *const only[] = { "percentile", "min_tokens",
+						    "max_tokens", NULL };
+
+		for (const char *const *k = only; *k; k++)
+			if (member(p, *k) != NULL)
+				err(l, member(p, *k), NULL,
+				    "only for kind = \"adaptive\"");
+		return;
+	}
+	get_int(l, p, "percentile", 1, 100, false, &c->policy.percentile);
+	get_int(l, p, "min_tokens", 1, cap, false, &c->policy.min_tokens);
+	if (get_int(l, p, "max_tokens", 1, cap, false, &c->policy.max_tokens) &&
+	    c->policy.max_tokens < c->policy.min_tokens)
+		err(l, member(p, "max_tokens"), NULL,
+		    "below min_tokens (%u)", c->policy.min_tokens);
+}
+
+static void
+load_pool(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "capacity_tokens", "block_tokens",
+		"hidden_size", "dtype", "mrope", "aux_bytes", "policy", NULL };
+	const config_setting_t *p = typed(l, gw, "pool", CONFIG_TYPE_GROUP,
+					  false);
+	char dtype[16];
+
+	if (p == NULL)
+		return;
+	known_keys(l, p, keys);
+	get_int(l, p, "block_tokens", 1, 4096, false, &c->geom.block_tokens);
+	if (get_int(l, p, "capacity_tokens", 1, EGW_XFER_MAX_TOKENS, false,
+		    &c->geom.capacity_tokens) &&
+	    c->geom.capacity_tokens % c->geom.block_tokens != 0)
+		err(l, member(p, "capacity_tokens"), NULL,
+		    "not a multiple of block_tokens (%u)", c->geom.block_tokens);
+	get_int(l, p, "hidden_size", 1, 65536, false, &c->geom.hidden_size);
+	if (get_str(l, p, "dtype", false, dtype, sizeof(dtype))) {
+		if (!strcmp(dtype, "fp8") || !strcmp(dtype, "int8"))
+			c->geom.dtype_bytes = 1;
+		else if (!strcmp(dtype, "bf16") || !strcmp(dtype, "fp16"))
+			c->geom.dtype_bytes = 2;
+		else if (!strcmp(dtype, "fp32"))
+			c->geom.dtype_bytes = 4;
+		else
+			err(l, member(p, "dtype"), NULL,
+			    "unknown dtype '%s' (fp8, int8, bf16, fp16, fp32)",
+			    dtype);
+	}
+	get_bool(l, p, "mrope", &c->geom.mrope);
+	if (get_int(l, p, "aux_bytes", sizeof(struct egw_aux_rec), 4096, false,
+		    &c->geom.aux_bytes) && c->geom.aux_bytes % 8 != 0)
+		err(l, member(p, "aux_bytes"), NULL, "not a multiple of 8");
+	load_policy(l, p, c);
+}
+
+static void
+load_limits(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "max_rooms", "max_runs_per_room",
+		"max_blocks_per_round", "pipeline_depth", NULL };
+	const config_setting_t *p = typed(l, gw, "limits", CONFIG_TYPE_GROUP,
+					  false);
+
+	if (p == NULL)
+		return;
+	known_keys(l, p, keys);
+	get_int(l, p, "max_rooms", 1, 65536, false, &c->max_rooms);
+	get_int(l, p, "max_runs_per_room", 1, 65536, false,
+		&c->max_runs_per_room);
+	get_int(l, p, "max_blocks_per_round", 0, EGW_XFER_MAX_TOKENS, false,
+		&c->max_blocks_per_round);
+	get_int(l, p, "pipeline_depth", 1, EGW_XFER_PIPE - 1, false,
+		&c->pipeline_depth);
+}
+
+static void
+load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "rto_ms", "rto_max_ms",
+		"bootstrap_ms", "input_ms", "round_ms", "alloc_retry_ms",
+		"alloc_ms", "heartbeat_ms", "peer_dead_ms", "linger_ms", NULL };
+	struct egw_xfer_timers *t = &c->timers;
+	uint64_t *dst[] = { &t->rto_ns, &t->rto_max_ns, &t->bootstrap_ns,
+		&t->input_ns, &t->round_ns, &t->alloc_retry_ns, &t->alloc_ns,
+		&t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns };
+	const config_setting_t *p = typed(l, gw, "timers", CONFIG_TYPE_GROUP,
+					  false);
+
+	if (p == NULL)
+		return;
+	known_keys(l, p, keys);
+	for (size_t i = 0; keys[i] != NULL; i++) {
+		uint32_t ms;
+
+		if (get_int(l, p, keys[i], 1, 3600 * 1000, false, &ms))
+			*dst[i] = (uint64_t)ms * 1000000u;
+	}
+	if (t->rto_max_ns < t->rto_ns)
+		err(l, p, "rto_max_ms", "below rto_ms");
+	if (t->alloc_ns >= t->round_ns)
+		err(l, p, "alloc_ms", "must be below round_ms, so that a room "
+		    "waiting for memory fails as pool-exhausted");
+	if (t->peer_dead_ns <= t->heartbeat_ns)
+		err(l, p, "peer_dead_ms", "must exceed heartbeat_ms");
+}
+
+/* ---- ports ( ) --------------------------------------------------------- */
+
+static bool
+is_pci(const char *d)
+{
+	unsigned a, b, c, e;
+	char tail;
+
+	return sscanf(d, "%x:%x:%x.%x%c", &a, &b, &c, &e, &tail) == 4 ||
+	       sscanf(d, "%x:%x.%x%c", &a, &b, &c, &tail) == 3;
+}
+
+static bool
+in_subnet(uint32_t a, uint32_t net, uint8_t prefix)
+{
+	uint32_t mask = prefix == 0 ? 0 : ~0u << (32 - prefix);
+
+	return (a & mask) == (net & mask);
+}
+
+static void
+load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
+{
+	static const char *const shm_keys[] = { "driver", "path", NULL };
+	static const char *const verbs_keys[] = { "driver", "device", "port",
+						  "gid_index", NULL };
+	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
+					  true);
+	const config_setting_t *gid;
+	char drv[16];
+	uint32_t v;
+
+	if (g == NULL || !get_str(l, g, "driver", true, drv, sizeof(drv)))
+		return;
+	if (strcmp(drv, "shm") == 0) {
+		p->payload.driver = EGW_PAYLOAD_SHM;
+		known_keys(l, g, shm_keys);
+		if (get_str(l, g, "path", true, p->payload.path,
+			    sizeof(p->payload.path)) &&
+		    p->payload.path[0] != '/')
+			err(l, member(g, "path"), NULL, "must be an absolute path");
+		return;
+	}
+	if (strcmp(drv, "verbs") != 0) {
+		err(l, member(g, "driver"), NULL,
+		    "unknown payload driver '%s' (shm, verbs)", drv);
+		return;
+	}
+	p->payload.driver = EGW_PAYLOAD_VERBS;
+	known_keys(l, g, verbs_keys);
+	get_str(l, g, "device", true, p->payload.device,
+		sizeof(p->payload.device));
+	p->payload.port = 1;
+	if (get_int(l, g, "port", 1, 255, false, &v))
+		p->payload.port = (uint8_t)v;
+	p->payload.gid_index = -1;
+	gid = member(g, "gid_index");
+	if (gid != NULL && config_setting_type(gid) == CONFIG_TYPE_STRING) {
+		if (strcmp(config_setting_get_string(gid), "auto") != 0)
+			err(l, gid, NULL, "\"auto\" or an index 0..255");
+	} else if (gid != NULL && get_int(l, g, "gid_index", 0, 255, false, &v)) {
+		p->payload.gid_index = (int)v;
+	}
+}
+
+static void
+load_neighbours(struct ld *l, const config_setting_t *ps,
+		struct egw_conf_port *p)
+{
+	static const char *const keys[] = { "address", "mac", NULL };
+	const config_setting_t *list = typed(l, ps, "neighbours",
+					     CONFIG_TYPE_LIST, false);
+
+	for (int i = 0; list && i < config_setting_length(list); i++) {
+		const config_setting_t *g = config_setting_get_elem(list, (unsigned)i);
+		struct egw_conf_neigh n;
+		char mac[32];
+		unsigned m[6];
+		char tail;
+
+		if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+			err(l, g, NULL, "wrong type: expected a group { }");
+			continue;
+		}
+		known_keys(l, g, keys);
+		if (p->nneigh == EGW_CONF_MAX_NEIGH) {
+			err(l, g, NULL, "too many neighbours (at most %d)",
+			    EGW_CONF_MAX_NEIGH);
+			break;
+		}
+		if (!get_ipv4(l, g, "address", true, &n.addr) ||
+		    !get_str(l, g, "mac", true, mac, sizeof(mac)))
+			continue;
+		if (sscanf(mac, "%2x:%2x:%2x:%2x:%2x:%2x%c", &m[0], &m[1], &m[2],
+			   &m[3], &m[4], &m[5], &tail) != 6) {
+			err(l, member(g, "mac"), NULL,
+			    "not a MAC address (xx:xx:xx:xx:xx:xx): '%s'", mac);
+			continue;
+		}
+		for (int k = 0; k < 6; k++)
+			n.mac[k] = (uint8_t)m[k];
+		if (!in_subnet(n.addr, p->addr, p->prefix))
+			err(l, member(g, "address"), NULL,
+			    "not on the port's subnet (embgw does not route)");
+		for (uint16_t k = 0; k < p->nneigh; k++)
+			if (p->neigh[k].addr == n.addr)
+				err(l, member(g, "address"), NULL,
+				    "duplicate neighbour address");
+		p->neigh[p->nneigh++] = n;
+	}
+}
+
+static void
+load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
+{
+	static const char *const keys[] = { "name", "address", "udp_port", NULL };
+	const config_setting_t *list = typed(l, ps, "peers", CONFIG_TYPE_LIST,
+					     false);
+
+	for (int i = 0; list && i < config_setting_length(list); i++) {
+		const config_setting_t *g = config_setting_get_elem(list, (unsigned)i);
+		struct egw_conf_peer pe = { .udp_port = EGW_PROTO_PORT };
+		uint32_t v;
+
+		if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+			err(l, g, NULL, "wrong type: expected a group { }");
+			continue;
+		}
+		known_keys(l, g, keys);
+		if (p->npeers == EGW_CONF_MAX_PEERS) {
+			err(l, g, NULL, "too many peers (at most %d)",
+			    EGW_CONF_MAX_PEERS);
+			break;
+		}
+		if (!get_name(l, g, "name", true, pe.name) ||
+		    !get_ipv4(l, g, "address", true, &pe.addr))
+			continue;
+		if (get_int(l, g, "udp_port", 1, 65535, false, &v))
+			pe.udp_port = (uint16_t)v;
+		if (!in_subnet(pe.addr, p->addr, p->prefix))
+			err(l, member(g, "address"), NULL,
+			    "not on the port's subnet (embgw does not route)");
+		if (pe.addr == p->addr && pe.udp_port == p->udp_port)
+			err(l, member(g, "address"), NULL,
+			    "is this port's own address and UDP port");
+		for (uint16_t k = 0; k < p->npeers; k++) {
+			if (strcmp(p->peers[k].name, pe.name) == 0)
+				err(l, member(g, "name"), NULL,
+				    "duplicate peer name '%s'", pe.name);
+			if (p->peers[k].addr == pe.addr &&
+			    p->peers[k].udp_port == pe.udp_port)
+				err(l, member(g, "address"), NULL,
+				    "duplicate peer address and UDP port");
+		}
+		p->peers[p->npeers++] = pe;
+	}
+}
+
+static void
+load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
+{
+	static const char *const keys[] = { "name", "device", "address",
+		"udp_port", "mtu", "queues", "lcores", "payload", "neighbours",
+		"peers", NULL };
+	const config_setting_t *lc;
+	char addr[40];
+	uint32_t v;
+
+	known_keys(l, ps, keys);
+	p->udp_port = EGW_PROTO_PORT;
+	p->mtu = 1500;
+	p->queues = 1;
+	get_name(l, ps, "name", true, p->name);
+	if (get_str(l, ps, "device", true, p->device, sizeof(p->device))) {
+		p->is_pci = is_pci(p->device);
+		if (!p->is_pci && strncmp(p->device, "net_", 4) != 0)
+			err(l, member(ps, "device"), NULL,
+			    "neither a PCI address (DDDD:BB:DD.F) nor a "
+			    "virtual device (net_...): '%s'", p->device);
+	}
+	if (get_str(l, ps, "address", true, addr, sizeof(addr))) {
+		char *slash = strchr(addr, '/');
+		char *end = NULL;
+		long pre = -1;
+
+		if (slash != NULL) {
+			*slash = '\0';
+			pre = strtol(slash + 1, &end, 10);
+		}
+		if (slash == NULL || end == slash + 1 || *end != '\0' ||
+		    pre < 1 || pre > 32 || !parse_ipv4(addr, &p->addr))
+			err(l, member(ps, "address"), NULL,
+			    "not an IPv4 address with prefix (a.b.c.d/len)");
+		else
+			p->prefix = (uint8_t)pre;
+	}
+	if (get_int(l, ps, "udp_port", 1, 65535, false, &v))
+		p->udp_port = (uint16_t)v;
+	if (get_int(l, ps, "mtu", 576, 9000, false, &v))
+		p->mtu = (uint16_t)v;
+	if (get_int(l, ps, "queues", 1, EGW_CONF_MAX_QUEUES, false, &v))
+		p->queues = (uint16_t)v;
+	lc = member(ps, "lcores");
+	if (lc == NULL) {
+		err(l, ps, "lcores", "missing (required): one worker lcore per queue");
+	} else if (config_setting_type(lc) != CONFIG_TYPE_ARRAY) {
+		err(l, lc, NULL, "wrong type: expected an array of integers");
+	} else if (config_setting_length(lc) != p->queues) {
+		err(l, lc, NULL, "%d lcores for %u queues: one worker lcore "
+		    "per queue", config_setting_length(lc), p->queues);
+	} else {
+		bool ok = true;
+
+		for (int i = 0; i < p->queues; i++) {
+			const config_setting_t *e =
+				config_setting_get_elem(lc, (unsigned)i);
+			long long x = config_setting_get_int64(e);
+
+			if (config_setting_type(e) != CONFIG_TYPE_INT &&
+			    config_setting_type(e) != CONFIG_TYPE_INT64) {
+				err(l, e, NULL, "wrong type: expected an integer");
+				ok = false;
+			} else if (x < 0 || x > 1023) {
+				err(l, e, NULL, "out of range 0..1023 (got %lld)", x);
+				ok = false;
+			} else {
+				p->lcores[i] = (uint16_t)x;
+			}
+		}
+		if (ok)
+			p->nlcores = p->queues;
+	}
+	load_payload(l, ps, p);
+	load_neighbours(l, ps, p);
+	load_peers(l, ps, p);
+}
+
+static void
+load_ports(struct ld *l, const config_setting_t *root, struct egw_conf *c)
+{
+	const config_setting_t *list = typed(l, root, "ports", CONFIG_TYPE_LIST,
+					     true);
+
+	if (list == NULL)
+		return;
+	if (config_setting_length(list) == 0)
+		err(l, list, NULL, "at least one port is required");
+	for (int i = 0; i < config_setting_length(list); i++) {
+		const config_setting_t *ps = config_setting_get_elem(list, (unsigned)i);
+		struct egw_conf_port *p;
+
+		if (config_setting_type(ps) != CONFIG_TYPE_GROUP) {
+			err(l, ps, NULL, "wrong type: expected a group { }");
+			continue;
+		}
+		if (c->nports == EGW_CONF_MAX_PORTS) {
+			err(l, ps, NULL, "too many ports (at most %d)",
+			    EGW_CONF_MAX_PORTS);
+			break;
+		}
+		p = &c->ports[c->nports];
+		load_port(l, ps, p);
+		/* what must be unique across ports */
+		for (uint16_t k = 0; k < c->nports; k++) {
+			const struct egw_conf_port *q = &c->ports[k];
+
+			if (p->name[0] && strcmp(p->name, q->name) == 0)
+				err(l, member(ps, "name"), NULL,
+				    "duplicate port name '%s'", p->name);
+			if (p->device[0] && strcmp(p->device, q->device) == 0)
+				err(l, member(ps, "device"), NULL,
+				    "device already used by port '%s'", q->name);
+			if (p->addr && p->addr == q->addr)
+				err(l, member(ps, "address"), NULL,
+				    "address already used by port '%s'", q->name);
+			for (uint16_t a = 0; a < p->nlcores; a++)
+				for (uint16_t b = 0; b < q->nlcores; b++)
+					if (p->lcores[a] == q->lcores[b])
+						err(l, member(ps, "lcores"), NULL,
+						    "lcore %u already serves port '%s'",
+						    p->lcores[a], q->name);
+		}
+		for (uint16_t a = 0; a < p->nlcores; a++)
+			for (uint16_t b = 0; b < a; b++)
+				if (p->lcores[a] == p->lcores[b])
+					err(l, member(ps, "lcores"), NULL,
+					    "lcore %u listed twice", p->lcores[a]);
+		c->nports++;
+	}
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+int
+egw_conf_load(const char *path, struct egw_conf *c,
+	      struct egw_conf_errors *errs)
+{
+	static const char *const root_keys[] = { "gateway", "ports", NULL };
+	static const char *const gw_keys[] = { "name", "roles", "key_file",
+		"pool", "limits", "timers", NULL };
+	struct ld l = { path, errs };
+	const config_setting_t *root, *gw;
+	config_t cfg;
+
+	memset(errs, 0, sizeof(*errs));
+	egw_conf_defaults(c);
+	if (egw_proto_init() != 0) {
+		snprintf(errs->msg[0], sizeof(errs->msg[0]),
+			 "%s: cannot initialise libsodium", path);
+		errs->n = errs->total = 1;
+		return -EINVAL;
+	}
+	snprintf(c->file, sizeof(c->file), "%s", path);
+	config_init(&cfg);
+	if (config_read_file(&cfg, path) != CONFIG_TRUE) {
+		if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
+			snprintf(errs->msg[0], sizeof(errs->msg[0]),
+				 "%s: cannot read: %s", path, strerror(errno));
+		else
+			snprintf(errs->msg[0], sizeof(errs->msg[0]),
+				 "%s:%d: syntax error: %s", path,
+				 config_error_line(&cfg), config_error_text(&cfg));
+		errs->n = errs->total = 1;
+		config_destroy(&cfg);
+		return -EINVAL;
+	}
+	root = config_root_setting(&cfg);
+	known_keys(&l, root, root_keys);
+	gw = typed(&l, root, "gateway", CONFIG_TYPE_GROUP, true);
+	if (gw != NULL) {
+		known_keys(&l, gw, gw_keys);
+		get_name(&l, gw, "name", true, c->name);
+		load_roles(&l, gw, c);
+		load_pool(&l, gw, c);
+		load_limits(&l, gw, c);
+		load_timers(&l, gw, c);
+		load_key_file(&l, gw, c);
+		if (c->policy.tokens > c->geom.capacity_tokens)
+			err(&l, gw, "pool.policy.tokens",
+			    "larger than capacity_tokens");
+	}
+	load_ports(&l, root, c);
+	if (errs->total == 0 && egw_geom_check(&c->geom) != 0)
+		err(&l, gw, "pool", "inconsistent pool geometry");
+	config_destroy(&cfg);
+	return errs->total == 0 ? 0 : -EINVAL;
+}
+
+const char *
+egw_conf_ip_str(uint32_t addr, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u.%u.%u.%u", addr >> 24, (addr >> 16) & 0xff,
+		 (addr >> 8) & 0xff, addr & 0xff);
+	return buf;
+}
+
+void
+egw_conf_print_summary(const struct egw_conf *c, FILE *f)
+{
+	const struct egw_pool_geom *g = &c->geom;
+	uint32_t blocks = g->capacity_tokens / g->block_tokens;
+	char ip[16];
+
+	fprintf(f, "%s: ok\n", c->file);
+	fprintf(f, "gateway %s: roles%s%s\n", c->name,
+		c->roles & EGW_ROLE_ENCODE ? " encode" : "",
+		c->roles & EGW_ROLE_LANGUAGE ? " language" : "");
+	fprintf(f, "pool: %u tokens = %u blocks x %u tokens; per token %zu B "
+		"embedding + 4 B fill_ids%s; aux %u B/block; %.1f MiB\n",
+		g->capacity_tokens, blocks, g->block_tokens,
+		egw_geom_unit_bytes(g, EGW_KIND_EMB),
+		g->mrope ? " + 12 B mrope" : "", g->aux_bytes,
+		egw_geom_mem_bytes(g) / 1048576.0);
+	if (c->policy.kind == EGW_POLICY_FIXED)
+		fprintf(f, "default allocation: fixed %u tokens\n",
+			c->policy.tokens);
+	else
+		fprintf(f, "default allocation: adaptive p%u of recent totals, "
+			"%u..%u tokens (start %u)\n", c->policy.percentile,
+			c->policy.min_tokens, c->policy.max_tokens,
+			c->policy.tokens);
+	fprintf(f, "limits: %u rooms, %u runs/room, pipeline depth %u, "
+		"%s blocks/round\n", c->max_rooms, c->max_runs_per_room,
+		c->pipeline_depth, c->max_blocks_per_round ? "capped" : "no cap on");
+	fprintf(f, "key: %s%s\n", c->key_file, c->key_loose_perms
+		? " (WARNING: readable by group or others; chmod 600)" : "");
+	for (uint16_t i = 0; i < c->nports; i++) {
+		const struct egw_conf_port *p = &c->ports[i];
+
+		fprintf(f, "port %s: %s %s, %s/%u udp %u, mtu %u, %u queue(s) "
+			"on lcore(s)", p->name, p->is_pci ? "pci" : "vdev",
+			p->device, egw_conf_ip_str(p->addr, ip, sizeof(ip)),
+			p->prefix, p->udp_port, p->mtu, p->queues);
+		for (uint16_t q = 0; q < p->queues; q++)
+			fprintf(f, "%s%u", q ? "," : " ", p->lcores[q]);
+		if (p->payload.driver == EGW_PAYLOAD_SHM)
+			fprintf(f, "; payload shm %s", p->payload.path);
+		else if (p->payload.gid_index < 0)
+			fprintf(f, "; payload verbs %s port %u gid auto",
+				p->payload.device, p->payload.port);
+		else
+			fprintf(f, "; payload verbs %s port %u gid %d",
+				p->payload.device, p->payload.port,
+				p->payload.gid_index);
+		fprintf(f, "; %u peer(s), %u static neighbour(s)\n", p->npeers,
+			p->nneigh);
+	}
+}
+
+void
+egw_conf_to_xfer(const struct egw_conf *c, struct egw_xfer_conf *xc,
+		 struct egw_policy *policy)
+{
+	egw_xfer_conf_default(xc, &c->geom);
+	xc->max_rooms = c->max_rooms;
+	xc->max_runs_per_room = c->max_runs_per_room;
+	xc->max_blocks_per_round = c->max_blocks_per_round;
+	xc->pipeline_depth = c->pipeline_depth;
+	xc->t = c->timers;
+	if (c->policy.kind == EGW_POLICY_FIXED)
+		egw_policy_init_fixed(policy, c->geom.block_tokens,
+				      c->policy.tokens);
+	else
+		egw_policy_init_adaptive(policy, c->geom.block_tokens,
+					 c->policy.tokens, c->policy.percentile,
+					 c->policy.min_tokens,
+					 c->policy.max_tokens);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef EGW_CONF_H
+#define EGW_CONF_H
+
+/**
+ * @file
+ * Gateway configuration: a libconfig file turned into a typed, validated
+ * struct. Every error names file:line, the setting's path and why; loading
+ * goes on after an error so that one run reports all of them. Defaults and
+ * the schema are in doc/configuration.md. No DPDK, no devices touched.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "egw_pool.h"
+#include "egw_proto.h"
+#include "egw_xfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EGW_CONF_MAX_PORTS 8
+#define EGW_CONF_MAX_PEERS 32
+#define EGW_CONF_MAX_NEIGH 32
+#define EGW_CONF_MAX_QUEUES 16
+#define EGW_CONF_MAX_ERRORS 64
+#define EGW_CONF_NAME_LEN 32
+#define EGW_CONF_PATH_LEN 256
+
+enum egw_payload_driver { EGW_PAYLOAD_SHM = 0, EGW_PAYLOAD_VERBS = 1 };
+
+struct egw_conf_peer {
+	char name[EGW_CONF_NAME_LEN];
+	uint32_t addr;          /**< IPv4, host byte order */
+	uint16_t udp_port;
+};
+
+struct egw_conf_neigh {
+	uint32_t addr;
+	uint8_t mac[6];
+};
+
+struct egw_conf_payload {
+	enum egw_payload_driver driver;
+	char device[64];        /**< verbs: e.g. mlx5_0, rxe0 */
+	uint8_t port;           /**< verbs: 1-based port number */
+	int gid_index;          /**< verbs: -1 = auto (RoCEv2 GID of address) */
+	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
+};
+
+struct egw_conf_port {
+	char name[EGW_CONF_NAME_LEN];
+	char device[EGW_CONF_PATH_LEN]; /**< vdev string or PCI address */
+	bool is_pci;
+	uint32_t addr;          /**< host byte order */
+	uint8_t prefix;
+	uint16_t udp_port;
+	uint16_t mtu;
+	uint16_t queues;
+	uint16_t lcores[EGW_CONF_MAX_QUEUES]; /**< one worker lcore per queue */
+	uint16_t nlcores;       /**< == queues once valid */
+	struct egw_conf_payload payload;
+	struct egw_conf_neigh neigh[EGW_CONF_MAX_NEIGH];
+	uint16_t nneigh;
+	struct egw_conf_peer peers[EGW_CONF_MAX_PEERS];
+	uint16_t npeers;
+};
+
+struct egw_conf_policy {
+	enum egw_policy_kind kind;
+	uint32_t tokens;        /**< fixed; adaptive: the start value */
+	uint32_t percentile, min_tokens, max_tokens; /**< adaptive */
+};
+
+struct egw_conf {
+	char file[EGW_CONF_PATH_LEN];
+	char name[EGW_CONF_NAME_LEN];
+	uint16_t roles;         /**< EGW_ROLE_* */
+	struct egw_pool_geom geom;
+	struct egw_conf_policy policy;
+	uint32_t max_rooms, max_runs_per_room, max_blocks_per_round;
+	uint32_t pipeline_depth;
+	struct egw_xfer_timers timers;
+	char key_file[EGW_CONF_PATH_LEN]; /**< resolved against the file's dir */
+	struct egw_proto_key key;
+	bool key_loose_perms;   /**< readable by group/others: a warning */
+	struct egw_conf_port ports[EGW_CONF_MAX_PORTS];
+	uint16_t nports;
+};
+
+struct egw_conf_errors {
+	char msg[EGW_CONF_MAX_ERRORS][320];
+	unsigned n;             /**< stored */
+	unsigned total;         /**< found (may exceed what is stored) */
+};
+
+/** Defaults for everything that has one (doc/configuration.md). */
+void egw_conf_defaults(struct egw_conf *c);
+
+/**
+ * Load and validate `path`. Returns 0, or -EINVAL with every problem found
+ * in `errs` (each "file:line: setting: why"). The key file is read and the
+ * MAC key derived; nothing else outside the file is touched.
+ */
+int egw_conf_load(const char *path, struct egw_conf *c,
+		  struct egw_conf_errors *errs);
+
+/** A one-screen summary: roles, pool geometry, ports (nginx -t style). */
+void egw_conf_print_summary(const struct egw_conf *c, FILE *f);
+
+/** Fill the xfer engine configuration and policy from the file's values. */
+void egw_conf_to_xfer(const struct egw_conf *c, struct egw_xfer_conf *xc,
+		      struct egw_policy *policy);
+
+/** "a.b.c.d" of a host-order IPv4 address into buf (>= 16 bytes). */
+const char *egw_conf_ip_str(uint32_t addr, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EGW_CONF_H */
