@@ -13,6 +13,16 @@
 
 #include "egw_proto.h"
 
+/* The numbers below are on the wire (doc/protocol.md): never renumber. */
+_Static_assert(EGW_MSG_INIT == 1 && EGW_MSG_ERROR == 6 && EGW_MSG_REGISTER == 7,
+	       "message types are wire values");
+_Static_assert(EGW_E_UNKNOWN_ROOM == 1 && EGW_E_BUSY == 11 &&
+	       EGW_E_POOL_EXHAUSTED == 18 && EGW_E_UNKNOWN_PEER == 22 &&
+	       EGW_E_MAX == 23, "error codes are wire values");
+_Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
+	       "states are wire values");
+_Static_assert(EGW_PF_DUMMY == EGW_MSGF_DUMMY, "INIT's DUMMY flag");
+
 static const char *const pe_names[EGW_PE_MAX] = {
 	[EGW_PE_OK] = "ok",
 	[EGW_PE_SHORT] = "datagram shorter than header and tag",
