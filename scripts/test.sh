@@ -49,13 +49,18 @@ fi
 ninja -C build-fuzz >/dev/null
 corpus=$(mktemp -d)
 ./build-fuzz/tests/fuzz/make_corpus "$corpus"
+# tests/fuzz/regressions holds inputs that once crashed: replayed every run
 if ./build-fuzz/tests/fuzz/fuzz_proto -max_total_time="$fuzz_secs" -max_len=512 \
-	-print_final_stats=1 "$corpus" >/tmp/embgw-fuzz.log 2>&1; then
+	-print_final_stats=1 -artifact_prefix="$corpus/" \
+	"$corpus" tests/fuzz/regressions >/tmp/embgw-fuzz.log 2>&1; then
 	passed=$((passed + 1))
 	echo "[fuzz] fuzz_proto OK: $(grep -E '^Done' /tmp/embgw-fuzz.log)"
 else
 	failed=$((failed + 1))
 	tail -40 /tmp/embgw-fuzz.log
+	mkdir -p fuzz-artifacts && cp "$corpus"/crash-* "$corpus"/leak-* \
+		"$corpus"/timeout-* fuzz-artifacts/ 2>/dev/null || true
+	echo "[fuzz] failing inputs copied to fuzz-artifacts/"
 fi
 rm -rf "$corpus"
 

@@ -69,10 +69,11 @@ err(struct ld *l, const config_setting_t *s, const char *name,
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	snprintf(l->e->msg[i], sizeof(l->e->msg[i]), "%s:%d: %s%s%s: %s",
-		 l->file, s != NULL ? config_setting_source_line(s) : 0, path,
-		 name != NULL && path[0] ? "." : "", name != NULL ? name : "",
-		 why);
+	if (snprintf(l->e->msg[i], sizeof(l->e->msg[i]), "%s:%d: %s%s%s: %s",
+		     l->file, s != NULL ? config_setting_source_line(s) : 0,
+		     path, name != NULL && path[0] ? "." : "",
+		     name != NULL ? name : "", why) >= (int)sizeof(l->e->msg[i]))
+		strcpy(l->e->msg[i] + sizeof(l->e->msg[i]) - 4, "...");
 	l->e->n++;
 }
 

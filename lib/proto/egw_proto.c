@@ -315,8 +315,8 @@ printable_name(const uint8_t *n)
 			return false;
 		i++;
 	}
-	if (i == 0)
-		return false;
+	if (i == 0 || i == EGW_PROTO_NAME_LEN)
+		return false; /* 1..31 characters and at least one NUL */
 	for (; i < EGW_PROTO_NAME_LEN; i++)
 		if (n[i] != 0)
 			return false; /* NUL padding only */

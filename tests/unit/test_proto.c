@@ -199,6 +199,14 @@ test_wrong_key_and_unknown_fields_rejected(void)
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
 	len = egw_proto_encode(&key, 0, 1, &m[4], buf, sizeof(buf)); /* session 0 */
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* a REGISTER name must leave room for its NUL (found by the fuzzer:
+	 * 32 characters decoded, then re-encoded as 31) */
+	memset(reg.name, 'x', sizeof(reg.name));
+	len = egw_proto_encode_register(&key, 1, 1, false, &reg, buf, sizeof(buf));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	reg.name[0] = '\0';
+	len = egw_proto_encode_register(&key, 1, 1, false, &reg, buf, sizeof(buf));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
 	m[1].offset = 0; /* a RESUME at offset 0 is an INIT in disguise */
 	len = egw_proto_encode(&key, 1, 1, &m[1], buf, sizeof(buf));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
