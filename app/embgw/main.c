@@ -2,24 +2,48 @@
 /*
  * embgw - the gateway.
  *
- *   embgw --check-config FILE     validate FILE without starting EAL or
- *                                 touching any device (like nginx -t)
+ *   embgw --check-config FILE
+ *       validate FILE without starting EAL or touching any device
+ *   embgw [EAL args] -- -f FILE [app options]
+ *       run the gateway: one worker lcore per configured port
  *
- * The DPDK gateway itself ([EAL args] -- -f FILE) arrives with the gateway
- * issue; until then this binary only validates configurations.
+ * The configuration's virtual devices are added to the EAL arguments
+ * (--vdev), and --no-pci when no port is a PCI device and the EAL
+ * arguments name none, so DPDK never touches a NIC it was not given.
  */
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "egw_conf.h"
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
 
+#include "gw.h"
+
+#define RTE_LOGTYPE_EMBGW RTE_LOGTYPE_USER1
+#define MAX_EAL_ARGS 128
+
+volatile bool gw_force_quit;
+
+static struct egw_conf conf;
+static struct gw_port ports[EGW_CONF_MAX_PORTS];
+static uint16_t nports;
+static uint64_t duration_ns;
+
+/* Load the configuration; on failure print every error. */
 static int
-check_config(const char *path)
+load_config(const char *path)
 {
-	static struct egw_conf c;
 	static struct egw_conf_errors e;
 
-	if (egw_conf_load(path, &c, &e) != 0) {
+	if (egw_conf_load(path, &conf, &e) != 0) {
 		for (unsigned i = 0; i < e.n; i++)
 			fprintf(stderr, "%s\n", e.msg[i]);
 		if (e.total > e.n)
@@ -27,30 +51,388 @@ check_config(const char *path)
 		fprintf(stderr, "%s: %u error(s)\n", path, e.total);
 		return 1;
 	}
-	egw_conf_print_summary(&c, stdout);
+	return 0;
+}
+
+static int
+check_config(const char *path)
+{
+	if (load_config(path) != 0)
+		return 1;
+	egw_conf_print_summary(&conf, stdout);
 	return 0;
 }
 
 static void
 usage(FILE *f, const char *prog)
 {
-	fprintf(f, "usage: %s --check-config FILE\n"
-		"  validate a gateway configuration (no EAL, no devices)\n",
-		prog);
+	fprintf(f,
+		"usage: %s --check-config FILE\n"
+		"       %s [EAL args] -- -f FILE [options]\n"
+		"options:\n"
+		"  -f, --config FILE      gateway configuration (libconfig)\n"
+		"  --produce              encode: synthesise data for every room asked for\n"
+		"  --drive N              language: run N rooms, verify every byte\n"
+		"  --concurrency C        language: rooms in flight (1)\n"
+		"  --lengths L1,L2,...    language: room lengths in tokens, cycled\n"
+		"  --ranks R              language: TP ranks per room (1)\n"
+		"  --dummy-rank           language: the last rank wants the aux record only\n"
+		"  --peer NAME            language: the encode peer to fetch from\n"
+		"  --exit-when-done       language: stop after the N rooms\n"
+		"  --duration-ms D        stop after D ms (bounded runs)\n"
+		"  --start-delay-ms D     language: wait D ms before the first room\n"
+		"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
+		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
+		"  --seed S               room-id and fault-injection seed\n",
+		prog, prog);
+}
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	gw_force_quit = true;
+}
+
+static int
+parse_lengths(const char *s, struct gw_work_opts *o)
+{
+	char *dup = strdup(s), *save = NULL;
+
+	o->nlengths = 0;
+	for (char *t = strtok_r(dup, ",", &save); t != NULL;
+	     t = strtok_r(NULL, ",", &save)) {
+		long v = strtol(t, NULL, 10);
+
+		if (v <= 0 || v > (long)EGW_XFER_MAX_TOKENS || o->nlengths == 64) {
+			free(dup);
+			return -1;
+		}
+		o->lengths[o->nlengths++] = (uint32_t)v;
+	}
+	free(dup);
+	return o->nlengths > 0 ? 0 : -1;
+}
+
+static int
+parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
+	       struct gw_faults *f)
+{
+	static const struct option lo[] = {
+		{ "config", required_argument, NULL, 'f' },
+		{ "produce", no_argument, NULL, 'P' },
+		{ "drive", required_argument, NULL, 'D' },
+		{ "concurrency", required_argument, NULL, 'C' },
+		{ "lengths", required_argument, NULL, 'L' },
+		{ "ranks", required_argument, NULL, 'R' },
+		{ "dummy-rank", no_argument, NULL, 'Y' },
+		{ "peer", required_argument, NULL, 'p' },
+		{ "exit-when-done", no_argument, NULL, 'X' },
+		{ "duration-ms", required_argument, NULL, 'T' },
+		{ "start-delay-ms", required_argument, NULL, 'W' },
+		{ "ctl-drop", required_argument, NULL, 'd' },
+		{ "ctl-dup", required_argument, NULL, 'u' },
+		{ "ctl-reorder", required_argument, NULL, 'r' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	memset(o, 0, sizeof(*o));
+	memset(f, 0, sizeof(*f));
+	o->concurrency = 1;
+	o->ranks = 1;
+	o->lengths[0] = 2000;
+	o->nlengths = 1;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "f:h", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'f': *cfg = optarg; break;
+		case 'P': o->produce = true; break;
+		case 'D': o->drive = (uint32_t)atoi(optarg); break;
+		case 'C': o->concurrency = (uint32_t)atoi(optarg); break;
+		case 'L':
+			if (parse_lengths(optarg, o) != 0) {
+				fprintf(stderr, "embgw: --lengths: 1..64 lengths of "
+					"1..%u tokens\n", EGW_XFER_MAX_TOKENS);
+				return -1;
+			}
+			break;
+		case 'R': o->ranks = (uint16_t)atoi(optarg); break;
+		case 'Y': o->dummy_rank = true; break;
+		case 'p': snprintf(o->peer, sizeof(o->peer), "%s", optarg); break;
+		case 'X': o->exit_when_done = true; break;
+		case 'T': duration_ns = strtoull(optarg, NULL, 10) * 1000000ull; break;
+		case 'W': o->start_delay_ms = (uint32_t)atoi(optarg); break;
+		case 'd': f->drop_pct = (uint32_t)atoi(optarg); break;
+		case 'u': f->dup_pct = (uint32_t)atoi(optarg); break;
+		case 'r': f->reorder_pct = (uint32_t)atoi(optarg); break;
+		case 's': o->seed = strtoull(optarg, NULL, 10); break;
+		default:
+			return -1;
+		}
+	}
+	if (*cfg == NULL) {
+		fprintf(stderr, "embgw: -f FILE is required\n");
+		return -1;
+	}
+	if (o->drive > 65535 || o->ranks == 0 || o->ranks > EGW_XFER_MAX_RANKS ||
+	    f->drop_pct > 50 || f->dup_pct > 50 || f->reorder_pct > 50) {
+		fprintf(stderr, "embgw: --drive <= 65535, --ranks 1..%d, "
+			"fault knobs 0..50%%\n", EGW_XFER_MAX_RANKS);
+		return -1;
+	}
+	f->rng = o->seed ? o->seed : 1;
+	return 0;
+}
+
+/* EAL arguments plus what the configuration implies. */
+static int
+eal_args(int argc, char **argv, char **out)
+{
+	bool names_devices = false, any_pci = false;
+	int n = 0;
+
+	for (int i = 0; i < argc && n < MAX_EAL_ARGS - 4; i++) {
+		if (!strcmp(argv[i], "-a") || !strcmp(argv[i], "--allow") ||
+		    !strcmp(argv[i], "-b") || !strcmp(argv[i], "--block") ||
+		    !strcmp(argv[i], "--no-pci"))
+			names_devices = true;
+		out[n++] = argv[i];
+	}
+	for (uint16_t i = 0; i < conf.nports && n < MAX_EAL_ARGS - 4; i++) {
+		const struct egw_conf_port *p = &conf.ports[i];
+
+		if (p->is_pci) {
+			any_pci = true;
+			if (!names_devices) {
+				out[n++] = (char *)"-a";
+				out[n++] = (char *)p->device;
+			}
+		} else {
+			out[n++] = (char *)"--vdev";
+			out[n++] = (char *)p->device;
+		}
+	}
+	if (!names_devices && !any_pci)
+		out[n++] = (char *)"--no-pci";
+	out[n] = NULL;
+	return n;
+}
+
+static int
+find_port_id(const char *device, uint16_t *id)
+{
+	char name[RTE_ETH_NAME_MAX_LEN];
+	size_t len = strcspn(device, ",");
+
+	if (len >= sizeof(name))
+		return -1;
+	memcpy(name, device, len);
+	name[len] = '\0';
+	return rte_eth_dev_get_port_by_name(name, id);
+}
+
+static int
+worker(void *arg)
+{
+	struct gw_port *p = arg;
+	struct egw_payload_cpl cpl[64];
+	uint64_t stop_at = duration_ns ? gw_now_ns() + duration_ns : UINT64_MAX;
+
+	RTE_LOG(INFO, EMBGW, "port %s: worker on lcore %u\n", p->cfg->name,
+		rte_lcore_id());
+	while (!gw_force_quit) {
+		uint64_t now = gw_now_ns();
+		uint32_t nc;
+
+		gw_net_rx_burst(p, now);
+		/* completions first: they may free blocks and finish rooms */
+		while ((nc = p->dops->poll(p->drv, cpl, 64)) > 0)
+			for (uint32_t i = 0; i < nc; i++)
+				egw_node_writes_done(p->node, cpl[i].cookie,
+						     cpl[i].ok, now);
+		if (now >= p->next_tick) {
+			egw_node_tick(p->node, now);
+			gw_net_tick(p, now);
+			gw_work_tick(p, now);
+			p->next_tick = now + GW_TICK_NS;
+			if (now >= stop_at || gw_work_wants_exit(p))
+				gw_force_quit = true;
+		}
+		gw_net_flush(p);
+	}
+	return 0;
+}
+
+/* Shutdown of one port on its own lcore's behalf: abort what is open (the
+ * peers hear ABORT), let the payload drain, free, report. */
+static void
+teardown_port(struct gw_port *p)
+{
+	struct egw_payload_cpl cpl[64];
+	uint64_t now = gw_now_ns();
+	uint32_t nc;
+
+	egw_node_abort_all(p->node, now);
+	while ((nc = p->dops->poll(p->drv, cpl, 64)) > 0)
+		for (uint32_t i = 0; i < nc; i++)
+			egw_node_writes_done(p->node, cpl[i].cookie, cpl[i].ok, now);
+	/* lingering sender rooms hold no blocks once aborted and drained */
+	egw_node_tick(p->node, now + conf.timers.linger_ns + 1);
+	gw_net_flush(p);
+	gw_work_report(p, stdout);
+	fflush(stdout);
+}
+
+static int
+setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
+	   const struct gw_faults *f)
+{
+	struct egw_region regions[EGW_KIND_MAX];
+	struct egw_node_ops ops;
+	uint8_t gid[16];
+	uint32_t qpn;
+	char name[32];
+	struct timespec ts;
+	int rc;
+
+	p->conf = &conf;
+	p->cfg = &conf.ports[idx];
+	p->idx = idx;
+	p->lcore = p->cfg->lcores[0];
+	p->faults = *f;
+	if (p->cfg->queues != 1) {
+		RTE_LOG(ERR, EMBGW, "port %s: %u queues configured; this build "
+			"runs one queue (one worker lcore) per port\n",
+			p->cfg->name, p->cfg->queues);
+		return -ENOTSUP;
+	}
+	if (!rte_lcore_is_enabled(p->lcore)) {
+		RTE_LOG(ERR, EMBGW, "port %s: lcore %u from the configuration "
+			"is not enabled in EAL (-l/-c)\n", p->cfg->name, p->lcore);
+		return -EINVAL;
+	}
+	if (find_port_id(p->cfg->device, &p->port_id) != 0) {
+		RTE_LOG(ERR, EMBGW, "port %s: no DPDK port for device '%s' "
+			"(%u ports probed)\n", p->cfg->name, p->cfg->device,
+			rte_eth_dev_count_avail());
+		return -ENODEV;
+	}
+	snprintf(name, sizeof(name), "embgw_mbuf_%u", idx);
+	p->mp = rte_pktmbuf_pool_create(name, 4095, 128, 0,
+					RTE_MBUF_DEFAULT_BUF_SIZE,
+					(int)rte_eth_dev_socket_id(p->port_id));
+	if (p->mp == NULL) {
+		RTE_LOG(ERR, EMBGW, "port %s: no mbuf pool: %s\n", p->cfg->name,
+			rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	p->dops = egw_payload_find(p->cfg->payload.driver);
+	if (p->dops == NULL) {
+		RTE_LOG(ERR, EMBGW, "port %s: payload driver not built in this "
+			"binary\n", p->cfg->name);
+		return -ENOTSUP;
+	}
+	rc = p->dops->open(&conf, p->cfg, &p->drv, &p->pool);
+	if (rc != 0) {
+		RTE_LOG(ERR, EMBGW, "port %s: payload driver %s: %s\n",
+			p->cfg->name, p->dops->name, strerror(-rc));
+		return rc;
+	}
+	p->dops->describe(p->drv, regions, gid, &qpn);
+	/* the session grows across restarts: wall-clock nanoseconds */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ops = gw_node_ops;
+	ops.ctx = p;
+	rc = egw_node_create(&conf, idx, p->pool, regions, gid, qpn,
+			     &ops, (uint64_t)ts.tv_sec * 1000000000ull +
+			     (uint64_t)ts.tv_nsec, gw_now_ns(), &p->node);
+	if (rc == 0)
+		rc = gw_work_create(p, o);
+	if (rc == 0)
+		rc = gw_port_start(p);
+	return rc;
 }
 
 int
 main(int argc, char **argv)
 {
-	if (argc == 3 && (strcmp(argv[1], "--check-config") == 0 ||
-			  strcmp(argv[1], "-t") == 0))
+	char *eal[MAX_EAL_ARGS];
+	const char *cfg = NULL;
+	struct gw_work_opts o;
+	struct gw_faults f;
+	int sep = -1, neal, rc = 0;
+	unsigned main_lcore;
+
+	if (argc == 3 && (!strcmp(argv[1], "--check-config") ||
+			  !strcmp(argv[1], "-t")))
 		return check_config(argv[2]);
-	if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||
-			  strcmp(argv[1], "-h") == 0)) {
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout, argv[0]);
 		return 0;
 	}
-	usage(stderr, argv[0]);
-	fprintf(stderr, "%s: the DPDK gateway mode is not built yet\n", argv[0]);
-	return 2;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			sep = i;
+			break;
+		}
+	if (sep < 0) {
+		usage(stderr, argv[0]);
+		return 2;
+	}
+	/* app arguments first: the configuration decides the devices */
+	argv[sep] = argv[0];
+	if (parse_app_args(argc - sep, argv + sep, &cfg, &o, &f) != 0) {
+		usage(stderr, argv[0]);
+		return 2;
+	}
+	if (load_config(cfg) != 0)
+		return 1;
+	neal = eal_args(sep, argv, eal);
+	if (rte_eal_init(neal, eal) < 0) {
+		fprintf(stderr, "embgw: EAL init failed: %s\n",
+			rte_strerror(rte_errno));
+		return 1;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	for (nports = 0; nports < conf.nports; nports++) {
+		rc = setup_port(&ports[nports], nports, &o, &f);
+		if (rc != 0)
+			break;
+	}
+	if (rc == 0) {
+		gw_telemetry_init(ports, nports);
+		main_lcore = rte_get_main_lcore();
+		for (uint16_t i = 0; i < nports; i++)
+			if (ports[i].lcore != main_lcore)
+				rte_eal_remote_launch(worker, &ports[i],
+						      ports[i].lcore);
+		for (uint16_t i = 0; i < nports; i++)
+			if (ports[i].lcore == main_lcore)
+				worker(&ports[i]);
+		while (!gw_force_quit) {
+			struct timespec ts = { 0, 10000000 };
+
+			nanosleep(&ts, NULL);
+		}
+		rte_eal_mp_wait_lcore();
+	}
+	/* workers are stopped: tear down from here, port by port */
+	for (uint16_t i = 0; i < nports; i++) {
+		if (ports[i].node != NULL && ports[i].work != NULL) {
+			teardown_port(&ports[i]);
+			if (gw_work_finished(&ports[i]) == false &&
+			    gw_work_drives(&ports[i]))
+				rc = rc ? rc : 3;
+		}
+		gw_port_stop(&ports[i]);
+		egw_node_destroy(ports[i].node);
+		if (ports[i].drv != NULL)
+			ports[i].dops->close(ports[i].drv);
+	}
+	rte_eal_cleanup();
+	return rc;
 }

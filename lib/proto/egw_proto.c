@@ -22,6 +22,7 @@ _Static_assert(EGW_E_UNKNOWN_ROOM == 1 && EGW_E_BUSY == 11 &&
 _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 	       "states are wire values");
 _Static_assert(EGW_PF_DUMMY == EGW_MSGF_DUMMY, "INIT's DUMMY flag");
+_Static_assert(EGW_PF_POLL == EGW_MSGF_POLL, "STATUS's POLL flag");
 
 static const char *const pe_names[EGW_PE_MAX] = {
 	[EGW_PE_OK] = "ok",
@@ -129,6 +130,8 @@ allowed_flags(uint8_t type)
 		return EGW_PF_DUMMY;
 	case EGW_MSG_REGISTER:
 		return EGW_PF_ACK;
+	case EGW_MSG_STATUS:
+		return EGW_PF_POLL;
 	default:
 		return 0;
 	}

@@ -104,6 +104,7 @@ enum egw_msg_type {
 };
 
 #define EGW_MSGF_DUMMY 0x1u   /**< INIT: this rank wants the aux record only */
+#define EGW_MSGF_POLL 0x4u    /**< STATUS L->E: a poll, not a report */
 
 struct egw_msg {
 	uint8_t type;          /**< enum egw_msg_type */
@@ -282,6 +283,8 @@ int egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 int egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		       uint64_t now);
 void egw_receiver_tick(struct egw_receiver *r, uint64_t now);
+/** Shutdown: abort every open room (frees, tells the peers). */
+void egw_receiver_abort_all(struct egw_receiver *r, uint64_t now);
 /** Declare a peer dead now (e.g. the transport lost it). */
 void egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer,
 			    uint64_t now);
@@ -319,6 +322,8 @@ int egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 			   uint64_t now);
 int egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now);
 void egw_sender_tick(struct egw_sender *s, uint64_t now);
+/** Shutdown: fail every open room as aborted and tell its ranks. */
+void egw_sender_abort_all(struct egw_sender *s, uint64_t now);
 void egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now);
 int egw_sender_state(const struct egw_sender *s, uint64_t room);
 void egw_sender_get_stats(const struct egw_sender *s,

@@ -210,7 +210,8 @@ rx_send_simple(struct egw_receiver *r, struct rx_room *x, uint8_t type,
 {
 	struct egw_msg m = { .type = type, .error = (uint16_t)e,
 			     .rank = x->rank, .nranks = x->nranks,
-			     .room = x->room };
+			     .room = x->room,
+			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0 };
 
 	core_send(&r->k, x->peer, &m);
 }
@@ -630,4 +631,12 @@ egw_receiver_tick(struct egw_receiver *r, uint64_t now)
 	for (uint32_t i = r->k.nactive; i > 0; i--)
 		rx_tick_room(r, &r->rooms[r->k.active[i - 1]], now);
 	core_peer_tick(&r->k, now, rx_on_dead, r);
+}
+
+void
+egw_receiver_abort_all(struct egw_receiver *r, uint64_t now)
+{
+	(void)now;
+	for (uint32_t i = r->k.nactive; i > 0; i--)
+		rx_fail(r, &r->rooms[r->k.active[i - 1]], EGW_E_ABORTED, true);
 }

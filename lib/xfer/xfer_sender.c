@@ -723,3 +723,14 @@ egw_sender_tick(struct egw_sender *s, uint64_t now)
 		tx_tick_room(s, &s->rooms[s->k.active[i - 1]], now);
 	core_peer_tick(&s->k, now, tx_on_dead, s);
 }
+
+void
+egw_sender_abort_all(struct egw_sender *s, uint64_t now)
+{
+	for (uint32_t i = s->k.nactive; i > 0; i--) {
+		struct tx_room *x = &s->rooms[s->k.active[i - 1]];
+
+		if (!tx_final(x))
+			tx_finish(s, x, EGW_E_ABORTED, now);
+	}
+}

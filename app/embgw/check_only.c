@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* embgw built without DPDK: configuration checking only. */
+#include <stdio.h>
+#include <string.h>
+
+#include "egw_conf.h"
+
+int
+main(int argc, char **argv)
+{
+	static struct egw_conf c;
+	static struct egw_conf_errors e;
+
+	if (argc != 3 || (strcmp(argv[1], "--check-config") && strcmp(argv[1], "-t"))) {
+		fprintf(stderr, "usage: %s --check-config FILE\n"
+			"(built without DPDK: the gateway mode is not available)\n",
+			argv[0]);
+		return 2;
+	}
+	if (egw_conf_load(argv[2], &c, &e) != 0) {
+		for (unsigned i = 0; i < e.n; i++)
+			fprintf(stderr, "%s\n", e.msg[i]);
+		fprintf(stderr, "%s: %u error(s)\n", argv[2], e.total);
+		return 1;
+	}
+	egw_conf_print_summary(&c, stdout);
+	return 0;
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * embgw application internals: one struct gw_port per configured port,
+ * owned by exactly one worker lcore (no locks on the fast path).
+ */
+#ifndef EMBGW_GW_H
+#define EMBGW_GW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include "egw_conf.h"
+#include "egw_node.h"
+#include "egw_payload.h"
+
+#define GW_BURST 32
+#define GW_MAX_NEIGH (EGW_CONF_MAX_NEIGH + EGW_CONF_MAX_PEERS)
+#define GW_TICK_NS 100000ull          /* timers every 100 us */
+#define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
+
+extern volatile bool gw_force_quit;
+
+struct gw_neigh {
+	uint32_t ip;
+	struct rte_ether_addr mac;
+	bool valid, is_static;
+	uint64_t next_arp;
+};
+
+/* Fault injection on control datagrams we send (tests; bounded by the
+ * caller's run time). Percentages 0..100. */
+struct gw_faults {
+	uint32_t drop_pct, dup_pct, reorder_pct;
+	uint64_t rng;
+};
+
+struct gw_port_stats {
+	uint64_t rx_pkts, tx_pkts, tx_full;
+	uint64_t arp_rx, arp_tx, arp_miss;
+	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
+	uint64_t inj_dropped, inj_duped, inj_reordered;
+};
+
+struct gw_work;
+
+struct gw_port {
+	const struct egw_conf *conf;
+	const struct egw_conf_port *cfg;
+	uint16_t idx;            /* in the configuration */
+	uint16_t port_id;        /* DPDK port */
+	unsigned lcore;
+	struct rte_mempool *mp;
+	struct rte_ether_addr mac;
+	struct gw_neigh neigh[GW_MAX_NEIGH];
+	uint32_t nneigh;
+	const struct egw_payload_ops *dops;
+	struct egw_payload *drv;
+	struct egw_pool *pool;
+	struct egw_node *node;
+	struct rte_mbuf *tx[GW_BURST];
+	uint16_t ntx;
+	struct rte_mbuf *held;   /* reorder injection */
+	uint16_t ip_id;
+	struct gw_faults faults;
+	struct gw_port_stats st;
+	struct gw_work *work;
+	uint64_t next_tick;
+	bool stopped;
+};
+
+uint64_t gw_now_ns(void);
+
+/* gw_net.c */
+int gw_port_start(struct gw_port *p);
+void gw_port_stop(struct gw_port *p);
+void gw_net_rx_burst(struct gw_port *p, uint64_t now);
+void gw_net_tick(struct gw_port *p, uint64_t now);
+void gw_net_flush(struct gw_port *p);
+void gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
+		     const uint8_t *buf, size_t len);
+
+/* gw_work.c: the built-in producer (encode) and driver (language) */
+struct gw_work_opts {
+	bool produce;            /* encode: synthesise data for any INIT */
+	uint32_t drive;          /* language: rooms to run (0: none) */
+	uint32_t concurrency;
+	uint32_t lengths[64];
+	uint32_t nlengths;
+	uint16_t ranks;
+	bool dummy_rank;         /* last rank aux-only */
+	char peer[EGW_CONF_NAME_LEN];
+	bool exit_when_done;
+	uint64_t seed;
+	uint32_t start_delay_ms;
+};
+int gw_work_create(struct gw_port *p, const struct gw_work_opts *o);
+void gw_work_tick(struct gw_port *p, uint64_t now);
+bool gw_work_finished(const struct gw_port *p);
+bool gw_work_drives(const struct gw_port *p);
+bool gw_work_wants_exit(const struct gw_port *p);
+void gw_work_report(const struct gw_port *p, FILE *f);
+extern const struct egw_node_ops gw_node_ops;
+
+/* gw_telemetry.c */
+void gw_telemetry_init(struct gw_port *ports, uint16_t nports);
+
+#endif

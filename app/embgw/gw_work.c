@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Until inference engines attach through a client API, the gateway carries
+ * its own workload:
+ *  - encode side: a producer that answers any INIT for an unknown room by
+ *    synthesising that room's output - the length is the room id's low 32
+ *    bits, the bytes a pattern seeded by the room id;
+ *  - language side: a driver that opens rooms at a given concurrency and
+ *    verifies every byte delivered against the same pattern.
+ * Both sides derive everything from the room id, so they share no state.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_log.h>
+
+#include "gw.h"
+
+#define RTE_LOGTYPE_EMBGW RTE_LOGTYPE_USER1
+#define MAX_SRC_RUNS 512
+
+struct room_rec {
+	uint64_t room;
+	uint64_t opened_at;
+	uint16_t done, failed;
+	bool active;
+};
+
+struct gw_work {
+	struct gw_work_opts o;
+	uint64_t run_id;
+	uint64_t start_at;
+	uint32_t opened, active, finished;
+	struct room_rec *recs;
+	uint64_t *lat;
+	uint32_t nlat;
+	uint64_t bytes_verified, bad_bytes, verified_rooms;
+	uint32_t ok, failed;
+	uint64_t fail_reason[EGW_E_MAX];
+	uint64_t first_open, last_done;
+	/* encode side */
+	uint64_t produced, produce_refused, tx_ok, tx_failed;
+};
+
+/* ---- the pattern, a pure function of (room, token) -------------------- */
+
+static uint64_t
+mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void
+pattern_emb(uint64_t room, uint32_t token, uint8_t *out, size_t len)
+{
+	uint64_t s = mix(room ^ ((uint64_t)token << 20));
+
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t v = mix(s + i);
+		size_t n = len - i < 8 ? len - i : 8;
+
+		memcpy(out + i, &v, n);
+	}
+}
+
+static void
+pattern_token(uint64_t room, uint32_t t, int32_t *fill, int32_t *mrope)
+{
+	*fill = (int32_t)(t ^ (uint32_t)room);
+	if (mrope != NULL) {
+		mrope[0] = (int32_t)t;
+		mrope[1] = (int32_t)(t * 3u);
+		mrope[2] = (int32_t)(room >> 32);
+	}
+}
+
+/* ---- encode side: producer -------------------------------------------- */
+
+static void
+produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
+	struct egw_run runs[MAX_SRC_RUNS];
+	uint32_t total = (uint32_t)room, t = 0;
+	struct egw_aux_rec *aux;
+	int n;
+
+	if (total == 0 || total > EGW_XFER_MAX_TOKENS) {
+		p->work->produce_refused++;
+		return;
+	}
+	n = egw_node_alloc_src(p->node, room, total, runs, MAX_SRC_RUNS);
+	if (n < 0) {
+		/* no memory now: INIT is refused as unknown and retried */
+		p->work->produce_refused++;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++)
+			for (uint32_t k = 0; k < g->block_tokens && t < total; k++, t++) {
+				pattern_emb(room, t, egw_pool_addr(p->pool, EGW_KIND_EMB, b, k), eb);
+				pattern_token(room, t,
+					      egw_pool_addr(p->pool, EGW_KIND_FILL_IDS, b, k),
+					      egw_pool_addr(p->pool, EGW_KIND_MROPE, b, k));
+			}
+	aux = egw_pool_addr(p->pool, EGW_KIND_AUX, runs[0].start, 0);
+	memset(aux, 0, g->aux_bytes);
+	aux->total_tokens = total;
+	aux->hidden_size = g->hidden_size;
+	aux->dtype_bytes = g->dtype_bytes;
+	aux->block_tokens = g->block_tokens;
+	aux->mrope_delta = -7;
+	aux->cookie = room;
+	if (egw_node_open_tx(p->node, room, nranks, now) != 0 ||
+	    egw_node_input(p->node, room, total, runs, (uint32_t)n, now) != 0) {
+		egw_node_release(p->node, room, runs, (uint32_t)n);
+		p->work->produce_refused++;
+		return;
+	}
+	p->work->produced++;
+}
+
+/* ---- language side: driver and verifier ------------------------------- */
+
+static struct room_rec *
+rec_of(struct gw_work *w, uint64_t room)
+{
+	uint32_t i = (uint32_t)((room >> 32) & 0xffff);
+
+	if ((room >> 48) != (w->run_id & 0xffff) || i >= w->o.drive ||
+	    w->recs[i].room != room)
+		return NULL;
+	return &w->recs[i];
+}
+
+static uint64_t
+verify(struct gw_port *p, const struct egw_act *a)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
+	const struct egw_aux_rec *aux =
+		egw_pool_addr(p->pool, EGW_KIND_AUX, a->aux_block, 0);
+	uint8_t want[65536];
+	uint64_t bad = 0;
+	uint32_t t = 0;
+
+	if (aux == NULL || aux->total_tokens != a->tokens ||
+	    aux->cookie != a->room || aux->mrope_delta != -7 ||
+	    a->tokens != (uint32_t)a->room || eb > sizeof(want))
+		bad++;
+	if (a->dummy || bad)
+		return bad;
+	for (uint32_t i = 0; i < a->nruns; i++)
+		for (uint32_t b = a->runs[i].start; b < a->runs[i].start + a->runs[i].count; b++)
+			for (uint32_t k = 0; k < g->block_tokens && t < a->tokens; k++, t++) {
+				int32_t f, m[3];
+				const int32_t *gm = egw_pool_addr(p->pool, EGW_KIND_MROPE, b, k);
+
+				pattern_emb(a->room, t, want, eb);
+				if (memcmp(want, egw_pool_addr(p->pool, EGW_KIND_EMB, b, k), eb))
+					bad++;
+				pattern_token(a->room, t, &f, gm ? m : NULL);
+				if (f != *(const int32_t *)egw_pool_addr(p->pool, EGW_KIND_FILL_IDS, b, k))
+					bad++;
+				if (gm != NULL && memcmp(m, gm, sizeof(m)))
+					bad++;
+			}
+	return bad + (t != a->tokens);
+}
+
+static void
+room_finished(struct gw_work *w, struct room_rec *r, uint64_t now)
+{
+	r->active = false;
+	w->active--;
+	w->finished++;
+	w->last_done = now;
+	if (r->failed == 0) {
+		w->ok++;
+		w->lat[w->nlat++] = now - r->opened_at;
+	} else {
+		w->failed++;
+	}
+}
+
+static void
+on_deliver(void *ctx, const struct egw_act *a)
+{
+	struct gw_port *p = ctx;
+	struct gw_work *w = p->work;
+	struct room_rec *r = rec_of(w, a->room);
+	uint64_t bad = verify(p, a);
+	uint64_t now = gw_now_ns();
+
+	w->bad_bytes += bad;
+	if (!bad) {
+		const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+		uint64_t per = egw_geom_unit_bytes(g, EGW_KIND_EMB) + 4 +
+			       egw_geom_unit_bytes(g, EGW_KIND_MROPE);
+
+		w->bytes_verified += (a->dummy ? 0 : per * a->tokens) + g->aux_bytes;
+	}
+	egw_node_release(p->node, a->room, a->runs, a->nruns);
+	if (r == NULL || !r->active)
+		return;
+	if (bad)
+		r->failed++;
+	else
+		r->done++;
+	if (r->done + r->failed == w->o.ranks)
+		room_finished(w, r, now);
+}
+
+static void
+on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
+{
+	struct gw_port *p = ctx;
+	struct gw_work *w = p->work;
+	struct room_rec *r;
+
+	(void)rank;
+	if (is_sender) {
+		if (e == EGW_E_OK)
+			w->tx_ok++;
+		else
+			w->tx_failed++;
+		if (e != EGW_E_OK)
+			RTE_LOG(INFO, EMBGW, "room %#lx failed on the encode side: %s\n",
+				(unsigned long)room, egw_strerror(e));
+		return;
+	}
+	if (e == EGW_E_OK)
+		return; /* counted at delivery */
+	w->fail_reason[e]++;
+	RTE_LOG(INFO, EMBGW, "room %#lx rank %u failed: %s\n",
+		(unsigned long)room, rank, egw_strerror(e));
+	r = rec_of(w, room);
+	if (r == NULL || !r->active)
+		return;
+	r->failed++;
+	if (r->done + r->failed == w->o.ranks)
+		room_finished(w, r, gw_now_ns());
+}
+
+static void
+on_unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
+{
+	struct gw_port *p = ctx;
+
+	if (p->work->o.produce)
+		produce(p, room, nranks, now);
+}
+
+static void
+on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
+{
+	gw_net_send_udp(ctx, ip, port, buf, len);
+}
+
+static int
+on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+{
+	struct gw_port *p = ctx;
+	int rc = p->dops->connect(p->drv, peer, r);
+
+	if (rc != 0)
+		RTE_LOG(ERR, EMBGW, "port %s: cannot reach the memory of peer %s "
+			"(%s driver): %s\n", p->cfg->name, r->name, p->dops->name,
+			strerror(-rc));
+	else
+		RTE_LOG(INFO, EMBGW, "port %s: peer %s registered (%u blocks)\n",
+			p->cfg->name, r->name, r->pool_blocks);
+	return rc;
+}
+
+static void
+on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
+	uint64_t cookie)
+{
+	struct gw_port *p = ctx;
+
+	if (p->dops->post(p->drv, peer, wr, n, cookie) != 0)
+		RTE_LOG(ERR, EMBGW, "port %s: payload queue full\n", p->cfg->name);
+	/* a refused post never completes: the room's round deadline fails
+	 * it (the ring is sized so that this cannot happen) */
+}
+
+const struct egw_node_ops gw_node_ops = {
+	.tx = on_tx,
+	.peer_up = on_peer_up,
+	.post = on_post,
+	.deliver = on_deliver,
+	.done = on_done,
+	.unknown_room = on_unknown_room,
+};
+
+int
+gw_work_create(struct gw_port *p, const struct gw_work_opts *o)
+{
+	struct gw_work *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		return -ENOMEM;
+	w->o = *o;
+	if (w->o.ranks == 0)
+		w->o.ranks = 1;
+	if (w->o.concurrency == 0)
+		w->o.concurrency = 1;
+	if (w->o.drive > 0) {
+		w->recs = calloc(w->o.drive, sizeof(*w->recs));
+		w->lat = calloc(w->o.drive, sizeof(*w->lat));
+		if (w->recs == NULL || w->lat == NULL) {
+			free(w->recs);
+			free(w->lat);
+			free(w);
+			return -ENOMEM;
+		}
+	}
+	w->run_id = o->seed ? o->seed : (gw_now_ns() >> 10);
+	w->start_at = gw_now_ns() + (uint64_t)o->start_delay_ms * 1000000ull;
+	p->work = w;
+	return 0;
+}
+
+void
+gw_work_tick(struct gw_port *p, uint64_t now)
+{
+	struct gw_work *w = p->work;
+	int peer;
+
+	if (w->o.drive == 0 || w->opened == w->o.drive || now < w->start_at)
+		return;
+	peer = egw_node_peer_index(p->node, w->o.peer);
+	if (peer < 0 || !egw_node_peer_ready(p->node, (uint32_t)peer))
+		return;
+	while (w->active < w->o.concurrency && w->opened < w->o.drive) {
+		uint32_t i = w->opened++;
+		uint32_t len = w->o.lengths[i % w->o.nlengths];
+		struct room_rec *r = &w->recs[i];
+
+		r->room = ((w->run_id & 0xffff) << 48) | ((uint64_t)i << 32) | len;
+		r->opened_at = now;
+		r->active = true;
+		w->active++;
+		if (w->first_open == 0)
+			w->first_open = now;
+		for (uint16_t k = 0; k < w->o.ranks; k++) {
+			bool dummy = w->o.dummy_rank && w->o.ranks > 1 &&
+				     k == w->o.ranks - 1;
+
+			if (egw_node_open_rx(p->node, r->room, k, w->o.ranks,
+					     (uint32_t)peer, dummy, now) != 0)
+				r->failed++;
+		}
+		if (r->failed == w->o.ranks)
+			room_finished(w, r, now);
+	}
+}
+
+bool
+gw_work_finished(const struct gw_port *p)
+{
+	return p->work->o.drive > 0 && p->work->finished == p->work->o.drive;
+}
+
+bool
+gw_work_drives(const struct gw_port *p)
+{
+	return p->work->o.drive > 0;
+}
+
+bool
+gw_work_wants_exit(const struct gw_port *p)
+{
+	return p->work->o.exit_when_done && gw_work_finished(p);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+void
+gw_work_report(const struct gw_port *p, FILE *f)
+{
+	struct gw_work *w = p->work;
+	struct egw_pool_stats ps;
+	struct egw_node_stats ns;
+	struct egw_xfer_stats xs;
+	uint64_t drops = 0;
+	double secs;
+
+	egw_pool_get_stats(p->pool, &ps);
+	egw_node_get_stats(p->node, &ns);
+	for (int i = 0; i < EGW_ND_MAX; i++)
+		drops += ns.drops[i];
+	fprintf(f, "port %s: %lu datagrams in, %lu out; dropped before the "
+		"state machines: %lu (unknown peer %lu, malformed/unauthenticated "
+		"%lu, replay %lu); ARP misses %lu\n", p->cfg->name,
+		(unsigned long)ns.rx_datagrams, (unsigned long)ns.tx_datagrams,
+		(unsigned long)drops,
+		(unsigned long)ns.drops[EGW_ND_UNKNOWN_PEER],
+		(unsigned long)ns.drops[EGW_ND_PROTO],
+		(unsigned long)ns.drops[EGW_ND_REPLAY],
+		(unsigned long)p->st.arp_miss);
+	if (egw_node_sender(p->node) != NULL)
+		fprintf(f, "encode: %lu rooms produced (%lu refused: no memory "
+			"or bad length), %lu ok, %lu failed; %u blocks in use\n",
+			(unsigned long)w->produced,
+			(unsigned long)w->produce_refused,
+			(unsigned long)w->tx_ok, (unsigned long)w->tx_failed,
+			ps.blocks_in_use);
+	if (w->o.drive == 0) {
+		fprintf(f, "result-encode: rooms=%lu ok=%lu failed=%lu leaked=%u\n",
+			(unsigned long)w->produced, (unsigned long)w->tx_ok,
+			(unsigned long)w->tx_failed, ps.blocks_in_use);
+		return;
+	}
+	egw_receiver_get_stats(egw_node_receiver(p->node), &xs);
+	qsort(w->lat, w->nlat, sizeof(w->lat[0]), cmp_u64);
+	secs = w->last_done > w->first_open ?
+	       (double)(w->last_done - w->first_open) / 1e9 : 0;
+	fprintf(f, "language: %u rooms (%u ok, %u failed, %u not finished), "
+		"%lu bytes verified, %lu bad, %lu resume rounds, %lu "
+		"retransmissions\n", w->o.drive, w->ok, w->failed,
+		w->o.drive - w->finished, (unsigned long)w->bytes_verified,
+		(unsigned long)w->bad_bytes, (unsigned long)xs.resumes,
+		(unsigned long)xs.retransmits);
+	if (w->nlat > 0)
+		fprintf(f, "latency INIT->Success: p50 %.3f ms, p99 %.3f ms; "
+			"throughput %.1f MB/s over %.3f s\n",
+			w->lat[w->nlat / 2] / 1e6,
+			w->lat[(w->nlat * 99) / 100 < w->nlat ? (w->nlat * 99) / 100
+							       : w->nlat - 1] / 1e6,
+			secs > 0 ? w->bytes_verified / secs / 1e6 : 0.0, secs);
+	for (int e = 1; e < EGW_E_MAX; e++)
+		if (w->fail_reason[e])
+			fprintf(f, "  failed: %lu x %s\n",
+				(unsigned long)w->fail_reason[e],
+				egw_strerror((enum egw_err)e));
+	fprintf(f, "result: rooms=%u bytes=%lu rounds=%lu errors=%lu leaked=%u\n",
+		w->o.drive, (unsigned long)w->bytes_verified,
+		(unsigned long)xs.resumes,
+		(unsigned long)(w->failed + w->bad_bytes + (w->o.drive - w->finished)),
+		ps.blocks_in_use);
+}

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * shm payload driver: both gateways on one host. The receiving side's pool
+ * lives in a shared-memory file (the port's payload.path); the sending side
+ * maps that file when the peer registers and a write is a memcpy. Every
+ * write is checked against the region the peer registered, exactly the
+ * bounds an rkey would enforce, so a bad block number can never touch
+ * memory outside the peer's pool. Completions are immediate but reported
+ * through poll(), like a completion queue, so the engines are never
+ * re-entered from their own callbacks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "egw_payload.h"
+
+struct shm_peer {
+	uint8_t *map;
+	size_t len;
+	struct egw_register reg;
+};
+
+struct egw_payload {
+	char path[EGW_CONF_PATH_LEN];
+	bool owns_file;
+	uint8_t *mem;
+	size_t mem_len;
+	struct egw_pool *pool;
+	struct shm_peer peers[EGW_CONF_MAX_PEERS];
+	struct egw_payload_cpl *ring;
+	uint32_t ring_size, head, count;
+	struct egw_payload_stats st;
+};
+
+static int
+shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
+	  struct egw_payload **out, struct egw_pool **pool)
+{
+	struct egw_payload *p = calloc(1, sizeof(*p));
+	size_t need = egw_geom_mem_bytes(&c->geom);
+	int rc;
+
+	if (p == NULL)
+		return -ENOMEM;
+	snprintf(p->path, sizeof(p->path), "%s", port->payload.path);
+	/* bounded by what the engines can have in flight */
+	p->ring_size = c->max_rooms * EGW_XFER_MAX_RANKS * EGW_XFER_PIPE;
+	p->ring = calloc(p->ring_size, sizeof(*p->ring));
+	if (p->ring == NULL) {
+		free(p);
+		return -ENOMEM;
+	}
+	if (c->roles & EGW_ROLE_LANGUAGE) {
+		/* we receive: our pool is the shared file peers write into */
+		int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+		if (fd < 0 || ftruncate(fd, (off_t)need) != 0) {
+			rc = -errno;
+			if (fd >= 0)
+				close(fd);
+			free(p->ring);
+			free(p);
+			return rc;
+		}
+		p->mem = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED,
+			      fd, 0);
+		close(fd);
+		if (p->mem == MAP_FAILED) {
+			rc = -errno;
+			unlink(p->path);
+			free(p->ring);
+			free(p);
+			return rc;
+		}
+		p->mem_len = need;
+		p->owns_file = true;
+	}
+	rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
+	if (rc != 0) {
+		if (p->mem != NULL) {
+			munmap(p->mem, p->mem_len);
+			unlink(p->path);
+		}
+		free(p->ring);
+		free(p);
+		return rc;
+	}
+	*out = p;
+	*pool = p->pool;
+	return 0;
+}
+
+static void
+shm_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
+	     uint8_t gid[16], uint32_t *qpn)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+
+	memset(gid, 0, 16);
+	*qpn = 0;
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		uint8_t *base = egw_pool_region(p->pool, (enum egw_kind)k);
+
+		/* shm addresses are offsets into the shared file */
+		r[k].addr = base == NULL ? 0 :
+			    (uint64_t)(base - (uint8_t *)egw_pool_mem(p->pool));
+		r[k].rkey = 0;
+		r[k].unit_bytes = (uint32_t)egw_geom_unit_bytes(g, (enum egw_kind)k);
+	}
+}
+
+/* Bytes of one kind's region of a registered peer. */
+static uint64_t
+region_len(const struct egw_register *r, int k)
+{
+	uint64_t per_block = k == EGW_KIND_AUX ? r->aux_bytes
+			     : (uint64_t)r->block_tokens * r->region[k].unit_bytes;
+
+	return per_block * r->pool_blocks;
+}
+
+static int
+shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
+{
+	struct shm_peer *sp;
+	struct stat st;
+	int fd;
+
+	if (peer >= EGW_CONF_MAX_PEERS)
+		return -EINVAL;
+	sp = &p->peers[peer];
+	if (sp->map != NULL) {
+		munmap(sp->map, sp->len);
+		sp->map = NULL;
+	}
+	if (!(r->roles & EGW_ROLE_LANGUAGE))
+		return 0; /* we never write to it */
+	fd = open(p->path, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return -errno;
+	}
+	/* the file must hold every region the peer claims */
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		if (r->region[k].unit_bytes != 0 &&
+		    r->region[k].addr + region_len(r, k) > (uint64_t)st.st_size) {
+			close(fd);
+			return -ERANGE;
+		}
+	sp->map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+	close(fd);
+	if (sp->map == MAP_FAILED) {
+		sp->map = NULL;
+		return -errno;
+	}
+	sp->len = (size_t)st.st_size;
+	sp->reg = *r;
+	return 0;
+}
+
+static bool
+one_write(struct egw_payload *p, const struct shm_peer *sp,
+	  const struct egw_write *w)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+	const struct egw_register *r = &sp->reg;
+	enum egw_kind k = (enum egw_kind)w->kind;
+	uint8_t *src, *src_end;
+	uint64_t off;
+
+	if (w->kind >= EGW_KIND_MAX || r->region[k].unit_bytes == 0)
+		return false;
+	src = egw_pool_addr(p->pool, k, w->src_block, w->src_token);
+	if (src == NULL)
+		return false;
+	src_end = (uint8_t *)egw_pool_region(p->pool, k) +
+		  egw_geom_region_bytes(g, k);
+	if (w->bytes > (uint64_t)(src_end - src))
+		return false;
+	if (k == EGW_KIND_AUX)
+		off = (uint64_t)w->dst_block * r->aux_bytes;
+	else
+		off = ((uint64_t)w->dst_block * r->block_tokens + w->dst_token) *
+		      r->region[k].unit_bytes;
+	/* the rkey check: inside the region the peer registered */
+	if (w->dst_block >= r->pool_blocks || off + w->bytes > region_len(r, k))
+		return false;
+	memcpy(sp->map + r->region[k].addr + off, src, w->bytes);
+	return true;
+}
+
+static int
+shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
+	 uint32_t n, uint64_t cookie)
+{
+	struct egw_payload_cpl *c;
+	bool ok = peer < EGW_CONF_MAX_PEERS && p->peers[peer].map != NULL;
+
+	if (p->count == p->ring_size)
+		return -ENOBUFS;
+	for (uint32_t i = 0; ok && i < n; i++) {
+		ok = one_write(p, &p->peers[peer], &w[i]);
+		if (ok) {
+			p->st.writes++;
+			p->st.bytes += w[i].bytes;
+		} else {
+			p->st.refused_writes++;
+		}
+	}
+	p->st.batches++;
+	if (!ok)
+		p->st.failed_batches++;
+	c = &p->ring[(p->head + p->count++) % p->ring_size];
+	c->cookie = cookie;
+	c->ok = ok;
+	return 0;
+}
+
+static uint32_t
+shm_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
+{
+	uint32_t n = 0;
+
+	while (n < max && p->count > 0) {
+		c[n++] = p->ring[p->head];
+		p->head = (p->head + 1) % p->ring_size;
+		p->count--;
+	}
+	return n;
+}
+
+static void
+shm_stats(const struct egw_payload *p, struct egw_payload_stats *st)
+{
+	*st = p->st;
+}
+
+static void
+shm_close(struct egw_payload *p)
+{
+	if (p == NULL)
+		return;
+	for (int i = 0; i < EGW_CONF_MAX_PEERS; i++)
+		if (p->peers[i].map != NULL)
+			munmap(p->peers[i].map, p->peers[i].len);
+	egw_pool_destroy(p->pool);
+	if (p->mem != NULL)
+		munmap(p->mem, p->mem_len);
+	if (p->owns_file)
+		unlink(p->path);
+	free(p->ring);
+	free(p);
+}
+
+const struct egw_payload_ops egw_payload_shm_ops = {
+	.name = "shm",
+	.open = shm_open_,
+	.describe = shm_describe,
+	.connect = shm_connect,
+	.post = shm_post,
+	.poll = shm_poll,
+	.stats = shm_stats,
+	.close = shm_close,
+};
+
+const struct egw_payload_ops *
+egw_payload_find(enum egw_payload_driver d)
+{
+	switch (d) {
+	case EGW_PAYLOAD_SHM:
+		return &egw_payload_shm_ops;
+	default:
+		return NULL; /* verbs: the RoCEv2 issue */
+	}
+}

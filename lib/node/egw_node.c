@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The node: decode -> peer -> replay -> engine, and engine actions ->
+ * encode / pool / callbacks. Allocation results are queued and fed back
+ * after the engine call that asked for them returns (the engines must not
+ * be re-entered from their own emit callback).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egw_node.h"
+
+#define REGISTER_RETRY_NS 200000000ull /* until the peer answers */
+#define ALLOCQ 64
+
+struct node_peer {
+	struct egw_conf_peer cfg;
+	struct egw_replay replay;
+	bool registered;         /* we have its REGISTER */
+	bool acked;              /* it has ours (REGISTER or ACK received) */
+	uint64_t next_register;
+	struct egw_register reg;
+};
+
+struct alloc_res {
+	uint64_t room;
+	uint16_t rank;
+	int n;
+	struct egw_run runs[EGW_XFER_MAX_RUNS];
+};
+
+struct egw_node {
+	const struct egw_conf *conf;
+	const struct egw_conf_port *port;
+	struct egw_node_ops ops;
+	struct egw_pool *pool;
+	struct egw_register self;
+	struct egw_sender *tx;
+	struct egw_receiver *rx;
+	struct node_peer peers[EGW_CONF_MAX_PEERS];
+	uint32_t npeers;
+	uint64_t session, seq;
+	struct alloc_res allocq[ALLOCQ];
+	uint32_t nalloc;
+	uint64_t now;
+	struct egw_node_stats st;
+	uint8_t buf[EGW_PROTO_MAX_LEN];
+};
+
+static const char *const drop_names[EGW_ND_MAX] = {
+	[EGW_ND_UNKNOWN_PEER] = "unknown_peer",
+	[EGW_ND_PROTO] = "malformed_or_unauthenticated",
+	[EGW_ND_REPLAY] = "replay",
+	[EGW_ND_NOT_REGISTERED] = "not_registered",
+	[EGW_ND_GEOMETRY] = "geometry_mismatch",
+	[EGW_ND_ROLE] = "wrong_role",
+};
+
+const char *
+egw_node_drop_name(enum egw_node_drop d)
+{
+	return (unsigned)d < EGW_ND_MAX ? drop_names[d] : "?";
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+static void
+send_bytes(struct egw_node *n, uint32_t peer, int len)
+{
+	if (len <= 0)
+		return;
+	n->st.tx_datagrams++;
+	n->ops.tx(n->ops.ctx, n->peers[peer].cfg.addr,
+		  n->peers[peer].cfg.udp_port, n->buf, (size_t)len);
+}
+
+static void
+send_msg(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
+{
+	send_bytes(n, peer, egw_proto_encode(&n->conf->key, n->session,
+					     ++n->seq, m, n->buf,
+					     sizeof(n->buf)));
+}
+
+static void
+send_register(struct egw_node *n, uint32_t peer, bool ack)
+{
+	n->st.registers_tx++;
+	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
+						      n->session, ++n->seq,
+						      ack, &n->self, n->buf,
+						      sizeof(n->buf)));
+}
+
+static void
+do_pool(struct egw_node *n, const struct egw_act *a)
+{
+	switch (a->type) {
+	case EGW_ACT_ALLOC:
+		if (n->nalloc < ALLOCQ) {
+			struct alloc_res *r = &n->allocq[n->nalloc++];
+
+			r->room = a->room;
+			r->rank = a->rank;
+			r->n = egw_pool_alloc_tokens(n->pool, a->room, a->tokens,
+						     r->runs, a->max_runs);
+		}
+		/* a full queue leaves the room's request unanswered: its
+		 * allocation deadline fails it cleanly (cannot happen with
+		 * one request per room per engine call) */
+		break;
+	case EGW_ACT_FREE:
+		for (uint32_t i = 0; i < a->nruns; i++)
+			egw_pool_free(n->pool, a->room, a->runs[i]);
+		break;
+	case EGW_ACT_SHRINK:
+		egw_pool_shrink(n->pool, a->room, a->runs[0], a->keep);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
+{
+	switch (a->type) {
+	case EGW_ACT_SEND:
+		send_msg(n, a->peer, a->msg);
+		break;
+	case EGW_ACT_POST_WRITES:
+		n->ops.post(n->ops.ctx, a->peer, a->writes, a->nwrites,
+			    a->cookie);
+		break;
+	case EGW_ACT_DELIVER:
+		n->ops.deliver(n->ops.ctx, a);
+		break;
+	case EGW_ACT_DONE:
+		n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender);
+		break;
+	case EGW_ACT_PEER_DEAD:
+		/* ask it to register again when it comes back */
+		n->peers[a->peer].registered = false;
+		n->peers[a->peer].acked = false;
+		n->peers[a->peer].next_register = n->now;
+		break;
+	default:
+		do_pool(n, a);
+		break;
+	}
+}
+
+static void
+emit_tx(void *ctx, const struct egw_act *a)
+{
+	emit(ctx, a, true);
+}
+
+static void
+emit_rx(void *ctx, const struct egw_act *a)
+{
+	emit(ctx, a, false);
+}
+
+/* Feed queued allocation results back (they may queue more). */
+static void
+drain_allocs(struct egw_node *n)
+{
+	while (n->nalloc > 0) {
+		struct alloc_res r = n->allocq[0];
+
+		memmove(&n->allocq[0], &n->allocq[1],
+			(n->nalloc - 1) * sizeof(n->allocq[0]));
+		n->nalloc--;
+		egw_receiver_alloc_done(n->rx, r.room, r.rank, r.runs, r.n,
+					n->now);
+	}
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+int
+egw_node_create(const struct egw_conf *conf, uint16_t port,
+		struct egw_pool *pool,
+		const struct egw_region regions[EGW_KIND_MAX],
+		const uint8_t gid[16], uint32_t qpn,
+		const struct egw_node_ops *ops, uint64_t session, uint64_t now,
+		struct egw_node **out)
+{
+	struct egw_node *n;
+	struct egw_xfer_conf xc;
+	struct egw_policy pol;
+	int rc = 0;
+
+	if (conf == NULL || port >= conf->nports || pool == NULL ||
+	    ops == NULL || ops->tx == NULL || ops->post == NULL ||
+	    ops->deliver == NULL || ops->done == NULL || session == 0 ||
+	    out == NULL)
+		return -EINVAL;
+	n = calloc(1, sizeof(*n));
+	if (n == NULL)
+		return -ENOMEM;
+	n->conf = conf;
+	n->port = &conf->ports[port];
+	n->ops = *ops;
+	n->pool = pool;
+	n->session = session;
+	n->now = now;
+	n->npeers = n->port->npeers;
+	for (uint32_t i = 0; i < n->npeers; i++) {
+		n->peers[i].cfg = n->port->peers[i];
+		n->peers[i].next_register = now;
+	}
+	snprintf(n->self.name, sizeof(n->self.name), "%s", conf->name);
+	if (gid != NULL)
+		memcpy(n->self.gid, gid, 16);
+	n->self.qpn = qpn;
+	n->self.mtu = 1024;
+	n->self.roles = conf->roles;
+	n->self.block_tokens = conf->geom.block_tokens;
+	n->self.pool_blocks = egw_pool_nblocks(pool);
+	n->self.hidden_size = conf->geom.hidden_size;
+	n->self.dtype_bytes = conf->geom.dtype_bytes;
+	n->self.aux_bytes = conf->geom.aux_bytes;
+	memcpy(n->self.region, regions, sizeof(n->self.region));
+
+	egw_conf_to_xfer(conf, &xc, &pol);
+	xc.geom = *egw_pool_geom(pool);
+	xc.max_peers = n->npeers > 0 ? n->npeers : 1;
+	xc.emit_ctx = n;
+	if (conf->roles & EGW_ROLE_ENCODE) {
+		xc.emit = emit_tx;
+		rc = egw_sender_create(&xc, &n->tx);
+	}
+	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
+		xc.emit = emit_rx;
+		rc = egw_receiver_create(&xc, &pol, &n->rx);
+		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
+			rc = egw_receiver_peer_add(n->rx, i, now);
+	}
+	if (rc != 0) {
+		egw_node_destroy(n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+void
+egw_node_destroy(struct egw_node *n)
+{
+	if (n == NULL)
+		return;
+	egw_sender_destroy(n->tx);
+	egw_receiver_destroy(n->rx);
+	free(n);
+}
+
+/* ---- input ------------------------------------------------------------- */
+
+static int
+find_peer(const struct egw_node *n, uint32_t ip, uint16_t port)
+{
+	for (uint32_t i = 0; i < n->npeers; i++)
+		if (n->peers[i].cfg.addr == ip && n->peers[i].cfg.udp_port == port)
+			return (int)i;
+	return -1;
+}
+
+static bool
+geometry_ok(const struct egw_node *n, const struct egw_register *r)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(n->pool);
+
+	if (r->block_tokens != g->block_tokens ||
+	    r->hidden_size != g->hidden_size ||
+	    r->dtype_bytes != g->dtype_bytes || r->aux_bytes != g->aux_bytes)
+		return false;
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		if (r->region[k].unit_bytes !=
+		    egw_geom_unit_bytes(g, (enum egw_kind)k))
+			return false;
+	return true;
+}
+
+static void
+on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
+{
+	struct node_peer *pe = &n->peers[peer];
+
+	n->st.registers_rx++;
+	if (!geometry_ok(n, &p->reg)) {
+		n->st.drops[EGW_ND_GEOMETRY]++;
+		return;
+	}
+	if (n->ops.peer_up != NULL && n->ops.peer_up(n->ops.ctx, peer, &p->reg) != 0) {
+		n->st.drops[EGW_ND_GEOMETRY]++;
+		return;
+	}
+	pe->reg = p->reg;
+	pe->registered = true;
+	if (n->tx != NULL && (p->reg.roles & EGW_ROLE_LANGUAGE))
+		egw_sender_peer_add(n->tx, peer, p->reg.pool_blocks, n->now);
+	if (p->flags & EGW_PF_ACK)
+		pe->acked = true;
+	else
+		send_register(n, peer, true);
+}
+
+void
+egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
+	    size_t len, uint64_t now)
+{
+	struct egw_pkt p;
+	enum egw_proto_err e;
+	int peer;
+
+	n->now = now;
+	n->st.rx_datagrams++;
+	peer = find_peer(n, ip, port);
+	if (peer < 0) {
+		/* not even decoded: nothing of an unknown source is parsed */
+		n->st.drops[EGW_ND_UNKNOWN_PEER]++;
+		return;
+	}
+	e = egw_proto_decode(&n->conf->key, buf, len, &p, &n->st.proto);
+	if (e != EGW_PE_OK) {
+		n->st.drops[EGW_ND_PROTO]++;
+		return;
+	}
+	e = egw_replay_check(&n->peers[peer].replay, p.session, p.seq);
+	if (e != EGW_PE_OK) {
+		n->st.proto.refused[e]++;
+		n->st.drops[EGW_ND_REPLAY]++;
+		return;
+	}
+	if (p.type == EGW_MSG_REGISTER) {
+		on_register(n, (uint32_t)peer, &p);
+		return;
+	}
+	if (!n->peers[peer].registered) {
+		/* until REGISTER, we do not know its pool: ask again */
+		n->st.drops[EGW_ND_NOT_REGISTERED]++;
+		if (now >= n->peers[peer].next_register) {
+			send_register(n, (uint32_t)peer, false);
+			n->peers[peer].next_register = now + REGISTER_RETRY_NS;
+		}
+		return;
+	}
+	switch (p.type) {
+	case EGW_MSG_HEARTBEAT:
+		if (n->tx != NULL)
+			egw_sender_on_msg(n->tx, (uint32_t)peer, &p.msg, now);
+		if (n->rx != NULL)
+			egw_receiver_on_msg(n->rx, (uint32_t)peer, &p.msg, now);
+		break;
+	case EGW_MSG_INIT:
+	case EGW_MSG_RESUME:
+	case EGW_MSG_ABORT:
+		if (n->tx == NULL) {
+			n->st.drops[EGW_ND_ROLE]++;
+			break;
+		}
+		if (p.type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
+		    !egw_node_tx_has_room(n, p.msg.room))
+			n->ops.unknown_room(n->ops.ctx, p.msg.room,
+					    p.msg.nranks, now);
+		egw_sender_on_msg(n->tx, (uint32_t)peer, &p.msg, now);
+		break;
+	case EGW_MSG_STATUS:
+		if (p.flags & EGW_PF_POLL) {
+			if (n->tx == NULL)
+				n->st.drops[EGW_ND_ROLE]++;
+			else
+				egw_sender_on_msg(n->tx, (uint32_t)peer, &p.msg, now);
+			break;
+		}
+		/* a report is for the receiver */
+		__attribute__((fallthrough));
+	case EGW_MSG_ERROR:
+		if (n->rx == NULL)
+			n->st.drops[EGW_ND_ROLE]++;
+		else
+			egw_receiver_on_msg(n->rx, (uint32_t)peer, &p.msg, now);
+		break;
+	default:
+		break;
+	}
+	drain_allocs(n);
+}
+
+void
+egw_node_tick(struct egw_node *n, uint64_t now)
+{
+	n->now = now;
+	for (uint32_t i = 0; i < n->npeers; i++) {
+		struct node_peer *pe = &n->peers[i];
+
+		if ((!pe->registered || !pe->acked) && now >= pe->next_register) {
+			send_register(n, i, false);
+			pe->next_register = now + REGISTER_RETRY_NS;
+		}
+	}
+	if (n->tx != NULL)
+		egw_sender_tick(n->tx, now);
+	if (n->rx != NULL)
+		egw_receiver_tick(n->rx, now);
+	drain_allocs(n);
+}
+
+void
+egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
+		     uint64_t now)
+{
+	n->now = now;
+	if (n->tx != NULL)
+		egw_sender_writes_done(n->tx, cookie, ok, now);
+}
+
+/* ---- application API --------------------------------------------------- */
+
+int
+egw_node_peer_index(const struct egw_node *n, const char *name)
+{
+	for (uint32_t i = 0; i < n->npeers; i++)
+		if (strcmp(n->peers[i].cfg.name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+bool
+egw_node_peer_ready(const struct egw_node *n, uint32_t peer)
+{
+	return peer < n->npeers && n->peers[peer].registered;
+}
+
+int
+egw_node_open_rx(struct egw_node *n, uint64_t room, uint16_t rank,
+		 uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
+{
+	int rc;
+
+	if (n->rx == NULL)
+		return -ENOTSUP;
+	n->now = now;
+	rc = egw_receiver_open(n->rx, room, rank, nranks, peer, dummy, now);
+	drain_allocs(n);
+	return rc;
+}
+
+int
+egw_node_release(struct egw_node *n, uint64_t room, const struct egw_run *runs,
+		 uint32_t nruns)
+{
+	int bad = 0;
+
+	for (uint32_t i = 0; i < nruns; i++)
+		if (egw_pool_free(n->pool, room, runs[i]) != 0)
+			bad = -EINVAL;
+	return bad;
+}
+
+int
+egw_node_open_tx(struct egw_node *n, uint64_t room, uint16_t nranks,
+		 uint64_t now)
+{
+	if (n->tx == NULL)
+		return -ENOTSUP;
+	n->now = now;
+	return egw_sender_open(n->tx, room, nranks, now);
+}
+
+int
+egw_node_alloc_src(struct egw_node *n, uint64_t room, uint32_t tokens,
+		   struct egw_run *runs, uint32_t max_runs)
+{
+	return egw_pool_alloc_tokens(n->pool, room, tokens, runs, max_runs);
+}
+
+int
+egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
+	       const struct egw_run *runs, uint32_t nruns, uint64_t now)
+{
+	if (n->tx == NULL)
+		return -ENOTSUP;
+	n->now = now;
+	return egw_sender_input(n->tx, room, total, runs, nruns, now);
+}
+
+bool
+egw_node_tx_has_room(const struct egw_node *n, uint64_t room)
+{
+	return n->tx != NULL && egw_sender_state(n->tx, room) >= 0;
+}
+
+void
+egw_node_abort_all(struct egw_node *n, uint64_t now)
+{
+	n->now = now;
+	if (n->tx != NULL)
+		egw_sender_abort_all(n->tx, now);
+	if (n->rx != NULL)
+		egw_receiver_abort_all(n->rx, now);
+	drain_allocs(n);
+}
+
+struct egw_pool *
+egw_node_pool(struct egw_node *n)
+{
+	return n->pool;
+}
+
+void
+egw_node_get_stats(const struct egw_node *n, struct egw_node_stats *st)
+{
+	*st = n->st;
+}
+
+const struct egw_sender *
+egw_node_sender(const struct egw_node *n)
+{
+	return n->tx;
+}
+
+const struct egw_receiver *
+egw_node_receiver(const struct egw_node *n)
+{
+	return n->rx;
+}

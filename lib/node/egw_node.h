@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef EGW_NODE_H
+#define EGW_NODE_H
+
+/**
+ * @file
+ * A gateway node on one port, sans-I/O: datagrams in (source address and
+ * bytes), datagrams and payload writes out (through callbacks). It joins
+ * what the other libraries do - authenticate and decode (proto), map the
+ * source to a configured peer, refuse replays, exchange REGISTER, feed the
+ * sender/receiver engines (xfer), execute their pool actions on the local
+ * pool - so the DPDK application only moves packets and the payload
+ * driver only moves bytes. One node per worker; nothing here locks.
+ */
+
+#include <stdint.h>
+
+#include "egw_conf.h"
+#include "egw_pool.h"
+#include "egw_proto.h"
+#include "egw_xfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Why the node dropped a datagram before the state machines. */
+enum egw_node_drop {
+	EGW_ND_UNKNOWN_PEER = 0, /**< source address is no configured peer */
+	EGW_ND_PROTO,            /**< refused by the decoder (see proto stats) */
+	EGW_ND_REPLAY,           /**< replayed or stale session */
+	EGW_ND_NOT_REGISTERED,   /**< a room message before REGISTER */
+	EGW_ND_GEOMETRY,         /**< REGISTER with a pool we cannot serve */
+	EGW_ND_ROLE,             /**< a message for a role we do not have */
+	EGW_ND_MAX
+};
+
+const char *egw_node_drop_name(enum egw_node_drop d);
+
+struct egw_node_stats {
+	uint64_t rx_datagrams, tx_datagrams;
+	uint64_t drops[EGW_ND_MAX];
+	uint64_t registers_rx, registers_tx;
+	struct egw_proto_stats proto;
+};
+
+/** What the node asks of the application and the payload driver. */
+struct egw_node_ops {
+	/** Send a datagram to ip:port (host byte order). */
+	void (*tx)(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf,
+		   size_t len);
+	/** A peer registered (or re-registered): connect the payload path.
+	 *  Return 0, or non-zero to refuse the peer. */
+	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r);
+	/** Post payload writes to a peer; report with egw_node_writes_done. */
+	void (*post)(void *ctx, uint32_t peer, const struct egw_write *w,
+		     uint32_t n, uint64_t cookie);
+	/** Language side: a room's data is complete in the local pool; the
+	 *  runs are the app's now (free them with egw_node_release). */
+	void (*deliver)(void *ctx, const struct egw_act *a);
+	/** A room ended on this node (error EGW_E_OK: success). is_sender
+	 *  tells which engine. */
+	void (*done)(void *ctx, uint64_t room, uint16_t rank, enum egw_err e,
+		     bool is_sender);
+	/** Encode side: an INIT names a room the sender does not know. The
+	 *  application may open it now (egw_node_open_tx, _input); optional. */
+	void (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
+			     uint64_t now);
+	void *ctx;
+};
+
+struct egw_node;
+
+/**
+ * Create a node for port `port` of `conf`, serving rooms from `pool`
+ * (local memory: the language side's destination blocks and the encode
+ * side's source blocks) whose regions the payload driver exposes as
+ * `regions` (sent in REGISTER). `session` must grow across restarts
+ * (e.g. the start time in ns). Returns 0 or -errno.
+ */
+int egw_node_create(const struct egw_conf *conf, uint16_t port,
+		    struct egw_pool *pool,
+		    const struct egw_region regions[EGW_KIND_MAX],
+		    const uint8_t gid[16], uint32_t qpn,
+		    const struct egw_node_ops *ops, uint64_t session,
+		    uint64_t now, struct egw_node **out);
+void egw_node_destroy(struct egw_node *n);
+
+/** A UDP payload arrived from ip:port. */
+void egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port,
+		 const uint8_t *buf, size_t len, uint64_t now);
+/** Timers: retransmissions, deadlines, heartbeats, REGISTER retries. */
+void egw_node_tick(struct egw_node *n, uint64_t now);
+/** The payload driver finished a posted batch. */
+void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
+			  uint64_t now);
+
+/** Peer index of a configured peer name, or -1. */
+int egw_node_peer_index(const struct egw_node *n, const char *name);
+/** Whether a peer has registered (its pool geometry is known). */
+bool egw_node_peer_ready(const struct egw_node *n, uint32_t peer);
+
+/* Language side */
+int egw_node_open_rx(struct egw_node *n, uint64_t room, uint16_t rank,
+		     uint16_t nranks, uint32_t peer, bool dummy, uint64_t now);
+/** Give delivered runs back to the pool. */
+int egw_node_release(struct egw_node *n, uint64_t room,
+		     const struct egw_run *runs, uint32_t nruns);
+
+/* Encode side */
+int egw_node_open_tx(struct egw_node *n, uint64_t room, uint16_t nranks,
+		     uint64_t now);
+/** Source blocks for `tokens` of encoder output (filled by the caller,
+ *  then handed over with egw_node_input). Returns runs or -errno. */
+int egw_node_alloc_src(struct egw_node *n, uint64_t room, uint32_t tokens,
+		       struct egw_run *runs, uint32_t max_runs);
+int egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
+		   const struct egw_run *runs, uint32_t nruns, uint64_t now);
+/** Whether the encode side knows `room`. */
+bool egw_node_tx_has_room(const struct egw_node *n, uint64_t room);
+
+/** Abort every open room (shutdown) and free their blocks. */
+void egw_node_abort_all(struct egw_node *n, uint64_t now);
+
+struct egw_pool *egw_node_pool(struct egw_node *n);
+void egw_node_get_stats(const struct egw_node *n, struct egw_node_stats *st);
+/** Engine counters (NULL when the node lacks the role). */
+const struct egw_sender *egw_node_sender(const struct egw_node *n);
+const struct egw_receiver *egw_node_receiver(const struct egw_node *n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EGW_NODE_H */
