@@ -34,6 +34,7 @@ struct gw_neigh {
  * caller's run time). Percentages 0..100. */
 struct gw_faults {
 	uint32_t drop_pct, dup_pct, reorder_pct;
+	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams sent */
 	uint64_t rng;
 };
 
@@ -41,7 +42,7 @@ struct gw_port_stats {
 	uint64_t rx_pkts, tx_pkts, tx_full;
 	uint64_t arp_rx, arp_tx, arp_miss;
 	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
-	uint64_t inj_dropped, inj_duped, inj_reordered;
+	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk;
 };
 
 struct gw_work;
@@ -63,6 +64,10 @@ struct gw_port {
 	struct rte_mbuf *tx[GW_BURST];
 	uint16_t ntx;
 	struct rte_mbuf *held;   /* reorder injection */
+	uint8_t last_dgram[EGW_PROTO_MAX_LEN]; /* for replay injection */
+	size_t last_len;
+	uint32_t last_ip;
+	uint16_t last_port;
 	uint16_t ip_id;
 	struct gw_faults faults;
 	struct gw_port_stats st;
@@ -81,6 +86,8 @@ void gw_net_tick(struct gw_port *p, uint64_t now);
 void gw_net_flush(struct gw_port *p);
 void gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
 		     const uint8_t *buf, size_t len);
+/* Test knob: junk datagrams towards the first peer (see --inject-junk). */
+void gw_net_inject_junk(struct gw_port *p);
 
 /* gw_work.c: the built-in producer (encode) and driver (language) */
 struct gw_work_opts {

@@ -126,8 +126,19 @@ send_arp(struct gw_port *p, uint16_t op, uint32_t tip,
 }
 
 static struct rte_mbuf *
+build_udp_from(struct gw_port *p, uint32_t src_ip, const struct gw_neigh *n,
+	       uint16_t dport, const uint8_t *buf, size_t len);
+
+static struct rte_mbuf *
 build_udp(struct gw_port *p, const struct gw_neigh *n, uint16_t dport,
 	  const uint8_t *buf, size_t len)
+{
+	return build_udp_from(p, p->cfg->addr, n, dport, buf, len);
+}
+
+static struct rte_mbuf *
+build_udp_from(struct gw_port *p, uint32_t src_ip, const struct gw_neigh *n,
+	       uint16_t dport, const uint8_t *buf, size_t len)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(p->mp);
 	struct rte_ether_hdr *eth;
@@ -153,7 +164,7 @@ build_udp(struct gw_port *p, const struct gw_neigh *n, uint16_t dport,
 	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
 	ip->time_to_live = 64;
 	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(p->cfg->addr);
+	ip->src_addr = rte_cpu_to_be_32(src_ip);
 	ip->dst_addr = rte_cpu_to_be_32(n->ip);
 	udp->src_port = rte_cpu_to_be_16(p->cfg->udp_port);
 	udp->dst_port = rte_cpu_to_be_16(dport);
@@ -186,6 +197,12 @@ gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
 		p->st.arp_miss++;
 		return;
 	}
+	if (len <= sizeof(p->last_dgram)) { /* kept for replay injection */
+		memcpy(p->last_dgram, buf, len);
+		p->last_len = len;
+		p->last_ip = ip;
+		p->last_port = port;
+	}
 	if (p->faults.drop_pct && rnd_pct(&p->faults) < p->faults.drop_pct) {
 		p->st.inj_dropped++;
 		return;
@@ -211,6 +228,54 @@ gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
 			queue_tx(p, p->held);
 			p->held = NULL;
 		}
+	}
+}
+
+/*
+ * Junk for the malformed-input tests, in turn: random bytes, a real
+ * datagram with one bit flipped, a real datagram replayed, a real datagram
+ * truncated, and a real datagram from an address that is no peer. The
+ * receiving gateway must drop and count every one.
+ */
+void
+gw_net_inject_junk(struct gw_port *p)
+{
+	struct gw_neigh *n;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	size_t len = p->last_len;
+	uint32_t kind, src = p->cfg->addr;
+	struct rte_mbuf *m;
+
+	if (p->last_len == 0 || (n = neigh_find(p, p->last_ip)) == NULL ||
+	    !n->valid)
+		return;
+	for (uint32_t i = 0; i < p->faults.junk_per_tick; i++) {
+		kind = rnd_pct(&p->faults) % 5;
+		memcpy(b, p->last_dgram, len);
+		switch (kind) {
+		case 0:
+			for (size_t k = 0; k < len; k++)
+				b[k] = (uint8_t)rnd_pct(&p->faults);
+			break;
+		case 1:
+			b[rnd_pct(&p->faults) % len] ^= 0x10;
+			break;
+		case 2: /* replay as is */
+			break;
+		case 3:
+			len = 1 + rnd_pct(&p->faults) % (len - 1);
+			break;
+		default:
+			src = (p->cfg->addr & ~0xffu) | 0xfe; /* a stranger */
+			break;
+		}
+		m = build_udp_from(p, src, n, p->last_port, b, len);
+		if (m != NULL) {
+			p->st.inj_junk++;
+			queue_tx(p, m);
+		}
+		len = p->last_len;
+		src = p->cfg->addr;
 	}
 }
 

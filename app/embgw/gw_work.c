@@ -336,7 +336,8 @@ gw_work_tick(struct gw_port *p, uint64_t now)
 
 	if (w->o.drive == 0 || w->opened == w->o.drive || now < w->start_at)
 		return;
-	peer = egw_node_peer_index(p->node, w->o.peer);
+	/* the named peer, or this port's first one */
+	peer = w->o.peer[0] ? egw_node_peer_index(p->node, w->o.peer) : 0;
 	if (peer < 0 || !egw_node_peer_ready(p->node, (uint32_t)peer))
 		return;
 	while (w->active < w->o.concurrency && w->opened < w->o.drive) {
@@ -420,8 +421,8 @@ gw_work_report(const struct gw_port *p, FILE *f)
 			(unsigned long)w->tx_ok, (unsigned long)w->tx_failed,
 			ps.blocks_in_use);
 	if (w->o.drive == 0) {
-		fprintf(f, "result-encode: rooms=%lu ok=%lu failed=%lu leaked=%u\n",
-			(unsigned long)w->produced, (unsigned long)w->tx_ok,
+		fprintf(f, "result-encode: port=%s rooms=%lu ok=%lu failed=%lu "
+			"leaked=%u\n", p->cfg->name, (unsigned long)w->produced, (unsigned long)w->tx_ok,
 			(unsigned long)w->tx_failed, ps.blocks_in_use);
 		return;
 	}
@@ -447,8 +448,8 @@ gw_work_report(const struct gw_port *p, FILE *f)
 			fprintf(f, "  failed: %lu x %s\n",
 				(unsigned long)w->fail_reason[e],
 				egw_strerror((enum egw_err)e));
-	fprintf(f, "result: rooms=%u bytes=%lu rounds=%lu errors=%lu leaked=%u\n",
-		w->o.drive, (unsigned long)w->bytes_verified,
+	fprintf(f, "result: port=%s rooms=%u bytes=%lu rounds=%lu errors=%lu "
+		"leaked=%u\n", p->cfg->name, w->o.drive, (unsigned long)w->bytes_verified,
 		(unsigned long)xs.resumes,
 		(unsigned long)(w->failed + w->bad_bytes + (w->o.drive - w->finished)),
 		ps.blocks_in_use);

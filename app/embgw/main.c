@@ -31,6 +31,8 @@
 #define MAX_EAL_ARGS 128
 
 volatile bool gw_force_quit;
+static uint32_t ports_done; /* driving ports whose rooms all finished */
+static uint32_t ports_driving;
 
 static struct egw_conf conf;
 static struct gw_port ports[EGW_CONF_MAX_PORTS];
@@ -83,6 +85,7 @@ usage(FILE *f, const char *prog)
 		"  --start-delay-ms D     language: wait D ms before the first room\n"
 		"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
 		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
+		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
 		"  --seed S               room-id and fault-injection seed\n",
 		prog, prog);
 }
@@ -133,6 +136,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		{ "ctl-drop", required_argument, NULL, 'd' },
 		{ "ctl-dup", required_argument, NULL, 'u' },
 		{ "ctl-reorder", required_argument, NULL, 'r' },
+		{ "inject-junk", required_argument, NULL, 'J' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -168,6 +172,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		case 'd': f->drop_pct = (uint32_t)atoi(optarg); break;
 		case 'u': f->dup_pct = (uint32_t)atoi(optarg); break;
 		case 'r': f->reorder_pct = (uint32_t)atoi(optarg); break;
+		case 'J': f->junk_per_tick = (uint32_t)atoi(optarg); break;
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		default:
 			return -1;
@@ -178,9 +183,11 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		return -1;
 	}
 	if (o->drive > 65535 || o->ranks == 0 || o->ranks > EGW_XFER_MAX_RANKS ||
-	    f->drop_pct > 50 || f->dup_pct > 50 || f->reorder_pct > 50) {
+	    f->drop_pct > 50 || f->dup_pct > 50 || f->reorder_pct > 50 ||
+	    f->junk_per_tick > 64) {
 		fprintf(stderr, "embgw: --drive <= 65535, --ranks 1..%d, "
-			"fault knobs 0..50%%\n", EGW_XFER_MAX_RANKS);
+			"fault knobs 0..50%%, --inject-junk 0..64\n",
+			EGW_XFER_MAX_RANKS);
 		return -1;
 	}
 	f->rng = o->seed ? o->seed : 1;
@@ -258,7 +265,15 @@ worker(void *arg)
 			gw_net_tick(p, now);
 			gw_work_tick(p, now);
 			p->next_tick = now + GW_TICK_NS;
-			if (now >= stop_at || gw_work_wants_exit(p))
+			if (p->faults.junk_per_tick)
+				gw_net_inject_junk(p);
+			if (!p->stopped && gw_work_wants_exit(p)) {
+				p->stopped = true; /* keeps serving until all are */
+				if (__atomic_add_fetch(&ports_done, 1,
+						       __ATOMIC_SEQ_CST) == ports_driving)
+					gw_force_quit = true;
+			}
+			if (now >= stop_at)
 				gw_force_quit = true;
 		}
 		gw_net_flush(p);
@@ -404,6 +419,8 @@ main(int argc, char **argv)
 			break;
 	}
 	if (rc == 0) {
+		for (uint16_t i = 0; i < nports; i++)
+			ports_driving += gw_work_drives(&ports[i]);
 		gw_telemetry_init(ports, nports);
 		main_lcore = rte_get_main_lcore();
 		for (uint16_t i = 0; i < nports; i++)
