@@ -64,7 +64,20 @@ else
 fi
 rm -rf "$corpus"
 
-# the demo binary must pass its own verification too (smoke)
+# real gateways: DPDK processes over net_memif on this host
+if tests/integration/run.sh >/tmp/embgw-it.log 2>&1; then :; fi
+grep -E "^(ok|FAIL|     )" /tmp/embgw-it.log | sed 's/^/[integration] /'
+it_pass=$(sed -nE 's/^integration: ([0-9]+) passed, ([0-9]+) failed$/\1/p' /tmp/embgw-it.log)
+it_fail=$(sed -nE 's/^integration: ([0-9]+) passed, ([0-9]+) failed$/\2/p' /tmp/embgw-it.log)
+if [ -z "$it_pass" ]; then
+	tail -30 /tmp/embgw-it.log
+	failed=$((failed + 1))
+else
+	passed=$((passed + it_pass))
+	failed=$((failed + it_fail))
+fi
+
+# the in-process simulator must pass its own verification too (smoke)
 if ./build/app/embgw-sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
 	passed=$((passed + 1)); echo "[smoke] embgw-sim OK: $(tail -1 /tmp/embgw-sim.out)"
 else

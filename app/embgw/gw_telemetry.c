@@ -70,6 +70,7 @@ cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "inj_dropped", p->st.inj_dropped);
 		add(c, "inj_duped", p->st.inj_duped);
 		add(c, "inj_reordered", p->st.inj_reordered);
+		add(c, "inj_junk", p->st.inj_junk);
 		rte_tel_data_add_dict_container(d, p->cfg->name, c, 0);
 	}
 	return 0;

@@ -338,7 +338,11 @@ gw_work_tick(struct gw_port *p, uint64_t now)
 		return;
 	/* the named peer, or this port's first one */
 	peer = w->o.peer[0] ? egw_node_peer_index(p->node, w->o.peer) : 0;
-	if (peer < 0 || !egw_node_peer_ready(p->node, (uint32_t)peer))
+	if (peer < 0)
+		return;
+	/* wait for the peer's first REGISTER; after that, rooms open even
+	 * while it is away, and fail at once if it was declared dead */
+	if (w->opened == 0 && !egw_node_peer_ready(p->node, (uint32_t)peer))
 		return;
 	while (w->active < w->o.concurrency && w->opened < w->o.drive) {
 		uint32_t i = w->opened++;
@@ -355,9 +359,14 @@ gw_work_tick(struct gw_port *p, uint64_t now)
 			bool dummy = w->o.dummy_rank && w->o.ranks > 1 &&
 				     k == w->o.ranks - 1;
 
-			if (egw_node_open_rx(p->node, r->room, k, w->o.ranks,
-					     (uint32_t)peer, dummy, now) != 0)
+			int rc = egw_node_open_rx(p->node, r->room, k, w->o.ranks,
+						  (uint32_t)peer, dummy, now);
+
+			if (rc != 0) {
 				r->failed++;
+				if (rc < 0 && -rc < EGW_E_MAX)
+					w->fail_reason[-rc]++;
+			}
 		}
 		if (r->failed == w->o.ranks)
 			room_finished(w, r, now);

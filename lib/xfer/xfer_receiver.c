@@ -326,6 +326,9 @@ egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		return core_reject(&r->k, EGW_E_BAD_RANK);
 	if (peer >= r->k.c.max_peers || !r->k.peers[peer].used)
 		return core_reject(&r->k, EGW_E_UNKNOWN_PEER);
+	/* a dead peer gets no new rooms until it is heard from again */
+	if (r->k.peers[peer].dead)
+		return core_reject(&r->k, EGW_E_PEER_DEAD);
 	idx = core_take(&r->k, room, rank);
 	if (idx < 0)
 		return core_reject(&r->k, (enum egw_err)-idx);

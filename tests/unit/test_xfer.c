@@ -607,6 +607,9 @@ test_dead_peer_fails_its_rooms_only(void)
 	CU_ASSERT_EQUAL(err_of(w, 61, 1), EGW_E_PEER_DEAD);
 	CU_ASSERT(w_result(w, 61, TX)->at <= 1 * MS + c.xc.t.peer_dead_ns +
 					      c.xc.t.heartbeat_ns + MS);
+	/* no new room towards a dead peer: refused at once, nothing held */
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[1], 63, 0, 1, 0, false, w->now),
+			-EGW_E_PEER_DEAD);
 	w->net.cut_mask = 0;
 	w_release_writes(w, true);
 	w_run(w, 10 * SEC);

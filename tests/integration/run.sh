@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Integration tests: real embgw processes (DPDK, --no-pci, net_memif, shm
+# payload) on this host. Each case is bounded in time and in rooms.
+# Last line: "integration: N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+
+T=$(mktemp -d /tmp/embgw-it.XXXXXX)
+trap 'stop_all; rm -rf "$T"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+ko() { failed=$((failed + 1)); echo "FAIL $1: $2"; [ -n "${3:-}" ] && tail -25 "$3" | sed 's/^/     /'; }
+
+# expect LOG PREFIX KEY OP VALUE [PORT]
+expect() {
+	local v
+	v=$(field "$1" "$2" "$3" "${6:-p0}")
+	[ -n "$v" ] && [ "$v" "$4" "$5" ]
+}
+
+# ---- 1. the seeds' scenarios, both defaults -----------------------------
+scenarios() {
+	local def=$1 d=$T/scen$1 want=$2
+	scripts/gen-configs.sh "$d" "$def" 262144 >/dev/null
+	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
+	wait_socket "$d/memif0.sock"
+	run_gw lang 0 "$d/language.cfg" "$d/lang.log" 60 --exit-when-done \
+		--drive 4 --lengths 500,2000,10000,50000
+	stop_all
+	if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
+	   expect "$d/lang.log" result rounds -eq "$want" &&
+	   expect "$d/lang.log" result bytes -eq 33000256 &&
+	   expect "$d/enc.log" result-encode leaked -eq 0 && expect "$d/enc.log" result-encode ok -eq 4; then
+		ok "seeds' scenarios, default $def: 4 rooms byte-exact, $want resume rounds, nothing leaked"
+	else
+		ko "seeds' scenarios, default $def" "see log" "$d/lang.log"
+	fi
+}
+scenarios 1024 3
+scenarios 8192 2
+
+# ---- 2. control-packet loss, duplication and reordering -----------------
+d=$T/loss
+scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
+start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce --ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 >/dev/null
+wait_socket "$d/memif0.sock"
+run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done --drive 40 --concurrency 4 \
+	--lengths 129,2000,10000,700 --ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 9
+stop_all
+if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
+   expect "$d/enc.log" result-encode leaked -eq 0 &&
+   grep -q "retransmissions" "$d/lang.log"; then
+	ok "10% loss + 10% duplication + 10% reordering both ways: 40 rooms byte-exact"
+else
+	ko "lossy control path" "see log" "$d/lang.log"
+fi
+
+# ---- 3. pool exhaustion on the language side ---------------------------
+d=$T/pool
+# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
+scripts/gen-configs.sh "$d" 1024 16384 "alloc_ms = 1000;" >/dev/null
+start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
+wait_socket "$d/memif0.sock"
+run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done --drive 24 --concurrency 8 \
+	--lengths 10000,3000
+stop_all
+okrooms=$(grep -oE "\(([0-9]+) ok" "$d/lang.log" | grep -oE "[0-9]+" | head -1)
+other=$(grep -E "^  failed:" "$d/lang.log" | grep -vcE "pool exhausted|aborted")
+if expect "$d/lang.log" result leaked -eq 0 && expect "$d/enc.log" result-encode leaked -eq 0 &&
+   ! grep -q " bad, " <(grep -E "[1-9][0-9]* bad, " "$d/lang.log") &&
+   [ "${okrooms:-0}" -ge 1 ] && [ "$other" -eq 0 ] &&
+   grep -qE "0 not finished" "$d/lang.log"; then
+	ok "pool exhaustion: 8 rooms at once for 1 room's worth of memory: $okrooms of 24 completed, any other failed as pool-exhausted; nothing leaked on either side"
+else
+	ko "pool exhaustion" "see log" "$d/lang.log"
+fi
+
+# ---- 4. malformed, forged, replayed and stranger datagrams -------------
+d=$T/junk
+scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
+start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce --inject-junk 3 --seed 3 >/dev/null
+wait_socket "$d/memif0.sock"
+start_gw lang 0 "$d/language.cfg" "$d/lang.log" --exit-when-done --drive 60 --concurrency 4 \
+	--lengths 2000,10000 --start-delay-ms 300 >/dev/null
+sleep 1
+tel=$(printf '/embgw/stats\n/embgw/pool\n/embgw/rooms\n' | \
+	timeout 10 dpdk-telemetry.py -f "egw-enc-$$" 2>/dev/null || true)
+for _ in $(seq 1 600); do grep -q "^result:" "$d/lang.log" && break; sleep 0.1; done
+stop_all
+line=$(grep -E "^port p0: .* dropped before" "$d/lang.log")
+mal=$(sed -nE 's/.*malformed\/unauthenticated ([0-9]+).*/\1/p' <<<"$line")
+rep=$(sed -nE 's/.*replay ([0-9]+)\).*/\1/p' <<<"$line")
+unk=$(sed -nE 's/.*unknown peer ([0-9]+),.*/\1/p' <<<"$line")
+if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
+   [ "${mal:-0}" -gt 0 ] && [ "${rep:-0}" -gt 0 ] && [ "${unk:-0}" -gt 0 ]; then
+	ok "junk at the port (malformed $mal, replayed $rep, unknown source $unk): dropped, counted, 60 rooms unaffected"
+else
+	ko "junk at the port" "line: $line" "$d/lang.log"
+fi
+if grep -q '"drop_malformed_or_unauthenticated"' <<<"$tel" && grep -q '"blocks_in_use"' <<<"$tel" &&
+   grep -q '"encode_rooms_opened"' <<<"$tel" && grep -q '"inj_junk"' <<<"$tel"; then
+	ok "telemetry: /embgw/stats, /embgw/pool, /embgw/rooms answer through dpdk-telemetry.py"
+else
+	ko "telemetry" "dpdk-telemetry.py said: $(head -c 300 <<<"$tel")"
+fi
+
+# ---- 5. a peer killed in the middle of a transfer ----------------------
+d=$T/kill
+scripts/gen-configs.sh "$d" 1024 262144 "heartbeat_ms = 50; peer_dead_ms = 500;" 2 >/dev/null
+start_gw enc0 1 "$d/encode.cfg" "$d/enc0.log" --produce >/dev/null
+start_gw enc1 0 "$d/encode1.cfg" "$d/enc1.log" --produce >/dev/null
+enc1_job=${PIDS[-1]}
+wait_socket "$d/memif0.sock"; wait_socket "$d/memif1.sock"
+start_gw lang 0,1 "$d/language.cfg" "$d/lang.log" --exit-when-done --drive 30 --concurrency 2 \
+	--lengths 50000,10000 >/dev/null
+# kill enc-1 once its first rooms are under way
+for _ in $(seq 1 200); do grep -q "peer enc-1 registered" "$d/lang.log" && break; sleep 0.05; done
+sleep 0.4
+# SIGKILL the gateway itself (not its timeout wrapper): no goodbye at all
+pkill -9 -f -- "--file-prefix egw-enc1-$$ "
+wait "$enc1_job" 2>/dev/null # reap it quietly
+t0=$(date +%s%N)
+for _ in $(seq 1 600); do [ "$(grep -c '^result:' "$d/lang.log")" -ge 2 ] && break; sleep 0.1; done
+t1=$(date +%s%N)
+stop_all
+dead=$(sed -nE 's/^  failed: ([0-9]+) x peer dead.*/\1/p' "$d/lang.log")
+if expect "$d/lang.log" result errors -eq 0 p0 && expect "$d/lang.log" result leaked -eq 0 p0 &&
+   expect "$d/lang.log" result leaked -eq 0 p1 && [ "${dead:-0}" -ge 1 ] &&
+   grep -q "0 not finished" <(grep -A1 "^port p1" "$d/lang.log") &&
+   expect "$d/enc0.log" result-encode leaked -eq 0; then
+	ok "peer killed mid-transfer: its rooms failed as peer-dead ($dead), the other peer's 30 rooms byte-exact, zero blocks in use, done $(( (t1 - t0) / 1000000 )) ms after the kill"
+else
+	ko "peer killed" "see log" "$d/lang.log"
+fi
+
+echo "integration: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
