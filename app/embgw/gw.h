@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <rte_ether.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 
 #include "egw_conf.h"
@@ -22,6 +23,11 @@
 #define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
 
 extern volatile bool gw_force_quit;
+
+/* Log type "user.embgw" (rte_log): --log-level=user.embgw:debug */
+extern int gw_logtype;
+#define GW_LOG(level, fmt, ...) \
+	rte_log(RTE_LOG_##level, gw_logtype, "EMBGW: " fmt, ##__VA_ARGS__)
 
 struct gw_neigh {
 	uint32_t ip;

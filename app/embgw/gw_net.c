@@ -17,7 +17,6 @@
 
 #include "gw.h"
 
-#define RTE_LOGTYPE_EMBGW RTE_LOGTYPE_USER1
 
 uint64_t
 gw_now_ns(void)
@@ -421,7 +420,7 @@ gw_port_start(struct gw_port *p)
 		return rc;
 	if ((uint32_t)p->cfg->mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN >
 	    info.max_rx_pktlen) {
-		RTE_LOG(ERR, EMBGW, "port %s: mtu %u exceeds the device's %u\n",
+		GW_LOG(ERR, "port %s: mtu %u exceeds the device's %u\n",
 			p->cfg->name, p->cfg->mtu, info.max_rx_pktlen);
 		return -EINVAL;
 	}
@@ -443,7 +442,7 @@ gw_port_start(struct gw_port *p)
 		rte_delay_ms(100);
 	}
 	if (rc != 0) {
-		RTE_LOG(ERR, EMBGW, "port %s (%s): cannot start: %s\n",
+		GW_LOG(ERR, "port %s (%s): cannot start: %s\n",
 			p->cfg->name, p->cfg->device, rte_strerror(-rc));
 		return rc;
 	}

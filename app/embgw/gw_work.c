@@ -17,7 +17,6 @@
 
 #include "gw.h"
 
-#define RTE_LOGTYPE_EMBGW RTE_LOGTYPE_USER1
 #define MAX_SRC_RUNS 512
 
 struct room_rec {
@@ -231,14 +230,14 @@ on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 		else
 			w->tx_failed++;
 		if (e != EGW_E_OK)
-			RTE_LOG(INFO, EMBGW, "room %#lx failed on the encode side: %s\n",
+			GW_LOG(INFO, "room %#lx failed on the encode side: %s\n",
 				(unsigned long)room, egw_strerror(e));
 		return;
 	}
 	if (e == EGW_E_OK)
 		return; /* counted at delivery */
 	w->fail_reason[e]++;
-	RTE_LOG(INFO, EMBGW, "room %#lx rank %u failed: %s\n",
+	GW_LOG(INFO, "room %#lx rank %u failed: %s\n",
 		(unsigned long)room, rank, egw_strerror(e));
 	r = rec_of(w, room);
 	if (r == NULL || !r->active)
@@ -270,11 +269,11 @@ on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
 	int rc = p->dops->connect(p->drv, peer, r);
 
 	if (rc != 0)
-		RTE_LOG(ERR, EMBGW, "port %s: cannot reach the memory of peer %s "
+		GW_LOG(ERR, "port %s: cannot reach the memory of peer %s "
 			"(%s driver): %s\n", p->cfg->name, r->name, p->dops->name,
 			strerror(-rc));
 	else
-		RTE_LOG(INFO, EMBGW, "port %s: peer %s registered (%u blocks)\n",
+		GW_LOG(INFO, "port %s: peer %s registered (%u blocks)\n",
 			p->cfg->name, r->name, r->pool_blocks);
 	return rc;
 }
@@ -286,7 +285,7 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 	struct gw_port *p = ctx;
 
 	if (p->dops->post(p->drv, peer, wr, n, cookie) != 0)
-		RTE_LOG(ERR, EMBGW, "port %s: payload queue full\n", p->cfg->name);
+		GW_LOG(ERR, "port %s: payload queue full\n", p->cfg->name);
 	/* a refused post never completes: the room's round deadline fails
 	 * it (the ring is sized so that this cannot happen) */
 }

@@ -27,10 +27,11 @@
 
 #include "gw.h"
 
-#define RTE_LOGTYPE_EMBGW RTE_LOGTYPE_USER1
 #define MAX_EAL_ARGS 128
 
 volatile bool gw_force_quit;
+int gw_logtype = RTE_LOGTYPE_USER1;
+static struct rte_mempool *mbuf_pools[RTE_MAX_NUMA_NODES];
 static uint32_t ports_done; /* driving ports whose rooms all finished */
 static uint32_t ports_driving;
 
@@ -248,7 +249,7 @@ worker(void *arg)
 	struct egw_payload_cpl cpl[64];
 	uint64_t stop_at = duration_ns ? gw_now_ns() + duration_ns : UINT64_MAX;
 
-	RTE_LOG(INFO, EMBGW, "port %s: worker on lcore %u\n", p->cfg->name,
+	GW_LOG(INFO, "port %s: worker on lcore %u\n", p->cfg->name,
 		rte_lcore_id());
 	while (!gw_force_quit) {
 		uint64_t now = gw_now_ns();
@@ -311,7 +312,7 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	uint32_t qpn;
 	char name[32];
 	struct timespec ts;
-	int rc;
+	int rc, socket;
 
 	p->conf = &conf;
 	p->cfg = &conf.ports[idx];
@@ -319,40 +320,47 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	p->lcore = p->cfg->lcores[0];
 	p->faults = *f;
 	if (p->cfg->queues != 1) {
-		RTE_LOG(ERR, EMBGW, "port %s: %u queues configured; this build "
+		GW_LOG(ERR, "port %s: %u queues configured; this build "
 			"runs one queue (one worker lcore) per port\n",
 			p->cfg->name, p->cfg->queues);
 		return -ENOTSUP;
 	}
 	if (!rte_lcore_is_enabled(p->lcore)) {
-		RTE_LOG(ERR, EMBGW, "port %s: lcore %u from the configuration "
+		GW_LOG(ERR, "port %s: lcore %u from the configuration "
 			"is not enabled in EAL (-l/-c)\n", p->cfg->name, p->lcore);
 		return -EINVAL;
 	}
 	if (find_port_id(p->cfg->device, &p->port_id) != 0) {
-		RTE_LOG(ERR, EMBGW, "port %s: no DPDK port for device '%s' "
+		GW_LOG(ERR, "port %s: no DPDK port for device '%s' "
 			"(%u ports probed)\n", p->cfg->name, p->cfg->device,
 			rte_eth_dev_count_avail());
 		return -ENODEV;
 	}
-	snprintf(name, sizeof(name), "embgw_mbuf_%u", idx);
-	p->mp = rte_pktmbuf_pool_create(name, 4095, 128, 0,
-					RTE_MBUF_DEFAULT_BUF_SIZE,
-					(int)rte_eth_dev_socket_id(p->port_id));
+	/* one mbuf pool per socket, shared by that socket's ports */
+	socket = rte_eth_dev_socket_id(p->port_id);
+	if (socket < 0 || socket >= RTE_MAX_NUMA_NODES)
+		socket = 0;
+	if (mbuf_pools[socket] == NULL) {
+		snprintf(name, sizeof(name), "embgw_mbuf_s%d", socket);
+		mbuf_pools[socket] = rte_pktmbuf_pool_create(name, 8191, 256, 0,
+							     RTE_MBUF_DEFAULT_BUF_SIZE,
+							     socket);
+	}
+	p->mp = mbuf_pools[socket];
 	if (p->mp == NULL) {
-		RTE_LOG(ERR, EMBGW, "port %s: no mbuf pool: %s\n", p->cfg->name,
+		GW_LOG(ERR, "port %s: no mbuf pool: %s\n", p->cfg->name,
 			rte_strerror(rte_errno));
 		return -ENOMEM;
 	}
 	p->dops = egw_payload_find(p->cfg->payload.driver);
 	if (p->dops == NULL) {
-		RTE_LOG(ERR, EMBGW, "port %s: payload driver not built in this "
+		GW_LOG(ERR, "port %s: payload driver not built in this "
 			"binary\n", p->cfg->name);
 		return -ENOTSUP;
 	}
 	rc = p->dops->open(&conf, p->cfg, &p->drv, &p->pool);
 	if (rc != 0) {
-		RTE_LOG(ERR, EMBGW, "port %s: payload driver %s: %s\n",
+		GW_LOG(ERR, "port %s: payload driver %s: %s\n",
 			p->cfg->name, p->dops->name, strerror(-rc));
 		return rc;
 	}
@@ -411,6 +419,10 @@ main(int argc, char **argv)
 			rte_strerror(rte_errno));
 		return 1;
 	}
+	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
+	if (rc >= 0)
+		gw_logtype = rc;
+	rc = 0;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	for (nports = 0; nports < conf.nports; nports++) {

@@ -3,7 +3,7 @@
 # embgw itself), --no-huge and a --file-prefix of their own, joined by
 # net_memif; nothing leaves the machine. Every process runs under timeout.
 EMBGW=${EMBGW:-build/app/embgw/embgw}
-EAL_COMMON="--no-huge -m 400 --log-level=user1:info"
+EAL_COMMON="--no-huge -m 400"
 PIDS=()
 
 # start_gw NAME LCORES CFG LOG [app args...]: in the background
