@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install what embgw needs to build and test on Debian 12, if missing.
 # clang is for the libFuzzer target, dpdk for the gateway and its
-# integration tests (dpdk-telemetry.py included); rdma-core and qemu come
-# with the RoCEv2 issue.
+# integration tests (dpdk-telemetry.py included), rdma-core for the verbs
+# payload driver. tests/vm installs its own (qemu, busybox, tshark).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
-	libconfig-dev clang dpdk dpdk-dev libdpdk-dev python3 procps)
+	libconfig-dev clang dpdk dpdk-dev libdpdk-dev python3 procps
+	libibverbs-dev rdma-core ibverbs-utils perftest)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -290,8 +290,19 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 	 * it (the ring is sized so that this cannot happen) */
 }
 
+static void
+on_endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
+	    uint16_t *mtu)
+{
+	struct gw_port *p = ctx;
+
+	if (p->dops->endpoint != NULL)
+		p->dops->endpoint(p->drv, peer, qpn, psn, mtu);
+}
+
 const struct egw_node_ops gw_node_ops = {
 	.tx = on_tx,
+	.endpoint = on_endpoint,
 	.peer_up = on_peer_up,
 	.post = on_post,
 	.deliver = on_deliver,

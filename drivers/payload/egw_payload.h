@@ -40,6 +40,10 @@ struct egw_payload_ops {
 	/** What REGISTER tells peers about our memory. */
 	void (*describe)(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 			 uint8_t gid[16], uint32_t *qpn);
+	/** Our endpoint towards one peer (its own QP for verbs): QPN, PSN,
+	 *  path MTU in bytes. Optional: NULL means describe()'s qpn for all. */
+	void (*endpoint)(struct egw_payload *p, uint32_t peer, uint32_t *qpn,
+			 uint32_t *psn, uint16_t *mtu);
 	/** A peer registered: reach its memory. */
 	int (*connect)(struct egw_payload *p, uint32_t peer,
 		       const struct egw_register *r);
@@ -54,6 +58,9 @@ struct egw_payload_ops {
 };
 
 extern const struct egw_payload_ops egw_payload_shm_ops;
+#ifdef EGW_HAVE_VERBS
+extern const struct egw_payload_ops egw_payload_verbs_ops;
+#endif
 
 /** The driver named by the port's configuration, or NULL. */
 const struct egw_payload_ops *egw_payload_find(enum egw_payload_driver d);

@@ -87,6 +87,9 @@ send_msg(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
 static void
 send_register(struct egw_node *n, uint32_t peer, bool ack)
 {
+	if (n->ops.endpoint != NULL)
+		n->ops.endpoint(n->ops.ctx, peer, &n->self.qpn, &n->self.psn,
+				&n->self.mtu);
 	n->st.registers_tx++;
 	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
 						      n->session, ++n->seq,

@@ -62,6 +62,10 @@ struct egw_node_ops {
 	 *  tells which engine. */
 	void (*done)(void *ctx, uint64_t room, uint16_t rank, enum egw_err e,
 		     bool is_sender);
+	/** Our payload endpoint towards one peer, for its REGISTER (per-peer
+	 *  QPs); optional - without it the create-time gid/qpn serve all. */
+	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
+			 uint16_t *mtu);
 	/** Encode side: an INIT names a room the sender does not know. The
 	 *  application may open it now (egw_node_open_tx, _input); optional. */
 	void (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,

@@ -277,7 +277,11 @@ egw_payload_find(enum egw_payload_driver d)
 	switch (d) {
 	case EGW_PAYLOAD_SHM:
 		return &egw_payload_shm_ops;
+#ifdef EGW_HAVE_VERBS
+	case EGW_PAYLOAD_VERBS:
+		return &egw_payload_verbs_ops;
+#endif
 	default:
-		return NULL; /* verbs: the RoCEv2 issue */
+		return NULL; /* built without rdma-core */
 	}
 }

@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * verbs payload driver: RDMA WRITE over RoCEv2 through rdma-core.
+ *
+ * - One device/port/GID per gateway port, from the configuration; GID
+ *   "auto" picks the RoCEv2 entry whose IPv4-mapped address is the port's
+ *   (never a hard-coded index).
+ * - One PD; the whole pool is registered once at start (never on the data
+ *   path); its per-kind addresses and the rkey go out in REGISTER.
+ * - One RC QP per peer, created at start (its QPN travels in REGISTER) and
+ *   brought INIT -> RTR -> RTS when the peer's REGISTER arrives; brought
+ *   back through RESET when the peer's endpoint changes or the QP fails.
+ * - post() only chains work requests, one RDMA WRITE per coalesced write;
+ *   poll() posts each peer's chain once, then polls the CQ in a batch.
+ *   Every SIGNAL_EVERY-th WR and the last of each batch are signalled, so
+ *   the send queue never overflows and a batch completes when its last WR
+ *   does (an RC QP completes in order).
+ * - A failed completion puts the QP in error: every batch in flight on it
+ *   is reported failed (its rooms fail), the QP is reset and reconnected
+ *   for later rooms; late completions of the old generation are ignored.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "egw_payload.h"
+
+#define SIGNAL_EVERY 64u
+#define CQ_BATCH 32
+#define MAX_CHAIN 4096u      /* WRs chained per peer between two polls */
+
+struct batch {               /* one post(): its cookie, peer, generation */
+	uint64_t cookie;
+	uint32_t peer;
+	uint8_t gen;
+	bool in_use;
+};
+
+struct vpeer {
+	struct ibv_qp *qp;
+	uint32_t psn;            /* ours */
+	uint8_t gen;             /* bumped on every reset */
+	bool connected;
+	struct egw_register reg; /* the peer's endpoint and regions */
+	uint32_t sq_used;        /* WRs posted and not yet known complete */
+	uint32_t unsignaled;     /* WRs since the last signalled one */
+	struct ibv_send_wr *chain; /* pending, posted by poll() */
+	struct ibv_sge *sge;
+	uint32_t nchain;
+};
+
+struct egw_payload {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t port;
+	int gid_index;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+	uint32_t max_send_wr;
+	uint8_t *mem;
+	size_t mem_len;
+	struct egw_pool *pool;
+	struct vpeer peers[EGW_CONF_MAX_PEERS];
+	uint32_t npeers;
+	struct batch *batches;
+	uint32_t nbatch, next_batch, batches_in_use;
+	struct egw_payload_cpl *ring;
+	uint32_t ring_size, head, count;
+	struct egw_payload_stats st;
+	uint64_t qp_resets;
+};
+
+static void __attribute__((format(printf, 1, 2)))
+verr(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("embgw: verbs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint16_t
+mtu_bytes(enum ibv_mtu m)
+{
+	return (uint16_t)(128u << m); /* IBV_MTU_256 == 1 */
+}
+
+static enum ibv_mtu
+mtu_enum(uint16_t bytes)
+{
+	enum ibv_mtu m = IBV_MTU_256;
+
+	while (m < IBV_MTU_4096 && mtu_bytes((enum ibv_mtu)(m + 1)) <= bytes)
+		m = (enum ibv_mtu)(m + 1);
+	return m;
+}
+
+/* ---- device, port, GID -------------------------------------------------- */
+
+static struct ibv_context *
+open_device(const char *name)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_context *ctx = NULL;
+	char seen[256] = "";
+
+	if (list == NULL || n == 0) {
+		verr("device '%s' not found: no RDMA devices at all (is an RDMA "
+		     "driver or rdma_rxe loaded? see doc/rdma.md)", name);
+		if (list != NULL)
+			ibv_free_device_list(list);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *d = ibv_get_device_name(list[i]);
+
+		if (strcmp(d, name) == 0)
+			ctx = ibv_open_device(list[i]);
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "%s%s",
+			 i ? ", " : "", d);
+	}
+	ibv_free_device_list(list);
+	if (ctx == NULL)
+		verr("device '%s' not found; devices present: %s", name, seen);
+	return ctx;
+}
+
+/* The RoCEv2 GID of `addr` (host order): ::ffff:a.b.c.d of type RoCEv2. */
+static int
+pick_gid(struct egw_payload *p, int table_len, uint32_t addr)
+{
+	uint8_t want[16] = { 0 };
+	char seen[512] = "";
+
+	want[10] = want[11] = 0xff;
+	want[12] = (uint8_t)(addr >> 24);
+	want[13] = (uint8_t)(addr >> 16);
+	want[14] = (uint8_t)(addr >> 8);
+	want[15] = (uint8_t)addr;
+	for (int i = 0; i < table_len; i++) {
+		struct ibv_gid_entry e;
+		char txt[64];
+
+		if (ibv_query_gid_ex(p->ctx, p->port, (uint32_t)i, &e, 0) != 0)
+			continue;
+		inet_ntop(AF_INET6, e.gid.raw, txt, sizeof(txt));
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen),
+			 "%s[%d] %s %s", i ? ", " : "", i, txt,
+			 e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCEv2" :
+			 e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCEv1" : "IB");
+		if (e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    memcmp(e.gid.raw, want, 16) == 0)
+			return i;
+	}
+	verr("no RoCEv2 GID for %u.%u.%u.%u on port %u; GIDs: %s", addr >> 24,
+	     (addr >> 16) & 0xff, (addr >> 8) & 0xff, addr & 0xff, p->port,
+	     seen[0] ? seen : "none");
+	return -1;
+}
+
+/* ---- QPs ------------------------------------------------------------- */
+
+static struct ibv_qp *
+make_qp(struct egw_payload *p)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = p->cq, .recv_cq = p->cq, .qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+		.cap = { .max_send_wr = p->max_send_wr, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = 0 },
+	};
+
+	return ibv_create_qp(p->pd, &a);
+}
+
+static int
+qp_to_init(struct egw_payload *p, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = p->port,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
+	};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+static int
+qp_connect(struct egw_payload *p, struct vpeer *v)
+{
+	struct ibv_qp_attr a;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	rc = ibv_modify_qp(v->qp, &a, IBV_QP_STATE);
+	if (rc == 0)
+		rc = qp_to_init(p, v->qp);
+	if (rc != 0)
+		return -rc;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = mtu_enum(v->reg.mtu) < p->mtu ? mtu_enum(v->reg.mtu) : p->mtu;
+	a.dest_qp_num = v->reg.qpn;
+	a.rq_psn = v->reg.psn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	memcpy(a.ah_attr.grh.dgid.raw, v->reg.gid, 16);
+	a.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = p->port;
+	rc = ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (rc != 0)
+		return -rc;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = v->psn;
+	a.max_rd_atomic = 1;
+	rc = ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			   IBV_QP_MAX_QP_RD_ATOMIC);
+	if (rc != 0)
+		return -rc;
+	v->gen++;
+	v->sq_used = 0;
+	v->unsignaled = 0;
+	v->nchain = 0;
+	v->connected = true;
+	return 0;
+}
+
+/* ---- ops ------------------------------------------------------------- */
+
+static void verbs_close(struct egw_payload *p);
+
+static int
+verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
+	   struct egw_payload **out, struct egw_pool **pool)
+{
+	struct egw_payload *p = calloc(1, sizeof(*p));
+	struct ibv_port_attr pa;
+	struct ibv_device_attr da;
+	int rc;
+
+	if (p == NULL)
+		return -ENOMEM;
+	p->port = port->payload.port;
+	p->ctx = open_device(port->payload.device);
+	if (p->ctx == NULL) {
+		free(p);
+		return -ENODEV;
+	}
+	if (ibv_query_port(p->ctx, p->port, &pa) != 0) {
+		verr("device '%s' has no port %u", port->payload.device, p->port);
+		verbs_close(p);
+		return -ENODEV;
+	}
+	if (pa.state != IBV_PORT_ACTIVE)
+		verr("device '%s' port %u is not active (state %d); going on",
+		     port->payload.device, p->port, pa.state);
+	p->mtu = pa.active_mtu;
+	p->gid_index = port->payload.gid_index >= 0 ? port->payload.gid_index
+		       : pick_gid(p, pa.gid_tbl_len, port->addr);
+	if (p->gid_index < 0 ||
+	    ibv_query_gid(p->ctx, p->port, p->gid_index, &p->gid) != 0) {
+		if (p->gid_index >= 0)
+			verr("GID index %d unreadable on '%s' port %u",
+			     p->gid_index, port->payload.device, p->port);
+		verbs_close(p);
+		return -ENOENT;
+	}
+	if (ibv_query_device(p->ctx, &da) != 0) {
+		verbs_close(p);
+		return -EIO;
+	}
+	p->max_send_wr = da.max_qp_wr < 4096 ? (uint32_t)da.max_qp_wr : 4096;
+	p->mem_len = egw_geom_mem_bytes(&c->geom);
+	p->mem = aligned_alloc(EGW_POOL_ALIGN, p->mem_len);
+	p->pd = ibv_alloc_pd(p->ctx);
+	p->nbatch = c->max_rooms * EGW_XFER_MAX_RANKS * EGW_XFER_PIPE;
+	p->ring_size = p->nbatch;
+	p->batches = calloc(p->nbatch, sizeof(*p->batches));
+	p->ring = calloc(p->ring_size, sizeof(*p->ring));
+	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (port->npeers + 1)),
+			      NULL, NULL, 0);
+	if (p->mem == NULL || p->pd == NULL || p->batches == NULL ||
+	    p->ring == NULL || p->cq == NULL) {
+		verr("cannot allocate PD/CQ/memory on '%s'", port->payload.device);
+		verbs_close(p);
+		return -ENOMEM;
+	}
+	memset(p->mem, 0, p->mem_len);
+	/* the whole pool, once: nothing is registered on the data path */
+	p->mr = ibv_reg_mr(p->pd, p->mem, p->mem_len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (p->mr == NULL) {
+		verr("cannot register %zu bytes of pool memory: %s", p->mem_len,
+		     strerror(errno));
+		verbs_close(p);
+		return -ENOMEM;
+	}
+	p->npeers = port->npeers;
+	srand48((long)time(NULL) ^ (long)getpid());
+	for (uint32_t i = 0; i < p->npeers; i++) {
+		struct vpeer *v = &p->peers[i];
+
+		v->qp = make_qp(p);
+		v->chain = calloc(MAX_CHAIN, sizeof(*v->chain));
+		v->sge = calloc(MAX_CHAIN, sizeof(*v->sge));
+		if (v->qp == NULL || v->chain == NULL || v->sge == NULL ||
+		    qp_to_init(p, v->qp) != 0) {
+			verr("cannot create an RC QP for peer %s",
+			     port->peers[i].name);
+			verbs_close(p);
+			return -ENOMEM;
+		}
+		v->psn = (uint32_t)(lrand48() & 0xffffff);
+	}
+	rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
+	if (rc != 0) {
+		verbs_close(p);
+		return rc;
+	}
+	*out = p;
+	*pool = p->pool;
+	return 0;
+}
+
+static void
+verbs_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
+	       uint8_t gid[16], uint32_t *qpn)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+
+	memcpy(gid, p->gid.raw, 16);
+	*qpn = 0;
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		uint8_t *base = egw_pool_region(p->pool, (enum egw_kind)k);
+
+		r[k].addr = (uint64_t)(uintptr_t)base;
+		r[k].rkey = base != NULL ? p->mr->rkey : 0;
+		r[k].unit_bytes = (uint32_t)egw_geom_unit_bytes(g, (enum egw_kind)k);
+	}
+}
+
+static void
+verbs_endpoint(struct egw_payload *p, uint32_t peer, uint32_t *qpn,
+	       uint32_t *psn, uint16_t *mtu)
+{
+	if (peer >= p->npeers)
+		return;
+	*qpn = p->peers[peer].qp->qp_num;
+	*psn = p->peers[peer].psn;
+	*mtu = mtu_bytes(p->mtu);
+}
+
+static int
+verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
+{
+	struct vpeer *v;
+	int rc;
+
+	if (peer >= p->npeers)
+		return -EINVAL;
+	v = &p->peers[peer];
+	if (v->connected && v->reg.qpn == r->qpn && v->reg.psn == r->psn &&
+	    memcmp(v->reg.gid, r->gid, 16) == 0) {
+		v->reg = *r; /* same endpoint: only the regions may be news */
+		return 0;
+	}
+	v->reg = *r;
+	rc = qp_connect(p, v);
+	if (rc != 0)
+		verr("cannot bring the QP for peer %s to RTS: %s", r->name,
+		     strerror(rc));
+	return rc;
+}
+
+/* Byte offset of (kind, block, token) in a peer's region, or -1. */
+static int64_t
+remote_off(const struct egw_register *r, const struct egw_write *w)
+{
+	uint64_t per_block, off;
+
+	if (w->kind >= EGW_KIND_MAX || r->region[w->kind].unit_bytes == 0 ||
+	    w->dst_block >= r->pool_blocks)
+		return -1;
+	per_block = w->kind == EGW_KIND_AUX ? r->aux_bytes
+		    : (uint64_t)r->block_tokens * r->region[w->kind].unit_bytes;
+	off = w->kind == EGW_KIND_AUX ? (uint64_t)w->dst_block * r->aux_bytes
+	      : ((uint64_t)w->dst_block * r->block_tokens + w->dst_token) *
+		r->region[w->kind].unit_bytes;
+	if (off + w->bytes > per_block * r->pool_blocks)
+		return -1; /* outside the region the peer registered */
+	return (int64_t)off;
+}
+
+static void
+complete(struct egw_payload *p, uint64_t cookie, bool ok)
+{
+	struct egw_payload_cpl *c = &p->ring[(p->head + p->count++) % p->ring_size];
+
+	c->cookie = cookie;
+	c->ok = ok;
+	if (!ok)
+		p->st.failed_batches++;
+}
+
+static int
+verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
+	   uint32_t n, uint64_t cookie)
+{
+	struct vpeer *v;
+	uint32_t slot, first;
+
+	if (peer >= p->npeers || p->count + 1 > p->ring_size)
+		return -EINVAL;
+	v = &p->peers[peer];
+	p->st.batches++;
+	/* a batch that cannot be posted whole fails whole, now */
+	if (!v->connected || n == 0 || v->nchain + n > MAX_CHAIN ||
+	    v->sq_used + v->nchain + n > p->max_send_wr ||
+	    p->batches_in_use == p->nbatch) {
+		complete(p, cookie, false);
+		return 0;
+	}
+	for (slot = p->next_batch; p->batches[slot].in_use;
+	     slot = (slot + 1) % p->nbatch)
+		;
+	p->next_batch = (slot + 1) % p->nbatch;
+	first = v->nchain;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t off = remote_off(&v->reg, &w[i]);
+		uint8_t *src = egw_pool_addr(p->pool, (enum egw_kind)w[i].kind,
+					     w[i].src_block, w[i].src_token);
+		struct ibv_send_wr *wr = &v->chain[v->nchain];
+		struct ibv_sge *sg = &v->sge[v->nchain];
+
+		if (off < 0 || src == NULL) {
+			p->st.refused_writes++;
+			v->nchain = first; /* drop this batch's WRs */
+			complete(p, cookie, false);
+			return 0;
+		}
+		sg->addr = (uint64_t)(uintptr_t)src;
+		sg->length = (uint32_t)w[i].bytes;
+		sg->lkey = p->mr->lkey;
+		memset(wr, 0, sizeof(*wr));
+		wr->sg_list = sg;
+		wr->num_sge = 1;
+		wr->opcode = IBV_WR_RDMA_WRITE;
+		wr->wr.rdma.remote_addr = v->reg.region[w[i].kind].addr + (uint64_t)off;
+		wr->wr.rdma.rkey = v->reg.region[w[i].kind].rkey;
+		v->nchain++;
+		v->unsignaled++;
+		/* every Nth and the last of the batch are signalled; wr_id
+		 * carries peer, QP generation, WRs covered and batch slot */
+		if (v->unsignaled == SIGNAL_EVERY || i == n - 1) {
+			wr->send_flags = IBV_SEND_SIGNALED;
+			wr->wr_id = ((uint64_t)peer << 56) | ((uint64_t)v->gen << 48) |
+				    ((uint64_t)v->unsignaled << 32) |
+				    (i == n - 1 ? slot : 0xffffffffu);
+			v->unsignaled = 0;
+		}
+		p->st.writes++;
+		p->st.bytes += w[i].bytes;
+	}
+	p->batches[slot] = (struct batch){ cookie, peer, v->gen, true };
+	p->batches_in_use++;
+	return 0;
+}
+
+/* Fail everything in flight on a peer's QP and bring it back. */
+static void
+recover(struct egw_payload *p, uint32_t peer)
+{
+	struct vpeer *v = &p->peers[peer];
+
+	for (uint32_t i = 0; i < p->nbatch; i++)
+		if (p->batches[i].in_use && p->batches[i].peer == peer &&
+		    p->batches[i].gen == v->gen) {
+			p->batches[i].in_use = false;
+			p->batches_in_use--;
+			complete(p, p->batches[i].cookie, false);
+		}
+	p->qp_resets++;
+	v->connected = false;
+	if (qp_connect(p, v) != 0)
+		verr("QP for peer %s stays down after an error", v->reg.name);
+}
+
+static uint32_t
+verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
+{
+	struct ibv_wc wc[CQ_BATCH];
+	uint32_t n = 0;
+	int got;
+
+	/* post what was chained since the last poll: one call per peer */
+	for (uint32_t i = 0; i < p->npeers; i++) {
+		struct vpeer *v = &p->peers[i];
+		struct ibv_send_wr *bad = NULL;
+
+		if (v->nchain == 0)
+			continue;
+		for (uint32_t k = 0; k + 1 < v->nchain; k++)
+			v->chain[k].next = &v->chain[k + 1];
+		v->chain[v->nchain - 1].next = NULL;
+		if (ibv_post_send(v->qp, v->chain, &bad) != 0) {
+			verr("post to peer %s failed", v->reg.name);
+			recover(p, i);
+		} else {
+			v->sq_used += v->nchain;
+		}
+		v->nchain = 0;
+	}
+	got = ibv_poll_cq(p->cq, CQ_BATCH, wc);
+	for (int i = 0; i < got; i++) {
+		uint32_t peer = (uint32_t)(wc[i].wr_id >> 56);
+		uint8_t gen = (uint8_t)(wc[i].wr_id >> 48);
+		uint32_t covered = (uint32_t)(wc[i].wr_id >> 32) & 0xffff;
+		uint32_t slot = (uint32_t)wc[i].wr_id;
+		struct vpeer *v;
+
+		if (peer >= p->npeers)
+			continue;
+		v = &p->peers[peer];
+		if (gen != v->gen)
+			continue; /* from before a reset: already failed */
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			verr("write to peer %s failed: %s", v->reg.name,
+			     ibv_wc_status_str(wc[i].status));
+			recover(p, peer);
+			continue;
+		}
+		v->sq_used -= covered < v->sq_used ? covered : v->sq_used;
+		if (slot != 0xffffffffu && slot < p->nbatch &&
+		    p->batches[slot].in_use) {
+			p->batches[slot].in_use = false;
+			p->batches_in_use--;
+			complete(p, p->batches[slot].cookie, true);
+		}
+	}
+	while (n < max && p->count > 0) {
+		c[n++] = p->ring[p->head];
+		p->head = (p->head + 1) % p->ring_size;
+		p->count--;
+	}
+	return n;
+}
+
+static void
+verbs_stats(const struct egw_payload *p, struct egw_payload_stats *st)
+{
+	*st = p->st;
+}
+
+static void
+verbs_close(struct egw_payload *p)
+{
+	if (p == NULL)
+		return;
+	for (uint32_t i = 0; i < EGW_CONF_MAX_PEERS; i++) {
+		if (p->peers[i].qp != NULL)
+			ibv_destroy_qp(p->peers[i].qp);
+		free(p->peers[i].chain);
+		free(p->peers[i].sge);
+	}
+	egw_pool_destroy(p->pool);
+	if (p->mr != NULL)
+		ibv_dereg_mr(p->mr);
+	if (p->cq != NULL)
+		ibv_destroy_cq(p->cq);
+	if (p->pd != NULL)
+		ibv_dealloc_pd(p->pd);
+	if (p->ctx != NULL)
+		ibv_close_device(p->ctx);
+	free(p->mem);
+	free(p->batches);
+	free(p->ring);
+	free(p);
+}
+
+const struct egw_payload_ops egw_payload_verbs_ops = {
+	.name = "verbs",
+	.open = verbs_open,
+	.describe = verbs_describe,
+	.endpoint = verbs_endpoint,
+	.connect = verbs_connect,
+	.post = verbs_post,
+	.poll = verbs_poll,
+	.stats = verbs_stats,
+	.close = verbs_close,
+};
