@@ -298,7 +298,11 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		n->st.drops[EGW_ND_GEOMETRY]++;
 		return;
 	}
-	if (n->ops.peer_up != NULL && n->ops.peer_up(n->ops.ctx, peer, &p->reg) != 0) {
+	/* the driver hears of a peer when it is new or its endpoint changed
+	 * (a restart), not on every retransmitted REGISTER */
+	if (n->ops.peer_up != NULL &&
+	    (!pe->registered || memcmp(&pe->reg, &p->reg, sizeof(p->reg)) != 0) &&
+	    n->ops.peer_up(n->ops.ctx, peer, &p->reg) != 0) {
 		n->st.drops[EGW_ND_GEOMETRY]++;
 		return;
 	}
