@@ -432,6 +432,20 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		(unsigned long)ns.drops[EGW_ND_PROTO],
 		(unsigned long)ns.drops[EGW_ND_REPLAY],
 		(unsigned long)p->st.arp_miss);
+	{
+		struct egw_payload_stats ds;
+
+		p->dops->stats(p->drv, &ds);
+		if (ds.batches > 0)
+			fprintf(f, "payload driver: %s, %lu batches, %lu writes, "
+				"%lu bytes, %lu failed batches, %lu QP resets; "
+				"payload driver: %.0f cycles per block\n",
+				p->dops->name, (unsigned long)ds.batches,
+				(unsigned long)ds.writes, (unsigned long)ds.bytes,
+				(unsigned long)ds.failed_batches,
+				(unsigned long)ds.qp_resets,
+				ds.blocks ? (double)ds.cycles / ds.blocks : 0.0);
+	}
 	if (egw_node_sender(p->node) != NULL)
 		fprintf(f, "encode: %lu rooms produced (%lu refused: no memory "
 			"or bad length), %lu ok, %lu failed; %u blocks in use\n",

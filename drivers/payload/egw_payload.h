@@ -26,7 +26,21 @@ struct egw_payload_cpl {
 
 struct egw_payload_stats {
 	uint64_t batches, writes, bytes, failed_batches, refused_writes;
+	uint64_t blocks;    /**< token blocks written (embedding kind) */
+	uint64_t cycles;    /**< CPU cycles spent in post() and poll() */
+	uint64_t qp_resets; /**< verbs: QPs brought back after an error */
 };
+
+/** A cycle counter for the drivers' own cost accounting. */
+static inline uint64_t
+egw_payload_cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __builtin_ia32_rdtsc();
+#else
+	return 0;
+#endif
+}
 
 struct egw_payload;
 

@@ -203,6 +203,7 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 {
 	struct egw_payload_cpl *c;
 	bool ok = peer < EGW_CONF_MAX_PEERS && p->peers[peer].map != NULL;
+	uint64_t t0 = egw_payload_cycles();
 
 	if (p->count == p->ring_size)
 		return -ENOBUFS;
@@ -211,6 +212,10 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 		if (ok) {
 			p->st.writes++;
 			p->st.bytes += w[i].bytes;
+			if (w[i].kind == EGW_KIND_EMB)
+				p->st.blocks += (w[i].tokens +
+						 p->peers[peer].reg.block_tokens - 1) /
+						p->peers[peer].reg.block_tokens;
 		} else {
 			p->st.refused_writes++;
 		}
@@ -221,6 +226,7 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	c = &p->ring[(p->head + p->count++) % p->ring_size];
 	c->cookie = cookie;
 	c->ok = ok;
+	p->st.cycles += egw_payload_cycles() - t0;
 	return 0;
 }
 

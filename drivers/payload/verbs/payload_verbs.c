@@ -433,6 +433,8 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	struct vpeer *v;
 	uint32_t slot, first;
 
+	uint64_t t0 = egw_payload_cycles();
+
 	if (peer >= p->npeers || p->count + 1 > p->ring_size)
 		return -EINVAL;
 	v = &p->peers[peer];
@@ -484,9 +486,13 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 		}
 		p->st.writes++;
 		p->st.bytes += w[i].bytes;
+		if (w[i].kind == EGW_KIND_EMB)
+			p->st.blocks += (w[i].tokens + v->reg.block_tokens - 1) /
+					v->reg.block_tokens;
 	}
 	p->batches[slot] = (struct batch){ cookie, peer, v->gen, true };
 	p->batches_in_use++;
+	p->st.cycles += egw_payload_cycles() - t0;
 	return 0;
 }
 
@@ -513,6 +519,7 @@ static uint32_t
 verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 {
 	struct ibv_wc wc[CQ_BATCH];
+	uint64_t t0 = egw_payload_cycles();
 	uint32_t n = 0;
 	int got;
 
@@ -566,6 +573,9 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 		p->head = (p->head + 1) % p->ring_size;
 		p->count--;
 	}
+	/* an empty poll is the loop's idle spin, not cost per block */
+	if (got > 0 || n > 0)
+		p->st.cycles += egw_payload_cycles() - t0;
 	return n;
 }
 
@@ -573,6 +583,7 @@ static void
 verbs_stats(const struct egw_payload *p, struct egw_payload_stats *st)
 {
 	*st = p->st;
+	st->qp_resets = p->qp_resets;
 }
 
 static void
