@@ -6,7 +6,8 @@
 #
 # usage: vm.sh NAME OUTDIR SCRIPT [qemu args...]
 #   SCRIPT runs as root in the guest (sh), with the project's directory as
-#   its working directory and OUTDIR mounted at /out (read-write, shared).
+#   its working directory and OUTDIR mounted at /out (read-write, shared;
+#   two guests given the same OUTDIR can coordinate through files there).
 #   Its exit status lands in OUTDIR/NAME.rc, its output in OUTDIR/NAME.log.
 # Exit status: the script's, 98 when QEMU cannot run here at all, 99 when
 # the guest reported nothing.
@@ -20,7 +21,6 @@ tmo=${EMBGW_VM_TIMEOUT:-900}
 mkdir -p "$cache" "$out"
 out=$(cd "$out" && pwd)
 rm -f "$out/$name.rc" "$out/$name.log"
-case "$PWD" in /tmp|/tmp/*) echo "vm.sh: run from outside /tmp (the guest mounts a tmpfs there)" >&2; exit 2;; esac
 
 have() { command -v "$1" >/dev/null 2>&1; }
 if ! have qemu-system-x86_64 || ! have busybox || ! have cpio || ! have depmod; then
@@ -89,7 +89,9 @@ flock -u 9
 # 3. The guest's boot script: modules, soft-RoCE prerequisites, then SCRIPT.
 {
 	echo '#!/bin/sh'
-	echo 'mount -t tmpfs tmpfs /tmp; mount -t tmpfs tmpfs /run; mkdir -p /dev/shm; mount -t tmpfs tmpfs /dev/shm'
+	# the overlay root is writable (tmpfs upper): /tmp stays as the host's,
+	# so a project under /tmp is still visible; /run and /dev/shm start empty
+	echo 'mount -t tmpfs tmpfs /run; mkdir -p /dev/shm; mount -t tmpfs tmpfs /dev/shm'
 	echo "export EGW_KDIR='$k' EGW_KVER='$kver' PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 	echo "for m in virtio_net af_packet crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm; do modprobe -d '$k' -S '$kver' \$m 2>/dev/null; done"
 	echo 'ip link set lo up'
