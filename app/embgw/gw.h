@@ -80,6 +80,7 @@ struct gw_port {
 	struct gw_work *work;
 	uint64_t next_tick;
 	bool stopped;
+	FILE *cap;               /* --capture: control frames in and out */
 };
 
 uint64_t gw_now_ns(void);
@@ -92,6 +93,9 @@ void gw_net_tick(struct gw_port *p, uint64_t now);
 void gw_net_flush(struct gw_port *p);
 void gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
 		     const uint8_t *buf, size_t len);
+/* --capture: a pcap file of every control frame received and sent. */
+int gw_capture_open(struct gw_port *p, const char *path);
+void gw_capture_close(struct gw_port *p);
 /* Test knob: junk datagrams towards the first peer (see --inject-junk). */
 void gw_net_inject_junk(struct gw_port *p);
 

@@ -5,6 +5,8 @@
  * answered and used to resolve peers (static neighbours from the
  * configuration win), everything else is counted and dropped.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -63,6 +65,50 @@ neigh_learn(struct gw_port *p, uint32_t ip, const struct rte_ether_addr *mac)
 	n->valid = true;
 }
 
+/* ---- capture ----------------------------------------------------------- */
+
+/* Classic pcap, Ethernet link type: readable by tshark, tcpreplay, TRex,
+ * DPDK's net_pcap. A test and debug aid: it writes from the worker. */
+int
+gw_capture_open(struct gw_port *p, const char *path)
+{
+	struct {
+		uint32_t magic;
+		uint16_t major, minor;
+		int32_t zone;
+		uint32_t sigfigs, snaplen, linktype;
+	} h = { 0xa1b2c3d4u, 2, 4, 0, 0, 65535, 1 };
+
+	p->cap = fopen(path, "wb");
+	if (p->cap == NULL || fwrite(&h, sizeof(h), 1, p->cap) != 1)
+		return -errno;
+	return 0;
+}
+
+void
+gw_capture_close(struct gw_port *p)
+{
+	if (p->cap != NULL)
+		fclose(p->cap);
+	p->cap = NULL;
+}
+
+static void
+capture(struct gw_port *p, const struct rte_mbuf *m)
+{
+	struct timespec ts;
+	uint32_t rec[4];
+
+	if (p->cap == NULL)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	rec[0] = (uint32_t)ts.tv_sec;
+	rec[1] = (uint32_t)(ts.tv_nsec / 1000);
+	rec[2] = rec[3] = m->data_len;
+	fwrite(rec, sizeof(rec), 1, p->cap);
+	fwrite(rte_pktmbuf_mtod(m, const void *), m->data_len, 1, p->cap);
+}
+
 /* ---- tx ---------------------------------------------------------------- */
 
 void
@@ -84,6 +130,7 @@ gw_net_flush(struct gw_port *p)
 static void
 queue_tx(struct gw_port *p, struct rte_mbuf *m)
 {
+	capture(p, m);
 	if (p->ntx == GW_BURST)
 		gw_net_flush(p);
 	p->tx[p->ntx++] = m;
@@ -368,6 +415,7 @@ rx_one(struct gw_port *p, struct rte_mbuf *m, uint64_t now)
 		p->st.drop_not_ours++;
 		return;
 	}
+	capture(p, m);
 	/* a datagram from a neighbour tells us its MAC too */
 	neigh_learn(p, rte_be_to_cpu_32(ip->src_addr), &eth->src_addr);
 	egw_node_rx(p->node, rte_be_to_cpu_32(ip->src_addr),

@@ -39,6 +39,7 @@ static struct egw_conf conf;
 static struct gw_port ports[EGW_CONF_MAX_PORTS];
 static uint16_t nports;
 static uint64_t duration_ns;
+static const char *capture_path;
 
 /* Load the configuration; on failure print every error. */
 static int
@@ -87,6 +88,8 @@ usage(FILE *f, const char *prog)
 		"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
 		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
 		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
+		"  --capture FILE         write every control frame in and out to a pcap file\n"
+		"                         (FILE.<port> when there are several ports)\n"
 		"  --seed S               room-id and fault-injection seed\n",
 		prog, prog);
 }
@@ -138,6 +141,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		{ "ctl-dup", required_argument, NULL, 'u' },
 		{ "ctl-reorder", required_argument, NULL, 'r' },
 		{ "inject-junk", required_argument, NULL, 'J' },
+		{ "capture", required_argument, NULL, 'K' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -174,6 +178,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		case 'u': f->dup_pct = (uint32_t)atoi(optarg); break;
 		case 'r': f->reorder_pct = (uint32_t)atoi(optarg); break;
 		case 'J': f->junk_per_tick = (uint32_t)atoi(optarg); break;
+		case 'K': capture_path = optarg; break;
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		default:
 			return -1;
@@ -374,6 +379,16 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 			     (uint64_t)ts.tv_nsec, gw_now_ns(), &p->node);
 	if (rc == 0)
 		rc = gw_work_create(p, o);
+	if (rc == 0 && capture_path != NULL) {
+		char path[512];
+
+		snprintf(path, sizeof(path), conf.nports > 1 ? "%s.%s" : "%s",
+			 capture_path, p->cfg->name);
+		rc = gw_capture_open(p, path);
+		if (rc != 0)
+			GW_LOG(ERR, "cannot write capture %s: %s\n", path,
+			       strerror(-rc));
+	}
 	if (rc == 0)
 		rc = gw_port_start(p);
 	return rc;
@@ -458,6 +473,7 @@ main(int argc, char **argv)
 				rc = rc ? rc : 3;
 		}
 		gw_port_stop(&ports[i]);
+		gw_capture_close(&ports[i]);
 		egw_node_destroy(ports[i].node);
 		if (ports[i].drv != NULL)
 			ports[i].dops->close(ports[i].drv);

@@ -135,5 +135,34 @@ else
 	ko "peer killed" "see log" "$d/lang.log"
 fi
 
+# ---- 6. the Wireshark dissector over a capture of real gateway traffic ----
+d=$T/dissect
+scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
+start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
+wait_socket "$d/memif0.sock"
+run_gw lang 0 "$d/language.cfg" "$d/lang.log" 60 --exit-when-done --drive 6 --ranks 2 --dummy-rank \
+	--lengths 500,50000,2000 --ctl-drop 10 --capture "$d/cap.pcap"
+stop_all
+if command -v tshark >/dev/null 2>&1; then
+	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$d/cap.pcap" "$@" 2>/dev/null; }
+	udp=$(ts -Y "udp.port == 9471" | wc -l)
+	dec=$(ts -Y "embgw.type" | wc -l)
+	bad=$(ts -Y "_ws.malformed || _ws.expert.severity >= 0x00800000" | wc -l)
+	types=$(ts -Y embgw -T fields -e embgw.type | sort -un | tr '\n' ' ')
+	names=$(ts -Y "embgw.type == 7" -T fields -e embgw.reg.name | sort -u | tr '\n' ' ')
+	rx=$(ts -Y "embgw && ip.src == 192.168.77.1" | wc -l)
+	want_rx=$(sed -nE 's/^port p0: ([0-9]+) datagrams in.*/\1/p' "$d/lang.log")
+	tags=$(ts -Y "embgw" -T fields -e embgw.tag_len | sort -u | tr '\n' ' ')
+	if [ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
+	   [ "$types" = "1 2 3 4 7 " ] && [ "$names" = "enc-0 lang-0 " ] &&
+	   [ "$rx" = "$want_rx" ] && [ "$tags" = "16 " ]; then
+		ok "dissector: $dec/$udp control frames decoded (types $types), MAC length 16 on all, $rx received = the gateway's own count"
+	else
+		ko "dissector" "udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags'"
+	fi
+else
+	ko "dissector" "tshark missing"
+fi
+
 echo "integration: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
