@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	libconfig-dev clang dpdk dpdk-dev libdpdk-dev python3 procps
-	libibverbs-dev rdma-core ibverbs-utils perftest tshark)
+	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

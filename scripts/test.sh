@@ -99,6 +99,15 @@ else
 	fi
 fi
 
+# the benchmarks run (one small round each; figures not judged)
+if EMBGW_BENCH_QUICK=1 scripts/bench.sh >/tmp/embgw-bench.log 2>&1; then
+	passed=$((passed + 1))
+	grep -E "^bench " /tmp/embgw-bench.log | sed 's/^/[bench smoke] /'
+else
+	failed=$((failed + 1))
+	tail -20 /tmp/embgw-bench.log
+fi
+
 # the in-process simulator must pass its own verification too (smoke)
 if ./build/app/embgw-sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
 	passed=$((passed + 1)); echo "[smoke] embgw-sim OK: $(tail -1 /tmp/embgw-sim.out)"

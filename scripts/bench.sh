@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Benchmarks (not tests): every figure is measured side by side with its
+# reference in the same run, medians of ROUNDS rounds, and printed as
+#   bench <name>: <value> <unit> (ratio <r> vs <reference>)
+# The table goes to doc/benchmarks.md (or $EMBGW_BENCH_OUT) with the machine.
+# EMBGW_BENCH_QUICK=1: one small round of each (the test command's smoke run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+dpkg -s libzmq3-dev >/dev/null 2>&1 || {
+	apt-get update -qq >/dev/null 2>&1 || true
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libzmq3-dev >/dev/null
+}
+[ -f build/build.ninja ] || meson setup build >/dev/null
+meson setup --reconfigure build >/dev/null 2>&1 || true
+ninja -C build >/dev/null
+. tests/integration/lib.sh
+
+quick=${EMBGW_BENCH_QUICK:-0}
+rounds=5
+[ "$quick" = 1 ] && rounds=1
+table=${EMBGW_BENCH_OUT:-doc/benchmarks.md}
+W=$(mktemp -d /tmp/embgw-bench.XXXXXX)
+trap 'stop_all; rm -rf "$W"' EXIT
+rows=()
+
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print 0}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+emit() { # name value unit ratio reference aim
+	echo "bench $1: $2 $3 (ratio $4 vs $5)"
+	rows+=("| $1 | $2 $3 | $4 | $5 | $6 |")
+}
+
+# ---- pool: alloc+free at 50% fragmentation vs rte_mempool get/put -------
+ops=2000000
+[ "$quick" = 1 ] && ops=100000
+line=$(./build/tests/bench/bench_pool -l 0 --no-huge --no-pci -m 256 \
+	--file-prefix egw-bench-$$ --log-level=4 -- "$rounds" "$ops" 2>/dev/null | grep ^pool_ns)
+pns=$(awk '{print $2}' <<<"$line")
+mns=$(awk '{print $4}' <<<"$line")
+emit pool-alloc-free "$pns" "ns/op (CPU time)" "$(ratio "$pns" "$mns")" \
+	"rte_mempool get+put ${mns} ns/op" "<= 2"
+
+# ---- control plane: tiny rooms through one worker lcore over memif ------
+drive=4000
+[ "$quick" = 1 ] && drive=200
+scripts/gen-configs.sh "$W/ctl" 128 262144 >/dev/null
+gw_tx=() gw_dg=()
+for r in $(seq 1 "$rounds"); do
+	start_gw enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce >/dev/null
+	wait_socket "$W/ctl/memif0.sock"
+	run_gw lang 0 "$W/ctl/language.cfg" "$W/lang.log" 120 --exit-when-done \
+		--drive "$drive" --concurrency 64 --lengths 1 || true
+	stop_all
+	secs=$(sed -nE 's/.* over ([0-9.]+) s$/\1/p' "$W/lang.log" | tail -1)
+	dg=$(sed -nE 's/^port p0: ([0-9]+) datagrams in, ([0-9]+) out.*/\1 \2/p' "$W/lang.log" | awk '{print $1 + $2}')
+	ok=$(sed -nE 's/^language: [0-9]+ rooms \(([0-9]+) ok.*/\1/p' "$W/lang.log")
+	gw_tx+=("$(awk -v n="$ok" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')")
+	gw_dg+=("$(awk -v n="$dg" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')")
+done
+tx=$(printf '%s\n' "${gw_tx[@]}" | median)
+dg=$(printf '%s\n' "${gw_dg[@]}" | median)
+# the path's ceiling: testpmd txonly -> rxonly on the same kind of memif pair
+pps=()
+for r in $(seq 1 "$rounds"); do
+	rm -f "$W/tp.sock"
+	timeout -s INT 8 dpdk-testpmd -l 0,1 --no-huge -m 512 --no-pci --file-prefix egw-tpa-$$ \
+		--vdev "net_memif0,role=server,socket=$W/tp.sock,socket-abstract=no" -- \
+		--forward-mode=rxonly --total-num-mbufs=8192 --stats-period 1 -a >"$W/tpa.log" 2>&1 &
+	tpa=$!
+	wait_socket "$W/tp.sock"
+	timeout -s INT 5 dpdk-testpmd -l 0,1 --no-huge -m 512 --no-pci --file-prefix egw-tpb-$$ \
+		--vdev "net_memif0,role=client,socket=$W/tp.sock,socket-abstract=no" -- \
+		--forward-mode=txonly --total-num-mbufs=8192 -a >"$W/tpb.log" 2>&1 || true
+	wait $tpa 2>/dev/null || true
+	pps+=("$(sed -nE 's/.*Rx-pps: +([0-9]+).*/\1/p' "$W/tpa.log" | sort -n | tail -1)")
+done
+tp=$(printf '%s\n' "${pps[@]}" | median)
+zm=()
+zn=500000
+[ "$quick" = 1 ] && zn=50000
+for r in $(seq 1 "$rounds"); do
+	zm+=("$(./build/tests/bench/bench_zmq "$zn" | awk '{print $2}')")
+done
+zq=$(printf '%s\n' "${zm[@]}" | median)
+emit control-transactions "$tx" "rooms/s (1-token rooms, 64 in flight, one worker)" "-" "-" "-"
+if [ "${tp:-0}" -gt 0 ]; then
+	emit control-datagrams "$dg" "datagrams/s" "$(ratio "$dg" "$tp")" \
+		"dpdk-testpmd memif forwarding ${tp} pps" ">= 0.5"
+else
+	# seen here: two testpmd processes (2 lcores each) on 2 shared cores
+	# do not bring the memif link up reliably; no ratio is better than a
+	# wrong one
+	echo "bench control-datagrams: $dg datagrams/s (ratio n/a: the testpmd memif reference forwarded nothing this run)"
+	rows+=("| control-datagrams | $dg datagrams/s | n/a | dpdk-testpmd memif reference did not forward in this run | >= 0.5 |")
+fi
+emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
+	"ZeroMQ PUSH/PULL, seeds' multipart ASCII, ${zq} msgs/s" ">= 10"
+
+# ---- resume cost: 50,000 tokens from an 8,192 default vs pre-allocated ---
+n=5
+[ "$quick" = 1 ] && n=2
+scripts/gen-configs.sh "$W/r8k" 8192 262144 >/dev/null
+scripts/gen-configs.sh "$W/rfull" 50048 262144 >/dev/null
+lat_r=() lat_f=()
+for r in $(seq 1 "$rounds"); do
+	for cfg in r8k rfull; do
+		start_gw enc 1 "$W/$cfg/encode.cfg" "$W/enc.log" --produce >/dev/null
+		wait_socket "$W/$cfg/memif0.sock"
+		run_gw lang 0 "$W/$cfg/language.cfg" "$W/lang.log" 120 --exit-when-done \
+			--drive "$n" --lengths 50000 || true
+		stop_all
+		v=$(sed -nE 's/^latency INIT->Success: p50 ([0-9.]+) ms.*/\1/p' "$W/lang.log")
+		if [ "$cfg" = r8k ]; then lat_r+=("$v"); else lat_f+=("$v"); fi
+	done
+done
+lr=$(printf '%s\n' "${lat_r[@]}" | median)
+lf=$(printf '%s\n' "${lat_f[@]}" | median)
+emit resume-cost "$lr" "ms per 50,000-token room (default 8,192)" "$(ratio "$lr" "$lf")" \
+	"fully pre-allocated ${lf} ms" "<= 1.1"
+
+# ---- under flood: valid rooms/s with junk at the port vs without --------
+drive=300
+[ "$quick" = 1 ] && drive=40
+scripts/gen-configs.sh "$W/fl" 1024 262144 >/dev/null
+rate() { # extra encode args...
+	start_gw enc 1 "$W/fl/encode.cfg" "$W/enc.log" --produce "$@" >/dev/null
+	wait_socket "$W/fl/memif0.sock"
+	run_gw lang 0 "$W/fl/language.cfg" "$W/lang.log" 120 --exit-when-done \
+		--drive "$drive" --concurrency 16 --lengths 2000 || true
+	stop_all
+	awk -v n="$(sed -nE 's/^language: [0-9]+ rooms \(([0-9]+) ok.*/\1/p' "$W/lang.log")" \
+		-v s="$(sed -nE 's/.* over ([0-9.]+) s$/\1/p' "$W/lang.log" | tail -1)" \
+		'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'
+}
+f1=() f0=()
+for r in $(seq 1 "$rounds"); do
+	f0+=("$(rate)")
+	f1+=("$(rate --inject-junk 20 --seed "$r")")
+done
+q0=$(printf '%s\n' "${f0[@]}" | median)
+q1=$(printf '%s\n' "${f1[@]}" | median)
+emit under-flood "$q1" "rooms/s with ~200k junk datagrams/s at the port" "$(ratio "$q1" "$q0")" \
+	"no flood ${q0} rooms/s" ">= 0.8"
+
+# ---- payload over RoCEv2: the VM run's figure (tests/vm/run.sh) ----------
+if [ -f build-vm/lang-gw.log ] && [ -f build-vm/ibbw-client.log ]; then
+	vm=$(EMBGW_VM_JUDGE_ONLY=1 tests/vm/run.sh 2>/dev/null | grep "^bench vm-payload" || true)
+	if [ -n "$vm" ]; then
+		v=$(sed -nE 's/^bench vm-payload: ([0-9.]+) MB\/s \(ratio ([0-9.]+) vs ib_write_bw ([0-9.]+) Gb\/s.*/\1 \2 \3/p' <<<"$vm")
+		set -- $v
+		emit payload-rocev2 "$1" "MB/s (soft-RoCE, two TCG guests)" "$2" \
+			"ib_write_bw $3 Gb/s, 64 KiB, same rxe pair" "-"
+	fi
+else
+	echo "bench payload-rocev2: not measured (run tests/vm/run.sh first)"
+fi
+
+# ---- the table ------------------------------------------------------------
+cpu=$(lscpu 2>/dev/null | sed -nE 's/^Model name: +//p' | head -1)
+{
+	echo "<!-- written by scripts/bench.sh; the prose below the table is kept -->"
+	echo "## Latest run"
+	echo
+	echo "$(date -u +%Y-%m-%d), $(nproc) cores ${cpu:+($cpu)}, $(free -g | awk '/Mem:/ {print $2}') GiB;"
+	echo "medians of $rounds round(s)$([ "$quick" = 1 ] && echo ' (QUICK smoke run: not representative)')."
+	echo
+	echo "| figure | value | ratio | reference (same run) | aim |"
+	echo "|---|---|---|---|---|"
+	printf '%s\n' "${rows[@]}"
+	echo
+	[ -f "$table" ] && sed -n '/^## How the figures scale/,$p' "$table"
+} > "$W/table.md"
+if [ "$quick" = 1 ]; then
+	echo "bench: quick run, $table left as it is"
+else
+	cp "$W/table.md" "$table"
+	echo "bench: table written to $table"
+fi
