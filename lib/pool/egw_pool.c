@@ -27,6 +27,7 @@ struct egw_pool {
 	struct seg *tree;     /* 2 * leaves nodes, 1-based */
 	uint32_t *run_len;    /* at a run's first block: its length, else 0 */
 	uint64_t *run_owner;  /* at a run's first block: its owner */
+	uint8_t *run_last;    /* 1 at an allocated run's last block */
 	uint8_t *mem;
 	size_t region_off[EGW_KIND_MAX];
 	bool own_mem;
@@ -158,6 +159,39 @@ seg_update(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
 	seg_pull(p, node, len);
 }
 
+/* One block: an iterative descent and climb, no recursion (the common
+ * case of single-block runs, e.g. small requests and fragmented pools). */
+static void
+seg_point(struct egw_pool *p, uint32_t b, uint8_t mark)
+{
+	uint32_t path[32], node = 1, lo = 0, len = p->leaves;
+	int d = 0;
+
+	while (len > 1) {
+		seg_push(p, node, len);
+		path[d++] = node;
+		len /= 2;
+		if (b < lo + len) {
+			node = 2 * node;
+		} else {
+			node = 2 * node + 1;
+			lo += len;
+		}
+	}
+	seg_set(&p->tree[node], 1, mark);
+	for (len = 2; d > 0; len *= 2)
+		seg_pull(p, path[--d], len);
+}
+
+static void
+seg_mark(struct egw_pool *p, uint32_t s, uint32_t c, uint8_t mark)
+{
+	if (c == 1)
+		seg_point(p, s, mark);
+	else
+		seg_update(p, 1, 0, p->leaves, s, s + c, mark);
+}
+
 /* Lowest start of a free run of at least k blocks (caller checked root). */
 static uint32_t
 seg_find(struct egw_pool *p, uint32_t k)
@@ -181,25 +215,6 @@ seg_find(struct egw_pool *p, uint32_t k)
 		len /= 2;
 	}
 	return lo;
-}
-
-static bool
-seg_is_free(struct egw_pool *p, uint32_t b)
-{
-	uint32_t node = 1, lo = 0, len = p->leaves;
-
-	while (len > 1) {
-		if (p->tree[node].mark != MARK_NONE)
-			return p->tree[node].mark == MARK_FREE;
-		len /= 2;
-		if (b < lo + len) {
-			node = 2 * node;
-		} else {
-			node = 2 * node + 1;
-			lo += len;
-		}
-	}
-	return p->tree[node].best == 1;
 }
 
 /* ---- create / destroy -------------------------------------------------- */
@@ -229,6 +244,7 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	p->tree = calloc(2 * (size_t)p->leaves, sizeof(*p->tree));
 	p->run_len = calloc(p->nblocks, sizeof(*p->run_len));
 	p->run_owner = calloc(p->nblocks, sizeof(*p->run_owner));
+	p->run_last = calloc(p->nblocks, sizeof(*p->run_last));
 	if (mem == NULL) {
 		mem = aligned_alloc(EGW_POOL_ALIGN, need);
 		if (mem != NULL)
@@ -237,7 +253,7 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	}
 	p->mem = mem;
 	if (p->tree == NULL || p->run_len == NULL || p->run_owner == NULL ||
-	    p->mem == NULL) {
+	    p->run_last == NULL || p->mem == NULL) {
 		egw_pool_destroy(p);
 		return -ENOMEM;
 	}
@@ -265,6 +281,7 @@ egw_pool_destroy(struct egw_pool *p)
 	free(p->tree);
 	free(p->run_len);
 	free(p->run_owner);
+	free(p->run_last);
 	free(p);
 }
 
@@ -309,15 +326,21 @@ egw_pool_addr(const struct egw_pool *p, enum egw_kind k, uint32_t block,
 
 /* ---- alloc / free ------------------------------------------------------ */
 
-/* Neighbours of [s, s + c) that are free, for the free-run count. */
+/*
+ * Free neighbours of [s, s + c), for the free-run count, in O(1): the block
+ * before such a range is either free or the last block of an allocated run,
+ * the block after it free or the first block of one (allocated runs tile
+ * the used blocks exactly), so the run bookkeeping answers without a tree
+ * descent.
+ */
 static uint32_t
-free_neighbours(struct egw_pool *p, uint32_t s, uint32_t c)
+free_neighbours(const struct egw_pool *p, uint32_t s, uint32_t c)
 {
 	uint32_t n = 0;
 
-	if (s > 0 && seg_is_free(p, s - 1))
+	if (s > 0 && !p->run_last[s - 1])
 		n++;
-	if (s + c < p->nblocks && seg_is_free(p, s + c))
+	if (s + c < p->nblocks && p->run_len[s + c] == 0)
 		n++;
 	return n;
 }
@@ -325,19 +348,21 @@ free_neighbours(struct egw_pool *p, uint32_t s, uint32_t c)
 static void
 mark_used(struct egw_pool *p, uint64_t owner, uint32_t s, uint32_t c)
 {
-	seg_update(p, 1, 0, p->leaves, s, s + c, MARK_USED);
+	seg_mark(p, s, c, MARK_USED);
 	/* the run was carved out of one maximal free run: it leaves 0..2 */
 	p->free_runs = p->free_runs - 1 + free_neighbours(p, s, c);
 	p->free_blocks -= c;
 	p->run_len[s] = c;
 	p->run_owner[s] = owner;
+	p->run_last[s + c - 1] = 1;
 }
 
 static void
 mark_free(struct egw_pool *p, uint32_t s, uint32_t c)
 {
+	p->run_last[s + c - 1] = 0;
 	p->free_runs = p->free_runs + 1 - free_neighbours(p, s, c);
-	seg_update(p, 1, 0, p->leaves, s, s + c, MARK_FREE);
+	seg_mark(p, s, c, MARK_FREE);
 	p->free_blocks += c;
 }
 
@@ -445,6 +470,7 @@ egw_pool_shrink(struct egw_pool *p, uint64_t owner, struct egw_run run,
 		return rc;
 	}
 	p->run_len[run.start] = keep;
+	p->run_last[run.start + keep - 1] = 1; /* before: the tail's neighbour */
 	mark_free(p, run.start + keep, run.count - keep);
 	return 0;
 }
