@@ -41,6 +41,8 @@ struct gw_neigh {
 struct gw_faults {
 	uint32_t drop_pct, dup_pct, reorder_pct;
 	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams sent */
+	uint64_t flood_pps;      /* embgw-gen: junk datagrams per second */
+	uint64_t flood_sent, flood_start;
 	uint64_t rng;
 };
 
@@ -48,7 +50,7 @@ struct gw_port_stats {
 	uint64_t rx_pkts, tx_pkts, tx_full;
 	uint64_t arp_rx, arp_tx, arp_miss;
 	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
-	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk;
+	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk, flood;
 };
 
 struct gw_work;
@@ -98,6 +100,8 @@ int gw_capture_open(struct gw_port *p, const char *path);
 void gw_capture_close(struct gw_port *p);
 /* Test knob: junk datagrams towards the first peer (see --inject-junk). */
 void gw_net_inject_junk(struct gw_port *p);
+/* embgw-gen: junk at flood_pps towards the first peer, paced by time. */
+void gw_net_flood(struct gw_port *p, uint64_t now);
 
 /* gw_work.c: the built-in producer (encode) and driver (language) */
 struct gw_work_opts {
@@ -112,6 +116,7 @@ struct gw_work_opts {
 	bool exit_when_done;
 	uint64_t seed;
 	uint32_t start_delay_ms;
+	uint32_t rate;           /* open loop: rooms per second (0: closed) */
 };
 int gw_work_create(struct gw_port *p, const struct gw_work_opts *o);
 void gw_work_tick(struct gw_port *p, uint64_t now);
@@ -120,6 +125,9 @@ bool gw_work_drives(const struct gw_port *p);
 bool gw_work_wants_exit(const struct gw_port *p);
 void gw_work_report(const struct gw_port *p, FILE *f);
 extern const struct egw_node_ops gw_node_ops;
+
+/* main.c: the gateway and the generator share one main */
+int gw_main(int argc, char **argv, bool generator);
 
 /* gw_telemetry.c */
 void gw_telemetry_init(struct gw_port *ports, uint16_t nports);

@@ -325,6 +325,67 @@ gw_net_inject_junk(struct gw_port *p)
 	}
 }
 
+/*
+ * Flood for load tests: junk paced at flood_pps, in turn random bytes, a
+ * well-formed header with a random body (bad MAC), a real message MACed
+ * with a wrong key (unauthenticated), a truncated header, and a datagram
+ * to another UDP port. Needs no traffic of its own: it can run alone, or
+ * into a net_pcap port to write a replayable pcap.
+ */
+void
+gw_net_flood(struct gw_port *p, uint64_t now)
+{
+	const struct egw_conf_peer *pe;
+	struct gw_neigh *n;
+	uint64_t due;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+
+	if (p->faults.flood_pps == 0 || p->cfg->npeers == 0)
+		return;
+	pe = &p->cfg->peers[0];
+	n = neigh_find(p, pe->addr);
+	if (n == NULL || !n->valid)
+		return;
+	if (p->faults.flood_start == 0)
+		p->faults.flood_start = now;
+	due = (now - p->faults.flood_start) / 1000 * p->faults.flood_pps / 1000000;
+	for (uint32_t k = 0; p->faults.flood_sent < due && k < 256; k++) {
+		uint32_t kind = (uint32_t)(p->faults.flood_sent % 5);
+		uint16_t port = pe->udp_port;
+		size_t len = 20 + rnd_pct(&p->faults) * 3;
+		struct rte_mbuf *m;
+
+		for (size_t i = 0; i < len; i++)
+			b[i] = (uint8_t)rnd_pct(&p->faults);
+		if (kind == 1 || kind == 3) {
+			b[0] = 0x45; b[1] = 0x47; b[2] = 0x57; b[3] = 0x31;
+			b[4] = 1;
+			b[5] = (uint8_t)(1 + rnd_pct(&p->faults) % 7);
+			if (kind == 3)
+				len = 30; /* shorter than a header */
+		} else if (kind == 2) {
+			struct egw_proto_key wrong;
+			struct egw_msg msg = { .type = EGW_MSG_STATUS, .rank = 0,
+					       .nranks = 1, .flags = EGW_MSGF_POLL,
+					       .room = p->faults.flood_sent };
+			int l;
+
+			memset(&wrong, 0xee, sizeof(wrong));
+			l = egw_proto_encode(&wrong, 1, p->faults.flood_sent + 1,
+					     &msg, b, sizeof(b));
+			len = l > 0 ? (size_t)l : len;
+		} else if (kind == 4) {
+			port = (uint16_t)(port + 1);
+		}
+		m = build_udp_from(p, p->cfg->addr, n, port, b, len);
+		if (m == NULL)
+			break;
+		queue_tx(p, m);
+		p->faults.flood_sent++;
+		p->st.flood++;
+	}
+}
+
 /* ---- rx ---------------------------------------------------------------- */
 
 static void

@@ -90,6 +90,9 @@ usage(FILE *f, const char *prog)
 		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
 		"  --capture FILE         write every control frame in and out to a pcap file\n"
 		"                         (FILE.<port> when there are several ports)\n"
+		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
+		"  --flood-pps P          junk datagrams per second at the port's first peer\n"
+		"                         (with a net_pcap device: a replayable pcap)\n"
 		"  --seed S               room-id and fault-injection seed\n",
 		prog, prog);
 }
@@ -142,6 +145,8 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		{ "ctl-reorder", required_argument, NULL, 'r' },
 		{ "inject-junk", required_argument, NULL, 'J' },
 		{ "capture", required_argument, NULL, 'K' },
+		{ "rate", required_argument, NULL, 'Q' },
+		{ "flood-pps", required_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -179,6 +184,8 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		case 'r': f->reorder_pct = (uint32_t)atoi(optarg); break;
 		case 'J': f->junk_per_tick = (uint32_t)atoi(optarg); break;
 		case 'K': capture_path = optarg; break;
+		case 'Q': o->rate = (uint32_t)atoi(optarg); break;
+		case 'F': f->flood_pps = strtoull(optarg, NULL, 10); break;
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		default:
 			return -1;
@@ -273,6 +280,7 @@ worker(void *arg)
 			p->next_tick = now + GW_TICK_NS;
 			if (p->faults.junk_per_tick)
 				gw_net_inject_junk(p);
+			gw_net_flood(p, now);
 			if (!p->stopped && gw_work_wants_exit(p)) {
 				p->stopped = true; /* keeps serving until all are */
 				if (__atomic_add_fetch(&ports_done, 1,
@@ -394,8 +402,11 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	return rc;
 }
 
+/* The gateway (embgw) and the load generator (embgw-gen) are one program:
+ * the generator is a language-side driver with open-loop pacing and a
+ * flood, reporting rates; it stops when its rooms are done by default. */
 int
-main(int argc, char **argv)
+gw_main(int argc, char **argv, bool generator)
 {
 	char *eal[MAX_EAL_ARGS];
 	const char *cfg = NULL;
@@ -426,6 +437,8 @@ main(int argc, char **argv)
 		usage(stderr, argv[0]);
 		return 2;
 	}
+	if (generator && o.drive > 0)
+		o.exit_when_done = true;
 	if (load_config(cfg) != 0)
 		return 1;
 	neal = eal_args(sep, argv, eal);
@@ -481,3 +494,11 @@ main(int argc, char **argv)
 	rte_eal_cleanup();
 	return rc;
 }
+
+#ifndef EMBGW_GEN
+int
+main(int argc, char **argv)
+{
+	return gw_main(argc, argv, false);
+}
+#endif
