@@ -5,8 +5,11 @@
  * as the room is transferring, and `landed` advances over the completed
  * prefix. The sender answers every request (INIT, RESUME, STATUS poll) with
  * a STATUS built from cumulative counters, so a duplicate gets the same
- * answer and no new work (at most once), and it keeps a finished room for
- * `linger_ns` to answer late duplicates the same way.
+ * answer and no new work (at most once). A finished room gives its slot
+ * back as soon as no write is in flight and leaves a tombstone - room id,
+ * final state, per-rank counters - that answers late duplicates the same
+ * way for `linger_ns`; so the room rate is not bounded by
+ * max_rooms / linger.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,14 +43,29 @@ struct tx_room {
 	bool have_input, src_freed;
 	uint32_t total;
 	uint32_t inflight;        /* posted batches not completed */
-	uint64_t deadline, progress_at, linger_until;
+	uint64_t deadline, progress_at;
 	struct egw_run *src;
 	uint32_t nsrc;
 	struct tx_rank rank[EGW_XFER_MAX_RANKS];
 };
 
+/* What a finished room leaves behind to answer late duplicates. */
+struct tx_tomb {
+	uint64_t room;
+	uint64_t expires;
+	uint32_t total;
+	uint8_t state, err;
+	uint16_t nranks;
+	uint32_t accepted[EGW_XFER_MAX_RANKS], landed[EGW_XFER_MAX_RANKS];
+	uint32_t peer[EGW_XFER_MAX_RANKS];
+	bool used;
+};
+
 struct egw_sender {
 	struct xfer_core k;
+	struct tx_tomb *tombs;    /* open addressing on room id */
+	uint64_t *tomb_fifo;      /* insertion order, for expiry and eviction */
+	uint32_t tomb_mask, tomb_head, tomb_count;
 	struct tx_room *rooms;
 	struct egw_run *src_store;
 	struct egw_write *scratch; /* writes of one window, emitted at once */
@@ -86,7 +104,14 @@ egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
 	s->src_store = calloc((size_t)c->max_rooms * c->max_runs_per_room,
 			      sizeof(*s->src_store));
 	s->scratch = calloc(s->scratch_len, sizeof(*s->scratch));
-	if (s->rooms == NULL || s->src_store == NULL || s->scratch == NULL) {
+	/* room for 4 x max_rooms tombstones, the table kept half empty */
+	s->tomb_mask = 1;
+	while (s->tomb_mask + 1 < 8 * c->max_rooms)
+		s->tomb_mask = 2 * s->tomb_mask + 1;
+	s->tombs = calloc((size_t)s->tomb_mask + 1, sizeof(*s->tombs));
+	s->tomb_fifo = calloc((size_t)4 * c->max_rooms, sizeof(*s->tomb_fifo));
+	if (s->rooms == NULL || s->src_store == NULL || s->scratch == NULL ||
+	    s->tombs == NULL || s->tomb_fifo == NULL) {
 		egw_sender_destroy(s);
 		return -ENOMEM;
 	}
@@ -106,6 +131,8 @@ egw_sender_destroy(struct egw_sender *s)
 	free(s->rooms);
 	free(s->src_store);
 	free(s->scratch);
+	free(s->tombs);
+	free(s->tomb_fifo);
 	free(s);
 }
 
@@ -132,18 +159,146 @@ tx_find(struct egw_sender *s, uint64_t room)
 	return i < 0 ? NULL : &s->rooms[i];
 }
 
+static struct tx_tomb *tomb_find(const struct egw_sender *s, uint64_t room,
+				 uint64_t now);
+
 int
 egw_sender_state(const struct egw_sender *s, uint64_t room)
 {
 	int32_t i = core_find(&s->k, room, 0);
+	const struct tx_tomb *t;
 
-	return i < 0 ? -EGW_E_UNKNOWN_ROOM : s->rooms[i].state;
+	if (i >= 0)
+		return s->rooms[i].state;
+	/* a finished room: its tombstone, until it expires (0: no clock
+	 * here, the tick expires them) */
+	t = tomb_find(s, room, 0);
+	return t != NULL ? t->state : -EGW_E_UNKNOWN_ROOM;
 }
 
 static bool
 tx_final(const struct tx_room *x)
 {
 	return x->state >= EGW_ST_SUCCESS;
+}
+
+/* ---- tombstones --------------------------------------------------------- */
+
+static uint32_t
+tomb_hash(uint64_t room)
+{
+	return (uint32_t)((room * 0x9e3779b97f4a7c15ull) >> 32);
+}
+
+static struct tx_tomb *
+tomb_find(const struct egw_sender *s, uint64_t room, uint64_t now)
+{
+	uint32_t i = tomb_hash(room) & s->tomb_mask;
+
+	while (s->tombs[i].used) {
+		if (s->tombs[i].room == room)
+			return now < s->tombs[i].expires ? &s->tombs[i] : NULL;
+		i = (i + 1) & s->tomb_mask;
+	}
+	return NULL;
+}
+
+static void
+tomb_delete(struct egw_sender *s, uint64_t room)
+{
+	uint32_t i = tomb_hash(room) & s->tomb_mask, j;
+
+	while (s->tombs[i].used && s->tombs[i].room != room)
+		i = (i + 1) & s->tomb_mask;
+	if (!s->tombs[i].used)
+		return;
+	s->tombs[i].used = false;
+	/* backward-shift deletion, as in the room table */
+	for (j = i;;) {
+		uint32_t home;
+
+		j = (j + 1) & s->tomb_mask;
+		if (!s->tombs[j].used)
+			break;
+		home = tomb_hash(s->tombs[j].room) & s->tomb_mask;
+		if ((j > i && (home <= i || home > j)) ||
+		    (j < i && (home <= i && home > j))) {
+			s->tombs[i] = s->tombs[j];
+			s->tombs[j].used = false;
+			i = j;
+		}
+	}
+}
+
+/* Drop tombstones past their time (oldest first), or the oldest to make
+ * room: a late duplicate after that gets UNKNOWN_ROOM, as after linger. */
+static void
+tomb_expire(struct egw_sender *s, uint64_t now, bool make_room)
+{
+	uint32_t cap = 4 * s->k.c.max_rooms;
+
+	while (s->tomb_count > 0) {
+		uint64_t room = s->tomb_fifo[s->tomb_head];
+		const struct tx_tomb *t = tomb_find(s, room, 0);
+
+		if (t != NULL && now < t->expires &&
+		    !(make_room && s->tomb_count == cap))
+			break;
+		tomb_delete(s, room);
+		s->tomb_head = (s->tomb_head + 1) % cap;
+		s->tomb_count--;
+	}
+}
+
+static void
+tomb_add(struct egw_sender *s, const struct tx_room *x, uint64_t now)
+{
+	uint32_t cap = 4 * s->k.c.max_rooms, i;
+	struct tx_tomb *t;
+
+	tomb_expire(s, now, true);
+	tomb_delete(s, x->room); /* a reused room id replaces its old tomb */
+	i = tomb_hash(x->room) & s->tomb_mask;
+	while (s->tombs[i].used)
+		i = (i + 1) & s->tomb_mask;
+	t = &s->tombs[i];
+	memset(t, 0, sizeof(*t));
+	t->used = true;
+	t->room = x->room;
+	t->expires = now + s->k.c.t.linger_ns;
+	t->total = x->total;
+	t->state = x->state;
+	t->err = x->err;
+	t->nranks = x->nranks;
+	for (uint16_t r = 0; r < x->nranks; r++) {
+		t->accepted[r] = x->rank[r].accepted;
+		t->landed[r] = x->rank[r].landed;
+		t->peer[r] = x->rank[r].inited ? x->rank[r].peer : UINT32_MAX;
+	}
+	s->tomb_fifo[(s->tomb_head + s->tomb_count) % cap] = x->room;
+	s->tomb_count++;
+}
+
+/* A late request for a finished room: the same final answer. */
+static int
+tomb_answer(struct egw_sender *s, const struct tx_tomb *t, uint32_t peer,
+	    const struct egw_msg *m)
+{
+	struct egw_msg a = {
+		.type = EGW_MSG_STATUS, .room = t->room, .rank = m->rank,
+		.nranks = t->nranks, .state = t->state, .error = t->err,
+	};
+
+	if (m->rank >= t->nranks || t->peer[m->rank] != peer)
+		return core_reject(&s->k, EGW_E_BAD_RANK);
+	if (t->state == EGW_ST_SUCCESS) {
+		a.total_tokens = t->total;
+		a.landed_tokens = t->landed[m->rank];
+		a.accepted_tokens = t->accepted[m->rank];
+	}
+	s->k.st.duplicates++;
+	core_send(&s->k, peer, &a);
+	return 0;
 }
 
 /* ---- STATUS ------------------------------------------------------------ */
@@ -213,16 +368,21 @@ tx_free_src(struct egw_sender *s, struct tx_room *x)
 	x->src_freed = true;
 }
 
+static void tx_release(struct egw_sender *s, struct tx_room *x);
+
 static void
 tx_finish(struct egw_sender *s, struct tx_room *x, enum egw_err e,
 	  uint64_t now)
 {
 	x->state = e == EGW_E_OK ? EGW_ST_SUCCESS : EGW_ST_FAILED;
 	x->err = (uint8_t)e;
-	x->linger_until = now + s->k.c.t.linger_ns;
 	tx_free_src(s, x);
 	tx_status_all(s, x);
 	core_done(&s->k, x->room, 0, e);
+	tomb_add(s, x, now);
+	/* the slot goes back now, or when its last write completes */
+	if (x->inflight == 0)
+		tx_release(s, x);
 }
 
 static void
@@ -572,6 +732,10 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 		return core_reject(&s->k, EGW_E_STATE);
 	x = tx_find(s, m->room);
 	if (x == NULL) {
+		const struct tx_tomb *t = tomb_find(s, m->room, now);
+
+		if (t != NULL && m->type != EGW_MSG_ABORT)
+			return tomb_answer(s, t, peer, m);
 		if (m->type == EGW_MSG_ABORT)
 			return core_reject(&s->k, EGW_E_UNKNOWN_ROOM);
 		return tx_error(s, peer, m, EGW_E_UNKNOWN_ROOM);
@@ -632,6 +796,8 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 	x->inflight--;
 	if (tx_final(x)) {
 		tx_free_src(s, x); /* the last in-flight write releases src */
+		if (x->inflight == 0)
+			tx_release(s, x);
 		return 0;
 	}
 	if (!ok) {
@@ -673,11 +839,9 @@ egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now)
 static void
 tx_tick_room(struct egw_sender *s, struct tx_room *x, uint64_t now)
 {
-	if (tx_final(x)) {
-		if (now >= x->linger_until && x->inflight == 0)
-			tx_release(s, x);
-		return;
-	}
+	if (tx_final(x))
+		return; /* waits for its in-flight writes (round deadline
+			 * already passed or the room succeeded) */
 	if (x->state == EGW_ST_BOOTSTRAPPING && now >= x->deadline)
 		tx_finish(s, x, EGW_E_TIMEOUT_BOOTSTRAP, now);
 	else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline)
@@ -719,6 +883,7 @@ egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now)
 void
 egw_sender_tick(struct egw_sender *s, uint64_t now)
 {
+	tomb_expire(s, now, false);
 	for (uint32_t i = s->k.nactive; i > 0; i--)
 		tx_tick_room(s, &s->rooms[s->k.active[i - 1]], now);
 	core_peer_tick(&s->k, now, tx_on_dead, s);

@@ -94,10 +94,25 @@ test_states_move_forward_to_success(void)
 	w_run_for(w, 5 * MS);
 	CU_ASSERT_EQUAL(err_of(w, 7, 0), EGW_E_OK);
 	CU_ASSERT_EQUAL(err_of(w, 7, TX), EGW_E_OK);
-	/* the sender lingers in Success to answer late duplicates */
+	/* the sender's slot is free already; its tombstone answers late
+	 * duplicates with the final state until linger_ns passes */
 	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_SUCCESS);
 	CU_ASSERT_EQUAL(w->deliveries, 1);
-	w_run(w, 10 * SEC);
+	{
+		struct egw_xfer_stats st;
+		struct egw_msg poll = { .type = EGW_MSG_STATUS, .room = 7,
+					.rank = 0, .nranks = 1,
+					.flags = EGW_MSGF_POLL };
+		uint32_t before = w_count_sends(w, TX, EGW_MSG_STATUS);
+
+		egw_sender_get_stats(w->tx, &st);
+		CU_ASSERT_EQUAL(st.rooms_active, 0);
+		CU_ASSERT_EQUAL(w_to_sender(w, 0, &poll), 0);
+		CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_STATUS), before + 1);
+		CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.state, EGW_ST_SUCCESS);
+		CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.landed_tokens, 2000);
+	}
+	w_run_for(w, 3 * SEC);
 	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), -EGW_E_UNKNOWN_ROOM);
 	assert_clean(w);
 	w_destroy(w);
@@ -133,6 +148,31 @@ test_failed_is_final_and_frees_both_sides(void)
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &late), -EGW_E_UNKNOWN_ROOM);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
 	CU_ASSERT_EQUAL(egw_sender_abort(w->tx, 9, w->now), -EGW_E_UNKNOWN_ROOM);
+	assert_clean(w);
+	w_destroy(w);
+}
+
+static void
+test_finished_rooms_free_their_slot_at_once(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	/* 8 room slots, 40 rooms in well under the 2 s linger: lingering in
+	 * full slots would refuse room 9 on; tombstones do not */
+	c.xc.max_rooms = 8;
+	w = w_create(&c);
+	for (uint64_t r = 0; r < 40; r++) {
+		CU_ASSERT_EQUAL(w_open(w, 100 + r, 300, false), 0);
+		w_run_for(w, 2 * MS);
+	}
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 40);
+	egw_sender_get_stats(w->tx, &st);
+	CU_ASSERT_EQUAL(st.rooms_ok, 40);
+	CU_ASSERT_EQUAL(st.rejected[EGW_E_NO_SLOT], 0);
+	CU_ASSERT(w->now < 2 * SEC);
 	assert_clean(w);
 	w_destroy(w);
 }
@@ -738,6 +778,7 @@ main(void)
 	static const struct cu_test tests[] = {
 		{ "states_move_forward_to_success", test_states_move_forward_to_success },
 		{ "failed_is_final_and_frees_both_sides", test_failed_is_final_and_frees_both_sides },
+		{ "finished_rooms_free_their_slot_at_once", test_finished_rooms_free_their_slot_at_once },
 		{ "round_moves_min_of_remaining_and_allocated", test_round_moves_min_of_remaining_and_allocated },
 		{ "zero_copy_resume_keeps_blocks", test_zero_copy_resume_keeps_blocks },
 		{ "surplus_of_default_is_trimmed_at_announce", test_surplus_of_default_is_trimmed_at_announce },
