@@ -147,10 +147,12 @@ emit under-flood "$q1" "rooms/s with ~200k junk datagrams/s at the port" "$(rati
 if [ -f build-vm/lang-gw.log ] && [ -f build-vm/ibbw-client.log ]; then
 	vm=$(EMBGW_VM_JUDGE_ONLY=1 tests/vm/run.sh 2>/dev/null | grep "^bench vm-payload" || true)
 	if [ -n "$vm" ]; then
-		v=$(sed -nE 's/^bench vm-payload: ([0-9.]+) MB\/s \(ratio ([0-9.]+) vs ib_write_bw ([0-9.]+) Gb\/s.*/\1 \2 \3/p' <<<"$vm")
-		set -- $v
-		emit payload-rocev2 "$1" "MB/s (soft-RoCE, two TCG guests)" "$2" \
-			"ib_write_bw $3 Gb/s, 64 KiB, same rxe pair" "-"
+		v=$(sed -nE 's/^bench vm-payload: ([0-9.]+) MB\/s \(ratio ([0-9.a-z\/]+) vs ib_write_bw ([0-9.]+) Gb\/s.*/\1 \2 \3/p' <<<"$vm")
+		if [ -n "$v" ]; then
+			read -r vg vr vi <<<"$v"
+			emit payload-rocev2 "$vg" "MB/s (soft-RoCE, two TCG guests)" "$vr" \
+				"ib_write_bw $vi Gb/s, 64 KiB, same rxe pair" "-"
+		fi
 	fi
 else
 	echo "bench payload-rocev2: not measured (run tests/vm/run.sh first)"

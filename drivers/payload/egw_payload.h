@@ -44,6 +44,49 @@ egw_payload_cycles(void)
 
 struct egw_payload;
 
+/** Bytes of one kind's region as a peer registered it. */
+static inline uint64_t
+egw_payload_region_len(const struct egw_register *r, unsigned k)
+{
+	uint64_t per_block = k == EGW_KIND_AUX ? r->aux_bytes
+			     : (uint64_t)r->block_tokens * r->region[k].unit_bytes;
+
+	return per_block * r->pool_blocks;
+}
+
+/**
+ * The checks every driver makes before moving a write: the source lies in
+ * our pool, the destination inside the region the peer registered (the
+ * bounds an rkey enforces). Returns the destination's offset in that
+ * region and the source address, or -1.
+ */
+static inline int64_t
+egw_payload_check_write(const struct egw_pool *pool, const struct egw_register *r,
+			const struct egw_write *w, uint8_t **src)
+{
+	enum egw_kind k = (enum egw_kind)w->kind;
+	uint8_t *s, *end;
+	uint64_t off;
+
+	if (w->kind >= EGW_KIND_MAX || r->region[k].unit_bytes == 0 ||
+	    w->dst_block >= r->pool_blocks)
+		return -1;
+	s = (uint8_t *)egw_pool_addr(pool, k, w->src_block, w->src_token);
+	if (s == NULL)
+		return -1;
+	end = (uint8_t *)egw_pool_region(pool, k) +
+	      egw_geom_region_bytes(egw_pool_geom(pool), k);
+	if (w->bytes > (uint64_t)(end - s))
+		return -1;
+	off = k == EGW_KIND_AUX ? (uint64_t)w->dst_block * r->aux_bytes
+	      : ((uint64_t)w->dst_block * r->block_tokens + w->dst_token) *
+		r->region[k].unit_bytes;
+	if (off + w->bytes > egw_payload_region_len(r, k))
+		return -1;
+	*src = s;
+	return (int64_t)off;
+}
+
 struct egw_payload_ops {
 	const char *name;
 	/** Create the driver for one port: it decides where the local pool

@@ -114,16 +114,6 @@ shm_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 	}
 }
 
-/* Bytes of one kind's region of a registered peer. */
-static uint64_t
-region_len(const struct egw_register *r, int k)
-{
-	uint64_t per_block = k == EGW_KIND_AUX ? r->aux_bytes
-			     : (uint64_t)r->block_tokens * r->region[k].unit_bytes;
-
-	return per_block * r->pool_blocks;
-}
-
 static int
 shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 {
@@ -150,7 +140,8 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	/* the file must hold every region the peer claims */
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		if (r->region[k].unit_bytes != 0 &&
-		    r->region[k].addr + region_len(r, k) > (uint64_t)st.st_size) {
+		    r->region[k].addr + egw_payload_region_len(r, (unsigned)k) >
+		    (uint64_t)st.st_size) {
 			close(fd);
 			return -ERANGE;
 		}
@@ -170,30 +161,13 @@ static bool
 one_write(struct egw_payload *p, const struct shm_peer *sp,
 	  const struct egw_write *w)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
-	const struct egw_register *r = &sp->reg;
-	enum egw_kind k = (enum egw_kind)w->kind;
-	uint8_t *src, *src_end;
-	uint64_t off;
+	uint8_t *src;
+	int64_t off = egw_payload_check_write(p->pool, &sp->reg, w, &src);
 
-	if (w->kind >= EGW_KIND_MAX || r->region[k].unit_bytes == 0)
+	if (off < 0)
 		return false;
-	src = egw_pool_addr(p->pool, k, w->src_block, w->src_token);
-	if (src == NULL)
-		return false;
-	src_end = (uint8_t *)egw_pool_region(p->pool, k) +
-		  egw_geom_region_bytes(g, k);
-	if (w->bytes > (uint64_t)(src_end - src))
-		return false;
-	if (k == EGW_KIND_AUX)
-		off = (uint64_t)w->dst_block * r->aux_bytes;
-	else
-		off = ((uint64_t)w->dst_block * r->block_tokens + w->dst_token) *
-		      r->region[k].unit_bytes;
-	/* the rkey check: inside the region the peer registered */
-	if (w->dst_block >= r->pool_blocks || off + w->bytes > region_len(r, k))
-		return false;
-	memcpy(sp->map + r->region[k].addr + off, src, w->bytes);
+	memcpy(sp->map + sp->reg.region[w->kind].addr + (uint64_t)off, src,
+	       w->bytes);
 	return true;
 }
 

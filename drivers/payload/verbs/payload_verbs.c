@@ -396,25 +396,6 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 	return rc;
 }
 
-/* Byte offset of (kind, block, token) in a peer's region, or -1. */
-static int64_t
-remote_off(const struct egw_register *r, const struct egw_write *w)
-{
-	uint64_t per_block, off;
-
-	if (w->kind >= EGW_KIND_MAX || r->region[w->kind].unit_bytes == 0 ||
-	    w->dst_block >= r->pool_blocks)
-		return -1;
-	per_block = w->kind == EGW_KIND_AUX ? r->aux_bytes
-		    : (uint64_t)r->block_tokens * r->region[w->kind].unit_bytes;
-	off = w->kind == EGW_KIND_AUX ? (uint64_t)w->dst_block * r->aux_bytes
-	      : ((uint64_t)w->dst_block * r->block_tokens + w->dst_token) *
-		r->region[w->kind].unit_bytes;
-	if (off + w->bytes > per_block * r->pool_blocks)
-		return -1; /* outside the region the peer registered */
-	return (int64_t)off;
-}
-
 static void
 complete(struct egw_payload *p, uint64_t cookie, bool ok)
 {
@@ -452,13 +433,12 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	p->next_batch = (slot + 1) % p->nbatch;
 	first = v->nchain;
 	for (uint32_t i = 0; i < n; i++) {
-		int64_t off = remote_off(&v->reg, &w[i]);
-		uint8_t *src = egw_pool_addr(p->pool, (enum egw_kind)w[i].kind,
-					     w[i].src_block, w[i].src_token);
+		uint8_t *src = NULL;
+		int64_t off = egw_payload_check_write(p->pool, &v->reg, &w[i], &src);
 		struct ibv_send_wr *wr = &v->chain[v->nchain];
 		struct ibv_sge *sg = &v->sge[v->nchain];
 
-		if (off < 0 || src == NULL) {
+		if (off < 0) {
 			p->st.refused_writes++;
 			v->nchain = first; /* drop this batch's WRs */
 			complete(p, cookie, false);
