@@ -83,6 +83,8 @@ struct gw_port {
 	uint64_t next_tick;
 	bool stopped;
 	FILE *cap;               /* --capture: control frames in and out */
+	uint64_t refused[64];    /* posts the driver refused: fail them */
+	uint32_t nrefused;
 };
 
 uint64_t gw_now_ns(void);

@@ -284,10 +284,15 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 {
 	struct gw_port *p = ctx;
 
-	if (p->dops->post(p->drv, peer, wr, n, cookie) != 0)
-		GW_LOG(ERR, "port %s: payload queue full\n", p->cfg->name);
-	/* a refused post never completes: the room's round deadline fails
-	 * it (the ring is sized so that this cannot happen) */
+	if (p->dops->post(p->drv, peer, wr, n, cookie) != 0) {
+		/* reported as a failed completion by the worker loop (not from
+		 * here: the engine must not be re-entered), so the room fails
+		 * and frees its blocks instead of waiting for its deadline */
+		GW_LOG(ERR, "port %s: payload driver refused a batch\n",
+		       p->cfg->name);
+		if (p->nrefused < RTE_DIM(p->refused))
+			p->refused[p->nrefused++] = cookie;
+	}
 }
 
 static void

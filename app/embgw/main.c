@@ -273,6 +273,9 @@ worker(void *arg)
 			for (uint32_t i = 0; i < nc; i++)
 				egw_node_writes_done(p->node, cpl[i].cookie,
 						     cpl[i].ok, now);
+		while (p->nrefused > 0)
+			egw_node_writes_done(p->node, p->refused[--p->nrefused],
+					     false, now);
 		if (now >= p->next_tick) {
 			egw_node_tick(p->node, now);
 			gw_net_tick(p, now);
