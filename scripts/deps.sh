@@ -5,7 +5,7 @@
 # payload driver. tests/vm installs its own (qemu, busybox, tshark).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
-	libconfig-dev clang dpdk dpdk-dev libdpdk-dev python3 procps
+	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
