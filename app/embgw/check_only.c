@@ -9,7 +9,6 @@ int
 main(int argc, char **argv)
 {
 	static struct egw_conf c;
-	static struct egw_conf_errors e;
 
 	if (argc != 3 || (strcmp(argv[1], "--check-config") && strcmp(argv[1], "-t"))) {
 		fprintf(stderr, "usage: %s --check-config FILE\n"
@@ -17,12 +16,8 @@ main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	if (egw_conf_load(argv[2], &c, &e) != 0) {
-		for (unsigned i = 0; i < e.n; i++)
-			fprintf(stderr, "%s\n", e.msg[i]);
-		fprintf(stderr, "%s: %u error(s)\n", argv[2], e.total);
+	if (egw_conf_load_report(argv[2], &c, stderr) != 0)
 		return 1;
-	}
 	egw_conf_print_summary(&c, stdout);
 	return 0;
 }

@@ -81,6 +81,7 @@ struct gw_port {
 	struct gw_port_stats st;
 	struct gw_work *work;
 	uint64_t next_tick;
+	bool started;            /* the DPDK port is up (stop only then) */
 	bool stopped;
 	FILE *cap;               /* --capture: control frames in and out */
 	uint64_t refused[64];    /* posts the driver refused: fail them */

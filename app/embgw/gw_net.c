@@ -243,7 +243,8 @@ gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
 		p->st.arp_miss++;
 		return;
 	}
-	if (len <= sizeof(p->last_dgram)) { /* kept for replay injection */
+	if (p->faults.junk_per_tick && len <= sizeof(p->last_dgram)) {
+		/* kept for replay injection: off the path unless asked for */
 		memcpy(p->last_dgram, buf, len);
 		p->last_len = len;
 		p->last_ip = ip;
@@ -555,6 +556,7 @@ gw_port_start(struct gw_port *p)
 			p->cfg->name, p->cfg->device, rte_strerror(-rc));
 		return rc;
 	}
+	p->started = true;
 	rte_eth_macaddr_get(p->port_id, &p->mac);
 	for (uint16_t i = 0; i < p->cfg->nneigh; i++) {
 		struct gw_neigh *n = neigh_add(p, p->cfg->neigh[i].addr);
@@ -572,6 +574,9 @@ gw_port_start(struct gw_port *p)
 void
 gw_port_stop(struct gw_port *p)
 {
+	if (!p->started)
+		return;
+	p->started = false;
 	gw_net_flush(p);
 	if (p->held != NULL)
 		rte_pktmbuf_free(p->held);

@@ -41,27 +41,10 @@ static uint16_t nports;
 static uint64_t duration_ns;
 static const char *capture_path;
 
-/* Load the configuration; on failure print every error. */
-static int
-load_config(const char *path)
-{
-	static struct egw_conf_errors e;
-
-	if (egw_conf_load(path, &conf, &e) != 0) {
-		for (unsigned i = 0; i < e.n; i++)
-			fprintf(stderr, "%s\n", e.msg[i]);
-		if (e.total > e.n)
-			fprintf(stderr, "... and %u more\n", e.total - e.n);
-		fprintf(stderr, "%s: %u error(s)\n", path, e.total);
-		return 1;
-	}
-	return 0;
-}
-
 static int
 check_config(const char *path)
 {
-	if (load_config(path) != 0)
+	if (egw_conf_load_report(path, &conf, stderr) != 0)
 		return 1;
 	egw_conf_print_summary(&conf, stdout);
 	return 0;
@@ -442,7 +425,7 @@ gw_main(int argc, char **argv, bool generator)
 	}
 	if (generator && o.drive > 0)
 		o.exit_when_done = true;
-	if (load_config(cfg) != 0)
+	if (egw_conf_load_report(cfg, &conf, stderr) != 0)
 		return 1;
 	neal = eal_args(sep, argv, eal);
 	if (rte_eal_init(neal, eal) < 0) {
@@ -480,9 +463,13 @@ gw_main(int argc, char **argv, bool generator)
 		}
 		rte_eal_mp_wait_lcore();
 	}
-	/* workers are stopped: tear down from here, port by port */
+	/* workers are stopped: tear down from here, port by port - including
+	 * a port whose setup failed half-way (its shm file, capture, node) */
+	if (rc != 0 && nports < conf.nports)
+		nports++;
 	for (uint16_t i = 0; i < nports; i++) {
-		if (ports[i].node != NULL && ports[i].work != NULL) {
+		if (ports[i].started && ports[i].node != NULL &&
+		    ports[i].work != NULL) {
 			teardown_port(&ports[i]);
 			if (gw_work_finished(&ports[i]) == false &&
 			    gw_work_drives(&ports[i]))

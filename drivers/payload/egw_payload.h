@@ -10,9 +10,11 @@
  * peer's shared-memory pool) and, with the RoCEv2 issue, verbs.
  */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "egw_conf.h"
 #include "egw_pool.h"
@@ -43,6 +45,54 @@ egw_payload_cycles(void)
 }
 
 struct egw_payload;
+
+/**
+ * Completions waiting for poll(): drivers report batches through this
+ * ring, never by calling back, so the engines are not re-entered. Sized
+ * at open for everything the engines can have in flight.
+ */
+struct egw_payload_ring {
+	struct egw_payload_cpl *c;
+	uint32_t size, head, count;
+};
+
+static inline int
+egw_payload_ring_init(struct egw_payload_ring *r, uint32_t size)
+{
+	r->c = calloc(size, sizeof(*r->c));
+	r->size = size;
+	r->head = r->count = 0;
+	return r->c == NULL ? -ENOMEM : 0;
+}
+
+static inline bool
+egw_payload_ring_full(const struct egw_payload_ring *r)
+{
+	return r->count == r->size;
+}
+
+static inline void
+egw_payload_ring_push(struct egw_payload_ring *r, uint64_t cookie, bool ok)
+{
+	struct egw_payload_cpl *c = &r->c[(r->head + r->count++) % r->size];
+
+	c->cookie = cookie;
+	c->ok = ok;
+}
+
+static inline uint32_t
+egw_payload_ring_drain(struct egw_payload_ring *r, struct egw_payload_cpl *out,
+		       uint32_t max)
+{
+	uint32_t n = 0;
+
+	while (n < max && r->count > 0) {
+		out[n++] = r->c[r->head];
+		r->head = (r->head + 1) % r->size;
+		r->count--;
+	}
+	return n;
+}
 
 /** Bytes of one kind's region as a peer registered it. */
 static inline uint64_t

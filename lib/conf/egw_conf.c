@@ -853,6 +853,21 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	return errs->total == 0 ? 0 : -EINVAL;
 }
 
+int
+egw_conf_load_report(const char *path, struct egw_conf *c, FILE *err)
+{
+	static struct egw_conf_errors e; /* large: not on the stack */
+
+	if (egw_conf_load(path, c, &e) == 0)
+		return 0;
+	for (unsigned i = 0; i < e.n; i++)
+		fprintf(err, "%s\n", e.msg[i]);
+	if (e.total > e.n)
+		fprintf(err, "... and %u more\n", e.total - e.n);
+	fprintf(err, "%s: %u error(s)\n", path, e.total);
+	return -EINVAL;
+}
+
 const char *
 egw_conf_ip_str(uint32_t addr, char *buf, size_t len)
 {

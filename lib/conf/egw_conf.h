@@ -108,6 +108,12 @@ void egw_conf_defaults(struct egw_conf *c);
 int egw_conf_load(const char *path, struct egw_conf *c,
 		  struct egw_conf_errors *errs);
 
+/**
+ * egw_conf_load, then every error to `err` (one per line, then a count).
+ * Returns 0 or -EINVAL. What `embgw --check-config` and startup print.
+ */
+int egw_conf_load_report(const char *path, struct egw_conf *c, FILE *err);
+
 /** A one-screen summary: roles, pool geometry, ports (nginx -t style). */
 void egw_conf_print_summary(const struct egw_conf *c, FILE *f);
 

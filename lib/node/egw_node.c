@@ -13,7 +13,6 @@
 #include "egw_node.h"
 
 #define REGISTER_RETRY_NS 200000000ull /* until the peer answers */
-#define ALLOCQ 64
 
 struct node_peer {
 	struct egw_conf_peer cfg;
@@ -42,8 +41,10 @@ struct egw_node {
 	struct node_peer peers[EGW_CONF_MAX_PEERS];
 	uint32_t npeers;
 	uint64_t session, seq;
-	struct alloc_res allocq[ALLOCQ];
-	uint32_t nalloc;
+	/* a room has one request pending at a time and chains at most
+	 * pipeline depth (< EGW_XFER_PIPE) of them in one drain */
+	struct alloc_res *allocq;
+	uint32_t nalloc, allocq_len;
 	uint64_t now;
 	struct egw_node_stats st;
 	uint8_t buf[EGW_PROTO_MAX_LEN];
@@ -56,6 +57,7 @@ static const char *const drop_names[EGW_ND_MAX] = {
 	[EGW_ND_NOT_REGISTERED] = "not_registered",
 	[EGW_ND_GEOMETRY] = "geometry_mismatch",
 	[EGW_ND_ROLE] = "wrong_role",
+	[EGW_ND_PAYLOAD] = "payload_unreachable",
 };
 
 const char *
@@ -101,19 +103,23 @@ static void
 do_pool(struct egw_node *n, const struct egw_act *a)
 {
 	switch (a->type) {
-	case EGW_ACT_ALLOC:
-		if (n->nalloc < ALLOCQ) {
-			struct alloc_res *r = &n->allocq[n->nalloc++];
+	case EGW_ACT_ALLOC: {
+		struct alloc_res *r;
 
-			r->room = a->room;
-			r->rank = a->rank;
-			r->n = egw_pool_alloc_tokens(n->pool, a->room, a->tokens,
-						     r->runs, a->max_runs);
+		if (n->nalloc == n->allocq_len) {
+			/* cannot happen (sized below); if it did, the room's
+			 * allocation deadline fails it, and this counts it */
+			n->st.alloc_overflow++;
+			break;
 		}
-		/* a full queue leaves the room's request unanswered: its
-		 * allocation deadline fails it cleanly (cannot happen with
-		 * one request per room per engine call) */
+		r = &n->allocq[n->nalloc++];
+
+		r->room = a->room;
+		r->rank = a->rank;
+		r->n = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
+					     a->max_runs);
 		break;
+	}
 	case EGW_ACT_FREE:
 		for (uint32_t i = 0; i < a->nruns; i++)
 			egw_pool_free(n->pool, a->room, a->runs[i]);
@@ -171,15 +177,15 @@ emit_rx(void *ctx, const struct egw_act *a)
 static void
 drain_allocs(struct egw_node *n)
 {
-	while (n->nalloc > 0) {
-		struct alloc_res r = n->allocq[0];
+	/* a result may queue the room's next request at the end: the loop
+	 * reaches it too */
+	for (uint32_t i = 0; i < n->nalloc; i++) {
+		struct alloc_res r = n->allocq[i];
 
-		memmove(&n->allocq[0], &n->allocq[1],
-			(n->nalloc - 1) * sizeof(n->allocq[0]));
-		n->nalloc--;
 		egw_receiver_alloc_done(n->rx, r.room, r.rank, r.runs, r.n,
 					n->now);
 	}
+	n->nalloc = 0;
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
@@ -238,6 +244,12 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 		rc = egw_sender_create(&xc, &n->tx);
 	}
 	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
+		n->allocq_len = xc.max_rooms * EGW_XFER_PIPE;
+		n->allocq = calloc(n->allocq_len, sizeof(*n->allocq));
+		if (n->allocq == NULL)
+			rc = -ENOMEM;
+	}
+	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_rx;
 		rc = egw_receiver_create(&xc, &pol, &n->rx);
 		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
@@ -258,6 +270,7 @@ egw_node_destroy(struct egw_node *n)
 		return;
 	egw_sender_destroy(n->tx);
 	egw_receiver_destroy(n->rx);
+	free(n->allocq);
 	free(n);
 }
 
@@ -303,7 +316,7 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	if (n->ops.peer_up != NULL &&
 	    (!pe->registered || memcmp(&pe->reg, &p->reg, sizeof(p->reg)) != 0) &&
 	    n->ops.peer_up(n->ops.ctx, peer, &p->reg) != 0) {
-		n->st.drops[EGW_ND_GEOMETRY]++;
+		n->st.drops[EGW_ND_PAYLOAD]++;
 		return;
 	}
 	pe->reg = p->reg;

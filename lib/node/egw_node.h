@@ -32,6 +32,7 @@ enum egw_node_drop {
 	EGW_ND_NOT_REGISTERED,   /**< a room message before REGISTER */
 	EGW_ND_GEOMETRY,         /**< REGISTER with a pool we cannot serve */
 	EGW_ND_ROLE,             /**< a message for a role we do not have */
+	EGW_ND_PAYLOAD,          /**< REGISTER whose memory the driver cannot reach */
 	EGW_ND_MAX
 };
 
@@ -41,6 +42,7 @@ struct egw_node_stats {
 	uint64_t rx_datagrams, tx_datagrams;
 	uint64_t drops[EGW_ND_MAX];
 	uint64_t registers_rx, registers_tx;
+	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	struct egw_proto_stats proto;
 };
 

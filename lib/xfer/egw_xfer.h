@@ -254,10 +254,9 @@ struct egw_xfer_stats {
 	uint64_t peers_dead;
 };
 
-/* ---- peers (both engines) ---------------------------------------------- */
-
-/** A peer is a small integer the app maps to an address; `pool_blocks` is
- *  the size of the peer's pool (sender: window blocks must lie inside). */
+/* Peers are small integers the application maps to addresses (below
+ * max_peers); the sender also knows each peer's pool size, which window
+ * blocks must lie inside. */
 
 /* ---- receiver (language side) ------------------------------------------ */
 

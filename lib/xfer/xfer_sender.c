@@ -612,7 +612,7 @@ tx_overlaps_ring(const struct tx_rank *rk, const struct egw_msg *m)
 }
 
 static void
-tx_accept(struct tx_room *x, struct tx_rank *rk, const struct egw_msg *m)
+tx_accept(struct tx_rank *rk, const struct egw_msg *m)
 {
 	struct tx_window *w =
 		&rk->win[(rk->head + rk->count) % EGW_XFER_PIPE];
@@ -625,7 +625,6 @@ tx_accept(struct tx_room *x, struct tx_rank *rk, const struct egw_msg *m)
 	memcpy(w->runs, m->runs, m->nruns * sizeof(m->runs[0]));
 	rk->count++;
 	rk->accepted = m->offset + m->alloc_tokens;
-	(void)x;
 }
 
 static int
@@ -655,7 +654,7 @@ tx_on_init(struct egw_sender *s, struct tx_room *x, uint32_t peer,
 	rk->inited = true;
 	rk->peer = peer;
 	rk->dummy = (m->flags & EGW_MSGF_DUMMY) != 0;
-	tx_accept(x, rk, m);
+	tx_accept(rk, m);
 	s->k.st.windows++;
 	x->progress_at = now;
 	if (++x->ninit == x->nranks) {
@@ -704,7 +703,7 @@ tx_on_resume(struct egw_sender *s, struct tx_room *x, uint32_t peer,
 		return tx_error(s, peer, m, EGW_E_BAD_BLOCKS);
 	if (rk->count == EGW_XFER_PIPE)
 		return tx_error(s, peer, m, EGW_E_BUSY);
-	tx_accept(x, rk, m);
+	tx_accept(rk, m);
 	s->k.st.windows++;
 	s->k.st.resumes++;
 	x->progress_at = now;

@@ -342,9 +342,6 @@ emit(void *ctx, const struct egw_act *a)
 				  .room_rank = a->rank, .room = a->room,
 				  .at = w->now + w->alloc_delay_ns };
 		uint32_t maxr = a->max_runs;
-
-		if (w->alloc_runs_limit && maxr > w->alloc_runs_limit)
-			maxr = w->alloc_runs_limit;
 		if (w->fail_next_alloc[ep->who]) {
 			w->fail_next_alloc[ep->who] = false;
 			e.n = -ENOSPC;

@@ -72,7 +72,6 @@ struct world {
 	uint32_t deliveries, bad_bytes, pool_errors, oob_writes;
 	uint32_t msgs_dropped, msgs_duped;
 	bool fail_next_alloc[W_MAX_RANKS]; /* inject one -ENOSPC */
-	uint32_t alloc_runs_limit;   /* 0: as asked */
 	uint64_t alloc_delay_ns;     /* allocation results arrive this late */
 	uint64_t link_busy[W_MAX_RANKS]; /* payload link busy until */
 };

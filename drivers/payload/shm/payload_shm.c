@@ -32,10 +32,11 @@ struct egw_payload {
 	size_t mem_len;
 	struct egw_pool *pool;
 	struct shm_peer peers[EGW_CONF_MAX_PEERS];
-	struct egw_payload_cpl *ring;
-	uint32_t ring_size, head, count;
+	struct egw_payload_ring ring;
 	struct egw_payload_stats st;
 };
+
+static void shm_close(struct egw_payload *p);
 
 static int
 shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
@@ -49,45 +50,33 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 		return -ENOMEM;
 	snprintf(p->path, sizeof(p->path), "%s", port->payload.path);
 	/* bounded by what the engines can have in flight */
-	p->ring_size = c->max_rooms * EGW_XFER_MAX_RANKS * EGW_XFER_PIPE;
-	p->ring = calloc(p->ring_size, sizeof(*p->ring));
-	if (p->ring == NULL) {
-		free(p);
-		return -ENOMEM;
-	}
-	if (c->roles & EGW_ROLE_LANGUAGE) {
+	rc = egw_payload_ring_init(&p->ring, c->max_rooms * EGW_XFER_MAX_RANKS *
+					     EGW_XFER_PIPE);
+	if (rc == 0 && (c->roles & EGW_ROLE_LANGUAGE)) {
 		/* we receive: our pool is the shared file peers write into */
 		int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 
+		if (fd >= 0)
+			p->owns_file = true; /* shm_close unlinks it */
 		if (fd < 0 || ftruncate(fd, (off_t)need) != 0) {
 			rc = -errno;
-			if (fd >= 0)
-				close(fd);
-			free(p->ring);
-			free(p);
-			return rc;
+		} else {
+			p->mem = mmap(NULL, need, PROT_READ | PROT_WRITE,
+				      MAP_SHARED, fd, 0);
+			if (p->mem == MAP_FAILED) {
+				rc = -errno;
+				p->mem = NULL;
+			} else {
+				p->mem_len = need;
+			}
 		}
-		p->mem = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED,
-			      fd, 0);
-		close(fd);
-		if (p->mem == MAP_FAILED) {
-			rc = -errno;
-			unlink(p->path);
-			free(p->ring);
-			free(p);
-			return rc;
-		}
-		p->mem_len = need;
-		p->owns_file = true;
+		if (fd >= 0)
+			close(fd);
 	}
-	rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
+	if (rc == 0)
+		rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
 	if (rc != 0) {
-		if (p->mem != NULL) {
-			munmap(p->mem, p->mem_len);
-			unlink(p->path);
-		}
-		free(p->ring);
-		free(p);
+		shm_close(p); /* undoes whatever part was done */
 		return rc;
 	}
 	*out = p;
@@ -175,11 +164,10 @@ static int
 shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	 uint32_t n, uint64_t cookie)
 {
-	struct egw_payload_cpl *c;
 	bool ok = peer < EGW_CONF_MAX_PEERS && p->peers[peer].map != NULL;
 	uint64_t t0 = egw_payload_cycles();
 
-	if (p->count == p->ring_size)
+	if (egw_payload_ring_full(&p->ring))
 		return -ENOBUFS;
 	for (uint32_t i = 0; ok && i < n; i++) {
 		ok = one_write(p, &p->peers[peer], &w[i]);
@@ -197,9 +185,7 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	p->st.batches++;
 	if (!ok)
 		p->st.failed_batches++;
-	c = &p->ring[(p->head + p->count++) % p->ring_size];
-	c->cookie = cookie;
-	c->ok = ok;
+	egw_payload_ring_push(&p->ring, cookie, ok);
 	p->st.cycles += egw_payload_cycles() - t0;
 	return 0;
 }
@@ -207,14 +193,7 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 static uint32_t
 shm_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 {
-	uint32_t n = 0;
-
-	while (n < max && p->count > 0) {
-		c[n++] = p->ring[p->head];
-		p->head = (p->head + 1) % p->ring_size;
-		p->count--;
-	}
-	return n;
+	return egw_payload_ring_drain(&p->ring, c, max);
 }
 
 static void
@@ -236,7 +215,7 @@ shm_close(struct egw_payload *p)
 		munmap(p->mem, p->mem_len);
 	if (p->owns_file)
 		unlink(p->path);
-	free(p->ring);
+	free(p->ring.c);
 	free(p);
 }
 

@@ -73,10 +73,8 @@ struct egw_payload {
 	uint32_t npeers;
 	struct batch *batches;
 	uint32_t nbatch, next_batch, batches_in_use;
-	struct egw_payload_cpl *ring;
-	uint32_t ring_size, head, count;
+	struct egw_payload_ring ring;
 	struct egw_payload_stats st;
-	uint64_t qp_resets;
 };
 
 static void __attribute__((format(printf, 1, 2)))
@@ -298,13 +296,12 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 	p->mem = aligned_alloc(EGW_POOL_ALIGN, p->mem_len);
 	p->pd = ibv_alloc_pd(p->ctx);
 	p->nbatch = c->max_rooms * EGW_XFER_MAX_RANKS * EGW_XFER_PIPE;
-	p->ring_size = p->nbatch;
 	p->batches = calloc(p->nbatch, sizeof(*p->batches));
-	p->ring = calloc(p->ring_size, sizeof(*p->ring));
+	egw_payload_ring_init(&p->ring, p->nbatch);
 	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (port->npeers + 1)),
 			      NULL, NULL, 0);
 	if (p->mem == NULL || p->pd == NULL || p->batches == NULL ||
-	    p->ring == NULL || p->cq == NULL) {
+	    p->ring.c == NULL || p->cq == NULL) {
 		verr("cannot allocate PD/CQ/memory on '%s'", port->payload.device);
 		verbs_close(p);
 		return -ENOMEM;
@@ -399,10 +396,7 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 static void
 complete(struct egw_payload *p, uint64_t cookie, bool ok)
 {
-	struct egw_payload_cpl *c = &p->ring[(p->head + p->count++) % p->ring_size];
-
-	c->cookie = cookie;
-	c->ok = ok;
+	egw_payload_ring_push(&p->ring, cookie, ok);
 	if (!ok)
 		p->st.failed_batches++;
 }
@@ -416,7 +410,7 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 
 	uint64_t t0 = egw_payload_cycles();
 
-	if (peer >= p->npeers || p->count + 1 > p->ring_size)
+	if (peer >= p->npeers || egw_payload_ring_full(&p->ring))
 		return -EINVAL;
 	v = &p->peers[peer];
 	p->st.batches++;
@@ -489,7 +483,7 @@ recover(struct egw_payload *p, uint32_t peer)
 			p->batches_in_use--;
 			complete(p, p->batches[i].cookie, false);
 		}
-	p->qp_resets++;
+	p->st.qp_resets++;
 	v->connected = false;
 	if (qp_connect(p, v) != 0)
 		verr("QP for peer %s stays down after an error", v->reg.name);
@@ -548,11 +542,7 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 			complete(p, p->batches[slot].cookie, true);
 		}
 	}
-	while (n < max && p->count > 0) {
-		c[n++] = p->ring[p->head];
-		p->head = (p->head + 1) % p->ring_size;
-		p->count--;
-	}
+	n = egw_payload_ring_drain(&p->ring, c, max);
 	/* an empty poll is the loop's idle spin, not cost per block */
 	if (got > 0 || n > 0)
 		p->st.cycles += egw_payload_cycles() - t0;
@@ -563,7 +553,6 @@ static void
 verbs_stats(const struct egw_payload *p, struct egw_payload_stats *st)
 {
 	*st = p->st;
-	st->qp_resets = p->qp_resets;
 }
 
 static void
@@ -588,7 +577,7 @@ verbs_close(struct egw_payload *p)
 		ibv_close_device(p->ctx);
 	free(p->mem);
 	free(p->batches);
-	free(p->ring);
+	free(p->ring.c);
 	free(p);
 }
 
