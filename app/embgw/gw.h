@@ -51,6 +51,9 @@ struct gw_port_stats {
 	uint64_t arp_rx, arp_tx, arp_miss;
 	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
 	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk, flood;
+	/* worker CPU: cycles of loop iterations that did work (a burst in,
+	 * completions, timers) out of all cycles the worker ran */
+	uint64_t busy_cycles, run_cycles;
 };
 
 struct gw_work;
@@ -88,12 +91,16 @@ struct gw_port {
 	uint32_t nrefused;
 };
 
+/* Monotonic nanoseconds from the TSC (one multiply, no system call: the
+ * poll loop reads the clock every iteration). gw_clock_init() after EAL
+ * init; before it, and where the TSC frequency is unknown, clock_gettime. */
+void gw_clock_init(void);
 uint64_t gw_now_ns(void);
 
 /* gw_net.c */
 int gw_port_start(struct gw_port *p);
 void gw_port_stop(struct gw_port *p);
-void gw_net_rx_burst(struct gw_port *p, uint64_t now);
+uint16_t gw_net_rx_burst(struct gw_port *p, uint64_t now);
 void gw_net_tick(struct gw_port *p, uint64_t now);
 void gw_net_flush(struct gw_port *p);
 void gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
@@ -107,6 +114,12 @@ void gw_net_inject_junk(struct gw_port *p);
 void gw_net_flood(struct gw_port *p, uint64_t now);
 
 /* gw_work.c: the built-in producer (encode) and driver (language) */
+/* A driven room's id: run (8 bits, tells this run's rooms from a previous
+ * one's) | index (24 bits) | length in tokens (32 bits: the producer reads
+ * the length from the id, so any encode gateway can serve any driver). */
+#define GW_ROOM_INDEX_MASK 0xffffffu
+#define GW_MAX_DRIVE GW_ROOM_INDEX_MASK
+
 struct gw_work_opts {
 	bool produce;            /* encode: synthesise data for any INIT */
 	uint32_t drive;          /* language: rooms to run (0: none) */

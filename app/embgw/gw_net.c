@@ -20,11 +20,25 @@
 #include "gw.h"
 
 
+static uint64_t tsc_mult; /* ns per cycle, 32.32 fixed point */
+
+void
+gw_clock_init(void)
+{
+	uint64_t hz = rte_get_tsc_hz();
+
+	if (hz >= 1000000)
+		tsc_mult = (uint64_t)((1000000000ull << 32) / hz);
+}
+
 uint64_t
 gw_now_ns(void)
 {
 	struct timespec ts;
 
+	if (tsc_mult != 0)
+		return (uint64_t)(((unsigned __int128)rte_get_tsc_cycles() *
+				   tsc_mult) >> 32);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
@@ -485,17 +499,19 @@ rx_one(struct gw_port *p, struct rte_mbuf *m, uint64_t now)
 		    ulen - sizeof(*udp), now);
 }
 
-void
+uint16_t
 gw_net_rx_burst(struct gw_port *p, uint64_t now)
 {
 	struct rte_mbuf *pkts[GW_BURST];
 	uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, GW_BURST);
 
+	if (n == 0)
+		return 0;
 	p->st.rx_pkts += n;
-	for (uint16_t i = 0; i < n; i++) {
+	for (uint16_t i = 0; i < n; i++)
 		rx_one(p, pkts[i], now);
-		rte_pktmbuf_free(pkts[i]);
-	}
+	rte_pktmbuf_free_bulk(pkts, n);
+	return n;
 }
 
 void

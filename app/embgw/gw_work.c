@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_cycles.h>
 #include <rte_log.h>
 
 #include "gw.h"
@@ -130,9 +131,9 @@ produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
 static struct room_rec *
 rec_of(struct gw_work *w, uint64_t room)
 {
-	uint32_t i = (uint32_t)((room >> 32) & 0xffff);
+	uint32_t i = (uint32_t)((room >> 32) & GW_ROOM_INDEX_MASK);
 
-	if ((room >> 48) != (w->run_id & 0xffff) || i >= w->o.drive ||
+	if ((room >> 56) != (w->run_id & 0xff) || i >= w->o.drive ||
 	    w->recs[i].room != room)
 		return NULL;
 	return &w->recs[i];
@@ -384,7 +385,7 @@ open_room(struct gw_port *p, struct gw_work *w, uint32_t peer, uint64_t now)
 	uint32_t len = w->o.lengths[i % w->o.nlengths];
 	struct room_rec *r = &w->recs[i];
 
-	r->room = ((w->run_id & 0xffff) << 48) | ((uint64_t)i << 32) | len;
+	r->room = ((w->run_id & 0xff) << 56) | ((uint64_t)i << 32) | len;
 	/* open loop: latency counts from the room's scheduled start, so a
 	 * generator that falls behind does not hide the queueing delay */
 	r->opened_at = w->o.rate > 0 ?
@@ -467,6 +468,17 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		(unsigned long)ns.drops[EGW_ND_PROTO],
 		(unsigned long)ns.drops[EGW_ND_REPLAY],
 		(unsigned long)p->st.arp_miss);
+	if (p->st.run_cycles > 0) {
+		double hz = (double)rte_get_tsc_hz();
+		uint64_t dg = ns.rx_datagrams + ns.tx_datagrams;
+
+		/* busy-poll spin excluded: what one datagram costs the core */
+		fprintf(f, "worker %s: busy %.1f%% of %.3f s; %.0f ns of busy "
+			"CPU per datagram in+out\n", p->cfg->name,
+			100.0 * (double)p->st.busy_cycles / (double)p->st.run_cycles,
+			(double)p->st.run_cycles / hz,
+			dg ? (double)p->st.busy_cycles / hz * 1e9 / (double)dg : 0.0);
+	}
 	{
 		struct egw_payload_stats ds;
 

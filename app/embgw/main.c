@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
@@ -178,12 +179,12 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		fprintf(stderr, "embgw: -f FILE is required\n");
 		return -1;
 	}
-	if (o->drive > 65535 || o->ranks == 0 || o->ranks > EGW_XFER_MAX_RANKS ||
+	if (o->drive > GW_MAX_DRIVE || o->ranks == 0 || o->ranks > EGW_XFER_MAX_RANKS ||
 	    f->drop_pct > 50 || f->dup_pct > 50 || f->reorder_pct > 50 ||
 	    f->junk_per_tick > 64) {
-		fprintf(stderr, "embgw: --drive <= 65535, --ranks 1..%d, "
+		fprintf(stderr, "embgw: --drive <= %u, --ranks 1..%d, "
 			"fault knobs 0..50%%, --inject-junk 0..64\n",
-			EGW_XFER_MAX_RANKS);
+			GW_MAX_DRIVE, EGW_XFER_MAX_RANKS);
 		return -1;
 	}
 	f->rng = o->seed ? o->seed : 1;
@@ -243,23 +244,29 @@ worker(void *arg)
 	struct gw_port *p = arg;
 	struct egw_payload_cpl cpl[64];
 	uint64_t stop_at = duration_ns ? gw_now_ns() + duration_ns : UINT64_MAX;
+	uint64_t began = rte_get_tsc_cycles();
 
 	GW_LOG(INFO, "port %s: worker on lcore %u\n", p->cfg->name,
 		rte_lcore_id());
 	while (!gw_force_quit) {
+		uint64_t t0 = rte_get_tsc_cycles();
 		uint64_t now = gw_now_ns();
-		uint32_t nc;
+		uint32_t nc, work;
 
-		gw_net_rx_burst(p, now);
+		work = gw_net_rx_burst(p, now);
 		/* completions first: they may free blocks and finish rooms */
-		while ((nc = p->dops->poll(p->drv, cpl, 64)) > 0)
+		while ((nc = p->dops->poll(p->drv, cpl, 64)) > 0) {
+			work += nc;
 			for (uint32_t i = 0; i < nc; i++)
 				egw_node_writes_done(p->node, cpl[i].cookie,
 						     cpl[i].ok, now);
+		}
+		work += p->nrefused;
 		while (p->nrefused > 0)
 			egw_node_writes_done(p->node, p->refused[--p->nrefused],
 					     false, now);
 		if (now >= p->next_tick) {
+			work++;
 			egw_node_tick(p->node, now);
 			gw_net_tick(p, now);
 			gw_work_tick(p, now);
@@ -277,7 +284,12 @@ worker(void *arg)
 				gw_force_quit = true;
 		}
 		gw_net_flush(p);
+		/* CPU per datagram without the busy-poll spin: only
+		 * iterations that did something count as busy */
+		if (work)
+			p->st.busy_cycles += rte_get_tsc_cycles() - t0;
 	}
+	p->st.run_cycles = rte_get_tsc_cycles() - began;
 	return 0;
 }
 
@@ -433,6 +445,7 @@ gw_main(int argc, char **argv, bool generator)
 			rte_strerror(rte_errno));
 		return 1;
 	}
+	gw_clock_init();
 	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
 	if (rc >= 0)
 		gw_logtype = rc;

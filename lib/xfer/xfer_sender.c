@@ -12,6 +12,7 @@
  * max_rooms / linger.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -519,7 +520,11 @@ egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 		return core_reject(&s->k, (enum egw_err)-idx);
 	x = &s->rooms[idx];
 	src = x->src;
-	memset(x, 0, sizeof(*x));
+	/* only what this room can reach: ranks past nranks are refused, and
+	 * a window is cleared when it is accepted (the full room is ~9 KiB) */
+	memset(x, 0, offsetof(struct tx_room, rank));
+	for (uint16_t r = 0; r < nranks; r++)
+		memset(&x->rank[r], 0, offsetof(struct tx_rank, win));
 	x->src = src;
 	x->room = room;
 	x->nranks = nranks;
