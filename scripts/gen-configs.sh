@@ -4,13 +4,17 @@
 #   DIR/encode.cfg    enc-0: memif server on DIR/memif0.sock, lcore 1
 #   DIR/encode1.cfg   enc-1: memif server on DIR/memif1.sock, lcore 0 (PEERS=2)
 #   DIR/language.cfg  lang-0: one port per encode peer (lcores 0, 1)
-# usage: gen-configs.sh DIR [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS]]]]
+# usage: gen-configs.sh DIR [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS [IDS]]]]]
+# IDS > 1: enc-0 lists IDS language peers lang-0.0 .. lang-0.<IDS-1> at
+# consecutive addresses, each with its own shm pool file - the identities
+# `embgw-gen --identities IDS -f DIR/language.cfg` plays from one port.
 set -euo pipefail
 dir=$1
 default=${2:-1024}
 lang_cap=${3:-131072}
 timers=${4:-}
 peers=${5:-1}
+ids=${6:-1}
 mkdir -p "$dir"
 rm -f "$dir"/memif*.sock
 head -c 48 /dev/urandom > "$dir/psk.key"
@@ -31,9 +35,22 @@ ports = ( {
   address = "192.168.7$((7 + $1)).1/24";
   lcores = [$2];
   payload = { driver = "shm"; path = "$dir/lang-pool-$1"; };
-  peers = ( { name = "lang-0"; address = "192.168.7$((7 + $1)).2"; } );
+  peers = ( $(lang_peers "$1") );
 } );
 CFG
+}
+
+lang_peers() { # index: the language peer(s) of enc-<index>
+	if [ "$ids" -le 1 ] || [ "$1" != 0 ]; then
+		echo "{ name = \"lang-0\"; address = \"192.168.7$((7 + $1)).2\"; }"
+		return
+	fi
+	for i in $(seq 0 $((ids - 1))); do
+		[ "$i" -gt 0 ] && printf ',\n    '
+		printf '{ name = "lang-0.%d"; address = "192.168.77.%d"; shm_path = "%s"; }' \
+			"$i" $((2 + i)) "$dir/lang-pool-0.$i"
+	done
+	echo
 }
 
 lang_port() { # index

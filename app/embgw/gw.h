@@ -19,6 +19,9 @@
 
 #define GW_BURST 32
 #define GW_MAX_NEIGH (EGW_CONF_MAX_NEIGH + EGW_CONF_MAX_PEERS)
+/* ports, or the identities a generator plays from one port: at most as
+ * many as a gateway's port can have peers */
+#define GW_MAX_PORTS EGW_CONF_MAX_PEERS
 #define GW_TICK_NS 100000ull          /* timers every 100 us */
 #define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
 
@@ -83,6 +86,12 @@ struct gw_port {
 	struct gw_faults faults;
 	struct gw_port_stats st;
 	struct gw_work *work;
+	/* --identities: several gw_ports on one device. The owner configures,
+	 * polls and closes it and hands each frame to the identity whose
+	 * address it is for; without identities owner == self, nids == 1. */
+	struct gw_port *owner;
+	struct gw_port *ids;
+	uint16_t nids;
 	uint64_t next_tick;
 	bool started;            /* the DPDK port is up (stop only then) */
 	bool stopped;
@@ -133,6 +142,7 @@ struct gw_work_opts {
 	uint64_t seed;
 	uint32_t start_delay_ms;
 	uint32_t rate;           /* open loop: rooms per second (0: closed) */
+	uint16_t identity;       /* --identities: which one (0..K-1) */
 };
 int gw_work_create(struct gw_port *p, const struct gw_work_opts *o);
 void gw_work_tick(struct gw_port *p, uint64_t now);
@@ -140,6 +150,7 @@ bool gw_work_finished(const struct gw_port *p);
 bool gw_work_drives(const struct gw_port *p);
 bool gw_work_wants_exit(const struct gw_port *p);
 void gw_work_report(const struct gw_port *p, FILE *f);
+void gw_work_report_total(const struct gw_port *ports, uint16_t n, FILE *f);
 extern const struct egw_node_ops gw_node_ops;
 
 /* main.c: the gateway and the generator share one main */

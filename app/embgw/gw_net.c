@@ -403,6 +403,17 @@ gw_net_flood(struct gw_port *p, uint64_t now)
 
 /* ---- rx ---------------------------------------------------------------- */
 
+/* The gw_port a frame to `ip` is for: the port itself, or with
+ * --identities the one of the device's identities that has the address. */
+static struct gw_port *
+identity_of(struct gw_port *owner, uint32_t ip)
+{
+	for (uint16_t i = 0; i < owner->nids; i++)
+		if (owner->ids[i].cfg->addr == ip)
+			return &owner->ids[i];
+	return NULL;
+}
+
 static void
 rx_arp(struct gw_port *p, struct rte_mbuf *m, struct rte_ether_hdr *eth)
 {
@@ -416,7 +427,8 @@ rx_arp(struct gw_port *p, struct rte_mbuf *m, struct rte_ether_hdr *eth)
 	p->st.arp_rx++;
 	sip = rte_be_to_cpu_32(arp->arp_data.arp_sip);
 	tip = rte_be_to_cpu_32(arp->arp_data.arp_tip);
-	if (tip != p->cfg->addr)
+	p = identity_of(p, tip);
+	if (p == NULL)
 		return;
 	neigh_learn(p, sip, &arp->arp_data.arp_sha);
 	if (arp->arp_opcode == rte_cpu_to_be_16(RTE_ARP_OP_REQUEST))
@@ -441,6 +453,7 @@ udp_cksum_ok(struct rte_ipv4_hdr *ip, struct rte_udp_hdr *udp)
 static void
 rx_one(struct gw_port *p, struct rte_mbuf *m, uint64_t now)
 {
+	struct gw_port *id;
 	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
 	struct rte_ipv4_hdr *ip;
 	struct rte_udp_hdr *udp;
@@ -477,10 +490,12 @@ rx_one(struct gw_port *p, struct rte_mbuf *m, uint64_t now)
 		return;
 	}
 	ip->hdr_checksum = ck;
-	if (rte_be_to_cpu_32(ip->dst_addr) != p->cfg->addr) {
+	id = identity_of(p, rte_be_to_cpu_32(ip->dst_addr));
+	if (id == NULL) {
 		p->st.drop_not_ours++;
 		return;
 	}
+	p = id;
 	udp = (struct rte_udp_hdr *)((uint8_t *)ip + ihl);
 	ulen = rte_be_to_cpu_16(udp->dgram_len);
 	if (ulen < sizeof(*udp) || ulen > tot - ihl || !udp_cksum_ok(ip, udp)) {
@@ -540,6 +555,12 @@ gw_port_start(struct gw_port *p)
 	struct rte_eth_dev_info info;
 	int rc;
 
+	if (p->owner != p) {
+		/* an identity on its owner's device: addresses only */
+		p->started = true;
+		rte_eth_macaddr_get(p->port_id, &p->mac);
+		goto neighbours;
+	}
 	memset(&conf, 0, sizeof(conf));
 	rc = rte_eth_dev_info_get(p->port_id, &info);
 	if (rc != 0)
@@ -574,6 +595,7 @@ gw_port_start(struct gw_port *p)
 	}
 	p->started = true;
 	rte_eth_macaddr_get(p->port_id, &p->mac);
+neighbours:
 	for (uint16_t i = 0; i < p->cfg->nneigh; i++) {
 		struct gw_neigh *n = neigh_add(p, p->cfg->neigh[i].addr);
 
@@ -597,6 +619,8 @@ gw_port_stop(struct gw_port *p)
 	if (p->held != NULL)
 		rte_pktmbuf_free(p->held);
 	p->held = NULL;
+	if (p->owner != p)
+		return; /* the owner stops and closes the device */
 	rte_eth_dev_stop(p->port_id);
 	rte_eth_dev_close(p->port_id);
 }

@@ -338,7 +338,8 @@ gw_work_create(struct gw_port *p, const struct gw_work_opts *o)
 			return -ENOMEM;
 		}
 	}
-	w->run_id = o->seed ? o->seed : (gw_now_ns() >> 10);
+	/* identities of one generator must not share room ids */
+	w->run_id = (o->seed ? o->seed : (gw_now_ns() >> 10)) + o->identity;
 	w->start_at = gw_now_ns() + (uint64_t)o->start_delay_ms * 1000000ull;
 	p->work = w;
 	return 0;
@@ -436,13 +437,82 @@ cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Latency at per-mille q of the sorted samples. */
+/* Latency at per-mille q of n sorted samples. */
 static double
-pct(const struct gw_work *w, uint32_t q)
+pct_of(const uint64_t *lat, uint64_t n, uint32_t q)
 {
-	uint64_t i = (uint64_t)w->nlat * q / 1000;
+	uint64_t i = n * q / 1000;
 
-	return (double)w->lat[i < w->nlat ? i : w->nlat - 1];
+	return (double)lat[i < n ? i : n - 1];
+}
+
+static void
+print_latency(FILE *f, const uint64_t *lat, uint64_t n, uint64_t ok,
+	      uint64_t bytes, double secs)
+{
+	fprintf(f, "latency INIT->Success: p50 %.3f ms, p90 %.3f ms, p99 "
+		"%.3f ms, p99.9 %.3f ms; throughput %.1f MB/s, %.0f rooms/s "
+		"over %.3f s\n", pct_of(lat, n, 500) / 1e6,
+		pct_of(lat, n, 900) / 1e6, pct_of(lat, n, 990) / 1e6,
+		pct_of(lat, n, 999) / 1e6, secs > 0 ? bytes / secs / 1e6 : 0.0,
+		secs > 0 ? ok / secs : 0.0, secs);
+}
+
+/* --identities: the generator's figures over all its identities (one
+ * latency distribution, one time span from the first open to the last
+ * finish), after each identity's own report. */
+void
+gw_work_report_total(const struct gw_port *ports, uint16_t n, FILE *f)
+{
+	uint64_t rooms = 0, ok = 0, failed = 0, unfinished = 0, bytes = 0;
+	uint64_t bad = 0, nlat = 0, first = UINT64_MAX, last = 0, leaked = 0;
+	uint64_t *lat;
+	uint16_t driving = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		if (ports[i].work == NULL)
+			return; /* set-up failed half-way: nothing to sum */
+		nlat += ports[i].work->nlat;
+	}
+	lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
+	if (lat == NULL)
+		return;
+	nlat = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		const struct gw_work *w = ports[i].work;
+		struct egw_pool_stats ps;
+
+		egw_pool_get_stats(ports[i].pool, &ps);
+		leaked += ps.blocks_in_use;
+		if (w->o.drive == 0)
+			continue;
+		driving++;
+		rooms += w->o.drive;
+		ok += w->ok;
+		failed += w->failed;
+		unfinished += w->o.drive - w->finished;
+		bytes += w->bytes_verified;
+		bad += w->bad_bytes;
+		if (w->first_open && w->first_open < first)
+			first = w->first_open;
+		if (w->last_done > last)
+			last = w->last_done;
+		memcpy(lat + nlat, w->lat, w->nlat * sizeof(*lat));
+		nlat += w->nlat;
+	}
+	qsort(lat, nlat, sizeof(*lat), cmp_u64);
+	fprintf(f, "generator: %u identities (%u driving), %lu rooms (%lu ok, "
+		"%lu failed, %lu not finished), %lu bytes verified, %lu bad\n",
+		n, driving, (unsigned long)rooms, (unsigned long)ok,
+		(unsigned long)failed, (unsigned long)unfinished,
+		(unsigned long)bytes, (unsigned long)bad);
+	if (nlat > 0)
+		print_latency(f, lat, nlat, ok, bytes,
+			      last > first ? (double)(last - first) / 1e9 : 0);
+	fprintf(f, "result-total: identities=%u rooms=%lu bytes=%lu errors=%lu "
+		"leaked=%lu\n", n, (unsigned long)rooms, (unsigned long)bytes,
+		(unsigned long)(failed + bad + unfinished), (unsigned long)leaked);
+	free(lat);
 }
 
 void
@@ -470,7 +540,15 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		(unsigned long)p->st.arp_miss);
 	if (p->st.run_cycles > 0) {
 		double hz = (double)rte_get_tsc_hz();
-		uint64_t dg = ns.rx_datagrams + ns.tx_datagrams;
+		uint64_t dg = 0;
+
+		/* the worker serves all the device's identities */
+		for (uint16_t i = 0; i < p->nids; i++) {
+			struct egw_node_stats is;
+
+			egw_node_get_stats(p->ids[i].node, &is);
+			dg += is.rx_datagrams + is.tx_datagrams;
+		}
 
 		/* busy-poll spin excluded: what one datagram costs the core */
 		fprintf(f, "worker %s: busy %.1f%% of %.3f s; %.0f ns of busy "
@@ -521,12 +599,7 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		(unsigned long)w->bad_bytes, (unsigned long)xs.resumes,
 		(unsigned long)xs.retransmits);
 	if (w->nlat > 0)
-		fprintf(f, "latency INIT->Success: p50 %.3f ms, p90 %.3f ms, p99 "
-			"%.3f ms, p99.9 %.3f ms; throughput %.1f MB/s, %.0f rooms/s "
-			"over %.3f s\n", pct(w, 500) / 1e6, pct(w, 900) / 1e6,
-			pct(w, 990) / 1e6, pct(w, 999) / 1e6,
-			secs > 0 ? w->bytes_verified / secs / 1e6 : 0.0,
-			secs > 0 ? w->ok / secs : 0.0, secs);
+		print_latency(f, w->lat, w->nlat, w->ok, w->bytes_verified, secs);
 	for (int e = 1; e < EGW_E_MAX; e++)
 		if (w->fail_reason[e])
 			fprintf(f, "  failed: %lu x %s\n",

@@ -37,8 +37,12 @@ static uint32_t ports_done; /* driving ports whose rooms all finished */
 static uint32_t ports_driving;
 
 static struct egw_conf conf;
-static struct gw_port ports[EGW_CONF_MAX_PORTS];
+static struct gw_port ports[GW_MAX_PORTS];
 static uint16_t nports;
+/* --identities K: K peers played from the configuration's one port, each
+ * with a configuration of its own (address, names, shm pool file) */
+static uint16_t identities = 1;
+static struct egw_conf *id_confs;
 static uint64_t duration_ns;
 static const char *capture_path;
 
@@ -77,7 +81,11 @@ usage(FILE *f, const char *prog)
 		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
 		"  --flood-pps P          junk datagrams per second at the port's first peer\n"
 		"                         (with a net_pcap device: a replayable pcap)\n"
-		"  --seed S               room-id and fault-injection seed\n",
+		"  --seed S               room-id and fault-injection seed\n"
+		"  --identities K         play K peers from the one configured port:\n"
+		"                         addresses ADDRESS+0..K-1, names NAME.0..K-1,\n"
+		"                         shm pool files PATH.0..K-1, one pool each;\n"
+		"                         --drive, --concurrency and --rate are shared out\n",
 		prog, prog);
 }
 
@@ -132,6 +140,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		{ "rate", required_argument, NULL, 'Q' },
 		{ "flood-pps", required_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },
+		{ "identities", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -171,6 +180,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		case 'Q': o->rate = (uint32_t)atoi(optarg); break;
 		case 'F': f->flood_pps = strtoull(optarg, NULL, 10); break;
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
+		case 'I': identities = (uint16_t)atoi(optarg); break;
 		default:
 			return -1;
 		}
@@ -181,10 +191,12 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 	}
 	if (o->drive > GW_MAX_DRIVE || o->ranks == 0 || o->ranks > EGW_XFER_MAX_RANKS ||
 	    f->drop_pct > 50 || f->dup_pct > 50 || f->reorder_pct > 50 ||
-	    f->junk_per_tick > 64) {
+	    f->junk_per_tick > 64 || identities == 0 ||
+	    identities > GW_MAX_PORTS) {
 		fprintf(stderr, "embgw: --drive <= %u, --ranks 1..%d, "
-			"fault knobs 0..50%%, --inject-junk 0..64\n",
-			GW_MAX_DRIVE, EGW_XFER_MAX_RANKS);
+			"fault knobs 0..50%%, --inject-junk 0..64, "
+			"--identities 1..%d\n",
+			GW_MAX_DRIVE, EGW_XFER_MAX_RANKS, GW_MAX_PORTS);
 		return -1;
 	}
 	f->rng = o->seed ? o->seed : 1;
@@ -238,52 +250,65 @@ find_port_id(const char *device, uint16_t *id)
 	return rte_eth_dev_get_port_by_name(name, id);
 }
 
+/* One pass over one port (or identity) after the device's burst: payload
+ * completions, refused posts, timers, transmit. Returns work done. */
+static uint32_t
+serve(struct gw_port *p, uint64_t now, uint64_t stop_at)
+{
+	struct egw_payload_cpl cpl[64];
+	uint32_t nc, work = 0;
+
+	/* completions first: they may free blocks and finish rooms */
+	while ((nc = p->dops->poll(p->drv, cpl, 64)) > 0) {
+		work += nc;
+		for (uint32_t i = 0; i < nc; i++)
+			egw_node_writes_done(p->node, cpl[i].cookie, cpl[i].ok,
+					     now);
+	}
+	work += p->nrefused;
+	while (p->nrefused > 0)
+		egw_node_writes_done(p->node, p->refused[--p->nrefused], false,
+				     now);
+	if (now >= p->next_tick) {
+		work++;
+		egw_node_tick(p->node, now);
+		gw_net_tick(p, now);
+		gw_work_tick(p, now);
+		p->next_tick = now + GW_TICK_NS;
+		if (p->faults.junk_per_tick)
+			gw_net_inject_junk(p);
+		gw_net_flood(p, now);
+		if (!p->stopped && gw_work_wants_exit(p)) {
+			p->stopped = true; /* keeps serving until all are */
+			if (__atomic_add_fetch(&ports_done, 1, __ATOMIC_SEQ_CST) ==
+			    ports_driving)
+				gw_force_quit = true;
+		}
+		if (now >= stop_at)
+			gw_force_quit = true;
+	}
+	gw_net_flush(p);
+	return work;
+}
+
+/* The worker of one device: its burst in (handed to the identity each
+ * frame is for), then every identity served in turn. */
 static int
 worker(void *arg)
 {
 	struct gw_port *p = arg;
-	struct egw_payload_cpl cpl[64];
 	uint64_t stop_at = duration_ns ? gw_now_ns() + duration_ns : UINT64_MAX;
 	uint64_t began = rte_get_tsc_cycles();
 
-	GW_LOG(INFO, "port %s: worker on lcore %u\n", p->cfg->name,
-		rte_lcore_id());
+	GW_LOG(INFO, "port %s: worker on lcore %u (%u identit%s)\n",
+		p->cfg->name, rte_lcore_id(), p->nids, p->nids > 1 ? "ies" : "y");
 	while (!gw_force_quit) {
 		uint64_t t0 = rte_get_tsc_cycles();
 		uint64_t now = gw_now_ns();
-		uint32_t nc, work;
+		uint32_t work = gw_net_rx_burst(p, now);
 
-		work = gw_net_rx_burst(p, now);
-		/* completions first: they may free blocks and finish rooms */
-		while ((nc = p->dops->poll(p->drv, cpl, 64)) > 0) {
-			work += nc;
-			for (uint32_t i = 0; i < nc; i++)
-				egw_node_writes_done(p->node, cpl[i].cookie,
-						     cpl[i].ok, now);
-		}
-		work += p->nrefused;
-		while (p->nrefused > 0)
-			egw_node_writes_done(p->node, p->refused[--p->nrefused],
-					     false, now);
-		if (now >= p->next_tick) {
-			work++;
-			egw_node_tick(p->node, now);
-			gw_net_tick(p, now);
-			gw_work_tick(p, now);
-			p->next_tick = now + GW_TICK_NS;
-			if (p->faults.junk_per_tick)
-				gw_net_inject_junk(p);
-			gw_net_flood(p, now);
-			if (!p->stopped && gw_work_wants_exit(p)) {
-				p->stopped = true; /* keeps serving until all are */
-				if (__atomic_add_fetch(&ports_done, 1,
-						       __ATOMIC_SEQ_CST) == ports_driving)
-					gw_force_quit = true;
-			}
-			if (now >= stop_at)
-				gw_force_quit = true;
-		}
-		gw_net_flush(p);
+		for (uint16_t i = 0; i < p->nids; i++)
+			work += serve(&p->ids[i], now, stop_at);
 		/* CPU per datagram without the busy-poll spin: only
 		 * iterations that did something count as busy */
 		if (work)
@@ -313,6 +338,81 @@ teardown_port(struct gw_port *p)
 	fflush(stdout);
 }
 
+/* One configuration per played identity, derived from the single port's:
+ * consecutive addresses on the port's subnet, none of them a peer's. */
+static int
+make_identities(void)
+{
+	const struct egw_conf_port *base = &conf.ports[0];
+	uint32_t mask = base->prefix ? ~0u << (32 - base->prefix) : 0;
+
+	if (conf.nports != 1) {
+		fprintf(stderr, "embgw: --identities needs a configuration with "
+			"exactly one port (%s has %u)\n", conf.file, conf.nports);
+		return -1;
+	}
+	id_confs = calloc(identities, sizeof(*id_confs));
+	if (id_confs == NULL)
+		return -1;
+	for (uint16_t i = 0; i < identities; i++) {
+		struct egw_conf *c = &id_confs[i];
+		struct egw_conf_port *pp = &c->ports[0];
+		uint32_t addr = base->addr + i;
+		int n1, n2, n3 = 0;
+
+		*c = conf;
+		if ((addr & mask) != (base->addr & mask) ||
+		    (addr & ~mask) == ~mask) {
+			fprintf(stderr, "embgw: --identities %u: %s: address + %u "
+				"leaves the port's /%u subnet\n", identities,
+				conf.file, i, base->prefix);
+			return -1;
+		}
+		for (uint16_t k = 0; k < base->npeers; k++)
+			if (base->peers[k].addr == addr) {
+				fprintf(stderr, "embgw: --identities %u: %s: "
+					"address + %u is peer %s's\n", identities,
+					conf.file, i, base->peers[k].name);
+				return -1;
+			}
+		pp->addr = addr;
+		n1 = snprintf(c->name, sizeof(c->name), "%s.%u", conf.name, i);
+		n2 = snprintf(pp->name, sizeof(pp->name), "%s.%u", base->name, i);
+		if (pp->payload.driver == EGW_PAYLOAD_SHM)
+			n3 = snprintf(pp->payload.path, sizeof(pp->payload.path),
+				      "%s.%u", base->payload.path, i);
+		if (n1 >= (int)sizeof(c->name) || n2 >= (int)sizeof(pp->name) ||
+		    n3 >= (int)sizeof(pp->payload.path)) {
+			fprintf(stderr, "embgw: --identities: names or paths "
+				"of %s too long for a suffix\n", conf.file);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* An identity's share of the generator's load: --drive, --concurrency and
+ * --rate split evenly (the first ones take the remainder), distinct room
+ * ids (the run number differs per identity). */
+static struct gw_work_opts
+share_of(const struct gw_work_opts *o, uint16_t i)
+{
+	struct gw_work_opts s = *o;
+	uint32_t k = identities;
+
+	if (k == 1)
+		return s;
+	s.drive = o->drive / k + (i < o->drive % k);
+	s.concurrency = o->concurrency / k + (i < o->concurrency % k);
+	if (s.concurrency == 0)
+		s.concurrency = 1;
+	s.rate = o->rate / k + (i < o->rate % k);
+	if (o->rate > 0 && s.rate == 0)
+		s.rate = 1;
+	s.identity = i;
+	return s;
+}
+
 static int
 setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	   const struct gw_faults *f)
@@ -325,8 +425,15 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	struct timespec ts;
 	int rc, socket;
 
-	p->conf = &conf;
-	p->cfg = &conf.ports[idx];
+	const struct egw_conf *c = identities > 1 ? &id_confs[idx] : &conf;
+	uint16_t cidx = identities > 1 ? 0 : idx;
+
+	/* identities share the device: the first one owns it and its rx */
+	p->owner = identities > 1 ? &ports[0] : p;
+	p->ids = identities > 1 ? &ports[0] : p;
+	p->nids = identities;
+	p->conf = c;
+	p->cfg = &c->ports[cidx];
 	p->idx = idx;
 	p->lcore = p->cfg->lcores[0];
 	p->faults = *f;
@@ -369,7 +476,7 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 			"binary\n", p->cfg->name);
 		return -ENOTSUP;
 	}
-	rc = p->dops->open(&conf, p->cfg, &p->drv, &p->pool);
+	rc = p->dops->open(c, p->cfg, &p->drv, &p->pool);
 	if (rc != 0) {
 		GW_LOG(ERR, "port %s: payload driver %s: %s\n",
 			p->cfg->name, p->dops->name, strerror(-rc));
@@ -380,7 +487,7 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ops = gw_node_ops;
 	ops.ctx = p;
-	rc = egw_node_create(&conf, idx, p->pool, regions, gid, qpn,
+	rc = egw_node_create(c, cidx, p->pool, regions, gid, qpn,
 			     &ops, (uint64_t)ts.tv_sec * 1000000000ull +
 			     (uint64_t)ts.tv_nsec, gw_now_ns(), &p->node);
 	if (rc == 0)
@@ -388,7 +495,8 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 	if (rc == 0 && capture_path != NULL) {
 		char path[512];
 
-		snprintf(path, sizeof(path), conf.nports > 1 ? "%s.%s" : "%s",
+		snprintf(path, sizeof(path),
+			 conf.nports > 1 || identities > 1 ? "%s.%s" : "%s",
 			 capture_path, p->cfg->name);
 		rc = gw_capture_open(p, path);
 		if (rc != 0)
@@ -439,6 +547,8 @@ gw_main(int argc, char **argv, bool generator)
 		o.exit_when_done = true;
 	if (egw_conf_load_report(cfg, &conf, stderr) != 0)
 		return 1;
+	if (identities > 1 && make_identities() != 0)
+		return 1;
 	neal = eal_args(sep, argv, eal);
 	if (rte_eal_init(neal, eal) < 0) {
 		fprintf(stderr, "embgw: EAL init failed: %s\n",
@@ -452,8 +562,10 @@ gw_main(int argc, char **argv, bool generator)
 	rc = 0;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	for (nports = 0; nports < conf.nports; nports++) {
-		rc = setup_port(&ports[nports], nports, &o, &f);
+	for (nports = 0; nports < conf.nports * identities; nports++) {
+		struct gw_work_opts share = share_of(&o, nports);
+
+		rc = setup_port(&ports[nports], nports, &share, &f);
 		if (rc != 0)
 			break;
 	}
@@ -462,12 +574,15 @@ gw_main(int argc, char **argv, bool generator)
 			ports_driving += gw_work_drives(&ports[i]);
 		gw_telemetry_init(ports, nports);
 		main_lcore = rte_get_main_lcore();
+		/* one worker per device; it serves the device's identities */
 		for (uint16_t i = 0; i < nports; i++)
-			if (ports[i].lcore != main_lcore)
+			if (ports[i].owner == &ports[i] &&
+			    ports[i].lcore != main_lcore)
 				rte_eal_remote_launch(worker, &ports[i],
 						      ports[i].lcore);
 		for (uint16_t i = 0; i < nports; i++)
-			if (ports[i].lcore == main_lcore)
+			if (ports[i].owner == &ports[i] &&
+			    ports[i].lcore == main_lcore)
 				worker(&ports[i]);
 		while (!gw_force_quit) {
 			struct timespec ts = { 0, 10000000 };
@@ -478,9 +593,11 @@ gw_main(int argc, char **argv, bool generator)
 	}
 	/* workers are stopped: tear down from here, port by port - including
 	 * a port whose setup failed half-way (its shm file, capture, node) */
-	if (rc != 0 && nports < conf.nports)
+	if (rc != 0 && nports < conf.nports * identities)
 		nports++;
-	for (uint16_t i = 0; i < nports; i++) {
+	/* last first: identities send their ABORTs through the device that
+	 * the first one owns and closes */
+	for (uint16_t i = nports; i-- > 0;) {
 		if (ports[i].started && ports[i].node != NULL &&
 		    ports[i].work != NULL) {
 			teardown_port(&ports[i]);
@@ -490,10 +607,15 @@ gw_main(int argc, char **argv, bool generator)
 		}
 		gw_port_stop(&ports[i]);
 		gw_capture_close(&ports[i]);
+	}
+	if (identities > 1 && nports == identities)
+		gw_work_report_total(ports, nports, stdout);
+	for (uint16_t i = 0; i < nports; i++) {
 		egw_node_destroy(ports[i].node);
 		if (ports[i].drv != NULL)
 			ports[i].dops->close(ports[i].drv);
 	}
+	free(id_confs);
 	rte_eal_cleanup();
 	return rc;
 }

@@ -620,7 +620,8 @@ load_neighbours(struct ld *l, const config_setting_t *ps,
 static void
 load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const keys[] = { "name", "address", "udp_port", NULL };
+	static const char *const keys[] = { "name", "address", "udp_port",
+					    "shm_path", NULL };
 	const config_setting_t *list = typed(l, ps, "peers", CONFIG_TYPE_LIST,
 					     false);
 
@@ -644,6 +645,15 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 			continue;
 		if (get_int(l, g, "udp_port", 1, 65535, false, &v))
 			pe.udp_port = (uint16_t)v;
+		if (get_str(l, g, "shm_path", false, pe.shm_path,
+			    sizeof(pe.shm_path))) {
+			if (pe.shm_path[0] != '/')
+				err(l, member(g, "shm_path"), NULL,
+				    "must be an absolute path");
+			else if (p->payload.driver != EGW_PAYLOAD_SHM)
+				err(l, member(g, "shm_path"), NULL,
+				    "only for the shm payload driver");
+		}
 		if (!in_subnet(pe.addr, p->addr, p->prefix))
 			err(l, member(g, "address"), NULL,
 			    "not on the port's subnet (embgw does not route)");

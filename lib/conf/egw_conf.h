@@ -36,6 +36,9 @@ struct egw_conf_peer {
 	char name[EGW_CONF_NAME_LEN];
 	uint32_t addr;          /**< IPv4, host byte order */
 	uint16_t udp_port;
+	/** shm payload: this peer's pool file, when several receiving peers
+	 * share one port ("" = the port's payload.path) */
+	char shm_path[EGW_CONF_PATH_LEN];
 };
 
 struct egw_conf_neigh {

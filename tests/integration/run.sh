@@ -128,7 +128,7 @@ stop_all
 dead=$(sed -nE 's/^  failed: ([0-9]+) x peer dead.*/\1/p' "$d/lang.log")
 if expect "$d/lang.log" result errors -eq 0 p0 && expect "$d/lang.log" result leaked -eq 0 p0 &&
    expect "$d/lang.log" result leaked -eq 0 p1 && [ "${dead:-0}" -ge 1 ] &&
-   grep -q "0 not finished" <(grep -A1 "^port p1" "$d/lang.log") &&
+   grep -q "0 not finished" <(sed -n '/^port p1:/,/^result: port=p1 /p' "$d/lang.log") &&
    expect "$d/enc0.log" result-encode leaked -eq 0; then
 	ok "peer killed mid-transfer: its rooms failed as peer-dead ($dead), the other peer's 30 rooms byte-exact, zero blocks in use, done $(( (t1 - t0) / 1000000 )) ms after the kill"
 else
@@ -204,6 +204,44 @@ if [ "${sent:-0}" -gt 1000 ] && [ "$frames" -ge "$sent" ]; then
 	ok "embgw-gen wrote $frames frames ($sent junk) to a pcap a third-party generator can replay"
 else
 	ko "embgw-gen pcap" "sent=$sent frames=$frames" "$d/gen.log"
+fi
+
+# ---- 9. embgw-gen plays 8 language peers from one port -------------------
+# The gateway under test lists 8 peers (own addresses, own shm pool files);
+# the generator answers ARP for all 8 addresses and shares the rooms out.
+d=$T/ids
+scripts/gen-configs.sh "$d" 1024 16384 "" 1 8 >/dev/null
+start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
+wait_socket "$d/memif0.sock"
+timeout -s INT 90 build/app/embgw/embgw-gen -l 0 $EAL_COMMON --file-prefix egw-gids-$$ -- \
+	-f "$d/language.cfg" --identities 8 --drive 400 --concurrency 32 \
+	--lengths 300,2500 > "$d/gen.log" 2>&1
+stop_all
+regs=$(grep -cE "peer lang-0\.[0-7] registered" "$d/enc.log")
+each=$(grep -cE "^result: port=p0\.[0-7] rooms=50 .*errors=0 leaked=0" "$d/gen.log")
+if grep -qE "^result-total: identities=8 rooms=400 .*errors=0 leaked=0" "$d/gen.log" &&
+   [ "$regs" -eq 8 ] && [ "$each" -eq 8 ] &&
+   expect "$d/enc.log" result-encode ok -eq 400 && expect "$d/enc.log" result-encode leaked -eq 0; then
+	ok "embgw-gen --identities 8: 8 peers registered at the gateway, 8 x 50 rooms byte-exact, nothing leaked; $(grep -A1 '^generator:' "$d/gen.log" | grep -oE '[0-9]+ rooms/s')"
+else
+	ko "embgw-gen --identities" "regs=$regs each=$each" "$d/gen.log"
+fi
+
+# ---- 10. embgw-gen as the encode side, against a language gateway -------
+d=$T/genenc
+scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
+timeout -s INT 90 build/app/embgw/embgw-gen -l 1 $EAL_COMMON --file-prefix egw-gene-$$ -- \
+	-f "$d/encode.cfg" --produce > "$d/gen.log" 2>&1 &
+PIDS+=($!)
+wait_socket "$d/memif0.sock"
+run_gw lang 0 "$d/language.cfg" "$d/lang.log" 60 --exit-when-done \
+	--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
+stop_all
+if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
+   expect "$d/gen.log" result-encode ok -eq 60 && expect "$d/gen.log" result-encode leaked -eq 0; then
+	ok "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks served to a language gateway, byte-exact"
+else
+	ko "embgw-gen encode side" "see logs" "$d/gen.log"
 fi
 
 echo "integration: $passed passed, $failed failed"

@@ -258,6 +258,13 @@ test_missing_and_cross_checks(void)
 	       "ports[0].lcores: 1 lcores for 2 queues");
 	expect(edit("address = \"10.0.0.2\";", "address = \"10.9.0.2\"; #<\n"), 1,
 	       "ports[0].peers[0].address: not on the port's subnet");
+	/* per-peer shm pool file: absolute, shm driver only */
+	expect(edit("address = \"10.0.0.2\";",
+		    "address = \"10.0.0.2\"; shm_path = \"/dev/shm/e\";"), 0, "");
+	CU_ASSERT_STRING_EQUAL(conf.ports[0].peers[0].shm_path, "/dev/shm/e");
+	expect(edit("address = \"10.0.0.2\";",
+		    "address = \"10.0.0.2\"; shm_path = \"e\"; #<\n"), 1,
+	       "ports[0].peers[0].shm_path: must be an absolute path");
 	expect(edit("  pool = {", "  timers = { alloc_ms = 6000; }; #<\n  pool = {"),
 	       1, "gateway.timers.alloc_ms: must be below round_ms");
 	expect(edit("[\"language\"]", "[\"language\", \"prefill\"] #<\n"), 1,

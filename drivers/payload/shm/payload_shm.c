@@ -27,6 +27,7 @@ struct shm_peer {
 
 struct egw_payload {
 	char path[EGW_CONF_PATH_LEN];
+	const struct egw_conf_port *port; /* peers' own pool files */
 	bool owns_file;
 	uint8_t *mem;
 	size_t mem_len;
@@ -49,6 +50,7 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 	if (p == NULL)
 		return -ENOMEM;
 	snprintf(p->path, sizeof(p->path), "%s", port->payload.path);
+	p->port = port;
 	/* bounded by what the engines can have in flight */
 	rc = egw_payload_ring_init(&p->ring, c->max_rooms * EGW_XFER_MAX_RANKS *
 					     EGW_XFER_PIPE);
@@ -119,7 +121,9 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	}
 	if (!(r->roles & EGW_ROLE_LANGUAGE))
 		return 0; /* we never write to it */
-	fd = open(p->path, O_RDWR);
+	/* several receiving peers on one port: each names its own file */
+	fd = open(peer < p->port->npeers && p->port->peers[peer].shm_path[0] ?
+		  p->port->peers[peer].shm_path : p->path, O_RDWR);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) != 0) {
