@@ -477,6 +477,8 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 		return -ENOTSUP;
 	}
 	rc = p->dops->open(c, p->cfg, &p->drv, &p->pool);
+	if (rc == 0)
+		rc = egw_pool_cache_enable(p->pool, EGW_POOL_CACHE_DEFAULT);
 	if (rc != 0) {
 		GW_LOG(ERR, "port %s: payload driver %s: %s\n",
 			p->cfg->name, p->dops->name, strerror(-rc));

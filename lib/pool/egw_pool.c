@@ -14,6 +14,7 @@
 #include "egw_pool.h"
 
 enum { MARK_NONE = 0, MARK_FREE = 1, MARK_USED = 2 };
+enum { RUN_LAST = 1, RUN_CACHED = 2 };
 
 struct seg {
 	uint32_t pre, suf, best;
@@ -27,7 +28,14 @@ struct egw_pool {
 	struct seg *tree;     /* 2 * leaves nodes, 1-based */
 	uint32_t *run_len;    /* at a run's first block: its length, else 0 */
 	uint64_t *run_owner;  /* at a run's first block: its owner */
-	uint8_t *run_last;    /* 1 at an allocated run's last block */
+	uint8_t *run_flags;   /* RUN_LAST at an allocated run's last block,
+			       * RUN_CACHED on a block in the cache */
+	/* Single-block cache (off unless enabled): freed one-block runs are
+	 * kept, still marked used in the tree, and handed out again without
+	 * touching it - what rte_mempool's per-lcore cache does for objects.
+	 * RUN_CACHED tells a cached block from an allocated one. */
+	uint32_t *cache;
+	uint32_t ncache, cache_cap;
 	uint8_t *mem;
 	size_t region_off[EGW_KIND_MAX];
 	bool own_mem;
@@ -244,7 +252,7 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	p->tree = calloc(2 * (size_t)p->leaves, sizeof(*p->tree));
 	p->run_len = calloc(p->nblocks, sizeof(*p->run_len));
 	p->run_owner = calloc(p->nblocks, sizeof(*p->run_owner));
-	p->run_last = calloc(p->nblocks, sizeof(*p->run_last));
+	p->run_flags = calloc(p->nblocks, sizeof(*p->run_flags));
 	if (mem == NULL) {
 		mem = aligned_alloc(EGW_POOL_ALIGN, need);
 		if (mem != NULL)
@@ -253,7 +261,7 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	}
 	p->mem = mem;
 	if (p->tree == NULL || p->run_len == NULL || p->run_owner == NULL ||
-	    p->run_last == NULL || p->mem == NULL) {
+	    p->run_flags == NULL || p->mem == NULL) {
 		egw_pool_destroy(p);
 		return -ENOMEM;
 	}
@@ -281,7 +289,8 @@ egw_pool_destroy(struct egw_pool *p)
 	free(p->tree);
 	free(p->run_len);
 	free(p->run_owner);
-	free(p->run_last);
+	free(p->run_flags);
+	free(p->cache);
 	free(p);
 }
 
@@ -338,7 +347,7 @@ free_neighbours(const struct egw_pool *p, uint32_t s, uint32_t c)
 {
 	uint32_t n = 0;
 
-	if (s > 0 && !p->run_last[s - 1])
+	if (s > 0 && !(p->run_flags[s - 1] & RUN_LAST))
 		n++;
 	if (s + c < p->nblocks && p->run_len[s + c] == 0)
 		n++;
@@ -354,13 +363,13 @@ mark_used(struct egw_pool *p, uint64_t owner, uint32_t s, uint32_t c)
 	p->free_blocks -= c;
 	p->run_len[s] = c;
 	p->run_owner[s] = owner;
-	p->run_last[s + c - 1] = 1;
+	p->run_flags[s + c - 1] = RUN_LAST;
 }
 
 static void
 mark_free(struct egw_pool *p, uint32_t s, uint32_t c)
 {
-	p->run_last[s + c - 1] = 0;
+	p->run_flags[s + c - 1] = 0;
 	p->free_runs = p->free_runs + 1 - free_neighbours(p, s, c);
 	seg_mark(p, s, c, MARK_FREE);
 	p->free_blocks += c;
@@ -373,8 +382,9 @@ check_run(const struct egw_pool *p, uint64_t owner, struct egw_run run)
 	if (run.count == 0 || run.start >= p->nblocks ||
 	    run.count > p->nblocks - run.start)
 		return -ERANGE;
-	if (p->run_len[run.start] == 0)
-		return -ENOENT;
+	if (p->run_len[run.start] == 0 ||
+	    (p->run_flags[run.start] & RUN_CACHED))
+		return -ENOENT; /* a cached block is free to its callers */
 	if (p->run_owner[run.start] != owner)
 		return -EPERM;
 	if (p->run_len[run.start] != run.count)
@@ -383,18 +393,84 @@ check_run(const struct egw_pool *p, uint64_t owner, struct egw_run run)
 }
 
 int
+egw_pool_cache_enable(struct egw_pool *p, uint32_t cap)
+{
+	if (p == NULL || cap == 0 || p->cache != NULL)
+		return -EINVAL;
+	p->cache = calloc(cap, sizeof(*p->cache));
+	if (p->cache == NULL)
+		return -ENOMEM;
+	p->cache_cap = cap;
+	return 0;
+}
+
+void
+egw_pool_cache_flush(struct egw_pool *p)
+{
+	while (p != NULL && p->ncache > 0) {
+		uint32_t b = p->cache[--p->ncache];
+
+		p->run_flags[b] = RUN_LAST;
+		p->run_len[b] = 0;
+		p->run_owner[b] = 0;
+		mark_free(p, b, 1);
+	}
+}
+
+/* A run written with one 8-byte store: callers pass runs on by value and
+ * read them back whole, which two 4-byte stores would stall (no store
+ * forwarding from two narrower stores into one wider load). */
+static inline void
+run_store(struct egw_run *dst, uint32_t start, uint32_t count)
+{
+	uint64_t v;
+	struct egw_run r = { start, count };
+
+	_Static_assert(sizeof(r) == sizeof(v), "egw_run is 8 bytes");
+	memcpy(&v, &r, sizeof(v));
+	memcpy(dst, &v, sizeof(v));
+}
+
+static int alloc_from_tree(struct egw_pool *p, uint64_t owner,
+			   uint32_t nblocks, struct egw_run *runs,
+			   uint32_t max_runs);
+
+int
 egw_pool_alloc(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
 	       struct egw_run *runs, uint32_t max_runs)
+{
+	if (__builtin_expect(nblocks == 1 && p != NULL && p->ncache > 0 &&
+			     runs != NULL && max_runs > 0 &&
+			     owner != EGW_OWNER_NONE, 1)) {
+		/* the block is a one-block run already: only its owner changes */
+		uint32_t b = p->cache[--p->ncache];
+
+		p->run_flags[b] = RUN_LAST;
+		p->run_owner[b] = owner;
+		run_store(&runs[0], b, 1);
+		p->st.allocs++;
+		return 1;
+	}
+	return alloc_from_tree(p, owner, nblocks, runs, max_runs);
+}
+
+/* Out of line: keeps the cached path above a leaf without a frame. */
+static __attribute__((noinline)) int
+alloc_from_tree(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
+		struct egw_run *runs, uint32_t max_runs)
 {
 	uint32_t left = nblocks, n = 0;
 
 	if (p == NULL || runs == NULL || nblocks == 0 || max_runs == 0 ||
 	    owner == EGW_OWNER_NONE)
 		return -EINVAL;
-	if (nblocks > p->free_blocks) {
+	if (nblocks > p->free_blocks + p->ncache) {
 		p->st.alloc_fail++;
 		return -ENOSPC;
 	}
+	/* the tree alone cannot give one run: give it the cached blocks */
+	if (p->ncache > 0 && p->tree[1].best < nblocks)
+		egw_pool_cache_flush(p);
 	while (left > 0) {
 		uint32_t best = p->tree[1].best;
 		uint32_t take = best >= left ? left : best;
@@ -412,8 +488,7 @@ egw_pool_alloc(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
 		}
 		s = seg_find(p, take);
 		mark_used(p, owner, s, take);
-		runs[n].start = s;
-		runs[n].count = take;
+		run_store(&runs[n], s, take);
 		n++;
 		left -= take;
 	}
@@ -442,15 +517,26 @@ egw_pool_free(struct egw_pool *p, uint64_t owner, struct egw_run run)
 
 	if (p == NULL)
 		return -EINVAL;
+	if (run.count == 1 && p->ncache < p->cache_cap &&
+	    run.start < p->nblocks && p->run_len[run.start] == 1 &&
+	    p->run_flags[run.start] == RUN_LAST &&
+	    p->run_owner[run.start] == owner) {
+		/* a one-block run to the cache: the tree is not touched */
+		p->run_flags[run.start] = RUN_LAST | RUN_CACHED;
+		p->run_owner[run.start] = 0;
+		p->cache[p->ncache++] = run.start;
+		p->st.frees++;
+		return 0;
+	}
 	rc = check_run(p, owner, run);
 	if (rc != 0) {
 		p->st.refused++;
 		return rc;
 	}
+	p->st.frees++;
 	p->run_len[run.start] = 0;
 	p->run_owner[run.start] = 0;
 	mark_free(p, run.start, run.count);
-	p->st.frees++;
 	return 0;
 }
 
@@ -470,7 +556,7 @@ egw_pool_shrink(struct egw_pool *p, uint64_t owner, struct egw_run run,
 		return rc;
 	}
 	p->run_len[run.start] = keep;
-	p->run_last[run.start + keep - 1] = 1; /* before: the tail's neighbour */
+	p->run_flags[run.start + keep - 1] = RUN_LAST; /* before: the tail's neighbour */
 	mark_free(p, run.start + keep, run.count - keep);
 	return 0;
 }
@@ -478,7 +564,8 @@ egw_pool_shrink(struct egw_pool *p, uint64_t owner, struct egw_run run,
 uint64_t
 egw_pool_owner(const struct egw_pool *p, uint32_t block)
 {
-	if (p == NULL || block >= p->nblocks || p->run_len[block] == 0)
+	if (p == NULL || block >= p->nblocks || p->run_len[block] == 0 ||
+	    (p->run_flags[block] & RUN_CACHED))
 		return EGW_OWNER_NONE;
 	return p->run_owner[block];
 }
@@ -488,7 +575,8 @@ egw_pool_get_stats(const struct egw_pool *p, struct egw_pool_stats *st)
 {
 	*st = p->st;
 	st->blocks_total = p->nblocks;
-	st->blocks_in_use = p->nblocks - p->free_blocks;
+	st->blocks_in_use = p->nblocks - p->free_blocks - p->ncache;
+	st->cached_blocks = p->ncache;
 	st->free_runs = p->free_runs;
 	st->largest_free_run = p->tree[1].best;
 }

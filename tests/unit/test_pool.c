@@ -190,9 +190,11 @@ test_shrink_keeps_head(void)
 }
 
 /* Random alloc/free/shrink against a plain bitmap model: every statistic
- * must match the brute-force answer after every operation. */
+ * must match the brute-force answer after every operation. With the
+ * single-block cache on, blocks in use must match after every operation
+ * and the run statistics after the flushes that come at random times. */
 static void
-test_random_against_model(void)
+random_against_model(bool cache)
 {
 	enum { NB = 300, OPS = 20000, MAXH = 64 };
 	struct egw_pool *p = mk(NB);
@@ -200,8 +202,10 @@ test_random_against_model(void)
 	uint8_t used[NB] = { 0 };
 	int nheld = 0;
 	uint64_t seed = 12345, next_owner = 1;
-	int mismatches = 0;
+	int mismatches = 0, compared = 0;
 
+	if (cache)
+		CU_ASSERT_EQUAL_FATAL(egw_pool_cache_enable(p, 16), 0);
 	for (int op = 0; op < OPS; op++) {
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		uint32_t rnd = (uint32_t)(seed >> 33);
@@ -210,7 +214,8 @@ test_random_against_model(void)
 
 		if (nheld + 8 <= MAXH && (rnd % 3 != 0 || nheld == 0)) {
 			struct egw_run r[8];
-			uint32_t want = 1 + rnd % 24;
+			/* one-block runs often: the cache's case */
+			uint32_t want = (rnd >> 20) % 3 == 0 ? 1 : 1 + rnd % 24;
 			int n = egw_pool_alloc(p, next_owner, want, r, 8);
 
 			for (int i = 0; i < n; i++) {
@@ -253,12 +258,23 @@ test_random_against_model(void)
 				cur = 0;
 			}
 		}
+		if (cache && (rnd >> 24) % 8 == 0)
+			egw_pool_cache_flush(p);
 		egw_pool_get_stats(p, &st);
-		if (st.blocks_in_use != inuse || st.free_runs != runs ||
-		    st.largest_free_run != best)
+		if (st.blocks_in_use != inuse)
 			mismatches++;
+		if (st.cached_blocks == 0) {
+			compared++;
+			if (st.free_runs != runs || st.largest_free_run != best)
+				mismatches++;
+		}
+		/* a free block's owner is NONE, cached or not */
+		for (uint32_t b = 0; b < NB; b += 7)
+			if (!used[b] && egw_pool_owner(p, b) != EGW_OWNER_NONE)
+				mismatches++;
 	}
 	CU_ASSERT_EQUAL(mismatches, 0);
+	CU_ASSERT(compared > OPS / 10);
 	{
 		struct egw_pool_stats st;
 
@@ -267,6 +283,67 @@ test_random_against_model(void)
 		CU_ASSERT(st.alloc_fail > 0);
 		CU_ASSERT(st.frees > OPS / 8);
 	}
+	egw_pool_destroy(p);
+}
+
+static void
+test_random_against_model(void)
+{
+	random_against_model(false);
+}
+
+static void
+test_random_against_model_with_cache(void)
+{
+	random_against_model(true);
+}
+
+/* The single-block cache: last freed is first out, a cached block is free
+ * to every caller, and a request the tree cannot meet flushes it. */
+static void
+test_single_block_cache(void)
+{
+	struct egw_pool *p = mk(8);
+	struct egw_pool_stats st;
+	struct egw_run r[8], one;
+
+	CU_ASSERT_EQUAL(egw_pool_cache_enable(p, 0), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_cache_enable(p, 4), 0);
+	CU_ASSERT_EQUAL(egw_pool_cache_enable(p, 4), -EINVAL);
+	for (uint32_t b = 0; b < 8; b++)
+		CU_ASSERT_EQUAL(egw_pool_alloc(p, 10 + b, 1, &r[b], 1), 1);
+	/* blocks 1, 3, 5 to the cache; block 7 too: cache full after 4 */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 11, r[1]), 0);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 13, r[3]), 0);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 15, r[5]), 0);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 5);
+	CU_ASSERT_EQUAL(st.cached_blocks, 3);
+	/* cached = free: a second free is a double free, nobody owns it */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 13, r[3]), -ENOENT);
+	CU_ASSERT_EQUAL(egw_pool_shrink(p, 13, r[3], 1), -ENOENT);
+	CU_ASSERT_EQUAL(egw_pool_owner(p, 3), EGW_OWNER_NONE);
+	/* last freed, first out, to its new owner */
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 99, 1, &one, 1), 1);
+	CU_ASSERT_EQUAL(one.start, 5);
+	CU_ASSERT_EQUAL(egw_pool_owner(p, 5), 99);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 15, one), -EPERM);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 99, one), 0);
+	/* 3 free blocks, all cached, none adjacent: a 3-block request is met
+	 * as 3 runs after a flush, never refused because of the cache */
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 50, 3, r, 8), 3);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.cached_blocks, 0);
+	CU_ASSERT_EQUAL(st.blocks_in_use, 8);
+	CU_ASSERT_EQUAL(egw_pool_alloc(p, 51, 1, &one, 1), -ENOSPC);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(egw_pool_free(p, 50, r[i]), 0);
+	/* flushed blocks merge with their free neighbours again */
+	CU_ASSERT_EQUAL(egw_pool_free(p, 12, (struct egw_run){ 2, 1 }), 0);
+	egw_pool_cache_flush(p);
+	egw_pool_get_stats(p, &st);
+	CU_ASSERT_EQUAL(st.largest_free_run, 3); /* blocks 1..3 */
+	CU_ASSERT_EQUAL(st.free_runs, 2);        /* 1..3 and 5 */
 	egw_pool_destroy(p);
 }
 
@@ -296,6 +373,8 @@ main(void)
 		{ "bad_frees_are_refused", test_bad_frees_are_refused },
 		{ "shrink_keeps_head", test_shrink_keeps_head },
 		{ "random_against_model", test_random_against_model },
+		{ "random_against_model_with_cache", test_random_against_model_with_cache },
+		{ "single_block_cache", test_single_block_cache },
 		{ "external_memory", test_external_memory },
 		{ NULL, NULL },
 	};

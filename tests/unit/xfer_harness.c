@@ -410,7 +410,9 @@ w_create(const struct w_conf *c)
 	w->keep_log = true;
 	w->geom = g;
 	g.capacity_tokens = c->src_capacity;
-	if (egw_pool_create(&g, NULL, 0, &w->src_pool) != 0)
+	/* pools as the gateway runs them: with the single-block cache */
+	if (egw_pool_create(&g, NULL, 0, &w->src_pool) != 0 ||
+	    egw_pool_cache_enable(w->src_pool, EGW_POOL_CACHE_DEFAULT) != 0)
 		abort();
 	eps[0] = (struct w_ep){ w, -1 };
 	xc.emit = emit;
@@ -424,7 +426,8 @@ w_create(const struct w_conf *c)
 		egw_policy_init_fixed(&pol, g.block_tokens, c->default_tokens);
 	g.capacity_tokens = c->dst_capacity;
 	for (uint16_t r = 0; r < c->nranks; r++) {
-		if (egw_pool_create(&g, NULL, 0, &w->dst_pool[r]) != 0)
+		if (egw_pool_create(&g, NULL, 0, &w->dst_pool[r]) != 0 ||
+		    egw_pool_cache_enable(w->dst_pool[r], EGW_POOL_CACHE_DEFAULT) != 0)
 			abort();
 		eps[r + 1] = (struct w_ep){ w, r };
 		xc.emit_ctx = &eps[r + 1];
