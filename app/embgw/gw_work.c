@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <rte_cycles.h>
+#include <rte_ethdev.h>
 #include <rte_log.h>
 
 #include "gw.h"
@@ -354,7 +355,11 @@ gw_work_tick(struct gw_port *p, uint64_t now)
 	struct gw_work *w = p->work;
 	int peer;
 
-	if (w->o.drive == 0 || w->opened == w->o.drive || now < w->start_at)
+	/* called every poll-loop iteration: leave early when nothing is due
+	 * (a closed loop refills as soon as a room finishes, not a tick
+	 * later, or the tick would cap the generator's rate) */
+	if (w->o.drive == 0 || w->opened == w->o.drive || now < w->start_at ||
+	    (w->o.rate == 0 && w->active >= w->o.concurrency))
 		return;
 	/* the named peer, or this port's first one */
 	peer = w->o.peer[0] ? egw_node_peer_index(p->node, w->o.peer) : 0;
@@ -538,6 +543,20 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		(unsigned long)ns.drops[EGW_ND_PROTO],
 		(unsigned long)ns.drops[EGW_ND_REPLAY],
 		(unsigned long)p->st.arp_miss);
+	if (p->owner == p) {
+		struct rte_eth_stats es;
+
+		/* frames lost below the protocol (it retransmits them) */
+		if (rte_eth_stats_get(p->port_id, &es) == 0 &&
+		    (p->st.tx_full || es.imissed || es.ierrors || es.rx_nombuf))
+			fprintf(f, "device %s: %lu frames not sent (tx ring full or "
+				"no mbuf), %lu missed on rx (ring full), %lu rx "
+				"errors, %lu rx without mbuf\n", p->cfg->name,
+				(unsigned long)p->st.tx_full,
+				(unsigned long)es.imissed,
+				(unsigned long)es.ierrors,
+				(unsigned long)es.rx_nombuf);
+	}
 	if (p->st.run_cycles > 0) {
 		double hz = (double)rte_get_tsc_hz();
 		uint64_t dg = 0;

@@ -269,11 +269,11 @@ serve(struct gw_port *p, uint64_t now, uint64_t stop_at)
 	while (p->nrefused > 0)
 		egw_node_writes_done(p->node, p->refused[--p->nrefused], false,
 				     now);
+	gw_work_tick(p, now); /* new rooms as soon as they are due */
 	if (now >= p->next_tick) {
 		work++;
 		egw_node_tick(p->node, now);
 		gw_net_tick(p, now);
-		gw_work_tick(p, now);
 		p->next_tick = now + GW_TICK_NS;
 		if (p->faults.junk_per_tick)
 			gw_net_inject_junk(p);
