@@ -92,7 +92,7 @@ for r in $(seq 1 "$rounds"); do
 		--file-prefix egw-tpb-$$ \
 		--vdev "net_memif0,role=client,socket=$W/tp.sock,socket-abstract=no" -- \
 		--forward-mode=txonly --txpkts=160 --total-num-mbufs=8192 \
-		--stats-period 1 -a >"$W/tpb.log" 2>&1 ) 2>/dev/null || true
+		--stats-period 1 -a >"$W/tpb.log" 2>&1 || true ) 2>/dev/null
 	wait $tpa 2>/dev/null || true
 	pps+=("$(sed -nE 's/.*Rx-pps: +([0-9]+).*/\1/p' "$W/tpa.log" | sort -n | tail -1)")
 	tns+=("$(sed -nE 's/.*CPU cycles\/packet=([0-9.]+) .* at ([0-9]+) MHz.*/\1 \2/p' "$W/tpa.log" |

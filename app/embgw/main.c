@@ -566,8 +566,12 @@ gw_main(int argc, char **argv, bool generator)
 	signal(SIGTERM, on_signal);
 	for (nports = 0; nports < conf.nports * identities; nports++) {
 		struct gw_work_opts share = share_of(&o, nports);
+		struct gw_faults fs = f;
 
-		rc = setup_port(&ports[nports], nports, &share, &f);
+		/* --flood-pps is the generator's rate: the first identity's */
+		if (identities > 1 && nports > 0)
+			fs.flood_pps = 0;
+		rc = setup_port(&ports[nports], nports, &share, &fs);
 		if (rc != 0)
 			break;
 	}
