@@ -32,6 +32,8 @@ struct gw_work {
 	struct gw_work_opts o;
 	uint64_t run_id;
 	uint64_t start_at;
+	uint32_t peer;            /* the one peer rooms go to ... */
+	bool all_peers;           /* ... or all of them in turn */
 	uint32_t opened, active, finished;
 	struct room_rec *recs;
 	uint64_t *lat;
@@ -325,6 +327,26 @@ gw_work_create(struct gw_port *p, const struct gw_work_opts *o)
 	if (w == NULL)
 		return -ENOMEM;
 	w->o = *o;
+	/* --peer NAME, --peer all, or this port's first peer */
+	if (strcmp(o->peer, "all") == 0) {
+		w->all_peers = true;
+	} else if (o->peer[0] != '\0') {
+		int i = egw_node_peer_index(p->node, o->peer);
+
+		if (i < 0) {
+			GW_LOG(ERR, "port %s: --peer %s: no such peer in the "
+				"configuration\n", p->cfg->name, o->peer);
+			free(w);
+			return -ENOENT;
+		}
+		w->peer = (uint32_t)i;
+	}
+	if (o->drive > 0 && p->cfg->npeers == 0) {
+		GW_LOG(ERR, "port %s: --drive needs a peer to fetch from\n",
+			p->cfg->name);
+		free(w);
+		return -ENOENT;
+	}
 	if (w->o.ranks == 0)
 		w->o.ranks = 1;
 	if (w->o.concurrency == 0)
@@ -346,14 +368,26 @@ gw_work_create(struct gw_port *p, const struct gw_work_opts *o)
 	return 0;
 }
 
-static void open_room(struct gw_port *p, struct gw_work *w, uint32_t peer,
-		      uint64_t now);
+static void open_room(struct gw_port *p, struct gw_work *w, uint64_t now);
+
+/* Before the first room: the peer's (or with --peer all, every peer's)
+ * first REGISTER. After that rooms open even while a peer is away, and
+ * fail at once if it was declared dead. */
+static bool
+peers_ready(const struct gw_port *p, const struct gw_work *w)
+{
+	if (!w->all_peers)
+		return egw_node_peer_ready(p->node, w->peer);
+	for (uint32_t i = 0; i < p->cfg->npeers; i++)
+		if (!egw_node_peer_ready(p->node, i))
+			return false;
+	return true;
+}
 
 void
 gw_work_tick(struct gw_port *p, uint64_t now)
 {
 	struct gw_work *w = p->work;
-	int peer;
 
 	/* called every poll-loop iteration: leave early when nothing is due
 	 * (a closed loop refills as soon as a room finishes, not a tick
@@ -361,13 +395,7 @@ gw_work_tick(struct gw_port *p, uint64_t now)
 	if (w->o.drive == 0 || w->opened == w->o.drive || now < w->start_at ||
 	    (w->o.rate == 0 && w->active >= w->o.concurrency))
 		return;
-	/* the named peer, or this port's first one */
-	peer = w->o.peer[0] ? egw_node_peer_index(p->node, w->o.peer) : 0;
-	if (peer < 0)
-		return;
-	/* wait for the peer's first REGISTER; after that, rooms open even
-	 * while it is away, and fail at once if it was declared dead */
-	if (w->opened == 0 && !egw_node_peer_ready(p->node, (uint32_t)peer))
+	if (w->opened == 0 && !peers_ready(p, w))
 		return;
 	/* open loop: the schedule decides, not completions (bounded by
 	 * --concurrency as a safety cap on rooms in flight) */
@@ -377,17 +405,19 @@ gw_work_tick(struct gw_port *p, uint64_t now)
 		if (due > w->o.drive)
 			due = w->o.drive;
 		while (w->opened < due && w->active < w->o.concurrency)
-			open_room(p, w, (uint32_t)peer, now);
+			open_room(p, w, now);
 		return;
 	}
 	while (w->active < w->o.concurrency && w->opened < w->o.drive)
-		open_room(p, w, (uint32_t)peer, now);
+		open_room(p, w, now);
 }
 
 static void
-open_room(struct gw_port *p, struct gw_work *w, uint32_t peer, uint64_t now)
+open_room(struct gw_port *p, struct gw_work *w, uint64_t now)
 {
 	uint32_t i = w->opened++;
+	/* --peer all: every peer in turn (a room's ranks stay together) */
+	uint32_t peer = w->all_peers ? i % p->cfg->npeers : w->peer;
 	uint32_t len = w->o.lengths[i % w->o.nlengths];
 	struct room_rec *r = &w->recs[i];
 

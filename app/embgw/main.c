@@ -69,7 +69,8 @@ usage(FILE *f, const char *prog)
 		"  --lengths L1,L2,...    language: room lengths in tokens, cycled\n"
 		"  --ranks R              language: TP ranks per room (1)\n"
 		"  --dummy-rank           language: the last rank wants the aux record only\n"
-		"  --peer NAME            language: the encode peer to fetch from\n"
+		"  --peer NAME|all        language: the encode peer to fetch from, or\n"
+		"                         every peer of the port in turn (default: the first)\n"
 		"  --exit-when-done       language: stop after the N rooms\n"
 		"  --duration-ms D        stop after D ms (bounded runs)\n"
 		"  --start-delay-ms D     language: wait D ms before the first room\n"
@@ -378,7 +379,10 @@ make_identities(void)
 		pp->addr = addr;
 		n1 = snprintf(c->name, sizeof(c->name), "%s.%u", conf.name, i);
 		n2 = snprintf(pp->name, sizeof(pp->name), "%s.%u", base->name, i);
-		if (pp->payload.driver == EGW_PAYLOAD_SHM)
+		/* a receiving identity creates its own pool file; a sending
+		 * one maps its peers' files and keeps the path as it is */
+		if (pp->payload.driver == EGW_PAYLOAD_SHM &&
+		    (c->roles & EGW_ROLE_LANGUAGE))
 			n3 = snprintf(pp->payload.path, sizeof(pp->payload.path),
 				      "%s.%u", base->payload.path, i);
 		if (n1 >= (int)sizeof(c->name) || n2 >= (int)sizeof(pp->name) ||
@@ -623,7 +627,9 @@ gw_main(int argc, char **argv, bool generator)
 	}
 	free(id_confs);
 	rte_eal_cleanup();
-	return rc;
+	/* exit status: 0, 1 (could not start: the log says why), 3 (rooms
+	 * left unfinished) - not a negative errno folded into a byte */
+	return rc < 0 ? 1 : rc;
 }
 
 #ifndef EMBGW_GEN

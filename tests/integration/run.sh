@@ -244,5 +244,46 @@ else
 	ko "embgw-gen encode side" "see logs" "$d/gen.log"
 fi
 
+# ---- 11. embgw-gen plays 4 encode peers; the language gateway uses all of them
+d=$T/encids
+mkdir -p "$d"
+head -c 48 /dev/urandom > "$d/psk.key"
+cat > "$d/gen.cfg" <<CFG
+gateway = { name = "enc"; roles = ["encode"]; key_file = "psk.key";
+  pool = { capacity_tokens = 65536; hidden_size = 256; }; };
+ports = ( { name = "p0";
+  device = "net_memif0,role=server,socket=$d/memif.sock,socket-abstract=no";
+  address = "192.168.79.101/24"; lcores = [1];
+  payload = { driver = "shm"; path = "$d/lang-pool"; };
+  peers = ( { name = "lang"; address = "192.168.79.2"; } ); } );
+CFG
+cat > "$d/lang.cfg" <<CFG
+gateway = { name = "lang"; roles = ["language"]; key_file = "psk.key";
+  pool = { capacity_tokens = 65536; hidden_size = 256;
+           policy = { kind = "fixed"; tokens = 1024; }; }; };
+ports = ( { name = "p0";
+  device = "net_memif0,role=client,socket=$d/memif.sock,socket-abstract=no";
+  address = "192.168.79.2/24"; lcores = [0];
+  payload = { driver = "shm"; path = "$d/lang-pool"; };
+  peers = ( { name = "enc.0"; address = "192.168.79.101"; },
+            { name = "enc.1"; address = "192.168.79.102"; },
+            { name = "enc.2"; address = "192.168.79.103"; },
+            { name = "enc.3"; address = "192.168.79.104"; } ); } );
+CFG
+timeout -s INT 90 build/app/embgw/embgw-gen -l 1 $EAL_COMMON --file-prefix egw-genei-$$ -- \
+	-f "$d/gen.cfg" --produce --identities 4 > "$d/gen.log" 2>&1 &
+PIDS+=($!)
+wait_socket "$d/memif.sock"
+run_gw lang 0 "$d/lang.cfg" "$d/lang.log" 60 --exit-when-done --peer all \
+	--drive 80 --concurrency 8 --lengths 700,5000
+stop_all
+per=$(grep -cE "^result-encode: port=p0\.[0-3] rooms=20 ok=20 failed=0 leaked=0" "$d/gen.log")
+if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
+   expect "$d/lang.log" result rooms -eq 80 && [ "$per" -eq 4 ]; then
+	ok "embgw-gen --produce --identities 4: a language gateway with --peer all fetched 80 rooms, 20 from each encode identity, byte-exact"
+else
+	ko "embgw-gen encode identities" "per=$per" "$d/gen.log"
+fi
+
 echo "integration: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
