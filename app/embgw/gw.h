@@ -142,7 +142,8 @@ struct gw_work_opts {
 	uint64_t seed;
 	uint32_t start_delay_ms;
 	uint32_t rate;           /* open loop: rooms per second (0: closed) */
-	uint16_t identity;       /* --identities: which one (0..K-1) */
+	uint16_t identity;       /* port index, or with --identities which
+				  * one (0..K-1): added to the room-id run */
 };
 int gw_work_create(struct gw_port *p, const struct gw_work_opts *o);
 void gw_work_tick(struct gw_port *p, uint64_t now);

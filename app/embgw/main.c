@@ -404,6 +404,7 @@ share_of(const struct gw_work_opts *o, uint16_t i)
 	struct gw_work_opts s = *o;
 	uint32_t k = identities;
 
+	s.identity = i; /* also a port's index: distinct room ids */
 	if (k == 1)
 		return s;
 	s.drive = o->drive / k + (i < o->drive % k);
@@ -413,7 +414,6 @@ share_of(const struct gw_work_opts *o, uint16_t i)
 	s.rate = o->rate / k + (i < o->rate % k);
 	if (o->rate > 0 && s.rate == 0)
 		s.rate = 1;
-	s.identity = i;
 	return s;
 }
 
@@ -568,6 +568,11 @@ gw_main(int argc, char **argv, bool generator)
 	rc = 0;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	/* ports and identities derive their room ids from one base plus
+	 * their index: bases drawn apart could meet, and two of our ports
+	 * would then send the same room id to one gateway */
+	if (o.seed == 0)
+		o.seed = gw_now_ns() >> 10;
 	for (nports = 0; nports < conf.nports * identities; nports++) {
 		struct gw_work_opts share = share_of(&o, nports);
 		struct gw_faults fs = f;

@@ -132,7 +132,7 @@ if expect "$d/lang.log" result errors -eq 0 p0 && expect "$d/lang.log" result le
    expect "$d/enc0.log" result-encode leaked -eq 0; then
 	ok "peer killed mid-transfer: its rooms failed as peer-dead ($dead), the other peer's 30 rooms byte-exact, zero blocks in use, done $(( (t1 - t0) / 1000000 )) ms after the kill"
 else
-	ko "peer killed" "see log" "$d/lang.log"
+	ko "peer killed" "dead=$dead p0: $(grep -E '^result: port=p0 ' "$d/lang.log") p1: $(grep -E '^result: port=p1 ' "$d/lang.log") $(grep -E '^  failed:' "$d/lang.log" | tr '\n' ';') enc0: $(grep -E '^result-encode' "$d/enc0.log")" "$d/lang.log"
 fi
 
 # ---- 6. the Wireshark dissector over a capture of real gateway traffic ----
