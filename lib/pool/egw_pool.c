@@ -187,8 +187,17 @@ seg_point(struct egw_pool *p, uint32_t b, uint8_t mark)
 		}
 	}
 	seg_set(&p->tree[node], 1, mark);
-	for (len = 2; d > 0; len *= 2)
-		seg_pull(p, path[--d], len);
+	/* climb only while something changes: a node's summary is a function
+	 * of its children's, so an unchanged one leaves every ancestor valid
+	 * (in a fragmented pool most flips settle a few levels up) */
+	for (len = 2; d > 0; len *= 2) {
+		struct seg *s = &p->tree[path[--d]];
+		uint32_t pre = s->pre, suf = s->suf, best = s->best;
+
+		seg_pull(p, path[d], len);
+		if (s->pre == pre && s->suf == suf && s->best == best)
+			break;
+	}
 }
 
 static void
