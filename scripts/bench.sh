@@ -123,7 +123,7 @@ emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
 	"ZeroMQ PUSH/PULL, seeds' multipart ASCII, ${zq} msgs/s" ">= 10"
 
 # ---- resume cost: 50,000 tokens from an 8,192 default vs pre-allocated ---
-n=5
+n=10
 [ "$quick" = 1 ] && n=2
 scripts/gen-configs.sh "$W/r8k" 8192 262144 >/dev/null
 scripts/gen-configs.sh "$W/rfull" 50048 262144 >/dev/null
@@ -203,7 +203,8 @@ cpu=$(lscpu 2>/dev/null | sed -nE 's/^Model name: +//p' | head -1)
 	echo "|---|---|---|---|---|"
 	printf '%s\n' "${rows[@]}"
 	echo
-	[ -f "$table" ] && sed -n '/^## How the figures scale/,$p' "$table"
+	# the prose: everything from the first section after the table
+	[ -f "$table" ] && sed -n '/^## How the figures/,$p' "$table"
 } > "$W/table.md"
 if [ "$quick" = 1 ]; then
 	echo "bench: quick run, $table left as it is"
