@@ -67,6 +67,7 @@ cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 			ns.proto.refused[EGW_PE_SESSION]);
 		add(c, "registers_rx", ns.registers_rx);
 		add(c, "registers_tx", ns.registers_tx);
+		add(c, "reregisters", ns.reregisters);
 		add(c, "inj_dropped", p->st.inj_dropped);
 		add(c, "inj_duped", p->st.inj_duped);
 		add(c, "inj_reordered", p->st.inj_reordered);

@@ -275,6 +275,15 @@ serve(struct gw_port *p, uint64_t now, uint64_t stop_at)
 		work++;
 		egw_node_tick(p->node, now);
 		gw_net_tick(p, now);
+		if (p->dops->changed != NULL) {
+			uint32_t peers[EGW_CONF_MAX_PEERS];
+			uint32_t nch = p->dops->changed(p->drv, peers,
+							EGW_CONF_MAX_PEERS);
+
+			/* a link rebuilt after an error: tell the peer */
+			for (uint32_t i = 0; i < nch; i++)
+				egw_node_reregister(p->node, peers[i], now);
+		}
 		p->next_tick = now + GW_TICK_NS;
 		if (p->faults.junk_per_tick)
 			gw_net_inject_junk(p);

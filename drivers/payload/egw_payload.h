@@ -157,6 +157,12 @@ struct egw_payload_ops {
 	/** Post writes from the local pool to a peer; completion later. */
 	int (*post)(struct egw_payload *p, uint32_t peer,
 		    const struct egw_write *w, uint32_t n, uint64_t cookie);
+	/** Peers whose endpoint (from endpoint()) changed since the last
+	 *  call, up to `max`: our side of the link was rebuilt (verbs: a QP
+	 *  reset after an error takes a new PSN) and the peer must hear a
+	 *  new REGISTER to rebuild its side. Optional. */
+	uint32_t (*changed)(struct egw_payload *p, uint32_t *peers,
+			    uint32_t max);
 	/** Up to `max` completions. */
 	uint32_t (*poll)(struct egw_payload *p, struct egw_payload_cpl *c,
 			 uint32_t max);

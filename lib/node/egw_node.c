@@ -430,6 +430,22 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 	drain_allocs(n);
 }
 
+int
+egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now)
+{
+	struct node_peer *pe;
+
+	if (n == NULL || peer >= n->npeers)
+		return -EINVAL;
+	pe = &n->peers[peer];
+	n->now = now;
+	pe->acked = false;
+	n->st.reregisters++;
+	send_register(n, peer, false);
+	pe->next_register = now + REGISTER_RETRY_NS;
+	return 0;
+}
+
 void
 egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 		     uint64_t now)

@@ -42,6 +42,7 @@ struct egw_node_stats {
 	uint64_t rx_datagrams, tx_datagrams;
 	uint64_t drops[EGW_ND_MAX];
 	uint64_t registers_rx, registers_tx;
+	uint64_t reregisters;   /**< endpoint changes announced to a peer */
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	struct egw_proto_stats proto;
 };
@@ -105,6 +106,13 @@ void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 int egw_node_peer_index(const struct egw_node *n, const char *name);
 /** Whether a peer has registered (its pool geometry is known). */
 bool egw_node_peer_ready(const struct egw_node *n, uint32_t peer);
+
+/**
+ * Our payload endpoint towards `peer` changed (the driver rebuilt its side
+ * of the link): send a REGISTER with the new one now, and again until the
+ * peer acknowledges it. 0, or -EINVAL for an unknown peer.
+ */
+int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 
 /* Language side */
 int egw_node_open_rx(struct egw_node *n, uint64_t room, uint16_t rank,

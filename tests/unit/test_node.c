@@ -33,7 +33,33 @@ static struct {
 	uint64_t now;
 	unsigned delivered, bad, done_err;
 	struct dgram last[2]; /* the last datagram each side sent */
+	uint32_t enc_psn;     /* the encode side's endpoint PSN */
+	unsigned lang_peer_ups; /* the language side's driver connects */
+	uint32_t lang_seen_psn;
 } t;
+
+/* The encode side's payload endpoint: a PSN the test can change, as the
+ * verbs driver does when it rebuilds a QP after an error. */
+static void
+endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
+{
+	(void)peer;
+	*qpn = (intptr_t)ctx == 0 ? 77 : 88;
+	*psn = (intptr_t)ctx == 0 ? t.enc_psn : 5;
+	*mtu = 1024;
+}
+
+/* The driver hears of a peer (new, or its endpoint changed). */
+static int
+peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+{
+	(void)peer;
+	if ((intptr_t)ctx == 1) {
+		t.lang_peer_ups++;
+		t.lang_seen_psn = r->psn;
+	}
+	return 0;
+}
 
 static void
 tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
@@ -135,10 +161,12 @@ static void
 setup(uint32_t lang_hidden)
 {
 	struct egw_node_ops ops = { .tx = tx, .post = post, .deliver = deliver,
-				    .done = done, .unknown_room = unknown_room };
+				    .done = done, .unknown_room = unknown_room,
+				    .endpoint = endpoint, .peer_up = peer_up };
 	struct egw_region reg[EGW_KIND_MAX];
 
 	memset(&t, 0, sizeof(t));
+	t.enc_psn = 111;
 	egw_proto_init();
 	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
 	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", lang_hidden);
@@ -210,6 +238,46 @@ test_register_then_resume_transfer(void)
 			CU_ASSERT_EQUAL(st.drops[d], 0);
 		CU_ASSERT(st.proto.ok > 0);
 	}
+	teardown();
+}
+
+/* A driver that rebuilt its side of the link (verbs: QP reset after an
+ * error, new PSN) re-registers: the peer's driver hears the new endpoint
+ * once, both sides are ready again, and transfers go on. */
+static void
+test_reregister_after_endpoint_change(void)
+{
+	struct egw_node_stats st;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_EQUAL(t.lang_peer_ups, 1);
+	CU_ASSERT_EQUAL(t.lang_seen_psn, 111);
+	run(5000000); /* retransmitted or repeated REGISTERs: no reconnect */
+	CU_ASSERT_EQUAL(t.lang_peer_ups, 1);
+	t.enc_psn = 222;
+	CU_ASSERT_EQUAL(egw_node_reregister(t.node[0], 0, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_reregister(t.node[0], 5, t.now), -EINVAL);
+	run(5000000);
+	CU_ASSERT_EQUAL(t.lang_peer_ups, 2);
+	CU_ASSERT_EQUAL(t.lang_seen_psn, 222);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[0], &st);
+	CU_ASSERT_EQUAL(st.reregisters, 1);
+	{
+		/* acknowledged: no more REGISTERs go out */
+		uint64_t sent = st.registers_tx;
+
+		run(5000000);
+		egw_node_get_stats(t.node[0], &st);
+		CU_ASSERT_EQUAL(st.registers_tx, sent);
+	}
+	CU_ASSERT_EQUAL(egw_node_open_rx(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, 0);
 	teardown();
 }
 
@@ -298,6 +366,7 @@ main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "register_then_resume_transfer", test_register_then_resume_transfer },
+		{ "reregister_after_endpoint_change", test_reregister_after_endpoint_change },
 		{ "bad_datagrams_dropped_and_counted", test_bad_datagrams_dropped_and_counted },
 		{ "mismatched_geometry_is_not_registered", test_mismatched_geometry_is_not_registered },
 		{ "message_for_missing_role_dropped", test_message_for_missing_role_dropped },

@@ -48,6 +48,7 @@ struct vpeer {
 	uint32_t psn;            /* ours */
 	uint8_t gen;             /* bumped on every reset */
 	bool connected;
+	bool changed;            /* new PSN: the peer must hear it */
 	struct egw_register reg; /* the peer's endpoint and regions */
 	uint32_t sq_used;        /* WRs posted and not yet known complete */
 	uint32_t unsignaled;     /* WRs since the last signalled one */
@@ -485,8 +486,29 @@ recover(struct egw_payload *p, uint32_t peer)
 		}
 	p->st.qp_resets++;
 	v->connected = false;
+	/* The peer's responder still expects the PSN after the last packet
+	 * it took; restarting ours from the old value would be refused as
+	 * out of sequence (or ignored as duplicates). A new PSN, our QP back
+	 * to RTS now, and a new REGISTER (changed()) so the peer resets its
+	 * side to expect it. Writes posted before the peer has done so fail
+	 * like the ones in flight did. */
+	v->psn = (uint32_t)(lrand48() & 0xffffff);
+	v->changed = true;
 	if (qp_connect(p, v) != 0)
 		verr("QP for peer %s stays down after an error", v->reg.name);
+}
+
+static uint32_t
+verbs_changed(struct egw_payload *p, uint32_t *peers, uint32_t max)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->npeers && n < max; i++)
+		if (p->peers[i].changed) {
+			p->peers[i].changed = false;
+			peers[n++] = i;
+		}
+	return n;
 }
 
 static uint32_t
@@ -588,6 +610,7 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.endpoint = verbs_endpoint,
 	.connect = verbs_connect,
 	.post = verbs_post,
+	.changed = verbs_changed,
 	.poll = verbs_poll,
 	.stats = verbs_stats,
 	.close = verbs_close,
