@@ -45,6 +45,7 @@ struct gw_faults {
 	uint32_t drop_pct, dup_pct, reorder_pct;
 	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams sent */
 	uint64_t flood_pps;      /* embgw-gen: junk datagrams per second */
+	uint64_t qp_error_at;    /* verbs: a QP error after this batch */
 	uint64_t flood_sent, flood_start;
 	uint64_t rng;
 };
@@ -54,6 +55,7 @@ struct gw_port_stats {
 	uint64_t arp_rx, arp_tx, arp_miss;
 	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
 	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk, flood;
+	uint64_t posts;          /* payload batches handed to the driver */
 	/* worker CPU: cycles of loop iterations that did work (a burst in,
 	 * completions, timers) out of all cycles the worker ran */
 	uint64_t busy_cycles, run_cycles;

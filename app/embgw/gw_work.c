@@ -40,6 +40,8 @@ struct gw_work {
 	uint32_t nlat;
 	uint64_t bytes_verified, bad_bytes, verified_rooms;
 	uint32_t ok, failed;
+	uint32_t last_failed;     /* 1 + index of the last room opened that
+				   * failed (0: none) */
 	uint64_t fail_reason[EGW_E_MAX];
 	uint64_t first_open, last_done;
 	/* encode side */
@@ -188,7 +190,11 @@ room_finished(struct gw_work *w, struct room_rec *r, uint64_t now)
 		w->ok++;
 		w->lat[w->nlat++] = now - r->opened_at;
 	} else {
+		uint32_t i = (uint32_t)(r - w->recs);
+
 		w->failed++;
+		if (i + 1 > w->last_failed)
+			w->last_failed = i + 1;
 	}
 }
 
@@ -296,6 +302,15 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 		       p->cfg->name);
 		if (p->nrefused < RTE_DIM(p->refused))
 			p->refused[p->nrefused++] = cookie;
+	}
+	/* test knob: a QP error after the Nth batch (what a link failure
+	 * does), so the driver's recovery runs for real */
+	if (++p->st.posts == p->faults.qp_error_at &&
+	    p->dops->inject_qp_error != NULL) {
+		GW_LOG(WARNING, "port %s: test fault: QP towards peer %u put "
+		       "in error after batch %lu\n", p->cfg->name, peer,
+		       (unsigned long)p->st.posts);
+		p->dops->inject_qp_error(p->drv, peer);
 	}
 }
 
@@ -654,6 +669,17 @@ gw_work_report(const struct gw_port *p, FILE *f)
 			fprintf(f, "  failed: %lu x %s\n",
 				(unsigned long)w->fail_reason[e],
 				egw_strerror((enum egw_err)e));
+	if (w->last_failed > 0) {
+		/* after a fault: did rooms opened later succeed? */
+		uint32_t after = 0;
+
+		for (uint32_t i = w->last_failed; i < w->o.drive; i++)
+			after += !w->recs[i].active && w->recs[i].failed == 0 &&
+				 w->recs[i].room != 0;
+		fprintf(f, "recovery: %u rooms opened after the last failed one "
+			"(#%u) succeeded, of %u\n", after, w->last_failed - 1,
+			w->o.drive - w->last_failed);
+	}
 	fprintf(f, "result: port=%s rooms=%u bytes=%lu rounds=%lu errors=%lu "
 		"leaked=%u\n", p->cfg->name, w->o.drive, (unsigned long)w->bytes_verified,
 		(unsigned long)xs.resumes,

@@ -77,6 +77,7 @@ usage(FILE *f, const char *prog)
 		"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
 		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
 		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
+		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
 		"  --capture FILE         write every control frame in and out to a pcap file\n"
 		"                         (FILE.<port> when there are several ports)\n"
 		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
@@ -142,6 +143,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		{ "flood-pps", required_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "identities", required_argument, NULL, 'I' },
+		{ "fault-qp-error", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -182,6 +184,7 @@ parse_app_args(int argc, char **argv, const char **cfg, struct gw_work_opts *o,
 		case 'F': f->flood_pps = strtoull(optarg, NULL, 10); break;
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		case 'I': identities = (uint16_t)atoi(optarg); break;
+		case 'E': f->qp_error_at = strtoull(optarg, NULL, 10); break;
 		default:
 			return -1;
 		}

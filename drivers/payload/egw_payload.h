@@ -163,6 +163,9 @@ struct egw_payload_ops {
 	 *  new REGISTER to rebuild its side. Optional. */
 	uint32_t (*changed)(struct egw_payload *p, uint32_t *peers,
 			    uint32_t max);
+	/** Test knob: put the link to `peer` in error now, as a failure on
+	 *  the wire would (verbs: QP to ERR; in-flight WRs flush). Optional. */
+	void (*inject_qp_error)(struct egw_payload *p, uint32_t peer);
 	/** Up to `max` completions. */
 	uint32_t (*poll)(struct egw_payload *p, struct egw_payload_cpl *c,
 			 uint32_t max);

@@ -19,6 +19,7 @@ struct node_peer {
 	struct egw_replay replay;
 	bool registered;         /* we have its REGISTER */
 	bool acked;              /* it has ours (REGISTER or ACK received) */
+	bool reannounced;        /* our endpoint changed: its ACK confirms */
 	uint64_t next_register;
 	struct egw_register reg;
 };
@@ -312,9 +313,12 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		return;
 	}
 	/* the driver hears of a peer when it is new or its endpoint changed
-	 * (a restart), not on every retransmitted REGISTER */
+	 * (a restart), not on every retransmitted REGISTER - and once more
+	 * when the peer acknowledges our re-announced endpoint, which tells
+	 * the driver the peer's side is rebuilt too */
 	if (n->ops.peer_up != NULL &&
-	    (!pe->registered || memcmp(&pe->reg, &p->reg, sizeof(p->reg)) != 0) &&
+	    (!pe->registered || memcmp(&pe->reg, &p->reg, sizeof(p->reg)) != 0 ||
+	     (pe->reannounced && (p->flags & EGW_PF_ACK))) &&
 	    n->ops.peer_up(n->ops.ctx, peer, &p->reg) != 0) {
 		n->st.drops[EGW_ND_PAYLOAD]++;
 		return;
@@ -323,9 +327,10 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	pe->registered = true;
 	if (n->tx != NULL && (p->reg.roles & EGW_ROLE_LANGUAGE))
 		egw_sender_peer_add(n->tx, peer, p->reg.pool_blocks, n->now);
-	if (p->flags & EGW_PF_ACK)
+	if (p->flags & EGW_PF_ACK) {
 		pe->acked = true;
-	else
+		pe->reannounced = false;
+	} else
 		send_register(n, peer, true);
 }
 
@@ -440,6 +445,7 @@ egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now)
 	pe = &n->peers[peer];
 	n->now = now;
 	pe->acked = false;
+	pe->reannounced = true;
 	n->st.reregisters++;
 	send_register(n, peer, false);
 	pe->next_register = now + REGISTER_RETRY_NS;

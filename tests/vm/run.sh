@@ -5,8 +5,17 @@
 # (net_af_packet on eth0) for the control protocol and the verbs payload
 # driver on rxe0 (bound to the same eth0) for RDMA WRITEs. The seeds'
 # scenarios run byte-exact with resume; dumpcap in "lang" records the wire;
-# afterwards ib_write_bw runs between the same two rxe devices at the same
-# message size, for the benchmark ratio.
+# then faults: with the encode gateway still running, a new language
+# gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
+# its own RoCE packets for 8 s (netem behind a u32 filter on UDP port 4791,
+# so the control protocol carries on): soft-RoCE retransmits and the rooms
+# stall, then land; and (2) the encode QP is put in error after a set batch
+# (--fault-qp-error; soft-RoCE does not give up on retries in a useful
+# time): the rooms in flight fail as payload errors, the driver rebuilds the
+# QP with a new PSN and re-registers, the language side rebuilds its end,
+# and the rooms opened after the last failure must land byte-exact. Afterwards
+# ib_write_bw runs between the same two rxe devices at the same message
+# size, for the benchmark ratio.
 #
 # Last line: "vm: <rooms> rooms, <bytes> bytes verified over RoCEv2,
 #             <packets> RDMA WRITE packets on the wire"
@@ -26,6 +35,9 @@ command -v tshark >/dev/null 2>&1 || {
 }
 
 port=$((20000 + $$ % 20000))
+# phase 1 posts 124 batches (8 rooms, 8-block windows); the encode QP is
+# put in error at the 30th batch of phase 2, with 10 rooms still to come
+qp_error_at=154
 MAC_ENC=52:54:00:88:00:01
 MAC_LANG=52:54:00:88:00:02
 
@@ -83,9 +95,22 @@ cat > "$out/enc.sh" <<SH
 set -x
 sh /out/net.sh 10.88.0.1
 ./build/app/embgw/embgw -l 0,1 --no-huge -m 512 --file-prefix vm-enc -- \\
-	-f /out/encode.cfg --produce --duration-ms 600000 > /out/enc-gw.log 2>&1 &
+	-f /out/encode.cfg --produce --duration-ms 600000 \\
+	--fault-qp-error $qp_error_at > /out/enc-gw.log 2>&1 &
 gw=\$!
-# the language guest says when its phase is over
+# the fault: once the language side's second phase runs, drop our RoCE
+# packets (UDP to 4791) for a while - only those: the control protocol
+# goes on, so rooms keep posting writes into the black hole
+for _ in \$(seq 1 6000); do [ -f /out/phase2.started ] && break; sleep 0.1; done
+sleep 5
+tc qdisc add dev eth0 root handle 1: prio &&
+tc qdisc add dev eth0 parent 1:3 handle 30: netem loss 100% &&
+tc filter add dev eth0 parent 1:0 protocol ip u32 match ip dport 4791 0xffff flowid 1:3 &&
+touch /out/fault.on
+sleep 8
+tc -s qdisc show dev eth0
+tc qdisc del dev eth0 root && touch /out/fault.off
+# the language guest says when its phases are over
 for _ in \$(seq 1 6000); do [ -f /out/lang.done ] && break; sleep 0.1; done
 kill -INT \$gw; wait \$gw
 echo "encode gateway: \$?"
@@ -116,6 +141,11 @@ rc=\$?
 sleep 1
 kill -INT \$cap; wait \$cap
 cp /run/wire.pcapng /out/wire.pcapng
+# phase 2: a steady stream of rooms across the encode side's fault
+touch /out/phase2.started
+./build/app/embgw/embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
+	-f /out/language.cfg --drive 40 --rate 2 --concurrency 4 --lengths 1000 \
+	--exit-when-done --duration-ms 300000 > /out/lang-gw2.log 2>&1
 touch /out/lang.done
 gid=\$(sh /out/gid.sh 10.88.0.2)
 for run in 1 2 3; do
@@ -161,6 +191,24 @@ if [ "$lang_rc" -ne 0 ] || [ -z "$res" ] || [ "${errors:-1}" != 0 ] || [ "${leak
 fi
 grep -q "result-encode: .* leaked=0" "$out/enc-gw.log" ||
 	{ echo "vm: FAIL encode gateway"; tail -20 "$out/enc-gw.log" "$out/enc.log"; fail=1; }
+
+# the fault phase: the QP failed and was rebuilt, rooms in the fault failed
+# as payload errors only, and rooms opened after the last failure landed
+resets=$(sed -nE 's/.* ([0-9]+) QP resets.*/\1/p' "$out/enc-gw.log" | tail -1)
+res2=$(grep -E "^result: port=p0 " "$out/lang-gw2.log" 2>/dev/null | tail -1)
+rec=$(sed -nE 's/^recovery: ([0-9]+) rooms opened after.*/\1/p' "$out/lang-gw2.log" 2>/dev/null)
+other=$(grep -E "^  failed:" "$out/lang-gw2.log" 2>/dev/null | grep -vc "payload writes failed")
+bad2=$(sed -nE 's/.* verified, ([0-9]+) bad,.*/\1/p' "$out/lang-gw2.log" 2>/dev/null)
+unfin=$(sed -nE 's/.* failed, ([0-9]+) not finished.*/\1/p' "$out/lang-gw2.log" 2>/dev/null)
+if [ -f "$out/fault.on" ] && [ -f "$out/fault.off" ] && [ "${resets:-0}" -ge 1 ] &&
+   [ "${rec:-0}" -ge 1 ] && [ "${other:-1}" -eq 0 ] && [ "${bad2:-1}" -eq 0 ] &&
+   [ "${unfin:-1}" -eq 0 ] && grep -q "leaked=0" <<<"$res2"; then
+	echo "fault: RoCE dropped for 8 s ($(sed -nE 's/.*dropped ([0-9]+),.*/\1/p' "$out/enc.log" | tail -1) packets) and survived; QP error injected: $resets QP reset(s), $(grep -E '^  failed:' "$out/lang-gw2.log" | sed 's/^ *//' | tr '\n' ' ')- $rec rooms opened after the last failure landed byte-exact, nothing leaked"
+else
+	echo "vm: FAIL fault phase: resets=${resets:-?} recovered=${rec:-?} other-failures=${other:-?} bad=${bad2:-?} unfinished=${unfin:-?} ${res2:-no result}"
+	tail -25 "$out/lang-gw2.log" "$out/enc-gw.log" 2>/dev/null
+	fail=1
+fi
 
 # the wire: RDMA WRITE First(6)/Middle(7)/Last(8)/Only(10) packets, and the
 # bytes their RETH announce must account for every byte transferred

@@ -93,7 +93,7 @@ flock -u 9
 	# so a project under /tmp is still visible; /run and /dev/shm start empty
 	echo 'mount -t tmpfs tmpfs /run; mkdir -p /dev/shm; mount -t tmpfs tmpfs /dev/shm'
 	echo "export EGW_KDIR='$k' EGW_KVER='$kver' PATH=/usr/sbin:/usr/bin:/sbin:/bin"
-	echo "for m in virtio_net af_packet crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm; do modprobe -d '$k' -S '$kver' \$m 2>/dev/null; done"
+	echo "for m in virtio_net af_packet crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm sch_netem sch_prio cls_u32; do modprobe -d '$k' -S '$kver' \$m 2>/dev/null; done"
 	echo 'ip link set lo up'
 	printf 'cd %q\n' "$PWD"
 	printf 'sh %q > /out/%s.log 2>&1; echo $? > /out/%s.rc\n' "$script" "$name" "$name"

@@ -49,6 +49,7 @@ struct vpeer {
 	uint8_t gen;             /* bumped on every reset */
 	bool connected;
 	bool changed;            /* new PSN: the peer must hear it */
+	bool unconfirmed;        /* ... and has not confirmed it yet */
 	struct egw_register reg; /* the peer's endpoint and regions */
 	uint32_t sq_used;        /* WRs posted and not yet known complete */
 	uint32_t unsignaled;     /* WRs since the last signalled one */
@@ -381,6 +382,7 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 	if (peer >= p->npeers)
 		return -EINVAL;
 	v = &p->peers[peer];
+	v->unconfirmed = false; /* the peer has our current endpoint */
 	if (v->connected && v->reg.qpn == r->qpn && v->reg.psn == r->psn &&
 	    memcmp(v->reg.gid, r->gid, 16) == 0) {
 		v->reg = *r; /* same endpoint: only the regions may be news */
@@ -415,8 +417,12 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 		return -EINVAL;
 	v = &p->peers[peer];
 	p->st.batches++;
-	/* a batch that cannot be posted whole fails whole, now */
-	if (!v->connected || n == 0 || v->nchain + n > MAX_CHAIN ||
+	/* a batch that cannot be posted whole fails whole, now; so does one
+	 * for a rebuilt QP the peer has not confirmed: its responder may
+	 * still expect the old PSN and would take our new packets for
+	 * duplicates - acknowledged, not written */
+	if (!v->connected || v->unconfirmed || n == 0 ||
+	    v->nchain + n > MAX_CHAIN ||
 	    v->sq_used + v->nchain + n > p->max_send_wr ||
 	    p->batches_in_use == p->nbatch) {
 		complete(p, cookie, false);
@@ -494,8 +500,23 @@ recover(struct egw_payload *p, uint32_t peer)
 	 * like the ones in flight did. */
 	v->psn = (uint32_t)(lrand48() & 0xffffff);
 	v->changed = true;
+	v->unconfirmed = true;
 	if (qp_connect(p, v) != 0)
 		verr("QP for peer %s stays down after an error", v->reg.name);
+}
+
+static void
+verbs_inject_qp_error(struct egw_payload *p, uint32_t peer)
+{
+	struct ibv_qp_attr a;
+
+	if (peer >= p->npeers)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	if (ibv_modify_qp(p->peers[peer].qp, &a, IBV_QP_STATE) != 0)
+		verr("test fault: cannot move the QP of peer %s to ERR",
+		     p->peers[peer].reg.name);
 }
 
 static uint32_t
@@ -611,6 +632,7 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.connect = verbs_connect,
 	.post = verbs_post,
 	.changed = verbs_changed,
+	.inject_qp_error = verbs_inject_qp_error,
 	.poll = verbs_poll,
 	.stats = verbs_stats,
 	.close = verbs_close,
