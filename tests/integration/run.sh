@@ -179,7 +179,7 @@ if expect "$d/gen.log" result errors -eq 0 && expect "$d/gen.log" result leaked 
    [ "${junk:-0}" -gt 0 ] && expect "$d/enc.log" result-encode leaked -eq 0; then
 	ok "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s flood: byte-exact, $junk junk dropped by the gateway; $(grep -oE '[0-9]+ rooms/s' "$d/gen.log")"
 else
-	ko "embgw-gen" "see log" "$d/gen.log"
+	ko "embgw-gen" "junk seen by the gateway: ${junk:-none}; gateway: $(grep -E '^(port p0|result-encode)' "$d/enc.log" | tr '\n' ' ')" "$d/gen.log"
 fi
 
 # ---- 8. embgw-gen into a pcap file (for tcpreplay, TRex, net_pcap) -------
