@@ -24,6 +24,7 @@
 #define GW_MAX_PORTS EGW_CONF_MAX_PEERS
 #define GW_TICK_NS 100000ull          /* timers every 100 us */
 #define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
+#define GW_CLOSE_GRACE_NS 100000000ull /* before a port closes (gw_port_stop) */
 
 extern volatile bool gw_force_quit;
 

@@ -621,6 +621,21 @@ gw_port_stop(struct gw_port *p)
 	p->held = NULL;
 	if (p->owner != p)
 		return; /* the owner stops and closes the device */
+	/* Let the peer drain what we sent before we disconnect: DPDK's memif
+	 * (22.11) unmaps the shared rings on a disconnect without waiting
+	 * for the other side's lcore, which crashes if it is still inside a
+	 * burst over our last frames (seen: a generator that exited with a
+	 * full ring). Our own rx is drained meanwhile; harmless on a NIC. */
+	for (uint64_t until = gw_now_ns() + GW_CLOSE_GRACE_NS;
+	     gw_now_ns() < until;) {
+		struct rte_mbuf *pkts[GW_BURST];
+		uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, GW_BURST);
+
+		if (n > 0)
+			rte_pktmbuf_free_bulk(pkts, n);
+		else
+			rte_delay_us_sleep(1000);
+	}
 	rte_eth_dev_stop(p->port_id);
 	rte_eth_dev_close(p->port_id);
 }

@@ -180,6 +180,7 @@ if expect "$d/gen.log" result errors -eq 0 && expect "$d/gen.log" result leaked 
 	ok "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s flood: byte-exact, $junk junk dropped by the gateway; $(grep -oE '[0-9]+ rooms/s' "$d/gen.log")"
 else
 	ko "embgw-gen" "junk seen by the gateway: ${junk:-none}; gateway: $(grep -E '^(port p0|result-encode)' "$d/enc.log" | tr '\n' ' ')" "$d/gen.log"
+	echo "     the gateway's log:"; tail -15 "$d/enc.log" | sed 's/^/     /'
 fi
 
 # ---- 8. embgw-gen into a pcap file (for tcpreplay, TRex, net_pcap) -------
