@@ -87,7 +87,7 @@ if [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ]; then
 else
 	vrc=0
 	tests/vm/run.sh >/tmp/embgw-vm.log 2>&1 || vrc=$?
-	grep -E "^(wire:|bench |vm:)" /tmp/embgw-vm.log | sed 's/^/[vm] /'
+	grep -E "^(wire:|fault:|bench |vm:)" /tmp/embgw-vm.log | sed 's/^/[vm] /'
 	if [ $vrc -eq 0 ]; then
 		passed=$((passed + 1))
 	elif [ $vrc -eq 77 ]; then
