@@ -89,11 +89,11 @@ struct gw_port {
 	struct gw_faults faults;
 	struct gw_port_stats st;
 	struct gw_work *work;
-	/* --identities: several gw_ports on one device. The owner configures,
-	 * polls and closes it and hands each frame to the identity whose
-	 * address it is for; without identities owner == self, nids == 1. */
+	/* --identities: several gw_ports on one device, owner[0..nids) in
+	 * one array. The owner (the first) configures, polls and closes the
+	 * device and hands each frame to the identity whose address it is
+	 * for; without identities owner == self, nids == 1. */
 	struct gw_port *owner;
-	struct gw_port *ids;
 	uint16_t nids;
 	uint64_t next_tick;
 	bool started;            /* the DPDK port is up (stop only then) */
@@ -108,6 +108,9 @@ struct gw_port {
  * init; before it, and where the TSC frequency is unknown, clock_gettime. */
 void gw_clock_init(void);
 uint64_t gw_now_ns(void);
+/* The same clock from a TSC value already read (the poll loop reads it
+ * once per iteration, for its time and its busy-cycle count). */
+uint64_t gw_tsc_ns(uint64_t cycles);
 
 /* gw_net.c */
 int gw_port_start(struct gw_port *p);

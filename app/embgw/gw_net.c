@@ -32,15 +32,20 @@ gw_clock_init(void)
 }
 
 uint64_t
-gw_now_ns(void)
+gw_tsc_ns(uint64_t cycles)
 {
 	struct timespec ts;
 
 	if (tsc_mult != 0)
-		return (uint64_t)(((unsigned __int128)rte_get_tsc_cycles() *
-				   tsc_mult) >> 32);
+		return (uint64_t)(((unsigned __int128)cycles * tsc_mult) >> 32);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+gw_now_ns(void)
+{
+	return gw_tsc_ns(rte_get_tsc_cycles());
 }
 
 /* ---- neighbours -------------------------------------------------------- */
@@ -95,7 +100,7 @@ gw_capture_open(struct gw_port *p, const char *path)
 
 	p->cap = fopen(path, "wb");
 	if (p->cap == NULL || fwrite(&h, sizeof(h), 1, p->cap) != 1)
-		return -errno;
+		return errno ? -errno : -EIO; /* a short write need not set it */
 	return 0;
 }
 
@@ -409,8 +414,8 @@ static struct gw_port *
 identity_of(struct gw_port *owner, uint32_t ip)
 {
 	for (uint16_t i = 0; i < owner->nids; i++)
-		if (owner->ids[i].cfg->addr == ip)
-			return &owner->ids[i];
+		if (owner[i].cfg->addr == ip)
+			return &owner[i];
 	return NULL;
 }
 

@@ -20,61 +20,75 @@ add(struct rte_tel_data *d, const char *k, uint64_t v)
 	rte_tel_data_add_dict_u64(d, k, v);
 }
 
+/* Every command answers one dictionary per port, keyed by its name. */
+static int
+per_port(struct rte_tel_data *d,
+	 void (*fill)(const struct gw_port *p, struct rte_tel_data *c))
+{
+	rte_tel_data_start_dict(d);
+	for (uint16_t i = 0; i < ntports; i++) {
+		struct rte_tel_data *c = rte_tel_data_alloc();
+
+		if (c == NULL)
+			return -1;
+		rte_tel_data_start_dict(c);
+		fill(&tports[i], c);
+		rte_tel_data_add_dict_container(d, tports[i].cfg->name, c, 0);
+	}
+	return 0;
+}
+
+static void
+fill_stats(const struct gw_port *p, struct rte_tel_data *c)
+{
+	struct egw_node_stats ns;
+
+	egw_node_get_stats(p->node, &ns);
+	add(c, "rx_pkts", p->st.rx_pkts);
+	add(c, "tx_pkts", p->st.tx_pkts);
+	add(c, "tx_full", p->st.tx_full);
+	add(c, "arp_rx", p->st.arp_rx);
+	add(c, "arp_tx", p->st.arp_tx);
+	add(c, "arp_miss", p->st.arp_miss);
+	add(c, "drop_not_ipv4_udp", p->st.drop_not_ipv4_udp);
+	add(c, "drop_bad_ip", p->st.drop_bad_ip);
+	add(c, "drop_bad_udp", p->st.drop_bad_udp);
+	add(c, "drop_not_ours", p->st.drop_not_ours);
+	add(c, "rx_datagrams", ns.rx_datagrams);
+	add(c, "tx_datagrams", ns.tx_datagrams);
+	for (int k = 0; k < EGW_ND_MAX; k++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "drop_%s",
+			 egw_node_drop_name((enum egw_node_drop)k));
+		add(c, name, ns.drops[k]);
+	}
+	add(c, "proto_ok", ns.proto.ok);
+	add(c, "proto_bad_mac", ns.proto.refused[EGW_PE_MAC]);
+	add(c, "proto_bad_length", ns.proto.refused[EGW_PE_SHORT] +
+		ns.proto.refused[EGW_PE_LONG] + ns.proto.refused[EGW_PE_LENGTH] +
+		ns.proto.refused[EGW_PE_BODY]);
+	add(c, "proto_bad_header", ns.proto.refused[EGW_PE_MAGIC] +
+		ns.proto.refused[EGW_PE_VERSION] + ns.proto.refused[EGW_PE_TYPE] +
+		ns.proto.refused[EGW_PE_FLAGS] + ns.proto.refused[EGW_PE_RESERVED]);
+	add(c, "proto_bad_field", ns.proto.refused[EGW_PE_FIELD]);
+	add(c, "proto_replay", ns.proto.refused[EGW_PE_REPLAY] +
+		ns.proto.refused[EGW_PE_SESSION]);
+	add(c, "registers_rx", ns.registers_rx);
+	add(c, "registers_tx", ns.registers_tx);
+	add(c, "reregisters", ns.reregisters);
+	add(c, "inj_dropped", p->st.inj_dropped);
+	add(c, "inj_duped", p->st.inj_duped);
+	add(c, "inj_reordered", p->st.inj_reordered);
+	add(c, "inj_junk", p->st.inj_junk);
+}
+
 static int
 cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
 	(void)params;
-	rte_tel_data_start_dict(d);
-	for (uint16_t i = 0; i < ntports; i++) {
-		const struct gw_port *p = &tports[i];
-		struct egw_node_stats ns;
-		struct rte_tel_data *c = rte_tel_data_alloc();
-
-		if (c == NULL)
-			return -1;
-		egw_node_get_stats(p->node, &ns);
-		rte_tel_data_start_dict(c);
-		add(c, "rx_pkts", p->st.rx_pkts);
-		add(c, "tx_pkts", p->st.tx_pkts);
-		add(c, "tx_full", p->st.tx_full);
-		add(c, "arp_rx", p->st.arp_rx);
-		add(c, "arp_tx", p->st.arp_tx);
-		add(c, "arp_miss", p->st.arp_miss);
-		add(c, "drop_not_ipv4_udp", p->st.drop_not_ipv4_udp);
-		add(c, "drop_bad_ip", p->st.drop_bad_ip);
-		add(c, "drop_bad_udp", p->st.drop_bad_udp);
-		add(c, "drop_not_ours", p->st.drop_not_ours);
-		add(c, "rx_datagrams", ns.rx_datagrams);
-		add(c, "tx_datagrams", ns.tx_datagrams);
-		for (int k = 0; k < EGW_ND_MAX; k++) {
-			char name[64];
-
-			snprintf(name, sizeof(name), "drop_%s",
-				 egw_node_drop_name((enum egw_node_drop)k));
-			add(c, name, ns.drops[k]);
-		}
-		add(c, "proto_ok", ns.proto.ok);
-		add(c, "proto_bad_mac", ns.proto.refused[EGW_PE_MAC]);
-		add(c, "proto_bad_length", ns.proto.refused[EGW_PE_SHORT] +
-			ns.proto.refused[EGW_PE_LONG] + ns.proto.refused[EGW_PE_LENGTH] +
-			ns.proto.refused[EGW_PE_BODY]);
-		add(c, "proto_bad_header", ns.proto.refused[EGW_PE_MAGIC] +
-			ns.proto.refused[EGW_PE_VERSION] + ns.proto.refused[EGW_PE_TYPE] +
-			ns.proto.refused[EGW_PE_FLAGS] + ns.proto.refused[EGW_PE_RESERVED]);
-		add(c, "proto_bad_field", ns.proto.refused[EGW_PE_FIELD]);
-		add(c, "proto_replay", ns.proto.refused[EGW_PE_REPLAY] +
-			ns.proto.refused[EGW_PE_SESSION]);
-		add(c, "registers_rx", ns.registers_rx);
-		add(c, "registers_tx", ns.registers_tx);
-		add(c, "reregisters", ns.reregisters);
-		add(c, "inj_dropped", p->st.inj_dropped);
-		add(c, "inj_duped", p->st.inj_duped);
-		add(c, "inj_reordered", p->st.inj_reordered);
-		add(c, "inj_junk", p->st.inj_junk);
-		rte_tel_data_add_dict_container(d, p->cfg->name, c, 0);
-	}
-	return 0;
+	return per_port(d, fill_stats);
 }
 
 static void
@@ -103,30 +117,46 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	add(c, k, rej);
 }
 
+static void
+fill_rooms(const struct gw_port *p, struct rte_tel_data *c)
+{
+	struct egw_xfer_stats x;
+
+	if (egw_node_sender(p->node) != NULL) {
+		egw_sender_get_stats(egw_node_sender(p->node), &x);
+		add_xfer(c, "encode", &x);
+	}
+	if (egw_node_receiver(p->node) != NULL) {
+		egw_receiver_get_stats(egw_node_receiver(p->node), &x);
+		add_xfer(c, "language", &x);
+	}
+}
+
 static int
 cmd_rooms(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
 	(void)params;
-	rte_tel_data_start_dict(d);
-	for (uint16_t i = 0; i < ntports; i++) {
-		struct rte_tel_data *c = rte_tel_data_alloc();
-		struct egw_xfer_stats x;
+	return per_port(d, fill_rooms);
+}
 
-		if (c == NULL)
-			return -1;
-		rte_tel_data_start_dict(c);
-		if (egw_node_sender(tports[i].node) != NULL) {
-			egw_sender_get_stats(egw_node_sender(tports[i].node), &x);
-			add_xfer(c, "encode", &x);
-		}
-		if (egw_node_receiver(tports[i].node) != NULL) {
-			egw_receiver_get_stats(egw_node_receiver(tports[i].node), &x);
-			add_xfer(c, "language", &x);
-		}
-		rte_tel_data_add_dict_container(d, tports[i].cfg->name, c, 0);
-	}
-	return 0;
+static void
+fill_pool(const struct gw_port *p, struct rte_tel_data *c)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+	struct egw_pool_stats s;
+
+	egw_pool_get_stats(p->pool, &s);
+	add(c, "block_tokens", g->block_tokens);
+	add(c, "blocks_total", s.blocks_total);
+	add(c, "blocks_in_use", s.blocks_in_use);
+	add(c, "cached_blocks", s.cached_blocks);
+	add(c, "free_runs", s.free_runs);
+	add(c, "largest_free_run", s.largest_free_run);
+	add(c, "allocs", s.allocs);
+	add(c, "alloc_fail", s.alloc_fail);
+	add(c, "frees", s.frees);
+	add(c, "refused_frees", s.refused);
 }
 
 static int
@@ -134,28 +164,7 @@ cmd_pool(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
 	(void)params;
-	rte_tel_data_start_dict(d);
-	for (uint16_t i = 0; i < ntports; i++) {
-		struct rte_tel_data *c = rte_tel_data_alloc();
-		const struct egw_pool_geom *g = egw_pool_geom(tports[i].pool);
-		struct egw_pool_stats s;
-
-		if (c == NULL)
-			return -1;
-		egw_pool_get_stats(tports[i].pool, &s);
-		rte_tel_data_start_dict(c);
-		add(c, "block_tokens", g->block_tokens);
-		add(c, "blocks_total", s.blocks_total);
-		add(c, "blocks_in_use", s.blocks_in_use);
-		add(c, "free_runs", s.free_runs);
-		add(c, "largest_free_run", s.largest_free_run);
-		add(c, "allocs", s.allocs);
-		add(c, "alloc_fail", s.alloc_fail);
-		add(c, "frees", s.frees);
-		add(c, "refused_frees", s.refused);
-		rte_tel_data_add_dict_container(d, tports[i].cfg->name, c, 0);
-	}
-	return 0;
+	return per_port(d, fill_pool);
 }
 
 void

@@ -93,7 +93,6 @@ produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
 	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
 	struct egw_run runs[MAX_SRC_RUNS];
 	uint32_t total = (uint32_t)room, t = 0;
-	struct egw_aux_rec *aux;
 	int n;
 
 	if (total == 0 || total > EGW_XFER_MAX_TOKENS) {
@@ -114,14 +113,7 @@ produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
 					      egw_pool_addr(p->pool, EGW_KIND_FILL_IDS, b, k),
 					      egw_pool_addr(p->pool, EGW_KIND_MROPE, b, k));
 			}
-	aux = egw_pool_addr(p->pool, EGW_KIND_AUX, runs[0].start, 0);
-	memset(aux, 0, g->aux_bytes);
-	aux->total_tokens = total;
-	aux->hidden_size = g->hidden_size;
-	aux->dtype_bytes = g->dtype_bytes;
-	aux->block_tokens = g->block_tokens;
-	aux->mrope_delta = -7;
-	aux->cookie = room;
+	egw_pool_aux_init(p->pool, runs[0].start, total, -7, room);
 	if (egw_node_open_tx(p->node, room, nranks, now) != 0 ||
 	    egw_node_input(p->node, room, total, runs, (uint32_t)n, now) != 0) {
 		egw_node_release(p->node, room, runs, (uint32_t)n);
@@ -610,7 +602,7 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		for (uint16_t i = 0; i < p->nids; i++) {
 			struct egw_node_stats is;
 
-			egw_node_get_stats(p->ids[i].node, &is);
+			egw_node_get_stats(p->owner[i].node, &is);
 			dg += is.rx_datagrams + is.tx_datagrams;
 		}
 

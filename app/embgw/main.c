@@ -317,11 +317,11 @@ worker(void *arg)
 		p->cfg->name, rte_lcore_id(), p->nids, p->nids > 1 ? "ies" : "y");
 	while (!gw_force_quit) {
 		uint64_t t0 = rte_get_tsc_cycles();
-		uint64_t now = gw_now_ns();
+		uint64_t now = gw_tsc_ns(t0);
 		uint32_t work = gw_net_rx_burst(p, now);
 
 		for (uint16_t i = 0; i < p->nids; i++)
-			work += serve(&p->ids[i], now, stop_at);
+			work += serve(&p[i], now, stop_at);
 		/* CPU per datagram without the busy-poll spin: only
 		 * iterations that did something count as busy */
 		if (work)
@@ -446,7 +446,6 @@ setup_port(struct gw_port *p, uint16_t idx, const struct gw_work_opts *o,
 
 	/* identities share the device: the first one owns it and its rx */
 	p->owner = identities > 1 ? &ports[0] : p;
-	p->ids = identities > 1 ? &ports[0] : p;
 	p->nids = identities;
 	p->conf = c;
 	p->cfg = &c->ports[cidx];
@@ -565,8 +564,10 @@ gw_main(int argc, char **argv, bool generator)
 		o.exit_when_done = true;
 	if (egw_conf_load_report(cfg, &conf, stderr) != 0)
 		return 1;
-	if (identities > 1 && make_identities() != 0)
+	if (identities > 1 && make_identities() != 0) {
+		free(id_confs);
 		return 1;
+	}
 	neal = eal_args(sep, argv, eal);
 	if (rte_eal_init(neal, eal) < 0) {
 		fprintf(stderr, "embgw: EAL init failed: %s\n",

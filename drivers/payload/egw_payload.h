@@ -137,6 +137,24 @@ egw_payload_check_write(const struct egw_pool *pool, const struct egw_register *
 	return (int64_t)off;
 }
 
+/* What REGISTER tells a peer about the pool's regions: each kind's address
+ * relative to `origin` (shm: offsets into the shared file; verbs: virtual
+ * addresses, origin 0), `rkey` on the kinds present, the unit size. */
+static inline void
+egw_payload_regions(const struct egw_pool *pool, uint64_t origin, uint32_t rkey,
+		    struct egw_region r[EGW_KIND_MAX])
+{
+	const struct egw_pool_geom *g = egw_pool_geom(pool);
+
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		uint8_t *base = egw_pool_region(pool, (enum egw_kind)k);
+
+		r[k].addr = base == NULL ? 0 : (uint64_t)(uintptr_t)base - origin;
+		r[k].rkey = base == NULL ? 0 : rkey;
+		r[k].unit_bytes = (uint32_t)egw_geom_unit_bytes(g, (enum egw_kind)k);
+	}
+}
+
 struct egw_payload_ops {
 	const char *name;
 	/** Create the driver for one port: it decides where the local pool

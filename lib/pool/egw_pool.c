@@ -526,23 +526,19 @@ egw_pool_free(struct egw_pool *p, uint64_t owner, struct egw_run run)
 
 	if (p == NULL)
 		return -EINVAL;
-	if (run.count == 1 && p->ncache < p->cache_cap &&
-	    run.start < p->nblocks && p->run_len[run.start] == 1 &&
-	    p->run_flags[run.start] == RUN_LAST &&
-	    p->run_owner[run.start] == owner) {
-		/* a one-block run to the cache: the tree is not touched */
-		p->run_flags[run.start] = RUN_LAST | RUN_CACHED;
-		p->run_owner[run.start] = 0;
-		p->cache[p->ncache++] = run.start;
-		p->st.frees++;
-		return 0;
-	}
 	rc = check_run(p, owner, run);
 	if (rc != 0) {
 		p->st.refused++;
 		return rc;
 	}
 	p->st.frees++;
+	if (run.count == 1 && p->ncache < p->cache_cap) {
+		/* a one-block run to the cache: the tree is not touched */
+		p->run_flags[run.start] = RUN_LAST | RUN_CACHED;
+		p->run_owner[run.start] = 0;
+		p->cache[p->ncache++] = run.start;
+		return 0;
+	}
 	p->run_len[run.start] = 0;
 	p->run_owner[run.start] = 0;
 	mark_free(p, run.start, run.count);
@@ -568,6 +564,24 @@ egw_pool_shrink(struct egw_pool *p, uint64_t owner, struct egw_run run,
 	p->run_flags[run.start + keep - 1] = RUN_LAST; /* before: the tail's neighbour */
 	mark_free(p, run.start + keep, run.count - keep);
 	return 0;
+}
+
+struct egw_aux_rec *
+egw_pool_aux_init(struct egw_pool *p, uint32_t block, uint32_t total_tokens,
+		  int32_t mrope_delta, uint64_t cookie)
+{
+	struct egw_aux_rec *a = egw_pool_addr(p, EGW_KIND_AUX, block, 0);
+
+	if (a == NULL)
+		return NULL;
+	memset(a, 0, p->g.aux_bytes);
+	a->total_tokens = total_tokens;
+	a->hidden_size = p->g.hidden_size;
+	a->dtype_bytes = p->g.dtype_bytes;
+	a->block_tokens = p->g.block_tokens;
+	a->mrope_delta = mrope_delta;
+	a->cookie = cookie;
+	return a;
 }
 
 uint64_t

@@ -126,6 +126,15 @@ void *egw_pool_addr(const struct egw_pool *p, enum egw_kind k, uint32_t block,
 		    uint32_t token);
 
 /**
+ * Write a room's aux record in `block` (its first block): the record's
+ * whole aux_bytes cleared, then the total, the pool's geometry, the mrope
+ * delta and the producer's cookie. NULL when the block is out of range.
+ */
+struct egw_aux_rec *egw_pool_aux_init(struct egw_pool *p, uint32_t block,
+				      uint32_t total_tokens,
+				      int32_t mrope_delta, uint64_t cookie);
+
+/**
  * Allocate `nblocks` blocks for `owner`, as at most `max_runs` runs written
  * to `runs` (lowest address first fit; when no single run fits, the largest
  * free runs first, so the list is as short as possible).

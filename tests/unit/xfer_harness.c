@@ -123,18 +123,7 @@ fill_src(struct world *w, uint64_t room, uint32_t total,
 			}
 		}
 	}
-	{
-		struct egw_aux_rec *a = egw_pool_addr(w->src_pool, EGW_KIND_AUX,
-						      runs[0].start, 0);
-
-		memset(a, 0, g->aux_bytes);
-		a->total_tokens = total;
-		a->hidden_size = g->hidden_size;
-		a->dtype_bytes = g->dtype_bytes;
-		a->block_tokens = g->block_tokens;
-		a->mrope_delta = -7;
-		a->cookie = room;
-	}
+	egw_pool_aux_init(w->src_pool, runs[0].start, total, -7, room);
 }
 
 uint64_t

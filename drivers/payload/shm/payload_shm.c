@@ -90,19 +90,11 @@ static void
 shm_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 	     uint8_t gid[16], uint32_t *qpn)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
-
 	memset(gid, 0, 16);
 	*qpn = 0;
-	for (int k = 0; k < EGW_KIND_MAX; k++) {
-		uint8_t *base = egw_pool_region(p->pool, (enum egw_kind)k);
-
-		/* shm addresses are offsets into the shared file */
-		r[k].addr = base == NULL ? 0 :
-			    (uint64_t)(base - (uint8_t *)egw_pool_mem(p->pool));
-		r[k].rkey = 0;
-		r[k].unit_bytes = (uint32_t)egw_geom_unit_bytes(g, (enum egw_kind)k);
-	}
+	/* shm addresses are offsets into the shared file */
+	egw_payload_regions(p->pool, (uint64_t)(uintptr_t)egw_pool_mem(p->pool),
+			    0, r);
 }
 
 static int

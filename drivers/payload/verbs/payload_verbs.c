@@ -349,17 +349,9 @@ static void
 verbs_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 	       uint8_t gid[16], uint32_t *qpn)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
-
 	memcpy(gid, p->gid.raw, 16);
 	*qpn = 0;
-	for (int k = 0; k < EGW_KIND_MAX; k++) {
-		uint8_t *base = egw_pool_region(p->pool, (enum egw_kind)k);
-
-		r[k].addr = (uint64_t)(uintptr_t)base;
-		r[k].rkey = base != NULL ? p->mr->rkey : 0;
-		r[k].unit_bytes = (uint32_t)egw_geom_unit_bytes(g, (enum egw_kind)k);
-	}
+	egw_payload_regions(p->pool, 0, p->mr->rkey, r);
 }
 
 static void
