@@ -323,7 +323,7 @@ poll_rooms(struct gw_room_source *s, uint64_t now)
 
 	/* called every poll-loop iteration: leave early when nothing is due
 	 * (a closed loop refills as soon as a room finishes, not a tick
-	 * later, or the tick would cap the generator's rate) */
+	 * after, or the tick would cap the generator's rate) */
 	if (ps->o.drive == 0 || ps->opened == ps->o.drive || now < ps->start_at ||
 	    (ps->o.rate == 0 && ps->active >= ps->o.concurrency))
 		return 0;

@@ -200,7 +200,7 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 				err_name((enum egw_err)e),
 				(unsigned long)st.fail_reason[e]);
 	if (st.last_failed > 0)
-		/* after a fault: did rooms opened later succeed? */
+		/* after a fault: did the rooms opened after it succeed? */
 		fprintf(f, "recovery: port=%s after_last_failed_ok=%u "
 			"after_last_failed=%u last_failed=%u\n", name,
 			st.after_last_failed_ok, st.after_last_failed,
