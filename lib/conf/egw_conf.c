@@ -948,7 +948,7 @@ egw_conf_to_xfer(const struct egw_conf *c, struct egw_xfer_conf *xc,
 	xc->max_runs_per_room = c->max_runs_per_room;
 	xc->max_blocks_per_round = c->max_blocks_per_round;
 	xc->pipeline_depth = c->pipeline_depth;
-	xc->t = c->timers;
+	xc->timers = c->timers;
 	if (c->policy.kind == EGW_POLICY_FIXED)
 		egw_policy_init_fixed(policy, c->geom.block_tokens,
 				      c->policy.tokens);

@@ -171,7 +171,7 @@ test_finished_rooms_free_their_slot_at_once(void)
 	CU_ASSERT_EQUAL(w->deliveries, 40);
 	egw_sender_get_stats(w->tx, &st);
 	CU_ASSERT_EQUAL(st.rooms_ok, 40);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_NO_SLOT], 0);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)], 0);
 	CU_ASSERT(w->now < 2 * SEC);
 	assert_clean(w);
 	w_destroy(w);
@@ -568,7 +568,7 @@ test_pool_exhausted_fails_at_deadline(void)
 	CU_ASSERT_EQUAL(err_of(w, 42, 0), EGW_E_POOL_EXHAUSTED);
 	CU_ASSERT_EQUAL(err_of(w, 42, TX), EGW_E_ABORTED);
 	/* it failed at the allocation deadline, not at some later timer */
-	CU_ASSERT(w_result(w, 42, 0)->at <= c.xc.t.alloc_ns + 10 * MS);
+	CU_ASSERT(w_result(w, 42, 0)->at <= c.xc.timers.alloc_ns + 10 * MS);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
 	assert_clean(w);
 	w_destroy(w);
@@ -645,8 +645,8 @@ test_dead_peer_fails_its_rooms_only(void)
 	CU_ASSERT_EQUAL(err_of(w, 62, TX), EGW_E_PEER_DEAD);
 	/* the survivor on the other side fails them at the same deadline */
 	CU_ASSERT_EQUAL(err_of(w, 61, 1), EGW_E_PEER_DEAD);
-	CU_ASSERT(w_result(w, 61, TX)->at <= 1 * MS + c.xc.t.peer_dead_ns +
-					      c.xc.t.heartbeat_ns + MS);
+	CU_ASSERT(w_result(w, 61, TX)->at <= 1 * MS + c.xc.timers.peer_dead_ns +
+					      c.xc.timers.heartbeat_ns + MS);
 	/* no new room towards a dead peer: refused at once, nothing held */
 	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[1], 63, 0, 1, 0, false, w->now),
 			-EGW_E_PEER_DEAD);
@@ -719,13 +719,13 @@ test_bad_input_rejected_and_counted(void)
 	CU_ASSERT_EQUAL(egw_sender_on_msg(w->tx, 77, &init, w->now),
 			-EGW_E_UNKNOWN_PEER);
 	egw_sender_get_stats(w->tx, &st);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_BAD_BLOCKS], 3);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_ALLOC_MISMATCH], 1);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_BLOCK_TOKENS], 1);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_ZERO_BLOCKS], 1);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_UNKNOWN_ROOM], 1);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_UNKNOWN_PEER], 1);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_BEYOND_TOTAL], 2);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BAD_BLOCKS)], 3);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_ALLOC_MISMATCH)], 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BLOCK_TOKENS)], 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_ZERO_BLOCKS)], 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_UNKNOWN_ROOM)], 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_UNKNOWN_PEER)], 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BEYOND_TOTAL)], 2);
 	CU_ASSERT_EQUAL(st.reordered, 1);
 
 	/* the receiver: impossible or contradictory reports */
@@ -742,8 +742,8 @@ test_bad_input_rejected_and_counted(void)
 	m.room = 12345;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &m), -EGW_E_UNKNOWN_ROOM);
 	egw_receiver_get_stats(w->rx[0], &st);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_BAD_STATUS], 2);
-	CU_ASSERT_EQUAL(st.rejected[EGW_E_TOTAL_CHANGED], 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BAD_STATUS)], 2);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_TOTAL_CHANGED)], 1);
 
 	/* the room was not corrupted by any of it */
 	w->net.hold_writes = false;
