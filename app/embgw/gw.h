@@ -99,8 +99,6 @@ struct gw_port {
 	bool started;            /* the DPDK port is up (stop only then) */
 	bool stopped;
 	FILE *cap;               /* --capture: control frames in and out */
-	uint64_t refused[64];    /* posts the driver refused: fail them */
-	uint32_t nrefused;
 };
 
 /* Monotonic nanoseconds from the TSC (one multiply, no system call: the

@@ -42,7 +42,7 @@ struct gw_work {
 	uint32_t ok, failed;
 	uint32_t last_failed;     /* 1 + index of the last room opened that
 				   * failed (0: none) */
-	uint64_t fail_reason[EGW_E_MAX];
+	uint64_t fail_reason[EGW_E_COUNT]; /* by egw_err_to_wire() */
 	uint64_t first_open, last_done;
 	/* encode side */
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
@@ -114,7 +114,7 @@ produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
 					      egw_pool_addr(p->pool, EGW_KIND_MROPE, b, k));
 			}
 	egw_pool_aux_init(p->pool, runs[0].start, total, -7, room);
-	if (egw_node_open_tx(p->node, room, nranks, now) != 0 ||
+	if (egw_node_sender_open(p->node, room, nranks, now) != 0 ||
 	    egw_node_input(p->node, room, total, runs, (uint32_t)n, now) != 0) {
 		egw_node_release(p->node, room, runs, (uint32_t)n);
 		p->work->produce_refused++;
@@ -238,7 +238,7 @@ on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 	}
 	if (e == EGW_E_OK)
 		return; /* counted at delivery */
-	w->fail_reason[e]++;
+	w->fail_reason[egw_err_to_wire(e)]++;
 	GW_LOG(INFO, "room %#lx rank %u failed: %s\n",
 		(unsigned long)room, rank, egw_strerror(e));
 	r = rec_of(w, room);
@@ -280,21 +280,17 @@ on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
 	return rc;
 }
 
-static void
+static int
 on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 	uint64_t cookie)
 {
 	struct gw_port *p = ctx;
+	int rc = p->dops->post(p->drv, peer, wr, n, cookie);
 
-	if (p->dops->post(p->drv, peer, wr, n, cookie) != 0) {
-		/* reported as a failed completion by the worker loop (not from
-		 * here: the engine must not be re-entered), so the room fails
-		 * and frees its blocks instead of waiting for its deadline */
-		GW_LOG(ERR, "port %s: payload driver refused a batch\n",
-		       p->cfg->name);
-		if (p->nrefused < RTE_DIM(p->refused))
-			p->refused[p->nrefused++] = cookie;
-	}
+	/* a refused batch: the node fails its room at once */
+	if (rc != 0)
+		GW_LOG(ERR, "port %s: payload driver refused a batch: %s\n",
+		       p->cfg->name, egw_strerror(rc));
 	/* test knob: a QP error after the Nth batch (what a link failure
 	 * does), so the driver's recovery runs for real */
 	if (++p->st.posts == p->faults.qp_error_at &&
@@ -304,6 +300,7 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 		       (unsigned long)p->st.posts);
 		p->dops->inject_qp_error(p->drv, peer);
 	}
+	return rc;
 }
 
 static void
@@ -440,13 +437,16 @@ open_room(struct gw_port *p, struct gw_work *w, uint64_t now)
 	for (uint16_t k = 0; k < w->o.ranks; k++) {
 		bool dummy = w->o.dummy_rank && w->o.ranks > 1 &&
 			     k == w->o.ranks - 1;
-		int rc = egw_node_open_rx(p->node, r->room, k, w->o.ranks, peer,
+		int rc = egw_node_receiver_open(p->node, r->room, k, w->o.ranks, peer,
 					  dummy, now);
 
 		if (rc != 0) {
 			r->failed++;
-			if (rc < 0 && -rc < EGW_E_MAX)
-				w->fail_reason[-rc]++;
+			if (egw_rc_is_err(rc))
+				w->fail_reason[egw_err_to_wire((enum egw_err)-rc)]++;
+			else
+				GW_LOG(ERR, "room %#lx rank %u not opened: %s\n",
+				       (unsigned long)r->room, k, egw_strerror(rc));
 		}
 	}
 	if (r->failed == w->o.ranks)
@@ -656,11 +656,11 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		(unsigned long)xs.retransmits);
 	if (w->nlat > 0)
 		print_latency(f, w->lat, w->nlat, w->ok, w->bytes_verified, secs);
-	for (int e = 1; e < EGW_E_MAX; e++)
+	for (uint16_t e = 1; e < EGW_E_COUNT; e++)
 		if (w->fail_reason[e])
 			fprintf(f, "  failed: %lu x %s\n",
 				(unsigned long)w->fail_reason[e],
-				egw_strerror((enum egw_err)e));
+				egw_strerror(egw_err_from_wire(e)));
 	if (w->last_failed > 0) {
 		/* after a fault: did rooms opened later succeed? */
 		uint32_t after = 0;

@@ -255,7 +255,7 @@ find_port_id(const char *device, uint16_t *id)
 }
 
 /* One pass over one port (or identity) after the device's burst: payload
- * completions, refused posts, timers, transmit. Returns work done. */
+ * completions, timers, transmit. Returns work done. */
 static uint32_t
 serve(struct gw_port *p, uint64_t now, uint64_t stop_at)
 {
@@ -269,10 +269,6 @@ serve(struct gw_port *p, uint64_t now, uint64_t stop_at)
 			egw_node_writes_done(p->node, cpl[i].cookie, cpl[i].ok,
 					     now);
 	}
-	work += p->nrefused;
-	while (p->nrefused > 0)
-		egw_node_writes_done(p->node, p->refused[--p->nrefused], false,
-				     now);
 	gw_work_tick(p, now); /* new rooms as soon as they are due */
 	if (now >= p->next_tick) {
 		work++;
