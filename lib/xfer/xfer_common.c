@@ -212,33 +212,59 @@ core_take(struct xfer_core *core, uint64_t room, uint32_t rank)
 }
 
 void
+core_probe_delete(const struct core_probe_table *t, uint32_t hole)
+{
+	uint8_t *slots = t->slots;
+	uint32_t i = hole, j = hole;
+
+	t->clear(slots + (size_t)i * t->size);
+	for (;;) {
+		uint32_t home;
+
+		j = (j + 1) & t->mask;
+		home = t->home(slots + (size_t)j * t->size, t->mask);
+		if (home == UINT32_MAX)
+			break;
+		/* move j into the hole i unless home lies cyclically in (i, j] */
+		if ((j > i && (home <= i || home > j)) ||
+		    (j < i && (home <= i && home > j))) {
+			memcpy(slots + (size_t)i * t->size,
+			       slots + (size_t)j * t->size, t->size);
+			t->clear(slots + (size_t)j * t->size);
+			i = j;
+		}
+	}
+}
+
+static uint32_t
+slot_home(const void *slot, uint32_t mask)
+{
+	const struct xfer_slot *s = slot;
+
+	return s->idx1 == 0 ? UINT32_MAX : hash_key(s->room, s->rank) & mask;
+}
+
+static void
+slot_clear(void *slot)
+{
+	((struct xfer_slot *)slot)->idx1 = 0;
+}
+
+void
 core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
 {
-	uint32_t i = hash_key(room, rank) & core->tab_mask, j, pos, last;
+	const struct core_probe_table tab = {
+		.slots = core->tab, .size = sizeof(*core->tab),
+		.mask = core->tab_mask, .home = slot_home, .clear = slot_clear,
+	};
+	uint32_t i = hash_key(room, rank) & core->tab_mask, pos, last;
 
 	while (core->tab[i].idx1 != idx + 1) {
 		if (core->tab[i].idx1 == 0)
 			return; /* not there: nothing to undo */
 		i = (i + 1) & core->tab_mask;
 	}
-	/* backward-shift deletion keeps probe chains intact, no tombstones */
-	core->tab[i].idx1 = 0;
-	j = i;
-	for (;;) {
-		uint32_t home;
-
-		j = (j + 1) & core->tab_mask;
-		if (core->tab[j].idx1 == 0)
-			break;
-		home = hash_key(core->tab[j].room, core->tab[j].rank) & core->tab_mask;
-		/* move j into the hole i unless home lies cyclically in (i, j] */
-		if ((j > i && (home <= i || home > j)) ||
-		    (j < i && (home <= i && home > j))) {
-			core->tab[i] = core->tab[j];
-			core->tab[j].idx1 = 0;
-			i = j;
-		}
-	}
+	core_probe_delete(&tab, i);
 	pos = core->active_pos[idx];
 	last = core->active[--core->nactive];
 	core->active[pos] = last;

@@ -37,6 +37,23 @@ struct xfer_core {
 	uint16_t *gen;        /* per index, bumped on release (stale cookies) */
 };
 
+/* An open-addressing table with linear probing, as the deletion below
+ * sees it: `nslots` (a power of two, mask = nslots - 1) slots of `size`
+ * bytes; home() gives a used slot's home bucket and UINT32_MAX for an
+ * empty one, clear() empties a slot. */
+struct core_probe_table {
+	void *slots;
+	size_t size;
+	uint32_t mask;
+	uint32_t (*home)(const void *slot, uint32_t mask);
+	void (*clear)(void *slot);
+};
+
+/* Empty slot `hole` and close the gap by backward-shift deletion: the
+ * probe chains stay intact without tombstone markers. Used by the room
+ * table and the sender's tombstones. */
+void core_probe_delete(const struct core_probe_table *t, uint32_t hole);
+
 int core_init(struct xfer_core *core, const struct egw_xfer_conf *c);
 void core_fini(struct xfer_core *core);
 

@@ -205,31 +205,33 @@ tomb_find(const struct egw_sender *s, uint64_t room, uint64_t now)
 	return NULL;
 }
 
+static uint32_t
+tomb_home(const void *slot, uint32_t mask)
+{
+	const struct sender_tomb *t = slot;
+
+	return t->used ? tomb_hash(t->room) & mask : UINT32_MAX;
+}
+
+static void
+tomb_clear(void *slot)
+{
+	((struct sender_tomb *)slot)->used = false;
+}
+
 static void
 tomb_delete(struct egw_sender *s, uint64_t room)
 {
-	uint32_t i = tomb_hash(room) & s->tomb_mask, j;
+	const struct core_probe_table tab = {
+		.slots = s->tombs, .size = sizeof(*s->tombs),
+		.mask = s->tomb_mask, .home = tomb_home, .clear = tomb_clear,
+	};
+	uint32_t i = tomb_hash(room) & s->tomb_mask;
 
 	while (s->tombs[i].used && s->tombs[i].room != room)
 		i = (i + 1) & s->tomb_mask;
-	if (!s->tombs[i].used)
-		return;
-	s->tombs[i].used = false;
-	/* backward-shift deletion, as in the room table */
-	for (j = i;;) {
-		uint32_t home;
-
-		j = (j + 1) & s->tomb_mask;
-		if (!s->tombs[j].used)
-			break;
-		home = tomb_hash(s->tombs[j].room) & s->tomb_mask;
-		if ((j > i && (home <= i || home > j)) ||
-		    (j < i && (home <= i && home > j))) {
-			s->tombs[i] = s->tombs[j];
-			s->tombs[j].used = false;
-			i = j;
-		}
-	}
+	if (s->tombs[i].used)
+		core_probe_delete(&tab, i);
 }
 
 /* Drop tombstones past their time (oldest first), or the oldest to make
