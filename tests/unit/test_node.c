@@ -13,6 +13,7 @@
 
 #include "cu_main.h"
 #include "egw_node.h"
+#include "egw_pattern.h"
 
 #define ENC_IP 0x0a000001u
 #define LANG_IP 0x0a000002u
@@ -113,15 +114,10 @@ post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
 static void
 deliver(void *ctx, const struct egw_act *a)
 {
-	uint32_t tok = 0;
-
 	(void)ctx;
-	for (uint32_t i = 0; i < a->nruns; i++)
-		for (uint32_t b = a->runs[i].start; b < a->runs[i].start + a->runs[i].count; b++)
-			for (uint32_t k = 0; k < 128 && tok < a->tokens; k++, tok++)
-				if (*(int32_t *)egw_pool_addr(t.pool[1], EGW_KIND_FILL_IDS, b, k) !=
-				    (int32_t)(tok * 7u + 1))
-					t.bad++;
+	t.bad += (unsigned)egw_pattern_check(t.pool[1], a->room, a->tokens,
+					     a->runs, a->nruns, a->aux_block,
+					     a->dummy);
 	t.delivered++;
 	egw_node_release(t.node[1], a->room, a->runs, a->nruns);
 }
@@ -146,18 +142,12 @@ static void
 unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct egw_run runs[64];
-	uint32_t total = (uint32_t)room, tok = 0;
+	uint32_t total = (uint32_t)room;
 	int n = egw_node_alloc_src(t.node[0], room, total, runs, 64);
 
 	(void)ctx;
 	CU_ASSERT_FATAL(n > 0);
-	for (int i = 0; i < n; i++)
-		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++)
-			for (uint32_t k = 0; k < 128 && tok < total; k++, tok++)
-				*(int32_t *)egw_pool_addr(t.pool[0], EGW_KIND_FILL_IDS, b, k) =
-					(int32_t)(tok * 7u + 1);
-	((struct egw_aux_rec *)egw_pool_addr(t.pool[0], EGW_KIND_AUX, runs[0].start, 0))
-		->total_tokens = total;
+	CU_ASSERT_EQUAL(egw_pattern_fill(t.pool[0], room, total, runs, (uint32_t)n), 0);
 	CU_ASSERT_EQUAL(egw_node_sender_open(t.node[0], room, nranks, now), 0);
 	CU_ASSERT_EQUAL(egw_node_input(t.node[0], room, total, runs, (uint32_t)n, now), 0);
 }
