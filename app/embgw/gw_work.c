@@ -4,7 +4,7 @@
  * its own workload:
  *  - encode side: a producer that answers any INIT for an unknown room by
  *    synthesising that room's output - the length is the room id's low 32
- *    bits, the bytes a pattern seeded by the room id;
+ *    bits, the bytes lib/pattern's function of (room id, token);
  *  - language side: a driver that opens rooms at a given concurrency and
  *    verifies every byte delivered against the same pattern.
  * Both sides derive everything from the room id, so they share no state.
@@ -17,6 +17,7 @@
 #include <rte_ethdev.h>
 #include <rte_log.h>
 
+#include "egw_pattern.h"
 #include "gw.h"
 
 #define MAX_SRC_RUNS 512
@@ -48,51 +49,13 @@ struct gw_work {
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
 };
 
-/* ---- the pattern, a pure function of (room, token) -------------------- */
-
-static uint64_t
-mix(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void
-pattern_emb(uint64_t room, uint32_t token, uint8_t *out, size_t len)
-{
-	uint64_t s = mix(room ^ ((uint64_t)token << 20));
-
-	for (size_t i = 0; i < len; i += 8) {
-		uint64_t v = mix(s + i);
-		size_t n = len - i < 8 ? len - i : 8;
-
-		memcpy(out + i, &v, n);
-	}
-}
-
-static void
-pattern_token(uint64_t room, uint32_t t, int32_t *fill, int32_t *mrope)
-{
-	*fill = (int32_t)(t ^ (uint32_t)room);
-	if (mrope != NULL) {
-		mrope[0] = (int32_t)t;
-		mrope[1] = (int32_t)(t * 3u);
-		mrope[2] = (int32_t)(room >> 32);
-	}
-}
-
 /* ---- encode side: producer -------------------------------------------- */
 
 static void
 produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
-	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
 	struct egw_run runs[MAX_SRC_RUNS];
-	uint32_t total = (uint32_t)room, t = 0;
+	uint32_t total = (uint32_t)room;
 	int n;
 
 	if (total == 0 || total > EGW_XFER_MAX_TOKENS) {
@@ -105,16 +68,8 @@ produce(struct gw_port *p, uint64_t room, uint16_t nranks, uint64_t now)
 		p->work->produce_refused++;
 		return;
 	}
-	for (int i = 0; i < n; i++)
-		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++)
-			for (uint32_t k = 0; k < g->block_tokens && t < total; k++, t++) {
-				pattern_emb(room, t, egw_pool_addr(p->pool, EGW_KIND_EMB, b, k), eb);
-				pattern_token(room, t,
-					      egw_pool_addr(p->pool, EGW_KIND_FILL_IDS, b, k),
-					      egw_pool_addr(p->pool, EGW_KIND_MROPE, b, k));
-			}
-	egw_pool_aux_init(p->pool, runs[0].start, total, -7, room);
-	if (egw_node_sender_open(p->node, room, nranks, now) != 0 ||
+	if (egw_pattern_fill(p->pool, room, total, runs, (uint32_t)n) != 0 ||
+	    egw_node_sender_open(p->node, room, nranks, now) != 0 ||
 	    egw_node_input(p->node, room, total, runs, (uint32_t)n, now) != 0) {
 		egw_node_release(p->node, room, runs, (uint32_t)n);
 		p->work->produce_refused++;
@@ -136,39 +91,14 @@ rec_of(struct gw_work *w, uint64_t room)
 	return &w->recs[i];
 }
 
+/* Mismatches against the pattern; the built-in producer's length is the
+ * room id's low 32 bits. */
 static uint64_t
 verify(struct gw_port *p, const struct egw_act *a)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
-	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
-	const struct egw_aux_rec *aux =
-		egw_pool_addr(p->pool, EGW_KIND_AUX, a->aux_block, 0);
-	uint8_t want[65536];
-	uint64_t bad = 0;
-	uint32_t t = 0;
-
-	if (aux == NULL || aux->total_tokens != a->tokens ||
-	    aux->cookie != a->room || aux->mrope_delta != -7 ||
-	    a->tokens != (uint32_t)a->room || eb > sizeof(want))
-		bad++;
-	if (a->dummy || bad)
-		return bad;
-	for (uint32_t i = 0; i < a->nruns; i++)
-		for (uint32_t b = a->runs[i].start; b < a->runs[i].start + a->runs[i].count; b++)
-			for (uint32_t k = 0; k < g->block_tokens && t < a->tokens; k++, t++) {
-				int32_t f, m[3];
-				const int32_t *gm = egw_pool_addr(p->pool, EGW_KIND_MROPE, b, k);
-
-				pattern_emb(a->room, t, want, eb);
-				if (memcmp(want, egw_pool_addr(p->pool, EGW_KIND_EMB, b, k), eb))
-					bad++;
-				pattern_token(a->room, t, &f, gm ? m : NULL);
-				if (f != *(const int32_t *)egw_pool_addr(p->pool, EGW_KIND_FILL_IDS, b, k))
-					bad++;
-				if (gm != NULL && memcmp(m, gm, sizeof(m)))
-					bad++;
-			}
-	return bad + (t != a->tokens);
+	return (a->tokens != (uint32_t)a->room) +
+	       egw_pattern_check(p->pool, a->room, a->tokens, a->runs,
+				 a->nruns, a->aux_block, a->dummy);
 }
 
 static void
