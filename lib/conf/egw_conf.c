@@ -262,6 +262,8 @@ get_name(struct ld *l, const config_setting_t *g, const char *name,
 void
 egw_conf_defaults(struct egw_conf *c)
 {
+	struct egw_xfer_conf xc;
+
 	memset(c, 0, sizeof(*c));
 	c->geom.capacity_tokens = 512 * 1024;
 	c->geom.block_tokens = EGW_POOL_DEFAULT_BLOCK_TOKENS;
@@ -274,11 +276,13 @@ egw_conf_defaults(struct egw_conf *c)
 	c->policy.percentile = 90;
 	c->policy.min_tokens = 512;
 	c->policy.max_tokens = 16384;
-	c->max_rooms = 1024;
-	c->max_runs_per_room = 512;
-	c->max_blocks_per_round = 0;
-	c->pipeline_depth = 2;
-	egw_xfer_timers_default(&c->timers);
+	/* the engines' own defaults (lib/xfer sets them, once) */
+	egw_xfer_conf_default(&xc, NULL);
+	c->max_rooms = xc.max_rooms;
+	c->max_runs_per_room = xc.max_runs_per_room;
+	c->max_blocks_per_round = xc.max_blocks_per_round;
+	c->pipeline_depth = xc.pipeline_depth;
+	c->timers = xc.timers;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
