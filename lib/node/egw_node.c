@@ -349,7 +349,7 @@ connect_peer(struct egw_node *n, uint32_t peer)
 {
 	struct node_peer *pe = &n->peers[peer];
 	const struct egw_register *r = &pe->pending;
-	bool ack = (pe->pending_flags & EGW_PF_ACK) != 0;
+	bool ack = (pe->pending_flags & EGW_MSGF_ACK) != 0;
 
 	/* the driver hears of a peer when it is new or its endpoint changed
 	 * (a restart), not on every retransmitted REGISTER - and once more
@@ -454,7 +454,7 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 		egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
 		break;
 	case EGW_MSG_STATUS:
-		if (p.flags & EGW_PF_POLL) {
+		if (p.flags & EGW_MSGF_POLL) {
 			if (n->sender == NULL)
 				n->st.drops[EGW_ND_ROLE]++;
 			else

@@ -26,8 +26,8 @@ _Static_assert(EGW_E_UNKNOWN_ROOM - EGW_ERR_BASE == 1 &&
 	       "error codes keep their wire values");
 _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 	       "states are wire values");
-_Static_assert(EGW_PF_DUMMY == EGW_MSGF_DUMMY, "INIT's DUMMY flag");
-_Static_assert(EGW_PF_POLL == EGW_MSGF_POLL, "STATUS's POLL flag");
+_Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4,
+	       "flags are wire values");
 
 static const char *const pe_names[EGW_PE_MAX] = {
 	[EGW_PE_OK] = "ok",
@@ -132,11 +132,11 @@ allowed_flags(uint8_t type)
 {
 	switch (type) {
 	case EGW_MSG_INIT:
-		return EGW_PF_DUMMY;
+		return EGW_MSGF_DUMMY;
 	case EGW_MSG_REGISTER:
-		return EGW_PF_ACK;
+		return EGW_MSGF_ACK;
 	case EGW_MSG_STATUS:
-		return EGW_PF_POLL;
+		return EGW_MSGF_POLL;
 	default:
 		return 0;
 	}
@@ -265,7 +265,7 @@ egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
 		return -EINVAL;
 	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
-	put_header(buf, EGW_MSG_REGISTER, ack ? EGW_PF_ACK : 0, REGISTER_BODY,
+	put_header(buf, EGW_MSG_REGISTER, ack ? EGW_MSGF_ACK : 0, REGISTER_BODY,
 		   session, seq, NULL);
 	memset(p, 0, REGISTER_BODY);
 	memcpy(p, r->name, EGW_PROTO_NAME_LEN);

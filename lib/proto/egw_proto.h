@@ -34,10 +34,7 @@ extern "C" {
 /** Message types: the xfer ones (1..6) plus REGISTER. */
 #define EGW_MSG_REGISTER 7
 
-/** Header flags. DUMMY belongs to INIT, ACK to REGISTER, POLL to STATUS. */
-#define EGW_PF_DUMMY 0x0001u
-#define EGW_PF_ACK 0x0002u
-#define EGW_PF_POLL 0x0004u
+/* Header flags: EGW_MSGF_* (egw_xfer.h), one set for every message. */
 
 /** Why a datagram was refused. Each has a counter in egw_proto_stats. */
 enum egw_proto_err {

@@ -148,7 +148,10 @@ enum egw_msg_type {
 	EGW_MSG_ERROR = 6,    /**< E->L: a request was refused, `error` says why */
 };
 
+/** Header flags, on the wire as they are (doc/protocol.md); each belongs
+ *  to one message type and lib/proto refuses it on any other. */
 #define EGW_MSGF_DUMMY 0x1u   /**< INIT: this rank wants the aux record only */
+#define EGW_MSGF_ACK 0x2u     /**< REGISTER (lib/proto): the answer to one */
 #define EGW_MSGF_POLL 0x4u    /**< STATUS L->E: a poll, not a report */
 
 struct egw_msg {

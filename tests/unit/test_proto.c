@@ -99,7 +99,7 @@ test_round_trip_every_type(void)
 		CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
 				EGW_PE_OK);
 		CU_ASSERT_EQUAL(pkt.type, EGW_MSG_REGISTER);
-		CU_ASSERT_EQUAL(pkt.flags, EGW_PF_ACK);
+		CU_ASSERT_EQUAL(pkt.flags, EGW_MSGF_ACK);
 		CU_ASSERT_EQUAL(memcmp(&pkt.reg, &reg, sizeof(reg)), 0);
 	}
 	/* sizes: the largest window message fits a minimal IPv4 datagram */
