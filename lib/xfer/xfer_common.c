@@ -300,8 +300,23 @@ core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now)
 }
 
 void
-core_peer_tick(struct xfer_core *core, uint64_t now,
-	       void (*on_dead)(void *eng, uint32_t peer, uint64_t now),
+core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
+	       bool announce, core_on_dead_fn on_dead, void *eng)
+{
+	if (peer < core->conf.max_peers && core->peers[peer].used &&
+	    !core->peers[peer].dead) {
+		struct egw_act a = { .type = EGW_ACT_PEER_DEAD, .peer = peer };
+
+		core->peers[peer].dead = true;
+		core->stats.peers_dead++;
+		if (announce)
+			core_emit(core, &a);
+	}
+	on_dead(eng, peer, now);
+}
+
+void
+core_peer_tick(struct xfer_core *core, uint64_t now, core_on_dead_fn on_dead,
 	       void *eng)
 {
 	for (uint32_t p = 0; p < core->conf.max_peers; p++) {
@@ -315,15 +330,8 @@ core_peer_tick(struct xfer_core *core, uint64_t now,
 			core_send(core, p, &m);
 			pe->next_hb = now + core->conf.timers.heartbeat_ns;
 		}
-		if (!pe->dead && now - pe->last_rx >= core->conf.timers.peer_dead_ns) {
-			struct egw_act a = { .type = EGW_ACT_PEER_DEAD,
-					     .peer = p };
-
-			pe->dead = true;
-			core->stats.peers_dead++;
-			core_emit(core, &a);
-			on_dead(eng, p, now);
-		}
+		if (!pe->dead && now - pe->last_rx >= core->conf.timers.peer_dead_ns)
+			core_peer_dead(core, p, now, true, on_dead, eng);
 	}
 }
 

@@ -68,10 +68,17 @@ int core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 		  uint64_t now);
 /* A message arrived from `peer`: 0, or -EGW_E_UNKNOWN_PEER (counted). */
 int core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now);
-/* Heartbeats and death: calls on_dead(eng, peer) for each newly dead peer. */
+/* What an engine does when one of its peers dies: fail its rooms. */
+typedef void (*core_on_dead_fn)(void *eng, uint32_t peer, uint64_t now);
+
+/* A peer is dead: marked and counted once, announced (EGW_ACT_PEER_DEAD)
+ * when `announce` (the heartbeat deadline found it; a caller that declares
+ * it dead knows already), and its rooms failed through on_dead. */
+void core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
+		    bool announce, core_on_dead_fn on_dead, void *eng);
+/* Heartbeats, and core_peer_dead for each peer silent past its deadline. */
 void core_peer_tick(struct xfer_core *core, uint64_t now,
-		    void (*on_dead)(void *eng, uint32_t peer, uint64_t now),
-		    void *eng);
+		    core_on_dead_fn on_dead, void *eng);
 
 static inline void
 core_emit(struct xfer_core *core, const struct egw_act *a)

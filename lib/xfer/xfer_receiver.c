@@ -622,11 +622,7 @@ receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 void
 egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer, uint64_t now)
 {
-	if (peer < r->core.conf.max_peers && r->core.peers[peer].used) {
-		r->core.peers[peer].dead = true;
-		r->core.stats.peers_dead++;
-	}
-	receiver_on_dead(r, peer, now);
+	core_peer_dead(&r->core, peer, now, false, receiver_on_dead, r);
 }
 
 void

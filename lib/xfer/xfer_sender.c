@@ -880,11 +880,7 @@ sender_on_dead(void *eng, uint32_t peer, uint64_t now)
 void
 egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now)
 {
-	if (peer < s->core.conf.max_peers && s->core.peers[peer].used) {
-		s->core.peers[peer].dead = true;
-		s->core.stats.peers_dead++;
-	}
-	sender_on_dead(s, peer, now);
+	core_peer_dead(&s->core, peer, now, false, sender_on_dead, s);
 }
 
 void

@@ -608,6 +608,38 @@ test_deadlines_on_every_state(void)
 	finish(w);
 }
 
+/* The transport lost a peer: declared dead, its rooms fail at once on
+ * the side that declares it, the others go on, it is counted once. */
+static void
+test_declared_dead_peer_fails_its_rooms_at_once(void)
+{
+	struct w_conf c = conf(2, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open_on(w, 70, 3000, 0), 0);
+	CU_ASSERT_EQUAL(w_open_on(w, 71, 3000, 1), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_PTR_NULL(w_result(w, 71, TX));
+	egw_sender_peer_dead(w->tx, W_SENDER_PEER_BASE + 1, w->now);
+	egw_sender_peer_dead(w->tx, W_SENDER_PEER_BASE + 1, w->now);
+	CU_ASSERT_EQUAL(err_of(w, 71, TX), EGW_E_PEER_DEAD);
+	CU_ASSERT_PTR_NULL(w_result(w, 70, TX));
+	egw_sender_get_stats(w->tx, &st);
+	CU_ASSERT_EQUAL(st.peers_dead, 1);
+	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	CU_ASSERT_EQUAL(err_of(w, 70, 0), EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 72, 0, 1, W_RECEIVER_PEER,
+					  false, w->now), -EGW_E_PEER_DEAD);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.peers_dead, 1);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_DEAD), 0);
+	release_and_run(w);
+	finish(w);
+}
+
 static void
 test_dead_peer_fails_its_rooms_only(void)
 {
@@ -837,6 +869,8 @@ main(void)
 		{ "pool_exhausted_fails_at_deadline", test_pool_exhausted_fails_at_deadline },
 		{ "alloc_result_after_failure_is_returned", test_alloc_result_after_failure_is_returned },
 		{ "deadlines_on_every_state", test_deadlines_on_every_state },
+		{ "declared_dead_peer_fails_its_rooms_at_once",
+		  test_declared_dead_peer_fails_its_rooms_at_once },
 		{ "dead_peer_fails_its_rooms_only", test_dead_peer_fails_its_rooms_only },
 		{ "bad_input_rejected_and_counted", test_bad_input_rejected_and_counted },
 		{ "refused_init_fails_receiver_room", test_refused_init_fails_receiver_room },
