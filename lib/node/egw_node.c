@@ -43,7 +43,7 @@ struct node_peer {
 struct alloc_res {
 	uint64_t room;
 	uint16_t rank;
-	int n;
+	int nruns;               /* runs, or -errno: the pool's answer */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 };
 
@@ -137,7 +137,7 @@ do_pool(struct egw_node *n, const struct egw_act *a)
 
 		r->room = a->room;
 		r->rank = a->rank;
-		r->n = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
+		r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
 					     a->max_runs);
 		break;
 	}
@@ -213,7 +213,7 @@ drain_deferred(struct egw_node *n)
 			struct alloc_res r = n->allocq[i];
 
 			egw_receiver_alloc_done(n->receiver, r.room, r.rank,
-						r.runs, r.n, n->now);
+						r.runs, r.nruns, n->now);
 		}
 		n->nalloc = 0;
 		for (uint32_t i = 0; i < n->nrefused; i++)

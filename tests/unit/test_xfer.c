@@ -71,7 +71,7 @@ window_offsets(const struct world *w, int who, uint32_t *off, uint32_t max)
 		const struct w_log *l = &w->log[i];
 		bool seen = false;
 
-		if (l->who != who || l->a.type != EGW_ACT_SEND ||
+		if (l->who != who || l->act.type != EGW_ACT_SEND ||
 		    (l->msg.type != EGW_MSG_INIT && l->msg.type != EGW_MSG_RESUME))
 			continue;
 		for (uint32_t j = 0; j < n; j++)
@@ -201,7 +201,7 @@ test_round_moves_min_of_remaining_and_allocated(void)
 	CU_ASSERT_EQUAL(w_open(w, 1, 2000, false), 0);
 	w_run(w, 10 * SEC);
 	for (uint32_t i = 0; i < w->nlog && n < 8; i++)
-		if (w->log[i].a.type == EGW_ACT_POST_WRITES) {
+		if (w->log[i].act.type == EGW_ACT_POST_WRITES) {
 			emb[n] = w->log[i].emb_tokens;
 			aux[n++] = w->log[i].aux_writes;
 		}
@@ -331,7 +331,7 @@ test_requests_retransmitted_with_backoff(void)
 	CU_ASSERT_EQUAL(w_open(w, 8, 3000, false), 0);
 	w_run_for(w, 100 * MS);
 	for (uint32_t i = 0; i < w->nlog && n < 16; i++)
-		if (w->log[i].who == 0 && w->log[i].a.type == EGW_ACT_SEND &&
+		if (w->log[i].who == 0 && w->log[i].act.type == EGW_ACT_SEND &&
 		    w->log[i].msg.type == EGW_MSG_INIT)
 			at[n++] = w->log[i].at;
 	CU_ASSERT(n >= 5);
@@ -486,7 +486,7 @@ test_dummy_rank_gets_aux_only(void)
 	CU_ASSERT_EQUAL(w->delivered_bytes, w->expected_bytes);
 	CU_ASSERT_EQUAL(w_count_sends(w, 2, EGW_MSG_RESUME), 0);
 	for (uint32_t i = 0; i < w->nlog; i++)
-		if (w->log[i].a.type == EGW_ACT_POST_WRITES &&
+		if (w->log[i].act.type == EGW_ACT_POST_WRITES &&
 		    w->log[i].dst_engine == 2) {
 			CU_ASSERT_EQUAL(w->log[i].emb_tokens, 0);
 			CU_ASSERT_EQUAL(w->log[i].aux_writes, 1);

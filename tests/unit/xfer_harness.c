@@ -17,7 +17,7 @@ struct w_ev {
 	bool ok, held;
 	uint64_t cookie;
 	uint64_t room;
-	int n;
+	int nruns;                 /* EV_ALLOC: runs, or -errno */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 	struct egw_msg msg;
 };
@@ -177,7 +177,7 @@ log_act(struct world *w, int who, const struct egw_act *a)
 	l = &w->log[w->nlog++];
 	memset(l, 0, sizeof(*l));
 	l->who = who;
-	l->a = *a;
+	l->act = *a;
 	l->at = w->now;
 	if (a->msg != NULL)
 		l->msg = *a->msg;
@@ -188,9 +188,9 @@ log_act(struct world *w, int who, const struct egw_act *a)
 			l->aux_writes++;
 	}
 	l->dst_engine = a->peer - W_SENDER_PEER_BASE;
-	l->a.msg = NULL;
-	l->a.writes = NULL;
-	l->a.runs = NULL;
+	l->act.msg = NULL;
+	l->act.writes = NULL;
+	l->act.runs = NULL;
 }
 
 static void
@@ -272,9 +272,9 @@ emit(void *ctx, const struct egw_act *a)
 		uint32_t maxr = a->max_runs;
 		if (w->fail_next_alloc[ep->who]) {
 			w->fail_next_alloc[ep->who] = false;
-			e.n = -ENOSPC;
+			e.nruns = -ENOSPC;
 		} else {
-			e.n = egw_pool_alloc_tokens(pool, a->room, a->tokens,
+			e.nruns = egw_pool_alloc_tokens(pool, a->room, a->tokens,
 						    e.runs, maxr);
 		}
 		ev_push(w, &e);
@@ -470,7 +470,7 @@ dispatch(struct world *w, struct w_ev *e)
 		break;
 	case EV_ALLOC:
 		egw_receiver_alloc_done(w->rx[e->rank], e->room, e->room_rank,
-					e->runs, e->n, w->now);
+					e->runs, e->nruns, w->now);
 		break;
 	}
 }
@@ -577,7 +577,7 @@ w_count_sends(const struct world *w, int who, uint8_t type)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < w->nlog; i++)
-		if (w->log[i].who == who && w->log[i].a.type == EGW_ACT_SEND &&
+		if (w->log[i].who == who && w->log[i].act.type == EGW_ACT_SEND &&
 		    w->log[i].msg.type == type)
 			n++;
 	return n;
@@ -589,7 +589,7 @@ w_count_acts(const struct world *w, int who, enum egw_act_type t)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < w->nlog; i++)
-		if (w->log[i].who == who && w->log[i].a.type == t)
+		if (w->log[i].who == who && w->log[i].act.type == t)
 			n++;
 	return n;
 }
