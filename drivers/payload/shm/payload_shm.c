@@ -225,18 +225,3 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.stats = shm_stats,
 	.close = shm_close,
 };
-
-const struct egw_payload_ops *
-egw_payload_find(enum egw_payload_driver d)
-{
-	switch (d) {
-	case EGW_PAYLOAD_SHM:
-		return &egw_payload_shm_ops;
-#ifdef EGW_HAVE_VERBS
-	case EGW_PAYLOAD_VERBS:
-		return &egw_payload_verbs_ops;
-#endif
-	default:
-		return NULL; /* built without rdma-core */
-	}
-}
