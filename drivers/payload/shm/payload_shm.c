@@ -160,11 +160,14 @@ static int
 shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	 uint32_t n, uint64_t cookie)
 {
-	bool ok = peer < EGW_CONF_MAX_PEERS && p->peers[peer].map != NULL;
 	uint64_t t0 = egw_payload_cycles();
+	bool ok;
 
+	if (peer >= EGW_CONF_MAX_PEERS)
+		return -EINVAL;
 	if (egw_payload_ring_full(&p->ring))
 		return -ENOBUFS;
+	ok = p->peers[peer].map != NULL;
 	for (uint32_t i = 0; ok && i < n; i++) {
 		ok = one_write(p, &p->peers[peer], &w[i]);
 		if (ok) {

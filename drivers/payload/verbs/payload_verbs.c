@@ -384,7 +384,7 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 	rc = qp_connect(p, v);
 	if (rc != 0)
 		verr("cannot bring the QP for peer %s to RTS: %s", r->name,
-		     strerror(rc));
+		     strerror(-rc));
 	return rc;
 }
 
@@ -405,8 +405,10 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 
 	uint64_t t0 = egw_payload_cycles();
 
-	if (peer >= p->npeers || egw_payload_ring_full(&p->ring))
+	if (peer >= p->npeers)
 		return -EINVAL;
+	if (egw_payload_ring_full(&p->ring))
+		return -ENOBUFS;
 	v = &p->peers[peer];
 	p->st.batches++;
 	/* a batch that cannot be posted whole fails whole, now; so does one
