@@ -111,7 +111,7 @@ else
 fi
 
 # the in-process simulator must pass its own verification too (smoke)
-if ./build/app/embgw-sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
+if ./build/tests/sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
 	passed=$((passed + 1)); echo "[smoke] embgw-sim OK: $(tail -1 /tmp/embgw-sim.out)"
 else
 	failed=$((failed + 1)); cat /tmp/embgw-sim.out
