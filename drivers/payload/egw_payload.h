@@ -45,6 +45,17 @@ struct egw_payload_stats {
 	uint64_t qp_resets; /**< verbs: QPs brought back after an error */
 };
 
+/** Count one write moved to a peer that registered `r`. */
+static inline void
+egw_payload_count_write(struct egw_payload_stats *st, const struct egw_register *r,
+			const struct egw_write *w)
+{
+	st->writes++;
+	st->bytes += w->bytes;
+	if (w->kind == EGW_KIND_EMB && r->block_tokens != 0)
+		st->blocks += (w->tokens + r->block_tokens - 1) / r->block_tokens;
+}
+
 /** A cycle counter for the drivers' own cost accounting. */
 static inline uint64_t
 egw_payload_cycles(void)

@@ -170,16 +170,10 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	ok = p->peers[peer].map != NULL;
 	for (uint32_t i = 0; ok && i < n; i++) {
 		ok = one_write(p, &p->peers[peer], &w[i]);
-		if (ok) {
-			p->st.writes++;
-			p->st.bytes += w[i].bytes;
-			if (w[i].kind == EGW_KIND_EMB)
-				p->st.blocks += (w[i].tokens +
-						 p->peers[peer].reg.block_tokens - 1) /
-						p->peers[peer].reg.block_tokens;
-		} else {
+		if (ok)
+			egw_payload_count_write(&p->st, &p->peers[peer].reg, &w[i]);
+		else
 			p->st.refused_writes++;
-		}
 	}
 	p->st.batches++;
 	if (!ok)
