@@ -168,6 +168,11 @@ verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
 		wr->wr.rdma.remote_addr = d->reg->region[w[i].kind].addr +
 					  (uint64_t)off;
 		wr->wr.rdma.rkey = d->reg->region[w[i].kind].rkey;
+		/* even unsignalled WRs name their peer and generation: one
+		 * that fails is reported, and must not pass for peer 0's */
+		wr->wr_id = verbs_wr_id_make(&(struct verbs_wr_id){
+			.peer = d->peer, .gen = q->gen, .covered = 0,
+			.slot = VERBS_NO_BATCH });
 		q->nchain++;
 		egw_payload_count_write(&add, d->reg, &w[i]);
 	}
