@@ -204,6 +204,28 @@ test_batches_chain_into_one_post(void)
 }
 
 static void
+test_write_outside_regions_fails_batch(void)
+{
+	struct egw_payload_cpl c[4];
+	struct egw_write w[3];
+
+	stub_device();
+	open_connected();
+	w[0] = token_write(0);
+	w[1] = token_write(1);
+	w[2] = pp_emb(&pp, 0, PP_BLOCKS, 1); /* past the peer's last block */
+	CU_ASSERT(pp.ops->post(ENC, 0, w, 3, 1) == 0);
+	CU_ASSERT(pp.ops->post(ENC, 0, w, 2, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 2);
+	CU_ASSERT(c[0].cookie == 1 && !c[0].ok);
+	CU_ASSERT(c[1].cookie == 2 && c[1].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 2); /* none of the failed batch's WRs */
+	CU_ASSERT_EQUAL(enc_stats().refused_writes, 1);
+	CU_ASSERT_EQUAL(enc_stats().writes, 2);
+	pp_close(&pp);
+}
+
+static void
 test_write_lands_and_rkey_checked(void)
 {
 	struct egw_payload_cpl c[2];
@@ -439,6 +461,16 @@ test_post_errors(void)
 	CU_ASSERT_EQUAL(post_tokens(1, 99), -ENOBUFS);
 	CU_ASSERT_EQUAL(enc_stats().batches, size);
 	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
+	/* as many batches on the wire as the table holds: one more fails */
+	ibv_stub.hold = true;
+	for (uint32_t i = 0; i < size; i++)
+		CU_ASSERT(post_tokens(1, i) == 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT(post_tokens(1, 98) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp.ops->poll(ENC, c, 64), 1);
+	CU_ASSERT(c[0].cookie == 98 && !c[0].ok);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
 	CU_ASSERT(post_tokens(1, 99) == 0);
 	/* an empty batch fails as a batch, not as a call: at once, before
 	 * the one on the wire */
@@ -463,6 +495,8 @@ main(void)
 		  test_chain_signals_every_nth_and_last },
 		{ "batches chained between polls go in one post",
 		  test_batches_chain_into_one_post },
+		{ "a write outside the peer's regions fails its batch",
+		  test_write_outside_regions_fails_batch },
 		{ "writes land; a wrong rkey fails the batch",
 		  test_write_lands_and_rkey_checked },
 		{ "the send queue is never overrun", test_sq_never_overrun },
@@ -474,7 +508,8 @@ main(void)
 		  test_new_endpoint_fails_in_flight },
 		{ "completion handling and the generation check",
 		  test_cpl_apply },
-		{ "unknown peer -EINVAL, full ring -ENOBUFS", test_post_errors },
+		{ "unknown peer -EINVAL, full ring -ENOBUFS, full table fails",
+		  test_post_errors },
 		{ NULL, NULL },
 	};
 
