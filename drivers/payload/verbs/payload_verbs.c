@@ -18,7 +18,8 @@
  * - A failed completion puts the QP in error: every batch in flight on it
  *   is reported failed (its rooms fail), the QP is reset and reconnected
  *   for later rooms; late completions of the old generation are ignored.
- *   So is a reset for a peer's new endpoint.
+ *   A reset for a peer's new endpoint fails what was in flight the same
+ *   way (a QP moved to RESET drops its WRs without completions).
  *
  * The decisions themselves (GID choice, chaining and signalling, send
  * queue depth, what a completion means) live in verbs_core.c, free of
