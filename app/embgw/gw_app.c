@@ -310,8 +310,10 @@ set_up(const struct gw_app *app)
 			const struct egw_conf *c = k > 1 ? &id_confs[i] : &conf;
 
 			ids[nids] = calloc(1, sizeof(*ids[nids]));
-			if (ids[nids] == NULL)
-				return -ENOMEM;
+			if (ids[nids] == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
 			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
 				     &share, app);
 		}
