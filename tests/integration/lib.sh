@@ -132,9 +132,9 @@ except (ValueError, KeyError, TypeError):
 
 # Reports are lines "SECTION: port=NAME key=value ..." (or without port=
 # for the generator's totals).
-# kv LOG SECTION KEY [PORT]: KEY's value on the last SECTION line of PORT
+# field LOG SECTION KEY [PORT]: KEY's value on the last SECTION line of PORT
 # (default p0; "" for a section without port=, "*" for any port)
-kv() {
+field() {
 	awk -v s="$2:" -v k="$3=" -v p="${4-p0}" '
 		$1 == s && (p == "*" || (p == "" && $2 !~ /^port=/) ||
 			    $2 == "port=" p) {
@@ -149,7 +149,7 @@ kv() {
 # expect LOG SECTION KEY OP VALUE [PORT]: the value exists and compares
 expect() {
 	local v
-	v=$(kv "$1" "$2" "$3" "${6-p0}")
+	v=$(field "$1" "$2" "$3" "${6-p0}")
 	[ -n "$v" ] && [ "$v" "$4" "$5" ] 2>/dev/null
 }
 

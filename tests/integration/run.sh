@@ -66,7 +66,7 @@ case_lossy_control() {
 		expect "$T/lang.log" language ok -eq 40 &&
 		expect "$T/lang.log" language retransmits -gt 0 &&
 		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
-	MSG="40 rooms byte-exact through $(kv "$T/lang.log" language retransmits) retransmissions"
+	MSG="40 rooms byte-exact through $(field "$T/lang.log" language retransmits) retransmissions"
 }
 
 # ---- pool exhaustion on the language side ---------------------------------
@@ -89,7 +89,7 @@ case_pool_exhaustion() {
 		expect "$T/lang.log" language bad -eq 0 &&
 		expect "$T/lang.log" language unfinished -eq 0 &&
 		expect "$T/lang.log" language ok -ge 1 && [ -z "$other" ] || return 1
-	MSG="$(kv "$T/lang.log" language ok) of 24 completed, $(failed_count "$T/lang.log" p0 pool_exhausted) failed as pool_exhausted; nothing leaked on either side"
+	MSG="$(field "$T/lang.log" language ok) of 24 completed, $(failed_count "$T/lang.log" p0 pool_exhausted) failed as pool_exhausted; nothing leaked on either side"
 }
 
 # ---- malformed, forged, replayed and stranger datagrams --------------------
@@ -108,7 +108,7 @@ case_junk() {
 		expect "$T/lang.log" node drop_proto -gt 0 &&
 		expect "$T/lang.log" node drop_replay -gt 0 &&
 		expect "$T/lang.log" node drop_unknown_peer -gt 0 || return 1
-	MSG="malformed $(kv "$T/lang.log" node drop_proto), replayed $(kv "$T/lang.log" node drop_replay), unknown source $(kv "$T/lang.log" node drop_unknown_peer): dropped and counted; 60 rooms byte-exact"
+	MSG="malformed $(field "$T/lang.log" node drop_proto), replayed $(field "$T/lang.log" node drop_replay), unknown source $(field "$T/lang.log" node drop_unknown_peer): dropped and counted; 60 rooms byte-exact"
 }
 
 # ---- rte_telemetry through dpdk-telemetry.py -------------------------------
@@ -200,7 +200,7 @@ case_dissector() {
 	types=$(ts -Y embgw -T fields -e embgw.type | sort -un | tr '\n' ' ')
 	names=$(ts -Y "embgw.type == 7" -T fields -e embgw.reg.name | sort -u | tr '\n' ' ')
 	rx=$(ts -Y "embgw && ip.src == 192.168.77.1" | wc -l)
-	want_rx=$(kv "$T/lang.log" node rx_datagrams)
+	want_rx=$(field "$T/lang.log" node rx_datagrams)
 	tags=$(ts -Y "embgw" -T fields -e embgw.tag_len | sort -u | tr '\n' ' ')
 	MSG="udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags'"
 	[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
@@ -222,11 +222,11 @@ case_gen_flood() {
 	MSG="gen: $(report "$T/gen.log") enc: $(report "$T/enc.log")"
 	expect "$T/gen.log" result errors -eq 0 && expect "$T/gen.log" result leaked -eq 0 &&
 		expect "$T/gen.log" language ok -eq 300 &&
-		[ -n "$(kv "$T/gen.log" latency p999_ms)" ] &&
+		[ -n "$(field "$T/gen.log" latency p999_ms)" ] &&
 		expect "$T/gen.log" flood sent -gt 0 &&
 		expect "$T/enc.log" node drop_proto -gt 0 &&
 		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
-	MSG="300 rooms byte-exact, p99.9 $(kv "$T/gen.log" latency p999_ms) ms, $(kv "$T/gen.log" latency rooms_per_s) rooms/s; $(kv "$T/gen.log" flood sent) junk sent, $(kv "$T/enc.log" node drop_proto) dropped by the gateway as malformed"
+	MSG="300 rooms byte-exact, p99.9 $(field "$T/gen.log" latency p999_ms) ms, $(field "$T/gen.log" latency rooms_per_s) rooms/s; $(field "$T/gen.log" flood sent) junk sent, $(field "$T/enc.log" node drop_proto) dropped by the gateway as malformed"
 }
 
 # ---- embgw-gen into a pcap file (for tcpreplay, TRex, net_pcap) ------------
@@ -237,7 +237,7 @@ case_gen_pcap() {
 	scripts/gen-configs.sh --pcap "$T" 1024 16384 >/dev/null
 	LOG=$T/gen.log
 	run_gen genp 0 "$T/language.cfg" "$T/gen.log" 30 --flood-pps 5000 --duration-ms 1000
-	sent=$(kv "$T/gen.log" flood sent)
+	sent=$(field "$T/gen.log" flood sent)
 	frames=$(tshark -r "$T/out.pcap" -Y "udp && ip.dst == 192.168.77.1" 2>/dev/null | wc -l)
 	MSG="sent=$sent frames=$frames; gen: $(report "$T/gen.log")"
 	[ "${sent:-0}" -gt 0 ] && [ "$frames" -ge "$sent" ] || return 1
@@ -272,7 +272,7 @@ case_gen_identities() {
 		expect "$T/gen.log" result-total leaked -eq 0 "" &&
 		expect "$T/enc.log" result-encode ok -eq 400 &&
 		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
-	MSG="8 identities x 50 rooms byte-exact, the gateway served 400, nothing leaked; $(kv "$T/gen.log" latency rooms_per_s "*") rooms/s"
+	MSG="8 identities x 50 rooms byte-exact, the gateway served 400, nothing leaked; $(field "$T/gen.log" latency rooms_per_s "*") rooms/s"
 }
 
 # ---- embgw-gen as the encode side, against a language gateway --------------
