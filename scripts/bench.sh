@@ -60,12 +60,12 @@ for r in $(seq 1 "$rounds"); do
 	EMBGW=$GEN run_gw gen 0 "$W/ctl/language.cfg" "$W/lang.log" 120 \
 		--drive "$drive" --concurrency 64 --lengths 1 || true
 	stop_all
-	secs=$(sed -nE 's/.* over ([0-9.]+) s$/\1/p' "$W/lang.log" | tail -1)
-	dg=$(sed -nE 's/^port p0: ([0-9]+) datagrams in, ([0-9]+) out.*/\1 \2/p' "$W/lang.log" | awk '{print $1 + $2}')
-	ok=$(sed -nE 's/^language: [0-9]+ rooms \(([0-9]+) ok.*/\1/p' "$W/lang.log")
+	secs=$(field "$W/lang.log" latency secs)
+	dg=$(( $(field "$W/lang.log" node rx_datagrams) + $(field "$W/lang.log" node tx_datagrams) ))
+	ok=$(field "$W/lang.log" language ok)
 	gw_tx+=("$(awk -v n="$ok" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')")
 	gw_dg+=("$(awk -v n="$dg" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')")
-	gw_ns+=("$(sed -nE 's/^worker p0: .* ([0-9]+) ns of busy CPU per datagram.*/\1/p' "$W/enc.log")")
+	gw_ns+=("$(field "$W/enc.log" worker busy_ns_per_datagram)")
 done
 tx=$(printf '%s\n' "${gw_tx[@]}" | median)
 dg=$(printf '%s\n' "${gw_dg[@]}" | median)
@@ -135,7 +135,7 @@ for r in $(seq 1 "$rounds"); do
 		run_gw lang 0 "$W/$cfg/language.cfg" "$W/lang.log" 120 --exit-when-done \
 			--drive "$n" --lengths 50000 || true
 		stop_all
-		v=$(sed -nE 's/^latency INIT->Success: p50 ([0-9.]+) ms.*/\1/p' "$W/lang.log")
+		v=$(field "$W/lang.log" latency p50_ms)
 		if [ "$cfg" = r8k ]; then lat_r+=("$v"); else lat_f+=("$v"); fi
 	done
 done
@@ -158,8 +158,8 @@ rate() { # extra embgw-gen args...
 	EMBGW=$GEN run_gw gen 0 "$W/fl/language.cfg" "$W/lang.log" 120 \
 		--drive "$drive" --concurrency 16 --lengths 2000 "$@" || true
 	stop_all
-	awk -v n="$(sed -nE 's/^language: [0-9]+ rooms \(([0-9]+) ok.*/\1/p' "$W/lang.log")" \
-		-v s="$(sed -nE 's/.* over ([0-9.]+) s$/\1/p' "$W/lang.log" | tail -1)" \
+	awk -v n="$(field "$W/lang.log" language ok)" \
+		-v s="$(field "$W/lang.log" latency secs)" \
 		'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'
 }
 f1=() f0=() fj=()
@@ -167,7 +167,7 @@ for r in $(seq 1 "$rounds"); do
 	f0+=("$(rate)")
 	f1+=("$(rate --flood-pps "$flood" --seed "$r")")
 	# what reached the gateway: its own drop counters
-	fj+=("$(sed -nE 's/^port p0: .*dropped before the state machines: ([0-9]+) .*/\1/p' "$W/enc.log")")
+	fj+=("$(field "$W/enc.log" node dropped)")
 done
 q0=$(printf '%s\n' "${f0[@]}" | median)
 q1=$(printf '%s\n' "${f1[@]}" | median)

@@ -29,7 +29,7 @@ run_phase() { # title default lang-args...
 		errors=$((errors + 1))
 	fi
 	stop_all
-	grep -E "^(language|latency|  failed)" "$dir/lang-$def.log" | sed 's/^/   /'
+	grep -E "^(language|latency|failed):" "$dir/lang-$def.log" | sed 's/^/   /'
 	grep -E "^encode:" "$dir/enc-$def.log" | sed 's/^/   /'
 	local l=$dir/lang-$def.log e=$dir/enc-$def.log
 	rooms=$((rooms + $(field "$l" result rooms)))

@@ -479,25 +479,63 @@ cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Latency at per-mille q of n sorted samples. */
+/* Latency at per-mille q of n sorted samples, in ms. */
 static double
-pct_of(const uint64_t *lat, uint64_t n, uint32_t q)
+pct_ms(const uint64_t *lat, uint64_t n, uint32_t q)
 {
 	uint64_t i = n * q / 1000;
 
-	return (double)lat[i < n ? i : n - 1];
+	return (double)lat[i < n ? i : n - 1] / 1e6;
 }
 
+/* The report: one `section: port=NAME key=value ...` line each, integers
+ * or plain decimals, no units (doc/gateway.md, "The exit report"). */
 static void
-print_latency(FILE *f, const uint64_t *lat, uint64_t n, uint64_t ok,
-	      uint64_t bytes, double secs)
+print_latency(FILE *f, const char *section, const char *port,
+	      const uint64_t *lat, uint64_t n, uint64_t ok, uint64_t bytes,
+	      double secs)
 {
-	fprintf(f, "latency INIT->Success: p50 %.3f ms, p90 %.3f ms, p99 "
-		"%.3f ms, p99.9 %.3f ms; throughput %.1f MB/s, %.0f rooms/s "
-		"over %.3f s\n", pct_of(lat, n, 500) / 1e6,
-		pct_of(lat, n, 900) / 1e6, pct_of(lat, n, 990) / 1e6,
-		pct_of(lat, n, 999) / 1e6, secs > 0 ? bytes / secs / 1e6 : 0.0,
+	fprintf(f, "%s:", section);
+	if (port != NULL)
+		fprintf(f, " port=%s", port);
+	fprintf(f, " p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
+		"mb_per_s=%.1f rooms_per_s=%.0f secs=%.3f\n",
+		pct_ms(lat, n, 500), pct_ms(lat, n, 900), pct_ms(lat, n, 990),
+		pct_ms(lat, n, 999), secs > 0 ? bytes / secs / 1e6 : 0.0,
 		secs > 0 ? ok / secs : 0.0, secs);
+}
+
+/* A failure reason's stable short name, for `failed: reason=` (egw_strerror
+ * is prose for people; this is a key for scripts). */
+static const char *
+err_name(enum egw_err e)
+{
+	switch (e) {
+	case EGW_E_OK: return "ok";
+	case EGW_E_UNKNOWN_ROOM: return "unknown_room";
+	case EGW_E_BAD_RANK: return "bad_rank";
+	case EGW_E_BLOCK_TOKENS: return "block_tokens";
+	case EGW_E_ALLOC_MISMATCH: return "alloc_mismatch";
+	case EGW_E_ZERO_BLOCKS: return "zero_blocks";
+	case EGW_E_BAD_BLOCKS: return "bad_blocks";
+	case EGW_E_BEYOND_TOTAL: return "beyond_total";
+	case EGW_E_STATE: return "state";
+	case EGW_E_TOTAL_CHANGED: return "total_changed";
+	case EGW_E_BAD_STATUS: return "bad_status";
+	case EGW_E_BUSY: return "busy";
+	case EGW_E_TOO_LARGE: return "too_large";
+	case EGW_E_NO_SLOT: return "no_slot";
+	case EGW_E_DUPLICATE_ROOM: return "duplicate_room";
+	case EGW_E_TIMEOUT_BOOTSTRAP: return "timeout_bootstrap";
+	case EGW_E_TIMEOUT_INPUT: return "timeout_input";
+	case EGW_E_TIMEOUT_ROUND: return "timeout_round";
+	case EGW_E_POOL_EXHAUSTED: return "pool_exhausted";
+	case EGW_E_PEER_DEAD: return "peer_dead";
+	case EGW_E_ABORTED: return "aborted";
+	case EGW_E_TRANSPORT: return "transport";
+	case EGW_E_UNKNOWN_PEER: return "unknown_peer";
+	default: return "unknown_error";
+	}
 }
 
 /* --identities: the generator's figures over all its identities (one
@@ -543,13 +581,13 @@ gw_work_report_total(const struct gw_port *ports, uint16_t n, FILE *f)
 		nlat += w->nlat;
 	}
 	qsort(lat, nlat, sizeof(*lat), cmp_u64);
-	fprintf(f, "generator: %u identities (%u driving), %lu rooms (%lu ok, "
-		"%lu failed, %lu not finished), %lu bytes verified, %lu bad\n",
+	fprintf(f, "generator: identities=%u driving=%u rooms=%lu ok=%lu "
+		"failed=%lu unfinished=%lu bytes=%lu bad=%lu\n",
 		n, driving, (unsigned long)rooms, (unsigned long)ok,
 		(unsigned long)failed, (unsigned long)unfinished,
 		(unsigned long)bytes, (unsigned long)bad);
 	if (nlat > 0)
-		print_latency(f, lat, nlat, ok, bytes,
+		print_latency(f, "latency-total", NULL, lat, nlat, ok, bytes,
 			      last > first ? (double)(last - first) / 1e9 : 0);
 	fprintf(f, "result-total: identities=%u rooms=%lu bytes=%lu errors=%lu "
 		"leaked=%lu\n", n, (unsigned long)rooms, (unsigned long)bytes,
@@ -557,10 +595,22 @@ gw_work_report_total(const struct gw_port *ports, uint16_t n, FILE *f)
 	free(lat);
 }
 
+/* Node drop counters under their report keys (enum egw_node_drop). */
+static const char *const drop_keys[EGW_ND_MAX] = {
+	[EGW_ND_UNKNOWN_PEER] = "drop_unknown_peer",
+	[EGW_ND_PROTO] = "drop_proto",
+	[EGW_ND_REPLAY] = "drop_replay",
+	[EGW_ND_NOT_REGISTERED] = "drop_not_registered",
+	[EGW_ND_GEOMETRY] = "drop_geometry",
+	[EGW_ND_ROLE] = "drop_role",
+	[EGW_ND_PAYLOAD] = "drop_payload",
+};
+
 void
 gw_work_report(const struct gw_port *p, FILE *f)
 {
 	struct gw_work *w = p->work;
+	const char *name = p->cfg->name;
 	struct egw_pool_stats ps;
 	struct egw_node_stats ns;
 	struct egw_xfer_stats xs;
@@ -571,28 +621,22 @@ gw_work_report(const struct gw_port *p, FILE *f)
 	egw_node_get_stats(p->node, &ns);
 	for (int i = 0; i < EGW_ND_MAX; i++)
 		drops += ns.drops[i];
-	fprintf(f, "port %s: %lu datagrams in, %lu out; dropped before the "
-		"state machines: %lu (unknown peer %lu, malformed/unauthenticated "
-		"%lu, replay %lu); ARP misses %lu\n", p->cfg->name,
-		(unsigned long)ns.rx_datagrams, (unsigned long)ns.tx_datagrams,
-		(unsigned long)drops,
-		(unsigned long)ns.drops[EGW_ND_UNKNOWN_PEER],
-		(unsigned long)ns.drops[EGW_ND_PROTO],
-		(unsigned long)ns.drops[EGW_ND_REPLAY],
-		(unsigned long)p->st.arp_miss);
+	fprintf(f, "node: port=%s rx_datagrams=%lu tx_datagrams=%lu dropped=%lu",
+		name, (unsigned long)ns.rx_datagrams,
+		(unsigned long)ns.tx_datagrams, (unsigned long)drops);
+	for (int i = 0; i < EGW_ND_MAX; i++)
+		fprintf(f, " %s=%lu", drop_keys[i], (unsigned long)ns.drops[i]);
+	fprintf(f, " arp_miss=%lu\n", (unsigned long)p->st.arp_miss);
 	if (p->owner == p) {
 		struct rte_eth_stats es;
 
 		/* frames lost below the protocol (it retransmits them) */
-		if (rte_eth_stats_get(p->port_id, &es) == 0 &&
-		    (p->st.tx_full || es.imissed || es.ierrors || es.rx_nombuf))
-			fprintf(f, "device %s: %lu frames not sent (tx ring full or "
-				"no mbuf), %lu missed on rx (ring full), %lu rx "
-				"errors, %lu rx without mbuf\n", p->cfg->name,
-				(unsigned long)p->st.tx_full,
-				(unsigned long)es.imissed,
-				(unsigned long)es.ierrors,
-				(unsigned long)es.rx_nombuf);
+		if (rte_eth_stats_get(p->port_id, &es) != 0)
+			memset(&es, 0, sizeof(es));
+		fprintf(f, "device: port=%s tx_not_sent=%lu rx_missed=%lu "
+			"rx_errors=%lu rx_nombuf=%lu\n", name,
+			(unsigned long)p->st.tx_full, (unsigned long)es.imissed,
+			(unsigned long)es.ierrors, (unsigned long)es.rx_nombuf);
 	}
 	if (p->st.run_cycles > 0) {
 		double hz = (double)rte_get_tsc_hz();
@@ -607,8 +651,8 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		}
 
 		/* busy-poll spin excluded: what one datagram costs the core */
-		fprintf(f, "worker %s: busy %.1f%% of %.3f s; %.0f ns of busy "
-			"CPU per datagram in+out\n", p->cfg->name,
+		fprintf(f, "worker: port=%s busy_pct=%.1f run_s=%.3f "
+			"busy_ns_per_datagram=%.0f\n", name,
 			100.0 * (double)p->st.busy_cycles / (double)p->st.run_cycles,
 			(double)p->st.run_cycles / hz,
 			dg ? (double)p->st.busy_cycles / hz * 1e9 / (double)dg : 0.0);
@@ -618,9 +662,9 @@ gw_work_report(const struct gw_port *p, FILE *f)
 
 		p->dops->stats(p->drv, &ds);
 		if (ds.batches > 0)
-			fprintf(f, "payload driver: %s, %lu batches, %lu writes, "
-				"%lu bytes, %lu failed batches, %lu QP resets; "
-				"payload driver: %.0f cycles per block\n",
+			fprintf(f, "payload: port=%s driver=%s batches=%lu "
+				"writes=%lu bytes=%lu failed_batches=%lu "
+				"qp_resets=%lu cycles_per_block=%.0f\n", name,
 				p->dops->name, (unsigned long)ds.batches,
 				(unsigned long)ds.writes, (unsigned long)ds.bytes,
 				(unsigned long)ds.failed_batches,
@@ -628,19 +672,19 @@ gw_work_report(const struct gw_port *p, FILE *f)
 				ds.blocks ? (double)ds.cycles / ds.blocks : 0.0);
 	}
 	if (p->st.flood > 0)
-		fprintf(f, "flood: %lu junk datagrams sent (%lu/s requested)\n",
+		fprintf(f, "flood: port=%s sent=%lu requested_pps=%lu\n", name,
 			(unsigned long)p->st.flood,
 			(unsigned long)p->faults.flood_pps);
 	if (egw_node_sender(p->node) != NULL)
-		fprintf(f, "encode: %lu rooms produced (%lu refused: no memory "
-			"or bad length), %lu ok, %lu failed; %u blocks in use\n",
+		fprintf(f, "encode: port=%s produced=%lu refused=%lu ok=%lu "
+			"failed=%lu blocks_in_use=%u\n", name,
 			(unsigned long)w->produced,
 			(unsigned long)w->produce_refused,
 			(unsigned long)w->tx_ok, (unsigned long)w->tx_failed,
 			ps.blocks_in_use);
 	if (w->o.drive == 0) {
 		fprintf(f, "result-encode: port=%s rooms=%lu ok=%lu failed=%lu "
-			"leaked=%u\n", p->cfg->name, (unsigned long)w->produced, (unsigned long)w->tx_ok,
+			"leaked=%u\n", name, (unsigned long)w->produced, (unsigned long)w->tx_ok,
 			(unsigned long)w->tx_failed, ps.blocks_in_use);
 		return;
 	}
@@ -648,19 +692,19 @@ gw_work_report(const struct gw_port *p, FILE *f)
 	qsort(w->lat, w->nlat, sizeof(w->lat[0]), cmp_u64);
 	secs = w->last_done > w->first_open ?
 	       (double)(w->last_done - w->first_open) / 1e9 : 0;
-	fprintf(f, "language: %u rooms (%u ok, %u failed, %u not finished), "
-		"%lu bytes verified, %lu bad, %lu resume rounds, %lu "
-		"retransmissions\n", w->o.drive, w->ok, w->failed,
-		w->o.drive - w->finished, (unsigned long)w->bytes_verified,
-		(unsigned long)w->bad_bytes, (unsigned long)xs.resumes,
-		(unsigned long)xs.retransmits);
+	fprintf(f, "language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
+		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu\n", name,
+		w->o.drive, w->ok, w->failed, w->o.drive - w->finished,
+		(unsigned long)w->bytes_verified, (unsigned long)w->bad_bytes,
+		(unsigned long)xs.resumes, (unsigned long)xs.retransmits);
 	if (w->nlat > 0)
-		print_latency(f, w->lat, w->nlat, w->ok, w->bytes_verified, secs);
+		print_latency(f, "latency", name, w->lat, w->nlat, w->ok,
+			      w->bytes_verified, secs);
 	for (int e = 1; e < EGW_E_MAX; e++)
 		if (w->fail_reason[e])
-			fprintf(f, "  failed: %lu x %s\n",
-				(unsigned long)w->fail_reason[e],
-				egw_strerror((enum egw_err)e));
+			fprintf(f, "failed: port=%s reason=%s count=%lu\n", name,
+				err_name((enum egw_err)e),
+				(unsigned long)w->fail_reason[e]);
 	if (w->last_failed > 0) {
 		/* after a fault: did rooms opened later succeed? */
 		uint32_t after = 0;
@@ -668,12 +712,12 @@ gw_work_report(const struct gw_port *p, FILE *f)
 		for (uint32_t i = w->last_failed; i < w->o.drive; i++)
 			after += !w->recs[i].active && w->recs[i].failed == 0 &&
 				 w->recs[i].room != 0;
-		fprintf(f, "recovery: %u rooms opened after the last failed one "
-			"(#%u) succeeded, of %u\n", after, w->last_failed - 1,
-			w->o.drive - w->last_failed);
+		fprintf(f, "recovery: port=%s after_last_failed_ok=%u "
+			"after_last_failed=%u last_failed=%u\n", name, after,
+			w->o.drive - w->last_failed, w->last_failed - 1);
 	}
 	fprintf(f, "result: port=%s rooms=%u bytes=%lu rounds=%lu errors=%lu "
-		"leaked=%u\n", p->cfg->name, w->o.drive, (unsigned long)w->bytes_verified,
+		"leaked=%u\n", name, w->o.drive, (unsigned long)w->bytes_verified,
 		(unsigned long)xs.resumes,
 		(unsigned long)(w->failed + w->bad_bytes + (w->o.drive - w->finished)),
 		ps.blocks_in_use);

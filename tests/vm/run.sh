@@ -194,16 +194,18 @@ grep -q "result-encode: .* leaked=0" "$out/enc-gw.log" ||
 
 # the fault phase: the QP failed and was rebuilt, rooms in the fault failed
 # as payload errors only, and rooms opened after the last failure landed
-resets=$(sed -nE 's/.* ([0-9]+) QP resets.*/\1/p' "$out/enc-gw.log" | tail -1)
+# key=value report lines (doc/gateway.md): kv LOG SECTION KEY
+kv() { grep -E "^$2: port=p0 " "$1" 2>/dev/null | tail -1 | tr ' ' '\n' | sed -n "s/^$3=//p"; }
+resets=$(kv "$out/enc-gw.log" payload qp_resets)
 res2=$(grep -E "^result: port=p0 " "$out/lang-gw2.log" 2>/dev/null | tail -1)
-rec=$(sed -nE 's/^recovery: ([0-9]+) rooms opened after.*/\1/p' "$out/lang-gw2.log" 2>/dev/null)
-other=$(grep -E "^  failed:" "$out/lang-gw2.log" 2>/dev/null | grep -vc "payload writes failed")
-bad2=$(sed -nE 's/.* verified, ([0-9]+) bad,.*/\1/p' "$out/lang-gw2.log" 2>/dev/null)
-unfin=$(sed -nE 's/.* failed, ([0-9]+) not finished.*/\1/p' "$out/lang-gw2.log" 2>/dev/null)
+rec=$(kv "$out/lang-gw2.log" recovery after_last_failed_ok)
+other=$(grep -E "^failed: port=p0 " "$out/lang-gw2.log" 2>/dev/null | grep -vc " reason=transport ")
+bad2=$(kv "$out/lang-gw2.log" language bad)
+unfin=$(kv "$out/lang-gw2.log" language unfinished)
 if [ -f "$out/fault.on" ] && [ -f "$out/fault.off" ] && [ "${resets:-0}" -ge 1 ] &&
    [ "${rec:-0}" -ge 1 ] && [ "${other:-1}" -eq 0 ] && [ "${bad2:-1}" -eq 0 ] &&
    [ "${unfin:-1}" -eq 0 ] && grep -q "leaked=0" <<<"$res2"; then
-	echo "fault: RoCE dropped for 8 s ($(sed -nE 's/.*dropped ([0-9]+),.*/\1/p' "$out/enc.log" | tail -1) packets) and survived; QP error injected: $resets QP reset(s), $(grep -E '^  failed:' "$out/lang-gw2.log" | sed 's/^ *//' | tr '\n' ' ')- $rec rooms opened after the last failure landed byte-exact, nothing leaked"
+	echo "fault: RoCE dropped for 8 s ($(sed -nE 's/.*dropped ([0-9]+),.*/\1/p' "$out/enc.log" | tail -1) packets) and survived; QP error injected: $resets QP reset(s), $(grep -E '^failed: port=p0 ' "$out/lang-gw2.log" | sed 's/^failed: port=p0 //' | tr '\n' ' ')- $rec rooms opened after the last failure landed byte-exact, nothing leaked"
 else
 	echo "vm: FAIL fault phase: resets=${resets:-?} recovered=${rec:-?} other-failures=${other:-?} bad=${bad2:-?} unfinished=${unfin:-?} ${res2:-no result}"
 	tail -25 "$out/lang-gw2.log" "$out/enc-gw.log" 2>/dev/null
@@ -237,9 +239,9 @@ else
 fi
 
 # the benchmark figures (not assertions)
-gw_mbps=$(sed -nE 's/.*throughput ([0-9.]+) MB\/s.*/\1/p' "$out/lang-gw.log" | tail -1)
+gw_mbps=$(kv "$out/lang-gw.log" latency mb_per_s)
 ib_gbps=$(awk '/^ *65536/ {print $4}' "$out/ibbw-client.log" 2>/dev/null | tail -1)
-cyc=$(sed -nE 's/.*payload driver: ([0-9.]+) cycles per block.*/\1/p' "$out/enc-gw.log" | tail -1)
+cyc=$(kv "$out/enc-gw.log" payload cycles_per_block)
 if [ -n "$gw_mbps" ] && [ -n "$ib_gbps" ]; then
 	ratio=$(awk -v g="$gw_mbps" -v i="$ib_gbps" 'BEGIN { if (i > 0) printf "%.2f", (g * 8 / 1000) / i; else print "n/a" }')
 	echo "bench vm-payload: $gw_mbps MB/s (ratio $ratio vs ib_write_bw ${ib_gbps} Gb/s, 64 KiB writes, same rxe pair)"
