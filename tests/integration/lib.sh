@@ -74,6 +74,21 @@ wait_socket() {
 	return 1
 }
 
+# wait_ready NAME SOCKET: memif server NAME (one of ours) has its socket and
+# has set up its ports (it answers /embgw/stats): a client that connects
+# before the server's port is started may never see the link come up
+wait_ready() {
+	wait_socket "$2" || return 1
+	for _ in $(seq 1 40); do
+		case $(telemetry "$1" /embgw/stats) in
+		'{"/embgw/stats": {"'*) return 0 ;;
+		esac
+		sleep 0.25
+	done
+	echo "     $1 did not answer /embgw/stats within 20 s" >&2
+	return 1
+}
+
 # wait_line LOG SECTION SECONDS [COUNT]: LOG holds COUNT (default 1) report
 # lines of SECTION, i.e. COUNT ports have reported
 wait_line() {

@@ -33,7 +33,7 @@ scenarios() { # default, resume rounds expected
 	local def=$1 want=$2
 	scripts/gen-configs.sh "$T" "$def" 262144 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done \
 		--drive 4 --lengths 500,2000,10000,50000
@@ -55,7 +55,7 @@ case_lossy_control() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce \
 		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 40 \
 		--concurrency 4 --lengths 129,2000,10000,700 \
@@ -76,7 +76,7 @@ case_pool_exhaustion() {
 	# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
 	scripts/gen-configs.sh "$T" 1024 16384 "alloc_ms = 1000;" >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 24 \
 		--concurrency 8 --lengths 10000,3000
@@ -97,7 +97,7 @@ define junk "malformed, forged, replayed and unknown-source datagrams at the por
 case_junk() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce --inject-junk 3 --seed 3
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 60 \
 		--concurrency 4 --lengths 2000,10000 --start-delay-ms 300
@@ -117,7 +117,7 @@ case_telemetry() {
 	local stats rooms pool okr
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	# junk from the language side, so that the encode gateway counts drops
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 20 \
@@ -151,7 +151,7 @@ case_peer_killed() {
 	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
 	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
 	enc1=${PIDS[-1]}
-	wait_socket "$T/memif0.sock" && wait_socket "$T/memif1.sock" || return 1
+	wait_ready enc0 "$T/memif0.sock" && wait_ready enc1 "$T/memif1.sock" || return 1
 	LOG=$T/lang.log
 	start_gw lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
 		--concurrency 2 --lengths 50000,10000
@@ -187,7 +187,7 @@ case_dissector() {
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 6 \
 		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
@@ -214,7 +214,7 @@ define gen-flood "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s junk flo
 case_gen_flood() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/gen.log
 	run_gen gen 0 "$T/language.cfg" "$T/gen.log" 90 --drive 300 --rate 1000 \
 		--concurrency 128 --lengths 700,3000 --flood-pps 10000
@@ -252,7 +252,7 @@ case_gen_identities() {
 	# all 8 addresses and shares the rooms out
 	scripts/gen-configs.sh "$T" 1024 16384 "" 1 8 >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready enc "$T/memif0.sock" || return 1
 	LOG=$T/gen.log
 	run_gen gids 0 "$T/language.cfg" "$T/gen.log" 90 --identities 8 --drive 400 \
 		--concurrency 32 --lengths 300,2500
@@ -272,7 +272,7 @@ case_gen_identities() {
 		expect "$T/gen.log" result-total leaked -eq 0 "" &&
 		expect "$T/enc.log" result-encode ok -eq 400 &&
 		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
-	MSG="8 identities x 50 rooms byte-exact, the gateway served 400, nothing leaked; $(field "$T/gen.log" latency rooms_per_s "*") rooms/s"
+	MSG="8 identities x 50 rooms byte-exact, the gateway served 400, nothing leaked; $(field "$T/gen.log" latency-total rooms_per_s "") rooms/s"
 }
 
 # ---- embgw-gen as the encode side, against a language gateway --------------
@@ -280,7 +280,7 @@ define gen-encode "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks se
 case_gen_encode() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
 	start_gen gene 1 "$T/encode.cfg" "$T/gen.log" --produce
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready gene "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done \
 		--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
@@ -299,7 +299,7 @@ case_gen_encode_identities() {
 	local per=0
 	scripts/gen-configs.sh --encode-identities 4 "$T" 1024 65536 >/dev/null
 	start_gen genei 1 "$T/encode.cfg" "$T/gen.log" --produce --identities 4
-	wait_socket "$T/memif0.sock" || return 1
+	wait_ready genei "$T/memif0.sock" || return 1
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --peer all \
 		--drive 80 --concurrency 8 --lengths 700,5000
