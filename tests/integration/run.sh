@@ -146,7 +146,7 @@ case_telemetry() {
 # ---- a peer killed in the middle of a transfer -----------------------------
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
-	local enc1 t0 t1 stats regs
+	local enc1 t0 t1 rooms opened
 	scripts/gen-configs.sh "$T" 1024 262144 "heartbeat_ms = 50; peer_dead_ms = 500;" 2 >/dev/null
 	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
 	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
@@ -155,16 +155,15 @@ case_peer_killed() {
 	LOG=$T/lang.log
 	start_gw lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
 		--concurrency 2 --lengths 50000,10000
-	# kill enc-1 once it has registered with the language gateway (its
-	# first rooms are then under way)
-	for _ in $(seq 1 40); do
-		stats=$(telemetry lang /embgw/stats)
-		regs=$(tel_value "$stats" /embgw/stats p1 registers_rx)
-		[ "${regs:-0}" -ge 1 ] && break
-		sleep 0.25
+	# kill enc-1 once rooms to it are under way (one telemetry round trip
+	# takes a fraction of a second: the kill lands within the first rooms)
+	for _ in $(seq 1 100); do
+		rooms=$(telemetry lang /embgw/rooms)
+		opened=$(tel_value "$rooms" /embgw/rooms p1 language_rooms_opened)
+		[ "${opened:-0}" -ge 1 ] && break
+		sleep 0.1
 	done
-	[ "${regs:-0}" -ge 1 ] || echo "     enc-1 not registered after 10 s; killed anyway" >&2
-	sleep 0.4
+	[ "${opened:-0}" -ge 1 ] || echo "     no room to enc-1 opened after 10 s; killed anyway" >&2
 	kill_gw "$enc1"
 	t0=$(date +%s%N)
 	wait_line "$T/lang.log" result 60 2
