@@ -75,13 +75,13 @@ wait_socket() {
 }
 
 # wait_ready NAME SOCKET: memif server NAME (one of ours) has its socket and
-# has set up its ports (it answers /embgw/stats): a client that connects
+# has set up its ports (/embgw/stats is registered then): a client that connects
 # before the server's port is started may never see the link come up
 wait_ready() {
 	wait_socket "$2" || return 1
 	for _ in $(seq 1 40); do
 		case $(telemetry "$1" /embgw/stats) in
-		'{"/embgw/stats": {"'*) return 0 ;;
+		'{"/embgw/stats": {'*) return 0 ;;
 		esac
 		sleep 0.25
 	done
