@@ -165,7 +165,7 @@ field() {
 expect() {
 	local v
 	v=$(field "$1" "$2" "$3" "${6-p0}")
-	[ -n "$v" ] && [ "$v" "$4" "$5" ] 2>/dev/null
+	[ -n "$v" ] && test "$v" "$4" "$5" 2>/dev/null
 }
 
 # failures LOG PORT: "reason=count" of each failure reason of PORT's rooms

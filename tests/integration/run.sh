@@ -12,7 +12,7 @@
 # Last line: "integration: N passed, N failed". The logs of a failed case
 # are kept (their directory is named).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 . tests/integration/lib.sh
 
 CASES=()
