@@ -127,7 +127,7 @@ stop_all() {
 # telemetry NAME PATH: the JSON answer of process NAME (one of ours) to an
 # rte_telemetry command, one line
 telemetry() {
-	echo "$2" | timeout 10 dpdk-telemetry.py -f "egw-$1-$$" 2>/dev/null |
+	echo "$2" | timeout 5 dpdk-telemetry.py -f "egw-$1-$$" 2>/dev/null |
 		/usr/bin/python3 -c '
 import json, sys
 text = sys.stdin.read()
@@ -143,6 +143,23 @@ try:
     print(json.loads(sys.argv[1])[sys.argv[2]][sys.argv[3]][sys.argv[4]])
 except (ValueError, KeyError, TypeError):
     pass' "$1" "$2" "$3" "$4"
+}
+
+# wait_counter NAME PATH PORT KEY MIN SECONDS: poll process NAME's telemetry
+# command PATH until PORT's counter KEY reaches MIN; the last answer stays
+# in TEL
+TEL=""
+wait_counter() {
+	local v deadline=$((SECONDS + $6))
+	while :; do
+		TEL=$(telemetry "$1" "$2")
+		v=$(tel_value "$TEL" "$2" "$3" "$4")
+		[ "${v:-0}" -ge "$5" ] && return 0
+		[ "$SECONDS" -ge "$deadline" ] && break
+		sleep 0.2
+	done
+	echo "     $1: $2 $3 $4 is ${v:-unanswered}, not $5, after $6 s" >&2
+	return 1
 }
 
 # Reports are lines "SECTION: port=NAME key=value ..." (or without port=

@@ -125,12 +125,9 @@ case_telemetry() {
 	expect "$T/lang.log" language ok -eq 20 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
 	# the encode gateway still runs: its counters hold the 20 rooms (the
 	# last ones complete at its end a moment after the language side's)
-	for _ in $(seq 1 20); do
-		rooms=$(telemetry enc /embgw/rooms)
-		okr=$(tel_value "$rooms" /embgw/rooms p0 encode_rooms_ok)
-		[ "${okr:-0}" -ge 20 ] && break
-		sleep 0.5
-	done
+	wait_counter enc /embgw/rooms p0 encode_rooms_ok 20 20
+	rooms=$TEL
+	okr=$(tel_value "$rooms" /embgw/rooms p0 encode_rooms_ok)
 	stats=$(telemetry enc /embgw/stats)
 	pool=$(telemetry enc /embgw/pool)
 	LOG=$T/enc.log
@@ -146,8 +143,8 @@ case_telemetry() {
 # ---- a peer killed in the middle of a transfer -----------------------------
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
-	local enc1 t0 t1 rooms opened
-	scripts/gen-configs.sh "$T" 1024 262144 "heartbeat_ms = 50; peer_dead_ms = 500;" 2 >/dev/null
+	local enc1 t0 t1
+	scripts/gen-configs.sh "$T" 1024 262144 "heartbeat_ms = 100; peer_dead_ms = 2000;" 2 >/dev/null
 	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
 	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
 	enc1=${PIDS[-1]}
@@ -157,13 +154,8 @@ case_peer_killed() {
 		--concurrency 2 --lengths 50000,10000
 	# kill enc-1 once rooms to it are under way (one telemetry round trip
 	# takes a fraction of a second: the kill lands within the first rooms)
-	for _ in $(seq 1 100); do
-		rooms=$(telemetry lang /embgw/rooms)
-		opened=$(tel_value "$rooms" /embgw/rooms p1 language_rooms_opened)
-		[ "${opened:-0}" -ge 1 ] && break
-		sleep 0.1
-	done
-	[ "${opened:-0}" -ge 1 ] || echo "     no room to enc-1 opened after 10 s; killed anyway" >&2
+	wait_counter lang /embgw/rooms p1 language_rooms_opened 1 20 ||
+		echo "     killed anyway" >&2
 	kill_gw "$enc1"
 	t0=$(date +%s%N)
 	wait_line "$T/lang.log" result 60 2
