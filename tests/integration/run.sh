@@ -26,18 +26,35 @@ MSG=""
 LOG=""
 T=""
 
+# encode_server START LOG [args]: the encode side (START: start_gw or
+# start_gen) on lcore 1 with $T/encode.cfg, --produce, up once its port is
+encode_server() {
+	local start=$1 log=$2
+	shift 2
+	"$start" enc 1 "$T/encode.cfg" "$log" --produce "$@"
+	wait_ready enc "$T/memif0.sock"
+}
+
+# language_client RUN LOG SECONDS [args]: the language side (RUN: run_gw or
+# run_gen) on lcore 0 with $T/language.cfg until it ends; then the server
+# is stopped, so that both reports are written
+language_client() {
+	local run=$1 log=$2 secs=$3
+	shift 3
+	LOG=$log
+	"$run" lang 0 "$T/language.cfg" "$log" "$secs" "$@"
+	stop_all
+}
+
 # ---- the reference design's scenarios, both defaults ----------------------
 define scenarios-1024 "500, 2000, 10000, 50000 tokens against a default of 1024: byte-exact, 3 resume rounds"
 define scenarios-8192 "the same against a default of 8192: byte-exact, 2 resume rounds"
 scenarios() { # default, resume rounds expected
 	local def=$1 want=$2
 	scripts/gen-configs.sh "$T" "$def" 262144 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done \
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done \
 		--drive 4 --lengths 500,2000,10000,50000
-	stop_all
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
 		expect "$T/lang.log" result rounds -eq "$want" &&
@@ -53,14 +70,11 @@ case_scenarios_8192() { scenarios 8192 2; }
 define lossy-control "10% loss, duplication and reordering of control packets both ways: 40 rooms byte-exact"
 case_lossy_control() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce \
-		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 40 \
+	encode_server start_gw "$T/enc.log" \
+		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 || return 1
+	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 40 \
 		--concurrency 4 --lengths 129,2000,10000,700 \
 		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 9
-	stop_all
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
 		expect "$T/lang.log" language ok -eq 40 &&
@@ -75,12 +89,9 @@ case_pool_exhaustion() {
 	local other
 	# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
 	scripts/gen-configs.sh "$T" 1024 16384 "alloc_ms = 1000;" >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 24 \
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 24 \
 		--concurrency 8 --lengths 10000,3000
-	stop_all
 	# rooms the pool could not serve fail as pool_exhausted (and their
 	# other ranks' as aborted); no other reason
 	other=$(failures "$T/lang.log" p0 | grep -vE '^(pool_exhausted|aborted)=' | tr '\n' ' ')
@@ -96,12 +107,9 @@ case_pool_exhaustion() {
 define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
 case_junk() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce --inject-junk 3 --seed 3
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 60 \
+	encode_server start_gw "$T/enc.log" --inject-junk 3 --seed 3 || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 60 \
 		--concurrency 4 --lengths 2000,10000 --start-delay-ms 300
-	stop_all
 	MSG="lang: $(report "$T/lang.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
 		expect "$T/lang.log" language ok -eq 60 &&
@@ -116,8 +124,7 @@ define telemetry "/embgw/stats, /embgw/rooms and /embgw/pool answer through dpdk
 case_telemetry() {
 	local stats rooms pool okr
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$T/memif0.sock" || return 1
+	encode_server start_gw "$T/enc.log" || return 1
 	LOG=$T/lang.log
 	# junk from the language side, so that the encode gateway counts drops
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 20 \
@@ -177,13 +184,10 @@ case_dissector() {
 	local udp dec bad types names rx want_rx tags
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 6 \
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 6 \
 		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
 		--capture "$T/cap.pcap"
-	stop_all
 	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$T/cap.pcap" "$@" 2>/dev/null; }
 	udp=$(ts -Y "udp.port == 9471" | wc -l)
 	dec=$(ts -Y "embgw.type" | wc -l)
@@ -204,12 +208,9 @@ case_dissector() {
 define gen-flood "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s junk flood against an encode gateway: byte-exact, junk dropped"
 case_gen_flood() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/gen.log
-	run_gen gen 0 "$T/language.cfg" "$T/gen.log" 90 --drive 300 --rate 1000 \
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gen "$T/gen.log" 90 --drive 300 --rate 1000 \
 		--concurrency 128 --lengths 700,3000 --flood-pps 10000
-	stop_all
 	MSG="gen: $(report "$T/gen.log") enc: $(report "$T/enc.log")"
 	expect "$T/gen.log" result errors -eq 0 && expect "$T/gen.log" result leaked -eq 0 &&
 		expect "$T/gen.log" language ok -eq 300 &&
@@ -242,12 +243,9 @@ case_gen_identities() {
 	# the gateway under test lists 8 peers; the generator answers ARP for
 	# all 8 addresses and shares the rooms out
 	scripts/gen-configs.sh "$T" 1024 16384 "" 1 8 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$T/memif0.sock" || return 1
-	LOG=$T/gen.log
-	run_gen gids 0 "$T/language.cfg" "$T/gen.log" 90 --identities 8 --drive 400 \
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gen "$T/gen.log" 90 --identities 8 --drive 400 \
 		--concurrency 32 --lengths 300,2500
-	stop_all
 	# each identity fetched its 50 rooms from the gateway, so each registered
 	for i in $(seq 0 7); do
 		expect "$T/gen.log" result rooms -eq 50 "p0.$i" &&
@@ -270,12 +268,9 @@ case_gen_identities() {
 define gen-encode "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks served to a language gateway, byte-exact"
 case_gen_encode() {
 	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
-	start_gen gene 1 "$T/encode.cfg" "$T/gen.log" --produce
-	wait_ready gene "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done \
+	encode_server start_gen "$T/gen.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done \
 		--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
-	stop_all
 	MSG="lang: $(report "$T/lang.log") gen: $(report "$T/gen.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
 		expect "$T/lang.log" language ok -eq 60 &&
@@ -289,12 +284,9 @@ define gen-encode-identities "embgw-gen --produce --identities 4: a language gat
 case_gen_encode_identities() {
 	local per=0
 	scripts/gen-configs.sh --encode-identities 4 "$T" 1024 65536 >/dev/null
-	start_gen genei 1 "$T/encode.cfg" "$T/gen.log" --produce --identities 4
-	wait_ready genei "$T/memif0.sock" || return 1
-	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --peer all \
+	encode_server start_gen "$T/gen.log" --identities 4 || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --peer all \
 		--drive 80 --concurrency 8 --lengths 700,5000
-	stop_all
 	for i in 0 1 2 3; do
 		expect "$T/gen.log" result-encode rooms -eq 20 "p0.$i" &&
 			expect "$T/gen.log" result-encode ok -eq 20 "p0.$i" &&
