@@ -32,17 +32,17 @@ run_build() { # name, meson args...
 	rm -f "$log"
 }
 
-run_build build
+run_build build -Ddpdk=enabled
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+run_build build-asan -Ddpdk=enabled -Db_sanitize=address,undefined -Db_lundef=false \
 	-Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
 
 # libFuzzer on the protocol decoder, bounded in time; any crash or
 # sanitizer report fails the run
 fuzz_secs=${EGW_FUZZ_SECONDS:-20}
 if [ ! -f build-fuzz/build.ninja ]; then
-	CC=clang meson setup build-fuzz --werror -Dfuzz=true \
+	CC=clang meson setup build-fuzz --werror -Dfuzz=true -Ddpdk=enabled \
 		-Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all" >/dev/null
 fi

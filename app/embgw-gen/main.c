@@ -7,17 +7,26 @@
  * (--flood-pps: random bytes, bad MACs, wrong keys, truncations, other
  * ports) and reports achieved rate, latency percentiles, retransmissions
  * and errors. Over a net_pcap port it writes what it sends to a pcap file
- * that TRex, pktgen-dpdk, tcpreplay or net_pcap can replay.
+ * that TRex, pktgen-dpdk, tcpreplay or net_pcap can replay. With an encode
+ * configuration and --produce it plays the encode side.
  *
  *   embgw-gen [EAL args] -- -f FILE [--drive N] [--rate R | --concurrency C]
  *             [--lengths ...] [--flood-pps P] [--duration-ms D]
  *
- * It is embgw's own main loop with generator defaults (app/embgw/main.c).
+ * It runs the gateway's devices, identities and loop (the embgw_core
+ * library), with the flood and stopping once its rooms are done.
  */
-#include "gw.h"
+#include "gw_app.h"
+#include "gw_flood.h"
+
+static const struct gw_app generator = {
+	.name = "embgw-gen",
+	.exit_when_driven = true,
+	.flood_tick = gw_flood_tick,
+};
 
 int
 main(int argc, char **argv)
 {
-	return gw_main(argc, argv, true);
+	return gw_app_main(argc, argv, &generator);
 }

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * embgw application internals: one struct gw_port per configured port,
- * owned by exactly one worker lcore (no locks on the fast path).
+ * embgw application internals. A device (struct gw_dev: a DPDK port, its
+ * queue, mbuf pool, rx/tx and ARP) is polled by exactly one worker lcore
+ * and owns one or more identities (struct gw_id: an address on the device
+ * with its own node, pool, payload driver and room sources). Without
+ * --identities a device has one identity. Everything a worker touches
+ * belongs to that worker: no locks on the fast path.
  */
 #ifndef EMBGW_GW_H
 #define EMBGW_GW_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <rte_ether.h>
 #include <rte_log.h>
@@ -19,12 +24,13 @@
 
 #define GW_BURST 32
 #define GW_MAX_NEIGH (EGW_CONF_MAX_NEIGH + EGW_CONF_MAX_PEERS)
-/* ports, or the identities a generator plays from one port: at most as
- * many as a gateway's port can have peers */
-#define GW_MAX_PORTS EGW_CONF_MAX_PEERS
+/* identities one device can play: as many as a gateway's port can have
+ * peers, so that one generator port can play all of a gateway's peers */
+#define GW_MAX_IDS EGW_CONF_MAX_PEERS
+#define GW_MAX_SOURCES 4              /* room sources per identity */
 #define GW_TICK_NS 100000ull          /* timers every 100 us */
 #define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
-#define GW_CLOSE_GRACE_NS 100000000ull /* before a port closes (gw_port_stop) */
+#define GW_CLOSE_GRACE_NS 100000000ull /* before a device closes */
 
 extern volatile bool gw_force_quit;
 
@@ -33,6 +39,8 @@ extern int gw_logtype;
 #define GW_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, gw_logtype, "EMBGW: " fmt, ##__VA_ARGS__)
 
+struct gw_room_source;
+
 struct gw_neigh {
 	uint32_t ip;
 	struct rte_ether_addr mac;
@@ -40,130 +48,160 @@ struct gw_neigh {
 	uint64_t next_arp;
 };
 
-/* Fault injection on control datagrams we send (tests; bounded by the
- * caller's run time). Percentages 0..100. */
-struct gw_faults {
-	uint32_t drop_pct, dup_pct, reorder_pct;
-	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams sent */
-	uint64_t flood_pps;      /* embgw-gen: junk datagrams per second */
+/* Test knobs on the control datagrams an identity sends (gw_test_knobs.c).
+ * Off unless a command-line flag sets one: `on` is then true. */
+struct gw_test_knobs {
+	bool on;
+	uint32_t drop_pct, dup_pct, reorder_pct; /* 0..50 */
+	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams */
 	uint64_t qp_error_at;    /* verbs: a QP error after this batch */
-	uint64_t flood_sent, flood_start;
 	uint64_t rng;
+	struct rte_mbuf *held;   /* reorder: goes out after the next one */
+	uint8_t last_dgram[EGW_PROTO_MAX_LEN]; /* for replayed junk */
+	size_t last_len;
+	uint32_t last_ip;
+	uint16_t last_port;
 };
 
-struct gw_port_stats {
+/* Junk at a set rate towards the first peer (embgw-gen's flood,
+ * app/embgw-gen/gw_flood.c; the gateway does not link it). */
+struct gw_flood {
+	uint64_t pps;            /* 0: off */
+	uint64_t sent, start, rng;
+};
+
+/* What arrives at and leaves the device, before any identity. */
+struct gw_dev_stats {
 	uint64_t rx_pkts, tx_pkts, tx_full;
-	uint64_t arp_rx, arp_tx, arp_miss;
+	uint64_t arp_rx, arp_tx;
 	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
-	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk, flood;
-	uint64_t posts;          /* payload batches handed to the driver */
 	/* worker CPU: cycles of loop iterations that did work (a burst in,
 	 * completions, timers) out of all cycles the worker ran */
 	uint64_t busy_cycles, run_cycles;
 };
 
-struct gw_work;
+struct gw_id_stats {
+	uint64_t arp_miss;       /* datagrams not sent: no MAC for the peer */
+	uint64_t posts;          /* payload batches handed to the driver */
+	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk, flood;
+};
 
-struct gw_port {
-	const struct egw_conf *conf;
-	const struct egw_conf_port *cfg;
-	uint16_t idx;            /* in the configuration */
+struct gw_id;
+
+struct gw_dev {
+	const struct egw_conf_port *cfg; /* the configured port */
 	uint16_t port_id;        /* DPDK port */
 	unsigned lcore;
 	struct rte_mempool *mp;
 	struct rte_ether_addr mac;
+	struct rte_mbuf *tx[GW_BURST];
+	uint16_t ntx;
+	uint16_t ip_id;
+	struct gw_id *ids[GW_MAX_IDS];
+	uint16_t nids;
+	bool started;            /* the DPDK port is up (stop only then) */
+	struct gw_dev_stats st;
+};
+
+struct gw_id {
+	struct gw_dev *dev;
+	const struct egw_conf *conf;
+	const struct egw_conf_port *cfg; /* address, UDP port, peers */
+	uint16_t cfg_port;       /* cfg's index in conf */
 	struct gw_neigh neigh[GW_MAX_NEIGH];
 	uint32_t nneigh;
 	const struct egw_payload_ops *dops;
 	struct egw_payload *drv;
 	struct egw_pool *pool;
 	struct egw_node *node;
-	struct rte_mbuf *tx[GW_BURST];
-	uint16_t ntx;
-	struct rte_mbuf *held;   /* reorder injection */
-	uint8_t last_dgram[EGW_PROTO_MAX_LEN]; /* for replay injection */
-	size_t last_len;
-	uint32_t last_ip;
-	uint16_t last_port;
-	uint16_t ip_id;
-	struct gw_faults faults;
-	struct gw_port_stats st;
-	struct gw_work *work;
-	/* --identities: several gw_ports on one device, owner[0..nids) in
-	 * one array. The owner (the first) configures, polls and closes the
-	 * device and hands each frame to the identity whose address it is
-	 * for; without identities owner == self, nids == 1. */
-	struct gw_port *owner;
-	uint16_t nids;
+	struct gw_room_source *sources[GW_MAX_SOURCES];
+	uint16_t nsources;
 	uint64_t next_tick;
-	bool started;            /* the DPDK port is up (stop only then) */
-	bool stopped;
+	bool finished;           /* its room sources have run all they had */
 	FILE *cap;               /* --capture: control frames in and out */
 	uint64_t refused[64];    /* posts the driver refused: fail them */
 	uint32_t nrefused;
+	struct gw_test_knobs knobs;
+	struct gw_flood flood;
+	struct gw_id_stats st;
 };
 
-/* Monotonic nanoseconds from the TSC (one multiply, no system call: the
- * poll loop reads the clock every iteration). gw_clock_init() after EAL
- * init; before it, and where the TSC frequency is unknown, clock_gettime. */
+/* gw_clock.c: monotonic nanoseconds from the TSC (one multiply, no system
+ * call: the poll loop reads the clock every iteration). gw_clock_init()
+ * after EAL init; before it, and where the TSC frequency is unknown,
+ * clock_gettime. gw_tsc_ns converts a TSC value already read (the poll
+ * loop reads it once per iteration, for its time and its busy cycles). */
 void gw_clock_init(void);
 uint64_t gw_now_ns(void);
-/* The same clock from a TSC value already read (the poll loop reads it
- * once per iteration, for its time and its busy-cycle count). */
 uint64_t gw_tsc_ns(uint64_t cycles);
 
-/* gw_net.c */
-int gw_port_start(struct gw_port *p);
-void gw_port_stop(struct gw_port *p);
-uint16_t gw_net_rx_burst(struct gw_port *p, uint64_t now);
-void gw_net_tick(struct gw_port *p, uint64_t now);
-void gw_net_flush(struct gw_port *p);
-void gw_net_send_udp(struct gw_port *p, uint32_t ip, uint16_t port,
-		     const uint8_t *buf, size_t len);
-/* --capture: a pcap file of every control frame received and sent. */
-int gw_capture_open(struct gw_port *p, const char *path);
-void gw_capture_close(struct gw_port *p);
-/* Test knob: junk datagrams towards the first peer (see --inject-junk). */
-void gw_net_inject_junk(struct gw_port *p);
-/* embgw-gen: junk at flood_pps towards the first peer, paced by time. */
-void gw_net_flood(struct gw_port *p, uint64_t now);
+/* gw_dev.c: the device - bring-up, close, ARP, IPv4/UDP in and out */
+int gw_dev_start(struct gw_dev *d);
+void gw_dev_stop(struct gw_dev *d);
+/* an identity's neighbours: its peers and static entries */
+void gw_id_neigh_init(struct gw_id *id);
+struct gw_neigh *gw_id_neigh_find(struct gw_id *id, uint32_t ip);
+/* one rx burst, each frame handed to the identity it is addressed to */
+uint16_t gw_dev_rx_burst(struct gw_dev *d, uint64_t now);
+void gw_dev_flush(struct gw_dev *d);
+/* a datagram from the identity's address to ip:port (the node's tx) */
+void gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
+		    const uint8_t *buf, size_t len);
+/* a frame from src_ip (the identity's address, or a forged one for test
+ * junk) to a resolved neighbour; NULL without an mbuf or over the MTU */
+struct rte_mbuf *gw_id_build_udp(struct gw_id *id, uint32_t src_ip,
+				 const struct gw_neigh *n, uint16_t dport,
+				 const uint8_t *buf, size_t len);
+void gw_id_queue_tx(struct gw_id *id, struct rte_mbuf *m);
+/* timers: ask again for unresolved neighbours */
+void gw_id_arp_tick(struct gw_id *id, uint64_t now);
 
-/* gw_work.c: the built-in producer (encode) and driver (language) */
-/* A driven room's id: run (8 bits, tells this run's rooms from a previous
- * one's) | index (24 bits) | length in tokens (32 bits: the producer reads
- * the length from the id, so any encode gateway can serve any driver). */
-#define GW_ROOM_INDEX_MASK 0xffffffu
-#define GW_MAX_DRIVE GW_ROOM_INDEX_MASK
+/* gw_capture.c: --capture, a pcap file of every control frame in and out */
+int gw_capture_open(struct gw_id *id, const char *path);
+void gw_capture_frame(struct gw_id *id, const struct rte_mbuf *m);
+void gw_capture_close(struct gw_id *id);
 
-struct gw_work_opts {
-	bool produce;            /* encode: synthesise data for any INIT */
-	uint32_t drive;          /* language: rooms to run (0: none) */
-	uint32_t concurrency;
-	uint32_t lengths[64];
-	uint32_t nlengths;
-	uint16_t ranks;
-	bool dummy_rank;         /* last rank aux-only */
-	char peer[EGW_CONF_NAME_LEN];
-	bool exit_when_done;
-	uint64_t seed;
-	uint32_t start_delay_ms;
-	uint32_t rate;           /* open loop: rooms per second (0: closed) */
-	uint16_t identity;       /* port index, or with --identities which
-				  * one (0..K-1): added to the room-id run */
-};
-int gw_work_create(struct gw_port *p, const struct gw_work_opts *o);
-void gw_work_tick(struct gw_port *p, uint64_t now);
-bool gw_work_finished(const struct gw_port *p);
-bool gw_work_drives(const struct gw_port *p);
-bool gw_work_wants_exit(const struct gw_port *p);
-void gw_work_report(const struct gw_port *p, FILE *f);
-void gw_work_report_total(const struct gw_port *ports, uint16_t n, FILE *f);
+/* gw_node_ops.c: lib/node's actions carried out with the device and the
+ * payload driver, its events handed to the room sources */
 extern const struct egw_node_ops gw_node_ops;
+/* payload completions (and refused posts) back to the node */
+uint32_t gw_id_payload_poll(struct gw_id *id, uint64_t now);
+/* the driver rebuilt a link: the peer hears the new endpoint */
+void gw_id_payload_changes(struct gw_id *id, uint64_t now);
+/* teardown: abort the open rooms, drain the driver, free the blocks */
+void gw_id_drain(struct gw_id *id, uint64_t linger_ns);
 
-/* main.c: the gateway and the generator share one main */
-int gw_main(int argc, char **argv, bool generator);
+/* 0..99 from a test knob's own generator (an LCG: reproducible with
+ * --seed, not for anything but tests) */
+static inline uint32_t
+gw_rand_pct(uint64_t *rng)
+{
+	*rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(*rng >> 33) % 100;
+}
+
+/* gw_test_knobs.c: faults on sent control datagrams, junk, QP errors */
+void gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
+			const uint8_t *buf, size_t len);
+void gw_test_knobs_tick(struct gw_id *id);
+void gw_test_knobs_after_post(struct gw_id *id, uint32_t peer);
+void gw_test_knobs_close(struct gw_id *id);
+
+/* gw_loop.c: the worker of one device */
+struct gw_loop_opts {
+	uint64_t duration_ns;    /* stop after (0: until a signal) */
+	bool exit_when_done;     /* stop once every bounded identity finished */
+	/* embgw-gen's flood, called on every timer tick (NULL: none) */
+	void (*flood_tick)(struct gw_id *id, uint64_t now);
+};
+void gw_loop_init(const struct gw_loop_opts *o, uint32_t bounded_ids);
+int gw_loop_worker(void *dev);
+
+/* gw_report.c: the exit report (doc/gateway.md, "The exit report") */
+void gw_report_id(struct gw_id *id, FILE *f);
+void gw_report_total(struct gw_id *const *ids, uint16_t n, FILE *f);
 
 /* gw_telemetry.c */
-void gw_telemetry_init(struct gw_port *ports, uint16_t nports);
+void gw_telemetry_init(struct gw_id *const *ids, uint16_t nids);
 
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rte_telemetry commands (usable with dpdk-telemetry.py):
- *   /embgw/stats  per-port packet counters and drops by reason
+ *   /embgw/stats  per-port (per-identity) packet counters and drops by
+ *                 reason; the device's counters under each of its
+ *                 identities
  *   /embgw/rooms  rooms and transfer counters of each engine
  *   /embgw/pool   pool geometry and occupancy
  * The counters are plain per-lcore integers read from the telemetry
@@ -11,8 +13,8 @@
 
 #include "gw.h"
 
-static struct gw_port *tports;
-static uint16_t ntports;
+static struct gw_id *const *tids;
+static uint16_t ntids;
 
 static void
 add(struct rte_tel_data *d, const char *k, uint64_t v)
@@ -23,37 +25,38 @@ add(struct rte_tel_data *d, const char *k, uint64_t v)
 /* Every command answers one dictionary per port, keyed by its name. */
 static int
 per_port(struct rte_tel_data *d,
-	 void (*fill)(const struct gw_port *p, struct rte_tel_data *c))
+	 void (*fill)(const struct gw_id *id, struct rte_tel_data *c))
 {
 	rte_tel_data_start_dict(d);
-	for (uint16_t i = 0; i < ntports; i++) {
+	for (uint16_t i = 0; i < ntids; i++) {
 		struct rte_tel_data *c = rte_tel_data_alloc();
 
 		if (c == NULL)
 			return -1;
 		rte_tel_data_start_dict(c);
-		fill(&tports[i], c);
-		rte_tel_data_add_dict_container(d, tports[i].cfg->name, c, 0);
+		fill(tids[i], c);
+		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	return 0;
 }
 
 static void
-fill_stats(const struct gw_port *p, struct rte_tel_data *c)
+fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 {
+	const struct gw_dev_stats *ds = &id->dev->st;
 	struct egw_node_stats ns;
 
-	egw_node_get_stats(p->node, &ns);
-	add(c, "rx_pkts", p->st.rx_pkts);
-	add(c, "tx_pkts", p->st.tx_pkts);
-	add(c, "tx_full", p->st.tx_full);
-	add(c, "arp_rx", p->st.arp_rx);
-	add(c, "arp_tx", p->st.arp_tx);
-	add(c, "arp_miss", p->st.arp_miss);
-	add(c, "drop_not_ipv4_udp", p->st.drop_not_ipv4_udp);
-	add(c, "drop_bad_ip", p->st.drop_bad_ip);
-	add(c, "drop_bad_udp", p->st.drop_bad_udp);
-	add(c, "drop_not_ours", p->st.drop_not_ours);
+	egw_node_get_stats(id->node, &ns);
+	add(c, "rx_pkts", ds->rx_pkts);
+	add(c, "tx_pkts", ds->tx_pkts);
+	add(c, "tx_full", ds->tx_full);
+	add(c, "arp_rx", ds->arp_rx);
+	add(c, "arp_tx", ds->arp_tx);
+	add(c, "arp_miss", id->st.arp_miss);
+	add(c, "drop_not_ipv4_udp", ds->drop_not_ipv4_udp);
+	add(c, "drop_bad_ip", ds->drop_bad_ip);
+	add(c, "drop_bad_udp", ds->drop_bad_udp);
+	add(c, "drop_not_ours", ds->drop_not_ours);
 	add(c, "rx_datagrams", ns.rx_datagrams);
 	add(c, "tx_datagrams", ns.tx_datagrams);
 	for (int k = 0; k < EGW_ND_MAX; k++) {
@@ -77,10 +80,10 @@ fill_stats(const struct gw_port *p, struct rte_tel_data *c)
 	add(c, "registers_rx", ns.registers_rx);
 	add(c, "registers_tx", ns.registers_tx);
 	add(c, "reregisters", ns.reregisters);
-	add(c, "inj_dropped", p->st.inj_dropped);
-	add(c, "inj_duped", p->st.inj_duped);
-	add(c, "inj_reordered", p->st.inj_reordered);
-	add(c, "inj_junk", p->st.inj_junk);
+	add(c, "inj_dropped", id->st.inj_dropped);
+	add(c, "inj_duped", id->st.inj_duped);
+	add(c, "inj_reordered", id->st.inj_reordered);
+	add(c, "inj_junk", id->st.inj_junk);
 }
 
 static int
@@ -118,16 +121,16 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 }
 
 static void
-fill_rooms(const struct gw_port *p, struct rte_tel_data *c)
+fill_rooms(const struct gw_id *id, struct rte_tel_data *c)
 {
 	struct egw_xfer_stats x;
 
-	if (egw_node_sender(p->node) != NULL) {
-		egw_sender_get_stats(egw_node_sender(p->node), &x);
+	if (egw_node_sender(id->node) != NULL) {
+		egw_sender_get_stats(egw_node_sender(id->node), &x);
 		add_xfer(c, "encode", &x);
 	}
-	if (egw_node_receiver(p->node) != NULL) {
-		egw_receiver_get_stats(egw_node_receiver(p->node), &x);
+	if (egw_node_receiver(id->node) != NULL) {
+		egw_receiver_get_stats(egw_node_receiver(id->node), &x);
 		add_xfer(c, "language", &x);
 	}
 }
@@ -141,12 +144,12 @@ cmd_rooms(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static void
-fill_pool(const struct gw_port *p, struct rte_tel_data *c)
+fill_pool(const struct gw_id *id, struct rte_tel_data *c)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(p->pool);
+	const struct egw_pool_geom *g = egw_pool_geom(id->pool);
 	struct egw_pool_stats s;
 
-	egw_pool_get_stats(p->pool, &s);
+	egw_pool_get_stats(id->pool, &s);
 	add(c, "block_tokens", g->block_tokens);
 	add(c, "blocks_total", s.blocks_total);
 	add(c, "blocks_in_use", s.blocks_in_use);
@@ -168,10 +171,10 @@ cmd_pool(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 void
-gw_telemetry_init(struct gw_port *ports, uint16_t nports)
+gw_telemetry_init(struct gw_id *const *ids, uint16_t nids)
 {
-	tports = ports;
-	ntports = nports;
+	tids = ids;
+	ntids = nids;
 	rte_telemetry_register_cmd("/embgw/stats", cmd_stats,
 				   "Per-port packet counters and drops by reason");
 	rte_telemetry_register_cmd("/embgw/rooms", cmd_rooms,

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The program around the loop: configuration, EAL, devices and their
+ * identities, one worker per device, teardown and the exit status.
+ *
+ * The configuration's virtual devices are added to the EAL arguments
+ * (--vdev), and --no-pci when no port is a PCI device and the EAL
+ * arguments name none, so DPDK never touches a NIC it was not given.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include "gw_app.h"
+
+#define MAX_EAL_ARGS 128
+
+volatile bool gw_force_quit;
+int gw_logtype = RTE_LOGTYPE_USER1;
+
+static struct rte_mempool *mbuf_pools[RTE_MAX_NUMA_NODES];
+static struct egw_conf conf;
+static struct gw_options opt;
+/* --identities K: one configuration per played identity (address, names,
+ * shm pool file), derived from the one configured port */
+static struct egw_conf *id_confs;
+static struct gw_dev devs[EGW_CONF_MAX_PORTS];
+static uint16_t ndevs;
+static struct gw_id *ids[EGW_CONF_MAX_PORTS > GW_MAX_IDS ?
+			 EGW_CONF_MAX_PORTS : GW_MAX_IDS];
+static uint16_t nids;
+
+static int
+check_config(const char *path)
+{
+	if (egw_conf_load_report(path, &conf, stderr) != 0)
+		return 1;
+	egw_conf_print_summary(&conf, stdout);
+	return 0;
+}
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	gw_force_quit = true;
+}
+
+/* EAL arguments plus what the configuration implies. */
+static int
+eal_args(int argc, char **argv, char **out)
+{
+	bool names_devices = false, any_pci = false;
+	int n = 0;
+
+	for (int i = 0; i < argc && n < MAX_EAL_ARGS - 4; i++) {
+		if (!strcmp(argv[i], "-a") || !strcmp(argv[i], "--allow") ||
+		    !strcmp(argv[i], "-b") || !strcmp(argv[i], "--block") ||
+		    !strcmp(argv[i], "--no-pci"))
+			names_devices = true;
+		out[n++] = argv[i];
+	}
+	for (uint16_t i = 0; i < conf.nports && n < MAX_EAL_ARGS - 4; i++) {
+		const struct egw_conf_port *p = &conf.ports[i];
+
+		if (p->is_pci) {
+			any_pci = true;
+			if (!names_devices) {
+				out[n++] = (char *)"-a";
+				out[n++] = (char *)p->device;
+			}
+		} else {
+			out[n++] = (char *)"--vdev";
+			out[n++] = (char *)p->device;
+		}
+	}
+	if (!names_devices && !any_pci)
+		out[n++] = (char *)"--no-pci";
+	out[n] = NULL;
+	return n;
+}
+
+/* One configuration per played identity, derived from the single port's:
+ * consecutive addresses on the port's subnet, none of them a peer's. */
+static int
+make_identity_confs(uint16_t k)
+{
+	const struct egw_conf_port *base = &conf.ports[0];
+	uint32_t mask = base->prefix ? ~0u << (32 - base->prefix) : 0;
+
+	if (conf.nports != 1) {
+		fprintf(stderr, "embgw: --identities needs a configuration with "
+			"exactly one port (%s has %u)\n", conf.file, conf.nports);
+		return -1;
+	}
+	id_confs = calloc(k, sizeof(*id_confs));
+	if (id_confs == NULL)
+		return -1;
+	for (uint16_t i = 0; i < k; i++) {
+		struct egw_conf *c = &id_confs[i];
+		struct egw_conf_port *pp = &c->ports[0];
+		uint32_t addr = base->addr + i;
+		int n1, n2, n3 = 0;
+
+		*c = conf;
+		if ((addr & mask) != (base->addr & mask) ||
+		    (addr & ~mask) == ~mask) {
+			fprintf(stderr, "embgw: --identities %u: %s: address + %u "
+				"leaves the port's /%u subnet\n", k,
+				conf.file, i, base->prefix);
+			return -1;
+		}
+		for (uint16_t j = 0; j < base->npeers; j++)
+			if (base->peers[j].addr == addr) {
+				fprintf(stderr, "embgw: --identities %u: %s: "
+					"address + %u is peer %s's\n", k,
+					conf.file, i, base->peers[j].name);
+				return -1;
+			}
+		pp->addr = addr;
+		n1 = snprintf(c->name, sizeof(c->name), "%s.%u", conf.name, i);
+		n2 = snprintf(pp->name, sizeof(pp->name), "%s.%u", base->name, i);
+		/* a receiving identity creates its own pool file; a sending
+		 * one maps its peers' files and keeps the path as it is */
+		if (pp->payload.driver == EGW_PAYLOAD_SHM &&
+		    (c->roles & EGW_ROLE_LANGUAGE))
+			n3 = snprintf(pp->payload.path, sizeof(pp->payload.path),
+				      "%s.%u", base->payload.path, i);
+		if (n1 >= (int)sizeof(c->name) || n2 >= (int)sizeof(pp->name) ||
+		    n3 >= (int)sizeof(pp->payload.path)) {
+			fprintf(stderr, "embgw: --identities: names or paths "
+				"of %s too long for a suffix\n", conf.file);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* An identity's share of the generator's load: --drive, --concurrency and
+ * --rate split evenly (the first ones take the remainder), distinct room
+ * ids (the run number differs per identity). */
+static struct gw_pattern_opts
+share_of(const struct gw_pattern_opts *o, uint16_t i, uint16_t k)
+{
+	struct gw_pattern_opts s = *o;
+
+	s.identity = i; /* also a port's index: distinct room ids */
+	if (k == 1)
+		return s;
+	s.drive = o->drive / k + (i < o->drive % k);
+	s.concurrency = o->concurrency / k + (i < o->concurrency % k);
+	if (s.concurrency == 0)
+		s.concurrency = 1;
+	s.rate = o->rate / k + (i < o->rate % k);
+	if (o->rate > 0 && s.rate == 0)
+		s.rate = 1;
+	return s;
+}
+
+static int
+find_port_id(const char *device, uint16_t *id)
+{
+	char name[RTE_ETH_NAME_MAX_LEN];
+	size_t len = strcspn(device, ",");
+
+	if (len >= sizeof(name))
+		return -1;
+	memcpy(name, device, len);
+	name[len] = '\0';
+	return rte_eth_dev_get_port_by_name(name, id);
+}
+
+/* A device for configured port `cfg`: its DPDK port, lcore, mbuf pool.
+ * Started once its identities are made (gw_dev_start). */
+static int
+make_dev(struct gw_dev *d, const struct egw_conf_port *cfg)
+{
+	char name[32];
+	int socket;
+
+	d->cfg = cfg;
+	d->lcore = cfg->lcores[0];
+	if (cfg->queues != 1) {
+		GW_LOG(ERR, "port %s: %u queues configured; this build "
+			"runs one queue (one worker lcore) per port\n",
+			cfg->name, cfg->queues);
+		return -ENOTSUP;
+	}
+	if (!rte_lcore_is_enabled(d->lcore)) {
+		GW_LOG(ERR, "port %s: lcore %u from the configuration "
+			"is not enabled in EAL (-l/-c)\n", cfg->name, d->lcore);
+		return -EINVAL;
+	}
+	if (find_port_id(cfg->device, &d->port_id) != 0) {
+		GW_LOG(ERR, "port %s: no DPDK port for device '%s' "
+			"(%u ports probed)\n", cfg->name, cfg->device,
+			rte_eth_dev_count_avail());
+		return -ENODEV;
+	}
+	/* one mbuf pool per socket, shared by that socket's devices */
+	socket = rte_eth_dev_socket_id(d->port_id);
+	if (socket < 0 || socket >= RTE_MAX_NUMA_NODES)
+		socket = 0;
+	if (mbuf_pools[socket] == NULL) {
+		snprintf(name, sizeof(name), "embgw_mbuf_s%d", socket);
+		mbuf_pools[socket] = rte_pktmbuf_pool_create(name, 8191, 256, 0,
+							     RTE_MBUF_DEFAULT_BUF_SIZE,
+							     socket);
+	}
+	d->mp = mbuf_pools[socket];
+	if (d->mp == NULL) {
+		GW_LOG(ERR, "port %s: no mbuf pool: %s\n", cfg->name,
+			rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* An identity on device `d`: port `cfg_port` of configuration `c`, its
+ * payload driver, pool, node and the built-in room source. */
+static int
+make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
+	uint16_t cfg_port, const struct gw_pattern_opts *rooms,
+	const struct gw_app *app)
+{
+	struct egw_region regions[EGW_KIND_MAX];
+	struct egw_node_ops ops;
+	uint8_t gid[16];
+	uint32_t qpn;
+	struct timespec ts;
+	int rc;
+
+	id->dev = d;
+	id->conf = c;
+	id->cfg = &c->ports[cfg_port];
+	id->cfg_port = cfg_port;
+	id->knobs = opt.knobs;
+	/* --flood-pps is the generator's rate: the first identity's */
+	if (app->flood_tick != NULL && d->nids == 0) {
+		id->flood.pps = opt.flood_pps;
+		id->flood.rng = opt.knobs.rng;
+	}
+	d->ids[d->nids++] = id;
+	gw_id_neigh_init(id);
+	id->dops = egw_payload_find(id->cfg->payload.driver);
+	if (id->dops == NULL) {
+		GW_LOG(ERR, "port %s: payload driver not built in this "
+			"binary\n", id->cfg->name);
+		return -ENOTSUP;
+	}
+	rc = id->dops->open(c, id->cfg, &id->drv, &id->pool);
+	if (rc == 0)
+		rc = egw_pool_cache_enable(id->pool, EGW_POOL_CACHE_DEFAULT);
+	if (rc != 0) {
+		GW_LOG(ERR, "port %s: payload driver %s: %s\n",
+			id->cfg->name, id->dops->name, strerror(-rc));
+		return rc;
+	}
+	id->dops->describe(id->drv, regions, gid, &qpn);
+	/* the session grows across restarts: wall-clock nanoseconds */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ops = gw_node_ops;
+	ops.ctx = id;
+	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
+			     (uint64_t)ts.tv_sec * 1000000000ull +
+			     (uint64_t)ts.tv_nsec, gw_now_ns(), &id->node);
+	if (rc == 0)
+		rc = gw_pattern_source_attach(id, rooms);
+	if (rc == 0 && opt.capture != NULL) {
+		char path[512];
+
+		snprintf(path, sizeof(path),
+			 conf.nports > 1 || opt.identities > 1 ? "%s.%s" : "%s",
+			 opt.capture, id->cfg->name);
+		rc = gw_capture_open(id, path);
+		if (rc != 0)
+			GW_LOG(ERR, "cannot write capture %s: %s\n", path,
+			       strerror(-rc));
+	}
+	return rc;
+}
+
+/* Every configured port a device; with --identities the one device
+ * carries K identities. Stops at the first failure (the log says why). */
+static int
+set_up(const struct gw_app *app)
+{
+	uint16_t k = opt.identities;
+	int rc = 0;
+
+	for (ndevs = 0; rc == 0 && ndevs < conf.nports; ndevs++) {
+		struct gw_dev *d = &devs[ndevs];
+
+		rc = make_dev(d, &conf.ports[ndevs]);
+		for (uint16_t i = 0; rc == 0 && i < k; i++) {
+			/* ports and identities derive their room ids from
+			 * one base plus their index: bases drawn apart could
+			 * meet, and two of ours would send one room id to
+			 * the same gateway */
+			struct gw_pattern_opts share =
+				share_of(&opt.rooms, (uint16_t)(nids), k);
+			const struct egw_conf *c = k > 1 ? &id_confs[i] : &conf;
+
+			ids[nids] = calloc(1, sizeof(*ids[nids]));
+			if (ids[nids] == NULL)
+				return -ENOMEM;
+			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
+				     &share, app);
+		}
+		if (rc == 0)
+			rc = gw_dev_start(d);
+	}
+	return rc;
+}
+
+/* Workers stopped: each identity aborts what is open (its peers hear
+ * ABORT), drains its driver and reports; then the device closes. */
+static int
+tear_down(void)
+{
+	int rc = 0;
+
+	for (uint16_t di = ndevs; di-- > 0;) {
+		struct gw_dev *d = &devs[di];
+
+		/* last first: identities send their ABORTs through the
+		 * device, which closes after the last of them */
+		for (uint16_t i = d->nids; i-- > 0;) {
+			struct gw_id *id = d->ids[i];
+
+			if (d->started && id->nsources > 0) {
+				gw_id_drain(id, conf.timers.linger_ns);
+				gw_dev_flush(d);
+				gw_report_id(id, stdout);
+				fflush(stdout);
+				if (gw_room_sources_remaining(id) != 0 &&
+				    gw_room_sources_remaining(id) != GW_ROOMS_ENDLESS)
+					rc = 3;
+			}
+			gw_test_knobs_close(id);
+		}
+		gw_dev_stop(d);
+		for (uint16_t i = 0; i < d->nids; i++)
+			gw_capture_close(d->ids[i]);
+	}
+	return rc;
+}
+
+static void
+free_all(bool report_total)
+{
+	if (report_total)
+		gw_report_total(ids, nids, stdout);
+	for (uint16_t i = 0; i < nids; i++) {
+		gw_room_sources_close(ids[i]);
+		egw_node_destroy(ids[i]->node);
+		if (ids[i]->drv != NULL)
+			ids[i]->dops->close(ids[i]->drv);
+		free(ids[i]);
+	}
+	free(id_confs);
+}
+
+static void
+run_workers(const struct gw_app *app)
+{
+	unsigned main_lcore = rte_get_main_lcore();
+	uint32_t bounded = 0;
+	struct gw_loop_opts lo = {
+		.duration_ns = opt.duration_ns,
+		.exit_when_done = opt.exit_when_done,
+		.flood_tick = app->flood_tick,
+	};
+
+	for (uint16_t i = 0; i < nids; i++)
+		bounded += gw_room_sources_remaining(ids[i]) != GW_ROOMS_ENDLESS;
+	gw_loop_init(&lo, bounded);
+	gw_telemetry_init(ids, nids);
+	/* one worker per device; it serves the device's identities */
+	for (uint16_t i = 0; i < ndevs; i++)
+		if (devs[i].lcore != main_lcore)
+			rte_eal_remote_launch(gw_loop_worker, &devs[i],
+					      devs[i].lcore);
+	for (uint16_t i = 0; i < ndevs; i++)
+		if (devs[i].lcore == main_lcore)
+			gw_loop_worker(&devs[i]);
+	while (!gw_force_quit) {
+		struct timespec ts = { 0, 10000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	rte_eal_mp_wait_lcore();
+}
+
+int
+gw_app_main(int argc, char **argv, const struct gw_app *app)
+{
+	char *eal[MAX_EAL_ARGS];
+	int sep = -1, neal, rc;
+
+	if (argc == 3 && (!strcmp(argv[1], "--check-config") ||
+			  !strcmp(argv[1], "-t")))
+		return check_config(argv[2]);
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		gw_options_usage(stdout, argv[0], app);
+		return 0;
+	}
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			sep = i;
+			break;
+		}
+	if (sep < 0) {
+		gw_options_usage(stderr, argv[0], app);
+		return 2;
+	}
+	/* app arguments first: the configuration decides the devices */
+	argv[sep] = argv[0];
+	if (gw_options_parse(argc - sep, argv + sep, app, &opt) != 0) {
+		gw_options_usage(stderr, argv[0], app);
+		return 2;
+	}
+	if (egw_conf_load_report(opt.config, &conf, stderr) != 0)
+		return 1;
+	if (opt.identities > 1 && make_identity_confs(opt.identities) != 0) {
+		free(id_confs);
+		return 1;
+	}
+	neal = eal_args(sep, argv, eal);
+	if (rte_eal_init(neal, eal) < 0) {
+		fprintf(stderr, "%s: EAL init failed: %s\n", app->name,
+			rte_strerror(rte_errno));
+		free(id_confs);
+		return 1;
+	}
+	gw_clock_init();
+	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
+	if (rc >= 0)
+		gw_logtype = rc;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (opt.rooms.seed == 0)
+		opt.rooms.seed = gw_now_ns() >> 10;
+	rc = set_up(app);
+	if (rc == 0)
+		run_workers(app);
+	rc = rc != 0 ? 1 : 0;
+	if (tear_down() != 0 && rc == 0)
+		rc = 3;
+	free_all(rc != 1 && opt.identities > 1);
+	rte_eal_cleanup();
+	/* exit status: 0, 1 (could not start: the log says why), 3 (rooms
+	 * left unfinished) - not a negative errno folded into a byte */
+	return rc;
+}

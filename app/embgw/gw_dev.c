@@ -1,0 +1,413 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The device: a DPDK port with one rx and one tx queue, ARP, and IPv4/UDP
+ * in and out. Only what the control protocol needs: frames for one of the
+ * device's identities (its address and UDP port) go to that identity's
+ * node, ARP is answered for every identity and used to resolve its peers
+ * (static neighbours from the configuration win), everything else is
+ * counted and dropped.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <rte_arp.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include "gw.h"
+
+/* ---- neighbours (per identity: each has its own address) --------------- */
+
+struct gw_neigh *
+gw_id_neigh_find(struct gw_id *id, uint32_t ip)
+{
+	for (uint32_t i = 0; i < id->nneigh; i++)
+		if (id->neigh[i].ip == ip)
+			return &id->neigh[i];
+	return NULL;
+}
+
+static struct gw_neigh *
+neigh_add(struct gw_id *id, uint32_t ip)
+{
+	struct gw_neigh *n = gw_id_neigh_find(id, ip);
+
+	if (n == NULL && id->nneigh < GW_MAX_NEIGH) {
+		n = &id->neigh[id->nneigh++];
+		memset(n, 0, sizeof(*n));
+		n->ip = ip;
+	}
+	return n;
+}
+
+static void
+neigh_learn(struct gw_id *id, uint32_t ip, const struct rte_ether_addr *mac)
+{
+	struct gw_neigh *n = gw_id_neigh_find(id, ip);
+
+	/* only for addresses we talk to; static entries are not overridden */
+	if (n == NULL || n->is_static)
+		return;
+	n->mac = *mac;
+	n->valid = true;
+}
+
+void
+gw_id_neigh_init(struct gw_id *id)
+{
+	for (uint16_t i = 0; i < id->cfg->nneigh; i++) {
+		struct gw_neigh *n = neigh_add(id, id->cfg->neigh[i].addr);
+
+		if (n != NULL) {
+			memcpy(n->mac.addr_bytes, id->cfg->neigh[i].mac, 6);
+			n->valid = n->is_static = true;
+		}
+	}
+	for (uint16_t i = 0; i < id->cfg->npeers; i++)
+		neigh_add(id, id->cfg->peers[i].addr);
+}
+
+/* ---- tx ---------------------------------------------------------------- */
+
+void
+gw_dev_flush(struct gw_dev *d)
+{
+	uint16_t sent;
+
+	if (d->ntx == 0)
+		return;
+	sent = rte_eth_tx_burst(d->port_id, 0, d->tx, d->ntx);
+	d->st.tx_pkts += sent;
+	if (sent < d->ntx) {
+		d->st.tx_full += d->ntx - sent;
+		rte_pktmbuf_free_bulk(d->tx + sent, d->ntx - sent);
+	}
+	d->ntx = 0;
+}
+
+void
+gw_id_queue_tx(struct gw_id *id, struct rte_mbuf *m)
+{
+	struct gw_dev *d = id->dev;
+
+	gw_capture_frame(id, m);
+	if (d->ntx == GW_BURST)
+		gw_dev_flush(d);
+	d->tx[d->ntx++] = m;
+}
+
+static void
+send_arp(struct gw_id *id, uint16_t op, uint32_t tip,
+	 const struct rte_ether_addr *tha)
+{
+	struct gw_dev *d = id->dev;
+	struct rte_mbuf *m = rte_pktmbuf_alloc(d->mp);
+	struct rte_ether_hdr *eth;
+	struct rte_arp_hdr *arp;
+
+	if (m == NULL)
+		return;
+	eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	arp = (struct rte_arp_hdr *)(eth + 1);
+	if (op == RTE_ARP_OP_REQUEST)
+		memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
+	else
+		eth->dst_addr = *tha;
+	eth->src_addr = d->mac;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+	arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+	arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	arp->arp_hlen = RTE_ETHER_ADDR_LEN;
+	arp->arp_plen = 4;
+	arp->arp_opcode = rte_cpu_to_be_16(op);
+	arp->arp_data.arp_sha = d->mac;
+	arp->arp_data.arp_sip = rte_cpu_to_be_32(id->cfg->addr);
+	if (op == RTE_ARP_OP_REQUEST)
+		memset(&arp->arp_data.arp_tha, 0, RTE_ETHER_ADDR_LEN);
+	else
+		arp->arp_data.arp_tha = *tha;
+	arp->arp_data.arp_tip = rte_cpu_to_be_32(tip);
+	m->data_len = m->pkt_len = sizeof(*eth) + sizeof(*arp);
+	d->st.arp_tx++;
+	gw_id_queue_tx(id, m);
+}
+
+struct rte_mbuf *
+gw_id_build_udp(struct gw_id *id, uint32_t src_ip, const struct gw_neigh *n,
+		uint16_t dport, const uint8_t *buf, size_t len)
+{
+	struct gw_dev *d = id->dev;
+	struct rte_mbuf *m = rte_pktmbuf_alloc(d->mp);
+	struct rte_ether_hdr *eth;
+	struct rte_ipv4_hdr *ip;
+	struct rte_udp_hdr *udp;
+	size_t total = sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + len;
+
+	if (m == NULL || total > rte_pktmbuf_tailroom(m) ||
+	    total - sizeof(*eth) > id->cfg->mtu) {
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	ip = (struct rte_ipv4_hdr *)(eth + 1);
+	udp = (struct rte_udp_hdr *)(ip + 1);
+	eth->dst_addr = n->mac;
+	eth->src_addr = d->mac;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	memset(ip, 0, sizeof(*ip));
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(sizeof(*ip) + sizeof(*udp) + len));
+	ip->packet_id = rte_cpu_to_be_16(d->ip_id++);
+	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+	ip->time_to_live = 64;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(src_ip);
+	ip->dst_addr = rte_cpu_to_be_32(n->ip);
+	udp->src_port = rte_cpu_to_be_16(id->cfg->udp_port);
+	udp->dst_port = rte_cpu_to_be_16(dport);
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + len));
+	udp->dgram_cksum = 0;
+	memcpy(udp + 1, buf, len);
+	m->data_len = m->pkt_len = (uint32_t)total;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	return m;
+}
+
+void
+gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
+	       const uint8_t *buf, size_t len)
+{
+	struct gw_neigh *n = gw_id_neigh_find(id, ip);
+	struct rte_mbuf *m;
+
+	if (n == NULL || !n->valid) {
+		/* the protocol retransmits; meanwhile the timers ask who has it */
+		id->st.arp_miss++;
+		return;
+	}
+	if (id->knobs.on) {
+		gw_test_knobs_send(id, n, port, buf, len);
+		return;
+	}
+	m = gw_id_build_udp(id, id->cfg->addr, n, port, buf, len);
+	if (m == NULL) {
+		id->dev->st.tx_full++;
+		return;
+	}
+	gw_id_queue_tx(id, m);
+}
+
+void
+gw_id_arp_tick(struct gw_id *id, uint64_t now)
+{
+	for (uint32_t i = 0; i < id->nneigh; i++) {
+		struct gw_neigh *n = &id->neigh[i];
+
+		if (!n->valid && now >= n->next_arp) {
+			send_arp(id, RTE_ARP_OP_REQUEST, n->ip, NULL);
+			n->next_arp = now + GW_ARP_RETRY_NS;
+		}
+	}
+}
+
+/* ---- rx ---------------------------------------------------------------- */
+
+/* The identity whose address `ip` is, or NULL. */
+static struct gw_id *
+identity_of(struct gw_dev *d, uint32_t ip)
+{
+	for (uint16_t i = 0; i < d->nids; i++)
+		if (d->ids[i]->cfg->addr == ip)
+			return d->ids[i];
+	return NULL;
+}
+
+static void
+rx_arp(struct gw_dev *d, struct rte_mbuf *m, struct rte_ether_hdr *eth)
+{
+	struct rte_arp_hdr *arp = (struct rte_arp_hdr *)(eth + 1);
+	struct gw_id *id;
+	uint32_t sip, tip;
+
+	if (m->data_len < sizeof(*eth) + sizeof(*arp) ||
+	    arp->arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) ||
+	    arp->arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return;
+	d->st.arp_rx++;
+	sip = rte_be_to_cpu_32(arp->arp_data.arp_sip);
+	tip = rte_be_to_cpu_32(arp->arp_data.arp_tip);
+	id = identity_of(d, tip);
+	if (id == NULL)
+		return;
+	neigh_learn(id, sip, &arp->arp_data.arp_sha);
+	if (arp->arp_opcode == rte_cpu_to_be_16(RTE_ARP_OP_REQUEST))
+		send_arp(id, RTE_ARP_OP_REPLY, sip, &arp->arp_data.arp_sha);
+}
+
+/* 0 means "no checksum" in UDP over IPv4; otherwise recompute it. */
+static bool
+udp_cksum_ok(struct rte_ipv4_hdr *ip, struct rte_udp_hdr *udp)
+{
+	uint16_t ck = udp->dgram_cksum;
+	bool ok;
+
+	if (ck == 0)
+		return true;
+	udp->dgram_cksum = 0;
+	ok = rte_ipv4_udptcp_cksum(ip, udp) == ck;
+	udp->dgram_cksum = ck;
+	return ok;
+}
+
+static void
+rx_one(struct gw_dev *d, struct rte_mbuf *m, uint64_t now)
+{
+	struct gw_id *id;
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip;
+	struct rte_udp_hdr *udp;
+	uint16_t ihl, tot, ulen, ck;
+
+	if (m->data_len < sizeof(*eth)) {
+		d->st.drop_not_ipv4_udp++;
+		return;
+	}
+	if (eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP)) {
+		rx_arp(d, m, eth);
+		return;
+	}
+	ip = (struct rte_ipv4_hdr *)(eth + 1);
+	if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
+	    m->data_len < sizeof(*eth) + sizeof(*ip) ||
+	    ip->next_proto_id != IPPROTO_UDP) {
+		d->st.drop_not_ipv4_udp++;
+		return;
+	}
+	ihl = (uint16_t)((ip->version_ihl & 0xf) * 4);
+	tot = rte_be_to_cpu_16(ip->total_length);
+	if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(*ip) ||
+	    tot < ihl + sizeof(*udp) || sizeof(*eth) + tot > m->data_len ||
+	    (rte_be_to_cpu_16(ip->fragment_offset) &
+	     (RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) != 0) {
+		d->st.drop_bad_ip++;
+		return;
+	}
+	ck = ip->hdr_checksum;
+	ip->hdr_checksum = 0;
+	if (ihl == sizeof(*ip) && rte_ipv4_cksum(ip) != ck) {
+		d->st.drop_bad_ip++;
+		return;
+	}
+	ip->hdr_checksum = ck;
+	id = identity_of(d, rte_be_to_cpu_32(ip->dst_addr));
+	if (id == NULL) {
+		d->st.drop_not_ours++;
+		return;
+	}
+	udp = (struct rte_udp_hdr *)((uint8_t *)ip + ihl);
+	ulen = rte_be_to_cpu_16(udp->dgram_len);
+	if (ulen < sizeof(*udp) || ulen > tot - ihl || !udp_cksum_ok(ip, udp)) {
+		d->st.drop_bad_udp++;
+		return;
+	}
+	if (rte_be_to_cpu_16(udp->dst_port) != id->cfg->udp_port) {
+		d->st.drop_not_ours++;
+		return;
+	}
+	gw_capture_frame(id, m);
+	/* a datagram from a neighbour tells us its MAC too */
+	neigh_learn(id, rte_be_to_cpu_32(ip->src_addr), &eth->src_addr);
+	egw_node_rx(id->node, rte_be_to_cpu_32(ip->src_addr),
+		    rte_be_to_cpu_16(udp->src_port), (const uint8_t *)(udp + 1),
+		    ulen - sizeof(*udp), now);
+}
+
+uint16_t
+gw_dev_rx_burst(struct gw_dev *d, uint64_t now)
+{
+	struct rte_mbuf *pkts[GW_BURST];
+	uint16_t n = rte_eth_rx_burst(d->port_id, 0, pkts, GW_BURST);
+
+	if (n == 0)
+		return 0;
+	d->st.rx_pkts += n;
+	for (uint16_t i = 0; i < n; i++)
+		rx_one(d, pkts[i], now);
+	rte_pktmbuf_free_bulk(pkts, n);
+	return n;
+}
+
+/* ---- bring-up and close ------------------------------------------------ */
+
+int
+gw_dev_start(struct gw_dev *d)
+{
+	struct rte_eth_conf conf;
+	struct rte_eth_dev_info info;
+	int rc;
+
+	memset(&conf, 0, sizeof(conf));
+	rc = rte_eth_dev_info_get(d->port_id, &info);
+	if (rc != 0)
+		return rc;
+	if ((uint32_t)d->cfg->mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN >
+	    info.max_rx_pktlen) {
+		GW_LOG(ERR, "port %s: mtu %u exceeds the device's %u\n",
+			d->cfg->name, d->cfg->mtu, info.max_rx_pktlen);
+		return -EINVAL;
+	}
+	rc = rte_eth_dev_configure(d->port_id, 1, 1, &conf);
+	if (rc == 0)
+		rc = rte_eth_rx_queue_setup(d->port_id, 0, 1024,
+					    rte_eth_dev_socket_id(d->port_id),
+					    NULL, d->mp);
+	if (rc == 0)
+		rc = rte_eth_tx_queue_setup(d->port_id, 0, 1024,
+					    rte_eth_dev_socket_id(d->port_id),
+					    NULL);
+	/* a memif client cannot start before its server listens: the other
+	 * gateway may still be coming up, so give it a few seconds */
+	for (int tries = 0; rc == 0 || tries > 0; tries++) {
+		rc = rte_eth_dev_start(d->port_id);
+		if (rc == 0 || tries == 50 || gw_force_quit)
+			break;
+		rte_delay_ms(100);
+	}
+	if (rc != 0) {
+		GW_LOG(ERR, "port %s (%s): cannot start: %s\n",
+			d->cfg->name, d->cfg->device, rte_strerror(-rc));
+		return rc;
+	}
+	d->started = true;
+	rte_eth_macaddr_get(d->port_id, &d->mac);
+	return 0;
+}
+
+void
+gw_dev_stop(struct gw_dev *d)
+{
+	if (!d->started)
+		return;
+	d->started = false;
+	gw_dev_flush(d);
+	/* Let the peer drain what we sent before we disconnect: DPDK's memif
+	 * (22.11) unmaps the shared rings on a disconnect without waiting
+	 * for the other side's lcore, which crashes if it is still inside a
+	 * burst over our last frames (seen: a generator that exited with a
+	 * full ring). Our own rx is drained meanwhile; harmless on a NIC. */
+	for (uint64_t until = gw_now_ns() + GW_CLOSE_GRACE_NS;
+	     gw_now_ns() < until;) {
+		struct rte_mbuf *pkts[GW_BURST];
+		uint16_t n = rte_eth_rx_burst(d->port_id, 0, pkts, GW_BURST);
+
+		if (n > 0)
+			rte_pktmbuf_free_bulk(pkts, n);
+		else
+			rte_delay_us_sleep(1000);
+	}
+	rte_eth_dev_stop(d->port_id);
+	rte_eth_dev_close(d->port_id);
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * lib/node is sans-I/O: it asks for actions and is told of events. Here
+ * an identity carries them out - datagrams through the device, payload
+ * writes through the payload driver - and hands the room events to its
+ * room sources; completions go back to the node.
+ */
+#include <string.h>
+
+#include <rte_common.h>
+
+#include "gw_room_source.h"
+
+static void
+on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
+{
+	gw_id_send_udp(ctx, ip, port, buf, len);
+}
+
+static int
+on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+{
+	struct gw_id *id = ctx;
+	int rc = id->dops->connect(id->drv, peer, r);
+
+	if (rc != 0)
+		GW_LOG(ERR, "port %s: cannot reach the memory of peer %s "
+			"(%s driver): %s\n", id->cfg->name, r->name,
+			id->dops->name, strerror(-rc));
+	else
+		GW_LOG(INFO, "port %s: peer %s registered (%u blocks)\n",
+			id->cfg->name, r->name, r->pool_blocks);
+	return rc;
+}
+
+static void
+on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
+	uint64_t cookie)
+{
+	struct gw_id *id = ctx;
+
+	if (id->dops->post(id->drv, peer, wr, n, cookie) != 0) {
+		/* reported as a failed completion by the payload poll (not
+		 * from here: the engine must not be re-entered), so the room
+		 * fails and frees its blocks instead of waiting for its
+		 * deadline */
+		GW_LOG(ERR, "port %s: payload driver refused a batch\n",
+		       id->cfg->name);
+		if (id->nrefused < RTE_DIM(id->refused))
+			id->refused[id->nrefused++] = cookie;
+	}
+	id->st.posts++;
+	if (id->knobs.on)
+		gw_test_knobs_after_post(id, peer);
+}
+
+static void
+on_endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
+	    uint16_t *mtu)
+{
+	struct gw_id *id = ctx;
+
+	if (id->dops->endpoint != NULL)
+		id->dops->endpoint(id->drv, peer, qpn, psn, mtu);
+}
+
+static void
+on_deliver(void *ctx, const struct egw_act *a)
+{
+	gw_room_sources_deliver(ctx, a, gw_now_ns());
+}
+
+static void
+on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
+{
+	gw_room_sources_done(ctx, room, rank, e, is_sender, gw_now_ns());
+}
+
+static void
+on_unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
+{
+	gw_room_sources_unknown_room(ctx, room, nranks, now);
+}
+
+const struct egw_node_ops gw_node_ops = {
+	.tx = on_tx,
+	.endpoint = on_endpoint,
+	.peer_up = on_peer_up,
+	.post = on_post,
+	.deliver = on_deliver,
+	.done = on_done,
+	.unknown_room = on_unknown_room,
+};
+
+/* Every completion the driver has, to the node. Returns how many. */
+static uint32_t
+completions(struct gw_id *id, uint64_t now)
+{
+	struct egw_payload_cpl cpl[64];
+	uint32_t nc, n = 0;
+
+	while ((nc = id->dops->poll(id->drv, cpl, 64)) > 0) {
+		n += nc;
+		for (uint32_t i = 0; i < nc; i++)
+			egw_node_writes_done(id->node, cpl[i].cookie, cpl[i].ok,
+					     now);
+	}
+	return n;
+}
+
+uint32_t
+gw_id_payload_poll(struct gw_id *id, uint64_t now)
+{
+	/* completions first: they may free blocks and finish rooms */
+	uint32_t work = completions(id, now);
+
+	work += id->nrefused;
+	while (id->nrefused > 0)
+		egw_node_writes_done(id->node, id->refused[--id->nrefused],
+				     false, now);
+	return work;
+}
+
+void
+gw_id_payload_changes(struct gw_id *id, uint64_t now)
+{
+	uint32_t peers[EGW_CONF_MAX_PEERS];
+	uint32_t n;
+
+	if (id->dops->changed == NULL)
+		return;
+	n = id->dops->changed(id->drv, peers, EGW_CONF_MAX_PEERS);
+	/* a link rebuilt after an error: tell the peer */
+	for (uint32_t i = 0; i < n; i++)
+		egw_node_reregister(id->node, peers[i], now);
+}
+
+void
+gw_id_drain(struct gw_id *id, uint64_t linger_ns)
+{
+	uint64_t now = gw_now_ns();
+
+	egw_node_abort_all(id->node, now);
+	completions(id, now);
+	/* lingering sender rooms hold no blocks once aborted and drained */
+	egw_node_tick(id->node, now + linger_ns + 1);
+}

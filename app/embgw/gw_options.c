@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The command line after `--`: options, their ranges, the usage text. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_app.h"
+
+void
+gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
+{
+	fprintf(f,
+		"usage: %s --check-config FILE\n"
+		"       %s [EAL args] -- -f FILE [options]\n"
+		"options:\n"
+		"  -f, --config FILE      gateway configuration (libconfig)\n"
+		"  --produce              encode: synthesise data for every room asked for\n"
+		"  --drive N              language: run N rooms, verify every byte\n"
+		"  --concurrency C        language: rooms in flight (1)\n"
+		"  --lengths L1,L2,...    language: room lengths in tokens, cycled\n"
+		"  --ranks R              language: TP ranks per room (1)\n"
+		"  --dummy-rank           language: the last rank wants the aux record only\n"
+		"  --peer NAME|all        language: the encode peer to fetch from, or\n"
+		"                         every peer of the port in turn (default: the first)\n"
+		"  --exit-when-done       language: stop after the N rooms%s\n"
+		"  --duration-ms D        stop after D ms (bounded runs)\n"
+		"  --start-delay-ms D     language: wait D ms before the first room\n"
+		"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
+		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
+		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
+		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
+		"  --capture FILE         write every control frame in and out to a pcap file\n"
+		"                         (FILE.<port> when there are several ports)\n"
+		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
+		"%s"
+		"  --seed S               room-id and fault-injection seed\n"
+		"  --identities K         play K peers from the one configured port:\n"
+		"                         addresses ADDRESS+0..K-1, names NAME.0..K-1,\n"
+		"                         shm pool files PATH.0..K-1, one pool each;\n"
+		"                         --drive, --concurrency and --rate are shared out\n",
+		prog, prog, app->exit_when_driven ? " (the default)" : "",
+		app->flood_tick == NULL ? "" :
+		"  --flood-pps P          junk datagrams per second at the port's first peer\n"
+		"                         (with a net_pcap device: a replayable pcap)\n");
+}
+
+static int
+parse_lengths(const char *s, struct gw_pattern_opts *o)
+{
+	char *dup = strdup(s), *save = NULL;
+
+	if (dup == NULL)
+		return -1;
+	o->nlengths = 0;
+	for (char *t = strtok_r(dup, ",", &save); t != NULL;
+	     t = strtok_r(NULL, ",", &save)) {
+		long v = strtol(t, NULL, 10);
+
+		if (v <= 0 || v > (long)EGW_XFER_MAX_TOKENS || o->nlengths == 64) {
+			free(dup);
+			return -1;
+		}
+		o->lengths[o->nlengths++] = (uint32_t)v;
+	}
+	free(dup);
+	return o->nlengths > 0 ? 0 : -1;
+}
+
+int
+gw_options_parse(int argc, char **argv, const struct gw_app *app,
+		 struct gw_options *opt)
+{
+	static const struct option lo[] = {
+		{ "config", required_argument, NULL, 'f' },
+		{ "produce", no_argument, NULL, 'P' },
+		{ "drive", required_argument, NULL, 'D' },
+		{ "concurrency", required_argument, NULL, 'C' },
+		{ "lengths", required_argument, NULL, 'L' },
+		{ "ranks", required_argument, NULL, 'R' },
+		{ "dummy-rank", no_argument, NULL, 'Y' },
+		{ "peer", required_argument, NULL, 'p' },
+		{ "exit-when-done", no_argument, NULL, 'X' },
+		{ "duration-ms", required_argument, NULL, 'T' },
+		{ "start-delay-ms", required_argument, NULL, 'W' },
+		{ "ctl-drop", required_argument, NULL, 'd' },
+		{ "ctl-dup", required_argument, NULL, 'u' },
+		{ "ctl-reorder", required_argument, NULL, 'r' },
+		{ "inject-junk", required_argument, NULL, 'J' },
+		{ "capture", required_argument, NULL, 'K' },
+		{ "rate", required_argument, NULL, 'Q' },
+		{ "flood-pps", required_argument, NULL, 'F' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "identities", required_argument, NULL, 'I' },
+		{ "fault-qp-error", required_argument, NULL, 'E' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gw_pattern_opts *o = &opt->rooms;
+	struct gw_test_knobs *k = &opt->knobs;
+	int c;
+
+	memset(opt, 0, sizeof(*opt));
+	opt->identities = 1;
+	o->concurrency = 1;
+	o->ranks = 1;
+	o->lengths[0] = 2000;
+	o->nlengths = 1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'f': opt->config = optarg; break;
+		case 'P': o->produce = true; break;
+		case 'D': o->drive = (uint32_t)atoi(optarg); break;
+		case 'C': o->concurrency = (uint32_t)atoi(optarg); break;
+		case 'L':
+			if (parse_lengths(optarg, o) != 0) {
+				fprintf(stderr, "%s: --lengths: 1..64 lengths of "
+					"1..%u tokens\n", app->name,
+					EGW_XFER_MAX_TOKENS);
+				return -1;
+			}
+			break;
+		case 'R': o->ranks = (uint16_t)atoi(optarg); break;
+		case 'Y': o->dummy_rank = true; break;
+		case 'p': snprintf(o->peer, sizeof(o->peer), "%s", optarg); break;
+		case 'X': opt->exit_when_done = true; break;
+		case 'T': opt->duration_ns = strtoull(optarg, NULL, 10) * 1000000ull; break;
+		case 'W': o->start_delay_ms = (uint32_t)atoi(optarg); break;
+		case 'd': k->drop_pct = (uint32_t)atoi(optarg); break;
+		case 'u': k->dup_pct = (uint32_t)atoi(optarg); break;
+		case 'r': k->reorder_pct = (uint32_t)atoi(optarg); break;
+		case 'J': k->junk_per_tick = (uint32_t)atoi(optarg); break;
+		case 'K': opt->capture = optarg; break;
+		case 'Q': o->rate = (uint32_t)atoi(optarg); break;
+		case 'F':
+			if (app->flood_tick == NULL) {
+				fprintf(stderr, "%s: --flood-pps is embgw-gen's\n",
+					app->name);
+				return -1;
+			}
+			opt->flood_pps = strtoull(optarg, NULL, 10);
+			break;
+		case 's': o->seed = strtoull(optarg, NULL, 10); break;
+		case 'I': opt->identities = (uint16_t)atoi(optarg); break;
+		case 'E': k->qp_error_at = strtoull(optarg, NULL, 10); break;
+		default:
+			return -1;
+		}
+	}
+	if (opt->config == NULL) {
+		fprintf(stderr, "%s: -f FILE is required\n", app->name);
+		return -1;
+	}
+	if (o->drive > GW_MAX_DRIVE || o->ranks == 0 ||
+	    o->ranks > EGW_XFER_MAX_RANKS || k->drop_pct > 50 ||
+	    k->dup_pct > 50 || k->reorder_pct > 50 || k->junk_per_tick > 64 ||
+	    opt->identities == 0 || opt->identities > GW_MAX_IDS) {
+		fprintf(stderr, "%s: --drive <= %u, --ranks 1..%d, "
+			"fault knobs 0..50%%, --inject-junk 0..64, "
+			"--identities 1..%d\n", app->name,
+			GW_MAX_DRIVE, EGW_XFER_MAX_RANKS, GW_MAX_IDS);
+		return -1;
+	}
+	if (app->exit_when_driven && o->drive > 0)
+		opt->exit_when_done = true;
+	k->on = k->drop_pct || k->dup_pct || k->reorder_pct ||
+		k->junk_per_tick || k->qp_error_at;
+	k->rng = o->seed ? o->seed : 1;
+	return 0;
+}

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The built-in room source, for the demo, the tests and load generation:
+ *  - encode side: a producer that answers any INIT for an unknown room by
+ *    synthesising that room's output - the length is the room id's low 32
+ *    bits, the bytes a pattern seeded by the room id;
+ *  - language side: a driver that opens rooms at a given concurrency (or
+ *    rate) and verifies every byte delivered against the same pattern.
+ * Both sides derive everything from the room id, so they share no state.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_pattern_source.h"
+
+#define MAX_SRC_RUNS 512
+
+struct room_rec {
+	uint64_t room;
+	uint64_t opened_at;
+	uint16_t done, failed;
+	bool active;
+};
+
+struct pattern_source {
+	struct gw_room_source base;  /* first: the seam's view */
+	struct gw_pattern_opts o;
+	uint64_t run_id;
+	uint64_t start_at;
+	uint32_t peer;            /* the one peer rooms go to ... */
+	bool all_peers;           /* ... or all of them in turn */
+	uint32_t opened, active, finished;
+	struct room_rec *recs;
+	uint64_t *lat;
+	uint32_t nlat;
+	uint64_t bytes_verified, bad_bytes;
+	uint32_t ok, failed;
+	uint32_t last_failed;     /* 1 + index of the last room opened that
+				   * failed (0: none) */
+	uint64_t fail_reason[EGW_E_MAX];
+	uint64_t first_open, last_done;
+	/* encode side */
+	uint64_t produced, produce_refused, tx_ok, tx_failed;
+};
+
+static struct pattern_source *
+pattern_of(struct gw_room_source *s)
+{
+	return (struct pattern_source *)s;
+}
+
+/* ---- the pattern, a pure function of (room, token) -------------------- */
+
+static uint64_t
+mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void
+pattern_emb(uint64_t room, uint32_t token, uint8_t *out, size_t len)
+{
+	uint64_t s = mix(room ^ ((uint64_t)token << 20));
+
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t v = mix(s + i);
+		size_t n = len - i < 8 ? len - i : 8;
+
+		memcpy(out + i, &v, n);
+	}
+}
+
+static void
+pattern_token(uint64_t room, uint32_t t, int32_t *fill, int32_t *mrope)
+{
+	*fill = (int32_t)(t ^ (uint32_t)room);
+	if (mrope != NULL) {
+		mrope[0] = (int32_t)t;
+		mrope[1] = (int32_t)(t * 3u);
+		mrope[2] = (int32_t)(room >> 32);
+	}
+}
+
+/* ---- encode side: producer -------------------------------------------- */
+
+static bool
+produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
+{
+	struct pattern_source *ps = pattern_of(s);
+	struct egw_node *node = s->id->node;
+	struct egw_pool *pool = s->id->pool;
+	const struct egw_pool_geom *g = egw_pool_geom(pool);
+	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
+	struct egw_run runs[MAX_SRC_RUNS];
+	uint32_t total = (uint32_t)room, t = 0;
+	int n;
+
+	if (!ps->o.produce)
+		return false;
+	if (total == 0 || total > EGW_XFER_MAX_TOKENS) {
+		ps->produce_refused++;
+		return true;
+	}
+	n = egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
+	if (n < 0) {
+		/* no memory now: INIT is refused as unknown and retried */
+		ps->produce_refused++;
+		return true;
+	}
+	for (int i = 0; i < n; i++)
+		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++)
+			for (uint32_t k = 0; k < g->block_tokens && t < total; k++, t++) {
+				pattern_emb(room, t, egw_pool_addr(pool, EGW_KIND_EMB, b, k), eb);
+				pattern_token(room, t,
+					      egw_pool_addr(pool, EGW_KIND_FILL_IDS, b, k),
+					      egw_pool_addr(pool, EGW_KIND_MROPE, b, k));
+			}
+	egw_pool_aux_init(pool, runs[0].start, total, -7, room);
+	if (egw_node_open_tx(node, room, nranks, now) != 0 ||
+	    egw_node_input(node, room, total, runs, (uint32_t)n, now) != 0) {
+		egw_node_release(node, room, runs, (uint32_t)n);
+		ps->produce_refused++;
+		return true;
+	}
+	ps->produced++;
+	return true;
+}
+
+/* ---- language side: driver and verifier ------------------------------- */
+
+static struct room_rec *
+rec_of(struct pattern_source *ps, uint64_t room)
+{
+	uint32_t i = (uint32_t)((room >> 32) & GW_ROOM_INDEX_MASK);
+
+	if ((room >> 56) != (ps->run_id & 0xff) || i >= ps->o.drive ||
+	    ps->recs[i].room != room)
+		return NULL;
+	return &ps->recs[i];
+}
+
+static uint64_t
+verify(struct egw_pool *pool, const struct egw_act *a)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(pool);
+	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
+	const struct egw_aux_rec *aux =
+		egw_pool_addr(pool, EGW_KIND_AUX, a->aux_block, 0);
+	uint8_t want[65536];
+	uint64_t bad = 0;
+	uint32_t t = 0;
+
+	if (aux == NULL || aux->total_tokens != a->tokens ||
+	    aux->cookie != a->room || aux->mrope_delta != -7 ||
+	    a->tokens != (uint32_t)a->room || eb > sizeof(want))
+		bad++;
+	if (a->dummy || bad)
+		return bad;
+	for (uint32_t i = 0; i < a->nruns; i++)
+		for (uint32_t b = a->runs[i].start; b < a->runs[i].start + a->runs[i].count; b++)
+			for (uint32_t k = 0; k < g->block_tokens && t < a->tokens; k++, t++) {
+				int32_t f, m[3];
+				const int32_t *gm = egw_pool_addr(pool, EGW_KIND_MROPE, b, k);
+
+				pattern_emb(a->room, t, want, eb);
+				if (memcmp(want, egw_pool_addr(pool, EGW_KIND_EMB, b, k), eb))
+					bad++;
+				pattern_token(a->room, t, &f, gm ? m : NULL);
+				if (f != *(const int32_t *)egw_pool_addr(pool, EGW_KIND_FILL_IDS, b, k))
+					bad++;
+				if (gm != NULL && memcmp(m, gm, sizeof(m)))
+					bad++;
+			}
+	return bad + (t != a->tokens);
+}
+
+static void
+room_finished(struct pattern_source *ps, struct room_rec *r, uint64_t now)
+{
+	r->active = false;
+	ps->active--;
+	ps->finished++;
+	ps->last_done = now;
+	if (r->failed == 0) {
+		ps->ok++;
+		ps->lat[ps->nlat++] = now - r->opened_at;
+	} else {
+		uint32_t i = (uint32_t)(r - ps->recs);
+
+		ps->failed++;
+		if (i + 1 > ps->last_failed)
+			ps->last_failed = i + 1;
+	}
+}
+
+static bool
+deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
+{
+	struct pattern_source *ps = pattern_of(s);
+	struct egw_pool *pool = s->id->pool;
+	struct room_rec *r = rec_of(ps, a->room);
+	uint64_t bad;
+
+	if (r == NULL)
+		return false;
+	bad = verify(pool, a);
+	ps->bad_bytes += bad;
+	if (!bad) {
+		const struct egw_pool_geom *g = egw_pool_geom(pool);
+		uint64_t per = egw_geom_unit_bytes(g, EGW_KIND_EMB) + 4 +
+			       egw_geom_unit_bytes(g, EGW_KIND_MROPE);
+
+		ps->bytes_verified += (a->dummy ? 0 : per * a->tokens) + g->aux_bytes;
+	}
+	egw_node_release(s->id->node, a->room, a->runs, a->nruns);
+	if (!r->active)
+		return true;
+	if (bad)
+		r->failed++;
+	else
+		r->done++;
+	if (r->done + r->failed == ps->o.ranks)
+		room_finished(ps, r, now);
+	return true;
+}
+
+static bool
+done(struct gw_room_source *s, uint64_t room, uint16_t rank, enum egw_err e,
+     bool is_sender, uint64_t now)
+{
+	struct pattern_source *ps = pattern_of(s);
+	struct room_rec *r;
+
+	if (is_sender) {
+		if (!ps->o.produce)
+			return false;
+		if (e == EGW_E_OK) {
+			ps->tx_ok++;
+		} else {
+			ps->tx_failed++;
+			GW_LOG(INFO, "room %#lx failed on the encode side: %s\n",
+			       (unsigned long)room, egw_strerror(e));
+		}
+		return true;
+	}
+	r = rec_of(ps, room);
+	if (r == NULL)
+		return false;
+	if (e == EGW_E_OK)
+		return true; /* counted at delivery */
+	ps->fail_reason[e]++;
+	GW_LOG(INFO, "room %#lx rank %u failed: %s\n",
+		(unsigned long)room, rank, egw_strerror(e));
+	if (!r->active)
+		return true;
+	r->failed++;
+	if (r->done + r->failed == ps->o.ranks)
+		room_finished(ps, r, now);
+	return true;
+}
+
+/* Before the first room: the peer's (or with --peer all, every peer's)
+ * first REGISTER. After that rooms open even while a peer is away, and
+ * fail at once if it was declared dead. */
+static bool
+peers_ready(const struct pattern_source *ps)
+{
+	const struct gw_id *id = ps->base.id;
+
+	if (!ps->all_peers)
+		return egw_node_peer_ready(id->node, ps->peer);
+	for (uint32_t i = 0; i < id->cfg->npeers; i++)
+		if (!egw_node_peer_ready(id->node, i))
+			return false;
+	return true;
+}
+
+static void
+open_room(struct pattern_source *ps, uint64_t now)
+{
+	const struct gw_id *id = ps->base.id;
+	uint32_t i = ps->opened++;
+	/* --peer all: every peer in turn (a room's ranks stay together) */
+	uint32_t peer = ps->all_peers ? i % id->cfg->npeers : ps->peer;
+	uint32_t len = ps->o.lengths[i % ps->o.nlengths];
+	struct room_rec *r = &ps->recs[i];
+
+	r->room = ((ps->run_id & 0xff) << 56) | ((uint64_t)i << 32) | len;
+	/* open loop: latency counts from the room's scheduled start, so a
+	 * generator that falls behind does not hide the queueing delay */
+	r->opened_at = ps->o.rate > 0 ?
+		       ps->start_at + (uint64_t)i * 1000000000ull / ps->o.rate : now;
+	r->active = true;
+	ps->active++;
+	if (ps->first_open == 0)
+		ps->first_open = now;
+	for (uint16_t k = 0; k < ps->o.ranks; k++) {
+		bool dummy = ps->o.dummy_rank && ps->o.ranks > 1 &&
+			     k == ps->o.ranks - 1;
+		int rc = egw_node_open_rx(id->node, r->room, k, ps->o.ranks,
+					  peer, dummy, now);
+
+		if (rc != 0) {
+			r->failed++;
+			if (rc < 0 && -rc < EGW_E_MAX)
+				ps->fail_reason[-rc]++;
+		}
+	}
+	if (r->failed == ps->o.ranks)
+		room_finished(ps, r, now);
+}
+
+static uint32_t
+poll_rooms(struct gw_room_source *s, uint64_t now)
+{
+	struct pattern_source *ps = pattern_of(s);
+	uint32_t before = ps->opened;
+
+	/* called every poll-loop iteration: leave early when nothing is due
+	 * (a closed loop refills as soon as a room finishes, not a tick
+	 * later, or the tick would cap the generator's rate) */
+	if (ps->o.drive == 0 || ps->opened == ps->o.drive || now < ps->start_at ||
+	    (ps->o.rate == 0 && ps->active >= ps->o.concurrency))
+		return 0;
+	if (ps->opened == 0 && !peers_ready(ps))
+		return 0;
+	/* open loop: the schedule decides, not completions (bounded by
+	 * --concurrency as a safety cap on rooms in flight) */
+	if (ps->o.rate > 0) {
+		uint64_t due = (now - ps->start_at) / 1000 * ps->o.rate / 1000000 + 1;
+
+		if (due > ps->o.drive)
+			due = ps->o.drive;
+		while (ps->opened < due && ps->active < ps->o.concurrency)
+			open_room(ps, now);
+	} else {
+		while (ps->active < ps->o.concurrency && ps->opened < ps->o.drive)
+			open_room(ps, now);
+	}
+	return ps->opened - before;
+}
+
+static uint64_t
+remaining(const struct gw_room_source *s)
+{
+	const struct pattern_source *ps = (const struct pattern_source *)s;
+
+	return ps->o.drive > 0 ? ps->o.drive - ps->finished : GW_ROOMS_ENDLESS;
+}
+
+static void
+report(struct gw_room_source *s, struct gw_room_stats *st)
+{
+	struct pattern_source *ps = pattern_of(s);
+
+	memset(st, 0, sizeof(*st));
+	st->encode = egw_node_sender(s->id->node) != NULL;
+	st->produced = ps->produced;
+	st->refused = ps->produce_refused;
+	st->sent_ok = ps->tx_ok;
+	st->sent_failed = ps->tx_failed;
+	st->language = ps->o.drive > 0;
+	st->rooms = ps->o.drive;
+	st->ok = ps->ok;
+	st->failed = ps->failed;
+	st->unfinished = ps->o.drive - ps->finished;
+	st->bytes = ps->bytes_verified;
+	st->bad = ps->bad_bytes;
+	st->latency_ns = ps->lat;
+	st->nlatency = ps->nlat;
+	st->first_open_ns = ps->first_open;
+	st->last_done_ns = ps->last_done;
+	memcpy(st->fail_reason, ps->fail_reason, sizeof(st->fail_reason));
+	st->last_failed = ps->last_failed;
+	for (uint32_t i = ps->last_failed; ps->last_failed > 0 && i < ps->o.drive; i++) {
+		const struct room_rec *r = &ps->recs[i];
+
+		st->after_last_failed++;
+		st->after_last_failed_ok += !r->active && r->failed == 0 &&
+					    r->room != 0;
+	}
+}
+
+static void
+close_source(struct gw_room_source *s)
+{
+	struct pattern_source *ps = pattern_of(s);
+
+	free(ps->recs);
+	free(ps->lat);
+	free(ps);
+}
+
+static const struct gw_room_source_ops pattern_ops = {
+	.name = "pattern",
+	.poll = poll_rooms,
+	.unknown_room = produce,
+	.deliver = deliver,
+	.done = done,
+	.remaining = remaining,
+	.report = report,
+	.close = close_source,
+};
+
+int
+gw_pattern_source_attach(struct gw_id *id, const struct gw_pattern_opts *o)
+{
+	struct pattern_source *ps = calloc(1, sizeof(*ps));
+	int rc;
+
+	if (ps == NULL)
+		return -ENOMEM;
+	ps->base.ops = &pattern_ops;
+	ps->o = *o;
+	/* --peer NAME, --peer all, or this identity's first peer */
+	if (strcmp(o->peer, "all") == 0) {
+		ps->all_peers = true;
+	} else if (o->peer[0] != '\0') {
+		int i = egw_node_peer_index(id->node, o->peer);
+
+		if (i < 0) {
+			GW_LOG(ERR, "port %s: --peer %s: no such peer in the "
+				"configuration\n", id->cfg->name, o->peer);
+			free(ps);
+			return -ENOENT;
+		}
+		ps->peer = (uint32_t)i;
+	}
+	if (o->drive > 0 && id->cfg->npeers == 0) {
+		GW_LOG(ERR, "port %s: --drive needs a peer to fetch from\n",
+			id->cfg->name);
+		free(ps);
+		return -ENOENT;
+	}
+	if (ps->o.ranks == 0)
+		ps->o.ranks = 1;
+	if (ps->o.concurrency == 0)
+		ps->o.concurrency = 1;
+	if (ps->o.drive > 0) {
+		ps->recs = calloc(ps->o.drive, sizeof(*ps->recs));
+		ps->lat = calloc(ps->o.drive, sizeof(*ps->lat));
+		if (ps->recs == NULL || ps->lat == NULL) {
+			close_source(&ps->base);
+			return -ENOMEM;
+		}
+	}
+	/* identities of one generator must not share room ids */
+	ps->run_id = (o->seed ? o->seed : (gw_now_ns() >> 10)) + o->identity;
+	ps->start_at = gw_now_ns() + (uint64_t)o->start_delay_ms * 1000000ull;
+	rc = gw_room_source_attach(id, &ps->base);
+	if (rc != 0)
+		close_source(&ps->base);
+	return rc;
+}

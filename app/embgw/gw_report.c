@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The exit report: one `section: port=NAME key=value ...` line each, no
+ * prose, integers or plain decimals without units (doc/gateway.md, "The
+ * exit report"; scripts and tests read the keys).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+
+#include "gw_room_source.h"
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Latency at per-mille q of n sorted samples, in ms. */
+static double
+pct_ms(const uint64_t *lat, uint64_t n, uint32_t q)
+{
+	uint64_t i = n * q / 1000;
+
+	return (double)lat[i < n ? i : n - 1] / 1e6;
+}
+
+/* The report: one `section: port=NAME key=value ...` line each, integers
+ * or plain decimals, no units (doc/gateway.md, "The exit report"). */
+static void
+print_latency(FILE *f, const char *section, const char *port,
+	      const uint64_t *lat, uint64_t n, uint64_t ok, uint64_t bytes,
+	      double secs)
+{
+	fprintf(f, "%s:", section);
+	if (port != NULL)
+		fprintf(f, " port=%s", port);
+	fprintf(f, " p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
+		"mb_per_s=%.1f rooms_per_s=%.0f secs=%.3f\n",
+		pct_ms(lat, n, 500), pct_ms(lat, n, 900), pct_ms(lat, n, 990),
+		pct_ms(lat, n, 999), secs > 0 ? bytes / secs / 1e6 : 0.0,
+		secs > 0 ? ok / secs : 0.0, secs);
+}
+
+/* A failure reason's stable short name, for `failed: reason=` (egw_strerror
+ * is prose for people; this is a key for scripts). */
+static const char *
+err_name(enum egw_err e)
+{
+	switch (e) {
+	case EGW_E_OK: return "ok";
+	case EGW_E_UNKNOWN_ROOM: return "unknown_room";
+	case EGW_E_BAD_RANK: return "bad_rank";
+	case EGW_E_BLOCK_TOKENS: return "block_tokens";
+	case EGW_E_ALLOC_MISMATCH: return "alloc_mismatch";
+	case EGW_E_ZERO_BLOCKS: return "zero_blocks";
+	case EGW_E_BAD_BLOCKS: return "bad_blocks";
+	case EGW_E_BEYOND_TOTAL: return "beyond_total";
+	case EGW_E_STATE: return "state";
+	case EGW_E_TOTAL_CHANGED: return "total_changed";
+	case EGW_E_BAD_STATUS: return "bad_status";
+	case EGW_E_BUSY: return "busy";
+	case EGW_E_TOO_LARGE: return "too_large";
+	case EGW_E_NO_SLOT: return "no_slot";
+	case EGW_E_DUPLICATE_ROOM: return "duplicate_room";
+	case EGW_E_TIMEOUT_BOOTSTRAP: return "timeout_bootstrap";
+	case EGW_E_TIMEOUT_INPUT: return "timeout_input";
+	case EGW_E_TIMEOUT_ROUND: return "timeout_round";
+	case EGW_E_POOL_EXHAUSTED: return "pool_exhausted";
+	case EGW_E_PEER_DEAD: return "peer_dead";
+	case EGW_E_ABORTED: return "aborted";
+	case EGW_E_TRANSPORT: return "transport";
+	case EGW_E_UNKNOWN_PEER: return "unknown_peer";
+	default: return "unknown_error";
+	}
+}
+
+/* Node drop counters under their report keys (enum egw_node_drop). */
+static const char *const drop_keys[EGW_ND_MAX] = {
+	[EGW_ND_UNKNOWN_PEER] = "drop_unknown_peer",
+	[EGW_ND_PROTO] = "drop_proto",
+	[EGW_ND_REPLAY] = "drop_replay",
+	[EGW_ND_NOT_REGISTERED] = "drop_not_registered",
+	[EGW_ND_GEOMETRY] = "drop_geometry",
+	[EGW_ND_ROLE] = "drop_role",
+	[EGW_ND_PAYLOAD] = "drop_payload",
+};
+
+static void
+report_node(const struct gw_id *id, FILE *f)
+{
+	struct egw_node_stats ns;
+	uint64_t drops = 0;
+
+	egw_node_get_stats(id->node, &ns);
+	for (int i = 0; i < EGW_ND_MAX; i++)
+		drops += ns.drops[i];
+	fprintf(f, "node: port=%s rx_datagrams=%lu tx_datagrams=%lu dropped=%lu",
+		id->cfg->name, (unsigned long)ns.rx_datagrams,
+		(unsigned long)ns.tx_datagrams, (unsigned long)drops);
+	for (int i = 0; i < EGW_ND_MAX; i++)
+		fprintf(f, " %s=%lu", drop_keys[i], (unsigned long)ns.drops[i]);
+	fprintf(f, " arp_miss=%lu\n", (unsigned long)id->st.arp_miss);
+}
+
+/* The device's lines, under the name of the identity that owns it (the
+ * first). */
+static void
+report_device(const struct gw_dev *d, const char *name, FILE *f)
+{
+	struct rte_eth_stats es;
+
+	/* frames lost below the protocol (it retransmits them) */
+	if (rte_eth_stats_get(d->port_id, &es) != 0)
+		memset(&es, 0, sizeof(es));
+	fprintf(f, "device: port=%s tx_not_sent=%lu rx_missed=%lu "
+		"rx_errors=%lu rx_nombuf=%lu\n", name,
+		(unsigned long)d->st.tx_full, (unsigned long)es.imissed,
+		(unsigned long)es.ierrors, (unsigned long)es.rx_nombuf);
+	if (d->st.run_cycles > 0) {
+		double hz = (double)rte_get_tsc_hz();
+		uint64_t dg = 0;
+
+		/* the worker serves all the device's identities */
+		for (uint16_t i = 0; i < d->nids; i++) {
+			struct egw_node_stats is;
+
+			egw_node_get_stats(d->ids[i]->node, &is);
+			dg += is.rx_datagrams + is.tx_datagrams;
+		}
+		/* busy-poll spin excluded: what one datagram costs the core */
+		fprintf(f, "worker: port=%s busy_pct=%.1f run_s=%.3f "
+			"busy_ns_per_datagram=%.0f\n", name,
+			100.0 * (double)d->st.busy_cycles / (double)d->st.run_cycles,
+			(double)d->st.run_cycles / hz,
+			dg ? (double)d->st.busy_cycles / hz * 1e9 / (double)dg : 0.0);
+	}
+}
+
+static void
+report_payload(const struct gw_id *id, FILE *f)
+{
+	struct egw_payload_stats ds;
+
+	id->dops->stats(id->drv, &ds);
+	if (ds.batches > 0)
+		fprintf(f, "payload: port=%s driver=%s batches=%lu writes=%lu "
+			"bytes=%lu failed_batches=%lu qp_resets=%lu "
+			"cycles_per_block=%.0f\n", id->cfg->name, id->dops->name,
+			(unsigned long)ds.batches, (unsigned long)ds.writes,
+			(unsigned long)ds.bytes, (unsigned long)ds.failed_batches,
+			(unsigned long)ds.qp_resets,
+			ds.blocks ? (double)ds.cycles / ds.blocks : 0.0);
+}
+
+/* One room source's rooms: encode and language sides, the result line. */
+static void
+report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
+{
+	const char *name = id->cfg->name;
+	struct gw_room_stats st;
+	struct egw_pool_stats ps;
+	struct egw_xfer_stats xs;
+	double secs;
+
+	s->ops->report(s, &st);
+	egw_pool_get_stats(id->pool, &ps);
+	if (st.encode)
+		fprintf(f, "encode: port=%s produced=%lu refused=%lu ok=%lu "
+			"failed=%lu blocks_in_use=%u\n", name,
+			(unsigned long)st.produced, (unsigned long)st.refused,
+			(unsigned long)st.sent_ok, (unsigned long)st.sent_failed,
+			ps.blocks_in_use);
+	if (!st.language) {
+		fprintf(f, "result-encode: port=%s rooms=%lu ok=%lu failed=%lu "
+			"leaked=%u\n", name, (unsigned long)st.produced,
+			(unsigned long)st.sent_ok, (unsigned long)st.sent_failed,
+			ps.blocks_in_use);
+		return;
+	}
+	egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
+	qsort(st.latency_ns, st.nlatency, sizeof(st.latency_ns[0]), cmp_u64);
+	secs = st.last_done_ns > st.first_open_ns ?
+	       (double)(st.last_done_ns - st.first_open_ns) / 1e9 : 0;
+	fprintf(f, "language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
+		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu\n", name,
+		st.rooms, st.ok, st.failed, st.unfinished,
+		(unsigned long)st.bytes, (unsigned long)st.bad,
+		(unsigned long)xs.resumes, (unsigned long)xs.retransmits);
+	if (st.nlatency > 0)
+		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
+			      st.ok, st.bytes, secs);
+	for (int e = 1; e < EGW_E_MAX; e++)
+		if (st.fail_reason[e])
+			fprintf(f, "failed: port=%s reason=%s count=%lu\n", name,
+				err_name((enum egw_err)e),
+				(unsigned long)st.fail_reason[e]);
+	if (st.last_failed > 0)
+		/* after a fault: did rooms opened later succeed? */
+		fprintf(f, "recovery: port=%s after_last_failed_ok=%u "
+			"after_last_failed=%u last_failed=%u\n", name,
+			st.after_last_failed_ok, st.after_last_failed,
+			st.last_failed - 1);
+	fprintf(f, "result: port=%s rooms=%u bytes=%lu rounds=%lu errors=%lu "
+		"leaked=%u\n", name, st.rooms, (unsigned long)st.bytes,
+		(unsigned long)xs.resumes,
+		(unsigned long)(st.failed + st.bad + st.unfinished),
+		ps.blocks_in_use);
+}
+
+void
+gw_report_id(struct gw_id *id, FILE *f)
+{
+	report_node(id, f);
+	if (id->dev->ids[0] == id)
+		report_device(id->dev, id->cfg->name, f);
+	report_payload(id, f);
+	if (id->flood.sent > 0)
+		fprintf(f, "flood: port=%s sent=%lu requested_pps=%lu\n",
+			id->cfg->name, (unsigned long)id->flood.sent,
+			(unsigned long)id->flood.pps);
+	for (uint16_t i = 0; i < id->nsources; i++)
+		report_rooms(id, id->sources[i], f);
+}
+
+/* --identities: the generator's figures over all its identities (one
+ * latency distribution, one time span from the first open to the last
+ * finish), after each identity's own report. */
+void
+gw_report_total(struct gw_id *const *ids, uint16_t n, FILE *f)
+{
+	uint64_t rooms = 0, ok = 0, failed = 0, unfinished = 0, bytes = 0;
+	uint64_t bad = 0, nlat = 0, first = UINT64_MAX, last = 0, leaked = 0;
+	uint64_t *lat;
+	uint16_t driving = 0;
+
+	for (uint16_t i = 0; i < n; i++)
+		for (uint16_t k = 0; k < ids[i]->nsources; k++) {
+			struct gw_room_stats st;
+
+			ids[i]->sources[k]->ops->report(ids[i]->sources[k], &st);
+			nlat += st.nlatency;
+		}
+	lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
+	if (lat == NULL)
+		return;
+	nlat = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		struct egw_pool_stats ps;
+		bool drives = false;
+
+		egw_pool_get_stats(ids[i]->pool, &ps);
+		leaked += ps.blocks_in_use;
+		for (uint16_t k = 0; k < ids[i]->nsources; k++) {
+			struct gw_room_stats st;
+
+			ids[i]->sources[k]->ops->report(ids[i]->sources[k], &st);
+			if (!st.language)
+				continue;
+			drives = true;
+			rooms += st.rooms;
+			ok += st.ok;
+			failed += st.failed;
+			unfinished += st.unfinished;
+			bytes += st.bytes;
+			bad += st.bad;
+			if (st.first_open_ns && st.first_open_ns < first)
+				first = st.first_open_ns;
+			if (st.last_done_ns > last)
+				last = st.last_done_ns;
+			memcpy(lat + nlat, st.latency_ns, st.nlatency * sizeof(*lat));
+			nlat += st.nlatency;
+		}
+		driving += drives;
+	}
+	qsort(lat, nlat, sizeof(*lat), cmp_u64);
+	fprintf(f, "generator: identities=%u driving=%u rooms=%lu ok=%lu "
+		"failed=%lu unfinished=%lu bytes=%lu bad=%lu\n",
+		n, driving, (unsigned long)rooms, (unsigned long)ok,
+		(unsigned long)failed, (unsigned long)unfinished,
+		(unsigned long)bytes, (unsigned long)bad);
+	if (nlat > 0)
+		print_latency(f, "latency-total", NULL, lat, nlat, ok, bytes,
+			      last > first ? (double)(last - first) / 1e9 : 0);
+	fprintf(f, "result-total: identities=%u rooms=%lu bytes=%lu errors=%lu "
+		"leaked=%lu\n", n, (unsigned long)rooms, (unsigned long)bytes,
+		(unsigned long)(failed + bad + unfinished), (unsigned long)leaked);
+	free(lat);
+}
