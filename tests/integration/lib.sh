@@ -8,10 +8,7 @@
 # build/); EMBGW and EMBGW_GEN override the two programs.
 EMBGW_BUILD=${EMBGW_BUILD:-build}
 EMBGW=${EMBGW:-$EMBGW_BUILD/app/embgw/embgw}
-if [ -z "${EMBGW_GEN:-}" ]; then
-	EMBGW_GEN=$EMBGW_BUILD/app/embgw-gen/embgw-gen
-	[ -x "$EMBGW_GEN" ] || EMBGW_GEN=$EMBGW_BUILD/app/embgw/embgw-gen
-fi
+EMBGW_GEN=${EMBGW_GEN:-$EMBGW_BUILD/app/embgw-gen/embgw-gen}
 EAL_COMMON="--no-huge -m 400"
 PIDS=()
 
