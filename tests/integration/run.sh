@@ -151,7 +151,9 @@ case_telemetry() {
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
 	local enc1 t0 t1
-	scripts/gen-configs.sh "$T" 1024 262144 "heartbeat_ms = 100; peer_dead_ms = 2000;" 2 >/dev/null
+	# 4 s of silence make a peer dead: long enough that a live peer starved
+	# of CPU on a loaded machine is not taken for a dead one
+	scripts/gen-configs.sh "$T" 1024 262144 "heartbeat_ms = 100; peer_dead_ms = 4000;" 2 >/dev/null
 	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
 	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
 	enc1=${PIDS[-1]}
@@ -304,6 +306,7 @@ case_gen_encode_identities() {
 passed=0
 failed=0
 trap 'stop_all; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
 
 run_case() {
 	local name=$1 rc
@@ -326,13 +329,12 @@ run_case() {
 	T=""
 }
 
-if [ "${1:-}" = --list ]; then
+case "${1:-}" in
+--list)
 	for c in "${CASES[@]}"; do
 		printf '%-22s %s\n' "$c" "${ABOUT[$c]}"
 	done
-	exit 0
-fi
-case "${1:-}" in
+	exit 0 ;;
 -h|--help)
 	sed -n '2,13s/^# \{0,1\}//p' "$0"
 	exit 0 ;;
