@@ -49,7 +49,7 @@ emit pool-tree-alloc-free "$tns" "ns/op (CPU time, free-run tree alone: cache of
 # the language peer (lcore 0). Wall rate, and the worker's busy CPU per
 # datagram (iterations that did work only), which busy polling on two
 # shared cores does not distort.
-GEN=build/app/embgw/embgw-gen
+GEN=build/app/embgw-gen/embgw-gen
 drive=200000
 [ "$quick" = 1 ] && drive=5000
 scripts/gen-configs.sh "$W/ctl" 128 262144 >/dev/null

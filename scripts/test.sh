@@ -32,17 +32,19 @@ run_build() { # name, meson args...
 	rm -f "$log"
 }
 
-run_build build -Ddpdk=enabled
+# -Ddpdk=enabled -Dverbs=enabled: a machine without DPDK or rdma-core
+# fails here, loudly, instead of building (and testing) less
+run_build build -Ddpdk=enabled -Dverbs=enabled
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-run_build build-asan -Ddpdk=enabled -Db_sanitize=address,undefined -Db_lundef=false \
-	-Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
+run_build build-asan -Ddpdk=enabled -Dverbs=enabled -Db_sanitize=address,undefined \
+	-Db_lundef=false -Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
 
 # libFuzzer on the protocol decoder, bounded in time; any crash or
 # sanitizer report fails the run
 fuzz_secs=${EGW_FUZZ_SECONDS:-20}
 if [ ! -f build-fuzz/build.ninja ]; then
-	CC=clang meson setup build-fuzz --werror -Dfuzz=true -Ddpdk=enabled \
+	CC=clang meson setup build-fuzz --werror -Dfuzz=true -Ddpdk=enabled -Dverbs=enabled \
 		-Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all" >/dev/null
 fi
@@ -109,7 +111,7 @@ else
 fi
 
 # the in-process simulator must pass its own verification too (smoke)
-if ./build/app/embgw-sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
+if ./build/tests/sim/embgw-sim --rooms 40 >/tmp/embgw-sim.out 2>&1; then
 	passed=$((passed + 1)); echo "[smoke] embgw-sim OK: $(tail -1 /tmp/embgw-sim.out)"
 else
 	failed=$((failed + 1)); cat /tmp/embgw-sim.out

@@ -119,8 +119,6 @@ struct gw_id {
 	uint64_t next_tick;
 	bool finished;           /* its room sources have run all they had */
 	FILE *cap;               /* --capture: control frames in and out */
-	uint64_t refused[64];    /* posts the driver refused: fail them */
-	uint32_t nrefused;
 	struct gw_test_knobs knobs;
 	struct gw_flood flood;
 	struct gw_id_stats st;
@@ -164,7 +162,7 @@ void gw_capture_close(struct gw_id *id);
 /* gw_node_ops.c: lib/node's actions carried out with the device and the
  * payload driver, its events handed to the room sources */
 extern const struct egw_node_ops gw_node_ops;
-/* payload completions (and refused posts) back to the node */
+/* payload completions back to the node */
 uint32_t gw_id_payload_poll(struct gw_id *id, uint64_t now);
 /* the driver rebuilt a link: the peer hears the new endpoint */
 void gw_id_payload_changes(struct gw_id *id, uint64_t now);

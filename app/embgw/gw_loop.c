@@ -63,7 +63,7 @@ gw_loop_worker(void *arg)
 
 		for (uint16_t i = 0; i < d->nids; i++)
 			work += gw_id_payload_poll(d->ids[i], now);
-		/* new rooms as soon as they are due, not a tick later */
+		/* new rooms as soon as they are due, not on a timer tick */
 		for (uint16_t i = 0; i < d->nids; i++)
 			work += gw_room_sources_poll(d->ids[i], now);
 		for (uint16_t i = 0; i < d->nids; i++)

@@ -7,8 +7,6 @@
  */
 #include <string.h>
 
-#include <rte_common.h>
-
 #include "gw_room_source.h"
 
 static void
@@ -33,25 +31,21 @@ on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
 	return rc;
 }
 
-static void
+static int
 on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 	uint64_t cookie)
 {
 	struct gw_id *id = ctx;
+	int rc = id->dops->post(id->drv, peer, wr, n, cookie);
 
-	if (id->dops->post(id->drv, peer, wr, n, cookie) != 0) {
-		/* reported as a failed completion by the payload poll (not
-		 * from here: the engine must not be re-entered), so the room
-		 * fails and frees its blocks instead of waiting for its
-		 * deadline */
-		GW_LOG(ERR, "port %s: payload driver refused a batch\n",
-		       id->cfg->name);
-		if (id->nrefused < RTE_DIM(id->refused))
-			id->refused[id->nrefused++] = cookie;
-	}
+	/* a refused batch: the node fails its room at once */
+	if (rc != 0)
+		GW_LOG(ERR, "port %s: payload driver refused a batch: %s\n",
+		       id->cfg->name, egw_strerror(rc));
 	id->st.posts++;
 	if (id->knobs.on)
 		gw_test_knobs_after_post(id, peer);
+	return rc;
 }
 
 static void
@@ -112,13 +106,7 @@ uint32_t
 gw_id_payload_poll(struct gw_id *id, uint64_t now)
 {
 	/* completions first: they may free blocks and finish rooms */
-	uint32_t work = completions(id, now);
-
-	work += id->nrefused;
-	while (id->nrefused > 0)
-		egw_node_writes_done(id->node, id->refused[--id->nrefused],
-				     false, now);
-	return work;
+	return completions(id, now);
 }
 
 void

@@ -3,7 +3,7 @@
  * The built-in room source, for the demo, the tests and load generation:
  *  - encode side: a producer that answers any INIT for an unknown room by
  *    synthesising that room's output - the length is the room id's low 32
- *    bits, the bytes a pattern seeded by the room id;
+ *    bits, the bytes lib/pattern's function of (room id, token);
  *  - language side: a driver that opens rooms at a given concurrency (or
  *    rate) and verifies every byte delivered against the same pattern.
  * Both sides derive everything from the room id, so they share no state.
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egw_pattern.h"
 #include "gw_pattern_source.h"
 
 #define MAX_SRC_RUNS 512
@@ -38,7 +39,7 @@ struct pattern_source {
 	uint32_t ok, failed;
 	uint32_t last_failed;     /* 1 + index of the last room opened that
 				   * failed (0: none) */
-	uint64_t fail_reason[EGW_E_MAX];
+	uint64_t fail_reason[EGW_E_COUNT]; /* by egw_err_to_wire() */
 	uint64_t first_open, last_done;
 	/* encode side */
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
@@ -50,42 +51,6 @@ pattern_of(struct gw_room_source *s)
 	return (struct pattern_source *)s;
 }
 
-/* ---- the pattern, a pure function of (room, token) -------------------- */
-
-static uint64_t
-mix(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void
-pattern_emb(uint64_t room, uint32_t token, uint8_t *out, size_t len)
-{
-	uint64_t s = mix(room ^ ((uint64_t)token << 20));
-
-	for (size_t i = 0; i < len; i += 8) {
-		uint64_t v = mix(s + i);
-		size_t n = len - i < 8 ? len - i : 8;
-
-		memcpy(out + i, &v, n);
-	}
-}
-
-static void
-pattern_token(uint64_t room, uint32_t t, int32_t *fill, int32_t *mrope)
-{
-	*fill = (int32_t)(t ^ (uint32_t)room);
-	if (mrope != NULL) {
-		mrope[0] = (int32_t)t;
-		mrope[1] = (int32_t)(t * 3u);
-		mrope[2] = (int32_t)(room >> 32);
-	}
-}
-
 /* ---- encode side: producer -------------------------------------------- */
 
 static bool
@@ -93,11 +58,8 @@ produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct pattern_source *ps = pattern_of(s);
 	struct egw_node *node = s->id->node;
-	struct egw_pool *pool = s->id->pool;
-	const struct egw_pool_geom *g = egw_pool_geom(pool);
-	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
 	struct egw_run runs[MAX_SRC_RUNS];
-	uint32_t total = (uint32_t)room, t = 0;
+	uint32_t total = (uint32_t)room;
 	int n;
 
 	if (!ps->o.produce)
@@ -112,16 +74,8 @@ produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 		ps->produce_refused++;
 		return true;
 	}
-	for (int i = 0; i < n; i++)
-		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++)
-			for (uint32_t k = 0; k < g->block_tokens && t < total; k++, t++) {
-				pattern_emb(room, t, egw_pool_addr(pool, EGW_KIND_EMB, b, k), eb);
-				pattern_token(room, t,
-					      egw_pool_addr(pool, EGW_KIND_FILL_IDS, b, k),
-					      egw_pool_addr(pool, EGW_KIND_MROPE, b, k));
-			}
-	egw_pool_aux_init(pool, runs[0].start, total, -7, room);
-	if (egw_node_open_tx(node, room, nranks, now) != 0 ||
+	if (egw_pattern_fill(s->id->pool, room, total, runs, (uint32_t)n) != 0 ||
+	    egw_node_sender_open(node, room, nranks, now) != 0 ||
 	    egw_node_input(node, room, total, runs, (uint32_t)n, now) != 0) {
 		egw_node_release(node, room, runs, (uint32_t)n);
 		ps->produce_refused++;
@@ -144,39 +98,14 @@ rec_of(struct pattern_source *ps, uint64_t room)
 	return &ps->recs[i];
 }
 
+/* Mismatches against the pattern; the built-in producer's length is the
+ * room id's low 32 bits. */
 static uint64_t
-verify(struct egw_pool *pool, const struct egw_act *a)
+verify(const struct egw_pool *pool, const struct egw_act *a)
 {
-	const struct egw_pool_geom *g = egw_pool_geom(pool);
-	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
-	const struct egw_aux_rec *aux =
-		egw_pool_addr(pool, EGW_KIND_AUX, a->aux_block, 0);
-	uint8_t want[65536];
-	uint64_t bad = 0;
-	uint32_t t = 0;
-
-	if (aux == NULL || aux->total_tokens != a->tokens ||
-	    aux->cookie != a->room || aux->mrope_delta != -7 ||
-	    a->tokens != (uint32_t)a->room || eb > sizeof(want))
-		bad++;
-	if (a->dummy || bad)
-		return bad;
-	for (uint32_t i = 0; i < a->nruns; i++)
-		for (uint32_t b = a->runs[i].start; b < a->runs[i].start + a->runs[i].count; b++)
-			for (uint32_t k = 0; k < g->block_tokens && t < a->tokens; k++, t++) {
-				int32_t f, m[3];
-				const int32_t *gm = egw_pool_addr(pool, EGW_KIND_MROPE, b, k);
-
-				pattern_emb(a->room, t, want, eb);
-				if (memcmp(want, egw_pool_addr(pool, EGW_KIND_EMB, b, k), eb))
-					bad++;
-				pattern_token(a->room, t, &f, gm ? m : NULL);
-				if (f != *(const int32_t *)egw_pool_addr(pool, EGW_KIND_FILL_IDS, b, k))
-					bad++;
-				if (gm != NULL && memcmp(m, gm, sizeof(m)))
-					bad++;
-			}
-	return bad + (t != a->tokens);
+	return (a->tokens != (uint32_t)a->room) +
+	       egw_pattern_check(pool, a->room, a->tokens, a->runs, a->nruns,
+				 a->aux_block, a->dummy);
 }
 
 static void
@@ -253,7 +182,7 @@ done(struct gw_room_source *s, uint64_t room, uint16_t rank, enum egw_err e,
 		return false;
 	if (e == EGW_E_OK)
 		return true; /* counted at delivery */
-	ps->fail_reason[e]++;
+	ps->fail_reason[egw_err_to_wire(e)]++;
 	GW_LOG(INFO, "room %#lx rank %u failed: %s\n",
 		(unsigned long)room, rank, egw_strerror(e));
 	if (!r->active)
@@ -302,13 +231,16 @@ open_room(struct pattern_source *ps, uint64_t now)
 	for (uint16_t k = 0; k < ps->o.ranks; k++) {
 		bool dummy = ps->o.dummy_rank && ps->o.ranks > 1 &&
 			     k == ps->o.ranks - 1;
-		int rc = egw_node_open_rx(id->node, r->room, k, ps->o.ranks,
-					  peer, dummy, now);
+		int rc = egw_node_receiver_open(id->node, r->room, k,
+						ps->o.ranks, peer, dummy, now);
 
 		if (rc != 0) {
 			r->failed++;
-			if (rc < 0 && -rc < EGW_E_MAX)
-				ps->fail_reason[-rc]++;
+			if (egw_rc_is_err(rc))
+				ps->fail_reason[egw_err_to_wire((enum egw_err)-rc)]++;
+			else
+				GW_LOG(ERR, "room %#lx rank %u not opened: %s\n",
+				       (unsigned long)r->room, k, egw_strerror(rc));
 		}
 	}
 	if (r->failed == ps->o.ranks)
@@ -323,7 +255,7 @@ poll_rooms(struct gw_room_source *s, uint64_t now)
 
 	/* called every poll-loop iteration: leave early when nothing is due
 	 * (a closed loop refills as soon as a room finishes, not a tick
-	 * later, or the tick would cap the generator's rate) */
+	 * after, or the tick would cap the generator's rate) */
 	if (ps->o.drive == 0 || ps->opened == ps->o.drive || now < ps->start_at ||
 	    (ps->o.rate == 0 && ps->active >= ps->o.concurrency))
 		return 0;

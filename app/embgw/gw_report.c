@@ -194,13 +194,13 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);
-	for (int e = 1; e < EGW_E_MAX; e++)
+	for (uint16_t e = 1; e < EGW_E_COUNT; e++)
 		if (st.fail_reason[e])
 			fprintf(f, "failed: port=%s reason=%s count=%lu\n", name,
-				err_name((enum egw_err)e),
+				err_name(egw_err_from_wire(e)),
 				(unsigned long)st.fail_reason[e]);
 	if (st.last_failed > 0)
-		/* after a fault: did rooms opened later succeed? */
+		/* after a fault: did the rooms opened after it succeed? */
 		fprintf(f, "recovery: port=%s after_last_failed_ok=%u "
 			"after_last_failed=%u last_failed=%u\n", name,
 			st.after_last_failed_ok, st.after_last_failed,

@@ -2,10 +2,10 @@
 /*
  * Room sources: where an identity's rooms come from and where their data
  * goes. A source works through its identity's node (lib/node):
- *  - language side: it opens rooms (egw_node_open_rx), receives each
+ *  - language side: it opens rooms (egw_node_receiver_open), receives each
  *    rank's delivered runs (deliver) and gives them back to the pool
  *    (egw_node_release) once consumed;
- *  - encode side: it opens rooms (egw_node_open_tx), feeds them data in
+ *  - encode side: it opens rooms (egw_node_sender_open), feeds them data in
  *    pool blocks (egw_node_alloc_src, fill, egw_node_input) - on its own
  *    schedule from poll(), or when a peer asks for a room the node does not
  *    know yet (unknown_room).
@@ -35,7 +35,7 @@ struct gw_room_stats {
 	uint64_t *latency_ns;    /* open -> delivered, per room that succeeded */
 	uint32_t nlatency;
 	uint64_t first_open_ns, last_done_ns;
-	uint64_t fail_reason[EGW_E_MAX]; /* failed ranks by enum egw_err */
+	uint64_t fail_reason[EGW_E_COUNT]; /* failed ranks, by egw_err_to_wire() */
 	/* after a failure: of the rooms opened after the last failed one,
 	 * how many succeeded (0 rooms failed: last_failed is 0) */
 	uint32_t last_failed;    /* 1 + index of the last failed room */

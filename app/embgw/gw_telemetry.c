@@ -100,7 +100,7 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	char k[64];
 	uint64_t rej = 0;
 
-	for (int e = 0; e < EGW_E_MAX; e++)
+	for (int e = 0; e < EGW_E_COUNT; e++)
 		rej += x->rejected[e];
 #define X(f) do { snprintf(k, sizeof(k), "%s_%s", pre, #f); add(c, k, x->f); } while (0)
 	X(rooms_active);

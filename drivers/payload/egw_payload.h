@@ -7,7 +7,19 @@
  * Payload transports behind one ops table: register the local pool once,
  * connect a peer from its REGISTER, post a batch of writes, poll
  * completions. Drivers: shm (same host, bounds-checked memcpy into the
- * peer's shared-memory pool) and, with the RoCEv2 issue, verbs.
+ * peer's shared-memory pool) and verbs (RDMA WRITE over RoCEv2, built
+ * when rdma-core is there: -Dverbs=).
+ *
+ * Every op that can fail returns 0 or a negative errno value, the same in
+ * every driver:
+ *  - -ENOBUFS: post() found the completion ring full; nothing was taken,
+ *    the batch may be posted again once poll() has drained completions.
+ *  - -EINVAL: a peer index the driver does not know.
+ *  - open()/connect(): -errno of the call that failed (-ENOMEM, -ENODEV,
+ *    -ENOENT, -ERANGE, ...), each also logged with its cause by verbs.
+ * A batch the driver takes but cannot move (peer not connected, a write
+ * outside the peer's regions, the link in error) is not an error return:
+ * post() returns 0 and the batch completes with ok = false through poll().
  */
 
 #include <errno.h>
@@ -32,6 +44,17 @@ struct egw_payload_stats {
 	uint64_t cycles;    /**< CPU cycles spent in post() and poll() */
 	uint64_t qp_resets; /**< verbs: QPs brought back after an error */
 };
+
+/** Count one write moved to a peer that registered `r`. */
+static inline void
+egw_payload_count_write(struct egw_payload_stats *st, const struct egw_register *r,
+			const struct egw_write *w)
+{
+	st->writes++;
+	st->bytes += w->bytes;
+	if (w->kind == EGW_KIND_EMB && r->block_tokens != 0)
+		st->blocks += (w->tokens + r->block_tokens - 1) / r->block_tokens;
+}
 
 /** A cycle counter for the drivers' own cost accounting. */
 static inline uint64_t

@@ -20,7 +20,7 @@
 
 struct ld {
 	const char *file;
-	struct egw_conf_errors *e;
+	struct egw_conf_errors *errs;
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -60,21 +60,21 @@ err(struct ld *l, const config_setting_t *s, const char *name,
 {
 	char path[160], why[160];
 	va_list ap;
-	unsigned i = l->e->n;
+	unsigned i = l->errs->stored;
 
-	l->e->total++;
+	l->errs->total++;
 	if (i >= EGW_CONF_MAX_ERRORS)
 		return;
 	setting_path(s, path, sizeof(path));
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (snprintf(l->e->msg[i], sizeof(l->e->msg[i]), "%s:%d: %s%s%s: %s",
+	if (snprintf(l->errs->msg[i], sizeof(l->errs->msg[i]), "%s:%d: %s%s%s: %s",
 		     l->file, s != NULL ? config_setting_source_line(s) : 0,
 		     path, name != NULL && path[0] ? "." : "",
-		     name != NULL ? name : "", why) >= (int)sizeof(l->e->msg[i]))
-		strcpy(l->e->msg[i] + sizeof(l->e->msg[i]) - 4, "...");
-	l->e->n++;
+		     name != NULL ? name : "", why) >= (int)sizeof(l->errs->msg[i]))
+		strcpy(l->errs->msg[i] + sizeof(l->errs->msg[i]) - 4, "...");
+	l->errs->stored++;
 }
 
 /* ---- typed getters ----------------------------------------------------- */
@@ -262,6 +262,8 @@ get_name(struct ld *l, const config_setting_t *g, const char *name,
 void
 egw_conf_defaults(struct egw_conf *c)
 {
+	struct egw_xfer_conf xc;
+
 	memset(c, 0, sizeof(*c));
 	c->geom.capacity_tokens = 512 * 1024;
 	c->geom.block_tokens = EGW_POOL_DEFAULT_BLOCK_TOKENS;
@@ -274,11 +276,13 @@ egw_conf_defaults(struct egw_conf *c)
 	c->policy.percentile = 90;
 	c->policy.min_tokens = 512;
 	c->policy.max_tokens = 16384;
-	c->max_rooms = 1024;
-	c->max_runs_per_room = 512;
-	c->max_blocks_per_round = 0;
-	c->pipeline_depth = 2;
-	egw_xfer_timers_default(&c->timers);
+	/* the engines' own defaults (lib/xfer sets them, once) */
+	egw_xfer_conf_default(&xc, NULL);
+	c->max_rooms = xc.max_rooms;
+	c->max_runs_per_room = xc.max_runs_per_room;
+	c->max_blocks_per_round = xc.max_blocks_per_round;
+	c->pipeline_depth = xc.pipeline_depth;
+	c->timers = xc.timers;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -824,7 +828,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	if (egw_proto_init() != 0) {
 		snprintf(errs->msg[0], sizeof(errs->msg[0]),
 			 "%s: cannot initialise libsodium", path);
-		errs->n = errs->total = 1;
+		errs->stored = errs->total = 1;
 		return -EINVAL;
 	}
 	snprintf(c->file, sizeof(c->file), "%s", path);
@@ -837,7 +841,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 			snprintf(errs->msg[0], sizeof(errs->msg[0]),
 				 "%s:%d: syntax error: %s", path,
 				 config_error_line(&cfg), config_error_text(&cfg));
-		errs->n = errs->total = 1;
+		errs->stored = errs->total = 1;
 		config_destroy(&cfg);
 		return -EINVAL;
 	}
@@ -870,10 +874,10 @@ egw_conf_load_report(const char *path, struct egw_conf *c, FILE *err)
 
 	if (egw_conf_load(path, c, &e) == 0)
 		return 0;
-	for (unsigned i = 0; i < e.n; i++)
+	for (unsigned i = 0; i < e.stored; i++)
 		fprintf(err, "%s\n", e.msg[i]);
-	if (e.total > e.n)
-		fprintf(err, "... and %u more\n", e.total - e.n);
+	if (e.total > e.stored)
+		fprintf(err, "... and %u more\n", e.total - e.stored);
 	fprintf(err, "%s: %u error(s)\n", path, e.total);
 	return -EINVAL;
 }
@@ -948,7 +952,7 @@ egw_conf_to_xfer(const struct egw_conf *c, struct egw_xfer_conf *xc,
 	xc->max_runs_per_room = c->max_runs_per_room;
 	xc->max_blocks_per_round = c->max_blocks_per_round;
 	xc->pipeline_depth = c->pipeline_depth;
-	xc->t = c->timers;
+	xc->timers = c->timers;
 	if (c->policy.kind == EGW_POLICY_FIXED)
 		egw_policy_init_fixed(policy, c->geom.block_tokens,
 				      c->policy.tokens);

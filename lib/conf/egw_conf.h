@@ -96,7 +96,7 @@ struct egw_conf {
 
 struct egw_conf_errors {
 	char msg[EGW_CONF_MAX_ERRORS][320];
-	unsigned n;             /**< stored */
+	unsigned stored;        /**< messages in msg[] */
 	unsigned total;         /**< found (may exceed what is stored) */
 };
 

@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The node: decode -> peer -> replay -> engine, and engine actions ->
- * encode / pool / callbacks. Allocation results are queued and fed back
- * after the engine call that asked for them returns (the engines must not
- * be re-entered from their own emit callback).
+ * encode / pool / callbacks.
+ *
+ * Deferred work is the node's: an engine must not be re-entered from its
+ * own emit callback, so what an action produces for the engines is queued
+ * and fed back as soon as the engine call that emitted it returns
+ * (drain_deferred, at the end of every entry point that calls an engine):
+ *  - allocation results (EGW_ACT_ALLOC) for the receiver;
+ *  - posts the payload driver refused, completed as failed writes for the
+ *    sender, so the room fails at once instead of at its round deadline.
+ * Work that must wait for time rather than for the stack to unwind is
+ * retried from egw_node_tick: a REGISTER whose connect the driver refused
+ * (until the driver accepts it or a newer REGISTER replaces it), and our
+ * own REGISTER until the peer acknowledges it (egw_node_reregister).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +23,7 @@
 #include "egw_node.h"
 
 #define REGISTER_RETRY_NS 200000000ull /* until the peer answers */
+#define CONNECT_RETRY_NS 100000000ull  /* until the driver connects */
 
 struct node_peer {
 	struct egw_conf_peer cfg;
@@ -22,12 +33,17 @@ struct node_peer {
 	bool reannounced;        /* our endpoint changed: its ACK confirms */
 	uint64_t next_register;
 	struct egw_register reg;
+	/* the last REGISTER whose connect the driver refused: retried */
+	bool connect_pending;
+	uint16_t pending_flags;
+	uint64_t next_connect;
+	struct egw_register pending;
 };
 
 struct alloc_res {
 	uint64_t room;
 	uint16_t rank;
-	int n;
+	int nruns;               /* runs, or -errno: the pool's answer */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 };
 
@@ -37,8 +53,8 @@ struct egw_node {
 	struct egw_node_ops ops;
 	struct egw_pool *pool;
 	struct egw_register self;
-	struct egw_sender *tx;
-	struct egw_receiver *rx;
+	struct egw_sender *sender;
+	struct egw_receiver *receiver;
 	struct node_peer peers[EGW_CONF_MAX_PEERS];
 	uint32_t npeers;
 	uint64_t session, seq;
@@ -46,6 +62,10 @@ struct egw_node {
 	 * pipeline depth (< EGW_XFER_PIPE) of them in one drain */
 	struct alloc_res *allocq;
 	uint32_t nalloc, allocq_len;
+	/* cookies of refused posts: each is an outstanding batch of the
+	 * sender, so there are never more than it can have in flight */
+	uint64_t *refusedq;
+	uint32_t nrefused, refusedq_len;
 	uint64_t now;
 	struct egw_node_stats st;
 	uint8_t buf[EGW_PROTO_MAX_LEN];
@@ -117,7 +137,7 @@ do_pool(struct egw_node *n, const struct egw_act *a)
 
 		r->room = a->room;
 		r->rank = a->rank;
-		r->n = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
+		r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
 					     a->max_runs);
 		break;
 	}
@@ -141,8 +161,17 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		send_msg(n, a->peer, a->msg);
 		break;
 	case EGW_ACT_POST_WRITES:
-		n->ops.post(n->ops.ctx, a->peer, a->writes, a->nwrites,
-			    a->cookie);
+		if (n->ops.post(n->ops.ctx, a->peer, a->writes, a->nwrites,
+				a->cookie) == 0)
+			break;
+		n->st.posts_refused++;
+		if (n->nrefused == n->refusedq_len) {
+			/* cannot happen (sized to the batches in flight);
+			 * if it did, the round deadline fails the room */
+			n->st.refused_overflow++;
+			break;
+		}
+		n->refusedq[n->nrefused++] = a->cookie;
 		break;
 	case EGW_ACT_DELIVER:
 		n->ops.deliver(n->ops.ctx, a);
@@ -163,30 +192,35 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 }
 
 static void
-emit_tx(void *ctx, const struct egw_act *a)
+emit_sender(void *ctx, const struct egw_act *a)
 {
 	emit(ctx, a, true);
 }
 
 static void
-emit_rx(void *ctx, const struct egw_act *a)
+emit_receiver(void *ctx, const struct egw_act *a)
 {
 	emit(ctx, a, false);
 }
 
-/* Feed queued allocation results back (they may queue more). */
+/* Feed queued allocation results and refused posts back to the engines
+ * (which may queue more: the loops reach those too). */
 static void
-drain_allocs(struct egw_node *n)
+drain_deferred(struct egw_node *n)
 {
-	/* a result may queue the room's next request at the end: the loop
-	 * reaches it too */
-	for (uint32_t i = 0; i < n->nalloc; i++) {
-		struct alloc_res r = n->allocq[i];
+	while (n->nalloc > 0 || n->nrefused > 0) {
+		for (uint32_t i = 0; i < n->nalloc; i++) {
+			struct alloc_res r = n->allocq[i];
 
-		egw_receiver_alloc_done(n->rx, r.room, r.rank, r.runs, r.n,
-					n->now);
+			egw_receiver_alloc_done(n->receiver, r.room, r.rank,
+						r.runs, r.nruns, n->now);
+		}
+		n->nalloc = 0;
+		for (uint32_t i = 0; i < n->nrefused; i++)
+			egw_sender_writes_done(n->sender, n->refusedq[i], false,
+					       n->now);
+		n->nrefused = 0;
 	}
-	n->nalloc = 0;
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
@@ -241,8 +275,13 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 	xc.max_peers = n->npeers > 0 ? n->npeers : 1;
 	xc.emit_ctx = n;
 	if (conf->roles & EGW_ROLE_ENCODE) {
-		xc.emit = emit_tx;
-		rc = egw_sender_create(&xc, &n->tx);
+		xc.emit = emit_sender;
+		rc = egw_sender_create(&xc, &n->sender);
+		n->refusedq_len = xc.max_rooms * EGW_XFER_MAX_RANKS *
+				  EGW_XFER_PIPE;
+		n->refusedq = calloc(n->refusedq_len, sizeof(*n->refusedq));
+		if (rc == 0 && n->refusedq == NULL)
+			rc = -ENOMEM;
 	}
 	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
 		n->allocq_len = xc.max_rooms * EGW_XFER_PIPE;
@@ -251,10 +290,10 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 			rc = -ENOMEM;
 	}
 	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
-		xc.emit = emit_rx;
-		rc = egw_receiver_create(&xc, &pol, &n->rx);
+		xc.emit = emit_receiver;
+		rc = egw_receiver_create(&xc, &pol, &n->receiver);
 		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
-			rc = egw_receiver_peer_add(n->rx, i, now);
+			rc = egw_receiver_peer_add(n->receiver, i, now);
 	}
 	if (rc != 0) {
 		egw_node_destroy(n);
@@ -269,9 +308,10 @@ egw_node_destroy(struct egw_node *n)
 {
 	if (n == NULL)
 		return;
-	egw_sender_destroy(n->tx);
-	egw_receiver_destroy(n->rx);
+	egw_sender_destroy(n->sender);
+	egw_receiver_destroy(n->receiver);
 	free(n->allocq);
+	free(n->refusedq);
 	free(n);
 }
 
@@ -302,6 +342,40 @@ geometry_ok(const struct egw_node *n, const struct egw_register *r)
 	return true;
 }
 
+/* Connect the payload path for the peer's pending REGISTER and, once the
+ * driver accepts, take it. false: the driver refused (retried by tick). */
+static bool
+connect_peer(struct egw_node *n, uint32_t peer)
+{
+	struct node_peer *pe = &n->peers[peer];
+	const struct egw_register *r = &pe->pending;
+	bool ack = (pe->pending_flags & EGW_MSGF_ACK) != 0;
+
+	/* the driver hears of a peer when it is new or its endpoint changed
+	 * (a restart), not on every retransmitted REGISTER - and once more
+	 * when the peer acknowledges our re-announced endpoint, which tells
+	 * the driver the peer's side is rebuilt too */
+	if (n->ops.peer_up != NULL &&
+	    (!pe->registered || memcmp(&pe->reg, r, sizeof(*r)) != 0 ||
+	     (pe->reannounced && ack)) &&
+	    n->ops.peer_up(n->ops.ctx, peer, r) != 0) {
+		pe->connect_pending = true;
+		pe->next_connect = n->now + CONNECT_RETRY_NS;
+		return false;
+	}
+	pe->connect_pending = false;
+	pe->reg = *r;
+	pe->registered = true;
+	if (n->sender != NULL && (r->roles & EGW_ROLE_LANGUAGE))
+		egw_sender_peer_add(n->sender, peer, r->pool_blocks, n->now);
+	if (ack) {
+		pe->acked = true;
+		pe->reannounced = false;
+	} else
+		send_register(n, peer, true);
+	return true;
+}
+
 static void
 on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 {
@@ -312,26 +386,11 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		n->st.drops[EGW_ND_GEOMETRY]++;
 		return;
 	}
-	/* the driver hears of a peer when it is new or its endpoint changed
-	 * (a restart), not on every retransmitted REGISTER - and once more
-	 * when the peer acknowledges our re-announced endpoint, which tells
-	 * the driver the peer's side is rebuilt too */
-	if (n->ops.peer_up != NULL &&
-	    (!pe->registered || memcmp(&pe->reg, &p->reg, sizeof(p->reg)) != 0 ||
-	     (pe->reannounced && (p->flags & EGW_PF_ACK))) &&
-	    n->ops.peer_up(n->ops.ctx, peer, &p->reg) != 0) {
+	/* the newest REGISTER replaces one still waiting for its connect */
+	pe->pending = p->reg;
+	pe->pending_flags = p->flags;
+	if (!connect_peer(n, peer))
 		n->st.drops[EGW_ND_PAYLOAD]++;
-		return;
-	}
-	pe->reg = p->reg;
-	pe->registered = true;
-	if (n->tx != NULL && (p->reg.roles & EGW_ROLE_LANGUAGE))
-		egw_sender_peer_add(n->tx, peer, p->reg.pool_blocks, n->now);
-	if (p->flags & EGW_PF_ACK) {
-		pe->acked = true;
-		pe->reannounced = false;
-	} else
-		send_register(n, peer, true);
 }
 
 void
@@ -376,44 +435,44 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	}
 	switch (p.type) {
 	case EGW_MSG_HEARTBEAT:
-		if (n->tx != NULL)
-			egw_sender_on_msg(n->tx, (uint32_t)peer, &p.msg, now);
-		if (n->rx != NULL)
-			egw_receiver_on_msg(n->rx, (uint32_t)peer, &p.msg, now);
+		if (n->sender != NULL)
+			egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
+		if (n->receiver != NULL)
+			egw_receiver_on_msg(n->receiver, (uint32_t)peer, &p.msg, now);
 		break;
 	case EGW_MSG_INIT:
 	case EGW_MSG_RESUME:
 	case EGW_MSG_ABORT:
-		if (n->tx == NULL) {
+		if (n->sender == NULL) {
 			n->st.drops[EGW_ND_ROLE]++;
 			break;
 		}
 		if (p.type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
-		    !egw_node_tx_has_room(n, p.msg.room))
+		    !egw_node_sender_has_room(n, p.msg.room))
 			n->ops.unknown_room(n->ops.ctx, p.msg.room,
 					    p.msg.nranks, now);
-		egw_sender_on_msg(n->tx, (uint32_t)peer, &p.msg, now);
+		egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
 		break;
 	case EGW_MSG_STATUS:
-		if (p.flags & EGW_PF_POLL) {
-			if (n->tx == NULL)
+		if (p.flags & EGW_MSGF_POLL) {
+			if (n->sender == NULL)
 				n->st.drops[EGW_ND_ROLE]++;
 			else
-				egw_sender_on_msg(n->tx, (uint32_t)peer, &p.msg, now);
+				egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
 			break;
 		}
 		/* a report is for the receiver */
 		__attribute__((fallthrough));
 	case EGW_MSG_ERROR:
-		if (n->rx == NULL)
+		if (n->receiver == NULL)
 			n->st.drops[EGW_ND_ROLE]++;
 		else
-			egw_receiver_on_msg(n->rx, (uint32_t)peer, &p.msg, now);
+			egw_receiver_on_msg(n->receiver, (uint32_t)peer, &p.msg, now);
 		break;
 	default:
 		break;
 	}
-	drain_allocs(n);
+	drain_deferred(n);
 }
 
 void
@@ -423,16 +482,20 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 	for (uint32_t i = 0; i < n->npeers; i++) {
 		struct node_peer *pe = &n->peers[i];
 
+		if (pe->connect_pending && now >= pe->next_connect) {
+			n->st.connect_retries++;
+			connect_peer(n, i);
+		}
 		if ((!pe->registered || !pe->acked) && now >= pe->next_register) {
 			send_register(n, i, false);
 			pe->next_register = now + REGISTER_RETRY_NS;
 		}
 	}
-	if (n->tx != NULL)
-		egw_sender_tick(n->tx, now);
-	if (n->rx != NULL)
-		egw_receiver_tick(n->rx, now);
-	drain_allocs(n);
+	if (n->sender != NULL)
+		egw_sender_tick(n->sender, now);
+	if (n->receiver != NULL)
+		egw_receiver_tick(n->receiver, now);
+	drain_deferred(n);
 }
 
 int
@@ -457,8 +520,9 @@ egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 		     uint64_t now)
 {
 	n->now = now;
-	if (n->tx != NULL)
-		egw_sender_writes_done(n->tx, cookie, ok, now);
+	if (n->sender != NULL)
+		egw_sender_writes_done(n->sender, cookie, ok, now);
+	drain_deferred(n);
 }
 
 /* ---- application API --------------------------------------------------- */
@@ -479,16 +543,16 @@ egw_node_peer_ready(const struct egw_node *n, uint32_t peer)
 }
 
 int
-egw_node_open_rx(struct egw_node *n, uint64_t room, uint16_t rank,
-		 uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
+egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
+		       uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
 {
 	int rc;
 
-	if (n->rx == NULL)
+	if (n->receiver == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	rc = egw_receiver_open(n->rx, room, rank, nranks, peer, dummy, now);
-	drain_allocs(n);
+	rc = egw_receiver_open(n->receiver, room, rank, nranks, peer, dummy, now);
+	drain_deferred(n);
 	return rc;
 }
 
@@ -505,13 +569,17 @@ egw_node_release(struct egw_node *n, uint64_t room, const struct egw_run *runs,
 }
 
 int
-egw_node_open_tx(struct egw_node *n, uint64_t room, uint16_t nranks,
-		 uint64_t now)
+egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
+		     uint64_t now)
 {
-	if (n->tx == NULL)
+	int rc;
+
+	if (n->sender == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	return egw_sender_open(n->tx, room, nranks, now);
+	rc = egw_sender_open(n->sender, room, nranks, now);
+	drain_deferred(n);
+	return rc;
 }
 
 int
@@ -525,27 +593,31 @@ int
 egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 	       const struct egw_run *runs, uint32_t nruns, uint64_t now)
 {
-	if (n->tx == NULL)
+	int rc;
+
+	if (n->sender == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	return egw_sender_input(n->tx, room, total, runs, nruns, now);
+	rc = egw_sender_input(n->sender, room, total, runs, nruns, now);
+	drain_deferred(n);
+	return rc;
 }
 
 bool
-egw_node_tx_has_room(const struct egw_node *n, uint64_t room)
+egw_node_sender_has_room(const struct egw_node *n, uint64_t room)
 {
-	return n->tx != NULL && egw_sender_state(n->tx, room) >= 0;
+	return n->sender != NULL && egw_sender_state(n->sender, room) >= 0;
 }
 
 void
 egw_node_abort_all(struct egw_node *n, uint64_t now)
 {
 	n->now = now;
-	if (n->tx != NULL)
-		egw_sender_abort_all(n->tx, now);
-	if (n->rx != NULL)
-		egw_receiver_abort_all(n->rx, now);
-	drain_allocs(n);
+	if (n->sender != NULL)
+		egw_sender_abort_all(n->sender, now);
+	if (n->receiver != NULL)
+		egw_receiver_abort_all(n->receiver, now);
+	drain_deferred(n);
 }
 
 struct egw_pool *
@@ -563,11 +635,11 @@ egw_node_get_stats(const struct egw_node *n, struct egw_node_stats *st)
 const struct egw_sender *
 egw_node_sender(const struct egw_node *n)
 {
-	return n->tx;
+	return n->sender;
 }
 
 const struct egw_receiver *
 egw_node_receiver(const struct egw_node *n)
 {
-	return n->rx;
+	return n->receiver;
 }

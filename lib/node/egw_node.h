@@ -11,6 +11,15 @@
  * sender/receiver engines (xfer), execute their pool actions on the local
  * pool - so the DPDK application only moves packets and the payload
  * driver only moves bytes. One node per worker; nothing here locks.
+ *
+ * The node owns its deferred work: allocation results, posts the driver
+ * refused (the room fails at once), REGISTERs whose connect the driver
+ * refused (retried from egw_node_tick) and our own REGISTER until the
+ * peer acknowledges it. The application keeps no queue of its own.
+ *
+ * Return values follow egw_xfer.h: 0 on success, -errno for bad
+ * arguments or a missing role, -enum egw_err where the engines refuse;
+ * each function says which. egw_strerror() names any of them.
  */
 
 #include <stdint.h>
@@ -44,6 +53,9 @@ struct egw_node_stats {
 	uint64_t registers_rx, registers_tx;
 	uint64_t reregisters;   /**< endpoint changes announced to a peer */
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
+	uint64_t posts_refused;   /**< batches the driver refused: failed */
+	uint64_t refused_overflow; /**< refused batches not queued (0) */
+	uint64_t connect_retries; /**< refused connects tried again */
 	struct egw_proto_stats proto;
 };
 
@@ -53,11 +65,19 @@ struct egw_node_ops {
 	void (*tx)(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf,
 		   size_t len);
 	/** A peer registered (or re-registered): connect the payload path.
-	 *  Return 0, or non-zero to refuse the peer. */
+	 *  Return 0, or non-zero (-errno) when the driver cannot reach the
+	 *  peer now: the node keeps the REGISTER and calls again from
+	 *  egw_node_tick (every 100 ms) until this succeeds or a newer
+	 *  REGISTER from the peer replaces it. */
 	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r);
-	/** Post payload writes to a peer; report with egw_node_writes_done. */
-	void (*post)(void *ctx, uint32_t peer, const struct egw_write *w,
-		     uint32_t n, uint64_t cookie);
+	/** Post payload writes to a peer; report an accepted batch with
+	 *  egw_node_writes_done. Return 0 when the driver took the batch, or
+	 *  non-zero (-errno) when it refused it: the node then completes the
+	 *  batch as failed itself, right after the engine call that posted
+	 *  it returns, so its room fails at once (EGW_E_TRANSPORT). Do not
+	 *  call egw_node_writes_done for a refused batch. */
+	int (*post)(void *ctx, uint32_t peer, const struct egw_write *w,
+		    uint32_t n, uint64_t cookie);
 	/** Language side: a room's data is complete in the local pool; the
 	 *  runs are the app's now (free them with egw_node_release). */
 	void (*deliver)(void *ctx, const struct egw_act *a);
@@ -70,7 +90,8 @@ struct egw_node_ops {
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
 			 uint16_t *mtu);
 	/** Encode side: an INIT names a room the sender does not know. The
-	 *  application may open it now (egw_node_open_tx, _input); optional. */
+	 *  application may open it now (egw_node_sender_open, _input);
+	 *  optional. */
 	void (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
 			     uint64_t now);
 	void *ctx;
@@ -93,12 +114,15 @@ int egw_node_create(const struct egw_conf *conf, uint16_t port,
 		    uint64_t now, struct egw_node **out);
 void egw_node_destroy(struct egw_node *n);
 
-/** A UDP payload arrived from ip:port. */
+/** A UDP payload arrived from ip:port. Whatever is wrong with it is
+ *  counted in the stats (drops, proto), never returned. */
 void egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port,
 		 const uint8_t *buf, size_t len, uint64_t now);
-/** Timers: retransmissions, deadlines, heartbeats, REGISTER retries. */
+/** Timers: retransmissions, deadlines, heartbeats, REGISTER and connect
+ *  retries. */
 void egw_node_tick(struct egw_node *n, uint64_t now);
-/** The payload driver finished a posted batch. */
+/** The payload driver finished a batch it accepted (ok: all its writes
+ *  completed). Stale or duplicate cookies are counted by the sender. */
 void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 			  uint64_t now);
 
@@ -115,23 +139,35 @@ bool egw_node_peer_ready(const struct egw_node *n, uint32_t peer);
 int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 
 /* Language side */
-int egw_node_open_rx(struct egw_node *n, uint64_t room, uint16_t rank,
-		     uint16_t nranks, uint32_t peer, bool dummy, uint64_t now);
-/** Give delivered runs back to the pool. */
+/** Open a room for one rank towards `peer` (egw_receiver_open): 0,
+ *  -ENOTSUP without the language role, -EINVAL for bad arguments, or
+ *  -enum egw_err (EGW_E_UNKNOWN_PEER, EGW_E_PEER_DEAD, EGW_E_BAD_RANK,
+ *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT). */
+int egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
+			   uint16_t nranks, uint32_t peer, bool dummy,
+			   uint64_t now);
+/** Give delivered runs back to the pool: 0, or -EINVAL if a run was not
+ *  the room's (the others are freed). */
 int egw_node_release(struct egw_node *n, uint64_t room,
 		     const struct egw_run *runs, uint32_t nruns);
 
 /* Encode side */
-int egw_node_open_tx(struct egw_node *n, uint64_t room, uint16_t nranks,
-		     uint64_t now);
+/** The encode side learns of a request (egw_sender_open): 0, -ENOTSUP
+ *  without the encode role, -EINVAL for bad arguments, or -enum egw_err
+ *  (EGW_E_BAD_RANK, EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT). */
+int egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
+			 uint64_t now);
 /** Source blocks for `tokens` of encoder output (filled by the caller,
- *  then handed over with egw_node_input). Returns runs or -errno. */
+ *  then handed over with egw_node_input). Returns the number of runs, or
+ *  -errno as egw_pool_alloc_tokens. */
 int egw_node_alloc_src(struct egw_node *n, uint64_t room, uint32_t tokens,
 		       struct egw_run *runs, uint32_t max_runs);
+/** The encoder's output for `room` (egw_sender_input): 0, -ENOTSUP
+ *  without the encode role, or -enum egw_err as egw_sender_input. */
 int egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 		   const struct egw_run *runs, uint32_t nruns, uint64_t now);
 /** Whether the encode side knows `room`. */
-bool egw_node_tx_has_room(const struct egw_node *n, uint64_t room);
+bool egw_node_sender_has_room(const struct egw_node *n, uint64_t room);
 
 /** Abort every open room (shutdown) and free their blocks. */
 void egw_node_abort_all(struct egw_node *n, uint64_t now);

@@ -22,7 +22,7 @@ struct seg {
 };
 
 struct egw_pool {
-	struct egw_pool_geom g;
+	struct egw_pool_geom geom;
 	uint32_t nblocks;
 	uint32_t leaves;      /* power of two >= nblocks; padding is "used" */
 	struct seg *tree;     /* 2 * leaves nodes, 1-based */
@@ -253,7 +253,7 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
-	p->g = *g;
+	p->geom = *g;
 	p->nblocks = g->capacity_tokens / g->block_tokens;
 	p->leaves = 1;
 	while (p->leaves < p->nblocks)
@@ -306,7 +306,7 @@ egw_pool_destroy(struct egw_pool *p)
 const struct egw_pool_geom *
 egw_pool_geom(const struct egw_pool *p)
 {
-	return &p->g;
+	return &p->geom;
 }
 
 uint32_t
@@ -324,7 +324,7 @@ egw_pool_mem(const struct egw_pool *p)
 void *
 egw_pool_region(const struct egw_pool *p, enum egw_kind k)
 {
-	if ((unsigned)k >= EGW_KIND_MAX || egw_geom_unit_bytes(&p->g, k) == 0)
+	if ((unsigned)k >= EGW_KIND_MAX || egw_geom_unit_bytes(&p->geom, k) == 0)
 		return NULL;
 	return p->mem + p->region_off[k];
 }
@@ -336,10 +336,10 @@ egw_pool_addr(const struct egw_pool *p, enum egw_kind k, uint32_t block,
 	uint8_t *base = egw_pool_region(p, k);
 
 	if (base == NULL || block >= p->nblocks ||
-	    (k != EGW_KIND_AUX && token >= p->g.block_tokens) ||
+	    (k != EGW_KIND_AUX && token >= p->geom.block_tokens) ||
 	    (k == EGW_KIND_AUX && token != 0))
 		return NULL;
-	return base + egw_geom_offset(&p->g, k, block, token);
+	return base + egw_geom_offset(&p->geom, k, block, token);
 }
 
 /* ---- alloc / free ------------------------------------------------------ */
@@ -513,7 +513,7 @@ egw_pool_alloc_tokens(struct egw_pool *p, uint64_t owner, uint64_t tokens,
 
 	if (p == NULL || tokens == 0)
 		return -EINVAL;
-	nb = (tokens + p->g.block_tokens - 1) / p->g.block_tokens;
+	nb = (tokens + p->geom.block_tokens - 1) / p->geom.block_tokens;
 	if (nb > UINT32_MAX)
 		return -ENOSPC;
 	return egw_pool_alloc(p, owner, (uint32_t)nb, runs, max_runs);
@@ -574,11 +574,11 @@ egw_pool_aux_init(struct egw_pool *p, uint32_t block, uint32_t total_tokens,
 
 	if (a == NULL)
 		return NULL;
-	memset(a, 0, p->g.aux_bytes);
+	memset(a, 0, p->geom.aux_bytes);
 	a->total_tokens = total_tokens;
-	a->hidden_size = p->g.hidden_size;
-	a->dtype_bytes = p->g.dtype_bytes;
-	a->block_tokens = p->g.block_tokens;
+	a->hidden_size = p->geom.hidden_size;
+	a->dtype_bytes = p->geom.dtype_bytes;
+	a->block_tokens = p->geom.block_tokens;
 	a->mrope_delta = mrope_delta;
 	a->cookie = cookie;
 	return a;

@@ -16,13 +16,18 @@
 /* The numbers below are on the wire (doc/protocol.md): never renumber. */
 _Static_assert(EGW_MSG_INIT == 1 && EGW_MSG_ERROR == 6 && EGW_MSG_REGISTER == 7,
 	       "message types are wire values");
-_Static_assert(EGW_E_UNKNOWN_ROOM == 1 && EGW_E_BUSY == 11 &&
-	       EGW_E_POOL_EXHAUSTED == 18 && EGW_E_UNKNOWN_PEER == 22 &&
-	       EGW_E_MAX == 23, "error codes are wire values");
+/* Error codes travel as their wire values (egw_err_to_wire): the enum
+ * lives above EGW_ERR_BASE so that it never reads as an errno value, and
+ * its order is the wire order. */
+_Static_assert(EGW_E_UNKNOWN_ROOM - EGW_ERR_BASE == 1 &&
+	       EGW_E_BUSY - EGW_ERR_BASE == 11 &&
+	       EGW_E_POOL_EXHAUSTED - EGW_ERR_BASE == 18 &&
+	       EGW_E_UNKNOWN_PEER - EGW_ERR_BASE == 22 && EGW_E_COUNT == 23,
+	       "error codes keep their wire values");
 _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 	       "states are wire values");
-_Static_assert(EGW_PF_DUMMY == EGW_MSGF_DUMMY, "INIT's DUMMY flag");
-_Static_assert(EGW_PF_POLL == EGW_MSGF_POLL, "STATUS's POLL flag");
+_Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4,
+	       "flags are wire values");
 
 static const char *const pe_names[EGW_PE_MAX] = {
 	[EGW_PE_OK] = "ok",
@@ -52,7 +57,7 @@ egw_proto_strerror(enum egw_proto_err e)
 int
 egw_proto_init(void)
 {
-	return sodium_init() < 0 ? -1 : 0;
+	return sodium_init() < 0 ? -EIO : 0;
 }
 
 int
@@ -127,11 +132,11 @@ allowed_flags(uint8_t type)
 {
 	switch (type) {
 	case EGW_MSG_INIT:
-		return EGW_PF_DUMMY;
+		return EGW_MSGF_DUMMY;
 	case EGW_MSG_REGISTER:
-		return EGW_PF_ACK;
+		return EGW_MSGF_ACK;
 	case EGW_MSG_STATUS:
-		return EGW_PF_POLL;
+		return EGW_MSGF_POLL;
 	default:
 		return 0;
 	}
@@ -209,6 +214,10 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 	}
 	if ((m->flags & ~allowed_flags(m->type)) != 0)
 		return -EINVAL;
+	if ((m->type == EGW_MSG_STATUS || m->type == EGW_MSG_ABORT ||
+	     m->type == EGW_MSG_ERROR) &&
+	    egw_err_to_wire((enum egw_err)m->error) == UINT16_MAX)
+		return -EINVAL; /* no code: nothing the peer could read */
 	if (cap < EGW_PROTO_HDR_LEN + body + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
 	put_header(buf, m->type, m->flags, (uint16_t)body, session, seq,
@@ -227,17 +236,17 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		break;
 	case EGW_MSG_STATUS:
 		p[0] = m->state;
-		put16(p + 2, m->error);
+		put16(p + 2, egw_err_to_wire((enum egw_err)m->error));
 		put32(p + 4, m->total_tokens);
 		put32(p + 8, m->landed_tokens);
 		put32(p + 12, m->accepted_tokens);
 		break;
 	case EGW_MSG_ABORT:
-		put16(p, m->error);
+		put16(p, egw_err_to_wire((enum egw_err)m->error));
 		break;
 	case EGW_MSG_ERROR:
 		p[0] = m->state; /* the refused request's type */
-		put16(p + 2, m->error);
+		put16(p + 2, egw_err_to_wire((enum egw_err)m->error));
 		break;
 	default:
 		break;
@@ -256,7 +265,7 @@ egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
 		return -EINVAL;
 	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
-	put_header(buf, EGW_MSG_REGISTER, ack ? EGW_PF_ACK : 0, REGISTER_BODY,
+	put_header(buf, EGW_MSG_REGISTER, ack ? EGW_MSGF_ACK : 0, REGISTER_BODY,
 		   session, seq, NULL);
 	memset(p, 0, REGISTER_BODY);
 	memcpy(p, r->name, EGW_PROTO_NAME_LEN);
@@ -366,6 +375,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 	const uint8_t *p = b + EGW_PROTO_HDR_LEN;
 	struct egw_msg *m = &out->msg;
 	uint8_t type = out->type;
+	uint16_t wire_err = 0;
 
 	if (type == EGW_MSG_REGISTER) {
 		if (get16(b + H_RANK) || get16(b + H_NRANKS) ||
@@ -404,35 +414,36 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		break;
 	case EGW_MSG_STATUS:
 		m->state = p[0];
-		m->error = get16(p + 2);
+		wire_err = get16(p + 2);
 		m->total_tokens = get32(p + 4);
 		m->landed_tokens = get32(p + 8);
 		m->accepted_tokens = get32(p + 12);
 		if (p[1] != 0)
 			return EGW_PE_RESERVED;
-		if (m->state > EGW_ST_FAILED || m->error >= EGW_E_MAX ||
+		if (m->state > EGW_ST_FAILED || wire_err >= EGW_E_COUNT ||
 		    m->total_tokens > EGW_XFER_MAX_TOKENS)
 			return EGW_PE_FIELD;
 		break;
 	case EGW_MSG_ABORT:
-		m->error = get16(p);
+		wire_err = get16(p);
 		if (get16(p + 2) != 0)
 			return EGW_PE_RESERVED;
-		if (m->error >= EGW_E_MAX)
+		if (wire_err >= EGW_E_COUNT)
 			return EGW_PE_FIELD;
 		break;
 	case EGW_MSG_ERROR:
 		m->state = p[0];
-		m->error = get16(p + 2);
+		wire_err = get16(p + 2);
 		if (p[1] != 0)
 			return EGW_PE_RESERVED;
 		if (m->state < EGW_MSG_INIT || m->state > EGW_MSG_REGISTER ||
-		    m->error == EGW_E_OK || m->error >= EGW_E_MAX)
+		    wire_err == 0 || wire_err >= EGW_E_COUNT)
 			return EGW_PE_FIELD;
 		break;
 	default:
 		return EGW_PE_TYPE;
 	}
+	m->error = (uint16_t)egw_err_from_wire(wire_err);
 	(void)body;
 	return EGW_PE_OK;
 }

@@ -34,10 +34,7 @@ extern "C" {
 /** Message types: the xfer ones (1..6) plus REGISTER. */
 #define EGW_MSG_REGISTER 7
 
-/** Header flags. DUMMY belongs to INIT, ACK to REGISTER, POLL to STATUS. */
-#define EGW_PF_DUMMY 0x0001u
-#define EGW_PF_ACK 0x0002u
-#define EGW_PF_POLL 0x0004u
+/* Header flags: EGW_MSGF_* (egw_xfer.h), one set for every message. */
 
 /** Why a datagram was refused. Each has a counter in egw_proto_stats. */
 enum egw_proto_err {
@@ -113,7 +110,7 @@ struct egw_proto_key {
 	uint8_t k[EGW_PROTO_KEY_LEN];
 };
 
-/** Call once (libsodium init); 0 or -1. */
+/** Call once (libsodium init); 0 or -EIO. */
 int egw_proto_init(void);
 
 #define EGW_PROTO_KEY_MIN_BYTES 32u
@@ -127,19 +124,25 @@ int egw_proto_key_derive(struct egw_proto_key *key, const uint8_t *material,
 			 size_t len);
 
 /**
- * Encode `m` (types 1..6) into buf; MAC appended. Returns the datagram
- * length, or -EINVAL (bad type or field), -EMSGSIZE (cap too small).
+ * Encode `m` (types 1..6) into buf; MAC appended; m->error (an enum
+ * egw_err) goes out as its wire value. Returns the datagram length, or
+ * -EINVAL (bad type, flag, run count or error code), -EMSGSIZE (cap too
+ * small); errno values only.
  */
 int egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		     uint64_t seq, const struct egw_msg *m, uint8_t *buf,
 		     size_t cap);
+/** Encode a REGISTER (ack: the answer to one). Returns the datagram
+ *  length, or -EINVAL, -EMSGSIZE as egw_proto_encode. */
 int egw_proto_encode_register(const struct egw_proto_key *key,
 			      uint64_t session, uint64_t seq, bool ack,
 			      const struct egw_register *r, uint8_t *buf,
 			      size_t cap);
 
 /**
- * Decode and authenticate a datagram. Never reads past `len`, never
+ * Decode and authenticate a datagram; the error field of STATUS, ABORT and
+ * ERROR comes back as an enum egw_err (egw_err_from_wire). Never reads
+ * past `len`, never
  * allocates. Structure is checked before the MAC, the body after it: no
  * field of an unauthenticated datagram is ever interpreted. Replay is the
  * caller's next step (egw_replay_check), once it knows the peer.

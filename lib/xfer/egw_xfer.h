@@ -61,35 +61,80 @@ enum egw_state {
 	EGW_ST_FAILED = 4,
 };
 
+/**
+ * @name Return values and failure codes
+ *
+ * Every function of the egw_ libraries returns 0 (or a count) on success
+ * and a negative value on failure, which is one of two kinds that never
+ * overlap:
+ *  - a negated errno value (-EINVAL, -ENOMEM, ...): bad arguments, no
+ *    memory, a role the object lacks; errno values are far below
+ *    EGW_ERR_BASE;
+ *  - a negated enum egw_err (-EGW_E_BUSY, ...): the protocol refused or a
+ *    room failed; these are all above EGW_ERR_BASE.
+ * Each function says which kinds it returns. egw_strerror() turns any of
+ * them (and a positive enum egw_err) into text; egw_rc_is_err() tells the
+ * two kinds apart.
+ *
+ * On the wire (ERROR, ABORT and STATUS `error`, doc/protocol.md) a code
+ * travels as its wire value, 0 for EGW_E_OK and 1..EGW_E_COUNT-1 for the
+ * others in the order below; lib/proto converts with egw_err_to_wire() and
+ * egw_err_from_wire(). The wire value is also the index of the per-reason
+ * counters in struct egw_xfer_stats.
+ * @{
+ */
+#define EGW_ERR_BASE 1000
+
 /** Protocol and failure codes: carried in ERROR/ABORT/STATUS and in stats. */
 enum egw_err {
 	EGW_E_OK = 0,
-	EGW_E_UNKNOWN_ROOM,     /**< no such room (yet, or any more) */
-	EGW_E_BAD_RANK,         /**< rank >= nranks, nranks differs, foreign peer */
-	EGW_E_BLOCK_TOKENS,     /**< block_tokens differs between the sides */
-	EGW_E_ALLOC_MISMATCH,   /**< allocated tokens != blocks x block_tokens */
-	EGW_E_ZERO_BLOCKS,      /**< a window without blocks */
-	EGW_E_BAD_BLOCKS,       /**< blocks out of the peer's pool, or overlapping */
-	EGW_E_BEYOND_TOTAL,     /**< window offset at or past the total */
-	EGW_E_STATE,            /**< message not valid in the room's state */
-	EGW_E_TOTAL_CHANGED,    /**< a second, different total announced */
-	EGW_E_BAD_STATUS,       /**< landed > allocated, landed > total, ... */
-	EGW_E_BUSY,             /**< too many windows outstanding; retry later */
-	EGW_E_TOO_LARGE,        /**< total beyond EGW_XFER_MAX_TOKENS or run slots */
-	EGW_E_NO_SLOT,          /**< room table full */
-	EGW_E_DUPLICATE_ROOM,   /**< open of a room that exists */
-	EGW_E_TIMEOUT_BOOTSTRAP,
-	EGW_E_TIMEOUT_INPUT,
-	EGW_E_TIMEOUT_ROUND,
-	EGW_E_POOL_EXHAUSTED,   /**< allocation kept failing until its deadline */
-	EGW_E_PEER_DEAD,
-	EGW_E_ABORTED,          /**< the peer or the local app aborted the room */
-	EGW_E_TRANSPORT,        /**< payload writes failed */
-	EGW_E_UNKNOWN_PEER,
-	EGW_E_MAX
+	EGW_E_UNKNOWN_ROOM = EGW_ERR_BASE + 1, /**< wire 1: no such room (yet, or any more) */
+	EGW_E_BAD_RANK,         /**< wire 2: rank >= nranks, nranks differs, foreign peer */
+	EGW_E_BLOCK_TOKENS,     /**< wire 3: block_tokens differs between the sides */
+	EGW_E_ALLOC_MISMATCH,   /**< wire 4: allocated tokens != blocks x block_tokens */
+	EGW_E_ZERO_BLOCKS,      /**< wire 5: a window without blocks */
+	EGW_E_BAD_BLOCKS,       /**< wire 6: blocks out of the peer's pool, or overlapping */
+	EGW_E_BEYOND_TOTAL,     /**< wire 7: window offset at or past the total */
+	EGW_E_STATE,            /**< wire 8: message not valid in the room's state */
+	EGW_E_TOTAL_CHANGED,    /**< wire 9: a second, different total announced */
+	EGW_E_BAD_STATUS,       /**< wire 10: landed > allocated, landed > total, ... */
+	EGW_E_BUSY,             /**< wire 11: too many windows outstanding; retry later */
+	EGW_E_TOO_LARGE,        /**< wire 12: total beyond EGW_XFER_MAX_TOKENS or run slots */
+	EGW_E_NO_SLOT,          /**< wire 13: room table full */
+	EGW_E_DUPLICATE_ROOM,   /**< wire 14: open of a room that exists */
+	EGW_E_TIMEOUT_BOOTSTRAP, /**< wire 15 */
+	EGW_E_TIMEOUT_INPUT,    /**< wire 16 */
+	EGW_E_TIMEOUT_ROUND,    /**< wire 17 */
+	EGW_E_POOL_EXHAUSTED,   /**< wire 18: allocation kept failing until its deadline */
+	EGW_E_PEER_DEAD,        /**< wire 19 */
+	EGW_E_ABORTED,          /**< wire 20: the peer or the local app aborted the room */
+	EGW_E_TRANSPORT,        /**< wire 21: payload writes failed */
+	EGW_E_UNKNOWN_PEER,     /**< wire 22 */
+	EGW_E_END               /**< one past the last code; not a code */
 };
 
-const char *egw_strerror(enum egw_err e);
+/** Number of codes, EGW_E_OK included: wire values are 0..EGW_E_COUNT-1. */
+#define EGW_E_COUNT (EGW_E_END - EGW_ERR_BASE)
+
+/** Wire value of a code (0..EGW_E_COUNT-1); UINT16_MAX for a non-code. */
+uint16_t egw_err_to_wire(enum egw_err e);
+/** Code of a wire value; EGW_E_END for a value that is no code. */
+enum egw_err egw_err_from_wire(uint16_t wire);
+
+/** Whether a return value is a negated enum egw_err (not 0, not -errno). */
+static inline bool
+egw_rc_is_err(int rc)
+{
+	return rc < -EGW_ERR_BASE && rc > -(int)EGW_E_END;
+}
+
+/**
+ * Text for any return value of the egw_ libraries: 0, -errno, -enum
+ * egw_err, or a positive enum egw_err (as in EGW_ACT_DONE). Never NULL.
+ */
+const char *egw_strerror(int rc);
+/** @} */
+
 const char *egw_state_name(enum egw_state s);
 
 /* ---- messages (decoded form; lib/proto puts them on the wire) --------- */
@@ -103,13 +148,17 @@ enum egw_msg_type {
 	EGW_MSG_ERROR = 6,    /**< E->L: a request was refused, `error` says why */
 };
 
+/** Header flags, on the wire as they are (doc/protocol.md); each belongs
+ *  to one message type and lib/proto refuses it on any other. */
 #define EGW_MSGF_DUMMY 0x1u   /**< INIT: this rank wants the aux record only */
+#define EGW_MSGF_ACK 0x2u     /**< REGISTER (lib/proto): the answer to one */
 #define EGW_MSGF_POLL 0x4u    /**< STATUS L->E: a poll, not a report */
 
 struct egw_msg {
 	uint8_t type;          /**< enum egw_msg_type */
 	uint8_t state;         /**< STATUS E->L: enum egw_state of this rank */
-	uint16_t error;        /**< enum egw_err (ERROR, ABORT, failed STATUS) */
+	uint16_t error;        /**< enum egw_err (ERROR, ABORT, failed STATUS);
+				 *   lib/proto maps it to its wire value */
 	uint16_t flags;        /**< EGW_MSGF_* */
 	uint16_t rank;
 	uint16_t nranks;
@@ -196,6 +245,8 @@ struct egw_policy {
 	uint32_t nseen, head, current;
 };
 
+/** Both return 0, or -EINVAL (zero block_tokens or tokens, min > max,
+ *  percentile outside 1..100). */
 int egw_policy_init_fixed(struct egw_policy *p, uint32_t block_tokens,
 			  uint32_t tokens);
 int egw_policy_init_adaptive(struct egw_policy *p, uint32_t block_tokens,
@@ -229,7 +280,7 @@ struct egw_xfer_conf {
 	uint32_t max_blocks_per_round; /**< receiver: cap per window (0: none) */
 	uint32_t pipeline_depth;    /**< receiver: windows ahead (1..PIPE-1) */
 	bool announce_early;        /**< sender: total in the INIT answer */
-	struct egw_xfer_timers t;
+	struct egw_xfer_timers timers;
 	egw_emit_fn emit;
 	void *emit_ctx;
 };
@@ -239,15 +290,17 @@ void egw_xfer_conf_default(struct egw_xfer_conf *c,
 
 struct egw_xfer_stats {
 	uint64_t rx_msgs, tx_msgs;
-	uint64_t rejected[EGW_E_MAX]; /**< messages refused, by reason */
-	uint64_t failed[EGW_E_MAX];   /**< rooms failed, by reason */
+	/** messages refused, by reason: index egw_err_to_wire(reason) */
+	uint64_t rejected[EGW_E_COUNT];
+	/** rooms failed, by reason: index egw_err_to_wire(reason) */
+	uint64_t failed[EGW_E_COUNT];
 	uint64_t duplicates;          /**< requests answered without new work */
 	uint64_t reordered;           /**< RESUME ahead of a missing one */
 	uint64_t retransmits;
 	uint64_t rooms_opened, rooms_ok, rooms_failed;
-	uint64_t windows;             /**< windows allocated (rx) / accepted (tx) */
+	uint64_t windows;             /**< windows allocated (receiver) / accepted (sender) */
 	uint64_t resumes;             /**< windows after the first */
-	uint64_t idle_waits;          /**< tx: a rank drained, waiting for RESUME */
+	uint64_t idle_waits;          /**< sender: a rank drained, waiting for RESUME */
 	uint64_t alloc_retries;
 	uint64_t write_batches, writes, bytes;
 	uint64_t rooms_active;
@@ -262,23 +315,31 @@ struct egw_xfer_stats {
 
 struct egw_receiver;
 
+/** 0, -EINVAL (bad configuration or policy), -ENOMEM. */
 int egw_receiver_create(const struct egw_xfer_conf *c,
 			const struct egw_policy *policy,
 			struct egw_receiver **out);
 void egw_receiver_destroy(struct egw_receiver *r);
+/** 0, or -EINVAL for peer >= max_peers. */
 int egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now);
 
-/** Open a room for one rank: allocates the first window and sends INIT. */
+/** Open a room for one rank: allocates the first window and sends INIT.
+ *  0, -EINVAL (NULL engine), or -enum egw_err: EGW_E_UNKNOWN_PEER,
+ *  EGW_E_PEER_DEAD, EGW_E_BAD_RANK, EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT. */
 int egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		      uint16_t nranks, uint32_t peer, bool dummy, uint64_t now);
-/** Result of an EGW_ACT_ALLOC: n > 0 runs, or n = -errno. */
+/** Result of an EGW_ACT_ALLOC: n > 0 runs, or n = -errno (the pool's
+ *  answer). Returns 0 or -enum egw_err (a stale or unknown request). */
 int egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room,
 			    uint16_t rank, const struct egw_run *runs, int n,
 			    uint64_t now);
-/** A decoded, authenticated message from `peer`. Returns 0 or -egw_err. */
+/** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
+ *  argument), or -enum egw_err: why the message was refused (counted in
+ *  stats.rejected). */
 int egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 			const struct egw_msg *m, uint64_t now);
-/** The local app gives up on a room (frees, tells the sender). */
+/** The local app gives up on a room (frees, tells the sender). 0 or
+ *  -EGW_E_UNKNOWN_ROOM. */
 int egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		       uint64_t now);
 void egw_receiver_tick(struct egw_receiver *r, uint64_t now);
@@ -287,7 +348,7 @@ void egw_receiver_abort_all(struct egw_receiver *r, uint64_t now);
 /** Declare a peer dead now (e.g. the transport lost it). */
 void egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer,
 			    uint64_t now);
-/** State of a room, or -EGW_E_UNKNOWN_ROOM. */
+/** enum egw_state of a room, or -EGW_E_UNKNOWN_ROOM. */
 int egw_receiver_state(const struct egw_receiver *r, uint64_t room,
 		       uint16_t rank);
 void egw_receiver_get_stats(const struct egw_receiver *r,
@@ -299,31 +360,46 @@ const struct egw_policy *egw_receiver_policy(const struct egw_receiver *r);
 
 struct egw_sender;
 
+/** 0, -EINVAL (bad configuration), -ENOMEM. */
 int egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out);
 void egw_sender_destroy(struct egw_sender *s);
+/** 0, or -EINVAL for peer >= max_peers. */
 int egw_sender_peer_add(struct egw_sender *s, uint32_t peer,
 			uint32_t pool_blocks, uint64_t now);
 
-/** The encode side learns of a request that `nranks` ranks will fetch. */
+/** The encode side learns of a request that `nranks` ranks will fetch.
+ *  0, -EINVAL (NULL engine), or -enum egw_err: EGW_E_BAD_RANK (nranks),
+ *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT. */
 int egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 		    uint64_t now);
 /**
  * The encoder's output is in the local pool: `total` tokens in the blocks
  * of `runs` (in token order), aux record in the first block. The room owns
  * these runs from now on and frees them (EGW_ACT_FREE) when it ends.
+ * 0 or -enum egw_err: EGW_E_UNKNOWN_ROOM, EGW_E_STATE (input twice),
+ * EGW_E_TOO_LARGE, EGW_E_BAD_BLOCKS, EGW_E_BLOCK_TOKENS,
+ * EGW_E_ALLOC_MISMATCH (runs do not cover the total).
  */
 int egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
 		     const struct egw_run *runs, uint32_t nruns, uint64_t now);
+/** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
+ *  argument), or -enum egw_err: why the message was refused (counted in
+ *  stats.rejected; the peer hears an ERROR where one is due). */
 int egw_sender_on_msg(struct egw_sender *s, uint32_t peer,
 		      const struct egw_msg *m, uint64_t now);
-/** Writes of an EGW_ACT_POST_WRITES completed; ok == false fails the room. */
+/** Writes of an EGW_ACT_POST_WRITES completed; ok == false fails the room.
+ *  0, or -enum egw_err for a cookie that is stale (EGW_E_UNKNOWN_ROOM),
+ *  malformed (EGW_E_BAD_RANK) or already completed (EGW_E_STATE). */
 int egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 			   uint64_t now);
+/** 0 or -EGW_E_UNKNOWN_ROOM. */
 int egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now);
 void egw_sender_tick(struct egw_sender *s, uint64_t now);
 /** Shutdown: fail every open room as aborted and tell its ranks. */
 void egw_sender_abort_all(struct egw_sender *s, uint64_t now);
 void egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now);
+/** enum egw_state of a room (a finished one while it lingers), or
+ *  -EGW_E_UNKNOWN_ROOM. */
 int egw_sender_state(const struct egw_sender *s, uint64_t room);
 void egw_sender_get_stats(const struct egw_sender *s,
 			  struct egw_xfer_stats *st);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,38 +8,70 @@
 
 #define MS 1000000ull
 
-static const char *const err_names[EGW_E_MAX] = {
-	[EGW_E_OK] = "ok",
-	[EGW_E_UNKNOWN_ROOM] = "unknown room",
-	[EGW_E_BAD_RANK] = "bad rank or foreign peer",
-	[EGW_E_BLOCK_TOKENS] = "block_tokens differs between the sides",
-	[EGW_E_ALLOC_MISMATCH] = "allocated tokens != blocks x block_tokens",
-	[EGW_E_ZERO_BLOCKS] = "window without blocks",
-	[EGW_E_BAD_BLOCKS] = "blocks outside the pool or overlapping",
-	[EGW_E_BEYOND_TOTAL] = "window starts at or beyond the total",
-	[EGW_E_STATE] = "message not valid in this state",
-	[EGW_E_TOTAL_CHANGED] = "total differs from the one announced",
-	[EGW_E_BAD_STATUS] = "inconsistent status",
-	[EGW_E_BUSY] = "too many windows outstanding",
-	[EGW_E_TOO_LARGE] = "total or run list too large",
-	[EGW_E_NO_SLOT] = "room table full",
-	[EGW_E_DUPLICATE_ROOM] = "room already open",
-	[EGW_E_TIMEOUT_BOOTSTRAP] = "bootstrap deadline passed",
-	[EGW_E_TIMEOUT_INPUT] = "waiting-for-input deadline passed",
-	[EGW_E_TIMEOUT_ROUND] = "no transfer progress before the round deadline",
-	[EGW_E_POOL_EXHAUSTED] = "pool exhausted until the allocation deadline",
-	[EGW_E_PEER_DEAD] = "peer dead (heartbeat deadline)",
-	[EGW_E_ABORTED] = "aborted",
-	[EGW_E_TRANSPORT] = "payload writes failed",
-	[EGW_E_UNKNOWN_PEER] = "unknown peer",
+/* indexed by wire value */
+#define W(e) [(e) == EGW_E_OK ? 0 : (e) - EGW_ERR_BASE]
+static const char *const err_names[EGW_E_COUNT] = {
+	W(EGW_E_OK) = "ok",
+	W(EGW_E_UNKNOWN_ROOM) = "unknown room",
+	W(EGW_E_BAD_RANK) = "bad rank or foreign peer",
+	W(EGW_E_BLOCK_TOKENS) = "block_tokens differs between the sides",
+	W(EGW_E_ALLOC_MISMATCH) = "allocated tokens != blocks x block_tokens",
+	W(EGW_E_ZERO_BLOCKS) = "window without blocks",
+	W(EGW_E_BAD_BLOCKS) = "blocks outside the pool or overlapping",
+	W(EGW_E_BEYOND_TOTAL) = "window starts at or beyond the total",
+	W(EGW_E_STATE) = "message not valid in this state",
+	W(EGW_E_TOTAL_CHANGED) = "total differs from the one announced",
+	W(EGW_E_BAD_STATUS) = "inconsistent status",
+	W(EGW_E_BUSY) = "too many windows outstanding",
+	W(EGW_E_TOO_LARGE) = "total or run list too large",
+	W(EGW_E_NO_SLOT) = "room table full",
+	W(EGW_E_DUPLICATE_ROOM) = "room already open",
+	W(EGW_E_TIMEOUT_BOOTSTRAP) = "bootstrap deadline passed",
+	W(EGW_E_TIMEOUT_INPUT) = "waiting-for-input deadline passed",
+	W(EGW_E_TIMEOUT_ROUND) = "no transfer progress before the round deadline",
+	W(EGW_E_POOL_EXHAUSTED) = "pool exhausted until the allocation deadline",
+	W(EGW_E_PEER_DEAD) = "peer dead (heartbeat deadline)",
+	W(EGW_E_ABORTED) = "aborted",
+	W(EGW_E_TRANSPORT) = "payload writes failed",
+	W(EGW_E_UNKNOWN_PEER) = "unknown peer",
 };
+#undef W
+
+uint16_t
+egw_err_to_wire(enum egw_err e)
+{
+	if (e == EGW_E_OK)
+		return 0;
+	if (e > EGW_ERR_BASE && e < EGW_E_END)
+		return (uint16_t)(e - EGW_ERR_BASE);
+	return UINT16_MAX;
+}
+
+enum egw_err
+egw_err_from_wire(uint16_t wire)
+{
+	if (wire == 0)
+		return EGW_E_OK;
+	if (wire < EGW_E_COUNT)
+		return (enum egw_err)(EGW_ERR_BASE + wire);
+	return EGW_E_END;
+}
 
 const char *
-egw_strerror(enum egw_err e)
+egw_strerror(int rc)
 {
-	if ((unsigned)e >= EGW_E_MAX || err_names[e] == NULL)
+	int v;
+
+	if (rc == INT_MIN)
 		return "unknown error";
-	return err_names[e];
+	v = rc < 0 ? -rc : rc;
+	if (v == 0)
+		return err_names[0];
+	if (v > EGW_ERR_BASE && v < EGW_E_END)
+		return err_names[v - EGW_ERR_BASE];
+	if (v < EGW_ERR_BASE)
+		return strerror(v); /* errno: the C library's text */
+	return "unknown error";
 }
 
 const char *
@@ -84,54 +117,54 @@ egw_xfer_conf_default(struct egw_xfer_conf *c, const struct egw_pool_geom *g)
 	c->max_blocks_per_round = 0;
 	c->pipeline_depth = 2;
 	c->announce_early = true;
-	egw_xfer_timers_default(&c->t);
+	egw_xfer_timers_default(&c->timers);
 }
 
 /* ---- core -------------------------------------------------------------- */
 
 int
-core_init(struct xfer_core *k, const struct egw_xfer_conf *c)
+core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 {
 	uint32_t buckets = 4;
 
-	memset(k, 0, sizeof(*k));
+	memset(core, 0, sizeof(*core));
 	if (c == NULL || c->emit == NULL || c->max_rooms == 0 ||
 	    c->max_rooms > (1u << 24) || c->max_peers == 0 ||
 	    c->max_runs_per_room == 0 || c->pipeline_depth == 0 ||
-	    c->pipeline_depth >= EGW_XFER_PIPE || c->t.rto_ns == 0 ||
-	    c->t.rto_max_ns < c->t.rto_ns || egw_geom_check(&c->geom) != 0)
+	    c->pipeline_depth >= EGW_XFER_PIPE || c->timers.rto_ns == 0 ||
+	    c->timers.rto_max_ns < c->timers.rto_ns || egw_geom_check(&c->geom) != 0)
 		return -EINVAL;
-	k->c = *c;
+	core->conf = *c;
 	while (buckets < 2 * c->max_rooms)
 		buckets *= 2;
-	k->tab_mask = buckets - 1;
-	k->tab = calloc(buckets, sizeof(*k->tab));
-	k->peers = calloc(c->max_peers, sizeof(*k->peers));
-	k->free_idx = calloc(c->max_rooms, sizeof(*k->free_idx));
-	k->active = calloc(c->max_rooms, sizeof(*k->active));
-	k->active_pos = calloc(c->max_rooms, sizeof(*k->active_pos));
-	k->gen = calloc(c->max_rooms, sizeof(*k->gen));
-	if (k->tab == NULL || k->peers == NULL || k->free_idx == NULL ||
-	    k->active == NULL || k->active_pos == NULL || k->gen == NULL) {
-		core_fini(k);
+	core->tab_mask = buckets - 1;
+	core->tab = calloc(buckets, sizeof(*core->tab));
+	core->peers = calloc(c->max_peers, sizeof(*core->peers));
+	core->free_idx = calloc(c->max_rooms, sizeof(*core->free_idx));
+	core->active = calloc(c->max_rooms, sizeof(*core->active));
+	core->active_pos = calloc(c->max_rooms, sizeof(*core->active_pos));
+	core->gen = calloc(c->max_rooms, sizeof(*core->gen));
+	if (core->tab == NULL || core->peers == NULL || core->free_idx == NULL ||
+	    core->active == NULL || core->active_pos == NULL || core->gen == NULL) {
+		core_fini(core);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < c->max_rooms; i++)
-		k->free_idx[i] = c->max_rooms - 1 - i;
-	k->nfree = c->max_rooms;
+		core->free_idx[i] = c->max_rooms - 1 - i;
+	core->nfree = c->max_rooms;
 	return 0;
 }
 
 void
-core_fini(struct xfer_core *k)
+core_fini(struct xfer_core *core)
 {
-	free(k->tab);
-	free(k->peers);
-	free(k->free_idx);
-	free(k->active);
-	free(k->active_pos);
-	free(k->gen);
-	memset(k, 0, sizeof(*k));
+	free(core->tab);
+	free(core->peers);
+	free(core->free_idx);
+	free(core->active);
+	free(core->active_pos);
+	free(core->gen);
+	memset(core, 0, sizeof(*core));
 }
 
 static uint32_t
@@ -143,170 +176,204 @@ hash_key(uint64_t room, uint32_t rank)
 }
 
 int32_t
-core_find(const struct xfer_core *k, uint64_t room, uint32_t rank)
+core_find(const struct xfer_core *core, uint64_t room, uint32_t rank)
 {
-	uint32_t i = hash_key(room, rank) & k->tab_mask;
+	uint32_t i = hash_key(room, rank) & core->tab_mask;
 
-	while (k->tab[i].idx1 != 0) {
-		if (k->tab[i].room == room && k->tab[i].rank == rank)
-			return (int32_t)(k->tab[i].idx1 - 1);
-		i = (i + 1) & k->tab_mask;
+	while (core->tab[i].idx1 != 0) {
+		if (core->tab[i].room == room && core->tab[i].rank == rank)
+			return (int32_t)(core->tab[i].idx1 - 1);
+		i = (i + 1) & core->tab_mask;
 	}
 	return -1;
 }
 
 int32_t
-core_take(struct xfer_core *k, uint64_t room, uint32_t rank)
+core_take(struct xfer_core *core, uint64_t room, uint32_t rank)
 {
 	uint32_t i, idx;
 
-	if (core_find(k, room, rank) >= 0)
+	if (core_find(core, room, rank) >= 0)
 		return -EGW_E_DUPLICATE_ROOM;
-	if (k->nfree == 0)
+	if (core->nfree == 0)
 		return -EGW_E_NO_SLOT;
-	idx = k->free_idx[--k->nfree];
-	i = hash_key(room, rank) & k->tab_mask;
-	while (k->tab[i].idx1 != 0)
-		i = (i + 1) & k->tab_mask;
-	k->tab[i].room = room;
-	k->tab[i].rank = rank;
-	k->tab[i].idx1 = idx + 1;
-	k->active_pos[idx] = k->nactive;
-	k->active[k->nactive++] = idx;
-	k->st.rooms_active = k->nactive;
-	k->st.rooms_opened++;
+	idx = core->free_idx[--core->nfree];
+	i = hash_key(room, rank) & core->tab_mask;
+	while (core->tab[i].idx1 != 0)
+		i = (i + 1) & core->tab_mask;
+	core->tab[i].room = room;
+	core->tab[i].rank = rank;
+	core->tab[i].idx1 = idx + 1;
+	core->active_pos[idx] = core->nactive;
+	core->active[core->nactive++] = idx;
+	core->stats.rooms_active = core->nactive;
+	core->stats.rooms_opened++;
 	return (int32_t)idx;
 }
 
 void
-core_release(struct xfer_core *k, uint64_t room, uint32_t rank, uint32_t idx)
+core_probe_delete(const struct core_probe_table *t, uint32_t hole)
 {
-	uint32_t i = hash_key(room, rank) & k->tab_mask, j, pos, last;
+	uint8_t *slots = t->slots;
+	uint32_t i = hole, j = hole;
 
-	while (k->tab[i].idx1 != idx + 1) {
-		if (k->tab[i].idx1 == 0)
-			return; /* not there: nothing to undo */
-		i = (i + 1) & k->tab_mask;
-	}
-	/* backward-shift deletion keeps probe chains intact, no tombstones */
-	k->tab[i].idx1 = 0;
-	j = i;
+	t->clear(slots + (size_t)i * t->size);
 	for (;;) {
 		uint32_t home;
 
-		j = (j + 1) & k->tab_mask;
-		if (k->tab[j].idx1 == 0)
+		j = (j + 1) & t->mask;
+		home = t->home(slots + (size_t)j * t->size, t->mask);
+		if (home == UINT32_MAX)
 			break;
-		home = hash_key(k->tab[j].room, k->tab[j].rank) & k->tab_mask;
 		/* move j into the hole i unless home lies cyclically in (i, j] */
 		if ((j > i && (home <= i || home > j)) ||
 		    (j < i && (home <= i && home > j))) {
-			k->tab[i] = k->tab[j];
-			k->tab[j].idx1 = 0;
+			memcpy(slots + (size_t)i * t->size,
+			       slots + (size_t)j * t->size, t->size);
+			t->clear(slots + (size_t)j * t->size);
 			i = j;
 		}
 	}
-	pos = k->active_pos[idx];
-	last = k->active[--k->nactive];
-	k->active[pos] = last;
-	k->active_pos[last] = pos;
-	k->gen[idx]++;
-	k->free_idx[k->nfree++] = idx;
-	k->st.rooms_active = k->nactive;
+}
+
+static uint32_t
+slot_home(const void *slot, uint32_t mask)
+{
+	const struct xfer_slot *s = slot;
+
+	return s->idx1 == 0 ? UINT32_MAX : hash_key(s->room, s->rank) & mask;
+}
+
+static void
+slot_clear(void *slot)
+{
+	((struct xfer_slot *)slot)->idx1 = 0;
+}
+
+void
+core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
+{
+	const struct core_probe_table tab = {
+		.slots = core->tab, .size = sizeof(*core->tab),
+		.mask = core->tab_mask, .home = slot_home, .clear = slot_clear,
+	};
+	uint32_t i = hash_key(room, rank) & core->tab_mask, pos, last;
+
+	while (core->tab[i].idx1 != idx + 1) {
+		if (core->tab[i].idx1 == 0)
+			return; /* not there: nothing to undo */
+		i = (i + 1) & core->tab_mask;
+	}
+	core_probe_delete(&tab, i);
+	pos = core->active_pos[idx];
+	last = core->active[--core->nactive];
+	core->active[pos] = last;
+	core->active_pos[last] = pos;
+	core->gen[idx]++;
+	core->free_idx[core->nfree++] = idx;
+	core->stats.rooms_active = core->nactive;
 }
 
 int
-core_peer_add(struct xfer_core *k, uint32_t peer, uint32_t pool_blocks,
+core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 	      uint64_t now)
 {
-	if (peer >= k->c.max_peers)
+	if (peer >= core->conf.max_peers)
 		return -EINVAL;
-	k->peers[peer].used = true;
-	k->peers[peer].dead = false;
-	k->peers[peer].pool_blocks = pool_blocks;
-	k->peers[peer].last_rx = now;
-	k->peers[peer].next_hb = now;
+	core->peers[peer].used = true;
+	core->peers[peer].dead = false;
+	core->peers[peer].pool_blocks = pool_blocks;
+	core->peers[peer].last_rx = now;
+	core->peers[peer].next_hb = now;
 	return 0;
 }
 
 int
-core_peer_heard(struct xfer_core *k, uint32_t peer, uint64_t now)
+core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now)
 {
-	if (peer >= k->c.max_peers || !k->peers[peer].used)
-		return core_reject(k, EGW_E_UNKNOWN_PEER);
-	k->peers[peer].last_rx = now;
-	k->peers[peer].dead = false;
-	k->st.rx_msgs++;
+	if (peer >= core->conf.max_peers || !core->peers[peer].used)
+		return core_reject(core, EGW_E_UNKNOWN_PEER);
+	core->peers[peer].last_rx = now;
+	core->peers[peer].dead = false;
+	core->stats.rx_msgs++;
 	return 0;
 }
 
 void
-core_peer_tick(struct xfer_core *k, uint64_t now,
-	       void (*on_dead)(void *eng, uint32_t peer, uint64_t now),
+core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
+	       bool announce, core_on_dead_fn on_dead, void *eng)
+{
+	if (peer < core->conf.max_peers && core->peers[peer].used &&
+	    !core->peers[peer].dead) {
+		struct egw_act a = { .type = EGW_ACT_PEER_DEAD, .peer = peer };
+
+		core->peers[peer].dead = true;
+		core->stats.peers_dead++;
+		if (announce)
+			core_emit(core, &a);
+	}
+	on_dead(eng, peer, now);
+}
+
+void
+core_peer_tick(struct xfer_core *core, uint64_t now, core_on_dead_fn on_dead,
 	       void *eng)
 {
-	for (uint32_t p = 0; p < k->c.max_peers; p++) {
-		struct xfer_peer *pe = &k->peers[p];
+	for (uint32_t p = 0; p < core->conf.max_peers; p++) {
+		struct xfer_peer *pe = &core->peers[p];
 
 		if (!pe->used)
 			continue;
 		if (now >= pe->next_hb) {
 			struct egw_msg m = { .type = EGW_MSG_HEARTBEAT };
 
-			core_send(k, p, &m);
-			pe->next_hb = now + k->c.t.heartbeat_ns;
+			core_send(core, p, &m);
+			pe->next_hb = now + core->conf.timers.heartbeat_ns;
 		}
-		if (!pe->dead && now - pe->last_rx >= k->c.t.peer_dead_ns) {
-			struct egw_act a = { .type = EGW_ACT_PEER_DEAD,
-					     .peer = p };
-
-			pe->dead = true;
-			k->st.peers_dead++;
-			core_emit(k, &a);
-			on_dead(eng, p, now);
-		}
+		if (!pe->dead && now - pe->last_rx >= core->conf.timers.peer_dead_ns)
+			core_peer_dead(core, p, now, true, on_dead, eng);
 	}
 }
 
 void
-core_send(struct xfer_core *k, uint32_t peer, const struct egw_msg *m)
+core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m)
 {
 	struct egw_act a = { .type = EGW_ACT_SEND, .peer = peer,
 			     .room = m->room, .rank = m->rank, .msg = m };
 
-	core_emit(k, &a);
+	core_emit(core, &a);
 }
 
 void
-core_free_runs(struct xfer_core *k, uint64_t room, uint16_t rank,
+core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
 	       const struct egw_run *runs, uint32_t n)
 {
 	struct egw_act a = { .type = EGW_ACT_FREE, .room = room, .rank = rank,
 			     .runs = runs, .nruns = n };
 
 	if (n > 0)
-		core_emit(k, &a);
+		core_emit(core, &a);
 }
 
 void
-core_done(struct xfer_core *k, uint64_t room, uint16_t rank, enum egw_err e)
+core_done(struct xfer_core *core, uint64_t room, uint16_t rank, enum egw_err e)
 {
 	struct egw_act a = { .type = EGW_ACT_DONE, .room = room, .rank = rank,
 			     .error = e };
 
 	if (e == EGW_E_OK) {
-		k->st.rooms_ok++;
+		core->stats.rooms_ok++;
 	} else {
-		k->st.rooms_failed++;
-		k->st.failed[e]++;
+		core->stats.rooms_failed++;
+		core->stats.failed[egw_err_to_wire(e)]++;
 	}
-	core_emit(k, &a);
+	core_emit(core, &a);
 }
 
 int
-core_reject(struct xfer_core *k, enum egw_err e)
+core_reject(struct xfer_core *core, enum egw_err e)
 {
-	k->st.rejected[e]++;
+	core->stats.rejected[egw_err_to_wire(e)]++;
 	return -(int)e;
 }
 

@@ -18,12 +18,12 @@
 
 #include "xfer_core.h"
 
-struct rx_window {
+struct receiver_window {
 	uint32_t off, alloc;      /* tokens */
 	uint32_t first_run, nruns;
 };
 
-struct rx_room {
+struct receiver_room {
 	uint64_t room;
 	uint16_t rank, nranks;
 	uint32_t peer;
@@ -42,19 +42,19 @@ struct rx_room {
 	uint64_t next_tx, rto;
 	struct egw_run *runs;     /* all runs, token order */
 	uint32_t nruns;
-	struct rx_window *win;
+	struct receiver_window *win;
 	uint32_t nwin;
 };
 
 struct egw_receiver {
-	struct xfer_core k;
+	struct xfer_core core;
 	struct egw_policy policy;
-	struct rx_room *rooms;
+	struct receiver_room *rooms;
 	struct egw_run *run_store;
-	struct rx_window *win_store;
+	struct receiver_window *win_store;
 };
 
-static void rx_fail(struct egw_receiver *r, struct rx_room *x, enum egw_err e,
+static void receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
 		    bool tell_peer);
 
 int
@@ -71,7 +71,7 @@ egw_receiver_create(const struct egw_xfer_conf *c,
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;
-	rc = core_init(&r->k, c);
+	rc = core_init(&r->core, c);
 	if (rc != 0) {
 		free(r);
 		return rc;
@@ -98,7 +98,7 @@ egw_receiver_destroy(struct egw_receiver *r)
 {
 	if (r == NULL)
 		return;
-	core_fini(&r->k);
+	core_fini(&r->core);
 	free(r->rooms);
 	free(r->run_store);
 	free(r->win_store);
@@ -108,7 +108,7 @@ egw_receiver_destroy(struct egw_receiver *r)
 int
 egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now)
 {
-	return core_peer_add(&r->k, peer, 0, now);
+	return core_peer_add(&r->core, peer, 0, now);
 }
 
 const struct egw_policy *
@@ -120,13 +120,13 @@ egw_receiver_policy(const struct egw_receiver *r)
 void
 egw_receiver_get_stats(const struct egw_receiver *r, struct egw_xfer_stats *st)
 {
-	*st = r->k.st;
+	*st = r->core.stats;
 }
 
-static struct rx_room *
-rx_find(struct egw_receiver *r, uint64_t room, uint16_t rank)
+static struct receiver_room *
+receiver_find(struct egw_receiver *r, uint64_t room, uint16_t rank)
 {
-	int32_t i = core_find(&r->k, room, rank);
+	int32_t i = core_find(&r->core, room, rank);
 
 	return i < 0 ? NULL : &r->rooms[i];
 }
@@ -134,16 +134,16 @@ rx_find(struct egw_receiver *r, uint64_t room, uint16_t rank)
 int
 egw_receiver_state(const struct egw_receiver *r, uint64_t room, uint16_t rank)
 {
-	int32_t i = core_find(&r->k, room, rank);
+	int32_t i = core_find(&r->core, room, rank);
 
 	return i < 0 ? -EGW_E_UNKNOWN_ROOM : r->rooms[i].state;
 }
 
 static void
-rx_set_state(struct egw_receiver *r, struct rx_room *x, enum egw_state s,
+receiver_set_state(struct egw_receiver *r, struct receiver_room *x, enum egw_state s,
 	     uint64_t now)
 {
-	const struct egw_xfer_timers *t = &r->k.c.t;
+	const struct egw_xfer_timers *t = &r->core.conf.timers;
 
 	if (s <= x->state)
 		return; /* states only move forward */
@@ -157,9 +157,9 @@ rx_set_state(struct egw_receiver *r, struct rx_room *x, enum egw_state s,
 
 /* Ask the app for the next window's blocks. */
 static void
-rx_request_window(struct egw_receiver *r, struct rx_room *x)
+receiver_request_window(struct egw_receiver *r, struct receiver_room *x)
 {
-	const struct egw_xfer_conf *c = &r->k.c;
+	const struct egw_xfer_conf *c = &r->core.conf;
 	uint32_t bt = c->geom.block_tokens, want, room_left;
 	struct egw_act a = { .type = EGW_ACT_ALLOC, .room = x->room,
 			     .rank = x->rank, .peer = x->peer };
@@ -174,19 +174,19 @@ rx_request_window(struct egw_receiver *r, struct rx_room *x)
 	}
 	room_left = c->max_runs_per_room - x->nruns;
 	if (room_left == 0 || x->nwin == c->max_runs_per_room) {
-		rx_fail(r, x, EGW_E_TOO_LARGE, true);
+		receiver_fail(r, x, EGW_E_TOO_LARGE, true);
 		return;
 	}
 	a.tokens = want;
 	a.max_runs = room_left < EGW_XFER_MAX_RUNS ? room_left
 						   : EGW_XFER_MAX_RUNS;
 	x->alloc_pending = true;
-	core_emit(&r->k, &a);
+	core_emit(&r->core, &a);
 }
 
 static void
-rx_send_window(struct egw_receiver *r, struct rx_room *x,
-	       const struct rx_window *w)
+receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
+	       const struct receiver_window *w)
 {
 	struct egw_msg m = {
 		.type = w->off == 0 ? EGW_MSG_INIT : EGW_MSG_RESUME,
@@ -195,17 +195,17 @@ rx_send_window(struct egw_receiver *r, struct rx_room *x,
 		.nranks = x->nranks,
 		.nruns = (uint16_t)w->nruns,
 		.room = x->room,
-		.block_tokens = r->k.c.geom.block_tokens,
+		.block_tokens = r->core.conf.geom.block_tokens,
 		.offset = w->off,
 		.alloc_tokens = w->alloc,
 	};
 
 	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));
-	core_send(&r->k, x->peer, &m);
+	core_send(&r->core, x->peer, &m);
 }
 
 static void
-rx_send_simple(struct egw_receiver *r, struct rx_room *x, uint8_t type,
+receiver_send_simple(struct egw_receiver *r, struct receiver_room *x, uint8_t type,
 	       enum egw_err e)
 {
 	struct egw_msg m = { .type = type, .error = (uint16_t)e,
@@ -213,32 +213,32 @@ rx_send_simple(struct egw_receiver *r, struct rx_room *x, uint8_t type,
 			     .room = x->room,
 			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0 };
 
-	core_send(&r->k, x->peer, &m);
+	core_send(&r->core, x->peer, &m);
 }
 
 static void
-rx_release(struct egw_receiver *r, struct rx_room *x)
+receiver_release(struct egw_receiver *r, struct receiver_room *x)
 {
-	core_release(&r->k, x->room, x->rank, (uint32_t)(x - r->rooms));
+	core_release(&r->core, x->room, x->rank, (uint32_t)(x - r->rooms));
 }
 
 static void
-rx_fail(struct egw_receiver *r, struct rx_room *x, enum egw_err e,
+receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
 	bool tell_peer)
 {
 	x->state = EGW_ST_FAILED;
-	core_free_runs(&r->k, x->room, x->rank, x->runs, x->nruns);
+	core_free_runs(&r->core, x->room, x->rank, x->runs, x->nruns);
 	x->nruns = 0;
 	if (tell_peer)
-		rx_send_simple(r, x, EGW_MSG_ABORT, e);
-	core_done(&r->k, x->room, x->rank, e);
+		receiver_send_simple(r, x, EGW_MSG_ABORT, e);
+	core_done(&r->core, x->room, x->rank, e);
 	/* An allocation still in flight finds no room and is freed then. */
-	rx_release(r, x);
+	receiver_release(r, x);
 }
 
 /* Windows allocated and not yet fully landed. */
 static uint32_t
-rx_outstanding(const struct rx_room *x)
+receiver_outstanding(const struct receiver_room *x)
 {
 	uint32_t n = 0;
 
@@ -251,14 +251,14 @@ rx_outstanding(const struct rx_room *x)
 }
 
 static void
-rx_maybe_resume(struct egw_receiver *r, struct rx_room *x)
+receiver_maybe_resume(struct egw_receiver *r, struct receiver_room *x)
 {
 	if (x->dummy || x->total == 0 || x->alloc_pending ||
 	    x->alloc_failing || x->alloc_end >= x->total ||
 	    x->state >= EGW_ST_SUCCESS)
 		return;
-	if (rx_outstanding(x) < r->k.c.pipeline_depth)
-		rx_request_window(r, x);
+	if (receiver_outstanding(x) < r->core.conf.pipeline_depth)
+		receiver_request_window(r, x);
 }
 
 /*
@@ -268,9 +268,9 @@ rx_maybe_resume(struct egw_receiver *r, struct rx_room *x)
  * its writes are in flight.
  */
 static void
-rx_trim(struct egw_receiver *r, struct rx_room *x)
+receiver_trim(struct egw_receiver *r, struct receiver_room *x)
 {
-	uint32_t need = x->dummy ? 1 : egw_geom_blocks_for(&r->k.c.geom,
+	uint32_t need = x->dummy ? 1 : egw_geom_blocks_for(&r->core.conf.geom,
 							    x->total);
 	uint32_t cum = 0, i;
 
@@ -283,11 +283,11 @@ rx_trim(struct egw_receiver *r, struct rx_room *x)
 				     .rank = x->rank, .runs = &x->runs[i],
 				     .nruns = 1, .keep = need - cum };
 
-		core_emit(&r->k, &a);
+		core_emit(&r->core, &a);
 		x->runs[i].count = need - cum;
 		i++;
 	}
-	core_free_runs(&r->k, x->room, x->rank, x->runs + i, x->nruns - i);
+	core_free_runs(&r->core, x->room, x->rank, x->runs + i, x->nruns - i);
 	x->nruns = i;
 	for (uint32_t w = 0; w < x->nwin; w++)
 		if (x->win[w].first_run + x->win[w].nruns > i)
@@ -297,7 +297,7 @@ rx_trim(struct egw_receiver *r, struct rx_room *x)
 }
 
 static void
-rx_deliver(struct egw_receiver *r, struct rx_room *x)
+receiver_deliver(struct egw_receiver *r, struct receiver_room *x)
 {
 	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
 			     .rank = x->rank, .peer = x->peer,
@@ -307,35 +307,35 @@ rx_deliver(struct egw_receiver *r, struct rx_room *x)
 
 	x->state = EGW_ST_SUCCESS;
 	/* ownership of the runs passes to the app with this action */
-	core_emit(&r->k, &a);
+	core_emit(&r->core, &a);
 	x->nruns = 0;
-	core_done(&r->k, x->room, x->rank, EGW_E_OK);
-	rx_release(r, x);
+	core_done(&r->core, x->room, x->rank, EGW_E_OK);
+	receiver_release(r, x);
 }
 
 int
 egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		  uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
 {
-	struct rx_room *x;
+	struct receiver_room *x;
 	int32_t idx;
 
 	if (r == NULL)
 		return -EINVAL;
 	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS || rank >= nranks)
-		return core_reject(&r->k, EGW_E_BAD_RANK);
-	if (peer >= r->k.c.max_peers || !r->k.peers[peer].used)
-		return core_reject(&r->k, EGW_E_UNKNOWN_PEER);
+		return core_reject(&r->core, EGW_E_BAD_RANK);
+	if (peer >= r->core.conf.max_peers || !r->core.peers[peer].used)
+		return core_reject(&r->core, EGW_E_UNKNOWN_PEER);
 	/* a dead peer gets no new rooms until it is heard from again */
-	if (r->k.peers[peer].dead)
-		return core_reject(&r->k, EGW_E_PEER_DEAD);
-	idx = core_take(&r->k, room, rank);
+	if (r->core.peers[peer].dead)
+		return core_reject(&r->core, EGW_E_PEER_DEAD);
+	idx = core_take(&r->core, room, rank);
 	if (idx < 0)
-		return core_reject(&r->k, (enum egw_err)-idx);
+		return core_reject(&r->core, (enum egw_err)-idx);
 	x = &r->rooms[idx];
 	{
 		struct egw_run *runs = x->runs;
-		struct rx_window *win = x->win;
+		struct receiver_window *win = x->win;
 
 		memset(x, 0, sizeof(*x));
 		x->runs = runs;
@@ -347,11 +347,11 @@ egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	x->peer = peer;
 	x->dummy = dummy;
 	x->state = EGW_ST_BOOTSTRAPPING;
-	x->deadline = now + r->k.c.t.bootstrap_ns;
+	x->deadline = now + r->core.conf.timers.bootstrap_ns;
 	x->progress_at = now;
-	x->rto = r->k.c.t.rto_ns;
+	x->rto = r->core.conf.timers.rto_ns;
 	x->next_tx = UINT64_MAX;
-	rx_request_window(r, x);
+	receiver_request_window(r, x);
 	return 0;
 }
 
@@ -359,33 +359,33 @@ int
 egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 			const struct egw_run *runs, int n, uint64_t now)
 {
-	struct rx_room *x = rx_find(r, room, rank);
-	uint32_t bt = r->k.c.geom.block_tokens;
+	struct receiver_room *x = receiver_find(r, room, rank);
+	uint32_t bt = r->core.conf.geom.block_tokens;
 	uint64_t blocks = 0;
-	struct rx_window *w;
+	struct receiver_window *w;
 
 	if (x == NULL || !x->alloc_pending) {
 		/* the room ended meanwhile: hand the blocks straight back */
 		if (n > 0)
-			core_free_runs(&r->k, room, rank, runs, (uint32_t)n);
+			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
 		return -EGW_E_UNKNOWN_ROOM;
 	}
 	x->alloc_pending = false;
 	for (int i = 0; i < n; i++)
 		blocks += runs[i].count;
 	if (n <= 0 || blocks == 0 ||
-	    (uint32_t)n > r->k.c.max_runs_per_room - x->nruns ||
+	    (uint32_t)n > r->core.conf.max_runs_per_room - x->nruns ||
 	    n > EGW_XFER_MAX_RUNS || blocks * bt > EGW_XFER_MAX_TOKENS) {
 		if (n > 0) {
 			/* an allocator that answers nonsense is refused */
-			core_free_runs(&r->k, room, rank, runs, (uint32_t)n);
-			core_reject(&r->k, EGW_E_ZERO_BLOCKS);
+			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
+			core_reject(&r->core, EGW_E_ZERO_BLOCKS);
 		}
-		r->k.st.alloc_retries++;
+		r->core.stats.alloc_retries++;
 		if (!x->alloc_failing)
 			x->alloc_fail_since = now;
 		x->alloc_failing = true;
-		x->next_alloc = now + r->k.c.t.alloc_retry_ns;
+		x->next_alloc = now + r->core.conf.timers.alloc_retry_ns;
 		return n < 0 ? n : -ENOSPC;
 	}
 	x->alloc_failing = false;
@@ -397,43 +397,43 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	memcpy(x->runs + x->nruns, runs, (size_t)n * sizeof(*runs));
 	x->nruns += (uint32_t)n;
 	x->alloc_end += w->alloc;
-	r->k.st.windows++;
+	r->core.stats.windows++;
 	if (w->off != 0)
-		r->k.st.resumes++;
-	rx_send_window(r, x, w);
-	x->rto = r->k.c.t.rto_ns;
+		r->core.stats.resumes++;
+	receiver_send_window(r, x, w);
+	x->rto = r->core.conf.timers.rto_ns;
 	x->next_tx = now + x->rto;
-	rx_maybe_resume(r, x);
+	receiver_maybe_resume(r, x);
 	return 0;
 }
 
 static bool
-rx_window_acked(const struct rx_room *x, const struct rx_window *w)
+receiver_window_acked(const struct receiver_room *x, const struct receiver_window *w)
 {
 	return w->off + w->alloc <= x->accepted;
 }
 
 static int
-rx_on_status(struct egw_receiver *r, struct rx_room *x,
+receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 	     const struct egw_msg *m, uint64_t now)
 {
 	bool progress = false;
 
 	if (m->state == EGW_ST_FAILED) {
-		enum egw_err e = m->error > EGW_E_OK && m->error < EGW_E_MAX
+		enum egw_err e = egw_rc_is_err(-(int)m->error)
 					 ? (enum egw_err)m->error
 					 : EGW_E_ABORTED;
 
-		rx_fail(r, x, e, false);
+		receiver_fail(r, x, e, false);
 		return 0;
 	}
 	if (m->state > EGW_ST_FAILED)
-		return core_reject(&r->k, EGW_E_BAD_STATUS);
+		return core_reject(&r->core, EGW_E_BAD_STATUS);
 	if (m->total_tokens != 0 && x->total != 0 &&
 	    m->total_tokens != x->total)
-		return core_reject(&r->k, EGW_E_TOTAL_CHANGED);
+		return core_reject(&r->core, EGW_E_TOTAL_CHANGED);
 	if (m->total_tokens > EGW_XFER_MAX_TOKENS)
-		return core_reject(&r->k, EGW_E_TOO_LARGE);
+		return core_reject(&r->core, EGW_E_TOO_LARGE);
 	if (m->accepted_tokens > x->alloc_end ||
 	    (m->total_tokens == 0 && m->landed_tokens != 0) ||
 	    m->landed_tokens > m->total_tokens ||
@@ -442,19 +442,19 @@ rx_on_status(struct egw_receiver *r, struct rx_room *x,
 	     m->landed_tokens != m->total_tokens) ||
 	    (m->state == EGW_ST_SUCCESS &&
 	     (m->total_tokens == 0 || m->landed_tokens != m->total_tokens)))
-		return core_reject(&r->k, EGW_E_BAD_STATUS);
+		return core_reject(&r->core, EGW_E_BAD_STATUS);
 
 	if (m->accepted_tokens > x->accepted) {
 		x->accepted = m->accepted_tokens;
 		progress = true;
 	}
 	if (x->accepted > 0)
-		rx_set_state(r, x, EGW_ST_WAITING_FOR_INPUT, now);
+		receiver_set_state(r, x, EGW_ST_WAITING_FOR_INPUT, now);
 	if (m->total_tokens != 0 && x->total == 0) {
 		x->total = m->total_tokens;
 		egw_policy_observe(&r->policy, x->total);
-		rx_trim(r, x);
-		rx_set_state(r, x, EGW_ST_TRANSFERRING, now);
+		receiver_trim(r, x);
+		receiver_set_state(r, x, EGW_ST_TRANSFERRING, now);
 		progress = true;
 	}
 	if (m->landed_tokens > x->landed) {
@@ -463,47 +463,48 @@ rx_on_status(struct egw_receiver *r, struct rx_room *x,
 	}
 	if (m->state == EGW_ST_SUCCESS && x->total != 0 &&
 	    x->landed == x->total) {
-		rx_deliver(r, x);
+		receiver_deliver(r, x);
 		return 0;
 	}
 	if (progress) {
 		x->progress_at = now;
-		x->rto = r->k.c.t.rto_ns;
+		x->rto = r->core.conf.timers.rto_ns;
 		x->next_tx = now + x->rto;
 	} else {
-		r->k.st.duplicates++;
+		r->core.stats.duplicates++;
 	}
-	rx_maybe_resume(r, x);
+	receiver_maybe_resume(r, x);
 	return 0;
 }
 
 static int
-rx_on_error(struct egw_receiver *r, struct rx_room *x, const struct egw_msg *m)
+receiver_on_error(struct egw_receiver *r, struct receiver_room *x, const struct egw_msg *m)
 {
-	enum egw_err e = m->error < EGW_E_MAX ? (enum egw_err)m->error
-					      : EGW_E_BAD_STATUS;
-	const struct rx_window *w = NULL;
+	enum egw_err e = egw_err_to_wire((enum egw_err)m->error) != UINT16_MAX
+				 ? (enum egw_err)m->error
+				 : EGW_E_BAD_STATUS;
+	const struct receiver_window *w = NULL;
 
 	/* `state` echoes the refused request's type, `offset` its window */
 	if (m->state == EGW_MSG_INIT || m->state == EGW_MSG_RESUME) {
 		for (uint32_t i = 0; i < x->nwin; i++)
 			if (x->win[i].off == m->offset)
 				w = &x->win[i];
-		if (w == NULL || rx_window_acked(x, w))
-			return core_reject(&r->k, EGW_E_STATE); /* stale */
+		if (w == NULL || receiver_window_acked(x, w))
+			return core_reject(&r->core, EGW_E_STATE); /* stale */
 	}
 	if (e == EGW_E_BUSY ||
 	    (e == EGW_E_UNKNOWN_ROOM && m->state == EGW_MSG_INIT)) {
 		/* retriable: the sender has not opened the room yet, or is
 		 * full; the retransmission timer tries again */
-		r->k.st.rejected[e]++;
+		r->core.stats.rejected[egw_err_to_wire(e)]++;
 		return 0;
 	}
 	if (m->state == EGW_MSG_STATUS && e != EGW_E_UNKNOWN_ROOM)
-		return core_reject(&r->k, EGW_E_STATE);
+		return core_reject(&r->core, EGW_E_STATE);
 	if (e == EGW_E_OK)
 		e = EGW_E_BAD_STATUS;
-	rx_fail(r, x, e, false);
+	receiver_fail(r, x, e, false);
 	return 0;
 }
 
@@ -511,31 +512,31 @@ int
 egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 		    const struct egw_msg *m, uint64_t now)
 {
-	struct rx_room *x;
+	struct receiver_room *x;
 	int rc;
 
 	if (r == NULL || m == NULL)
 		return -EINVAL;
-	rc = core_peer_heard(&r->k, peer, now);
+	rc = core_peer_heard(&r->core, peer, now);
 	if (rc != 0)
 		return rc;
 	if (m->type == EGW_MSG_HEARTBEAT)
 		return 0;
 	if (m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ERROR &&
 	    m->type != EGW_MSG_ABORT)
-		return core_reject(&r->k, EGW_E_STATE);
-	x = rx_find(r, m->room, m->rank);
+		return core_reject(&r->core, EGW_E_STATE);
+	x = receiver_find(r, m->room, m->rank);
 	if (x == NULL)
-		return core_reject(&r->k, EGW_E_UNKNOWN_ROOM);
+		return core_reject(&r->core, EGW_E_UNKNOWN_ROOM);
 	if (x->peer != peer)
-		return core_reject(&r->k, EGW_E_BAD_RANK);
+		return core_reject(&r->core, EGW_E_BAD_RANK);
 	switch (m->type) {
 	case EGW_MSG_STATUS:
-		return rx_on_status(r, x, m, now);
+		return receiver_on_status(r, x, m, now);
 	case EGW_MSG_ERROR:
-		return rx_on_error(r, x, m);
+		return receiver_on_error(r, x, m);
 	default: /* ABORT */
-		rx_fail(r, x, EGW_E_ABORTED, false);
+		receiver_fail(r, x, EGW_E_ABORTED, false);
 		return 0;
 	}
 }
@@ -544,102 +545,98 @@ int
 egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		   uint64_t now)
 {
-	struct rx_room *x = rx_find(r, room, rank);
+	struct receiver_room *x = receiver_find(r, room, rank);
 
 	(void)now;
 	if (x == NULL)
 		return -EGW_E_UNKNOWN_ROOM;
-	rx_fail(r, x, EGW_E_ABORTED, true);
+	receiver_fail(r, x, EGW_E_ABORTED, true);
 	return 0;
 }
 
 static void
-rx_retransmit(struct egw_receiver *r, struct rx_room *x, uint64_t now)
+receiver_retransmit(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 {
 	bool sent = false;
 
 	for (uint32_t i = 0; i < x->nwin; i++) {
-		if (!rx_window_acked(x, &x->win[i])) {
-			rx_send_window(r, x, &x->win[i]);
+		if (!receiver_window_acked(x, &x->win[i])) {
+			receiver_send_window(r, x, &x->win[i]);
 			sent = true;
 		}
 	}
 	if (!sent)
-		rx_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
-	r->k.st.retransmits++;
-	x->rto = core_backoff(&r->k, x->rto);
+		receiver_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
+	r->core.stats.retransmits++;
+	x->rto = core_backoff(&r->core, x->rto);
 	x->next_tx = now + x->rto;
 }
 
 static void
-rx_tick_room(struct egw_receiver *r, struct rx_room *x, uint64_t now)
+receiver_tick_room(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 {
-	const struct egw_xfer_timers *t = &r->k.c.t;
+	const struct egw_xfer_timers *t = &r->core.conf.timers;
 
 	if (x->alloc_failing) {
 		/* pool exhausted: keep what we have, retry until the deadline;
 		 * the state deadlines wait while memory is the problem */
 		if (now - x->alloc_fail_since >= t->alloc_ns) {
-			rx_fail(r, x, EGW_E_POOL_EXHAUSTED, true);
+			receiver_fail(r, x, EGW_E_POOL_EXHAUSTED, true);
 			return;
 		}
 		if (!x->alloc_pending && now >= x->next_alloc) {
-			rx_request_window(r, x);
+			receiver_request_window(r, x);
 			if (x->state == EGW_ST_FAILED)
 				return;
 		}
 	} else if (x->state == EGW_ST_BOOTSTRAPPING && now >= x->deadline) {
-		rx_fail(r, x, EGW_E_TIMEOUT_BOOTSTRAP, true);
+		receiver_fail(r, x, EGW_E_TIMEOUT_BOOTSTRAP, true);
 		return;
 	} else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline) {
-		rx_fail(r, x, EGW_E_TIMEOUT_INPUT, true);
+		receiver_fail(r, x, EGW_E_TIMEOUT_INPUT, true);
 		return;
 	} else if (x->state == EGW_ST_TRANSFERRING &&
 		   now - x->progress_at >= t->round_ns) {
-		rx_fail(r, x, EGW_E_TIMEOUT_ROUND, true);
+		receiver_fail(r, x, EGW_E_TIMEOUT_ROUND, true);
 		return;
 	}
 	if (x->nwin > 0 && now >= x->next_tx)
-		rx_retransmit(r, x, now);
+		receiver_retransmit(r, x, now);
 }
 
 static void
-rx_on_dead(void *eng, uint32_t peer, uint64_t now)
+receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 {
 	struct egw_receiver *r = eng;
 
 	(void)now;
 	/* walk backwards: failing a room swaps the last one into its place */
-	for (uint32_t i = r->k.nactive; i > 0; i--) {
-		struct rx_room *x = &r->rooms[r->k.active[i - 1]];
+	for (uint32_t i = r->core.nactive; i > 0; i--) {
+		struct receiver_room *x = &r->rooms[r->core.active[i - 1]];
 
 		if (x->peer == peer)
-			rx_fail(r, x, EGW_E_PEER_DEAD, false);
+			receiver_fail(r, x, EGW_E_PEER_DEAD, false);
 	}
 }
 
 void
 egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer, uint64_t now)
 {
-	if (peer < r->k.c.max_peers && r->k.peers[peer].used) {
-		r->k.peers[peer].dead = true;
-		r->k.st.peers_dead++;
-	}
-	rx_on_dead(r, peer, now);
+	core_peer_dead(&r->core, peer, now, false, receiver_on_dead, r);
 }
 
 void
 egw_receiver_tick(struct egw_receiver *r, uint64_t now)
 {
-	for (uint32_t i = r->k.nactive; i > 0; i--)
-		rx_tick_room(r, &r->rooms[r->k.active[i - 1]], now);
-	core_peer_tick(&r->k, now, rx_on_dead, r);
+	for (uint32_t i = r->core.nactive; i > 0; i--)
+		receiver_tick_room(r, &r->rooms[r->core.active[i - 1]], now);
+	core_peer_tick(&r->core, now, receiver_on_dead, r);
 }
 
 void
 egw_receiver_abort_all(struct egw_receiver *r, uint64_t now)
 {
 	(void)now;
-	for (uint32_t i = r->k.nactive; i > 0; i--)
-		rx_fail(r, &r->rooms[r->k.active[i - 1]], EGW_E_ABORTED, true);
+	for (uint32_t i = r->core.nactive; i > 0; i--)
+		receiver_fail(r, &r->rooms[r->core.active[i - 1]], EGW_E_ABORTED, true);
 }

@@ -18,7 +18,7 @@
 
 #include "xfer_core.h"
 
-struct tx_window {
+struct sender_window {
 	uint32_t off, alloc;
 	uint32_t seq;             /* per-rank window number, in the cookie */
 	uint16_t nruns;
@@ -26,36 +26,37 @@ struct tx_window {
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 };
 
-struct tx_rank {
+struct sender_rank {
 	bool inited, dummy, complete;
 	uint32_t peer;
 	uint32_t accepted;        /* end of accepted windows */
 	uint32_t landed;          /* completed prefix */
 	uint32_t nseq;
 	uint8_t head, count;      /* ring of windows not yet landed */
-	struct tx_window win[EGW_XFER_PIPE];
+	struct sender_window win[EGW_XFER_PIPE];
 };
 
-struct tx_room {
+struct sender_room {
 	uint64_t room;
 	uint16_t nranks, ninit, ncomplete;
 	uint8_t state;
-	uint8_t err;
+	uint16_t err;             /* enum egw_err */
 	bool have_input, src_freed;
 	uint32_t total;
 	uint32_t inflight;        /* posted batches not completed */
 	uint64_t deadline, progress_at;
 	struct egw_run *src;
 	uint32_t nsrc;
-	struct tx_rank rank[EGW_XFER_MAX_RANKS];
+	struct sender_rank rank[EGW_XFER_MAX_RANKS];
 };
 
 /* What a finished room leaves behind to answer late duplicates. */
-struct tx_tomb {
+struct sender_tomb {
 	uint64_t room;
 	uint64_t expires;
 	uint32_t total;
-	uint8_t state, err;
+	uint8_t state;
+	uint16_t err;             /* enum egw_err */
 	uint16_t nranks;
 	uint32_t accepted[EGW_XFER_MAX_RANKS], landed[EGW_XFER_MAX_RANKS];
 	uint32_t peer[EGW_XFER_MAX_RANKS];
@@ -63,11 +64,11 @@ struct tx_tomb {
 };
 
 struct egw_sender {
-	struct xfer_core k;
-	struct tx_tomb *tombs;    /* open addressing on room id */
+	struct xfer_core core;
+	struct sender_tomb *tombs;    /* open addressing on room id */
 	uint64_t *tomb_fifo;      /* insertion order, for expiry and eviction */
 	uint32_t tomb_mask, tomb_head, tomb_count;
-	struct tx_room *rooms;
+	struct sender_room *rooms;
 	struct egw_run *src_store;
 	struct egw_write *scratch; /* writes of one window, emitted at once */
 	uint32_t scratch_len;
@@ -78,7 +79,7 @@ static uint64_t
 cookie_make(const struct egw_sender *s, uint32_t idx, uint32_t rank,
 	    uint32_t seq)
 {
-	return ((uint64_t)s->k.gen[idx] << 48) | ((uint64_t)idx << 24) |
+	return ((uint64_t)s->core.gen[idx] << 48) | ((uint64_t)idx << 24) |
 	       ((uint64_t)rank << 20) | (seq & 0xfffffu);
 }
 
@@ -93,7 +94,7 @@ egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
-	rc = core_init(&s->k, c);
+	rc = core_init(&s->core, c);
 	if (rc != 0) {
 		free(s);
 		return rc;
@@ -128,7 +129,7 @@ egw_sender_destroy(struct egw_sender *s)
 {
 	if (s == NULL)
 		return;
-	core_fini(&s->k);
+	core_fini(&s->core);
 	free(s->rooms);
 	free(s->src_store);
 	free(s->scratch);
@@ -143,31 +144,31 @@ egw_sender_peer_add(struct egw_sender *s, uint32_t peer, uint32_t pool_blocks,
 {
 	if (pool_blocks == 0)
 		return -EINVAL;
-	return core_peer_add(&s->k, peer, pool_blocks, now);
+	return core_peer_add(&s->core, peer, pool_blocks, now);
 }
 
 void
 egw_sender_get_stats(const struct egw_sender *s, struct egw_xfer_stats *st)
 {
-	*st = s->k.st;
+	*st = s->core.stats;
 }
 
-static struct tx_room *
-tx_find(struct egw_sender *s, uint64_t room)
+static struct sender_room *
+sender_find(struct egw_sender *s, uint64_t room)
 {
-	int32_t i = core_find(&s->k, room, 0);
+	int32_t i = core_find(&s->core, room, 0);
 
 	return i < 0 ? NULL : &s->rooms[i];
 }
 
-static struct tx_tomb *tomb_find(const struct egw_sender *s, uint64_t room,
+static struct sender_tomb *tomb_find(const struct egw_sender *s, uint64_t room,
 				 uint64_t now);
 
 int
 egw_sender_state(const struct egw_sender *s, uint64_t room)
 {
-	int32_t i = core_find(&s->k, room, 0);
-	const struct tx_tomb *t;
+	int32_t i = core_find(&s->core, room, 0);
+	const struct sender_tomb *t;
 
 	if (i >= 0)
 		return s->rooms[i].state;
@@ -178,7 +179,7 @@ egw_sender_state(const struct egw_sender *s, uint64_t room)
 }
 
 static bool
-tx_final(const struct tx_room *x)
+sender_final(const struct sender_room *x)
 {
 	return x->state >= EGW_ST_SUCCESS;
 }
@@ -191,7 +192,7 @@ tomb_hash(uint64_t room)
 	return (uint32_t)((room * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
-static struct tx_tomb *
+static struct sender_tomb *
 tomb_find(const struct egw_sender *s, uint64_t room, uint64_t now)
 {
 	uint32_t i = tomb_hash(room) & s->tomb_mask;
@@ -204,31 +205,33 @@ tomb_find(const struct egw_sender *s, uint64_t room, uint64_t now)
 	return NULL;
 }
 
+static uint32_t
+tomb_home(const void *slot, uint32_t mask)
+{
+	const struct sender_tomb *t = slot;
+
+	return t->used ? tomb_hash(t->room) & mask : UINT32_MAX;
+}
+
+static void
+tomb_clear(void *slot)
+{
+	((struct sender_tomb *)slot)->used = false;
+}
+
 static void
 tomb_delete(struct egw_sender *s, uint64_t room)
 {
-	uint32_t i = tomb_hash(room) & s->tomb_mask, j;
+	const struct core_probe_table tab = {
+		.slots = s->tombs, .size = sizeof(*s->tombs),
+		.mask = s->tomb_mask, .home = tomb_home, .clear = tomb_clear,
+	};
+	uint32_t i = tomb_hash(room) & s->tomb_mask;
 
 	while (s->tombs[i].used && s->tombs[i].room != room)
 		i = (i + 1) & s->tomb_mask;
-	if (!s->tombs[i].used)
-		return;
-	s->tombs[i].used = false;
-	/* backward-shift deletion, as in the room table */
-	for (j = i;;) {
-		uint32_t home;
-
-		j = (j + 1) & s->tomb_mask;
-		if (!s->tombs[j].used)
-			break;
-		home = tomb_hash(s->tombs[j].room) & s->tomb_mask;
-		if ((j > i && (home <= i || home > j)) ||
-		    (j < i && (home <= i && home > j))) {
-			s->tombs[i] = s->tombs[j];
-			s->tombs[j].used = false;
-			i = j;
-		}
-	}
+	if (s->tombs[i].used)
+		core_probe_delete(&tab, i);
 }
 
 /* Drop tombstones past their time (oldest first), or the oldest to make
@@ -236,11 +239,11 @@ tomb_delete(struct egw_sender *s, uint64_t room)
 static void
 tomb_expire(struct egw_sender *s, uint64_t now, bool make_room)
 {
-	uint32_t cap = 4 * s->k.c.max_rooms;
+	uint32_t cap = 4 * s->core.conf.max_rooms;
 
 	while (s->tomb_count > 0) {
 		uint64_t room = s->tomb_fifo[s->tomb_head];
-		const struct tx_tomb *t = tomb_find(s, room, 0);
+		const struct sender_tomb *t = tomb_find(s, room, 0);
 
 		if (t != NULL && now < t->expires &&
 		    !(make_room && s->tomb_count == cap))
@@ -252,10 +255,10 @@ tomb_expire(struct egw_sender *s, uint64_t now, bool make_room)
 }
 
 static void
-tomb_add(struct egw_sender *s, const struct tx_room *x, uint64_t now)
+tomb_add(struct egw_sender *s, const struct sender_room *x, uint64_t now)
 {
-	uint32_t cap = 4 * s->k.c.max_rooms, i;
-	struct tx_tomb *t;
+	uint32_t cap = 4 * s->core.conf.max_rooms, i;
+	struct sender_tomb *t;
 
 	tomb_expire(s, now, true);
 	tomb_delete(s, x->room); /* a reused room id replaces its old tomb */
@@ -266,7 +269,7 @@ tomb_add(struct egw_sender *s, const struct tx_room *x, uint64_t now)
 	memset(t, 0, sizeof(*t));
 	t->used = true;
 	t->room = x->room;
-	t->expires = now + s->k.c.t.linger_ns;
+	t->expires = now + s->core.conf.timers.linger_ns;
 	t->total = x->total;
 	t->state = x->state;
 	t->err = x->err;
@@ -282,7 +285,7 @@ tomb_add(struct egw_sender *s, const struct tx_room *x, uint64_t now)
 
 /* A late request for a finished room: the same final answer. */
 static int
-tomb_answer(struct egw_sender *s, const struct tx_tomb *t, uint32_t peer,
+tomb_answer(struct egw_sender *s, const struct sender_tomb *t, uint32_t peer,
 	    const struct egw_msg *m)
 {
 	struct egw_msg a = {
@@ -291,23 +294,23 @@ tomb_answer(struct egw_sender *s, const struct tx_tomb *t, uint32_t peer,
 	};
 
 	if (m->rank >= t->nranks || t->peer[m->rank] != peer)
-		return core_reject(&s->k, EGW_E_BAD_RANK);
+		return core_reject(&s->core, EGW_E_BAD_RANK);
 	if (t->state == EGW_ST_SUCCESS) {
 		a.total_tokens = t->total;
 		a.landed_tokens = t->landed[m->rank];
 		a.accepted_tokens = t->accepted[m->rank];
 	}
-	s->k.st.duplicates++;
-	core_send(&s->k, peer, &a);
+	s->core.stats.duplicates++;
+	core_send(&s->core, peer, &a);
 	return 0;
 }
 
 /* ---- STATUS ------------------------------------------------------------ */
 
 static void
-tx_status(struct egw_sender *s, const struct tx_room *x, uint16_t r)
+sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
 {
-	const struct tx_rank *rk = &x->rank[r];
+	const struct sender_rank *rk = &x->rank[r];
 	struct egw_msg m = {
 		.type = EGW_MSG_STATUS,
 		.room = x->room,
@@ -321,26 +324,26 @@ tx_status(struct egw_sender *s, const struct tx_room *x, uint16_t r)
 	/* A rank whose data is complete still reads Transferring until every
 	 * rank is: Success is a room-wide fact. */
 	m.state = x->state;
-	if (!tx_final(x) && rk->complete)
+	if (!sender_final(x) && rk->complete)
 		m.state = EGW_ST_TRANSFERRING;
 	if (x->state >= EGW_ST_TRANSFERRING && x->state != EGW_ST_FAILED &&
-	    (s->k.c.announce_early || rk->landed > 0))
+	    (s->core.conf.announce_early || rk->landed > 0))
 		m.total_tokens = x->total;
 	if (m.total_tokens == 0)
 		m.landed_tokens = 0;
-	core_send(&s->k, rk->peer, &m);
+	core_send(&s->core, rk->peer, &m);
 }
 
 static void
-tx_status_all(struct egw_sender *s, const struct tx_room *x)
+sender_status_all(struct egw_sender *s, const struct sender_room *x)
 {
 	for (uint16_t r = 0; r < x->nranks; r++)
 		if (x->rank[r].inited)
-			tx_status(s, x, r);
+			sender_status(s, x, r);
 }
 
 static int
-tx_error(struct egw_sender *s, uint32_t peer, const struct egw_msg *req,
+sender_error(struct egw_sender *s, uint32_t peer, const struct egw_msg *req,
 	 enum egw_err e)
 {
 	struct egw_msg m = {
@@ -353,43 +356,43 @@ tx_error(struct egw_sender *s, uint32_t peer, const struct egw_msg *req,
 		.offset = req->offset,
 	};
 
-	core_send(&s->k, peer, &m);
-	return core_reject(&s->k, e);
+	core_send(&s->core, peer, &m);
+	return core_reject(&s->core, e);
 }
 
 /* ---- ending a room ----------------------------------------------------- */
 
 static void
-tx_free_src(struct egw_sender *s, struct tx_room *x)
+sender_free_src(struct egw_sender *s, struct sender_room *x)
 {
 	/* never while writes may still read the source blocks */
 	if (!x->have_input || x->src_freed || x->inflight > 0)
 		return;
-	core_free_runs(&s->k, x->room, 0, x->src, x->nsrc);
+	core_free_runs(&s->core, x->room, 0, x->src, x->nsrc);
 	x->src_freed = true;
 }
 
-static void tx_release(struct egw_sender *s, struct tx_room *x);
+static void sender_release(struct egw_sender *s, struct sender_room *x);
 
 static void
-tx_finish(struct egw_sender *s, struct tx_room *x, enum egw_err e,
+sender_finish(struct egw_sender *s, struct sender_room *x, enum egw_err e,
 	  uint64_t now)
 {
 	x->state = e == EGW_E_OK ? EGW_ST_SUCCESS : EGW_ST_FAILED;
-	x->err = (uint8_t)e;
-	tx_free_src(s, x);
-	tx_status_all(s, x);
-	core_done(&s->k, x->room, 0, e);
+	x->err = (uint16_t)e;
+	sender_free_src(s, x);
+	sender_status_all(s, x);
+	core_done(&s->core, x->room, 0, e);
 	tomb_add(s, x, now);
 	/* the slot goes back now, or when its last write completes */
 	if (x->inflight == 0)
-		tx_release(s, x);
+		sender_release(s, x);
 }
 
 static void
-tx_release(struct egw_sender *s, struct tx_room *x)
+sender_release(struct egw_sender *s, struct sender_room *x)
 {
-	core_release(&s->k, x->room, 0, (uint32_t)(x - s->rooms));
+	core_release(&s->core, x->room, 0, (uint32_t)(x - s->rooms));
 }
 
 /* ---- payload ----------------------------------------------------------- */
@@ -397,7 +400,7 @@ tx_release(struct egw_sender *s, struct tx_room *x)
 /* Source block holding token `t` (block aligned), and how many blocks
  * follow it contiguously in the same source run. */
 static uint32_t
-tx_src_block(const struct tx_room *x, uint32_t bt, uint32_t t, uint32_t *len)
+sender_src_block(const struct sender_room *x, uint32_t bt, uint32_t t, uint32_t *len)
 {
 	uint32_t b = t / bt;
 
@@ -413,11 +416,11 @@ tx_src_block(const struct tx_room *x, uint32_t bt, uint32_t t, uint32_t *len)
 }
 
 static void
-tx_post(struct egw_sender *s, struct tx_room *x, uint16_t r,
-	struct tx_window *w)
+sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
+	struct sender_window *w)
 {
-	const struct egw_pool_geom *g = &s->k.c.geom;
-	struct tx_rank *rk = &x->rank[r];
+	const struct egw_pool_geom *g = &s->core.conf.geom;
+	struct sender_rank *rk = &x->rank[r];
 	uint32_t bt = g->block_tokens, n = 0, moved = 0, todo;
 	struct egw_act a = { .type = EGW_ACT_POST_WRITES, .peer = rk->peer,
 			     .room = x->room, .rank = r };
@@ -429,7 +432,7 @@ tx_post(struct egw_sender *s, struct tx_room *x, uint16_t r,
 	/* walk source and destination runs together, cutting a segment
 	 * wherever either side stops being contiguous */
 	while (moved < todo) {
-		uint32_t slen, sblk = tx_src_block(x, bt, w->off + moved, &slen);
+		uint32_t slen, sblk = sender_src_block(x, bt, w->off + moved, &slen);
 		uint32_t dlen = w->runs[di].count - dused;
 		uint32_t dblk = w->runs[di].start + dused;
 		uint32_t blocks = slen < dlen ? slen : dlen;
@@ -463,42 +466,42 @@ tx_post(struct egw_sender *s, struct tx_room *x, uint16_t r,
 			.bytes = g->aux_bytes };
 	}
 	for (uint32_t i = 0; i < n; i++)
-		s->k.st.bytes += s->scratch[i].bytes;
-	s->k.st.writes += n;
-	s->k.st.write_batches++;
+		s->core.stats.bytes += s->scratch[i].bytes;
+	s->core.stats.writes += n;
+	s->core.stats.write_batches++;
 	w->posted = true;
 	x->inflight++;
 	a.writes = s->scratch;
 	a.nwrites = n;
 	a.cookie = cookie_make(s, (uint32_t)(x - s->rooms), r, w->seq);
-	core_emit(&s->k, &a);
+	core_emit(&s->core, &a);
 }
 
 static void
-tx_pump(struct egw_sender *s, struct tx_room *x, uint16_t r)
+sender_pump(struct egw_sender *s, struct sender_room *x, uint16_t r)
 {
-	struct tx_rank *rk = &x->rank[r];
+	struct sender_rank *rk = &x->rank[r];
 
 	if (x->state != EGW_ST_TRANSFERRING)
 		return;
 	for (uint8_t i = 0; i < rk->count; i++) {
-		struct tx_window *w = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
+		struct sender_window *w = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
 
 		if (!w->posted)
-			tx_post(s, x, r, w);
+			sender_post(s, x, r, w);
 	}
 }
 
 static void
-tx_start(struct egw_sender *s, struct tx_room *x, uint64_t now)
+sender_start(struct egw_sender *s, struct sender_room *x, uint64_t now)
 {
 	x->state = EGW_ST_TRANSFERRING;
 	x->progress_at = now;
 	/* announce the total to every rank now: they allocate and resume
 	 * while the first windows are in flight */
-	tx_status_all(s, x);
+	sender_status_all(s, x);
 	for (uint16_t r = 0; r < x->nranks; r++)
-		tx_pump(s, x, r);
+		sender_pump(s, x, r);
 }
 
 /* ---- API --------------------------------------------------------------- */
@@ -507,29 +510,29 @@ int
 egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 		uint64_t now)
 {
-	struct tx_room *x;
+	struct sender_room *x;
 	struct egw_run *src;
 	int32_t idx;
 
 	if (s == NULL)
 		return -EINVAL;
 	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS)
-		return core_reject(&s->k, EGW_E_BAD_RANK);
-	idx = core_take(&s->k, room, 0);
+		return core_reject(&s->core, EGW_E_BAD_RANK);
+	idx = core_take(&s->core, room, 0);
 	if (idx < 0)
-		return core_reject(&s->k, (enum egw_err)-idx);
+		return core_reject(&s->core, (enum egw_err)-idx);
 	x = &s->rooms[idx];
 	src = x->src;
 	/* only what this room can reach: ranks past nranks are refused, and
 	 * a window is cleared when it is accepted (the full room is ~9 KiB) */
-	memset(x, 0, offsetof(struct tx_room, rank));
+	memset(x, 0, offsetof(struct sender_room, rank));
 	for (uint16_t r = 0; r < nranks; r++)
-		memset(&x->rank[r], 0, offsetof(struct tx_rank, win));
+		memset(&x->rank[r], 0, offsetof(struct sender_rank, win));
 	x->src = src;
 	x->room = room;
 	x->nranks = nranks;
 	x->state = EGW_ST_BOOTSTRAPPING;
-	x->deadline = now + s->k.c.t.bootstrap_ns;
+	x->deadline = now + s->core.conf.timers.bootstrap_ns;
 	x->progress_at = now;
 	return 0;
 }
@@ -538,51 +541,51 @@ int
 egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
 		 const struct egw_run *runs, uint32_t nruns, uint64_t now)
 {
-	struct tx_room *x = tx_find(s, room);
+	struct sender_room *x = sender_find(s, room);
 	uint64_t blocks = 0;
 	uint32_t nb;
 
 	if (x == NULL)
-		return core_reject(&s->k, EGW_E_UNKNOWN_ROOM);
-	if (x->have_input || tx_final(x))
-		return core_reject(&s->k, EGW_E_STATE);
+		return core_reject(&s->core, EGW_E_UNKNOWN_ROOM);
+	if (x->have_input || sender_final(x))
+		return core_reject(&s->core, EGW_E_STATE);
 	if (total == 0 || total > EGW_XFER_MAX_TOKENS || nruns == 0 ||
-	    nruns > s->k.c.max_runs_per_room)
-		return core_reject(&s->k, EGW_E_TOO_LARGE);
-	nb = s->k.c.geom.capacity_tokens / s->k.c.geom.block_tokens;
+	    nruns > s->core.conf.max_runs_per_room)
+		return core_reject(&s->core, EGW_E_TOO_LARGE);
+	nb = s->core.conf.geom.capacity_tokens / s->core.conf.geom.block_tokens;
 	for (uint32_t i = 0; i < nruns; i++) {
 		if (runs[i].count == 0 || runs[i].start >= nb ||
 		    runs[i].count > nb - runs[i].start)
-			return core_reject(&s->k, EGW_E_BAD_BLOCKS);
+			return core_reject(&s->core, EGW_E_BAD_BLOCKS);
 		blocks += runs[i].count;
 	}
-	if (blocks < egw_geom_blocks_for(&s->k.c.geom, total))
-		return core_reject(&s->k, EGW_E_BAD_BLOCKS);
+	if (blocks < egw_geom_blocks_for(&s->core.conf.geom, total))
+		return core_reject(&s->core, EGW_E_BAD_BLOCKS);
 	memcpy(x->src, runs, nruns * sizeof(*runs));
 	x->nsrc = nruns;
 	x->total = total;
 	x->have_input = true;
 	if (x->state == EGW_ST_WAITING_FOR_INPUT)
-		tx_start(s, x, now);
+		sender_start(s, x, now);
 	return 0;
 }
 
 static void
-tx_rank_complete(struct egw_sender *s, struct tx_room *x, uint16_t r,
+sender_rank_complete(struct egw_sender *s, struct sender_room *x, uint16_t r,
 		 uint64_t now)
 {
 	x->rank[r].complete = true;
 	if (++x->ncomplete == x->nranks)
-		tx_finish(s, x, EGW_E_OK, now);
+		sender_finish(s, x, EGW_E_OK, now);
 	else
-		tx_status(s, x, r);
+		sender_status(s, x, r);
 }
 
 /* Validate an INIT/RESUME window; returns its block count or -egw_err. */
 static int64_t
-tx_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m)
+sender_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m)
 {
-	uint32_t bt = s->k.c.geom.block_tokens;
+	uint32_t bt = s->core.conf.geom.block_tokens;
 	int64_t blocks;
 
 	if (m->block_tokens != bt)
@@ -590,7 +593,7 @@ tx_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m)
 	if (m->nruns > EGW_XFER_MAX_RUNS)
 		return -EGW_E_TOO_LARGE;
 	blocks = core_check_runs(m->runs, m->nruns,
-				 s->k.peers[peer].pool_blocks);
+				 s->core.peers[peer].pool_blocks);
 	if (blocks < 0)
 		return blocks;
 	if ((uint64_t)blocks * bt != m->alloc_tokens)
@@ -599,10 +602,10 @@ tx_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m)
 }
 
 static bool
-tx_overlaps_ring(const struct tx_rank *rk, const struct egw_msg *m)
+sender_overlaps_ring(const struct sender_rank *rk, const struct egw_msg *m)
 {
 	for (uint8_t i = 0; i < rk->count; i++) {
-		const struct tx_window *w =
+		const struct sender_window *w =
 			&rk->win[(rk->head + i) % EGW_XFER_PIPE];
 
 		for (uint16_t a = 0; a < w->nruns; a++)
@@ -617,9 +620,9 @@ tx_overlaps_ring(const struct tx_rank *rk, const struct egw_msg *m)
 }
 
 static void
-tx_accept(struct tx_rank *rk, const struct egw_msg *m)
+sender_accept(struct sender_rank *rk, const struct egw_msg *m)
 {
-	struct tx_window *w =
+	struct sender_window *w =
 		&rk->win[(rk->head + rk->count) % EGW_XFER_PIPE];
 
 	memset(w, 0, sizeof(*w));
@@ -633,87 +636,87 @@ tx_accept(struct tx_rank *rk, const struct egw_msg *m)
 }
 
 static int
-tx_on_init(struct egw_sender *s, struct tx_room *x, uint32_t peer,
+sender_on_init(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	   const struct egw_msg *m, uint64_t now)
 {
-	struct tx_rank *rk;
+	struct sender_rank *rk;
 	int64_t blocks;
 
 	if (m->nranks != x->nranks || m->rank >= x->nranks)
-		return tx_error(s, peer, m, EGW_E_BAD_RANK);
+		return sender_error(s, peer, m, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
 	if (rk->inited) {
 		if (rk->peer != peer)
-			return tx_error(s, peer, m, EGW_E_BAD_RANK);
-		s->k.st.duplicates++;
-		tx_status(s, x, m->rank);
+			return sender_error(s, peer, m, EGW_E_BAD_RANK);
+		s->core.stats.duplicates++;
+		sender_status(s, x, m->rank);
 		return 0;
 	}
-	if (tx_final(x))
-		return tx_error(s, peer, m, EGW_E_STATE);
+	if (sender_final(x))
+		return sender_error(s, peer, m, EGW_E_STATE);
 	if (m->offset != 0)
-		return tx_error(s, peer, m, EGW_E_STATE);
-	blocks = tx_check_window(s, peer, m);
+		return sender_error(s, peer, m, EGW_E_STATE);
+	blocks = sender_check_window(s, peer, m);
 	if (blocks < 0)
-		return tx_error(s, peer, m, (enum egw_err)-blocks);
+		return sender_error(s, peer, m, (enum egw_err)-blocks);
 	rk->inited = true;
 	rk->peer = peer;
 	rk->dummy = (m->flags & EGW_MSGF_DUMMY) != 0;
-	tx_accept(rk, m);
-	s->k.st.windows++;
+	sender_accept(rk, m);
+	s->core.stats.windows++;
 	x->progress_at = now;
 	if (++x->ninit == x->nranks) {
 		if (x->have_input) {
-			tx_start(s, x, now); /* answers every rank */
+			sender_start(s, x, now); /* answers every rank */
 			return 0;
 		}
 		x->state = EGW_ST_WAITING_FOR_INPUT;
-		x->deadline = now + s->k.c.t.input_ns;
+		x->deadline = now + s->core.conf.timers.input_ns;
 	}
-	tx_status(s, x, m->rank);
+	sender_status(s, x, m->rank);
 	return 0;
 }
 
 static int
-tx_on_resume(struct egw_sender *s, struct tx_room *x, uint32_t peer,
+sender_on_resume(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	     const struct egw_msg *m, uint64_t now)
 {
-	struct tx_rank *rk;
+	struct sender_rank *rk;
 	int64_t blocks;
 
 	if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
 	    x->rank[m->rank].peer != peer || m->nranks != x->nranks)
-		return tx_error(s, peer, m, EGW_E_BAD_RANK);
+		return sender_error(s, peer, m, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
-	if (m->offset < rk->accepted || tx_final(x)) {
+	if (m->offset < rk->accepted || sender_final(x)) {
 		/* a duplicate (or late) request: same answer, no work */
-		s->k.st.duplicates++;
-		tx_status(s, x, m->rank);
+		s->core.stats.duplicates++;
+		sender_status(s, x, m->rank);
 		return 0;
 	}
 	if (x->state != EGW_ST_TRANSFERRING || rk->dummy)
-		return tx_error(s, peer, m, EGW_E_STATE);
+		return sender_error(s, peer, m, EGW_E_STATE);
 	if (m->offset >= x->total)
-		return tx_error(s, peer, m, EGW_E_BEYOND_TOTAL);
+		return sender_error(s, peer, m, EGW_E_BEYOND_TOTAL);
 	if (m->offset > rk->accepted) {
 		/* an earlier RESUME is missing; the receiver resends both */
-		s->k.st.reordered++;
-		tx_status(s, x, m->rank);
+		s->core.stats.reordered++;
+		sender_status(s, x, m->rank);
 		return 0;
 	}
-	blocks = tx_check_window(s, peer, m);
+	blocks = sender_check_window(s, peer, m);
 	if (blocks < 0)
-		return tx_error(s, peer, m, (enum egw_err)-blocks);
-	if (tx_overlaps_ring(rk, m))
-		return tx_error(s, peer, m, EGW_E_BAD_BLOCKS);
+		return sender_error(s, peer, m, (enum egw_err)-blocks);
+	if (sender_overlaps_ring(rk, m))
+		return sender_error(s, peer, m, EGW_E_BAD_BLOCKS);
 	if (rk->count == EGW_XFER_PIPE)
-		return tx_error(s, peer, m, EGW_E_BUSY);
-	tx_accept(rk, m);
-	s->k.st.windows++;
-	s->k.st.resumes++;
+		return sender_error(s, peer, m, EGW_E_BUSY);
+	sender_accept(rk, m);
+	s->core.stats.windows++;
+	s->core.stats.resumes++;
 	x->progress_at = now;
-	tx_pump(s, x, m->rank);
-	tx_status(s, x, m->rank);
+	sender_pump(s, x, m->rank);
+	sender_status(s, x, m->rank);
 	return 0;
 }
 
@@ -721,39 +724,39 @@ int
 egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 		  uint64_t now)
 {
-	struct tx_room *x;
+	struct sender_room *x;
 	int rc;
 
 	if (s == NULL || m == NULL)
 		return -EINVAL;
-	rc = core_peer_heard(&s->k, peer, now);
+	rc = core_peer_heard(&s->core, peer, now);
 	if (rc != 0)
 		return rc;
 	if (m->type == EGW_MSG_HEARTBEAT)
 		return 0;
 	if (m->type != EGW_MSG_INIT && m->type != EGW_MSG_RESUME &&
 	    m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ABORT)
-		return core_reject(&s->k, EGW_E_STATE);
-	x = tx_find(s, m->room);
+		return core_reject(&s->core, EGW_E_STATE);
+	x = sender_find(s, m->room);
 	if (x == NULL) {
-		const struct tx_tomb *t = tomb_find(s, m->room, now);
+		const struct sender_tomb *t = tomb_find(s, m->room, now);
 
 		if (t != NULL && m->type != EGW_MSG_ABORT)
 			return tomb_answer(s, t, peer, m);
 		if (m->type == EGW_MSG_ABORT)
-			return core_reject(&s->k, EGW_E_UNKNOWN_ROOM);
-		return tx_error(s, peer, m, EGW_E_UNKNOWN_ROOM);
+			return core_reject(&s->core, EGW_E_UNKNOWN_ROOM);
+		return sender_error(s, peer, m, EGW_E_UNKNOWN_ROOM);
 	}
 	switch (m->type) {
 	case EGW_MSG_INIT:
-		return tx_on_init(s, x, peer, m, now);
+		return sender_on_init(s, x, peer, m, now);
 	case EGW_MSG_RESUME:
-		return tx_on_resume(s, x, peer, m, now);
+		return sender_on_resume(s, x, peer, m, now);
 	case EGW_MSG_STATUS:
 		if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
 		    x->rank[m->rank].peer != peer)
-			return tx_error(s, peer, m, EGW_E_BAD_RANK);
-		tx_status(s, x, m->rank);
+			return sender_error(s, peer, m, EGW_E_BAD_RANK);
+		sender_status(s, x, m->rank);
 		return 0;
 	default: /* ABORT from one rank fails the room for all ranks */
 		/* a rank that gave up before its INIT got through (e.g. no
@@ -761,11 +764,11 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 		 * bound to a peer, only that peer speaks for it */
 		if (m->rank >= x->nranks || (x->rank[m->rank].inited &&
 					     x->rank[m->rank].peer != peer))
-			return core_reject(&s->k, EGW_E_BAD_RANK);
-		if (!tx_final(x))
-			tx_finish(s, x, EGW_E_ABORTED, now);
+			return core_reject(&s->core, EGW_E_BAD_RANK);
+		if (!sender_final(x))
+			sender_finish(s, x, EGW_E_ABORTED, now);
 		else if (x->rank[m->rank].inited)
-			tx_status(s, x, m->rank);
+			sender_status(s, x, m->rank);
 		return 0;
 	}
 }
@@ -777,19 +780,19 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 	uint32_t idx = (uint32_t)(cookie >> 24) & 0xffffffu;
 	uint32_t r = (uint32_t)(cookie >> 20) & 0xfu;
 	uint32_t seq = (uint32_t)cookie & 0xfffffu;
-	struct tx_room *x;
-	struct tx_rank *rk;
-	struct tx_window *w = NULL;
+	struct sender_room *x;
+	struct sender_rank *rk;
+	struct sender_window *w = NULL;
 
-	if (s == NULL || idx >= s->k.c.max_rooms ||
-	    (uint16_t)(cookie >> 48) != s->k.gen[idx])
+	if (s == NULL || idx >= s->core.conf.max_rooms ||
+	    (uint16_t)(cookie >> 48) != s->core.gen[idx])
 		return -EGW_E_UNKNOWN_ROOM; /* stale completion */
 	x = &s->rooms[idx];
 	if (r >= x->nranks)
 		return -EGW_E_BAD_RANK;
 	rk = &x->rank[r];
 	for (uint8_t i = 0; i < rk->count; i++) {
-		struct tx_window *c = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
+		struct sender_window *c = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
 
 		if ((c->seq & 0xfffffu) == seq && c->posted && !c->done)
 			w = c;
@@ -798,19 +801,19 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 		return -EGW_E_STATE; /* duplicate completion */
 	w->done = true;
 	x->inflight--;
-	if (tx_final(x)) {
-		tx_free_src(s, x); /* the last in-flight write releases src */
+	if (sender_final(x)) {
+		sender_free_src(s, x); /* the last in-flight write releases src */
 		if (x->inflight == 0)
-			tx_release(s, x);
+			sender_release(s, x);
 		return 0;
 	}
 	if (!ok) {
-		tx_finish(s, x, EGW_E_TRANSPORT, now);
+		sender_finish(s, x, EGW_E_TRANSPORT, now);
 		return 0;
 	}
 	x->progress_at = now;
 	while (rk->count > 0 && rk->win[rk->head].done) {
-		struct tx_window *h = &rk->win[rk->head];
+		struct sender_window *h = &rk->win[rk->head];
 		uint32_t end = h->off + h->alloc;
 
 		rk->landed = rk->dummy ? x->total
@@ -819,55 +822,55 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 		rk->count--;
 	}
 	if (rk->landed == x->total) {
-		tx_rank_complete(s, x, (uint16_t)r, now);
+		sender_rank_complete(s, x, (uint16_t)r, now);
 		return 0;
 	}
 	if (rk->count == 0)
-		s->k.st.idle_waits++; /* drained: a round trip with no data */
-	tx_status(s, x, (uint16_t)r);
+		s->core.stats.idle_waits++; /* drained: a round trip with no data */
+	sender_status(s, x, (uint16_t)r);
 	return 0;
 }
 
 int
 egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now)
 {
-	struct tx_room *x = tx_find(s, room);
+	struct sender_room *x = sender_find(s, room);
 
 	if (x == NULL)
 		return -EGW_E_UNKNOWN_ROOM;
-	if (!tx_final(x))
-		tx_finish(s, x, EGW_E_ABORTED, now);
+	if (!sender_final(x))
+		sender_finish(s, x, EGW_E_ABORTED, now);
 	return 0;
 }
 
 static void
-tx_tick_room(struct egw_sender *s, struct tx_room *x, uint64_t now)
+sender_tick_room(struct egw_sender *s, struct sender_room *x, uint64_t now)
 {
-	if (tx_final(x))
+	if (sender_final(x))
 		return; /* waits for its in-flight writes (round deadline
 			 * already passed or the room succeeded) */
 	if (x->state == EGW_ST_BOOTSTRAPPING && now >= x->deadline)
-		tx_finish(s, x, EGW_E_TIMEOUT_BOOTSTRAP, now);
+		sender_finish(s, x, EGW_E_TIMEOUT_BOOTSTRAP, now);
 	else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline)
-		tx_finish(s, x, EGW_E_TIMEOUT_INPUT, now);
+		sender_finish(s, x, EGW_E_TIMEOUT_INPUT, now);
 	else if (x->state == EGW_ST_TRANSFERRING &&
-		 now - x->progress_at >= s->k.c.t.round_ns)
-		tx_finish(s, x, EGW_E_TIMEOUT_ROUND, now);
+		 now - x->progress_at >= s->core.conf.timers.round_ns)
+		sender_finish(s, x, EGW_E_TIMEOUT_ROUND, now);
 }
 
 static void
-tx_on_dead(void *eng, uint32_t peer, uint64_t now)
+sender_on_dead(void *eng, uint32_t peer, uint64_t now)
 {
 	struct egw_sender *s = eng;
 
-	for (uint32_t i = s->k.nactive; i > 0; i--) {
-		struct tx_room *x = &s->rooms[s->k.active[i - 1]];
+	for (uint32_t i = s->core.nactive; i > 0; i--) {
+		struct sender_room *x = &s->rooms[s->core.active[i - 1]];
 
-		if (tx_final(x))
+		if (sender_final(x))
 			continue;
 		for (uint16_t r = 0; r < x->nranks; r++) {
 			if (x->rank[r].inited && x->rank[r].peer == peer) {
-				tx_finish(s, x, EGW_E_PEER_DEAD, now);
+				sender_finish(s, x, EGW_E_PEER_DEAD, now);
 				break;
 			}
 		}
@@ -877,29 +880,25 @@ tx_on_dead(void *eng, uint32_t peer, uint64_t now)
 void
 egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now)
 {
-	if (peer < s->k.c.max_peers && s->k.peers[peer].used) {
-		s->k.peers[peer].dead = true;
-		s->k.st.peers_dead++;
-	}
-	tx_on_dead(s, peer, now);
+	core_peer_dead(&s->core, peer, now, false, sender_on_dead, s);
 }
 
 void
 egw_sender_tick(struct egw_sender *s, uint64_t now)
 {
 	tomb_expire(s, now, false);
-	for (uint32_t i = s->k.nactive; i > 0; i--)
-		tx_tick_room(s, &s->rooms[s->k.active[i - 1]], now);
-	core_peer_tick(&s->k, now, tx_on_dead, s);
+	for (uint32_t i = s->core.nactive; i > 0; i--)
+		sender_tick_room(s, &s->rooms[s->core.active[i - 1]], now);
+	core_peer_tick(&s->core, now, sender_on_dead, s);
 }
 
 void
 egw_sender_abort_all(struct egw_sender *s, uint64_t now)
 {
-	for (uint32_t i = s->k.nactive; i > 0; i--) {
-		struct tx_room *x = &s->rooms[s->k.active[i - 1]];
+	for (uint32_t i = s->core.nactive; i > 0; i--) {
+		struct sender_room *x = &s->rooms[s->core.active[i - 1]];
 
-		if (!tx_final(x))
-			tx_finish(s, x, EGW_E_ABORTED, now);
+		if (!sender_final(x))
+			sender_finish(s, x, EGW_E_ABORTED, now);
 	}
 }

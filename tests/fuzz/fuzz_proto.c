@@ -30,7 +30,7 @@ check_round_trip(const uint8_t *buf, size_t len, const struct egw_pkt *p)
 
 	if (p->type == EGW_MSG_REGISTER)
 		n = egw_proto_encode_register(&key, p->session, p->seq,
-					      (p->flags & EGW_PF_ACK) != 0,
+					      (p->flags & EGW_MSGF_ACK) != 0,
 					      &p->reg, out, sizeof(out));
 	else
 		n = egw_proto_encode(&key, p->session, p->seq, &p->msg, out,

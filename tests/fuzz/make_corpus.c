@@ -49,9 +49,9 @@ main(int argc, char **argv)
 	bad |= put(argv[1], "status", b, egw_proto_encode(&key, 9, 3, &m, b, sizeof(b)));
 	m = (struct egw_msg){ .type = EGW_MSG_HEARTBEAT };
 	bad |= put(argv[1], "heartbeat", b, egw_proto_encode(&key, 9, 4, &m, b, sizeof(b)));
-	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .error = 20, .nranks = 1, .room = 77 };
+	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .error = EGW_E_ABORTED, .nranks = 1, .room = 77 };
 	bad |= put(argv[1], "abort", b, egw_proto_encode(&key, 9, 5, &m, b, sizeof(b)));
-	m = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = 2, .error = 6,
+	m = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = 2, .error = EGW_E_BAD_BLOCKS,
 		.nranks = 1, .room = 77, .offset = 1024 };
 	bad |= put(argv[1], "error", b, egw_proto_encode(&key, 9, 6, &m, b, sizeof(b)));
 	memset(&r, 0, sizeof(r));

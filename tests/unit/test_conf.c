@@ -29,7 +29,7 @@ test_examples_load(void)
 
 		snprintf(path, sizeof(path), "%s/%s", config_dir, names[i]);
 		CU_ASSERT_EQUAL(egw_conf_load(path, &conf, &errs), 0);
-		for (unsigned e = 0; e < errs.n; e++)
+		for (unsigned e = 0; e < errs.stored; e++)
 			printf("\n  %s", errs.msg[e]);
 		CU_ASSERT(conf.nports >= 1);
 		CU_ASSERT(conf.roles != 0);
@@ -99,9 +99,9 @@ expect(const char *text, unsigned nerr, const char *what)
 	CU_ASSERT_EQUAL(egw_conf_load(cfg, &conf, &errs), nerr ? -22 : 0);
 	CU_ASSERT_EQUAL(errs.total, nerr);
 	if (errs.total != nerr)
-		for (unsigned i = 0; i < errs.n; i++)
+		for (unsigned i = 0; i < errs.stored; i++)
 			printf("\n  got: %s", errs.msg[i]);
-	if (nerr > 0 && errs.n > 0 && what[0] != '\0') {
+	if (nerr > 0 && errs.stored > 0 && what[0] != '\0') {
 		char where[600];
 
 		snprintf(where, sizeof(where), "%s:%d: ", cfg, line);

@@ -3,13 +3,17 @@
  * lib/node without DPDK: an encode node and a language node joined by an
  * in-memory datagram queue, payload as memcpy between their pools. Proves
  * the REGISTER exchange, a full resume transfer through the wire format,
- * and that unknown, malformed, replayed, unregistered, mismatched and
- * misdirected datagrams are dropped and counted before the engines.
+ * that unknown, malformed, replayed, unregistered, mismatched and
+ * misdirected datagrams are dropped and counted before the engines, and
+ * that the node owns its deferred work: refused posts fail their rooms at
+ * once, refused connects are retried.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "cu_main.h"
 #include "egw_node.h"
+#include "egw_pattern.h"
 
 #define ENC_IP 0x0a000001u
 #define LANG_IP 0x0a000002u
@@ -32,6 +36,12 @@ static struct {
 	unsigned ncpl;
 	uint64_t now;
 	unsigned delivered, bad, done_err;
+	unsigned sender_failed[EGW_E_COUNT];   /* DONE by wire reason */
+	unsigned receiver_failed[EGW_E_COUNT];
+	bool refuse_posts;    /* the driver refuses every batch */
+	unsigned posts_refused;
+	unsigned lang_connect_refusals; /* refuse this many connects */
+	unsigned lang_connect_tries;
 	struct dgram last[2]; /* the last datagram each side sent */
 	uint32_t enc_psn;     /* the encode side's endpoint PSN */
 	unsigned lang_peer_ups; /* the language side's driver connects */
@@ -56,6 +66,11 @@ peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
 {
 	(void)peer;
 	if ((intptr_t)ctx == 1) {
+		t.lang_connect_tries++;
+		if (t.lang_connect_refusals > 0) {
+			t.lang_connect_refusals--;
+			return -EAGAIN;
+		}
 		t.lang_peer_ups++;
 		t.lang_seen_psn = r->psn;
 	} else {
@@ -78,31 +93,31 @@ tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 	t.last[from] = *d;
 }
 
-static void
+static int
 post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
      uint64_t cookie)
 {
 	(void)ctx;
 	(void)peer;
+	if (t.refuse_posts) {
+		t.posts_refused++;
+		return -EIO;
+	}
 	for (uint32_t i = 0; i < n; i++)
 		memcpy(egw_pool_addr(t.pool[1], w[i].kind, w[i].dst_block, w[i].dst_token),
 		       egw_pool_addr(t.pool[0], w[i].kind, w[i].src_block, w[i].src_token),
 		       w[i].bytes);
 	t.cpl[t.ncpl++] = cookie;
+	return 0;
 }
 
 static void
 deliver(void *ctx, const struct egw_act *a)
 {
-	uint32_t tok = 0;
-
 	(void)ctx;
-	for (uint32_t i = 0; i < a->nruns; i++)
-		for (uint32_t b = a->runs[i].start; b < a->runs[i].start + a->runs[i].count; b++)
-			for (uint32_t k = 0; k < 128 && tok < a->tokens; k++, tok++)
-				if (*(int32_t *)egw_pool_addr(t.pool[1], EGW_KIND_FILL_IDS, b, k) !=
-				    (int32_t)(tok * 7u + 1))
-					t.bad++;
+	t.bad += (unsigned)egw_pattern_check(t.pool[1], a->room, a->tokens,
+					     a->runs, a->nruns, a->aux_block,
+					     a->dummy);
 	t.delivered++;
 	egw_node_release(t.node[1], a->room, a->runs, a->nruns);
 }
@@ -113,9 +128,13 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 	(void)ctx;
 	(void)room;
 	(void)rank;
-	(void)is_sender;
-	if (e != EGW_E_OK)
-		t.done_err++;
+	if (e == EGW_E_OK)
+		return;
+	t.done_err++;
+	if (is_sender)
+		t.sender_failed[egw_err_to_wire(e)]++;
+	else
+		t.receiver_failed[egw_err_to_wire(e)]++;
 }
 
 /* The encode side's producer: length = low 32 bits of the room id. */
@@ -123,19 +142,13 @@ static void
 unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct egw_run runs[64];
-	uint32_t total = (uint32_t)room, tok = 0;
+	uint32_t total = (uint32_t)room;
 	int n = egw_node_alloc_src(t.node[0], room, total, runs, 64);
 
 	(void)ctx;
 	CU_ASSERT_FATAL(n > 0);
-	for (int i = 0; i < n; i++)
-		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++)
-			for (uint32_t k = 0; k < 128 && tok < total; k++, tok++)
-				*(int32_t *)egw_pool_addr(t.pool[0], EGW_KIND_FILL_IDS, b, k) =
-					(int32_t)(tok * 7u + 1);
-	((struct egw_aux_rec *)egw_pool_addr(t.pool[0], EGW_KIND_AUX, runs[0].start, 0))
-		->total_tokens = total;
-	CU_ASSERT_EQUAL(egw_node_open_tx(t.node[0], room, nranks, now), 0);
+	CU_ASSERT_EQUAL(egw_pattern_fill(t.pool[0], room, total, runs, (uint32_t)n), 0);
+	CU_ASSERT_EQUAL(egw_node_sender_open(t.node[0], room, nranks, now), 0);
 	CU_ASSERT_EQUAL(egw_node_input(t.node[0], room, total, runs, (uint32_t)n, now), 0);
 }
 
@@ -160,8 +173,9 @@ mkconf(struct egw_conf *c, const char *name, uint16_t role, uint32_t self,
 	c->ports[0].peers[0].udp_port = PORT;
 }
 
+/* lang_policy_tokens: the language side's first window (0: default) */
 static void
-setup(uint32_t lang_hidden)
+setup_with(uint32_t lang_hidden, uint32_t lang_policy_tokens)
 {
 	struct egw_node_ops ops = { .tx = tx, .post = post, .deliver = deliver,
 				    .done = done, .unknown_room = unknown_room,
@@ -173,6 +187,8 @@ setup(uint32_t lang_hidden)
 	egw_proto_init();
 	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
 	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", lang_hidden);
+	if (lang_policy_tokens > 0)
+		t.conf[1].policy.tokens = lang_policy_tokens;
 	for (int i = 0; i < 2; i++) {
 		CU_ASSERT_FATAL(egw_pool_create(&t.conf[i].geom, NULL, 0, &t.pool[i]) == 0);
 		for (int k = 0; k < EGW_KIND_MAX; k++)
@@ -182,6 +198,12 @@ setup(uint32_t lang_hidden)
 		CU_ASSERT_FATAL(egw_node_create(&t.conf[i], 0, t.pool[i], reg, NULL, 0,
 						&ops, 1000 + (uint64_t)i, 0, &t.node[i]) == 0);
 	}
+}
+
+static void
+setup(uint32_t lang_hidden)
+{
+	setup_with(lang_hidden, 0);
 }
 
 static void
@@ -215,6 +237,19 @@ run(uint64_t ns)
 	t.nq = 0;
 }
 
+/* One more room of `room & 0xffffffff` tokens goes through intact. */
+static void
+assert_room_transfers(uint64_t room)
+{
+	unsigned delivered = t.delivered, failed = t.done_err;
+
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], room, 0, 1, 0, false, t.now), 0);
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, delivered + 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, failed);
+}
+
 static void
 test_register_then_resume_transfer(void)
 {
@@ -226,8 +261,8 @@ test_register_then_resume_transfer(void)
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
 	/* 10000 tokens from a default of 8192: one resume, over the wire */
-	CU_ASSERT_EQUAL(egw_node_open_rx(t.node[1], 10000, 0, 1, 0, false, t.now), 0);
-	CU_ASSERT_EQUAL(egw_node_open_rx(t.node[1], (1ull << 32) | 300, 0, 1, 0, false, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 10000, 0, 1, 0, false, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], (1ull << 32) | 300, 0, 1, 0, false, t.now), 0);
 	run(50000000);
 	CU_ASSERT_EQUAL(t.delivered, 2);
 	CU_ASSERT_EQUAL(t.bad, 0);
@@ -282,11 +317,7 @@ test_reregister_after_endpoint_change(void)
 		CU_ASSERT_EQUAL(st.registers_tx, sent);
 		CU_ASSERT_EQUAL(t.enc_peer_ups, 2);
 	}
-	CU_ASSERT_EQUAL(egw_node_open_rx(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
-	run(50000000);
-	CU_ASSERT_EQUAL(t.delivered, 1);
-	CU_ASSERT_EQUAL(t.bad, 0);
-	CU_ASSERT_EQUAL(t.done_err, 0);
+	assert_room_transfers(3000);
 	teardown();
 }
 
@@ -315,10 +346,7 @@ test_bad_datagrams_dropped_and_counted(void)
 	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_MAC], 1);
 	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_REPLAY], 1);
 	/* and a transfer afterwards is unaffected */
-	CU_ASSERT_EQUAL(egw_node_open_rx(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
-	run(50000000);
-	CU_ASSERT_EQUAL(t.delivered, 1);
-	CU_ASSERT_EQUAL(t.bad, 0);
+	assert_room_transfers(2000);
 	teardown();
 }
 
@@ -335,7 +363,7 @@ test_mismatched_geometry_is_not_registered(void)
 	CU_ASSERT(st.drops[EGW_ND_GEOMETRY] > 0);
 	/* a room towards it cannot make progress and fails at its deadline,
 	 * freeing what it held */
-	CU_ASSERT_EQUAL(egw_node_open_rx(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
 	run(6000000000ull);
 	CU_ASSERT_EQUAL(t.delivered, 0);
 	CU_ASSERT(t.done_err >= 1);
@@ -370,6 +398,123 @@ test_message_for_missing_role_dropped(void)
 	teardown();
 }
 
+static void
+assert_no_blocks_in_use(void)
+{
+	for (int i = 0; i < 2; i++) {
+		struct egw_pool_stats ps;
+
+		egw_pool_get_stats(t.pool[i], &ps);
+		CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
+	}
+}
+
+/* The driver refuses a batch: the node completes it as failed by itself,
+ * so the room fails on both sides within a few round trips - not at the
+ * 5 s round deadline - and every block comes back. */
+static void
+test_refused_post_fails_room_at_once(void)
+{
+	struct egw_node_stats st;
+	uint64_t opened;
+
+	setup(16);
+	run(5000000);
+	t.refuse_posts = true;
+	opened = t.now;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	while (t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)] == 0 &&
+	       t.now - opened < t.conf[0].timers.round_ns)
+		run(1000000);
+	CU_ASSERT_EQUAL(t.posts_refused, 1);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
+	CU_ASSERT_EQUAL(t.done_err, 2);
+	/* well before any deadline could have failed it */
+	CU_ASSERT(t.now - opened < t.conf[1].timers.alloc_ns &&
+		  t.now - opened < t.conf[0].timers.round_ns);
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	egw_node_get_stats(t.node[0], &st);
+	CU_ASSERT_EQUAL(st.posts_refused, 1);
+	CU_ASSERT_EQUAL(st.refused_overflow, 0);
+	run(3000000000ull); /* past the sender's linger */
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* Many more refused batches than any fixed array of the past held (64):
+ * every one fails its room, none waits for a deadline, nothing leaks; and
+ * once the driver takes batches again, rooms succeed. */
+static void
+test_many_refused_posts_all_fail_their_rooms(void)
+{
+	enum { NROOMS = 200 };
+	struct egw_node_stats st;
+	uint64_t opened;
+
+	setup_with(16, 128); /* small first windows: all rooms fit the pool */
+	run(5000000);
+	t.refuse_posts = true;
+	opened = t.now;
+	for (uint64_t i = 0; i < NROOMS; i++)
+		CU_ASSERT_EQUAL_FATAL(egw_node_receiver_open(t.node[1], (i << 32) | 100, 0, 1,
+							     0, false, t.now), 0);
+	run(50000000);
+	CU_ASSERT_EQUAL(t.posts_refused, NROOMS);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_TRANSPORT)], NROOMS);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], NROOMS);
+	CU_ASSERT_EQUAL(t.done_err, 2 * NROOMS);
+	CU_ASSERT(t.now - opened < t.conf[0].timers.round_ns);
+	egw_node_get_stats(t.node[0], &st);
+	CU_ASSERT_EQUAL(st.posts_refused, NROOMS);
+	CU_ASSERT_EQUAL(st.refused_overflow, 0);
+	t.refuse_posts = false;
+	assert_room_transfers((1000ull << 32) | 700);
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* The driver cannot connect a peer at first: the node keeps the REGISTER
+ * and tries again by itself, without the peer sending another one. */
+static void
+test_refused_connect_is_retried_by_the_node(void)
+{
+	struct egw_node_stats st;
+	unsigned head = 0;
+
+	setup(16);
+	t.lang_connect_refusals = 3;
+	/* deliver only the encode side's first REGISTER to the language
+	 * node: whatever follows must come from the node's own retries */
+	egw_node_tick(t.node[0], t.now);
+	CU_ASSERT_FATAL(t.nq > 0);
+	while (head < t.nq && t.q[head].to != 1)
+		head++;
+	CU_ASSERT_FATAL(head < t.nq);
+	egw_node_rx(t.node[1], t.q[head].src, PORT, t.q[head].b, t.q[head].len, t.now);
+	t.nq = 0;
+	CU_ASSERT_EQUAL(t.lang_connect_tries, 1);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
+	/* (within the heartbeat deadline: the peer is silent meanwhile) */
+	for (int i = 0; i < 5; i++) {
+		t.now += 100000000;
+		egw_node_tick(t.node[1], t.now);
+	}
+	t.nq = 0;
+	CU_ASSERT_EQUAL(t.lang_connect_tries, 4);
+	CU_ASSERT_EQUAL(t.lang_peer_ups, 1);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.connect_retries, 3);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_PAYLOAD], 1);
+	/* and the pair works from there */
+	run(5000000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	assert_room_transfers(2000);
+	teardown();
+}
+
 int
 main(void)
 {
@@ -379,6 +524,11 @@ main(void)
 		{ "bad_datagrams_dropped_and_counted", test_bad_datagrams_dropped_and_counted },
 		{ "mismatched_geometry_is_not_registered", test_mismatched_geometry_is_not_registered },
 		{ "message_for_missing_role_dropped", test_message_for_missing_role_dropped },
+		{ "refused_post_fails_room_at_once", test_refused_post_fails_room_at_once },
+		{ "many_refused_posts_all_fail_their_rooms",
+		  test_many_refused_posts_all_fail_their_rooms },
+		{ "refused_connect_is_retried_by_the_node",
+		  test_refused_connect_is_retried_by_the_node },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
 #include <string.h>
 
 #include "cu_main.h"
@@ -34,7 +35,7 @@ samples(struct egw_msg *m, struct egw_register *reg)
 		.room = 2, .offset = 128, .block_tokens = 128, .nruns = 0 };
 	n++;
 	m[n] = (struct egw_msg){ .type = EGW_MSG_STATUS, .state = EGW_ST_FAILED,
-		.error = EGW_E_MAX - 1, .rank = 1, .nranks = 2, .room = 3,
+		.error = EGW_E_END - 1, .rank = 1, .nranks = 2, .room = 3,
 		.total_tokens = EGW_XFER_MAX_TOKENS, .landed_tokens = UINT32_MAX,
 		.accepted_tokens = UINT32_MAX };
 	n++;
@@ -98,7 +99,7 @@ test_round_trip_every_type(void)
 		CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
 				EGW_PE_OK);
 		CU_ASSERT_EQUAL(pkt.type, EGW_MSG_REGISTER);
-		CU_ASSERT_EQUAL(pkt.flags, EGW_PF_ACK);
+		CU_ASSERT_EQUAL(pkt.flags, EGW_MSGF_ACK);
 		CU_ASSERT_EQUAL(memcmp(&pkt.reg, &reg, sizeof(reg)), 0);
 	}
 	/* sizes: the largest window message fits a minimal IPv4 datagram */
@@ -243,6 +244,56 @@ test_replay_window(void)
 	}
 }
 
+/* The error field keeps its wire values (doc/protocol.md) although the C
+ * codes live above EGW_ERR_BASE, where no errno value reaches. */
+static void
+test_error_codes_on_the_wire_and_in_text(void)
+{
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	struct egw_pkt pkt;
+
+	for (uint16_t w = 1; w < EGW_E_COUNT; w++) {
+		struct egw_msg m = { .type = EGW_MSG_ABORT, .nranks = 1,
+				     .room = 9, .error = egw_err_from_wire(w) };
+		int len = egw_proto_encode(&key, 1, w, &m, b, sizeof(b));
+
+		CU_ASSERT_FATAL(len > 0);
+		/* ABORT's body starts with the 16-bit big-endian code */
+		CU_ASSERT_EQUAL(b[EGW_PROTO_HDR_LEN], w >> 8);
+		CU_ASSERT_EQUAL(b[EGW_PROTO_HDR_LEN + 1], w & 0xff);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+		CU_ASSERT_EQUAL(pkt.msg.error, m.error);
+		CU_ASSERT_EQUAL(egw_err_to_wire((enum egw_err)m.error), w);
+	}
+	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_UNKNOWN_PEER), 22);
+	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_OK), 0);
+	CU_ASSERT_EQUAL(egw_err_from_wire(EGW_E_COUNT), EGW_E_END);
+	{
+		/* a raw wire number is no code: refused, not sent */
+		struct egw_msg m = { .type = EGW_MSG_ABORT, .nranks = 1,
+				     .room = 9, .error = 20 };
+
+		CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)), -EINVAL);
+	}
+	/* the values that used to collide are told apart, and named */
+	CU_ASSERT_FALSE(egw_rc_is_err(-EINVAL));
+	CU_ASSERT_FALSE(egw_rc_is_err(-ENOMEM));
+	CU_ASSERT_FALSE(egw_rc_is_err(-EPERM));
+	CU_ASSERT_FALSE(egw_rc_is_err(0));
+	CU_ASSERT_TRUE(egw_rc_is_err(-EGW_E_UNKNOWN_PEER));
+	CU_ASSERT_TRUE(egw_rc_is_err(-EGW_E_UNKNOWN_ROOM));
+	for (int e = 1; e < 4096 && e < EGW_ERR_BASE; e++)
+		CU_ASSERT_FALSE(egw_rc_is_err(-e));
+	CU_ASSERT_STRING_EQUAL(egw_strerror(-EGW_E_UNKNOWN_PEER), "unknown peer");
+	CU_ASSERT_STRING_EQUAL(egw_strerror(EGW_E_UNKNOWN_PEER), "unknown peer");
+	CU_ASSERT_STRING_EQUAL(egw_strerror(-EINVAL), strerror(EINVAL));
+	CU_ASSERT_STRING_EQUAL(egw_strerror(-ENOMEM), strerror(ENOMEM));
+	CU_ASSERT_STRING_EQUAL(egw_strerror(-EGW_E_TOO_LARGE), "total or run list too large");
+	CU_ASSERT_STRING_EQUAL(egw_strerror(0), "ok");
+	CU_ASSERT_STRING_EQUAL(egw_strerror(-(int)EGW_E_END), "unknown error");
+	CU_ASSERT_PTR_NOT_NULL(egw_strerror(INT32_MIN));
+}
+
 int
 main(void)
 {
@@ -252,6 +303,8 @@ main(void)
 		{ "truncation_and_bit_flips_rejected", test_truncation_and_bit_flips_rejected },
 		{ "wrong_key_and_unknown_fields_rejected", test_wrong_key_and_unknown_fields_rejected },
 		{ "replay_window", test_replay_window },
+		{ "error_codes_on_the_wire_and_in_text",
+		  test_error_codes_on_the_wire_and_in_text },
 		{ NULL, NULL },
 	};
 	if (egw_proto_init() != 0)

@@ -160,23 +160,20 @@ static int
 shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	 uint32_t n, uint64_t cookie)
 {
-	bool ok = peer < EGW_CONF_MAX_PEERS && p->peers[peer].map != NULL;
 	uint64_t t0 = egw_payload_cycles();
+	bool ok;
 
+	if (peer >= EGW_CONF_MAX_PEERS)
+		return -EINVAL;
 	if (egw_payload_ring_full(&p->ring))
 		return -ENOBUFS;
+	ok = p->peers[peer].map != NULL;
 	for (uint32_t i = 0; ok && i < n; i++) {
 		ok = one_write(p, &p->peers[peer], &w[i]);
-		if (ok) {
-			p->st.writes++;
-			p->st.bytes += w[i].bytes;
-			if (w[i].kind == EGW_KIND_EMB)
-				p->st.blocks += (w[i].tokens +
-						 p->peers[peer].reg.block_tokens - 1) /
-						p->peers[peer].reg.block_tokens;
-		} else {
+		if (ok)
+			egw_payload_count_write(&p->st, &p->peers[peer].reg, &w[i]);
+		else
 			p->st.refused_writes++;
-		}
 	}
 	p->st.batches++;
 	if (!ok)
@@ -225,18 +222,3 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.stats = shm_stats,
 	.close = shm_close,
 };
-
-const struct egw_payload_ops *
-egw_payload_find(enum egw_payload_driver d)
-{
-	switch (d) {
-	case EGW_PAYLOAD_SHM:
-		return &egw_payload_shm_ops;
-#ifdef EGW_HAVE_VERBS
-	case EGW_PAYLOAD_VERBS:
-		return &egw_payload_verbs_ops;
-#endif
-	default:
-		return NULL; /* built without rdma-core */
-	}
-}

@@ -12,14 +12,19 @@
  *   back through RESET when the peer's endpoint changes or the QP fails.
  * - post() only chains work requests, one RDMA WRITE per coalesced write;
  *   poll() posts each peer's chain once, then polls the CQ in a batch.
- *   Every SIGNAL_EVERY-th WR and the last of each batch are signalled, so
- *   the send queue never overflows and a batch completes when its last WR
- *   does (an RC QP completes in order).
+ *   Every VERBS_SIGNAL_EVERY-th WR and the last of each batch are
+ *   signalled, so the send queue never overflows and a batch completes
+ *   when its last WR does (an RC QP completes in order).
  * - A failed completion puts the QP in error: every batch in flight on it
  *   is reported failed (its rooms fail), the QP is reset and reconnected
  *   for later rooms; late completions of the old generation are ignored.
+ *   A reset for a peer's new endpoint fails what was in flight the same
+ *   way (a QP moved to RESET drops its WRs without completions).
+ *
+ * The decisions themselves (GID choice, chaining and signalling, send
+ * queue depth, what a completion means) live in verbs_core.c, free of
+ * device calls; this file is the rdma-core glue around them.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,31 +36,18 @@
 #include <infiniband/verbs.h>
 
 #include "egw_payload.h"
+#include "verbs_core.h"
 
-#define SIGNAL_EVERY 64u
 #define CQ_BATCH 32
-#define MAX_CHAIN 4096u      /* WRs chained per peer between two polls */
-
-struct batch {               /* one post(): its cookie, peer, generation */
-	uint64_t cookie;
-	uint32_t peer;
-	uint8_t gen;
-	bool in_use;
-};
 
 struct vpeer {
 	struct ibv_qp *qp;
 	uint32_t psn;            /* ours */
-	uint8_t gen;             /* bumped on every reset */
 	bool connected;
 	bool changed;            /* new PSN: the peer must hear it */
 	bool unconfirmed;        /* ... and has not confirmed it yet */
 	struct egw_register reg; /* the peer's endpoint and regions */
-	uint32_t sq_used;        /* WRs posted and not yet known complete */
-	uint32_t unsignaled;     /* WRs since the last signalled one */
-	struct ibv_send_wr *chain; /* pending, posted by poll() */
-	struct ibv_sge *sge;
-	uint32_t nchain;
+	struct verbs_sq sq;      /* chain, send queue use, generation */
 };
 
 struct egw_payload {
@@ -73,10 +65,7 @@ struct egw_payload {
 	struct egw_pool *pool;
 	struct vpeer peers[EGW_CONF_MAX_PEERS];
 	uint32_t npeers;
-	struct batch *batches;
-	uint32_t nbatch, next_batch, batches_in_use;
-	struct egw_payload_ring ring;
-	struct egw_payload_stats st;
+	struct verbs_flight fl;  /* batches in flight, completions, stats */
 };
 
 static void __attribute__((format(printf, 1, 2)))
@@ -138,37 +127,41 @@ open_device(const char *name)
 	return ctx;
 }
 
-/* The RoCEv2 GID of `addr` (host order): ::ffff:a.b.c.d of type RoCEv2. */
+/* The RoCEv2 GID of `addr` (host order), from the port's table as read
+ * now (entries that cannot be read are left out). */
 static int
 pick_gid(struct egw_payload *p, int table_len, uint32_t addr)
 {
-	uint8_t want[16] = { 0 };
-	char seen[512] = "";
+	struct ibv_gid_entry *t = calloc(table_len > 0 ? (size_t)table_len : 1,
+					 sizeof(*t));
+	uint32_t n = 0;
+	char seen[512];
+	int idx;
 
-	want[10] = want[11] = 0xff;
-	want[12] = (uint8_t)(addr >> 24);
-	want[13] = (uint8_t)(addr >> 16);
-	want[14] = (uint8_t)(addr >> 8);
-	want[15] = (uint8_t)addr;
-	for (int i = 0; i < table_len; i++) {
-		struct ibv_gid_entry e;
-		char txt[64];
-
-		if (ibv_query_gid_ex(p->ctx, p->port, (uint32_t)i, &e, 0) != 0)
-			continue;
-		inet_ntop(AF_INET6, e.gid.raw, txt, sizeof(txt));
-		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen),
-			 "%s[%d] %s %s", i ? ", " : "", i, txt,
-			 e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCEv2" :
-			 e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCEv1" : "IB");
-		if (e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
-		    memcmp(e.gid.raw, want, 16) == 0)
-			return i;
+	if (t == NULL)
+		return -1;
+	for (int i = 0; i < table_len; i++)
+		if (ibv_query_gid_ex(p->ctx, p->port, (uint32_t)i, &t[n], 0) == 0)
+			n++;
+	idx = verbs_gid_pick(t, n, addr);
+	if (idx < 0) {
+		verbs_gid_list(t, n, seen, sizeof(seen));
+		verr("no RoCEv2 GID for %u.%u.%u.%u on port %u; GIDs: %s",
+		     addr >> 24, (addr >> 16) & 0xff, (addr >> 8) & 0xff,
+		     addr & 0xff, p->port, seen[0] ? seen : "none");
 	}
-	verr("no RoCEv2 GID for %u.%u.%u.%u on port %u; GIDs: %s", addr >> 24,
-	     (addr >> 16) & 0xff, (addr >> 8) & 0xff, addr & 0xff, p->port,
-	     seen[0] ? seen : "none");
-	return -1;
+	free(t);
+	return idx;
+}
+
+/* ibv_modify_qp() and ibv_post_send() return an errno value; a provider
+ * that returns -1 leaves it in errno. Either way: a negative errno. */
+static int
+neg_errno(int rc)
+{
+	if (rc > 0)
+		return -rc;
+	return rc == 0 ? 0 : errno > 0 ? -errno : -EIO;
 }
 
 /* ---- QPs ------------------------------------------------------------- */
@@ -195,23 +188,28 @@ qp_to_init(struct egw_payload *p, struct ibv_qp *qp)
 		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
 	};
 
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	return neg_errno(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
 }
 
+/* Reset the peer's QP (what was in flight on it fails) and bring it to
+ * RTS towards the endpoint in v->reg. */
 static int
-qp_connect(struct egw_payload *p, struct vpeer *v)
+qp_connect(struct egw_payload *p, uint32_t peer)
 {
+	struct vpeer *v = &p->peers[peer];
 	struct ibv_qp_attr a;
 	int rc;
 
+	v->connected = false;
+	verbs_sq_restart(&p->fl, &v->sq, peer);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
-	rc = ibv_modify_qp(v->qp, &a, IBV_QP_STATE);
+	rc = neg_errno(ibv_modify_qp(v->qp, &a, IBV_QP_STATE));
 	if (rc == 0)
 		rc = qp_to_init(p, v->qp);
 	if (rc != 0)
-		return -rc;
+		return rc;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = mtu_enum(v->reg.mtu) < p->mtu ? mtu_enum(v->reg.mtu) : p->mtu;
@@ -224,11 +222,12 @@ qp_connect(struct egw_payload *p, struct vpeer *v)
 	a.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = p->port;
-	rc = ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	rc = neg_errno(ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER));
 	if (rc != 0)
-		return -rc;
+		return rc;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
@@ -236,15 +235,11 @@ qp_connect(struct egw_payload *p, struct vpeer *v)
 	a.rnr_retry = 7;
 	a.sq_psn = v->psn;
 	a.max_rd_atomic = 1;
-	rc = ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			   IBV_QP_MAX_QP_RD_ATOMIC);
+	rc = neg_errno(ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
 	if (rc != 0)
-		return -rc;
-	v->gen++;
-	v->sq_used = 0;
-	v->unsignaled = 0;
-	v->nchain = 0;
+		return rc;
 	v->connected = true;
 	return 0;
 }
@@ -293,17 +288,22 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		verbs_close(p);
 		return -EIO;
 	}
-	p->max_send_wr = da.max_qp_wr < 4096 ? (uint32_t)da.max_qp_wr : 4096;
+	p->max_send_wr = verbs_sq_depth(da.max_qp_wr);
+	if (p->max_send_wr == 0) {
+		verr("device '%s' allows no send work requests (max_qp_wr %d)",
+		     port->payload.device, da.max_qp_wr);
+		verbs_close(p);
+		return -ENODEV;
+	}
 	p->mem_len = egw_geom_mem_bytes(&c->geom);
 	p->mem = aligned_alloc(EGW_POOL_ALIGN, p->mem_len);
 	p->pd = ibv_alloc_pd(p->ctx);
-	p->nbatch = c->max_rooms * EGW_XFER_MAX_RANKS * EGW_XFER_PIPE;
-	p->batches = calloc(p->nbatch, sizeof(*p->batches));
-	egw_payload_ring_init(&p->ring, p->nbatch);
+	/* bounded by what the engines can have in flight */
+	rc = verbs_flight_init(&p->fl, c->max_rooms * EGW_XFER_MAX_RANKS *
+				       EGW_XFER_PIPE);
 	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (port->npeers + 1)),
 			      NULL, NULL, 0);
-	if (p->mem == NULL || p->pd == NULL || p->batches == NULL ||
-	    p->ring.c == NULL || p->cq == NULL) {
+	if (p->mem == NULL || p->pd == NULL || rc != 0 || p->cq == NULL) {
 		verr("cannot allocate PD/CQ/memory on '%s'", port->payload.device);
 		verbs_close(p);
 		return -ENOMEM;
@@ -324,9 +324,10 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		struct vpeer *v = &p->peers[i];
 
 		v->qp = make_qp(p);
-		v->chain = calloc(MAX_CHAIN, sizeof(*v->chain));
-		v->sge = calloc(MAX_CHAIN, sizeof(*v->sge));
-		if (v->qp == NULL || v->chain == NULL || v->sge == NULL ||
+		v->sq.wr = calloc(VERBS_MAX_CHAIN, sizeof(*v->sq.wr));
+		v->sq.sge = calloc(VERBS_MAX_CHAIN, sizeof(*v->sq.sge));
+		v->sq.depth = p->max_send_wr;
+		if (v->qp == NULL || v->sq.wr == NULL || v->sq.sge == NULL ||
 		    qp_to_init(p, v->qp) != 0) {
 			verr("cannot create an RC QP for peer %s",
 			     port->peers[i].name);
@@ -381,91 +382,29 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 		return 0;
 	}
 	v->reg = *r;
-	rc = qp_connect(p, v);
+	rc = qp_connect(p, peer);
 	if (rc != 0)
 		verr("cannot bring the QP for peer %s to RTS: %s", r->name,
-		     strerror(rc));
+		     strerror(-rc));
 	return rc;
-}
-
-static void
-complete(struct egw_payload *p, uint64_t cookie, bool ok)
-{
-	egw_payload_ring_push(&p->ring, cookie, ok);
-	if (!ok)
-		p->st.failed_batches++;
 }
 
 static int
 verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	   uint32_t n, uint64_t cookie)
 {
-	struct vpeer *v;
-	uint32_t slot, first;
-
 	uint64_t t0 = egw_payload_cycles();
+	struct vpeer *v;
 
-	if (peer >= p->npeers || egw_payload_ring_full(&p->ring))
+	if (peer >= p->npeers)
 		return -EINVAL;
+	if (egw_payload_ring_full(&p->fl.ring))
+		return -ENOBUFS;
 	v = &p->peers[peer];
-	p->st.batches++;
-	/* a batch that cannot be posted whole fails whole, now; so does one
-	 * for a rebuilt QP the peer has not confirmed: its responder may
-	 * still expect the old PSN and would take our new packets for
-	 * duplicates - acknowledged, not written */
-	if (!v->connected || v->unconfirmed || n == 0 ||
-	    v->nchain + n > MAX_CHAIN ||
-	    v->sq_used + v->nchain + n > p->max_send_wr ||
-	    p->batches_in_use == p->nbatch) {
-		complete(p, cookie, false);
-		return 0;
-	}
-	for (slot = p->next_batch; p->batches[slot].in_use;
-	     slot = (slot + 1) % p->nbatch)
-		;
-	p->next_batch = (slot + 1) % p->nbatch;
-	first = v->nchain;
-	for (uint32_t i = 0; i < n; i++) {
-		uint8_t *src = NULL;
-		int64_t off = egw_payload_check_write(p->pool, &v->reg, &w[i], &src);
-		struct ibv_send_wr *wr = &v->chain[v->nchain];
-		struct ibv_sge *sg = &v->sge[v->nchain];
-
-		if (off < 0) {
-			p->st.refused_writes++;
-			v->nchain = first; /* drop this batch's WRs */
-			complete(p, cookie, false);
-			return 0;
-		}
-		sg->addr = (uint64_t)(uintptr_t)src;
-		sg->length = (uint32_t)w[i].bytes;
-		sg->lkey = p->mr->lkey;
-		memset(wr, 0, sizeof(*wr));
-		wr->sg_list = sg;
-		wr->num_sge = 1;
-		wr->opcode = IBV_WR_RDMA_WRITE;
-		wr->wr.rdma.remote_addr = v->reg.region[w[i].kind].addr + (uint64_t)off;
-		wr->wr.rdma.rkey = v->reg.region[w[i].kind].rkey;
-		v->nchain++;
-		v->unsignaled++;
-		/* every Nth and the last of the batch are signalled; wr_id
-		 * carries peer, QP generation, WRs covered and batch slot */
-		if (v->unsignaled == SIGNAL_EVERY || i == n - 1) {
-			wr->send_flags = IBV_SEND_SIGNALED;
-			wr->wr_id = ((uint64_t)peer << 56) | ((uint64_t)v->gen << 48) |
-				    ((uint64_t)v->unsignaled << 32) |
-				    (i == n - 1 ? slot : 0xffffffffu);
-			v->unsignaled = 0;
-		}
-		p->st.writes++;
-		p->st.bytes += w[i].bytes;
-		if (w[i].kind == EGW_KIND_EMB)
-			p->st.blocks += (w[i].tokens + v->reg.block_tokens - 1) /
-					v->reg.block_tokens;
-	}
-	p->batches[slot] = (struct batch){ cookie, peer, v->gen, true };
-	p->batches_in_use++;
-	p->st.cycles += egw_payload_cycles() - t0;
+	verbs_chain_batch(&p->fl, &v->sq, &(struct verbs_dest){
+		.peer = peer, .reg = &v->reg, .lkey = p->mr->lkey,
+		.usable = v->connected && !v->unconfirmed }, p->pool, w, n, cookie);
+	p->fl.st.cycles += egw_payload_cycles() - t0;
 	return 0;
 }
 
@@ -475,15 +414,7 @@ recover(struct egw_payload *p, uint32_t peer)
 {
 	struct vpeer *v = &p->peers[peer];
 
-	for (uint32_t i = 0; i < p->nbatch; i++)
-		if (p->batches[i].in_use && p->batches[i].peer == peer &&
-		    p->batches[i].gen == v->gen) {
-			p->batches[i].in_use = false;
-			p->batches_in_use--;
-			complete(p, p->batches[i].cookie, false);
-		}
-	p->st.qp_resets++;
-	v->connected = false;
+	p->fl.st.qp_resets++;
 	/* The peer's responder still expects the PSN after the last packet
 	 * it took; restarting ours from the old value would be refused as
 	 * out of sequence (or ignored as duplicates). A new PSN, our QP back
@@ -493,7 +424,7 @@ recover(struct egw_payload *p, uint32_t peer)
 	v->psn = (uint32_t)(lrand48() & 0xffffff);
 	v->changed = true;
 	v->unconfirmed = true;
-	if (qp_connect(p, v) != 0)
+	if (qp_connect(p, peer) != 0)
 		verr("QP for peer %s stays down after an error", v->reg.name);
 }
 
@@ -529,65 +460,51 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 {
 	struct ibv_wc wc[CQ_BATCH];
 	uint64_t t0 = egw_payload_cycles();
-	uint32_t n = 0;
+	uint32_t n;
 	int got;
 
 	/* post what was chained since the last poll: one call per peer */
 	for (uint32_t i = 0; i < p->npeers; i++) {
 		struct vpeer *v = &p->peers[i];
-		struct ibv_send_wr *bad = NULL;
+		struct ibv_send_wr *head = verbs_chain_link(&v->sq), *bad = NULL;
+		int rc;
 
-		if (v->nchain == 0)
+		if (head == NULL)
 			continue;
-		for (uint32_t k = 0; k + 1 < v->nchain; k++)
-			v->chain[k].next = &v->chain[k + 1];
-		v->chain[v->nchain - 1].next = NULL;
-		if (ibv_post_send(v->qp, v->chain, &bad) != 0) {
-			verr("post to peer %s failed", v->reg.name);
+		rc = neg_errno(ibv_post_send(v->qp, head, &bad));
+		verbs_chain_done(&v->sq, rc == 0);
+		if (rc != 0) {
+			verr("post to peer %s failed: %s", v->reg.name,
+			     strerror(-rc));
 			recover(p, i);
-		} else {
-			v->sq_used += v->nchain;
 		}
-		v->nchain = 0;
 	}
 	got = ibv_poll_cq(p->cq, CQ_BATCH, wc);
 	for (int i = 0; i < got; i++) {
-		uint32_t peer = (uint32_t)(wc[i].wr_id >> 56);
-		uint8_t gen = (uint8_t)(wc[i].wr_id >> 48);
-		uint32_t covered = (uint32_t)(wc[i].wr_id >> 32) & 0xffff;
-		uint32_t slot = (uint32_t)wc[i].wr_id;
+		struct verbs_wr_id id = verbs_wr_id_parse(wc[i].wr_id);
 		struct vpeer *v;
 
-		if (peer >= p->npeers)
+		if (id.peer >= p->npeers)
 			continue;
-		v = &p->peers[peer];
-		if (gen != v->gen)
-			continue; /* from before a reset: already failed */
-		if (wc[i].status != IBV_WC_SUCCESS) {
+		v = &p->peers[id.peer];
+		if (verbs_cpl_apply(&p->fl, &v->sq, &id, wc[i].status) ==
+		    VERBS_CPL_FAILED) {
 			verr("write to peer %s failed: %s", v->reg.name,
 			     ibv_wc_status_str(wc[i].status));
-			recover(p, peer);
-			continue;
-		}
-		v->sq_used -= covered < v->sq_used ? covered : v->sq_used;
-		if (slot != 0xffffffffu && slot < p->nbatch &&
-		    p->batches[slot].in_use) {
-			p->batches[slot].in_use = false;
-			p->batches_in_use--;
-			complete(p, p->batches[slot].cookie, true);
+			recover(p, id.peer);
 		}
 	}
-	n = egw_payload_ring_drain(&p->ring, c, max);
+	n = egw_payload_ring_drain(&p->fl.ring, c, max);
 	/* an empty poll is the loop's idle spin, not cost per block */
 	if (got > 0 || n > 0)
-		p->st.cycles += egw_payload_cycles() - t0;
+		p->fl.st.cycles += egw_payload_cycles() - t0;
 	return n;
 }
 
 static void
 verbs_stats(const struct egw_payload *p, struct egw_payload_stats *st)
 {
-	*st = p->st;
+	*st = p->fl.st;
 }
 
 static void
@@ -598,8 +515,8 @@ verbs_close(struct egw_payload *p)
 	for (uint32_t i = 0; i < EGW_CONF_MAX_PEERS; i++) {
 		if (p->peers[i].qp != NULL)
 			ibv_destroy_qp(p->peers[i].qp);
-		free(p->peers[i].chain);
-		free(p->peers[i].sge);
+		free(p->peers[i].sq.wr);
+		free(p->peers[i].sq.sge);
 	}
 	egw_pool_destroy(p->pool);
 	if (p->mr != NULL)
@@ -611,8 +528,7 @@ verbs_close(struct egw_payload *p)
 	if (p->ctx != NULL)
 		ibv_close_device(p->ctx);
 	free(p->mem);
-	free(p->batches);
-	free(p->ring.c);
+	verbs_flight_free(&p->fl);
 	free(p);
 }
 

@@ -7,8 +7,8 @@
  * the seeds' scenarios and a mixed concurrent load on a virtual clock and
  * prints a report; every delivered byte is verified.
  *
- * It is the demo until the DPDK gateway (app/embgw) exists; it uses the
- * same state machines the gateway will run.
+ * It runs the same state machines as the DPDK gateway (app/embgw), on the
+ * simulated pair the unit tests use (tests/harness).
  *
  *   embgw-sim [--drop PCT] [--dup PCT] [--ranks N] [--rooms N] [--seed S]
  */

@@ -32,7 +32,7 @@ struct w_net {
 
 struct w_log {                   /* a copy of one action */
 	int who;                     /* -1 sender, r >= 0 receiver rank r */
-	struct egw_act a;
+	struct egw_act act;
 	struct egw_msg msg;
 	uint64_t at;
 	uint32_t emb_tokens;         /* POST_WRITES: tokens in EMB writes */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egw_pattern.h"
 #include "xfer_harness.h"
 
 enum w_ev_type { EV_MSG_TO_RX, EV_MSG_TO_TX, EV_WDONE, EV_ALLOC };
@@ -16,7 +17,7 @@ struct w_ev {
 	bool ok, held;
 	uint64_t cookie;
 	uint64_t room;
-	int n;
+	int nruns;                 /* EV_ALLOC: runs, or -errno */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 	struct egw_msg msg;
 };
@@ -85,45 +86,14 @@ ev_pop(struct world *w, struct w_ev *out)
 		w->ev[i] = last;
 }
 
-/* ---- pattern ----------------------------------------------------------- */
-
-static uint8_t
-pat_emb(uint64_t room, uint32_t token, uint32_t byte)
-{
-	uint64_t h = (room * 0x9e3779b97f4a7c15ull) ^
-		     ((uint64_t)token * 0xc2b2ae3d27d4eb4full) ^ byte;
-
-	h ^= h >> 29;
-	return (uint8_t)(h * 0xbf58476d1ce4e5b9ull >> 56);
-}
+/* ---- pattern (lib/pattern) -------------------------------------------- */
 
 static void
 fill_src(struct world *w, uint64_t room, uint32_t total,
 	 const struct egw_run *runs, int n)
 {
-	const struct egw_pool_geom *g = &w->geom;
-	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
-	uint32_t t = 0;
-
-	for (int i = 0; i < n; i++) {
-		for (uint32_t b = runs[i].start; b < runs[i].start + runs[i].count; b++) {
-			for (uint32_t k = 0; k < g->block_tokens && t < total; k++, t++) {
-				uint8_t *e = egw_pool_addr(w->src_pool, EGW_KIND_EMB, b, k);
-				int32_t *f = egw_pool_addr(w->src_pool, EGW_KIND_FILL_IDS, b, k);
-				int32_t *m = egw_pool_addr(w->src_pool, EGW_KIND_MROPE, b, k);
-
-				for (size_t x = 0; x < eb; x++)
-					e[x] = pat_emb(room, t, (uint32_t)x);
-				*f = (int32_t)(t ^ (uint32_t)room);
-				if (m != NULL) {
-					m[0] = (int32_t)t;
-					m[1] = (int32_t)(t * 3);
-					m[2] = (int32_t)(room & 0xffff);
-				}
-			}
-		}
-	}
-	egw_pool_aux_init(w->src_pool, runs[0].start, total, -7, room);
+	if (egw_pattern_fill(w->src_pool, room, total, runs, (uint32_t)n) != 0)
+		w->pool_errors++;
 }
 
 uint64_t
@@ -142,52 +112,21 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 {
 	const struct egw_pool_geom *g = &w->geom;
 	struct egw_pool *p = w->dst_pool[rank];
-	size_t eb = egw_geom_unit_bytes(g, EGW_KIND_EMB);
-	uint32_t t = 0, bad = 0, blocks = 0;
-	const struct egw_aux_rec *aux =
-		egw_pool_addr(p, EGW_KIND_AUX, a->aux_block, 0);
+	uint32_t bad = 0, blocks = 0;
 
-	if (aux == NULL || aux->total_tokens != a->tokens ||
-	    aux->cookie != a->room || aux->mrope_delta != -7)
-		bad++;
 	for (uint32_t i = 0; i < a->nruns; i++)
 		blocks += a->runs[i].count;
-	if (a->dummy) {
-		if (blocks != 1)
-			bad++;
-	} else {
-		/* exactly the blocks that cover total: nothing more is held */
-		if (blocks != egw_geom_blocks_for(g, a->tokens))
-			bad++;
-		for (uint32_t i = 0; i < a->nruns; i++) {
-			for (uint32_t b = a->runs[i].start;
-			     b < a->runs[i].start + a->runs[i].count; b++) {
-				for (uint32_t k = 0; k < g->block_tokens && t < a->tokens;
-				     k++, t++) {
-					const uint8_t *e = egw_pool_addr(p, EGW_KIND_EMB, b, k);
-					const int32_t *f = egw_pool_addr(p, EGW_KIND_FILL_IDS, b, k);
-					const int32_t *m = egw_pool_addr(p, EGW_KIND_MROPE, b, k);
-
-					for (size_t x = 0; x < eb; x++)
-						if (e[x] != pat_emb(a->room, t, (uint32_t)x))
-							bad++;
-					if (*f != (int32_t)(t ^ (uint32_t)a->room))
-						bad++;
-					if (m != NULL &&
-					    (m[0] != (int32_t)t || m[1] != (int32_t)(t * 3) ||
-					     m[2] != (int32_t)(a->room & 0xffff)))
-						bad++;
-				}
-			}
-		}
-		if (t != a->tokens)
-			bad++;
-		w->verified_tokens += t;
-	}
+	/* exactly the blocks that cover total (aux-only: one): nothing more
+	 * is held */
+	if (blocks != (a->dummy ? 1 : egw_geom_blocks_for(g, a->tokens)))
+		bad++;
+	bad += (uint32_t)egw_pattern_check(p, a->room, a->tokens, a->runs,
+					   a->nruns, a->aux_block, a->dummy);
+	if (!a->dummy)
+		w->verified_tokens += a->tokens;
 	if (bad && getenv("W_DEBUG"))
-		fprintf(stderr, "bad delivery room=%lu total=%u nruns=%u blocks=%u t=%u bad=%u aux=%u/%lu\n",
-			(unsigned long)a->room, a->tokens, a->nruns, blocks, t, bad,
-			aux ? aux->total_tokens : 0, aux ? (unsigned long)aux->cookie : 0);
+		fprintf(stderr, "bad delivery room=%lu total=%u nruns=%u blocks=%u bad=%u\n",
+			(unsigned long)a->room, a->tokens, a->nruns, blocks, bad);
 	w->bad_bytes += bad;
 	w->deliveries++;
 	w->delivered_bytes += w_pattern_bytes(w, a->tokens, a->dummy);
@@ -238,7 +177,7 @@ log_act(struct world *w, int who, const struct egw_act *a)
 	l = &w->log[w->nlog++];
 	memset(l, 0, sizeof(*l));
 	l->who = who;
-	l->a = *a;
+	l->act = *a;
 	l->at = w->now;
 	if (a->msg != NULL)
 		l->msg = *a->msg;
@@ -249,9 +188,9 @@ log_act(struct world *w, int who, const struct egw_act *a)
 			l->aux_writes++;
 	}
 	l->dst_engine = a->peer - W_SENDER_PEER_BASE;
-	l->a.msg = NULL;
-	l->a.writes = NULL;
-	l->a.runs = NULL;
+	l->act.msg = NULL;
+	l->act.writes = NULL;
+	l->act.runs = NULL;
 }
 
 static void
@@ -333,9 +272,9 @@ emit(void *ctx, const struct egw_act *a)
 		uint32_t maxr = a->max_runs;
 		if (w->fail_next_alloc[ep->who]) {
 			w->fail_next_alloc[ep->who] = false;
-			e.n = -ENOSPC;
+			e.nruns = -ENOSPC;
 		} else {
-			e.n = egw_pool_alloc_tokens(pool, a->room, a->tokens,
+			e.nruns = egw_pool_alloc_tokens(pool, a->room, a->tokens,
 						    e.runs, maxr);
 		}
 		ev_push(w, &e);
@@ -531,7 +470,7 @@ dispatch(struct world *w, struct w_ev *e)
 		break;
 	case EV_ALLOC:
 		egw_receiver_alloc_done(w->rx[e->rank], e->room, e->room_rank,
-					e->runs, e->n, w->now);
+					e->runs, e->nruns, w->now);
 		break;
 	}
 }
@@ -638,7 +577,7 @@ w_count_sends(const struct world *w, int who, uint8_t type)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < w->nlog; i++)
-		if (w->log[i].who == who && w->log[i].a.type == EGW_ACT_SEND &&
+		if (w->log[i].who == who && w->log[i].act.type == EGW_ACT_SEND &&
 		    w->log[i].msg.type == type)
 			n++;
 	return n;
@@ -650,7 +589,7 @@ w_count_acts(const struct world *w, int who, enum egw_act_type t)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < w->nlog; i++)
-		if (w->log[i].who == who && w->log[i].a.type == t)
+		if (w->log[i].who == who && w->log[i].act.type == t)
 			n++;
 	return n;
 }

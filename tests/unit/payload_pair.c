@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Two payload drivers in one process (payload_pair.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "payload_pair.h"
+
+void
+pp_conf(struct egw_conf *c, uint16_t roles, enum egw_payload_driver d,
+	const char *path)
+{
+	struct egw_conf_port *p = &c->ports[0];
+	bool lang = roles & EGW_ROLE_LANGUAGE;
+
+	egw_conf_defaults(c);
+	snprintf(c->name, sizeof(c->name), "%s", lang ? "lang" : "enc");
+	c->roles = roles;
+	c->geom.capacity_tokens = PP_BLOCKS * PP_BLOCK_TOKENS;
+	c->geom.block_tokens = PP_BLOCK_TOKENS;
+	c->geom.hidden_size = 64;
+	c->geom.dtype_bytes = 2;
+	c->max_rooms = 1;           /* a small completion ring */
+	c->nports = 1;
+	snprintf(p->name, sizeof(p->name), "p0");
+	p->addr = lang ? PP_LANG_IP : PP_ENC_IP;
+	p->payload.driver = d;
+	snprintf(p->payload.device, sizeof(p->payload.device), "stub0");
+	p->payload.port = 1;
+	p->payload.gid_index = -1;
+	snprintf(p->payload.path, sizeof(p->payload.path), "%s", path);
+	p->npeers = 1;
+	snprintf(p->peers[0].name, sizeof(p->peers[0].name), "%s",
+		 lang ? "enc" : "lang");
+	p->peers[0].addr = lang ? PP_ENC_IP : PP_LANG_IP;
+}
+
+int
+pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
+{
+	static const uint16_t roles[2] = { EGW_ROLE_ENCODE, EGW_ROLE_LANGUAGE };
+
+	memset(pp, 0, sizeof(*pp));
+	pp->ops = ops;
+	for (int s = PP_ENC; s <= PP_LANG; s++) {
+		struct pp_side *sd = &pp->side[s];
+		int rc;
+
+		pp_conf(&sd->conf, roles[s], strcmp(ops->name, "shm") == 0 ?
+			EGW_PAYLOAD_SHM : EGW_PAYLOAD_VERBS, path);
+		rc = ops->open(&sd->conf, &sd->conf.ports[0], &sd->drv, &sd->pool);
+		if (rc != 0) {
+			pp_close(pp);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void
+pp_close(struct pp_pair *pp)
+{
+	for (int s = PP_ENC; s <= PP_LANG; s++)
+		if (pp->side[s].drv != NULL)
+			pp->ops->close(pp->side[s].drv);
+	memset(pp->side, 0, sizeof(pp->side));
+}
+
+void
+pp_register(struct pp_pair *pp, int from, struct egw_register *r)
+{
+	struct pp_side *sd = &pp->side[from];
+	const struct egw_pool_geom *g = &sd->conf.geom;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->name, sizeof(r->name), "%s", sd->conf.name);
+	pp->ops->describe(sd->drv, r->region, r->gid, &r->qpn);
+	r->mtu = 1024;
+	if (pp->ops->endpoint != NULL)
+		pp->ops->endpoint(sd->drv, 0, &r->qpn, &r->psn, &r->mtu);
+	r->roles = sd->conf.roles;
+	r->block_tokens = g->block_tokens;
+	r->pool_blocks = egw_pool_nblocks(sd->pool);
+	r->hidden_size = g->hidden_size;
+	r->dtype_bytes = g->dtype_bytes;
+	r->aux_bytes = g->aux_bytes;
+}
+
+int
+pp_connect(struct pp_pair *pp)
+{
+	for (int s = PP_ENC; s <= PP_LANG; s++) {
+		struct egw_register r;
+		int rc;
+
+		pp_register(pp, 1 - s, &r);
+		rc = pp->ops->connect(pp->side[s].drv, 0, &r);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+struct egw_write
+pp_emb(const struct pp_pair *pp, uint32_t src, uint32_t dst, uint32_t tokens)
+{
+	const struct egw_pool_geom *g = &pp->side[PP_ENC].conf.geom;
+
+	return (struct egw_write){
+		.kind = EGW_KIND_EMB, .src_block = src, .dst_block = dst,
+		.tokens = tokens,
+		.bytes = (uint64_t)tokens * egw_geom_unit_bytes(g, EGW_KIND_EMB),
+	};
+}
+
+static uint8_t
+pattern(uint8_t seed, size_t i)
+{
+	return (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+void
+pp_fill(struct pp_pair *pp, uint32_t block, uint8_t seed)
+{
+	const struct egw_pool_geom *g = &pp->side[PP_ENC].conf.geom;
+	uint8_t *b = egw_pool_addr(pp->side[PP_ENC].pool, EGW_KIND_EMB, block, 0);
+	size_t len = (size_t)g->block_tokens * egw_geom_unit_bytes(g, EGW_KIND_EMB);
+
+	for (size_t i = 0; i < len; i++)
+		b[i] = pattern(seed, i);
+}
+
+bool
+pp_landed(const struct pp_pair *pp, uint32_t block, uint8_t seed,
+	  uint32_t tokens)
+{
+	const struct egw_pool_geom *g = &pp->side[PP_LANG].conf.geom;
+	const uint8_t *b = egw_pool_addr(pp->side[PP_LANG].pool, EGW_KIND_EMB,
+					 block, 0);
+	size_t len = (size_t)tokens * egw_geom_unit_bytes(g, EGW_KIND_EMB);
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != pattern(seed, i))
+			return false;
+	return true;
+}
+
+uint32_t
+pp_poll(struct pp_pair *pp, int s, struct egw_payload_cpl *c, uint32_t max)
+{
+	uint32_t n = 0, got;
+
+	while (n < max &&
+	       (got = pp->ops->poll(pp->side[s].drv, c + n, max - n)) > 0)
+		n += got;
+	return n;
+}

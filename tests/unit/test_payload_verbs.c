@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The verbs payload driver without a device: the driver's own sources
+ * against a stub rdma-core (stub/ibv_stub.c) that plays an RC QP's rules,
+ * and its decisions (verbs_core.c) on plain tables. Proves the GID choice,
+ * the send queue depth and that it is never overrun, how a batch becomes
+ * a chain of WRs and which are signalled, that a batch completes once, a
+ * QP error fails what was in flight exactly once while completions from
+ * before the reset are ignored, and the errors of post() itself.
+ */
+#include <string.h>
+
+#include "cu_main.h"
+#include "ibv_stub.h"
+#include "payload_pair.h"
+#include "verbs_core.h"
+
+static struct pp_pair pp;
+
+#define ENC (pp.side[PP_ENC].drv)
+
+static void
+stub_device(void)
+{
+	ibv_stub_reset();
+	ibv_stub_gid(0, PP_ENC_IP, IBV_GID_TYPE_ROCE_V2);
+	ibv_stub_gid(1, PP_LANG_IP, IBV_GID_TYPE_ROCE_V2);
+}
+
+static void
+open_connected(void)
+{
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+}
+
+/* One write of token `i` of the pool (block i / tokens, token i % tokens). */
+static struct egw_write
+token_write(uint32_t i)
+{
+	struct egw_write w = pp_emb(&pp, 0, 0, 1);
+
+	w.src_block = w.dst_block = (i / PP_BLOCK_TOKENS) % PP_BLOCKS;
+	w.src_token = w.dst_token = i % PP_BLOCK_TOKENS;
+	return w;
+}
+
+static int
+post_tokens(uint32_t n, uint64_t cookie)
+{
+	static struct egw_write w[VERBS_MAX_CHAIN];
+
+	for (uint32_t i = 0; i < n; i++)
+		w[i] = token_write(i);
+	return pp.ops->post(ENC, 0, w, n, cookie);
+}
+
+static struct egw_payload_stats
+enc_stats(void)
+{
+	struct egw_payload_stats st;
+
+	pp.ops->stats(ENC, &st);
+	return st;
+}
+
+/* ---- GID, depth ------------------------------------------------------ */
+
+static void
+test_gid_pick_table(void)
+{
+	struct ibv_gid_entry t[4];
+
+	stub_device();
+	ibv_stub_gid(0, PP_ENC_IP, IBV_GID_TYPE_IB);      /* wrong type */
+	ibv_stub_gid(1, PP_ENC_IP, IBV_GID_TYPE_ROCE_V1); /* wrong type */
+	ibv_stub_gid(2, PP_LANG_IP, IBV_GID_TYPE_ROCE_V2); /* wrong address */
+	ibv_stub_gid(3, PP_ENC_IP, IBV_GID_TYPE_ROCE_V2);
+	memcpy(t, ibv_stub.gid, sizeof(t));
+	CU_ASSERT_EQUAL(verbs_gid_pick(t, 4, PP_ENC_IP), 3);
+	CU_ASSERT_EQUAL(verbs_gid_pick(t, 4, PP_LANG_IP), 2);
+	CU_ASSERT_EQUAL(verbs_gid_pick(t, 3, PP_ENC_IP), -1);
+	CU_ASSERT_EQUAL(verbs_gid_pick(t, 0, PP_ENC_IP), -1);
+	/* the index is the entry's own, not its place in what was read */
+	CU_ASSERT_EQUAL(verbs_gid_pick(&t[2], 2, PP_ENC_IP), 3);
+}
+
+static void
+test_gid_auto_on_open(void)
+{
+	struct egw_register r;
+
+	stub_device();
+	ibv_stub_gid(0, PP_ENC_IP, IBV_GID_TYPE_ROCE_V1);
+	ibv_stub_gid(1, PP_LANG_IP, IBV_GID_TYPE_ROCE_V2); /* the other side */
+	ibv_stub_gid(2, PP_ENC_IP, IBV_GID_TYPE_ROCE_V2);
+	ibv_stub_gid(3, PP_ENC_IP, IBV_GID_TYPE_ROCE_V2);
+	ibv_stub.gid_unreadable = 1u << 2; /* skipped, the next one taken */
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	pp_register(&pp, PP_ENC, &r);
+	CU_ASSERT(memcmp(r.gid, ibv_stub.gid[3].gid.raw, 16) == 0);
+	pp_close(&pp);
+
+	/* no RoCEv2 entry for the port's address: open says so */
+	stub_device();
+	ibv_stub_gid(0, PP_ENC_IP, IBV_GID_TYPE_ROCE_V1);
+	CU_ASSERT_EQUAL(pp_open(&pp, &egw_payload_verbs_ops, ""), -ENOENT);
+}
+
+static void
+test_sq_depth(void)
+{
+	CU_ASSERT_EQUAL(verbs_sq_depth(100), 100);
+	CU_ASSERT_EQUAL(verbs_sq_depth(1 << 20), VERBS_MAX_SQ);
+	CU_ASSERT_EQUAL(verbs_sq_depth(0), 0);
+	CU_ASSERT_EQUAL(verbs_sq_depth(-1), 0);
+
+	stub_device();
+	ibv_stub.max_qp_wr = 100;
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	CU_ASSERT_EQUAL(ibv_stub.max_send_wr, 100);
+	pp_close(&pp);
+	stub_device();
+	ibv_stub.max_qp_wr = 1 << 20;
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	CU_ASSERT_EQUAL(ibv_stub.max_send_wr, VERBS_MAX_SQ);
+	pp_close(&pp);
+	stub_device();
+	ibv_stub.max_qp_wr = 0;
+	CU_ASSERT_EQUAL(pp_open(&pp, &egw_payload_verbs_ops, ""), -ENODEV);
+}
+
+/* ---- chaining and signalling ----------------------------------------- */
+
+static void
+test_wr_id_round_trip(void)
+{
+	struct verbs_wr_id a = { .peer = 31, .gen = 200, .covered = 64,
+				 .slot = 12345 }, b;
+
+	b = verbs_wr_id_parse(verbs_wr_id_make(&a));
+	CU_ASSERT_EQUAL(b.peer, 31);
+	CU_ASSERT_EQUAL(b.gen, 200);
+	CU_ASSERT_EQUAL(b.covered, 64);
+	CU_ASSERT_EQUAL(b.slot, 12345);
+	a.slot = VERBS_NO_BATCH;
+	CU_ASSERT_EQUAL(verbs_wr_id_parse(verbs_wr_id_make(&a)).slot,
+			VERBS_NO_BATCH);
+}
+
+static void
+test_chain_signals_every_nth_and_last(void)
+{
+	const uint32_t n = 2 * VERBS_SIGNAL_EVERY + 2;
+	struct egw_payload_cpl c[4];
+	uint32_t signalled = 0, covered = 0;
+	uint8_t gen;
+
+	stub_device();
+	open_connected();
+	CU_ASSERT(post_tokens(n, 77) == 0);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 0); /* chained, posted by poll() */
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].cookie, 77);
+	CU_ASSERT(c[0].ok);
+	CU_ASSERT_EQUAL(ibv_stub.post_calls, 1); /* one call for the chain */
+	CU_ASSERT_EQUAL_FATAL(ibv_stub.nwr, n);
+	gen = verbs_wr_id_parse(ibv_stub.wr[0].wr_id).gen;
+	for (uint32_t i = 0; i < n; i++) {
+		struct verbs_wr_id id = verbs_wr_id_parse(ibv_stub.wr[i].wr_id);
+		bool want = (i + 1) % VERBS_SIGNAL_EVERY == 0 || i == n - 1;
+
+		CU_ASSERT_EQUAL(ibv_stub.wr[i].signaled, want);
+		CU_ASSERT_EQUAL(id.peer, 0);
+		CU_ASSERT_EQUAL(id.gen, gen);
+		CU_ASSERT_EQUAL(id.slot == VERBS_NO_BATCH, i != n - 1);
+		signalled += ibv_stub.wr[i].signaled;
+		covered += id.covered;
+	}
+	CU_ASSERT_EQUAL(signalled, 3);
+	CU_ASSERT_EQUAL(covered, n); /* every WR freed exactly once */
+	CU_ASSERT_EQUAL(enc_stats().writes, n);
+	pp_close(&pp);
+}
+
+static void
+test_batches_chain_into_one_post(void)
+{
+	struct egw_payload_cpl c[4];
+
+	stub_device();
+	open_connected();
+	CU_ASSERT(post_tokens(3, 1) == 0);
+	CU_ASSERT(post_tokens(2, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 2);
+	CU_ASSERT_EQUAL(ibv_stub.post_calls, 1);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 5);
+	CU_ASSERT(c[0].cookie == 1 && c[0].ok);
+	CU_ASSERT(c[1].cookie == 2 && c[1].ok);
+	/* each batch's last WR is signalled */
+	CU_ASSERT(ibv_stub.wr[2].signaled && ibv_stub.wr[4].signaled);
+	CU_ASSERT(!ibv_stub.wr[0].signaled && !ibv_stub.wr[3].signaled);
+	pp_close(&pp);
+}
+
+static void
+test_write_outside_regions_fails_batch(void)
+{
+	struct egw_payload_cpl c[4];
+	struct egw_write w[3];
+
+	stub_device();
+	open_connected();
+	w[0] = token_write(0);
+	w[1] = token_write(1);
+	w[2] = pp_emb(&pp, 0, PP_BLOCKS, 1); /* past the peer's last block */
+	CU_ASSERT(pp.ops->post(ENC, 0, w, 3, 1) == 0);
+	CU_ASSERT(pp.ops->post(ENC, 0, w, 2, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 2);
+	CU_ASSERT(c[0].cookie == 1 && !c[0].ok);
+	CU_ASSERT(c[1].cookie == 2 && c[1].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 2); /* none of the failed batch's WRs */
+	CU_ASSERT_EQUAL(enc_stats().refused_writes, 1);
+	CU_ASSERT_EQUAL(enc_stats().writes, 2);
+	pp_close(&pp);
+}
+
+static void
+test_write_lands_and_rkey_checked(void)
+{
+	struct egw_payload_cpl c[2];
+	struct egw_write w;
+	struct egw_register r;
+
+	stub_device();
+	ibv_stub.execute = true;
+	open_connected();
+	pp_fill(&pp, 4, 11);
+	w = pp_emb(&pp, 4, 6, PP_BLOCK_TOKENS);
+	CU_ASSERT(pp.ops->post(ENC, 0, &w, 1, 5) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].ok);
+	CU_ASSERT(pp_landed(&pp, 6, 11, PP_BLOCK_TOKENS));
+
+	/* the peer's memory under a key it did not register: refused by the
+	 * responder, the batch fails */
+	pp_register(&pp, PP_LANG, &r);
+	r.region[EGW_KIND_EMB].rkey ^= 0x5a5a;
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
+	CU_ASSERT(pp.ops->post(ENC, 0, &w, 1, 6) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 6 && !c[0].ok);
+	CU_ASSERT_EQUAL(enc_stats().qp_resets, 1);
+	pp_close(&pp);
+}
+
+/* ---- send queue depth ------------------------------------------------- */
+
+static void
+test_sq_never_overrun(void)
+{
+	struct egw_payload_cpl c[8];
+
+	stub_device();
+	ibv_stub.max_qp_wr = 100;
+	open_connected();
+	ibv_stub.hold = true;
+	CU_ASSERT(post_tokens(60, 1) == 0);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 8), 0); /* on the wire */
+	/* 60 + 60 > 100: refused whole, now, never handed to the device */
+	CU_ASSERT(post_tokens(60, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 8), 1);
+	CU_ASSERT(c[0].cookie == 2 && !c[0].ok);
+	/* what fits does go */
+	CU_ASSERT(post_tokens(40, 3) == 0);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 8), 0);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 100);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 8), 2);
+	CU_ASSERT(c[0].cookie == 1 && c[0].ok);
+	CU_ASSERT(c[1].cookie == 3 && c[1].ok);
+	/* completions gave the room back */
+	CU_ASSERT(post_tokens(100, 4) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 8), 1);
+	CU_ASSERT(c[0].cookie == 4 && c[0].ok);
+	CU_ASSERT_EQUAL(enc_stats().qp_resets, 0); /* the device never refused */
+	pp_close(&pp);
+}
+
+/* ---- completions, errors, generations ---------------------------------- */
+
+static void
+test_qp_error_fails_in_flight_once(void)
+{
+	struct egw_payload_cpl c[8];
+	uint32_t peers[4];
+	struct egw_payload_stats st;
+
+	stub_device();
+	open_connected();
+	ibv_stub.hold = true;
+	CU_ASSERT(post_tokens(3, 1) == 0);
+	CU_ASSERT(post_tokens(2, 2) == 0);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 8), 0);
+	pp.ops->inject_qp_error(ENC, 0);
+	ibv_stub.hold = false;
+	/* five flushed WRs, five error completions in one poll: the first
+	 * resets the QP, the other four are from before the reset */
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 8), 2);
+	CU_ASSERT(c[0].cookie == 1 && !c[0].ok);
+	CU_ASSERT(c[1].cookie == 2 && !c[1].ok);
+	st = enc_stats();
+	CU_ASSERT_EQUAL(st.qp_resets, 1);
+	CU_ASSERT_EQUAL(st.failed_batches, 2);
+	CU_ASSERT_EQUAL(ibv_stub_qp_state(ibv_stub.qp[PP_ENC]), IBV_QPS_RTS);
+	/* a new PSN the peer must hear, once */
+	CU_ASSERT_EQUAL(pp.ops->changed(ENC, peers, 4), 1);
+	CU_ASSERT_EQUAL(peers[0], 0);
+	CU_ASSERT_EQUAL(pp.ops->changed(ENC, peers, 4), 0);
+	pp_close(&pp);
+}
+
+static void
+test_posts_wait_for_peer_after_reset(void)
+{
+	struct egw_payload_cpl c[4];
+	struct egw_register r;
+
+	stub_device();
+	open_connected();
+	pp.ops->inject_qp_error(ENC, 0);
+	CU_ASSERT(post_tokens(1, 1) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1); /* flushed */
+	CU_ASSERT(!c[0].ok);
+	/* the peer has not seen our new PSN: fail now, not half-written */
+	CU_ASSERT(post_tokens(1, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 2 && !c[0].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 1); /* nothing reached the device */
+	/* its REGISTER (same endpoint) confirms it */
+	pp_register(&pp, PP_LANG, &r);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
+	CU_ASSERT(post_tokens(1, 3) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 3 && c[0].ok);
+	pp_close(&pp);
+}
+
+static void
+test_new_endpoint_fails_in_flight(void)
+{
+	struct egw_payload_cpl c[4];
+	struct egw_register r;
+
+	stub_device();
+	open_connected();
+	ibv_stub.hold = true;
+	CU_ASSERT(post_tokens(2, 1) == 0);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 4), 0);
+	CU_ASSERT(post_tokens(2, 2) == 0); /* chained, not yet posted */
+	/* the peer comes back with a new QP: ours is reset towards it */
+	pp_register(&pp, PP_LANG, &r);
+	r.qpn += 100;
+	r.psn ^= 0x1234;
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
+	CU_ASSERT_EQUAL(ibv_stub_qp_dest(ibv_stub.qp[PP_ENC]), r.qpn);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 2);
+	CU_ASSERT(c[0].cookie == 1 && !c[0].ok);
+	CU_ASSERT(c[1].cookie == 2 && !c[1].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 2); /* the chained batch never went */
+	/* and the link works on the new QP */
+	CU_ASSERT(post_tokens(2, 3) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 3 && c[0].ok);
+	pp_close(&pp);
+}
+
+static void
+test_cpl_apply(void)
+{
+	struct verbs_flight f;
+	struct ibv_send_wr wr[8];
+	struct ibv_sge sge[8];
+	struct verbs_sq q = { .wr = wr, .sge = sge, .depth = 8, .gen = 4 };
+	struct egw_register reg;
+	struct egw_write w[2];
+	struct egw_payload_cpl c[4];
+	struct verbs_wr_id first, last;
+
+	stub_device();
+	open_connected();
+	pp_register(&pp, PP_LANG, &reg);
+	CU_ASSERT_FATAL(verbs_flight_init(&f, 4) == 0);
+	w[0] = token_write(0);
+	w[1] = token_write(1);
+	verbs_chain_batch(&f, &q, &(struct verbs_dest){ .peer = 2, .reg = &reg,
+			  .usable = true, .lkey = 9 }, pp.side[PP_ENC].pool,
+			  w, 2, 55);
+	CU_ASSERT_EQUAL_FATAL(q.nchain, 2);
+	CU_ASSERT_EQUAL(f.in_use, 1);
+	CU_ASSERT(verbs_chain_link(&q) == wr && wr[0].next == &wr[1] &&
+		  wr[1].next == NULL);
+	verbs_chain_done(&q, true);
+	CU_ASSERT_EQUAL(q.used, 2);
+	first = verbs_wr_id_parse(wr[0].wr_id);
+	last = verbs_wr_id_parse(wr[1].wr_id);
+	CU_ASSERT(first.peer == 2 && first.gen == 4 && first.covered == 0);
+	CU_ASSERT(last.covered == 2 && last.slot != VERBS_NO_BATCH);
+
+	/* an older generation's completion changes nothing */
+	last.gen = 3;
+	CU_ASSERT_EQUAL(verbs_cpl_apply(&f, &q, &last, IBV_WC_SUCCESS),
+			VERBS_CPL_STALE);
+	CU_ASSERT_EQUAL(verbs_cpl_apply(&f, &q, &last, IBV_WC_WR_FLUSH_ERR),
+			VERBS_CPL_STALE);
+	CU_ASSERT(q.used == 2 && f.in_use == 1 && f.ring.count == 0);
+	/* the current one ends the batch, once */
+	last.gen = 4;
+	CU_ASSERT_EQUAL(verbs_cpl_apply(&f, &q, &last, IBV_WC_SUCCESS),
+			VERBS_CPL_DONE);
+	CU_ASSERT(q.used == 0 && f.in_use == 0);
+	CU_ASSERT_EQUAL(verbs_cpl_apply(&f, &q, &last, IBV_WC_SUCCESS),
+			VERBS_CPL_PROGRESS);
+	CU_ASSERT_EQUAL_FATAL(egw_payload_ring_drain(&f.ring, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 55 && c[0].ok);
+	/* an error of the current generation asks for a reset; the reset
+	 * fails what is in flight and moves the generation on */
+	CU_ASSERT_EQUAL(verbs_cpl_apply(&f, &q, &first, IBV_WC_REM_ACCESS_ERR),
+			VERBS_CPL_FAILED);
+	verbs_chain_batch(&f, &q, &(struct verbs_dest){ .peer = 2, .reg = &reg,
+			  .usable = true, .lkey = 9 }, pp.side[PP_ENC].pool,
+			  w, 1, 56);
+	verbs_sq_restart(&f, &q, 2);
+	CU_ASSERT(q.gen == 5 && q.nchain == 0 && q.used == 0 && f.in_use == 0);
+	CU_ASSERT_EQUAL_FATAL(egw_payload_ring_drain(&f.ring, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 56 && !c[0].ok);
+	CU_ASSERT_EQUAL(verbs_cpl_apply(&f, &q, &first, IBV_WC_WR_FLUSH_ERR),
+			VERBS_CPL_STALE);
+	verbs_flight_free(&f);
+	pp_close(&pp);
+}
+
+/* ---- post() errors ----------------------------------------------------- */
+
+static void
+test_post_errors(void)
+{
+	struct egw_payload_cpl c[64];
+	uint32_t size;
+
+	stub_device();
+	open_connected();
+	size = pp.side[PP_ENC].conf.max_rooms * EGW_XFER_MAX_RANKS *
+	       EGW_XFER_PIPE;
+	CU_ASSERT_EQUAL(pp.ops->post(ENC, 1, NULL, 0, 1), -EINVAL);
+	/* completions nobody polled fill the ring: -ENOBUFS, nothing taken */
+	for (uint32_t i = 0; i < size; i++)
+		CU_ASSERT(post_tokens(1, i) == 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT_EQUAL(post_tokens(1, 99), -ENOBUFS);
+	CU_ASSERT_EQUAL(enc_stats().batches, size);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
+	/* as many batches on the wire as the table holds: one more fails */
+	ibv_stub.hold = true;
+	for (uint32_t i = 0; i < size; i++)
+		CU_ASSERT(post_tokens(1, i) == 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT(post_tokens(1, 98) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp.ops->poll(ENC, c, 64), 1);
+	CU_ASSERT(c[0].cookie == 98 && !c[0].ok);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
+	CU_ASSERT(post_tokens(1, 99) == 0);
+	/* an empty batch fails as a batch, not as a call: at once, before
+	 * the one on the wire */
+	CU_ASSERT(pp.ops->post(ENC, 0, NULL, 0, 100) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 64), 2);
+	CU_ASSERT(c[0].cookie == 100 && !c[0].ok);
+	CU_ASSERT(c[1].cookie == 99 && c[1].ok);
+	pp_close(&pp);
+}
+
+int
+main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "GID: the RoCEv2 entry of the address, by its index",
+		  test_gid_pick_table },
+		{ "GID auto on open, and open fails without one",
+		  test_gid_auto_on_open },
+		{ "send queue depth from the device", test_sq_depth },
+		{ "wr_id round trip", test_wr_id_round_trip },
+		{ "every Nth WR and each batch's last are signalled",
+		  test_chain_signals_every_nth_and_last },
+		{ "batches chained between polls go in one post",
+		  test_batches_chain_into_one_post },
+		{ "a write outside the peer's regions fails its batch",
+		  test_write_outside_regions_fails_batch },
+		{ "writes land; a wrong rkey fails the batch",
+		  test_write_lands_and_rkey_checked },
+		{ "the send queue is never overrun", test_sq_never_overrun },
+		{ "a QP error fails what is in flight once",
+		  test_qp_error_fails_in_flight_once },
+		{ "after a reset, posts wait for the peer's REGISTER",
+		  test_posts_wait_for_peer_after_reset },
+		{ "a peer's new endpoint fails what was in flight",
+		  test_new_endpoint_fails_in_flight },
+		{ "completion handling and the generation check",
+		  test_cpl_apply },
+		{ "unknown peer -EINVAL, full ring -ENOBUFS, full table fails",
+		  test_post_errors },
+		{ NULL, NULL },
+	};
+
+	return cu_run("payload_verbs", tests);
+}
