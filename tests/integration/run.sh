@@ -25,6 +25,11 @@ define() { CASES+=("$1"); ABOUT[$1]=$2; }
 MSG=""
 LOG=""
 T=""
+# Every configuration gives a peer 5 s of silence before it is dead (the
+# default is 1 s): on a loaded machine a live gateway can go without CPU
+# for that long, and only peer-killed is about liveness (a SIGKILLed peer
+# is dead all the same, 5 s later).
+SLACK="peer_dead_ms = 5000;"
 
 # encode_server START LOG [args]: the encode side (START: start_gw or
 # start_gen) on lcore 1 with $T/encode.cfg, --produce, up once its port is
@@ -51,7 +56,7 @@ define scenarios-1024 "500, 2000, 10000, 50000 tokens against a default of 1024:
 define scenarios-8192 "the same against a default of 8192: byte-exact, 2 resume rounds"
 scenarios() { # default, resume rounds expected
 	local def=$1 want=$2
-	scripts/gen-configs.sh "$T" "$def" 262144 >/dev/null
+	scripts/gen-configs.sh "$T" "$def" 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done \
 		--drive 4 --lengths 500,2000,10000,50000
@@ -69,7 +74,7 @@ case_scenarios_8192() { scenarios 8192 2; }
 # ---- control-packet loss, duplication and reordering ----------------------
 define lossy-control "10% loss, duplication and reordering of control packets both ways: 40 rooms byte-exact"
 case_lossy_control() {
-	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" \
 		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 || return 1
 	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 40 \
@@ -88,7 +93,7 @@ define pool-exhaustion "8 rooms at once for 1 room's worth of memory: some compl
 case_pool_exhaustion() {
 	local other
 	# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
-	scripts/gen-configs.sh "$T" 1024 16384 "alloc_ms = 1000;" >/dev/null
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 24 \
 		--concurrency 8 --lengths 10000,3000
@@ -106,7 +111,7 @@ case_pool_exhaustion() {
 # ---- malformed, forged, replayed and stranger datagrams --------------------
 define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
 case_junk() {
-	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" --inject-junk 3 --seed 3 || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 60 \
 		--concurrency 4 --lengths 2000,10000 --start-delay-ms 300
@@ -123,7 +128,7 @@ case_junk() {
 define telemetry "/embgw/stats, /embgw/rooms and /embgw/pool answer through dpdk-telemetry.py with the gateway's counts"
 case_telemetry() {
 	local stats rooms pool okr
-	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	LOG=$T/lang.log
 	# junk from the language side, so that the encode gateway counts drops
@@ -151,9 +156,7 @@ case_telemetry() {
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
 	local enc1 t0 t1
-	# 4 s of silence make a peer dead: long enough that a live peer starved
-	# of CPU on a loaded machine is not taken for a dead one
-	scripts/gen-configs.sh "$T" 1024 262144 "heartbeat_ms = 100; peer_dead_ms = 4000;" 2 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" 2 >/dev/null
 	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
 	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
 	enc1=${PIDS[-1]}
@@ -185,7 +188,7 @@ define dissector "tools/wireshark/embgw.lua decodes every control frame of a rea
 case_dissector() {
 	local udp dec bad types names rx want_rx tags
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
-	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 6 \
 		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
@@ -209,9 +212,7 @@ case_dissector() {
 # ---- embgw-gen: open loop with a flood, against an encode gateway ----------
 define gen-flood "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s junk flood against an encode gateway: byte-exact, junk dropped"
 case_gen_flood() {
-	# the flood takes CPU from the gateway's worker: on a loaded machine
-	# a second of silence (the default) is not yet a dead peer
-	scripts/gen-configs.sh "$T" 1024 262144 "peer_dead_ms = 5000;" >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 90 --drive 300 --rate 1000 \
 		--concurrency 128 --lengths 700,3000 --flood-pps 10000
@@ -230,7 +231,7 @@ define gen-pcap "embgw-gen over net_pcap: every junk datagram it counts is in th
 case_gen_pcap() {
 	local sent frames
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
-	scripts/gen-configs.sh --pcap "$T" 1024 16384 >/dev/null
+	scripts/gen-configs.sh --pcap "$T" 1024 16384 "$SLACK" >/dev/null
 	LOG=$T/gen.log
 	run_gen genp 0 "$T/language.cfg" "$T/gen.log" 30 --flood-pps 5000 --duration-ms 1000
 	sent=$(field "$T/gen.log" flood sent)
@@ -246,7 +247,7 @@ case_gen_identities() {
 	local each=0
 	# the gateway under test lists 8 peers; the generator answers ARP for
 	# all 8 addresses and shares the rooms out
-	scripts/gen-configs.sh "$T" 1024 16384 "" 1 8 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK" 1 8 >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 90 --identities 8 --drive 400 \
 		--concurrency 32 --lengths 300,2500
@@ -271,7 +272,7 @@ case_gen_identities() {
 # ---- embgw-gen as the encode side, against a language gateway --------------
 define gen-encode "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks served to a language gateway, byte-exact"
 case_gen_encode() {
-	scripts/gen-configs.sh "$T" 1024 262144 >/dev/null
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gen "$T/gen.log" || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done \
 		--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
@@ -287,7 +288,7 @@ case_gen_encode() {
 define gen-encode-identities "embgw-gen --produce --identities 4: a language gateway with --peer all fetches 80 rooms, 20 from each encode identity"
 case_gen_encode_identities() {
 	local per=0
-	scripts/gen-configs.sh --encode-identities 4 "$T" 1024 65536 >/dev/null
+	scripts/gen-configs.sh --encode-identities 4 "$T" 1024 65536 "$SLACK" >/dev/null
 	encode_server start_gen "$T/gen.log" --identities 4 || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done --peer all \
 		--drive 80 --concurrency 8 --lengths 700,5000
