@@ -90,14 +90,15 @@ eal_args(int argc, char **argv, char **out)
 /* One configuration per played identity, derived from the single port's:
  * consecutive addresses on the port's subnet, none of them a peer's. */
 static int
-make_identity_confs(uint16_t k)
+make_identity_confs(const char *prog, uint16_t k)
 {
 	const struct egw_conf_port *base = &conf.ports[0];
 	uint32_t mask = base->prefix ? ~0u << (32 - base->prefix) : 0;
 
 	if (conf.nports != 1) {
-		fprintf(stderr, "embgw: --identities needs a configuration with "
-			"exactly one port (%s has %u)\n", conf.file, conf.nports);
+		fprintf(stderr, "%s: --identities needs a configuration with "
+			"exactly one port (%s has %u)\n", prog, conf.file,
+			conf.nports);
 		return -1;
 	}
 	id_confs = calloc(k, sizeof(*id_confs));
@@ -112,15 +113,15 @@ make_identity_confs(uint16_t k)
 		*c = conf;
 		if ((addr & mask) != (base->addr & mask) ||
 		    (addr & ~mask) == ~mask) {
-			fprintf(stderr, "embgw: --identities %u: %s: address + %u "
-				"leaves the port's /%u subnet\n", k,
+			fprintf(stderr, "%s: --identities %u: %s: address + %u "
+				"leaves the port's /%u subnet\n", prog, k,
 				conf.file, i, base->prefix);
 			return -1;
 		}
 		for (uint16_t j = 0; j < base->npeers; j++)
 			if (base->peers[j].addr == addr) {
-				fprintf(stderr, "embgw: --identities %u: %s: "
-					"address + %u is peer %s's\n", k,
+				fprintf(stderr, "%s: --identities %u: %s: "
+					"address + %u is peer %s's\n", prog, k,
 					conf.file, i, base->peers[j].name);
 				return -1;
 			}
@@ -135,8 +136,8 @@ make_identity_confs(uint16_t k)
 				      "%s.%u", base->payload.path, i);
 		if (n1 >= (int)sizeof(c->name) || n2 >= (int)sizeof(pp->name) ||
 		    n3 >= (int)sizeof(pp->payload.path)) {
-			fprintf(stderr, "embgw: --identities: names or paths "
-				"of %s too long for a suffix\n", conf.file);
+			fprintf(stderr, "%s: --identities: names or paths "
+				"of %s too long for a suffix\n", prog, conf.file);
 			return -1;
 		}
 	}
@@ -309,8 +310,10 @@ set_up(const struct gw_app *app)
 			const struct egw_conf *c = k > 1 ? &id_confs[i] : &conf;
 
 			ids[nids] = calloc(1, sizeof(*ids[nids]));
-			if (ids[nids] == NULL)
-				return -ENOMEM;
+			if (ids[nids] == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
 			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
 				     &share, app);
 		}
@@ -429,7 +432,7 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	}
 	if (egw_conf_load_report(opt.config, &conf, stderr) != 0)
 		return 1;
-	if (opt.identities > 1 && make_identity_confs(opt.identities) != 0) {
+	if (opt.identities > 1 && make_identity_confs(app->name, opt.identities) != 0) {
 		free(id_confs);
 		return 1;
 	}

@@ -61,7 +61,14 @@ on_endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
 static void
 on_deliver(void *ctx, const struct egw_act *a)
 {
-	gw_room_sources_deliver(ctx, a, gw_now_ns());
+	struct gw_id *id = ctx;
+
+	if (gw_room_sources_deliver(id, a, gw_now_ns()))
+		return;
+	/* no source opened it: its blocks go back to the pool */
+	GW_LOG(WARNING, "port %s: room %#lx delivered to no room source\n",
+	       id->cfg->name, (unsigned long)a->room);
+	egw_node_release(id->node, a->room, a->runs, a->nruns);
 }
 
 static void

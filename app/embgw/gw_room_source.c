@@ -2,6 +2,7 @@
 /*
  * An identity's room sources (gw_room_source.h): the node's events go to
  * the sources in the order they were attached, each until one takes it.
+ * Dispatch only: no DPDK, no node calls (tests/unit/test_room_source.c).
  */
 #include <errno.h>
 
@@ -41,16 +42,13 @@ gw_room_sources_unknown_room(struct gw_id *id, uint64_t room, uint16_t nranks,
 	/* nobody supplies it: the node answers the INIT as unknown */
 }
 
-void
+bool
 gw_room_sources_deliver(struct gw_id *id, const struct egw_act *a, uint64_t now)
 {
 	for (uint16_t i = 0; i < id->nsources; i++)
 		if (id->sources[i]->ops->deliver(id->sources[i], a, now))
-			return;
-	/* no source opened it: its blocks go back to the pool */
-	GW_LOG(WARNING, "port %s: room %#lx delivered to no room source\n",
-	       id->cfg->name, (unsigned long)a->room);
-	egw_node_release(id->node, a->room, a->runs, a->nruns);
+			return true;
+	return false;
 }
 
 void

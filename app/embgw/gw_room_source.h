@@ -83,7 +83,8 @@ int gw_room_source_attach(struct gw_id *id, struct gw_room_source *s);
 uint32_t gw_room_sources_poll(struct gw_id *id, uint64_t now);
 void gw_room_sources_unknown_room(struct gw_id *id, uint64_t room,
 				  uint16_t nranks, uint64_t now);
-void gw_room_sources_deliver(struct gw_id *id, const struct egw_act *a,
+/* false: no source took the room (the caller releases its runs) */
+bool gw_room_sources_deliver(struct gw_id *id, const struct egw_act *a,
 			     uint64_t now);
 void gw_room_sources_done(struct gw_id *id, uint64_t room, uint16_t rank,
 			  enum egw_err e, bool is_sender, uint64_t now);
