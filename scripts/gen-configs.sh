@@ -4,11 +4,30 @@
 #   DIR/encode.cfg    enc-0: memif server on DIR/memif0.sock, lcore 1
 #   DIR/encode1.cfg   enc-1: memif server on DIR/memif1.sock, lcore 0 (PEERS=2)
 #   DIR/language.cfg  lang-0: one port per encode peer (lcores 0, 1)
-# usage: gen-configs.sh DIR [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS [IDS]]]]]
+# usage: gen-configs.sh [--encode-identities N] [--pcap] DIR
+#                       [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS [IDS]]]]]
 # IDS > 1: enc-0 lists IDS language peers lang-0.0 .. lang-0.<IDS-1> at
 # consecutive addresses, each with its own shm pool file - the identities
 # `embgw-gen --identities IDS -f DIR/language.cfg` plays from one port.
+# --encode-identities N: the mirror image: lang-0 lists N encode peers
+# enc-0.0 .. enc-0.<N-1>, the identities `embgw-gen --produce --identities N
+# -f DIR/encode.cfg` plays; enc-0's address moves to 192.168.77.101 so that
+# its identities' consecutive addresses stay clear of lang-0's.
+# --pcap: lang-0's port p0 is a net_pcap device instead of memif: it writes
+# what it sends to DIR/out.pcap, reads the empty DIR/empty.pcap, and knows
+# enc-0's MAC (nothing answers ARP from a file).
 set -euo pipefail
+enc_ids=1
+pcap=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--encode-identities) enc_ids=$2; shift 2 ;;
+	--pcap) pcap=1; shift ;;
+	--*) echo "gen-configs.sh: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+[ $# -ge 1 ] || { sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 dir=$1
 default=${2:-1024}
 lang_cap=${3:-131072}
@@ -16,7 +35,9 @@ timers=${4:-}
 peers=${5:-1}
 ids=${6:-1}
 mkdir -p "$dir"
-rm -f "$dir"/memif*.sock
+rm -f "$dir"/memif*.sock "$dir/out.pcap"
+# a pcap file with its header and no packets: nothing to receive
+[ "$pcap" = 1 ] && printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' > "$dir/empty.pcap"
 head -c 48 /dev/urandom > "$dir/psk.key"
 chmod 600 "$dir/psk.key"
 
@@ -32,12 +53,46 @@ gateway = {
 ports = ( {
   name = "p0";
   device = "net_memif0,role=server,socket=$dir/memif$1.sock,socket-abstract=no";
-  address = "192.168.7$((7 + $1)).1/24";
+  address = "$(enc_addr "$1")/24";
   lcores = [$2];
   payload = { driver = "shm"; path = "$dir/lang-pool-$1"; };
   peers = ( $(lang_peers "$1") );
 } );
 CFG
+}
+
+enc_addr() { # index: enc-<index>'s address (its first identity's)
+	if [ "$1" = 0 ] && [ "$enc_ids" -gt 1 ]; then
+		echo 192.168.77.101
+	else
+		echo "192.168.7$((7 + $1)).1"
+	fi
+}
+
+enc_peers() { # index: the encode peer(s) of lang-0's port p<index>
+	if [ "$enc_ids" -le 1 ] || [ "$1" != 0 ]; then
+		echo "{ name = \"enc-$1\"; address = \"$(enc_addr "$1")\"; }"
+		return
+	fi
+	for i in $(seq 0 $((enc_ids - 1))); do
+		[ "$i" -gt 0 ] && printf ',\n      '
+		printf '{ name = "enc-0.%d"; address = "192.168.77.%d"; }' "$i" $((101 + i))
+	done
+	echo
+}
+
+lang_device() { # index
+	if [ "$1" = 0 ] && [ "$pcap" = 1 ]; then
+		echo "net_pcap0,tx_pcap=$dir/out.pcap,rx_pcap=$dir/empty.pcap"
+	else
+		echo "net_memif$1,role=client,socket=$dir/memif$1.sock,socket-abstract=no"
+	fi
+}
+
+lang_neighbours() { # index: static ARP where no peer can answer
+	[ "$1" = 0 ] && [ "$pcap" = 1 ] &&
+		echo "    neighbours = ( { address = \"$(enc_addr 0)\"; mac = \"02:00:00:00:77:01\"; } );"
+	return 0
 }
 
 lang_peers() { # index: the language peer(s) of enc-<index>
@@ -57,11 +112,12 @@ lang_port() { # index
 	cat <<CFG
   {
     name = "p$1";
-    device = "net_memif$1,role=client,socket=$dir/memif$1.sock,socket-abstract=no";
+    device = "$(lang_device "$1")";
     address = "192.168.7$((7 + $1)).2/24";
     lcores = [$1];
     payload = { driver = "shm"; path = "$dir/lang-pool-$1"; };
-    peers = ( { name = "enc-$1"; address = "192.168.7$((7 + $1)).1"; } );
+$(lang_neighbours "$1")
+    peers = ( $(enc_peers "$1") );
   }
 CFG
 }
@@ -85,4 +141,4 @@ CFG
 	lang_port 0
 	[ "$peers" -ge 2 ] && { echo "  ,"; lang_port 1; }
 	echo ");"
-} > "$dir/language.cfg"
+} | grep -v '^$' > "$dir/language.cfg"

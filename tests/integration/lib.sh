@@ -1,36 +1,114 @@
 #!/usr/bin/env bash
 # Helpers to run embgw processes on this host: DPDK with --no-pci (added by
 # embgw itself), --no-huge and a --file-prefix of their own, joined by
-# net_memif; nothing leaves the machine. Every process runs under timeout.
-EMBGW=${EMBGW:-build/app/embgw/embgw}
+# net_memif; nothing leaves the machine. Every process runs under timeout,
+# and only the processes started here (their PIDs in PIDS) are ever ended.
+#
+# EMBGW_BUILD names the build directory (meson passes its own; default
+# build/); EMBGW and EMBGW_GEN override the two programs.
+EMBGW_BUILD=${EMBGW_BUILD:-build}
+EMBGW=${EMBGW:-$EMBGW_BUILD/app/embgw/embgw}
+EMBGW_GEN=${EMBGW_GEN:-$EMBGW_BUILD/app/embgw-gen/embgw-gen}
 EAL_COMMON="--no-huge -m 400"
 PIDS=()
 
-# start_gw NAME LCORES CFG LOG [app args...]: in the background
+# eal NAME LCORES: EAL arguments of one process (its own file prefix)
+eal() {
+	echo "-l $2 $EAL_COMMON --file-prefix egw-$1-$$"
+}
+
+# start PROGRAM NAME LCORES CFG LOG SECONDS [app args...]: in the
+# background; the PID (of its timeout wrapper) lands in PIDS
+start() {
+	local prog=$1 name=$2 lcores=$3 cfg=$4 log=$5 secs=$6
+	shift 6
+	# shellcheck disable=SC2046 # eal's words are separate arguments
+	timeout -s INT "$secs" "$prog" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
+		>"$log" 2>&1 &
+	PIDS+=($!)
+}
+
+# start_gw NAME LCORES CFG LOG [app args...]: the gateway, in the background
 start_gw() {
 	local name=$1 lcores=$2 cfg=$3 log=$4
 	shift 4
-	timeout -s INT 120 "$EMBGW" -l "$lcores" $EAL_COMMON --file-prefix "egw-$name-$$" \
-		-- -f "$cfg" "$@" >"$log" 2>&1 &
-	PIDS+=($!)
-	echo $!
+	start "$EMBGW" "$name" "$lcores" "$cfg" "$log" 120 "$@"
 }
 
-# run_gw NAME LCORES CFG LOG SECONDS [app args...]: in the foreground
+# start_gen NAME LCORES CFG LOG [app args...]: the generator, in the background
+start_gen() {
+	local name=$1 lcores=$2 cfg=$3 log=$4
+	shift 4
+	start "$EMBGW_GEN" "$name" "$lcores" "$cfg" "$log" 120 "$@"
+}
+
+# run_gw NAME LCORES CFG LOG SECONDS [app args...]: the gateway, in the
+# foreground, interrupted (and so reporting) after SECONDS at the latest
 run_gw() {
 	local name=$1 lcores=$2 cfg=$3 log=$4 secs=$5
 	shift 5
-	timeout -s INT "$secs" "$EMBGW" -l "$lcores" $EAL_COMMON --file-prefix "egw-$name-$$" \
-		-- -f "$cfg" "$@" >"$log" 2>&1
+	# shellcheck disable=SC2046
+	timeout -s INT "$secs" "$EMBGW" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
+		>"$log" 2>&1
 }
 
-# wait for a memif server's socket before starting its client
+# run_gen NAME LCORES CFG LOG SECONDS [app args...]: the generator, likewise
+run_gen() {
+	local name=$1 lcores=$2 cfg=$3 log=$4 secs=$5
+	shift 5
+	# shellcheck disable=SC2046
+	timeout -s INT "$secs" "$EMBGW_GEN" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
+		>"$log" 2>&1
+}
+
+# wait_socket PATH: a memif server's socket exists (before its client starts)
 wait_socket() {
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 200); do
 		[ -S "$1" ] && return 0
 		sleep 0.05
 	done
+	echo "     no memif socket $1 after 10 s" >&2
 	return 1
+}
+
+# wait_ready NAME SOCKET: memif server NAME (one of ours) has its socket and
+# has set up its ports (/embgw/stats is registered then): a client that connects
+# before the server's port is started may never see the link come up
+wait_ready() {
+	wait_socket "$2" || return 1
+	for _ in $(seq 1 40); do
+		case $(telemetry "$1" /embgw/stats) in
+		'{"/embgw/stats": {'*) return 0 ;;
+		esac
+		sleep 0.25
+	done
+	echo "     $1 did not answer /embgw/stats within 20 s" >&2
+	return 1
+}
+
+# wait_line LOG SECTION SECONDS [COUNT]: LOG holds COUNT (default 1) report
+# lines of SECTION, i.e. COUNT ports have reported
+wait_line() {
+	local n=${4:-1}
+	for _ in $(seq 1 $(($3 * 10))); do
+		[ "$(grep -c "^$2: " "$1")" -ge "$n" ] && return 0
+		sleep 0.1
+	done
+	echo "     $1: no $n '$2:' line(s) after $3 s" >&2
+	return 1
+}
+
+# kill_gw PID: SIGKILL the program under the timeout wrapper PID (one of
+# ours): no goodbye at all; the wrapper is reaped and forgotten
+kill_gw() {
+	local child rest=()
+	child=$(pgrep -P "$1")
+	[ -n "$child" ] && kill -9 "$child"
+	wait "$1" 2>/dev/null
+	for p in "${PIDS[@]}"; do
+		[ "$p" != "$1" ] && rest+=("$p")
+	done
+	PIDS=("${rest[@]}")
 }
 
 stop_all() {
@@ -43,8 +121,87 @@ stop_all() {
 	PIDS=()
 }
 
-# field LOG LINE-PREFIX KEY [PORT]: value of key=value on the result line
+# telemetry NAME PATH: the JSON answer of process NAME (one of ours) to an
+# rte_telemetry command, one line
+telemetry() {
+	echo "$2" | timeout 5 dpdk-telemetry.py -f "egw-$1-$$" 2>/dev/null |
+		/usr/bin/python3 -c '
+import json, sys
+text = sys.stdin.read()
+start = text.find("{")
+print(json.dumps(json.JSONDecoder().raw_decode(text[start:])[0]) if start >= 0 else "")'
+}
+
+# tel_value JSON PATH PORT KEY: one counter of a telemetry answer
+tel_value() {
+	/usr/bin/python3 -c '
+import json, sys
+try:
+    print(json.loads(sys.argv[1])[sys.argv[2]][sys.argv[3]][sys.argv[4]])
+except (ValueError, KeyError, TypeError):
+    pass' "$1" "$2" "$3" "$4"
+}
+
+# wait_counter NAME PATH PORT KEY MIN SECONDS: poll process NAME's telemetry
+# command PATH until PORT's counter KEY reaches MIN; the last answer stays
+# in TEL
+TEL=""
+wait_counter() {
+	local v deadline=$((SECONDS + $6))
+	while :; do
+		TEL=$(telemetry "$1" "$2")
+		v=$(tel_value "$TEL" "$2" "$3" "$4")
+		[ "${v:-0}" -ge "$5" ] && return 0
+		[ "$SECONDS" -ge "$deadline" ] && break
+		sleep 0.2
+	done
+	echo "     $1: $2 $3 $4 is ${v:-unanswered}, not $5, after $6 s" >&2
+	return 1
+}
+
+# Reports are lines "SECTION: port=NAME key=value ..." (or without port=
+# for the generator's totals).
+# field LOG SECTION KEY [PORT]: KEY's value on the last SECTION line of PORT
+# (default p0; "" for a section without port=, "*" for any port)
 field() {
-	local port=${4:-p0}
-	grep -E "^$2: port=$port " "$1" | tail -1 | tr ' ' '\n' | sed -n "s/^$3=//p"
+	awk -v s="$2:" -v k="$3=" -v p="${4-p0}" '
+		$1 == s && (p == "*" || (p == "" && $2 !~ /^port=/) ||
+			    $2 == "port=" p) {
+			v = ""
+			for (i = 2; i <= NF; i++)
+				if (index($i, k) == 1)
+					v = substr($i, length(k) + 1)
+		}
+		END { print v }' "$1"
+}
+
+# expect LOG SECTION KEY OP VALUE [PORT]: the value exists and compares
+expect() {
+	local v
+	v=$(field "$1" "$2" "$3" "${6-p0}")
+	[ -n "$v" ] && test "$v" "$4" "$5" 2>/dev/null
+}
+
+# failures LOG PORT: "reason=count" of each failure reason of PORT's rooms
+failures() {
+	awk -v p="port=$2" '$1 == "failed:" && $2 == p {
+		r = ""; c = ""
+		for (i = 3; i <= NF; i++) {
+			if ($i ~ /^reason=/) r = substr($i, 8)
+			if ($i ~ /^count=/) c = substr($i, 7)
+		}
+		print r "=" c
+	}' "$1"
+}
+
+# failed_count LOG PORT REASON: rooms of PORT failed for REASON (0 if none)
+failed_count() {
+	local n
+	n=$(failures "$1" "$2" | sed -n "s/^$3=//p" | tail -1)
+	echo "${n:-0}"
+}
+
+# report LOG: the report lines of LOG, for a failure message
+report() {
+	grep -E '^[a-z-]+: ' "$1" | grep -E '(^| )[a-z_]+=' | tr '\n' ';'
 }

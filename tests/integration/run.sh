@@ -1,290 +1,357 @@
 #!/usr/bin/env bash
 # Integration tests: real embgw processes (DPDK, --no-pci, net_memif, shm
-# payload) on this host. Each case is bounded in time and in rooms.
-# Last line: "integration: N passed, N failed".
+# payload) on this host. Each case is a function that sets up and tears
+# down its own processes in its own temporary directory, so any one runs
+# alone; each is bounded in time and in rooms. Checks read the key=value
+# report lines the gateways print when they stop.
+#
+#   tests/integration/run.sh --list        the cases, one a line
+#   tests/integration/run.sh CASE [CASE..] those cases
+#   tests/integration/run.sh               every case
+#
+# Last line: "integration: N passed, N failed". The logs of a failed case
+# are kept (their directory is named).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 . tests/integration/lib.sh
 
-T=$(mktemp -d /tmp/embgw-it.XXXXXX)
-trap 'stop_all; rm -rf "$T"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-ko() { failed=$((failed + 1)); echo "FAIL $1: $2"; [ -n "${3:-}" ] && tail -25 "$3" | sed 's/^/     /'; }
+CASES=()
+declare -A ABOUT
+# define NAME DESCRIPTION: NAME runs the function case_NAME (- read as _)
+define() { CASES+=("$1"); ABOUT[$1]=$2; }
 
-# expect LOG PREFIX KEY OP VALUE [PORT]
-expect() {
-	local v
-	v=$(field "$1" "$2" "$3" "${6:-p0}")
-	[ -n "$v" ] && [ "$v" "$4" "$5" ]
+# Every case sets MSG (what it saw, for the ok/FAIL line) and may set LOG
+# (the log whose tail explains a failure); T is its own directory.
+MSG=""
+LOG=""
+T=""
+# Every configuration gives a peer 5 s of silence before it is dead (the
+# default is 1 s): on a loaded machine a live gateway can go without CPU
+# for that long, and only peer-killed is about liveness (a SIGKILLed peer
+# is dead all the same, 5 s later).
+SLACK="peer_dead_ms = 5000;"
+
+# encode_server START LOG [args]: the encode side (START: start_gw or
+# start_gen) on lcore 1 with $T/encode.cfg, --produce, up once its port is
+encode_server() {
+	local start=$1 log=$2
+	shift 2
+	"$start" enc 1 "$T/encode.cfg" "$log" --produce "$@"
+	wait_ready enc "$T/memif0.sock"
 }
 
-# ---- 1. the seeds' scenarios, both defaults -----------------------------
-scenarios() {
-	local def=$1 d=$T/scen$1 want=$2
-	scripts/gen-configs.sh "$d" "$def" 262144 >/dev/null
-	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
-	wait_socket "$d/memif0.sock"
-	run_gw lang 0 "$d/language.cfg" "$d/lang.log" 60 --exit-when-done \
-		--drive 4 --lengths 500,2000,10000,50000
+# language_client RUN LOG SECONDS [args]: the language side (RUN: run_gw or
+# run_gen) on lcore 0 with $T/language.cfg until it ends; then the server
+# is stopped, so that both reports are written
+language_client() {
+	local run=$1 log=$2 secs=$3
+	shift 3
+	LOG=$log
+	"$run" lang 0 "$T/language.cfg" "$log" "$secs" "$@"
 	stop_all
-	if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
-	   expect "$d/lang.log" result rounds -eq "$want" &&
-	   expect "$d/lang.log" result bytes -eq 33000256 &&
-	   expect "$d/enc.log" result-encode leaked -eq 0 && expect "$d/enc.log" result-encode ok -eq 4; then
-		ok "seeds' scenarios, default $def: 4 rooms byte-exact, $want resume rounds, nothing leaked"
-	else
-		ko "seeds' scenarios, default $def" "see log" "$d/lang.log"
-	fi
 }
-scenarios 1024 3
-scenarios 8192 2
 
-# ---- 2. control-packet loss, duplication and reordering -----------------
-d=$T/loss
-scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
-start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce --ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 >/dev/null
-wait_socket "$d/memif0.sock"
-run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done --drive 40 --concurrency 4 \
-	--lengths 129,2000,10000,700 --ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 9
-stop_all
-if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
-   expect "$d/enc.log" result-encode leaked -eq 0 &&
-   grep -q "retransmissions" "$d/lang.log"; then
-	ok "10% loss + 10% duplication + 10% reordering both ways: 40 rooms byte-exact"
-else
-	ko "lossy control path" "see log" "$d/lang.log"
-fi
+# ---- the reference design's scenarios, both defaults ----------------------
+define scenarios-1024 "500, 2000, 10000, 50000 tokens against a default of 1024: byte-exact, 3 resume rounds"
+define scenarios-8192 "the same against a default of 8192: byte-exact, 2 resume rounds"
+scenarios() { # default, resume rounds expected
+	local def=$1 want=$2
+	scripts/gen-configs.sh "$T" "$def" 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done \
+		--drive 4 --lengths 500,2000,10000,50000
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" result rounds -eq "$want" &&
+		expect "$T/lang.log" result bytes -eq 33000256 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 &&
+		expect "$T/enc.log" result-encode ok -eq 4 || return 1
+	MSG="4 rooms byte-exact, $want resume rounds, nothing leaked"
+}
+case_scenarios_1024() { scenarios 1024 3; }
+case_scenarios_8192() { scenarios 8192 2; }
 
-# ---- 3. pool exhaustion on the language side ---------------------------
-d=$T/pool
-# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
-scripts/gen-configs.sh "$d" 1024 16384 "alloc_ms = 1000;" >/dev/null
-start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
-wait_socket "$d/memif0.sock"
-run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done --drive 24 --concurrency 8 \
-	--lengths 10000,3000
-stop_all
-okrooms=$(grep -oE "\(([0-9]+) ok" "$d/lang.log" | grep -oE "[0-9]+" | head -1)
-other=$(grep -E "^  failed:" "$d/lang.log" | grep -vcE "pool exhausted|aborted")
-if expect "$d/lang.log" result leaked -eq 0 && expect "$d/enc.log" result-encode leaked -eq 0 &&
-   ! grep -q " bad, " <(grep -E "[1-9][0-9]* bad, " "$d/lang.log") &&
-   [ "${okrooms:-0}" -ge 1 ] && [ "$other" -eq 0 ] &&
-   grep -qE "0 not finished" "$d/lang.log"; then
-	ok "pool exhaustion: 8 rooms at once for 1 room's worth of memory: $okrooms of 24 completed, any other failed as pool-exhausted; nothing leaked on either side"
-else
-	ko "pool exhaustion" "see log" "$d/lang.log"
-fi
+# ---- control-packet loss, duplication and reordering ----------------------
+define lossy-control "10% loss, duplication and reordering of control packets both ways: 40 rooms byte-exact"
+case_lossy_control() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" \
+		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 || return 1
+	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 40 \
+		--concurrency 4 --lengths 129,2000,10000,700 \
+		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 9
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" language ok -eq 40 &&
+		expect "$T/lang.log" language retransmits -gt 0 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="40 rooms byte-exact through $(field "$T/lang.log" language retransmits) retransmissions"
+}
 
-# ---- 4. malformed, forged, replayed and stranger datagrams -------------
-d=$T/junk
-scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
-start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce --inject-junk 3 --seed 3 >/dev/null
-wait_socket "$d/memif0.sock"
-start_gw lang 0 "$d/language.cfg" "$d/lang.log" --exit-when-done --drive 60 --concurrency 4 \
-	--lengths 2000,10000 --start-delay-ms 300 >/dev/null
-sleep 1
-tel=$(printf '/embgw/stats\n/embgw/pool\n/embgw/rooms\n' | \
-	timeout 10 dpdk-telemetry.py -f "egw-enc-$$" 2>/dev/null || true)
-for _ in $(seq 1 600); do grep -q "^result:" "$d/lang.log" && break; sleep 0.1; done
-stop_all
-line=$(grep -E "^port p0: .* dropped before" "$d/lang.log")
-mal=$(sed -nE 's/.*malformed\/unauthenticated ([0-9]+).*/\1/p' <<<"$line")
-rep=$(sed -nE 's/.*replay ([0-9]+)\).*/\1/p' <<<"$line")
-unk=$(sed -nE 's/.*unknown peer ([0-9]+),.*/\1/p' <<<"$line")
-if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
-   [ "${mal:-0}" -gt 0 ] && [ "${rep:-0}" -gt 0 ] && [ "${unk:-0}" -gt 0 ]; then
-	ok "junk at the port (malformed $mal, replayed $rep, unknown source $unk): dropped, counted, 60 rooms unaffected"
-else
-	ko "junk at the port" "line: $line" "$d/lang.log"
-fi
-if grep -q '"drop_malformed_or_unauthenticated"' <<<"$tel" && grep -q '"blocks_in_use"' <<<"$tel" &&
-   grep -q '"encode_rooms_opened"' <<<"$tel" && grep -q '"inj_junk"' <<<"$tel"; then
-	ok "telemetry: /embgw/stats, /embgw/pool, /embgw/rooms answer through dpdk-telemetry.py"
-else
-	ko "telemetry" "dpdk-telemetry.py said: $(head -c 300 <<<"$tel")"
-fi
+# ---- pool exhaustion on the language side ---------------------------------
+define pool-exhaustion "8 rooms at once for 1 room's worth of memory: some complete, the others fail as pool_exhausted, nothing leaks"
+case_pool_exhaustion() {
+	local other
+	# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 24 \
+		--concurrency 8 --lengths 10000,3000
+	# rooms the pool could not serve fail as pool_exhausted (and their
+	# other ranks' as aborted); no other reason
+	other=$(failures "$T/lang.log" p0 | grep -vE '^(pool_exhausted|aborted)=' | tr '\n' ' ')
+	MSG="other failures: '$other'; lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	expect "$T/lang.log" result leaked -eq 0 && expect "$T/enc.log" result-encode leaked -eq 0 &&
+		expect "$T/lang.log" language bad -eq 0 &&
+		expect "$T/lang.log" language unfinished -eq 0 &&
+		expect "$T/lang.log" language ok -ge 1 && [ -z "$other" ] || return 1
+	MSG="$(field "$T/lang.log" language ok) of 24 completed, $(failed_count "$T/lang.log" p0 pool_exhausted) failed as pool_exhausted; nothing leaked on either side"
+}
 
-# ---- 5. a peer killed in the middle of a transfer ----------------------
-d=$T/kill
-scripts/gen-configs.sh "$d" 1024 262144 "heartbeat_ms = 50; peer_dead_ms = 500;" 2 >/dev/null
-start_gw enc0 1 "$d/encode.cfg" "$d/enc0.log" --produce >/dev/null
-start_gw enc1 0 "$d/encode1.cfg" "$d/enc1.log" --produce >/dev/null
-enc1_job=${PIDS[-1]}
-wait_socket "$d/memif0.sock"; wait_socket "$d/memif1.sock"
-start_gw lang 0,1 "$d/language.cfg" "$d/lang.log" --exit-when-done --drive 30 --concurrency 2 \
-	--lengths 50000,10000 >/dev/null
-# kill enc-1 once its first rooms are under way
-for _ in $(seq 1 200); do grep -q "peer enc-1 registered" "$d/lang.log" && break; sleep 0.05; done
-sleep 0.4
-# SIGKILL the gateway itself (not its timeout wrapper): no goodbye at all
-pkill -9 -f -- "--file-prefix egw-enc1-$$ "
-wait "$enc1_job" 2>/dev/null # reap it quietly
-t0=$(date +%s%N)
-for _ in $(seq 1 600); do [ "$(grep -c '^result:' "$d/lang.log")" -ge 2 ] && break; sleep 0.1; done
-t1=$(date +%s%N)
-stop_all
-dead=$(sed -nE 's/^  failed: ([0-9]+) x peer dead.*/\1/p' "$d/lang.log")
-if expect "$d/lang.log" result errors -eq 0 p0 && expect "$d/lang.log" result leaked -eq 0 p0 &&
-   expect "$d/lang.log" result leaked -eq 0 p1 && [ "${dead:-0}" -ge 1 ] &&
-   grep -q "0 not finished" <(sed -n '/^port p1:/,/^result: port=p1 /p' "$d/lang.log") &&
-   expect "$d/enc0.log" result-encode leaked -eq 0; then
-	ok "peer killed mid-transfer: its rooms failed as peer-dead ($dead), the other peer's 30 rooms byte-exact, zero blocks in use, done $(( (t1 - t0) / 1000000 )) ms after the kill"
-else
-	ko "peer killed" "dead=$dead p0: $(grep -E '^result: port=p0 ' "$d/lang.log") p1: $(grep -E '^result: port=p1 ' "$d/lang.log") $(grep -E '^  failed:' "$d/lang.log" | tr '\n' ';') enc0: $(grep -E '^result-encode' "$d/enc0.log")" "$d/lang.log"
-fi
+# ---- malformed, forged, replayed and stranger datagrams --------------------
+define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
+case_junk() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" --inject-junk 3 --seed 3 || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 60 \
+		--concurrency 4 --lengths 2000,10000 --start-delay-ms 300
+	MSG="lang: $(report "$T/lang.log")"
+	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" language ok -eq 60 &&
+		expect "$T/lang.log" node drop_proto -gt 0 &&
+		expect "$T/lang.log" node drop_replay -gt 0 &&
+		expect "$T/lang.log" node drop_unknown_peer -gt 0 || return 1
+	MSG="malformed $(field "$T/lang.log" node drop_proto), replayed $(field "$T/lang.log" node drop_replay), unknown source $(field "$T/lang.log" node drop_unknown_peer): dropped and counted; 60 rooms byte-exact"
+}
 
-# ---- 6. the Wireshark dissector over a capture of real gateway traffic ----
-d=$T/dissect
-scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
-start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
-wait_socket "$d/memif0.sock"
-run_gw lang 0 "$d/language.cfg" "$d/lang.log" 60 --exit-when-done --drive 6 --ranks 2 --dummy-rank \
-	--lengths 500,50000,2000 --ctl-drop 10 --capture "$d/cap.pcap"
-stop_all
-if command -v tshark >/dev/null 2>&1; then
-	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$d/cap.pcap" "$@" 2>/dev/null; }
+# ---- rte_telemetry through dpdk-telemetry.py -------------------------------
+define telemetry "/embgw/stats, /embgw/rooms and /embgw/pool answer through dpdk-telemetry.py with the gateway's counts"
+case_telemetry() {
+	local stats rooms pool okr
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	# junk from the language side, so that the encode gateway counts drops
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 20 \
+		--concurrency 4 --lengths 2000,10000 --inject-junk 3 --seed 5
+	expect "$T/lang.log" language ok -eq 20 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
+	# the encode gateway still runs: its counters hold the 20 rooms (the
+	# last ones complete at its end a moment after the language side's)
+	wait_counter enc /embgw/rooms p0 encode_rooms_ok 20 20
+	rooms=$TEL
+	okr=$(tel_value "$rooms" /embgw/rooms p0 encode_rooms_ok)
+	stats=$(telemetry enc /embgw/stats)
+	pool=$(telemetry enc /embgw/pool)
+	LOG=$T/enc.log
+	MSG="stats: ${stats:0:300} rooms: ${rooms:0:300} pool: ${pool:0:300}"
+	stop_all
+	[ "${okr:-0}" -eq 20 ] &&
+		[ "$(tel_value "$rooms" /embgw/rooms p0 encode_rooms_opened)" = 20 ] &&
+		[ "$(tel_value "$stats" /embgw/stats p0 drop_malformed_or_unauthenticated)" -gt 0 ] &&
+		[ "$(tel_value "$pool" /embgw/pool p0 blocks_total)" -gt 0 ] || return 1
+	MSG="the encode gateway answered: 20 rooms opened and ok, $(tel_value "$stats" /embgw/stats p0 drop_malformed_or_unauthenticated) junk datagrams dropped, $(tel_value "$pool" /embgw/pool p0 blocks_total) blocks in its pool"
+}
+
+# ---- a peer killed in the middle of a transfer -----------------------------
+define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
+case_peer_killed() {
+	local enc1 t0 t1
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" 2 >/dev/null
+	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
+	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
+	enc1=${PIDS[-1]}
+	wait_ready enc0 "$T/memif0.sock" && wait_ready enc1 "$T/memif1.sock" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
+		--concurrency 2 --lengths 50000,10000
+	# kill enc-1 once rooms to it are under way (one telemetry round trip
+	# takes a fraction of a second: the kill lands within the first rooms)
+	wait_counter lang /embgw/rooms p1 language_rooms_opened 1 20 ||
+		echo "     killed anyway" >&2
+	kill_gw "$enc1"
+	t0=$(date +%s%N)
+	wait_line "$T/lang.log" result 60 2
+	t1=$(date +%s%N)
+	stop_all
+	MSG="lang: $(report "$T/lang.log") enc0: $(report "$T/enc0.log")"
+	expect "$T/lang.log" result errors -eq 0 p0 && expect "$T/lang.log" result leaked -eq 0 p0 &&
+		expect "$T/lang.log" language ok -eq 30 p0 &&
+		expect "$T/lang.log" result leaked -eq 0 p1 &&
+		[ "$(failed_count "$T/lang.log" p1 peer_dead)" -ge 1 ] &&
+		expect "$T/lang.log" language unfinished -eq 0 p1 &&
+		expect "$T/enc0.log" result-encode leaked -eq 0 || return 1
+	MSG="$(failed_count "$T/lang.log" p1 peer_dead) rooms failed as peer_dead, the other peer's 30 byte-exact, zero blocks in use, done $(((t1 - t0) / 1000000)) ms after the kill"
+}
+
+# ---- the Wireshark dissector over a capture of real gateway traffic --------
+define dissector "tools/wireshark/embgw.lua decodes every control frame of a real capture, as many received as the gateway counted"
+case_dissector() {
+	local udp dec bad types names rx want_rx tags
+	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 6 \
+		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
+		--capture "$T/cap.pcap"
+	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$T/cap.pcap" "$@" 2>/dev/null; }
 	udp=$(ts -Y "udp.port == 9471" | wc -l)
 	dec=$(ts -Y "embgw.type" | wc -l)
 	bad=$(ts -Y "_ws.malformed || _ws.expert.severity >= 0x00800000" | wc -l)
 	types=$(ts -Y embgw -T fields -e embgw.type | sort -un | tr '\n' ' ')
 	names=$(ts -Y "embgw.type == 7" -T fields -e embgw.reg.name | sort -u | tr '\n' ' ')
 	rx=$(ts -Y "embgw && ip.src == 192.168.77.1" | wc -l)
-	want_rx=$(sed -nE 's/^port p0: ([0-9]+) datagrams in.*/\1/p' "$d/lang.log")
+	want_rx=$(field "$T/lang.log" node rx_datagrams)
 	tags=$(ts -Y "embgw" -T fields -e embgw.tag_len | sort -u | tr '\n' ' ')
-	if [ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
-	   [ "$types" = "1 2 3 4 7 " ] && [ "$names" = "enc-0 lang-0 " ] &&
-	   [ "$rx" = "$want_rx" ] && [ "$tags" = "16 " ]; then
-		ok "dissector: $dec/$udp control frames decoded (types $types), MAC length 16 on all, $rx received = the gateway's own count"
+	MSG="udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags'"
+	[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
+		[ "$types" = "1 2 3 4 7 " ] && [ "$names" = "enc-0 lang-0 " ] &&
+		[ "$rx" = "$want_rx" ] && [ "$tags" = "16 " ] || return 1
+	MSG="$dec/$udp control frames decoded (types $types), MAC length 16 on all, $rx received = the gateway's own count"
+}
+
+# ---- embgw-gen: open loop with a flood, against an encode gateway ----------
+define gen-flood "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s junk flood against an encode gateway: byte-exact, junk dropped"
+case_gen_flood() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gen "$T/gen.log" 90 --drive 300 --rate 1000 \
+		--concurrency 128 --lengths 700,3000 --flood-pps 10000
+	MSG="gen: $(report "$T/gen.log") enc: $(report "$T/enc.log")"
+	expect "$T/gen.log" result errors -eq 0 && expect "$T/gen.log" result leaked -eq 0 &&
+		expect "$T/gen.log" language ok -eq 300 &&
+		[ -n "$(field "$T/gen.log" latency p999_ms)" ] &&
+		expect "$T/gen.log" flood sent -gt 0 &&
+		expect "$T/enc.log" node drop_proto -gt 0 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="300 rooms byte-exact, p99.9 $(field "$T/gen.log" latency p999_ms) ms, $(field "$T/gen.log" latency rooms_per_s) rooms/s; $(field "$T/gen.log" flood sent) junk sent, $(field "$T/enc.log" node drop_proto) dropped by the gateway as malformed"
+}
+
+# ---- embgw-gen into a pcap file (for tcpreplay, TRex, net_pcap) ------------
+define gen-pcap "embgw-gen over net_pcap: every junk datagram it counts is in the pcap file a third-party generator replays"
+case_gen_pcap() {
+	local sent frames
+	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
+	scripts/gen-configs.sh --pcap "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/gen.log
+	run_gen genp 0 "$T/language.cfg" "$T/gen.log" 30 --flood-pps 5000 --duration-ms 1000
+	sent=$(field "$T/gen.log" flood sent)
+	frames=$(tshark -r "$T/out.pcap" -Y "udp && ip.dst == 192.168.77.1" 2>/dev/null | wc -l)
+	MSG="sent=$sent frames=$frames; gen: $(report "$T/gen.log")"
+	[ "${sent:-0}" -gt 0 ] && [ "$frames" -ge "$sent" ] || return 1
+	MSG="$frames frames to the peer in the pcap, $sent of them junk"
+}
+
+# ---- embgw-gen plays 8 language peers from one port ------------------------
+define gen-identities "embgw-gen --identities 8: 8 language peers from one port (own addresses, own pools), 8 x 50 rooms byte-exact"
+case_gen_identities() {
+	local each=0
+	# the gateway under test lists 8 peers; the generator answers ARP for
+	# all 8 addresses and shares the rooms out
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK" 1 8 >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gen "$T/gen.log" 90 --identities 8 --drive 400 \
+		--concurrency 32 --lengths 300,2500
+	# each identity fetched its 50 rooms from the gateway, so each registered
+	for i in $(seq 0 7); do
+		expect "$T/gen.log" result rooms -eq 50 "p0.$i" &&
+			expect "$T/gen.log" result errors -eq 0 "p0.$i" &&
+			expect "$T/gen.log" result leaked -eq 0 "p0.$i" &&
+			expect "$T/gen.log" language ok -eq 50 "p0.$i" && each=$((each + 1))
+	done
+	MSG="identities byte-exact: $each of 8; gen: $(report "$T/gen.log") enc: $(report "$T/enc.log")"
+	[ "$each" -eq 8 ] &&
+		expect "$T/gen.log" result-total identities -eq 8 "" &&
+		expect "$T/gen.log" result-total rooms -eq 400 "" &&
+		expect "$T/gen.log" result-total errors -eq 0 "" &&
+		expect "$T/gen.log" result-total leaked -eq 0 "" &&
+		expect "$T/enc.log" result-encode ok -eq 400 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="8 identities x 50 rooms byte-exact, the gateway served 400, nothing leaked; $(field "$T/gen.log" latency-total rooms_per_s "") rooms/s"
+}
+
+# ---- embgw-gen as the encode side, against a language gateway --------------
+define gen-encode "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks served to a language gateway, byte-exact"
+case_gen_encode() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gen "$T/gen.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done \
+		--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
+	MSG="lang: $(report "$T/lang.log") gen: $(report "$T/gen.log")"
+	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" language ok -eq 60 &&
+		expect "$T/gen.log" result-encode ok -eq 60 &&
+		expect "$T/gen.log" result-encode leaked -eq 0 || return 1
+	MSG="60 rooms x 2 ranks byte-exact"
+}
+
+# ---- embgw-gen plays 4 encode peers; the language gateway uses all of them --
+define gen-encode-identities "embgw-gen --produce --identities 4: a language gateway with --peer all fetches 80 rooms, 20 from each encode identity"
+case_gen_encode_identities() {
+	local per=0
+	scripts/gen-configs.sh --encode-identities 4 "$T" 1024 65536 "$SLACK" >/dev/null
+	encode_server start_gen "$T/gen.log" --identities 4 || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --peer all \
+		--drive 80 --concurrency 8 --lengths 700,5000
+	for i in 0 1 2 3; do
+		expect "$T/gen.log" result-encode rooms -eq 20 "p0.$i" &&
+			expect "$T/gen.log" result-encode ok -eq 20 "p0.$i" &&
+			expect "$T/gen.log" result-encode failed -eq 0 "p0.$i" &&
+			expect "$T/gen.log" result-encode leaked -eq 0 "p0.$i" && per=$((per + 1))
+	done
+	MSG="identities with 20 rooms ok: $per of 4; lang: $(report "$T/lang.log") gen: $(report "$T/gen.log")"
+	[ "$per" -eq 4 ] &&
+		expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" result rooms -eq 80 || return 1
+	MSG="80 rooms byte-exact, 20 from each of the 4 encode identities"
+}
+
+# ---- the runner -------------------------------------------------------------
+passed=0
+failed=0
+trap 'stop_all; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
+
+run_case() {
+	local name=$1 rc
+	T=$(mktemp -d "${TMPDIR:-/tmp}/embgw-it-$name.XXXXXX")
+	MSG=""
+	LOG=""
+	"case_${name//-/_}"
+	rc=$?
+	stop_all
+	if [ "$rc" -eq 0 ]; then
+		passed=$((passed + 1))
+		echo "ok   $name: $MSG"
+		rm -rf "$T"
 	else
-		ko "dissector" "udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags'"
+		failed=$((failed + 1))
+		echo "FAIL $name: $MSG"
+		[ -n "$LOG" ] && [ -f "$LOG" ] && tail -25 "$LOG" | sed 's/^/     /'
+		echo "     logs kept in $T"
 	fi
-else
-	ko "dissector" "tshark missing"
-fi
+	T=""
+}
 
-# ---- 7. embgw-gen: open loop with a flood, against an encode gateway ----
-d=$T/gen
-scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
-start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
-wait_socket "$d/memif0.sock"
-timeout -s INT 90 build/app/embgw/embgw-gen -l 0 $EAL_COMMON --file-prefix egw-gen-$$ -- \
-	-f "$d/language.cfg" --drive 300 --rate 1000 --concurrency 128 --lengths 700,3000 \
-	--flood-pps 10000 > "$d/gen.log" 2>&1
-stop_all
-junk=$(sed -nE 's/^port p0: .*malformed\/unauthenticated ([0-9]+).*/\1/p' "$d/enc.log")
-if expect "$d/gen.log" result errors -eq 0 && expect "$d/gen.log" result leaked -eq 0 &&
-   grep -qE "p99\.9 [0-9.]+ ms.* rooms/s" "$d/gen.log" && grep -q "^flood: " "$d/gen.log" &&
-   [ "${junk:-0}" -gt 0 ] && expect "$d/enc.log" result-encode leaked -eq 0; then
-	ok "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s flood: byte-exact, $junk junk dropped by the gateway; $(grep -oE '[0-9]+ rooms/s' "$d/gen.log")"
-else
-	ko "embgw-gen" "junk seen by the gateway: ${junk:-none}; gateway: $(grep -E '^(port p0|result-encode)' "$d/enc.log" | tr '\n' ' ')" "$d/gen.log"
-	echo "     the gateway's log:"; tail -15 "$d/enc.log" | sed 's/^/     /'
-fi
-
-# ---- 8. embgw-gen into a pcap file (for tcpreplay, TRex, net_pcap) -------
-d=$T/pcap
-mkdir -p "$d"
-head -c 48 /dev/urandom > "$d/psk.key"
-printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' > "$d/empty.pcap"
-cat > "$d/gen.cfg" <<CFG
-gateway = { name = "gen"; roles = ["language"]; key_file = "psk.key";
-  pool = { capacity_tokens = 16384; hidden_size = 32; }; };
-ports = ( { name = "p0"; device = "net_pcap0,tx_pcap=$d/out.pcap,rx_pcap=$d/empty.pcap";
-  address = "10.99.0.2/24"; lcores = [0];
-  payload = { driver = "shm"; path = "$d/pool"; };
-  neighbours = ( { address = "10.99.0.1"; mac = "02:00:00:00:99:01"; } );
-  peers = ( { name = "dut"; address = "10.99.0.1"; } ); } );
-CFG
-timeout -s INT 30 build/app/embgw/embgw-gen -l 0 $EAL_COMMON --file-prefix egw-genp-$$ -- \
-	-f "$d/gen.cfg" --flood-pps 5000 --duration-ms 1000 > "$d/gen.log" 2>&1
-sent=$(sed -nE 's/^flood: ([0-9]+) junk.*/\1/p' "$d/gen.log")
-frames=$(tshark -r "$d/out.pcap" -Y "udp && ip.dst == 10.99.0.1" 2>/dev/null | wc -l)
-if [ "${sent:-0}" -gt 1000 ] && [ "$frames" -ge "$sent" ]; then
-	ok "embgw-gen wrote $frames frames ($sent junk) to a pcap a third-party generator can replay"
-else
-	ko "embgw-gen pcap" "sent=$sent frames=$frames" "$d/gen.log"
-fi
-
-# ---- 9. embgw-gen plays 8 language peers from one port -------------------
-# The gateway under test lists 8 peers (own addresses, own shm pool files);
-# the generator answers ARP for all 8 addresses and shares the rooms out.
-d=$T/ids
-scripts/gen-configs.sh "$d" 1024 16384 "" 1 8 >/dev/null
-start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce >/dev/null
-wait_socket "$d/memif0.sock"
-timeout -s INT 90 build/app/embgw/embgw-gen -l 0 $EAL_COMMON --file-prefix egw-gids-$$ -- \
-	-f "$d/language.cfg" --identities 8 --drive 400 --concurrency 32 \
-	--lengths 300,2500 > "$d/gen.log" 2>&1
-stop_all
-regs=$(grep -cE "peer lang-0\.[0-7] registered" "$d/enc.log")
-each=$(grep -cE "^result: port=p0\.[0-7] rooms=50 .*errors=0 leaked=0" "$d/gen.log")
-if grep -qE "^result-total: identities=8 rooms=400 .*errors=0 leaked=0" "$d/gen.log" &&
-   [ "$regs" -eq 8 ] && [ "$each" -eq 8 ] &&
-   expect "$d/enc.log" result-encode ok -eq 400 && expect "$d/enc.log" result-encode leaked -eq 0; then
-	ok "embgw-gen --identities 8: 8 peers registered at the gateway, 8 x 50 rooms byte-exact, nothing leaked; $(grep -A1 '^generator:' "$d/gen.log" | grep -oE '[0-9]+ rooms/s')"
-else
-	ko "embgw-gen --identities" "regs=$regs each=$each" "$d/gen.log"
-fi
-
-# ---- 10. embgw-gen as the encode side, against a language gateway -------
-d=$T/genenc
-scripts/gen-configs.sh "$d" 1024 262144 >/dev/null
-timeout -s INT 90 build/app/embgw/embgw-gen -l 1 $EAL_COMMON --file-prefix egw-gene-$$ -- \
-	-f "$d/encode.cfg" --produce > "$d/gen.log" 2>&1 &
-PIDS+=($!)
-wait_socket "$d/memif0.sock"
-run_gw lang 0 "$d/language.cfg" "$d/lang.log" 60 --exit-when-done \
-	--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
-stop_all
-if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
-   expect "$d/gen.log" result-encode ok -eq 60 && expect "$d/gen.log" result-encode leaked -eq 0; then
-	ok "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks served to a language gateway, byte-exact"
-else
-	ko "embgw-gen encode side" "see logs" "$d/gen.log"
-fi
-
-# ---- 11. embgw-gen plays 4 encode peers; the language gateway uses all of them
-d=$T/encids
-mkdir -p "$d"
-head -c 48 /dev/urandom > "$d/psk.key"
-cat > "$d/gen.cfg" <<CFG
-gateway = { name = "enc"; roles = ["encode"]; key_file = "psk.key";
-  pool = { capacity_tokens = 65536; hidden_size = 256; }; };
-ports = ( { name = "p0";
-  device = "net_memif0,role=server,socket=$d/memif.sock,socket-abstract=no";
-  address = "192.168.79.101/24"; lcores = [1];
-  payload = { driver = "shm"; path = "$d/lang-pool"; };
-  peers = ( { name = "lang"; address = "192.168.79.2"; } ); } );
-CFG
-cat > "$d/lang.cfg" <<CFG
-gateway = { name = "lang"; roles = ["language"]; key_file = "psk.key";
-  pool = { capacity_tokens = 65536; hidden_size = 256;
-           policy = { kind = "fixed"; tokens = 1024; }; }; };
-ports = ( { name = "p0";
-  device = "net_memif0,role=client,socket=$d/memif.sock,socket-abstract=no";
-  address = "192.168.79.2/24"; lcores = [0];
-  payload = { driver = "shm"; path = "$d/lang-pool"; };
-  peers = ( { name = "enc.0"; address = "192.168.79.101"; },
-            { name = "enc.1"; address = "192.168.79.102"; },
-            { name = "enc.2"; address = "192.168.79.103"; },
-            { name = "enc.3"; address = "192.168.79.104"; } ); } );
-CFG
-timeout -s INT 90 build/app/embgw/embgw-gen -l 1 $EAL_COMMON --file-prefix egw-genei-$$ -- \
-	-f "$d/gen.cfg" --produce --identities 4 > "$d/gen.log" 2>&1 &
-PIDS+=($!)
-wait_socket "$d/memif.sock"
-run_gw lang 0 "$d/lang.cfg" "$d/lang.log" 60 --exit-when-done --peer all \
-	--drive 80 --concurrency 8 --lengths 700,5000
-stop_all
-per=$(grep -cE "^result-encode: port=p0\.[0-3] rooms=20 ok=20 failed=0 leaked=0" "$d/gen.log")
-if expect "$d/lang.log" result errors -eq 0 && expect "$d/lang.log" result leaked -eq 0 &&
-   expect "$d/lang.log" result rooms -eq 80 && [ "$per" -eq 4 ]; then
-	ok "embgw-gen --produce --identities 4: a language gateway with --peer all fetched 80 rooms, 20 from each encode identity, byte-exact"
-else
-	ko "embgw-gen encode identities" "per=$per" "$d/gen.log"
-fi
-
+case "${1:-}" in
+--list)
+	for c in "${CASES[@]}"; do
+		printf '%-22s %s\n' "$c" "${ABOUT[$c]}"
+	done
+	exit 0 ;;
+-h|--help)
+	sed -n '2,13s/^# \{0,1\}//p' "$0"
+	exit 0 ;;
+esac
+selected=("$@")
+[ $# -gt 0 ] || selected=("${CASES[@]}")
+for c in "${selected[@]}"; do
+	if [ -z "${ABOUT[$c]+x}" ]; then
+		echo "run.sh: no case '$c' (tests/integration/run.sh --list names them)" >&2
+		exit 2
+	fi
+done
+for c in "${selected[@]}"; do
+	run_case "$c"
+done
 echo "integration: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
