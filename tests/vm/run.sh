@@ -247,11 +247,16 @@ if [ -n "$lang_pid" ]; then
 	lang_rc=$?
 fi
 fi
-for g in lang enc; do
-	grep -h "^gave up waiting" "$out/$g.log" 2>/dev/null | sed "s/^/vm: $g guest: /"
-done
 if [ $enc_rc -eq 2 ] || [ $lang_rc -eq 2 ]; then
 	echo "vm: FAIL a guest could not start (enc $enc_rc, lang $lang_rc) - run scripts/deps.sh"
+	exit 1
+fi
+gave_up=0
+for g in lang enc; do
+	grep -h "^gave up waiting" "$out/$g.log" 2>/dev/null | sed "s/^/vm: $g guest: /" | grep . && gave_up=1
+done
+if [ $gave_up = 1 ]; then
+	echo "vm: FAIL a guest gave up waiting for its peer (enc $enc_rc, lang $lang_rc; logs in $out)"
 	exit 1
 fi
 
