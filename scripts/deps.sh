@@ -19,12 +19,12 @@ vm=1
 [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
 [ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod iproute2)
 
-fail() { echo "deps: FAILED - $* (nothing was tested)" >&2; exit 1; }
+fail() { echo "deps: FAILED - $*" >&2; exit 1; }
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # apt waits for another apt (another checkout's deps.sh, an unattended
 # upgrade) instead of failing on its lock
-apt=(env DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600)
+apt=($SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600)
 
 missing=()
 for p in "${pkgs[@]}"; do
