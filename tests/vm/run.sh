@@ -104,7 +104,9 @@ ip link set eth0 up
 ip addr add $1/24 dev eth0
 ip link set eth0 promisc on
 rdma link add rxe0 type rxe netdev eth0
+echo "waiting up to 5 s for rxe0"
 for _ in $(seq 1 50); do [ -e /sys/class/infiniband/rxe0 ] && break; sleep 0.1; done
+[ -e /sys/class/infiniband/rxe0 ] || echo "rxe0 did not appear within 5 s"
 ibv_devices
 SH
 # wait_for FILE SECONDS WHAT: wait until /out/FILE exists, at most SECONDS,
@@ -165,6 +167,7 @@ echo "encode gateway: \$?"
 gid=\$(sh /out/gid.sh 10.88.0.1)
 # perftest's cycle-based clock sometimes reads 0 Gb/s under emulation:
 # up to 3 measurements, until one is non-zero
+echo "ib_write_bw: up to 3 runs, each up to 40 tries to reach the server"
 for run in 1 2 3; do
 	for _ in \$(seq 1 40); do
 		ib_write_bw -d rxe0 -x \$gid -s 65536 -n 300 -F --report_gbits 10.88.0.2 > /out/ibbw-client.log 2>&1 && break
