@@ -1,20 +1,55 @@
 #!/usr/bin/env bash
-# Install what embgw needs to build and test on Debian 12, if missing.
-# clang is for the libFuzzer target, dpdk for the gateway and its
-# integration tests (dpdk-telemetry.py included), rdma-core for the verbs
-# payload driver. tests/vm installs its own (qemu, busybox, tshark).
+# Install what embgw needs to build and run every test suite on Debian 12,
+# once, before any suite starts (scripts/test.sh runs this first); the
+# suites themselves install nothing. clang is for the libFuzzer target, dpdk
+# for the gateway and its integration tests (dpdk-telemetry.py included),
+# rdma-core for the verbs payload driver, tshark for the captures; QEMU,
+# busybox-static, cpio and kmod for the RoCEv2 suite in tests/vm, whose
+# guest kernel (Debian's kernel package, unpacked, not installed) is also
+# prepared here, in its cache (tests/vm/prepare.sh). EMBGW_SKIP_VM=1 leaves
+# the VM suite's part out (not under CI=true).
+# Anything that cannot be installed or prepared is an error: the exit status
+# is non-zero and the last line says what failed.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev)
+vm=1
+[ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
+[ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod iproute2)
+
+fail() { echo "deps: FAILED - $*" >&2; exit 1; }
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# apt waits for another apt (another checkout's deps.sh, an unattended
+# upgrade) instead of failing on its lock
+apt=($SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600)
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+vm_prepared=1
+if [ $vm = 1 ]; then
+	. tests/vm/common.sh
+	vm_cache_ready || vm_prepared=0
+fi
+[ ${#missing[@]} -gt 0 ] || [ $vm_prepared = 0 ] || exit 0
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+echo "deps: apt-get update"
+"${apt[@]}" update -qq >"$log" 2>&1 || { cat "$log" >&2; fail "apt-get update"; }
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "deps: installing ${missing[*]}"
-	SUDO=""
-	[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+	if ! "${apt[@]}" install -y -qq "${missing[@]}" >"$log" 2>&1; then
+		tail -20 "$log" >&2
+		fail "apt-get install ${missing[*]}"
+	fi
 fi
+if [ $vm_prepared = 0 ]; then
+	echo "deps: preparing the VM suite's guest kernel in $vm_cache"
+	tests/vm/prepare.sh || fail "the guest kernel for tests/vm (tests/vm/prepare.sh)"
+fi
+echo "deps: ready"

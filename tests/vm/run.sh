@@ -19,20 +19,36 @@
 #
 # Last line: "vm: <rooms> rooms, <bytes> bytes verified over RoCEv2,
 #             <packets> RDMA WRITE packets on the wire"
-# If QEMU cannot run here at all the suite says so loudly and exits 77
-# (skipped), never 0.
+#
+# usage: run.sh [EMBGW]  (the gateway binary; build/app/embgw/embgw)
+# Nothing is installed here: scripts/deps.sh installs QEMU and the rest and
+# prepares the guest kernel; anything missing fails the suite (exit 2) with
+# a pointer to it. Before the guests, a probe boot checks that QEMU can boot
+# the guest kernel at all; only where it verifiably cannot does the suite
+# say so loudly and exit 77 (skipped), never 0.
+# Each guest waits at most EMBGW_VM_PEER_WAIT seconds (60) for the other to
+# come up, and stops waiting at once when the other's QEMU has ended.
+# EMBGW_VM_GUESTS="lang" (or "enc") boots one guest alone: the way to watch
+# it give up on a peer that never started.
 set -u
+gw_arg=${1:-}
+[ -z "$gw_arg" ] || gw_arg=$(realpath -m "$gw_arg")
 cd "$(dirname "$0")/../.."
 root=$PWD
+. tests/vm/common.sh
 out=${EMBGW_VM_OUT:-$root/build-vm}
 judge_only=${EMBGW_VM_JUDGE_ONLY:-0} # 1: judge the last run's output again
+guests=${EMBGW_VM_GUESTS:-lang enc}
+peer_wait=${EMBGW_VM_PEER_WAIT:-60}
+embgw=$(realpath -m "${gw_arg:-build/app/embgw/embgw}")
+[ -x "$embgw" ] || { echo "vm: FAIL no gateway binary $embgw (meson setup build && ninja -C build)"; exit 2; }
+if ! missing=$(vm_missing_programs); then
+	echo "vm: FAIL missing $missing - run scripts/deps.sh (it installs what the suites need)"
+	exit 2
+fi
+vm_cache_ready || { echo "vm: FAIL no guest kernel in $vm_cache - run scripts/deps.sh"; exit 2; }
 [ "$judge_only" = 1 ] || rm -rf "$out"
 mkdir -p "$out"
-[ -x build/app/embgw/embgw ] || { echo "vm: build first (meson setup build && ninja -C build)"; exit 2; }
-command -v tshark >/dev/null 2>&1 || {
-	apt-get update -qq >/dev/null 2>&1
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null 2>&1
-}
 
 port=$((20000 + $$ % 20000))
 # phase 1 posts 124 batches (8 rooms, 8-block windows); the encode QP is
@@ -88,20 +104,50 @@ ip link set eth0 up
 ip addr add $1/24 dev eth0
 ip link set eth0 promisc on
 rdma link add rxe0 type rxe netdev eth0
+echo "waiting up to 5 s for rxe0"
 for _ in $(seq 1 50); do [ -e /sys/class/infiniband/rxe0 ] && break; sleep 0.1; done
+[ -e /sys/class/infiniband/rxe0 ] || echo "rxe0 did not appear within 5 s"
 ibv_devices
+SH
+# wait_for FILE SECONDS WHAT: wait until /out/FILE exists, at most SECONDS,
+# and not at all once the peer guest's QEMU has ended (/out/PEER.exited)
+cat > "$out/wait.sh" <<'SH'
+wait_for() {
+	echo "waiting up to $2 s for $3 (/out/$1)"
+	t0=$(date +%s)
+	while [ ! -f "/out/$1" ]; do
+		if [ -f "/out/$peer.exited" ]; then
+			echo "gave up waiting for $3 after $(( $(date +%s) - t0 )) s: the $peer guest has stopped"
+			return 1
+		fi
+		if [ $(( $(date +%s) - t0 )) -ge "$2" ]; then
+			echo "gave up waiting for $3 after $2 s"
+			return 1
+		fi
+		sleep 0.2
+	done
+	echo "$3 after $(( $(date +%s) - t0 )) s"
+}
 SH
 cat > "$out/enc.sh" <<SH
 set -x
+peer=lang
+. /out/wait.sh
 sh /out/net.sh 10.88.0.1
-./build/app/embgw/embgw -l 0,1 --no-huge -m 512 --file-prefix vm-enc -- \\
+touch /out/enc.up
+wait_for lang.up $peer_wait "the language guest" || exit 1
+$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-enc -- \\
 	-f /out/encode.cfg --produce --duration-ms 600000 \\
 	--fault-qp-error $qp_error_at > /out/enc-gw.log 2>&1 &
 gw=\$!
 # the fault: once the language side's second phase runs, drop our RoCE
 # packets (UDP to 4791) for a while - only those: the control protocol
 # goes on, so rooms keep posting writes into the black hole
-for _ in \$(seq 1 6000); do [ -f /out/phase2.started ] && break; sleep 0.1; done
+# (phase 1 ends within its 600 s --duration-ms)
+if ! wait_for phase2.started 660 "the language side's second phase"; then
+	kill -INT \$gw; wait \$gw
+	exit 1
+fi
 sleep 5
 tc qdisc add dev eth0 root handle 1: prio &&
 tc qdisc add dev eth0 parent 1:3 handle 30: netem loss 100% &&
@@ -111,13 +157,17 @@ sleep 8
 tc -s qdisc show dev eth0
 tc qdisc del dev eth0 root && touch /out/fault.off
 # the language guest says when its phases are over
-for _ in \$(seq 1 6000); do [ -f /out/lang.done ] && break; sleep 0.1; done
+# (phase 2 ends within its 300 s --duration-ms)
+wait_for lang.done 360 "the language side's end"
+done_rc=\$?
 kill -INT \$gw; wait \$gw
 echo "encode gateway: \$?"
+[ \$done_rc -eq 0 ] || exit 1
 # benchmark reference: ib_write_bw at the gateway's write size
 gid=\$(sh /out/gid.sh 10.88.0.1)
 # perftest's cycle-based clock sometimes reads 0 Gb/s under emulation:
 # up to 3 measurements, until one is non-zero
+echo "ib_write_bw: up to 3 runs, each up to 40 tries to reach the server"
 for run in 1 2 3; do
 	for _ in \$(seq 1 40); do
 		ib_write_bw -d rxe0 -x \$gid -s 65536 -n 300 -F --report_gbits 10.88.0.2 > /out/ibbw-client.log 2>&1 && break
@@ -130,11 +180,17 @@ echo "ib_write_bw client: \$?"
 SH
 cat > "$out/lang.sh" <<SH
 set -x
+peer=enc
+. /out/wait.sh
 sh /out/net.sh 10.88.0.2
+touch /out/lang.up
+wait_for enc.up $peer_wait "the encode guest" || exit 1
 dumpcap -i eth0 -f udp -w /run/wire.pcapng > /run/dumpcap.log 2>&1 &
 cap=\$!
+echo "waiting up to 30 s for dumpcap to capture"
 for _ in \$(seq 1 300); do grep -q "Capturing on" /run/dumpcap.log && break; sleep 0.1; done
-./build/app/embgw/embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang -- \\
+grep -q "Capturing on" /run/dumpcap.log || echo "dumpcap did not say it captures after 30 s"
+$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang -- \\
 	-f /out/language.cfg --drive 8 --lengths 500,2000,10000,50000 \\
 	--exit-when-done --duration-ms 600000 > /out/lang-gw.log 2>&1
 rc=\$?
@@ -143,12 +199,13 @@ kill -INT \$cap; wait \$cap
 cp /run/wire.pcapng /out/wire.pcapng
 # phase 2: a steady stream of rooms across the encode side's fault
 touch /out/phase2.started
-./build/app/embgw/embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
+$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
 	-f /out/language.cfg --drive 40 --rate 2 --concurrency 4 --lengths 1000 \
 	--exit-when-done --duration-ms 300000 > /out/lang-gw2.log 2>&1
 touch /out/lang.done
 gid=\$(sh /out/gid.sh 10.88.0.2)
 for run in 1 2 3; do
+	[ -f /out/enc.exited ] && { echo "no ib_write_bw server: the enc guest has stopped"; break; }
 	timeout 120 ib_write_bw -d rxe0 -x \$gid -s 65536 -n 300 -F --report_gbits > /out/ibbw-server.log 2>&1
 	sleep 2
 	[ -f /out/ibbw.done ] && break
@@ -162,21 +219,48 @@ if [ "$judge_only" = 1 ]; then
 	enc_rc=$(cat "$out/enc.rc" 2>/dev/null || echo 99)
 	lang_rc=$(cat "$out/lang.rc" 2>/dev/null || echo 99)
 else
-EMBGW_VM_MEM=${EMBGW_VM_MEM:-1536} tests/vm/vm.sh lang "$out" /out/lang.sh -nic none \
-	-netdev socket,id=n1,listen=127.0.0.1:$port \
-	-device virtio-net-pci,netdev=n1,mac=$MAC_LANG &
-lang_pid=$!
-sleep 2
-tests/vm/vm.sh enc "$out" /out/enc.sh -nic none \
-	-netdev socket,id=n1,connect=127.0.0.1:$port \
-	-device virtio-net-pci,netdev=n1,mac=$MAC_ENC
-enc_rc=$?
-wait $lang_pid
-lang_rc=$?
+# QEMU is installed: can it boot the guest kernel here at all?
+tests/vm/vm.sh --probe "$out"
+case $? in
+0) ;;
+77) echo "vm: SKIPPED - QEMU cannot boot a guest on this machine; RoCEv2 was NOT tested"
+    exit 77 ;;
+*) echo "vm: FAIL the probe boot could not start"; exit 1 ;;
+esac
+enc_rc=99 lang_rc=99
+lang_pid=
+if [[ " $guests " == *" lang "* ]]; then
+	EMBGW_VM_MEM=${EMBGW_VM_MEM:-1536} tests/vm/vm.sh lang "$out" /out/lang.sh -nic none \
+		-netdev socket,id=n1,listen=127.0.0.1:$port \
+		-device virtio-net-pci,netdev=n1,mac=$MAC_LANG &
+	lang_pid=$!
+	sleep 2
 fi
-if [ $enc_rc -eq 98 ] || [ $lang_rc -eq 98 ]; then
-	echo "vm: SKIPPED - QEMU cannot run on this machine; RoCEv2 was NOT tested"
-	exit 77
+if [[ " $guests " == *" enc "* ]]; then
+	# the link's other end listens in the language guest's QEMU
+	netdev=connect=127.0.0.1:$port
+	[ -n "$lang_pid" ] || netdev=listen=127.0.0.1:$port
+	tests/vm/vm.sh enc "$out" /out/enc.sh -nic none \
+		-netdev socket,id=n1,$netdev \
+		-device virtio-net-pci,netdev=n1,mac=$MAC_ENC
+	enc_rc=$?
+fi
+if [ -n "$lang_pid" ]; then
+	wait $lang_pid
+	lang_rc=$?
+fi
+fi
+if [ $enc_rc -eq 2 ] || [ $lang_rc -eq 2 ]; then
+	echo "vm: FAIL a guest could not start (enc $enc_rc, lang $lang_rc) - run scripts/deps.sh"
+	exit 1
+fi
+gave_up=0
+for g in lang enc; do
+	grep -h "^gave up waiting" "$out/$g.log" 2>/dev/null | sed "s/^/vm: $g guest: /" | grep . && gave_up=1
+done
+if [ $gave_up = 1 ]; then
+	echo "vm: FAIL a guest gave up waiting for its peer (enc $enc_rc, lang $lang_rc; logs in $out)"
+	exit 1
 fi
 
 # ---- judge ----------------------------------------------------------------

@@ -9,84 +9,62 @@
 #   its working directory and OUTDIR mounted at /out (read-write, shared;
 #   two guests given the same OUTDIR can coordinate through files there).
 #   Its exit status lands in OUTDIR/NAME.rc, its output in OUTDIR/NAME.log.
-# Exit status: the script's, 98 when QEMU cannot run here at all, 99 when
-# the guest reported nothing.
-# The kernel and initramfs are cached in $EMBGW_VM_CACHE (~/.cache/embgw-vm).
+#   When the guest's QEMU ends, vm.sh touches OUTDIR/NAME.exited.
+# Exit status: the script's, 2 when a program or the guest kernel is missing
+# (scripts/deps.sh installs and prepares them), 99 when the guest reported
+# nothing.
+# The kernel and initramfs are read from $EMBGW_VM_CACHE (~/.cache/embgw-vm),
+# prepared by tests/vm/prepare.sh.
 set -euo pipefail
-name=$1 out=$2 script=$3
-shift 3
-cache=${EMBGW_VM_CACHE:-$HOME/.cache/embgw-vm}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 mem=${EMBGW_VM_MEM:-1536}
 tmo=${EMBGW_VM_TIMEOUT:-900}
-mkdir -p "$cache" "$out"
-out=$(cd "$out" && pwd)
-rm -f "$out/$name.rc" "$out/$name.log"
 
-have() { command -v "$1" >/dev/null 2>&1; }
-if ! have qemu-system-x86_64 || ! have busybox || ! have cpio || ! have depmod; then
-	apt-get update -qq >/dev/null 2>&1 || true
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-system-x86 \
-		busybox-static cpio kmod >/dev/null 2>&1 || true
+# Nothing is installed here: scripts/deps.sh installs the programs and
+# prepares the cache once, before any guest boots.
+if ! missing=$(vm_missing_programs); then
+	echo "vm.sh: missing $missing - run scripts/deps.sh" >&2
+	exit 2
 fi
-have qemu-system-x86_64 || { echo "vm.sh: qemu-system-x86_64 unavailable" >&2; exit 98; }
+vm_cache_ready || { echo "vm.sh: no guest kernel in $vm_cache - run scripts/deps.sh" >&2; exit 2; }
+kver=$(cat "$vm_cache/kver")
+k=$vm_cache/k
 
-# 1. Debian's kernel image, unpacked into the cache (not installed).
-lock=$cache/.lock
-exec 9>"$lock"
-flock 9
-if [ ! -f "$cache/kver" ]; then
-	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
-	if [ -z "$pkg" ]; then
-		apt-get update -qq >/dev/null 2>&1 || true
-		pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+boot() { # seconds, qemu args...
+	local secs=$1
+	shift
+	timeout "$secs" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 \
+		-nographic -no-reboot -kernel "$k/boot/vmlinuz-$kver" -initrd "$vm_initrd" "$@"
+}
+
+# usage: vm.sh --probe OUTDIR - can QEMU boot the guest kernel here at all?
+# The initramfs prints a marker and powers off; exit 0 when the marker came
+# within EMBGW_VM_PROBE_TIMEOUT seconds (180), else 77.
+if [ "${1:-}" = --probe ] && [ $# -eq 2 ]; then
+	out=$2 ptmo=${EMBGW_VM_PROBE_TIMEOUT:-180}
+	mkdir -p "$out"
+	t0=$(date +%s)
+	boot "$ptmo" -m 512 -nic none \
+		-append "console=ttyS0 quiet loglevel=3 panic=-1 egw_probe=1" \
+		> "$out/probe.qemu.log" 2>&1 || true
+	if grep -q EMBGW-VM-PROBE-OK "$out/probe.qemu.log"; then
+		echo "vm.sh: probe boot of kernel $kver: ok after $(( $(date +%s) - t0 )) s"
+		exit 0
 	fi
-	[ -n "$pkg" ] || { echo "vm.sh: no Debian kernel package found" >&2; exit 98; }
-	(cd "$cache" && rm -f ./*.deb && apt-get download "$pkg" >/dev/null 2>&1) ||
-		{ echo "vm.sh: cannot download $pkg" >&2; exit 98; }
-	rm -rf "$cache/k"
-	dpkg-deb -x "$cache/$pkg"_*.deb "$cache/k"
-	rm -f "$cache"/*.deb
-	kver=${pkg#linux-image-}
-	depmod -b "$cache/k" "$kver"
-	echo "$kver" > "$cache/kver"
+	echo "vm.sh: QEMU did not boot kernel $kver within $ptmo s (see $out/probe.qemu.log):" >&2
+	tail -5 "$out/probe.qemu.log" >&2
+	exit 77
 fi
-kver=$(cat "$cache/kver")
-k=$cache/k
 
-# 2. A small initramfs: busybox, the modules to mount the 9p root, an init
-#    that builds an overlay root and hands over to the guest script.
-if [ ! -f "$cache/initrd-2.gz" ]; then
-	i=$cache/initrd
-	rm -rf "$i"
-	mkdir -p "$i"/{bin,dev,proc,sys,host,ovl,newroot,mods}
-	cp "$(command -v busybox)" "$i/bin/"
-	n=0
-	for m in virtio_pci 9pnet_virtio 9p overlay; do
-		modprobe -d "$k" -S "$kver" --show-depends "$m"
-	done | awk '$1 == "insmod" && !seen[$2]++ {print $2}' | while read -r f; do
-		n=$((n + 1))
-		cp "$f" "$i/mods/$(printf %02d $n)_$(basename "$f")"
-	done
-	cat > "$i/init" <<'INIT'
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs dev /dev
-for m in /mods/*.ko*; do insmod "$m" 2>/dev/null; done
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /host
-mount -t tmpfs tmpfs /ovl; mkdir -p /ovl/u /ovl/w
-mount -t overlay overlay -o lowerdir=/host,upperdir=/ovl/u,workdir=/ovl/w /newroot
-mkdir -p /newroot/out
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none outdir /newroot/out
-name=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^egw_name=//p')
-mount --move /proc /newroot/proc; mount --move /sys /newroot/sys; mount --move /dev /newroot/dev
-exec switch_root /newroot /bin/sh /out/.$name.boot
-INIT
-	chmod +x "$i/init"
-	(cd "$i" && find . | cpio -o -H newc 2>/dev/null | gzip > "$cache/initrd-2.gz")
-fi
-flock -u 9
+[ $# -ge 3 ] || { echo "usage: vm.sh NAME OUTDIR SCRIPT [qemu args...] | vm.sh --probe OUTDIR" >&2; exit 2; }
+name=$1 out=$2 script=$3
+shift 3
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rm -f "$out/$name.rc" "$out/$name.log" "$out/$name.exited"
 
-# 3. The guest's boot script: modules, soft-RoCE prerequisites, then SCRIPT.
+# The guest's boot script: modules, soft-RoCE prerequisites, then SCRIPT.
 {
 	echo '#!/bin/sh'
 	# the overlay root is writable (tmpfs upper): /tmp stays as the host's,
@@ -100,13 +78,14 @@ flock -u 9
 	echo 'sync; echo o > /proc/sysrq-trigger; sleep 10'
 } > "$out/.$name.boot"
 
-timeout "$tmo" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" \
-	-nographic -no-reboot -kernel "$k/boot/vmlinuz-$kver" -initrd "$cache/initrd-2.gz" \
+boot "$tmo" -m "$mem" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$out",mount_tag=outdir,security_model=none,multidevs=remap \
 	"$@" \
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 egw_name=$name" \
 	> "$out/$name.qemu.log" 2>&1 || true
+# a guest waiting on this one sees it gone at once instead of at its deadline
+touch "$out/$name.exited"
 [ -f "$out/$name.rc" ] && exit "$(cat "$out/$name.rc")"
 echo "vm.sh: guest $name reported no exit status (see $out/$name.qemu.log)" >&2
 exit 99
