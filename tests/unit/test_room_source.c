@@ -118,6 +118,14 @@ static const struct gw_room_source_ops no_unknown_ops = {
 static int order[GW_MAX_SOURCES + 1];
 static int norder;
 
+/* An identity of a test's own; the close order starts afresh with it. */
+static struct gw_id *
+new_id(void)
+{
+	norder = 0;
+	return calloc(1, sizeof(struct gw_id));
+}
+
 static void
 init_source(struct recording_source *r, const struct gw_room_source_ops *ops,
 	    uint64_t mine, uint64_t left, int tag)
@@ -134,7 +142,7 @@ init_source(struct recording_source *r, const struct gw_room_source_ops *ops,
 static void
 test_events_go_to_the_first_source_that_takes_them(void)
 {
-	struct gw_id *id = calloc(1, sizeof(*id));
+	struct gw_id *id = new_id();
 	struct recording_source a, b;
 	struct egw_act act = { .room = 0 };
 
@@ -182,7 +190,7 @@ test_events_go_to_the_first_source_that_takes_them(void)
 static void
 test_a_source_without_unknown_room_is_skipped(void)
 {
-	struct gw_id *id = calloc(1, sizeof(*id));
+	struct gw_id *id = new_id();
 	struct recording_source a, b;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(id);
@@ -200,7 +208,7 @@ test_a_source_without_unknown_room_is_skipped(void)
 static void
 test_remaining_counts_bounded_sources_only(void)
 {
-	struct gw_id *id = calloc(1, sizeof(*id));
+	struct gw_id *id = new_id();
 	struct recording_source a, b, c;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(id);
@@ -224,7 +232,7 @@ test_remaining_counts_bounded_sources_only(void)
 static void
 test_attach_is_bounded_and_close_goes_last_first(void)
 {
-	struct gw_id *id = calloc(1, sizeof(*id));
+	struct gw_id *id = new_id();
 	struct recording_source s[GW_MAX_SOURCES + 1];
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(id);
