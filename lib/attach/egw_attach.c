@@ -6,6 +6,7 @@
 #include "egw_attach.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 _Static_assert(sizeof(struct egw_attach_ring) == 3 * EGW_ATTACH_CACHE_LINE,
@@ -35,6 +36,15 @@ _Static_assert(offsetof(struct egw_attach_cqe, result) == 16 &&
 	       offsetof(struct egw_attach_cqe, landed_tokens) == 36,
 	       "completion layout as in doc/client.md");
 _Static_assert(sizeof(struct egw_attach_slot) == 32, "slot header: 32 bytes");
+_Static_assert(sizeof(struct egw_attach_hello) == 128, "hello: 128 bytes");
+_Static_assert(offsetof(struct egw_attach_hello, sq_entries) == 72,
+	       "hello layout as in doc/client.md");
+_Static_assert(sizeof(struct egw_attach_welcome) == 1536, "welcome: 1536 bytes");
+_Static_assert(offsetof(struct egw_attach_welcome, capacity_tokens) == 144 &&
+	       offsetof(struct egw_attach_welcome, pool_bytes) == 176 &&
+	       offsetof(struct egw_attach_welcome, area_bytes) == 248 &&
+	       offsetof(struct egw_attach_welcome, peers) == 272,
+	       "welcome layout as in doc/client.md");
 
 #define MAX_SLOTS (1u << 20)
 #define MAX_RUNS 4096u
@@ -251,6 +261,61 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 	if (c->room == 0 || c->flags != 0 || c->total_tokens != 0)
 		return -EINVAL;
 	return c->slot < l->nslots ? 0 : -ERANGE;
+}
+
+static bool
+terminated(const char *s, size_t n, bool nonempty)
+{
+	size_t len = strnlen(s, n);
+
+	return len < n && (!nonempty || len > 0) &&
+	       zero((const uint8_t *)s + len, n - len);
+}
+
+int
+egw_attach_hello_check(const void *msg, size_t len, char *why, size_t why_len)
+{
+	struct egw_attach_hello h;
+
+	if (len != sizeof(h)) {
+		snprintf(why, why_len, "hello of %zu bytes, expected %zu", len,
+			 sizeof(h));
+		return -EPROTO;
+	}
+	memcpy(&h, msg, sizeof(h));
+	if (h.magic != EGW_HELLO_MAGIC) {
+		snprintf(why, why_len, "not an embgw hello (magic %08x)",
+			 h.magic);
+		return -EPROTO;
+	}
+	if (h.version != EGW_ATTACH_VERSION) {
+		snprintf(why, why_len, "client speaks attach version %u, the "
+			 "gateway speaks version %u", h.version,
+			 EGW_ATTACH_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if ((h.flags & ~EGW_HELLO_F_WAKEUP) != 0 || h.reserved0 != 0 ||
+	    !zero(h.reserved, sizeof(h.reserved))) {
+		snprintf(why, why_len, "unknown flags or non-zero reserved "
+			 "bytes");
+		return -EINVAL;
+	}
+	if (!terminated(h.port, sizeof(h.port), true) ||
+	    !terminated(h.client, sizeof(h.client), false)) {
+		snprintf(why, why_len, "port or client name not a "
+			 "NUL-terminated string of at most %u characters",
+			 EGW_ATTACH_NAME_LEN - 1);
+		return -EINVAL;
+	}
+	if ((h.sq_entries != 0 && !entries_ok(h.sq_entries)) ||
+	    (h.cq_entries != 0 && !entries_ok(h.cq_entries)) ||
+	    h.nslots > MAX_SLOTS) {
+		snprintf(why, why_len, "ring entries must be powers of two up "
+			 "to %u, slots at most %u", EGW_ATTACH_MAX_ENTRIES,
+			 MAX_SLOTS);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 const char *

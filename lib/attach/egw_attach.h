@@ -245,6 +245,89 @@ int egw_attach_ring_get(const struct egw_attach_rview *r, void *entry);
 /** Entries waiting in the ring (0 if the indices are impossible). */
 uint32_t egw_attach_ring_count(const struct egw_attach_rview *r);
 
+/* ---- the attach socket's two messages ----------------------------------- */
+
+#define EGW_HELLO_MAGIC 0x48574745u    /**< "EGWH" in memory */
+#define EGW_WELCOME_MAGIC 0x57574745u  /**< "EGWW" in memory */
+#define EGW_ATTACH_NAME_LEN 32u
+#define EGW_ATTACH_MAX_PEERS 32u
+#define EGW_ATTACH_MSG_LEN 128u
+
+/** hello.flags: the client wants an eventfd that the gateway writes to
+ * when it posts a completion while EGW_RING_F_NEED_WAKEUP is set. */
+#define EGW_HELLO_F_WAKEUP 0x1u
+
+/** The client's hello: the first message on the socket, 128 bytes. */
+struct egw_attach_hello {
+	uint32_t magic;            /**< EGW_HELLO_MAGIC */
+	uint16_t version;          /**< EGW_ATTACH_VERSION */
+	uint16_t flags;            /**< EGW_HELLO_F_* */
+	char port[EGW_ATTACH_NAME_LEN];   /**< the gateway port, NUL-terminated */
+	char client[EGW_ATTACH_NAME_LEN]; /**< for logs, NUL-terminated */
+	uint32_t sq_entries;       /**< 0: the gateway's default */
+	uint32_t cq_entries;       /**< 0: the gateway's default */
+	uint32_t nslots;           /**< 0: the gateway's default */
+	uint32_t reserved0;        /**< zero */
+	uint8_t reserved[40];      /**< zero */
+};
+
+/** Element types of the embedding kind (welcome.dtype). */
+enum egw_attach_dtype {
+	EGW_DTYPE_FP8 = 1,   /**< one byte, float8 e4m3 */
+	EGW_DTYPE_INT8 = 2,
+	EGW_DTYPE_BF16 = 3,
+	EGW_DTYPE_FP16 = 4,
+	EGW_DTYPE_FP32 = 5,
+};
+
+/** welcome.flags */
+#define EGW_WELCOME_F_ENCODE 0x1u   /**< SEND_* commands allowed */
+#define EGW_WELCOME_F_LANGUAGE 0x2u /**< RECV_OPEN and RELEASE allowed */
+#define EGW_WELCOME_F_WAKEUP 0x4u   /**< an eventfd came with it */
+
+/**
+ * The gateway's answer, 1536 bytes. With status 0 it carries, as
+ * SCM_RIGHTS, the pool's fd, the client area's fd and (with
+ * EGW_WELCOME_F_WAKEUP) an eventfd, in that order; with status < 0 no fd
+ * and `message` says why, and the gateway closes the socket.
+ */
+struct egw_attach_welcome {
+	uint32_t magic;            /**< EGW_WELCOME_MAGIC */
+	uint16_t version;          /**< the version the gateway speaks */
+	uint16_t flags;            /**< EGW_WELCOME_F_* */
+	int32_t status;            /**< 0, or a negative errno */
+	uint32_t nfds;             /**< fds that came with it: 0, 2 or 3 */
+	char message[EGW_ATTACH_MSG_LEN]; /**< why, when status < 0 */
+	uint32_t capacity_tokens;
+	uint32_t block_tokens;
+	uint32_t hidden_size;
+	uint32_t dtype;            /**< enum egw_attach_dtype */
+	uint32_t dtype_bytes;
+	uint32_t aux_bytes;
+	uint32_t mrope;            /**< 1: the mrope kind exists */
+	uint32_t max_runs;         /**< runs a slot can list */
+	uint64_t pool_bytes;       /**< map this much of the pool's fd */
+	uint64_t region_offset[4]; /**< per kind (emb, fill_ids, mrope, aux),
+				     * bytes from the start of the pool fd */
+	uint64_t region_bytes[4];  /**< 0 for an absent kind */
+	uint64_t area_bytes;       /**< map this much of the area's fd */
+	uint32_t max_total_tokens; /**< largest SEND_OPEN */
+	uint32_t lease_ms;         /**< client_beat must move this often */
+	uint32_t npeers;           /**< names in peers[] */
+	uint32_t client_id;        /**< the gateway's number for this client */
+	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
+	uint8_t reserved[240];     /**< zero */
+};
+
+/**
+ * Check a hello as received (`len` bytes) and say what is wrong in `why`.
+ * @return 0; -EPROTO (length or magic), -EPROTONOSUPPORT (version: `why`
+ *   names both versions), -EINVAL (names not terminated, reserved bytes,
+ *   flags, or ring sizes that are not powers of two in range).
+ */
+int egw_attach_hello_check(const void *msg, size_t len, char *why,
+			   size_t why_len);
+
 /** Limits a gateway applies to one client's commands. */
 struct egw_attach_limits {
 	uint32_t nslots;           /**< the area's slots */

@@ -384,6 +384,61 @@ test_command_fields_checked(void)
 	CU_ASSERT_STRING_EQUAL(egw_attach_op_name(200), "unknown");
 }
 
+static struct egw_attach_hello
+hello(void)
+{
+	struct egw_attach_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = EGW_HELLO_MAGIC;
+	h.version = EGW_ATTACH_VERSION;
+	strcpy(h.port, "p0");
+	strcpy(h.client, "rank0");
+	return h;
+}
+
+static void
+test_hello_checked_with_reasons(void)
+{
+	struct egw_attach_hello h = hello();
+	char why[128];
+
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h) - 1, why, sizeof(why)), -EPROTO);
+	h.magic++;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EPROTO);
+	h = hello();
+	h.version = 7;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
+			-EPROTONOSUPPORT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 1"));
+	h = hello();
+	h.flags = 2;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.reserved[39] = 1;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	memset(h.port, 'x', sizeof(h.port)); /* no NUL */
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.port[0] = 0;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.client[10] = 'y'; /* text after the terminator */
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.sq_entries = 100;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h.sq_entries = 128;
+	h.cq_entries = 1u << 17;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h.cq_entries = 1024;
+	h.flags = EGW_HELLO_F_WAKEUP;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
+}
+
 int
 main(void)
 {
@@ -396,6 +451,7 @@ main(void)
 		{ "rewritten_header_cannot_move_writes", test_rewritten_header_cannot_move_writes },
 		{ "two_threads_keep_order_and_content", test_two_threads_keep_order_and_content },
 		{ "command_fields_checked", test_command_fields_checked },
+		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
 		{ NULL, NULL },
 	};
 
