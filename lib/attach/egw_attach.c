@@ -228,14 +228,17 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		return -EINVAL;
 	switch (c->op) {
 	case EGW_OP_NOP:
-		return c->flags == 0 ? 0 : -EINVAL;
+		return c->flags == 0 && c->room == 0 ? 0 : -EINVAL;
 	case EGW_OP_SEND_OPEN:
 		if (!l->encode)
 			return -EOPNOTSUPP;
 		if (c->room == 0 || c->flags != 0 || c->rank != 0 ||
-		    c->peer != 0 || c->nranks > MAX_NRANKS || c->total_tokens == 0)
+		    c->peer != 0 || c->nranks == 0 || c->nranks > MAX_NRANKS ||
+		    c->total_tokens == 0)
 			return -EINVAL;
-		return c->total_tokens > l->max_total_tokens ? -EFBIG : 0;
+		if (c->total_tokens > l->max_total_tokens)
+			return -EFBIG;
+		return c->slot < l->nslots ? 0 : -ERANGE;
 	case EGW_OP_SEND_COMMIT:
 		if (!l->encode)
 			return -EOPNOTSUPP;
@@ -245,9 +248,10 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 			return -EOPNOTSUPP;
 		if (c->room == 0 || (c->flags & ~EGW_CMDF_AUX_ONLY) != 0 ||
 		    c->nranks == 0 || c->nranks > MAX_NRANKS ||
-		    c->rank >= c->nranks || c->total_tokens != 0)
+		    c->rank >= c->nranks || c->total_tokens != 0 ||
+		    c->mrope_delta != 0 || c->cookie != 0)
 			return -EINVAL;
-		return c->peer < l->npeers ? 0 : -ERANGE;
+		return c->peer < l->npeers && c->slot < l->nslots ? 0 : -ERANGE;
 	case EGW_OP_RELEASE:
 		if (!l->language)
 			return -EOPNOTSUPP;
@@ -258,7 +262,9 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		return -EOPNOTSUPP;
 	}
 	/* COMMIT, RELEASE, ABORT name the room and its slot, nothing else */
-	if (c->room == 0 || c->flags != 0 || c->total_tokens != 0)
+	if (c->room == 0 || c->flags != 0 || c->total_tokens != 0 ||
+	    c->rank != 0 || c->nranks != 0 || c->peer != 0 ||
+	    c->mrope_delta != 0 || c->cookie != 0)
 		return -EINVAL;
 	return c->slot < l->nslots ? 0 : -ERANGE;
 }

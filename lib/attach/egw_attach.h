@@ -56,15 +56,14 @@ struct egw_attach_ring {
 	uint8_t pad1[EGW_ATTACH_CACHE_LINE - 4];
 	uint32_t entries;          /**< power of two, 1..EGW_ATTACH_MAX_ENTRIES */
 	uint32_t offset;           /**< of entry 0, bytes from the area start */
-	uint32_t flags;            /**< EGW_RING_F_* */
-	uint32_t overflow;         /**< completions lost to a full ring (cq) */
+	uint32_t flags;            /**< EGW_RING_F_*, written by the consumer */
+	uint32_t overflow;         /**< completions lost to a full ring (cq),
+				     * written by the producer */
 	uint8_t pad2[EGW_ATTACH_CACHE_LINE - 16];
 };
 
 /** cq: the client sleeps on its eventfd and wants a write to it. */
 #define EGW_RING_F_NEED_WAKEUP 0x1u
-/** cq: at least one completion was lost (overflow counts them). */
-#define EGW_RING_F_OVERFLOWED 0x2u
 
 /** The client area's header (its first EGW_ATTACH_HEADER_BYTES). */
 struct egw_attach_area {
@@ -101,14 +100,14 @@ struct egw_attach_cmd {
 	uint8_t op;                /**< enum egw_attach_op */
 	uint8_t flags;             /**< EGW_CMDF_* */
 	uint16_t rank;             /**< RECV_OPEN: this rank, < nranks */
-	uint16_t nranks;           /**< SEND_OPEN (0: as the receiver says),
-				     * RECV_OPEN: 1..8 */
+	uint16_t nranks;           /**< SEND_OPEN, RECV_OPEN: 1..8 */
 	uint16_t peer;             /**< RECV_OPEN: the encode peer, an index
 				     * into the hello answer's peer list */
 	uint64_t tag;              /**< the client's; echoed in completions */
 	uint64_t room;             /**< the engine's request id, non-zero */
 	uint32_t total_tokens;     /**< SEND_OPEN: 1..EGW_XFER_MAX_TOKENS */
-	uint32_t slot;             /**< COMMIT, RELEASE, ABORT: the room's slot */
+	uint32_t slot;             /**< the room's slot: for an OPEN, a free
+				     * one the client picks */
 	int32_t mrope_delta;       /**< SEND_OPEN: written to the aux record */
 	uint32_t reserved0;        /**< zero */
 	uint64_t cookie;           /**< SEND_OPEN: written to the aux record */

@@ -278,9 +278,10 @@ op(uint8_t o)
 		c.rank = 1;
 		c.peer = 1;
 		break;
-	default:
-		c.slot = 15;
 	}
+	c.slot = 15;
+	if (o == EGW_OP_NOP)
+		c.room = 0;
 	return c;
 }
 
@@ -333,8 +334,8 @@ test_command_fields_checked(void)
 	c.total_tokens++;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EFBIG);
 	c = op(EGW_OP_SEND_OPEN);
-	c.nranks = 0; /* as the receiver says */
-	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
+	c.nranks = 0;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 	c.nranks = 9;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 	c = op(EGW_OP_SEND_OPEN);
@@ -366,13 +367,29 @@ test_command_fields_checked(void)
 	c.total_tokens = 5;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 
-	/* slot-naming ops */
+	c = op(EGW_OP_RECV_OPEN);
+	c.cookie = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_NOP);
+	c.room = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+
+	/* every room op names a slot in range */
+	for (uint8_t o = EGW_OP_SEND_OPEN; o < EGW_OP_MAX; o++) {
+		c = op(o);
+		c.slot = 16;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
+	}
+	/* slot-naming ops carry nothing else */
 	for (uint8_t o = EGW_OP_SEND_COMMIT; o < EGW_OP_MAX; o++) {
 		if (o == EGW_OP_RECV_OPEN)
 			continue;
 		c = op(o);
-		c.slot = 16;
-		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
+		c.nranks = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		c = op(o);
+		c.cookie = 3;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 		c = op(o);
 		c.flags = 1;
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
