@@ -759,15 +759,17 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 	return 0;
 }
 
-void
+int
 egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
 		      uint64_t room, uint16_t rank, int err)
 {
 	uint32_t cid, slot;
 	struct slot_state *p = lookup(s, side, room, rank, &cid, &slot);
 
-	if (p == NULL || p->phase == PH_DELIVERED)
-		return; /* a delivered room ends with RELEASE */
+	if (p == NULL)
+		return -ENOENT;
+	if (p->phase == PH_DELIVERED)
+		return 0; /* a delivered room ends with RELEASE */
 	unindex(s, room, rank_side(p->rank, p->side));
 	if (side == EGW_SIDE_SEND && p->phase == PH_OPEN)
 		/* the engine ended it before the commit: the runs are ours */
@@ -778,6 +780,7 @@ egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
 	} else
 		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED,
 		       err == 0 ? -EGW_E_ABORTED : err_code(err));
+	return 0;
 }
 
 /* ---- counters ---------------------------------------------------------------- */

@@ -122,7 +122,8 @@ int egw_clients_add(struct egw_clients *s, void *area,
 /**
  * Detach a client: every room it holds is ended (encode rooms aborted,
  * language rooms aborted or, once delivered, released), no completion is
- * posted. Its id may be reused afterwards. Unknown ids are ignored.
+ * posted and the client's area is not touched (it may be unmapped
+ * already). Its id may be reused afterwards. Unknown ids are ignored.
  */
 void egw_clients_remove(struct egw_clients *s, uint32_t client,
 			      uint64_t now);
@@ -163,10 +164,10 @@ int egw_clients_room_delivered(struct egw_clients *s,
  * delivered()). `err` is a positive enum egw_err or a negative code; the
  * completion carries it negated. The gateway has freed (or will free)
  * the room's blocks itself.
+ * @return 0 when a client held the room, -ENOENT otherwise.
  */
-void egw_clients_room_done(struct egw_clients *s,
-				 enum egw_attach_side side, uint64_t room,
-				 uint16_t rank, int err);
+int egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
+			  uint64_t room, uint16_t rank, int err);
 
 /** A client's counters; -ENOENT for an unknown id. */
 int egw_clients_client_stats(const struct egw_clients *s,

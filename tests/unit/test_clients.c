@@ -384,7 +384,8 @@ test_language_room_states_delivery_release(void)
 	CU_ASSERT_EQUAL(sl->runs[2].start, 30);
 	CU_ASSERT_EQUAL(sl->state, EGW_AST_SUCCESS);
 	/* a late failure report of a delivered room changes nothing */
-	egw_clients_room_done(w.srv, EGW_SIDE_RECV, 9, 1, EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_RECV, 9, 1,
+					      EGW_E_PEER_DEAD), 0);
 	CU_ASSERT(w_cq_empty(&w));
 
 	/* the client scribbles over its slot: the gateway frees what it
@@ -596,7 +597,8 @@ test_detach_ends_every_room_silently(void)
 	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
 	CU_ASSERT_EQUAL(egw_clients_attached(w.srv), 0);
 	/* reports about its rooms find nothing now */
-	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, 0);
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, 0),
+			-ENOENT);
 	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 3, 0, 1, &run, 1),
 			-ENOENT);
 	egw_clients_stats(w.srv, &st);
