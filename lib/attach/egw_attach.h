@@ -105,7 +105,7 @@ struct egw_attach_cmd {
 				     * into the hello answer's peer list */
 	uint64_t tag;              /**< the client's; echoed in completions */
 	uint64_t room;             /**< the engine's request id, non-zero */
-	uint32_t total_tokens;     /**< SEND_OPEN: 1..EGW_XFER_MAX_TOKENS */
+	uint32_t total_tokens;     /**< SEND_OPEN: 1..the welcome's max_total_tokens */
 	uint32_t slot;             /**< the room's slot: for an OPEN, a free
 				     * one the client picks */
 	int32_t mrope_delta;       /**< SEND_OPEN: written to the aux record */

@@ -198,8 +198,8 @@ publish_slot(struct client *cl, uint32_t slot, int error)
  * counts as ok when it succeeded (delivered, or served to every rank) and
  * as failed when it ends Failed before that. */
 static void
-finish(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
-       uint8_t op, uint8_t state, int result)
+finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
+	  uint8_t op, uint8_t state, int result, int slot_error)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
@@ -210,7 +210,7 @@ finish(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
 	if (state == EGW_AST_FAILED)
 		p->nruns = 0;
 	if (!cl->lost)
-		publish_slot(cl, slot, result);
+		publish_slot(cl, slot, slot_error);
 	post(s, cid, tag, room, result, op, state, false, slot, p->total,
 	     p->nruns, state == EGW_AST_SUCCESS ? p->total : 0);
 	if (state == EGW_AST_FAILED && p->phase != PH_DELIVERED)
@@ -223,6 +223,14 @@ finish(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
 		sh = egw_attach_slot_at(&cl->m, slot);
 		__atomic_store_n(&sh->room, 0, __ATOMIC_RELEASE);
 	}
+}
+
+/* The usual case: the completion's result is the slot's error. */
+static void
+finish(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
+       uint8_t op, uint8_t state, int result)
+{
+	finish_as(s, cid, slot, tag, op, state, result, result);
 }
 
 static int
@@ -474,7 +482,9 @@ cmd_abort(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 		return;
 	}
 	end_room(s, cid, c->slot);
-	finish(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, 0);
+	/* the abort itself succeeded; the room failed as aborted */
+	finish_as(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, 0,
+		  -EGW_E_ABORTED);
 }
 
 static void

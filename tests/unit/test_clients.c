@@ -521,6 +521,7 @@ static void
 test_abort_in_every_phase_frees_once(void)
 {
 	struct world w;
+	struct egw_attach_cqe e;
 	struct egw_attach_run run = { 50, 2 };
 
 	w_init(&w, 64, 16);
@@ -529,7 +530,12 @@ test_abort_in_every_phase_frees_once(void)
 	w_cmd(&w, send_open(1, 0, 1000));
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 1, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(e.tag, 15);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->error, -EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->room, 0);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
 	/* committed: the engine frees */
 	w_cmd(&w, send_open(2, 0, 1000));
