@@ -388,7 +388,7 @@ attach_on(struct egw_client *c, const char *path, const char *port,
 {
 	uint32_t timeout = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	struct egw_attach_welcome w;
-	int fds[MAX_FDS], nfds, rc;
+	int fds[MAX_FDS], nfds = 0, rc;
 
 	c->sock = connect_socket(path, timeout);
 	if (c->sock < 0)
