@@ -146,8 +146,9 @@ wait_event(struct egw_client *c, uint32_t slot, int state, unsigned int ms,
 	struct egw_client_event last = { .state = 99 };
 
 	for (;;) {
-		struct egw_client_event e[16];
-		int n = egw_client_poll(c, e, 16);
+		/* one at a time: what follows the awaited event stays queued */
+		struct egw_client_event e[1];
+		int n = egw_client_poll(c, e, 1);
 		uint64_t now;
 
 		for (int i = 0; i < n; i++) {

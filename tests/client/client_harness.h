@@ -36,7 +36,8 @@ int fake_attach(struct fake *f, const char *port, uint32_t flags,
 		struct egw_client **c);
 
 /* Poll until an event for `slot` in `state` (any, with state < 0) comes;
- * the event is copied to *ev. Waits with egw_client_wait. */
+ * the event is copied to *ev, events before it are dropped, events after
+ * it stay queued. Waits with egw_client_wait. */
 bool wait_event(struct egw_client *c, uint32_t slot, int state,
 		unsigned int ms, struct egw_client_event *ev);
 
