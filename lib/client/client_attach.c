@@ -234,8 +234,8 @@ check_geometry(const struct egw_attach_welcome *w, int nfds)
 			     w->nfds, w->flags, nfds);
 		return -EPROTO;
 	}
-	if (w->block_tokens == 0 || tokens == 0 ||
-	    tokens % w->block_tokens != 0 || w->hidden_size == 0 ||
+	if (w->block_tokens == 0 || tokens < w->block_tokens ||
+	    w->hidden_size == 0 ||
 	    dtype_bytes(w->dtype) == 0 ||
 	    dtype_bytes(w->dtype) != w->dtype_bytes ||
 	    w->aux_bytes < sizeof(struct egw_client_aux) ||
