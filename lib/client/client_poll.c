@@ -153,8 +153,12 @@ recover(struct egw_client *c, struct egw_client_event *ev, unsigned int max)
 		} else {
 			result = sl->error;
 		}
-		if (!ended && final_state(s, state))
-			again = true; /* its clearing is still to come */
+		/* a last state is reported once the slot is cleared, so that
+		 * it comes once, with EGW_CLIENT_EV_END */
+		if (!ended && final_state(s, state)) {
+			again = true;
+			continue;
+		}
 		if (!ended && state == s->state)
 			continue;
 		ev[n++] = (struct egw_client_event){

@@ -418,6 +418,45 @@ test_overflow_recovery(void)
 	fake_stop(&f);
 }
 
+/* Rooms that fail while the ring is full end once each, with the slot's
+ * code, also those whose every completion was lost. */
+static void
+test_overflow_unseen_failures(void)
+{
+	struct egw_client_opts o = { .cq_entries = 2 };
+	struct egw_client_event ev[16];
+	struct egw_client *c;
+	struct fake f;
+	int s[4], ended[4] = { 0 }, n;
+
+	CU_ASSERT_FATAL(fake_start(&f, lang_args) == 0);
+	CU_ASSERT_FATAL(egw_client_attach(f.path, "lang0", &o, &c) == 0);
+	for (int i = 0; i < 4; i++) {
+		s[i] = egw_client_recv_open(c, PAT_FAIL | (uint64_t)(i + 1),
+					    0, 0, 1, 0, 1);
+		CU_ASSERT_FATAL(s[i] >= 0);
+	}
+	for (int i = 0; i < 4; i++)
+		CU_ASSERT(fake_expect(&f, "failed -1019", MS));
+	for (int round = 0; round < 10; round++) {
+		n = egw_client_poll(c, ev, 16);
+		for (int k = 0; k < n; k++)
+			for (int i = 0; i < 4; i++)
+				if (ev[k].slot == (uint32_t)s[i] &&
+				    (ev[k].flags & EGW_CLIENT_EV_END)) {
+					CU_ASSERT(ev[k].state ==
+						  EGW_CLIENT_FAILED);
+					CU_ASSERT(ev[k].result == -1019);
+					ended[i]++;
+				}
+	}
+	for (int i = 0; i < 4; i++)
+		CU_ASSERT(ended[i] == 1);
+	egw_client_detach(c);
+	CU_ASSERT(fake_expect(&f, "aborted 0 rooms, freed 0 blocks", MS));
+	fake_stop(&f);
+}
+
 static void
 test_wakeup_wait(void)
 {
@@ -589,6 +628,7 @@ main(int argc, char **argv)
 		  test_language_failure_abort },
 		{ "encode round trip", test_encode_round_trip },
 		{ "overflow recovery", test_overflow_recovery },
+		{ "overflow: unseen failures", test_overflow_unseen_failures },
 		{ "wake-up wait", test_wakeup_wait },
 		{ "lease", test_lease },
 		{ "full submission ring", test_full_ring },
