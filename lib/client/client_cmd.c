@@ -167,5 +167,26 @@ egw_client_nop(struct egw_client *c, uint64_t tag)
 {
 	struct egw_attach_cmd cmd = { .op = EGW_OP_NOP, .tag = tag };
 
+	if ((tag & CLIENT_BARRIER_MASK) == CLIENT_BARRIER_TAG) {
+		client_error("nop tags with the top byte 0xeb are the "
+			     "library's own");
+		return -EINVAL;
+	}
 	return submit(c, &cmd);
+}
+
+int
+client_barrier(struct egw_client *c)
+{
+	uint32_t seq = c->map.sq.ctl->tail;
+	struct egw_attach_cmd cmd = { .op = EGW_OP_NOP,
+				      .tag = CLIENT_BARRIER_TAG | seq };
+	int rc = submit(c, &cmd);
+
+	if (rc == 0) {
+		c->barrier_sent = true;
+		c->barrier_seq = seq;
+		c->barrier_ov = c->overflow_seen;
+	}
+	return rc;
 }

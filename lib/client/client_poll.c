@@ -60,6 +60,14 @@ take_cqe(struct egw_client *c, const struct egw_attach_cqe *q,
 	bool ours = s != NULL && q->room != 0 && s->room == q->room;
 
 	event_from(ev, q);
+	if (q->op == EGW_OP_NOP &&
+	    (q->tag & CLIENT_BARRIER_MASK) == CLIENT_BARRIER_TAG) {
+		c->barrier_done = true;
+		c->barrier_answered = (uint32_t)q->tag;
+		if (c->barrier_answered == c->barrier_seq)
+			c->barrier_sent = false;
+		return false; /* the library's own */
+	}
 	if (q->op == EGW_OP_NOP)
 		return true;
 	if (refused(q->result)) {
@@ -95,26 +103,26 @@ final_state(const struct client_slot *s, uint32_t state)
 }
 
 /*
- * An OPEN whose every completion was lost, found with its slot free: once
- * the gateway has taken the command out of the ring (and a poll later, so
- * that it had time to act on it) the room was refused or failed unseen.
- * Its slot's state and error may be an earlier room's, so the room is
+ * An OPEN whose every completion was lost, found with its slot free: the
+ * gateway refused it or the room failed unseen - or the gateway has not
+ * acted on it yet. A NOP put in the ring after the OPEN tells them apart:
+ * commands are taken in order, so once the NOP is answered the OPEN was
+ * acted on. (A NOP whose answer may have been dropped is sent again.) The
+ * slot's state and error may be an earlier room's, so the room is
  * reported Failed, with the slot's error only when the slot says Failed.
  * @return true when the room is to be reported ended.
  */
 static bool
-lost_open(const struct egw_client *c, struct client_slot *s, uint32_t *state)
+lost_open(struct egw_client *c, const struct client_slot *s)
 {
-	uint32_t head = __atomic_load_n(&c->map.sq.ctl->head, __ATOMIC_ACQUIRE);
-
-	if ((int32_t)(head - s->sq_seq) <= 0)
-		return false; /* not taken yet */
-	if (!s->looked) {
-		s->looked = true;
-		return false;
-	}
-	*state = EGW_AST_FAILED;
-	return true;
+	if (c->barrier_done &&
+	    (int32_t)(c->barrier_answered - s->sq_seq) > 0)
+		return true;
+	if (!c->barrier_sent ||
+	    (int32_t)(c->barrier_seq - s->sq_seq) <= 0 ||
+	    c->barrier_ov != c->overflow_seen)
+		(void)client_barrier(c); /* a full ring: tried again */
+	return false;
 }
 
 /* Report what the slots say and the engine was not told. @return events
@@ -123,7 +131,7 @@ static unsigned int
 recover(struct egw_client *c, struct egw_client_event *ev, unsigned int max)
 {
 	unsigned int n = 0;
-	bool again = false;
+	bool again = false, full = false;
 
 	for (uint32_t i = 0; i < c->map.nslots; i++) {
 		struct client_slot *s = &c->slots[i];
@@ -136,7 +144,7 @@ recover(struct egw_client *c, struct egw_client_event *ev, unsigned int max)
 		if (s->room == 0)
 			continue;
 		if (n == max) {
-			again = true;
+			again = full = true;
 			break;
 		}
 		sl = egw_attach_slot_at(&c->map, i);
@@ -144,10 +152,11 @@ recover(struct egw_client *c, struct egw_client_event *ev, unsigned int max)
 		state = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		ended = room != s->room;
 		if (ended && !s->seen) {
-			if (!lost_open(c, s, &state)) {
+			if (!lost_open(c, s)) {
 				again = true;
 				continue;
 			}
+			state = EGW_AST_FAILED;
 			result = sl->state == EGW_AST_FAILED &&
 				 sl->error != 0 ? sl->error : -ENODATA;
 		} else {
@@ -174,6 +183,7 @@ recover(struct egw_client *c, struct egw_client_event *ev, unsigned int max)
 			s->room = 0;
 	}
 	c->recovering = again;
+	c->recover_full = full;
 	return n;
 }
 
@@ -196,7 +206,7 @@ client_check_socket(struct egw_client *c)
 static bool
 ready(struct egw_client *c)
 {
-	return egw_attach_ring_count(&c->map.cq) > 0 || c->recovering ||
+	return egw_attach_ring_count(&c->map.cq) > 0 || c->recover_full ||
 	       __atomic_load_n(&c->map.cq.ctl->overflow, __ATOMIC_ACQUIRE) !=
 		       c->overflow_seen;
 }
@@ -305,6 +315,16 @@ egw_client_wait(struct egw_client *c, unsigned int timeout_ms)
 		now = client_now_ns();
 		if (now >= deadline)
 			return 0;
+		if (c->recovering) {
+			/* a slot the gateway is about to clear, or a barrier
+			 * NOP on its way: no eventfd write announces the
+			 * first, so look again soon */
+			uint64_t left = deadline - now;
+
+			rc = sleep_step(c, left < SPIN_STEP_MAX_NS ?
+					left : SPIN_STEP_MAX_NS);
+			return rc == 0 ? 1 : rc;
+		}
 		if (c->efd >= 0) {
 			uint64_t left = deadline - now;
 

@@ -18,7 +18,6 @@ struct client_slot {
 	bool recovered;      /* `state` came from the slot, not a completion */
 	bool released;       /* RELEASE sent: Success is the room's end */
 	bool seen;           /* the gateway has told something of the room */
-	bool looked;         /* recovery found the slot free once already */
 	uint32_t sq_seq;     /* the OPEN's index in the submission ring */
 };
 
@@ -37,6 +36,12 @@ struct egw_client {
 	uint32_t cursor;                /* where the next free slot is sought */
 	uint32_t overflow_seen;         /* cq.overflow when last recovered */
 	bool recovering;                /* the slots are to be read again */
+	bool recover_full;              /* ... because the events ran out */
+	bool barrier_sent;              /* a barrier NOP is on its way */
+	bool barrier_done;              /* one was answered */
+	uint32_t barrier_seq;           /* ring index of the last one sent */
+	uint32_t barrier_ov;            /* cq.overflow when it was sent */
+	uint32_t barrier_answered;      /* ring index of the last answered */
 	uint64_t sock_check_ns;         /* when poll() looks at the socket */
 	int gone;                       /* latched -ECONNRESET / -EBADMSG */
 	bool lease_running;
@@ -45,6 +50,13 @@ struct egw_client {
 	pthread_mutex_t lease_lock;
 	pthread_cond_t lease_cond;
 };
+
+/* NOPs the library sends itself: this top byte, the ring index below. */
+#define CLIENT_BARRIER_TAG (0xebull << 56)
+#define CLIENT_BARRIER_MASK (0xffull << 56)
+
+/* Put a NOP in the submission ring (the barrier of client_poll.c). */
+int client_barrier(struct egw_client *c);
 
 /* Record why the current call failed, for egw_client_last_error(). */
 void client_error(const char *fmt, ...)

@@ -226,7 +226,9 @@ int egw_client_release(struct egw_client *c, uint32_t slot, uint64_t tag);
 /** End a room in any state; its last event says Failed. */
 int egw_client_abort(struct egw_client *c, uint32_t slot, uint64_t tag);
 
-/** A ring and liveness check: completes at once with `tag`. */
+/** A ring and liveness check: completes at once with `tag`. Tags whose
+ * top byte is 0xeb are refused (-EINVAL): the library's own NOPs use them
+ * to learn that the gateway acted on every command before them. */
 int egw_client_nop(struct egw_client *c, uint64_t tag);
 
 /* ---- completions ------------------------------------------------------- */

@@ -239,9 +239,11 @@ room_fail(struct fake_gw *gw, struct fake_client *c, uint32_t s, int w)
 	struct fake_room *r = &c->rooms[s];
 	uint8_t op = r->op;
 
-	printf("client %u room %llu: failed %d\n", c->id,
-	       (unsigned long long)r->room, EGW_ERR(w));
+	uint64_t room = r->room;
+
 	room_end(gw, c, s, 0, op, EGW_AST_FAILED, EGW_ERR(w), EGW_ERR(w));
+	printf("client %u room %llu: failed %d\n", c->id,
+	       (unsigned long long)room, EGW_ERR(w));
 }
 
 /* ---- commands ----------------------------------------------------------- */
@@ -422,6 +424,8 @@ static void
 step_send(struct fake_gw *gw, struct fake_client *c, uint32_t s)
 {
 	struct fake_room *r = &c->rooms[s];
+	uint64_t room;
+	uint32_t total;
 	int64_t bad;
 
 	if (!r->committed || (r->room & PAT_STALL))
@@ -434,9 +438,11 @@ step_send(struct fake_gw *gw, struct fake_client *c, uint32_t s)
 		room_fail(gw, c, s, ERR_TRANSPORT);
 		return;
 	}
-	printf("client %u room %llu: success, %u tokens checked\n", c->id,
-	       (unsigned long long)r->room, r->total);
+	room = r->room;
+	total = r->total;
 	room_end(gw, c, s, 0, EGW_OP_SEND_COMMIT, EGW_AST_SUCCESS, 0, 0);
+	printf("client %u room %llu: success, %u tokens checked\n", c->id,
+	       (unsigned long long)room, total);
 }
 
 void

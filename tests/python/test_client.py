@@ -221,12 +221,12 @@ def test_wakeup(fake_gateway):
 
 
 def test_lease(fake_gateway):
-    fake = fake_gateway("--lease-ms", 200)
+    fake = fake_gateway("--lease-ms", 500)
     kept = embgw.Client(fake.path, "lang0", lease_thread=True)
     idle = embgw.Client(fake.path, "lang0")
-    assert kept.lease_ms == 200
+    assert kept.lease_ms == 500
     fake.expect("client 1 detached (lease expired)")
-    time.sleep(1.0)
+    time.sleep(1.5)
     assert kept.nop() == 0
     with pytest.raises(ConnectionResetError):
         idle.wait(5000)
