@@ -237,7 +237,12 @@ int egw_client_nop(struct egw_client *c, uint64_t tag);
  * Take up to `max` events. When the gateway dropped completions (the
  * completion ring's overflow grew) the slots of the open rooms are read
  * instead and an event with op EGW_CLIENT_RECOVERED is made for each room
- * whose state changed. Bumps the lease.
+ * whose state changed; a room's last state is reported once the gateway
+ * has cleared its slot, with EGW_CLIENT_EV_END. An OPEN whose every
+ * completion was lost and whose slot is free ends Failed, with the slot's
+ * code when the slot says Failed, else -ENODATA (a refusal leaves no trace
+ * in the slot); the library learns that the gateway acted on it from a NOP
+ * of its own. Events come once per state. Bumps the lease.
  * @return events written (0: none); -EBADMSG the gateway broke the ring;
  *   -ECONNRESET the gateway closed the socket.
  */
