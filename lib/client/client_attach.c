@@ -156,6 +156,13 @@ recv_welcome(int fd, uint32_t timeout_ms, struct egw_attach_welcome *w,
 		return rc;
 	}
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	/* a gateway that refuses before reading the hello closes with it
+	 * unread: Linux reports that as ECONNRESET first (and clears it),
+	 * the refusal with its message is still queued behind it */
+	if (n < 0 && errno == ECONNRESET) {
+		mh.msg_controllen = sizeof(ctl.buf);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	}
 	if (n < 0) {
 		rc = -errno;
 		client_error("receiving the welcome: %s", strerror(errno));
@@ -394,8 +401,17 @@ attach_on(struct egw_client *c, const char *path, const char *port,
 	if (c->sock < 0)
 		return c->sock;
 	rc = send_hello(c->sock, port, o);
-	if (rc == 0)
+	/* a gateway that refused at once (credentials, too many clients)
+	 * may have closed before the hello went: its refusal is queued */
+	if (rc == 0 || rc == -EPIPE || rc == -ECONNRESET) {
+		int sent = rc;
+
 		rc = recv_welcome(c->sock, timeout, &w, fds, &nfds);
+		if (sent != 0 && (rc != 0 || w.status == 0)) {
+			client_error("sending the hello: %s", strerror(-sent));
+			rc = sent;
+		}
+	}
 	if (rc == 0 && w.status != 0) {
 		w.message[sizeof(w.message) - 1] = '\0';
 		client_error("gateway refused the attach to port %s: %s", port,

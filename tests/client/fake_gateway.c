@@ -11,7 +11,7 @@
  *   [--dtype bf16|fp16|fp32|fp8|int8] [--hidden N] [--block-tokens N]
  *   [--capacity TOKENS] [--max-runs N] [--run-blocks N] [--lease-ms N]
  *   [--step-ms N] [--max-total N] [--max-clients N] [--mrope 0|1]
- *   [--peers a,b,...] [--speak-version N]
+ *   [--peers a,b,...] [--speak-version N] [--allow-uid UID]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -115,6 +115,7 @@ parse(struct fake_cfg *c, int argc, char **argv)
 		{ "step-ms", 1, NULL, 't' }, { "max-total", 1, NULL, 'T' },
 		{ "max-clients", 1, NULL, 'C' }, { "mrope", 1, NULL, 'M' },
 		{ "peers", 1, NULL, 'P' }, { "speak-version", 1, NULL, 'V' },
+		{ "allow-uid", 1, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
@@ -125,6 +126,7 @@ parse(struct fake_cfg *c, int argc, char **argv)
 		.block_tokens = 128, .capacity = 128 * 1024, .max_runs = 16,
 		.step_ms = 1, .max_clients = 8, .mrope = 1,
 		.speak_version = EGW_ATTACH_VERSION, .aux_bytes = 64,
+		.allow_uid = -1,
 	};
 	parse_peers(c, "enc0");
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -152,6 +154,7 @@ parse(struct fake_cfg *c, int argc, char **argv)
 		case 'M': c->mrope = num(optarg) != 0; break;
 		case 'P': parse_peers(c, optarg); break;
 		case 'V': c->speak_version = num(optarg); break;
+		case 'U': c->allow_uid = num(optarg); break;
 		default: usage_exit("unknown option");
 		}
 	}
@@ -304,6 +307,20 @@ accept_client(struct fake_gw *gw, int lfd)
 		printf("no hello within 2 s\n");
 		close(fd);
 		return;
+	}
+	/* checked before the hello is read, as a gateway may: the client
+	 * must still find the refusal behind the reset */
+	if (gw->cfg.allow_uid >= 0) {
+		struct ucred cr;
+		socklen_t len = sizeof(cr);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
+		    cr.uid != (uid_t)gw->cfg.allow_uid) {
+			snprintf(why, sizeof(why), "uid %u may not attach",
+				 (unsigned int)cr.uid);
+			refuse(fd, -EACCES, why);
+			return;
+		}
 	}
 	n = recv(fd, &h, sizeof(h), MSG_TRUNC);
 	rc = egw_attach_hello_check(&h, n < 0 ? 0 : (size_t)n, why,

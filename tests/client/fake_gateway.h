@@ -18,6 +18,7 @@ struct fake_cfg {
 	uint32_t dtype, dtype_bytes, hidden, block_tokens, capacity;
 	uint32_t max_runs, run_blocks, lease_ms, step_ms, max_total;
 	uint32_t max_clients, mrope, speak_version, aux_bytes;
+	int64_t allow_uid;       /* -1: anyone */
 	uint32_t npeers;
 	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
 };

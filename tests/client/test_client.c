@@ -93,6 +93,17 @@ test_attach_refusals(void)
 	egw_client_detach(c);
 	fake_stop(&f);
 
+	char arg[16], why[64];
+	const char *uid[] = { "--allow-uid", arg, NULL };
+
+	snprintf(arg, sizeof(arg), "%u", (unsigned int)getuid() + 1);
+	snprintf(why, sizeof(why), "uid %u may not attach",
+		 (unsigned int)getuid());
+	CU_ASSERT_FATAL(fake_start(&f, uid) == 0);
+	CU_ASSERT(fake_attach(&f, "lang0", 0, &c) == -EACCES);
+	CU_ASSERT(strstr(egw_client_last_error(), why) != NULL);
+	fake_stop(&f);
+
 	/* nobody listening: connect's own error */
 	CU_ASSERT(egw_client_attach("/tmp/egw-client-test-nobody.sock",
 				    "lang0", NULL, &c) == -ENOENT);

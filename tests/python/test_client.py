@@ -66,6 +66,10 @@ def test_refusals(fake_gateway):
         embgw.Client(v2.path, "lang0")
     assert e.value.errno == errno.EPROTONOSUPPORT
     assert "version 1" in str(e.value) and "version 2" in str(e.value)
+    other = fake_gateway("--allow-uid", os.getuid() + 1)
+    with pytest.raises(PermissionError, match="uid %d may not attach"
+                       % os.getuid()):
+        embgw.Client(other.path, "lang0")
 
 
 @pytest.mark.parametrize("dtype", DTYPE_BYTES)
