@@ -6,6 +6,7 @@ killed with SIGKILL, a gateway that goes away."""
 import errno
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -279,3 +280,19 @@ def test_gateway_gone(fake_gateway):
         c.wait(5000)
     assert room.state == KVPoll.Failed and room.ended
     c.close()
+
+
+def test_full_ring_is_eagain(fake_gateway):
+    fake = fake_gateway()
+    with embgw.Client(fake.path, "lang0", sq_entries=2) as c:
+        fake.proc.send_signal(signal.SIGSTOP)
+        try:
+            rooms = [c.recv_room(PAT_STALL | i) for i in (1, 2)]
+            with pytest.raises(BlockingIOError, match="submission ring"):
+                c.recv_room(PAT_STALL | 3)
+        finally:
+            fake.proc.send_signal(signal.SIGCONT)
+        for r in rooms:
+            assert r.wait(KVPoll.WaitingForInput) == KVPoll.WaitingForInput
+        third = c.recv_room(PAT_STALL | 3)
+        assert third.wait(KVPoll.WaitingForInput) == KVPoll.WaitingForInput
