@@ -2,7 +2,7 @@
 /*
  * Commands: checked here with the gateway's own rules (egw_attach_cmd_check)
  * so that a wrong call fails at once with a message instead of a refusal
- * completion later, then put in the submission ring. A full ring is
+ * completion afterwards, then put in the submission ring. A full ring is
  * -EAGAIN: nothing here waits.
  */
 #include <errno.h>

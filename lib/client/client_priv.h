@@ -33,7 +33,7 @@ struct egw_client {
 	struct egw_client_geometry g;
 	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
 	struct client_slot *slots;      /* nslots, allocated at attach */
-	uint32_t cursor;                /* where the next free slot is sought */
+	uint32_t cursor;                /* where a free slot is sought first */
 	uint32_t overflow_seen;         /* cq.overflow when last recovered */
 	bool recovering;                /* the slots are to be read again */
 	bool recover_full;              /* ... because the events ran out */
