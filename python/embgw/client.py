@@ -90,6 +90,9 @@ class Client:
         if self._c:
             lib.egw_client_detach(self._c)
             self._c = None
+            for r in self._rooms.values():
+                r._gone(0, "the client detached")
+            self._rooms.clear()
             self.pool = {}
             self._regions = {}
 

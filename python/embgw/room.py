@@ -71,10 +71,10 @@ class Room:
             self.ended = True
             self._runs = None
 
-    def _gone(self, code):
+    def _gone(self, code, reason="the gateway detached this client"):
         self.state = KVPoll.Failed
         self.result = code
-        self.reason = "the gateway detached this client"
+        self.reason = reason
         self.ended = True
         self._runs = None
 

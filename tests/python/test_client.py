@@ -296,3 +296,6 @@ def test_full_ring_is_eagain(fake_gateway):
             assert r.wait(KVPoll.WaitingForInput) == KVPoll.WaitingForInput
         third = c.recv_room(PAT_STALL | 3)
         assert third.wait(KVPoll.WaitingForInput) == KVPoll.WaitingForInput
+    assert third.state == KVPoll.Failed and third.ended
+    assert third.reason == "the client detached"
+    fake.expect("aborted 3 rooms")
