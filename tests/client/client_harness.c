@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,9 @@ fake_start(struct fake *f, const char *const *args)
 		return -errno;
 	f->pid = fork();
 	if (f->pid == 0) {
+		/* a failed fatal assertion skips fake_stop(): the fake goes
+		 * with the test program at the latest */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(pfd[1], 1);
 		execv(fake_program, argv);
 		_exit(127);
