@@ -271,6 +271,7 @@ egw_conf_defaults(struct egw_conf *c)
 	c->geom.dtype_bytes = 2;
 	c->geom.mrope = true;
 	c->geom.aux_bytes = 64;
+	strcpy(c->dtype, "bf16");
 	c->policy.kind = EGW_POLICY_FIXED;
 	c->policy.tokens = 8192;
 	c->policy.percentile = 90;
@@ -283,6 +284,12 @@ egw_conf_defaults(struct egw_conf *c)
 	c->max_blocks_per_round = xc.max_blocks_per_round;
 	c->pipeline_depth = xc.pipeline_depth;
 	c->timers = xc.timers;
+	c->attach.mode = 0660;
+	c->attach.max_clients = 64;
+	c->attach.sq_entries = 256;
+	c->attach.cq_entries = 1024;
+	c->attach.slots = 256;
+	c->attach.lease_ms = 10000;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -450,6 +457,8 @@ load_pool(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 			err(l, member(p, "dtype"), NULL,
 			    "unknown dtype '%s' (fp8, int8, bf16, fp16, fp32)",
 			    dtype);
+		if (strlen(dtype) < sizeof(c->dtype))
+			strcpy(c->dtype, dtype);
 	}
 	get_bool(l, p, "mrope", &c->geom.mrope);
 	if (get_int(l, p, "aux_bytes", sizeof(struct egw_aux_rec), 4096, false,
@@ -507,6 +516,90 @@ load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		    "waiting for memory fails as pool-exhausted");
 	if (t->peer_dead_ns <= t->heartbeat_ns)
 		err(l, p, "peer_dead_ms", "must exceed heartbeat_ms");
+}
+
+/* An array of small non-negative integers (uids, gids). */
+static uint16_t
+get_ids(struct ld *l, const config_setting_t *g, const char *name,
+	uint32_t *out)
+{
+	const config_setting_t *a = typed(l, g, name, CONFIG_TYPE_ARRAY, false);
+	int n;
+
+	if (a == NULL)
+		return 0;
+	n = config_setting_length(a);
+	if (n > EGW_CONF_MAX_IDS) {
+		err(l, a, NULL, "at most %d entries", EGW_CONF_MAX_IDS);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(a,
+								    (unsigned)i);
+		long long v;
+
+		if (config_setting_type(e) != CONFIG_TYPE_INT &&
+		    config_setting_type(e) != CONFIG_TYPE_INT64) {
+			err(l, a, NULL, "entries must be integers");
+			return 0;
+		}
+		v = config_setting_get_int64(e);
+		if (v < 0 || v > UINT32_MAX - 1) {
+			err(l, a, NULL, "entry %d out of range (got %lld)", i, v);
+			return 0;
+		}
+		out[i] = (uint32_t)v;
+	}
+	return (uint16_t)n;
+}
+
+static bool
+pow2(uint32_t v)
+{
+	return v != 0 && (v & (v - 1)) == 0;
+}
+
+static void
+load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "path", "mode", "group",
+		"allow_uids", "allow_gids", "max_clients", "sq_entries",
+		"cq_entries", "slots", "lease_ms", NULL };
+	struct egw_conf_attach *a = &c->attach;
+	const config_setting_t *p = typed(l, gw, "attach", CONFIG_TYPE_GROUP,
+					  false);
+	char mode[8];
+
+	if (p == NULL)
+		return;
+	a->enabled = true;
+	known_keys(l, p, keys);
+	if (get_str(l, p, "path", true, a->path, sizeof(a->path)) &&
+	    a->path[0] != '/')
+		err(l, member(p, "path"), NULL, "must be an absolute path");
+	if (get_str(l, p, "mode", false, mode, sizeof(mode))) {
+		char *end;
+		unsigned long m = strtoul(mode, &end, 8);
+
+		/* libconfig has no octal integers: "0660" is a string */
+		if (*end != '\0' || m > 0777 || (m & 0600) != 0600)
+			err(l, member(p, "mode"), NULL, "permission bits in "
+			    "octal, e.g. \"0660\", with owner read and write");
+		else
+			a->mode = (uint32_t)m;
+	}
+	get_name(l, p, "group", false, a->group);
+	a->nuids = get_ids(l, p, "allow_uids", a->allow_uids);
+	a->ngids = get_ids(l, p, "allow_gids", a->allow_gids);
+	get_int(l, p, "max_clients", 1, 4096, false, &a->max_clients);
+	if (get_int(l, p, "sq_entries", 1, 65536, false, &a->sq_entries) &&
+	    !pow2(a->sq_entries))
+		err(l, member(p, "sq_entries"), NULL, "not a power of two");
+	if (get_int(l, p, "cq_entries", 1, 65536, false, &a->cq_entries) &&
+	    !pow2(a->cq_entries))
+		err(l, member(p, "cq_entries"), NULL, "not a power of two");
+	get_int(l, p, "slots", 1, 65536, false, &a->slots);
+	get_int(l, p, "lease_ms", 0, 3600 * 1000, false, &a->lease_ms);
 }
 
 /* ---- ports ( ) --------------------------------------------------------- */
@@ -818,7 +911,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 {
 	static const char *const root_keys[] = { "gateway", "ports", NULL };
 	static const char *const gw_keys[] = { "name", "roles", "key_file",
-		"pool", "limits", "timers", NULL };
+		"pool", "limits", "timers", "attach", NULL };
 	struct ld l = { path, errs };
 	const config_setting_t *root, *gw;
 	config_t cfg;
@@ -855,6 +948,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 		load_pool(&l, gw, c);
 		load_limits(&l, gw, c);
 		load_timers(&l, gw, c);
+		load_attach(&l, gw, c);
 		load_key_file(&l, gw, c);
 		if (c->policy.tokens > c->geom.capacity_tokens)
 			err(&l, gw, "pool.policy.tokens",
@@ -920,6 +1014,14 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 		c->pipeline_depth, c->max_blocks_per_round ? "capped" : "no cap on");
 	fprintf(f, "key: %s%s\n", c->key_file, c->key_loose_perms
 		? " (WARNING: readable by group or others; chmod 600)" : "");
+	if (c->attach.enabled)
+		fprintf(f, "attach: %s mode %03o, %u uid(s) and %u gid(s) "
+			"allowed%s, %u clients, rings %u/%u, %u slots, lease "
+			"%u ms\n", c->attach.path, c->attach.mode, c->attach.nuids,
+			c->attach.ngids, c->attach.nuids + c->attach.ngids ? "" :
+			" (none listed: the gateway's own uid only)",
+			c->attach.max_clients, c->attach.sq_entries,
+			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms);
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 

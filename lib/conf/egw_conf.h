@@ -78,11 +78,30 @@ struct egw_conf_policy {
 	uint32_t percentile, min_tokens, max_tokens; /**< adaptive */
 };
 
+#define EGW_CONF_MAX_IDS 16
+#define EGW_CONF_SOCK_PATH_LEN 108 /**< sun_path */
+
+/** gateway.attach: where local engine processes attach (doc/client.md). */
+struct egw_conf_attach {
+	bool enabled;           /**< the group is present */
+	char path[EGW_CONF_SOCK_PATH_LEN]; /**< the Unix socket, absolute */
+	uint32_t mode;          /**< the socket's permission bits */
+	char group[EGW_CONF_NAME_LEN]; /**< the socket's group ("": ours) */
+	uint32_t allow_uids[EGW_CONF_MAX_IDS]; /**< SO_PEERCRED uids allowed */
+	uint16_t nuids;
+	uint32_t allow_gids[EGW_CONF_MAX_IDS]; /**< ... or gids */
+	uint16_t ngids;
+	uint32_t max_clients;
+	uint32_t sq_entries, cq_entries, slots; /**< defaults per client */
+	uint32_t lease_ms;      /**< 0: no lease */
+};
+
 struct egw_conf {
 	char file[EGW_CONF_PATH_LEN];
 	char name[EGW_CONF_NAME_LEN];
 	uint16_t roles;         /**< EGW_ROLE_* */
 	struct egw_pool_geom geom;
+	char dtype[8];          /**< the embedding type's name (pool.dtype) */
 	struct egw_conf_policy policy;
 	uint32_t max_rooms, max_runs_per_room, max_blocks_per_round;
 	uint32_t pipeline_depth;
@@ -90,6 +109,7 @@ struct egw_conf {
 	char key_file[EGW_CONF_PATH_LEN]; /**< resolved against the file's dir */
 	struct egw_proto_key key;
 	bool key_loose_perms;   /**< readable by group/others: a warning */
+	struct egw_conf_attach attach;
 	struct egw_conf_port ports[EGW_CONF_MAX_PORTS];
 	uint16_t nports;
 };

@@ -287,6 +287,48 @@ test_syntax_error_and_many_errors(void)
 	}
 }
 
+/* gateway.attach: the engines' socket */
+static void
+test_attach_group(void)
+{
+	const char *at = "  name = \"gw\";\n";
+
+	expect(base, 0, "");
+	CU_ASSERT_FALSE(conf.attach.enabled);
+	CU_ASSERT_STRING_EQUAL(conf.dtype, "bf16");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/run/e.sock\"; "
+		    "mode = \"0600\"; allow_uids = [0, 1000]; allow_gids = [27]; "
+		    "lease_ms = 0; cq_entries = 4096; };\n"), 0, "");
+	CU_ASSERT(conf.attach.enabled);
+	CU_ASSERT_STRING_EQUAL(conf.attach.path, "/run/e.sock");
+	CU_ASSERT_EQUAL(conf.attach.mode, 0600);
+	CU_ASSERT_EQUAL(conf.attach.nuids, 2);
+	CU_ASSERT_EQUAL(conf.attach.allow_uids[1], 1000);
+	CU_ASSERT_EQUAL(conf.attach.ngids, 1);
+	CU_ASSERT_EQUAL(conf.attach.lease_ms, 0);
+	CU_ASSERT_EQUAL(conf.attach.cq_entries, 4096);
+	CU_ASSERT_EQUAL(conf.attach.sq_entries, 256); /* the default */
+	CU_ASSERT_EQUAL(conf.attach.max_clients, 64);
+	expect(edit(at, "  name = \"gw\";\n  attach = { mode = \"0660\"; }; #<\n"),
+	       1, "gateway.attach.path: missing (required)");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"run/e\"; #<\n };\n"),
+	       1, "gateway.attach.path: must be an absolute path");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/e\";\n mode = \"0999\"; #<\n };\n"),
+	       1, "gateway.attach.mode: permission bits in octal");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/e\";\n mode = \"0066\"; #<\n };\n"),
+	       1, "gateway.attach.mode: permission bits in octal");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/e\";\n sq_entries = 100; #<\n };\n"),
+	       1, "gateway.attach.sq_entries: not a power of two");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/e\";\n allow_uids = [-1]; #<\n };\n"),
+	       1, "gateway.attach.allow_uids: entry 0 out of range");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/e\";\n allow_gids = [\"wheel\"]; #<\n };\n"),
+	       1, "gateway.attach.allow_gids:");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/e\";\n socket = 1; #<\n };\n"),
+	       1, "gateway.attach.socket: unknown setting (expected one of: path,");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"; #<\n };\n"),
+	       1, "gateway.attach.path: too long (at most 107 characters)");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -300,6 +342,7 @@ main(int argc, char **argv)
 		{ "key_file_problems", test_key_file_problems },
 		{ "missing_and_cross_checks", test_missing_and_cross_checks },
 		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
+		{ "attach_group", test_attach_group },
 		{ NULL, NULL },
 	};
 	char key[512];

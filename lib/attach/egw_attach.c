@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The attach ABI's layout, its two SPSC rings and the field checks of a
+ * command. Both sides link this; nothing here makes a system call.
+ */
+#include "egw_attach.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+_Static_assert(sizeof(struct egw_attach_ring) == 3 * EGW_ATTACH_CACHE_LINE,
+	       "ring control: three cache lines");
+_Static_assert(offsetof(struct egw_attach_ring, tail) == EGW_ATTACH_CACHE_LINE,
+	       "tail on its own cache line");
+_Static_assert(offsetof(struct egw_attach_area, sq) == EGW_ATTACH_CACHE_LINE,
+	       "sq after the first cache line");
+_Static_assert(offsetof(struct egw_attach_area, cq) == 4 * EGW_ATTACH_CACHE_LINE,
+	       "cq after sq");
+_Static_assert(sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
+	       "header fits its page");
+_Static_assert(sizeof(struct egw_attach_cmd) == EGW_ATTACH_ENTRY_BYTES,
+	       "command: 64 bytes");
+_Static_assert(sizeof(struct egw_attach_cqe) == EGW_ATTACH_ENTRY_BYTES,
+	       "completion: 64 bytes");
+_Static_assert(offsetof(struct egw_attach_cmd, tag) == 8 &&
+	       offsetof(struct egw_attach_cmd, room) == 16 &&
+	       offsetof(struct egw_attach_cmd, total_tokens) == 24 &&
+	       offsetof(struct egw_attach_cmd, slot) == 28 &&
+	       offsetof(struct egw_attach_cmd, mrope_delta) == 32 &&
+	       offsetof(struct egw_attach_cmd, cookie) == 40,
+	       "command layout as in doc/client.md");
+_Static_assert(offsetof(struct egw_attach_cqe, result) == 16 &&
+	       offsetof(struct egw_attach_cqe, op) == 20 &&
+	       offsetof(struct egw_attach_cqe, slot) == 24 &&
+	       offsetof(struct egw_attach_cqe, landed_tokens) == 36,
+	       "completion layout as in doc/client.md");
+_Static_assert(sizeof(struct egw_attach_slot) == 32, "slot header: 32 bytes");
+_Static_assert(sizeof(struct egw_attach_hello) == 128, "hello: 128 bytes");
+_Static_assert(offsetof(struct egw_attach_hello, sq_entries) == 72,
+	       "hello layout as in doc/client.md");
+_Static_assert(sizeof(struct egw_attach_welcome) == 1536, "welcome: 1536 bytes");
+_Static_assert(offsetof(struct egw_attach_welcome, capacity_tokens) == 144 &&
+	       offsetof(struct egw_attach_welcome, pool_bytes) == 176 &&
+	       offsetof(struct egw_attach_welcome, area_bytes) == 248 &&
+	       offsetof(struct egw_attach_welcome, peers) == 272,
+	       "welcome layout as in doc/client.md");
+
+#define MAX_SLOTS (1u << 20)
+#define MAX_RUNS 4096u
+#define MAX_NRANKS 8u
+
+static bool
+entries_ok(uint32_t n)
+{
+	return n > 0 && n <= EGW_ATTACH_MAX_ENTRIES && (n & (n - 1)) == 0;
+}
+
+static bool
+counts_ok(uint32_t sq, uint32_t cq, uint32_t nslots, uint32_t max_runs)
+{
+	return entries_ok(sq) && entries_ok(cq) && nslots > 0 &&
+	       nslots <= MAX_SLOTS && max_runs > 0 && max_runs <= MAX_RUNS;
+}
+
+size_t
+egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries,
+		      uint32_t nslots, uint32_t max_runs)
+{
+	if (!counts_ok(sq_entries, cq_entries, nslots, max_runs))
+		return 0;
+	return EGW_ATTACH_HEADER_BYTES +
+	       (size_t)(sq_entries + cq_entries) * EGW_ATTACH_ENTRY_BYTES +
+	       (size_t)nslots * egw_attach_slot_bytes(max_runs);
+}
+
+int
+egw_attach_area_init(void *mem, uint32_t sq_entries, uint32_t cq_entries,
+		     uint32_t nslots, uint32_t max_runs)
+{
+	struct egw_attach_area *a = mem;
+	size_t bytes = egw_attach_area_bytes(sq_entries, cq_entries, nslots,
+					     max_runs);
+
+	if (mem == NULL || bytes == 0)
+		return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->magic = EGW_ATTACH_MAGIC;
+	a->version = EGW_ATTACH_VERSION;
+	a->area_bytes = bytes;
+	a->sq.entries = sq_entries;
+	a->sq.offset = EGW_ATTACH_HEADER_BYTES;
+	a->cq.entries = cq_entries;
+	a->cq.offset = a->sq.offset + sq_entries * EGW_ATTACH_ENTRY_BYTES;
+	a->slots_offset = a->cq.offset + cq_entries * EGW_ATTACH_ENTRY_BYTES;
+	a->nslots = nslots;
+	a->max_runs = max_runs;
+	a->slot_bytes = egw_attach_slot_bytes(max_runs);
+	return 0;
+}
+
+/* [off, off + len) inside [lo, hi), with 64-bit arithmetic */
+static bool
+inside(uint64_t off, uint64_t len, uint64_t lo, uint64_t hi)
+{
+	return off >= lo && off <= hi && len <= hi - off;
+}
+
+int
+egw_attach_area_check(const struct egw_attach_area *a, size_t mapped_bytes)
+{
+	uint64_t sq_len, cq_len, slots_len;
+
+	if (a == NULL || mapped_bytes < EGW_ATTACH_HEADER_BYTES)
+		return -EINVAL;
+	if (a->magic != EGW_ATTACH_MAGIC || a->version != EGW_ATTACH_VERSION)
+		return -EPROTO;
+	if (a->area_bytes > mapped_bytes ||
+	    !counts_ok(a->sq.entries, a->cq.entries, a->nslots, a->max_runs) ||
+	    a->slot_bytes != egw_attach_slot_bytes(a->max_runs))
+		return -EINVAL;
+	sq_len = (uint64_t)a->sq.entries * EGW_ATTACH_ENTRY_BYTES;
+	cq_len = (uint64_t)a->cq.entries * EGW_ATTACH_ENTRY_BYTES;
+	slots_len = (uint64_t)a->nslots * a->slot_bytes;
+	/* the parts in the order the gateway lays them out, none overlapping
+	 * another or the header */
+	if (a->sq.offset != EGW_ATTACH_HEADER_BYTES ||
+	    a->cq.offset != a->sq.offset + sq_len ||
+	    a->slots_offset != a->cq.offset + cq_len ||
+	    !inside(a->slots_offset, slots_len, EGW_ATTACH_HEADER_BYTES,
+		    a->area_bytes))
+		return -EINVAL;
+	return 0;
+}
+
+int
+egw_attach_map_init(struct egw_attach_map *m, void *mem, size_t mapped_bytes)
+{
+	struct egw_attach_area *a = mem;
+	int rc = egw_attach_area_check(a, mapped_bytes);
+
+	if (rc != 0)
+		return rc;
+	m->area = a;
+	m->bytes = a->area_bytes;
+	m->sq = (struct egw_attach_rview){ &a->sq, (uint8_t *)a + a->sq.offset,
+					   a->sq.entries };
+	m->cq = (struct egw_attach_rview){ &a->cq, (uint8_t *)a + a->cq.offset,
+					   a->cq.entries };
+	m->slots = (uint8_t *)a + a->slots_offset;
+	m->nslots = a->nslots;
+	m->slot_bytes = a->slot_bytes;
+	m->max_runs = a->max_runs;
+	return 0;
+}
+
+struct egw_attach_slot *
+egw_attach_slot_at(const struct egw_attach_map *m, uint32_t slot)
+{
+	if (slot >= m->nslots)
+		return NULL;
+	return (struct egw_attach_slot *)(m->slots + (size_t)slot * m->slot_bytes);
+}
+
+/*
+ * Each side writes only its own index (the producer tail, the consumer
+ * head) and reads the other's with acquire ordering. The other side's
+ * index is never trusted: a distance outside 0..nentries is reported, not
+ * used.
+ */
+int
+egw_attach_ring_put(const struct egw_attach_rview *r, const void *entry)
+{
+	uint32_t tail = r->ctl->tail; /* ours: only we write it */
+	uint32_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
+	uint32_t used = tail - head;
+
+	if (used > r->nentries)
+		return -EBADMSG;
+	if (used == r->nentries)
+		return -ENOBUFS;
+	memcpy(r->entries + (size_t)(tail & (r->nentries - 1)) *
+	       EGW_ATTACH_ENTRY_BYTES, entry, EGW_ATTACH_ENTRY_BYTES);
+	__atomic_store_n(&r->ctl->tail, tail + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int
+egw_attach_ring_get(const struct egw_attach_rview *r, void *entry)
+{
+	uint32_t head = r->ctl->head; /* ours: only we write it */
+	uint32_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_ACQUIRE);
+	uint32_t used = tail - head;
+
+	if (used > r->nentries)
+		return -EBADMSG;
+	if (used == 0)
+		return 0;
+	memcpy(entry, r->entries + (size_t)(head & (r->nentries - 1)) *
+	       EGW_ATTACH_ENTRY_BYTES, EGW_ATTACH_ENTRY_BYTES);
+	__atomic_store_n(&r->ctl->head, head + 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+uint32_t
+egw_attach_ring_count(const struct egw_attach_rview *r)
+{
+	uint32_t used = __atomic_load_n(&r->ctl->tail, __ATOMIC_ACQUIRE) -
+			__atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
+
+	return used <= r->nentries ? used : 0;
+}
+
+static bool
+zero(const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != 0)
+			return false;
+	return true;
+}
+
+int
+egw_attach_cmd_check(const struct egw_attach_cmd *c,
+		     const struct egw_attach_limits *l)
+{
+	if (c->reserved0 != 0 || !zero(c->reserved, sizeof(c->reserved)))
+		return -EINVAL;
+	switch (c->op) {
+	case EGW_OP_NOP:
+		return c->flags == 0 && c->room == 0 ? 0 : -EINVAL;
+	case EGW_OP_SEND_OPEN:
+		if (!l->encode)
+			return -EOPNOTSUPP;
+		if (c->room == 0 || c->flags != 0 || c->rank != 0 ||
+		    c->peer != 0 || c->nranks == 0 || c->nranks > MAX_NRANKS ||
+		    c->total_tokens == 0)
+			return -EINVAL;
+		if (c->total_tokens > l->max_total_tokens)
+			return -EFBIG;
+		return c->slot < l->nslots ? 0 : -ERANGE;
+	case EGW_OP_SEND_COMMIT:
+		if (!l->encode)
+			return -EOPNOTSUPP;
+		break;
+	case EGW_OP_RECV_OPEN:
+		if (!l->language)
+			return -EOPNOTSUPP;
+		if (c->room == 0 || (c->flags & ~EGW_CMDF_AUX_ONLY) != 0 ||
+		    c->nranks == 0 || c->nranks > MAX_NRANKS ||
+		    c->rank >= c->nranks || c->total_tokens != 0 ||
+		    c->mrope_delta != 0 || c->cookie != 0)
+			return -EINVAL;
+		return c->peer < l->npeers && c->slot < l->nslots ? 0 : -ERANGE;
+	case EGW_OP_RELEASE:
+		if (!l->language)
+			return -EOPNOTSUPP;
+		break;
+	case EGW_OP_ABORT:
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	/* COMMIT, RELEASE, ABORT name the room and its slot, nothing else */
+	if (c->room == 0 || c->flags != 0 || c->total_tokens != 0 ||
+	    c->rank != 0 || c->nranks != 0 || c->peer != 0 ||
+	    c->mrope_delta != 0 || c->cookie != 0)
+		return -EINVAL;
+	return c->slot < l->nslots ? 0 : -ERANGE;
+}
+
+static bool
+terminated(const char *s, size_t n, bool nonempty)
+{
+	size_t len = strnlen(s, n);
+
+	return len < n && (!nonempty || len > 0) &&
+	       zero((const uint8_t *)s + len, n - len);
+}
+
+int
+egw_attach_hello_check(const void *msg, size_t len, char *why, size_t why_len)
+{
+	struct egw_attach_hello h;
+
+	if (len != sizeof(h)) {
+		snprintf(why, why_len, "hello of %zu bytes, expected %zu", len,
+			 sizeof(h));
+		return -EPROTO;
+	}
+	memcpy(&h, msg, sizeof(h));
+	if (h.magic != EGW_HELLO_MAGIC) {
+		snprintf(why, why_len, "not an embgw hello (magic %08x)",
+			 h.magic);
+		return -EPROTO;
+	}
+	if (h.version != EGW_ATTACH_VERSION) {
+		snprintf(why, why_len, "client speaks attach version %u, the "
+			 "gateway speaks version %u", h.version,
+			 EGW_ATTACH_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if ((h.flags & ~EGW_HELLO_F_WAKEUP) != 0 || h.reserved0 != 0 ||
+	    !zero(h.reserved, sizeof(h.reserved))) {
+		snprintf(why, why_len, "unknown flags or non-zero reserved "
+			 "bytes");
+		return -EINVAL;
+	}
+	if (!terminated(h.port, sizeof(h.port), true) ||
+	    !terminated(h.client, sizeof(h.client), false)) {
+		snprintf(why, why_len, "port or client name not a "
+			 "NUL-terminated string of at most %u characters",
+			 EGW_ATTACH_NAME_LEN - 1);
+		return -EINVAL;
+	}
+	if ((h.sq_entries != 0 && !entries_ok(h.sq_entries)) ||
+	    (h.cq_entries != 0 && !entries_ok(h.cq_entries)) ||
+	    h.nslots > MAX_SLOTS) {
+		snprintf(why, why_len, "ring entries must be powers of two up "
+			 "to %u, slots at most %u", EGW_ATTACH_MAX_ENTRIES,
+			 MAX_SLOTS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+const char *
+egw_attach_op_name(uint8_t op)
+{
+	static const char *const names[EGW_OP_MAX] = {
+		[EGW_OP_NOP] = "nop",
+		[EGW_OP_SEND_OPEN] = "send_open",
+		[EGW_OP_SEND_COMMIT] = "send_commit",
+		[EGW_OP_RECV_OPEN] = "recv_open",
+		[EGW_OP_RELEASE] = "release",
+		[EGW_OP_ABORT] = "abort",
+	};
+
+	return op < EGW_OP_MAX ? names[op] : "unknown";
+}

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef EGW_ATTACH_H
+#define EGW_ATTACH_H
+
+/**
+ * @file
+ * The attach ABI: what a local engine process (a client) and the gateway
+ * share in memory once the client has attached. One *client area* per
+ * (client, port) holds a header page, a submission ring (client -> gateway
+ * commands), a completion ring (gateway -> client completions) and a table
+ * of room slots where the gateway writes each room's run list. The pool's
+ * memory is a separate mapping (its regions are named in the hello answer).
+ *
+ * Both rings are single-producer/single-consumer with free-running 32-bit
+ * indices, as io_uring's: the producer fills entry [tail & mask], then
+ * publishes tail + 1 with release ordering; the consumer reads tail with
+ * acquire ordering, copies entries [head & mask] out, then publishes
+ * head + 1 with release ordering. An entry becomes visible only when its
+ * tail is published, so a producer that dies mid-write leaves nothing
+ * half-written behind, and nobody ever waits for a lock.
+ *
+ * The gateway never trusts the client's half of the area: an index that
+ * claims more entries than the ring holds is reported as -EBADMSG (the
+ * client is detached), and entries are copied out before they are looked
+ * at, so a client that rewrites an entry after publishing it changes
+ * nothing the gateway has already checked.
+ *
+ * Everything is in the host's byte order (client and gateway share the
+ * host); sizes and offsets are pinned by static assertions, so the layout
+ * is what doc/client.md says, byte by byte. Pure C, no system calls.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EGW_ATTACH_MAGIC 0x43574745u   /**< "EGWC" in memory */
+#define EGW_ATTACH_VERSION 1u
+#define EGW_ATTACH_CACHE_LINE 64u
+#define EGW_ATTACH_ENTRY_BYTES 64u      /**< every command and completion */
+#define EGW_ATTACH_HEADER_BYTES 4096u   /**< the area's first page */
+#define EGW_ATTACH_MAX_ENTRIES 65536u   /**< per ring */
+
+/**
+ * One ring's control words. head and tail sit on cache lines of their own
+ * so the two sides never write the same line.
+ */
+struct egw_attach_ring {
+	uint32_t head;             /**< consumer: entries taken (free-running) */
+	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 4];
+	uint32_t tail;             /**< producer: entries published */
+	uint8_t pad1[EGW_ATTACH_CACHE_LINE - 4];
+	uint32_t entries;          /**< power of two, 1..EGW_ATTACH_MAX_ENTRIES */
+	uint32_t offset;           /**< of entry 0, bytes from the area start */
+	uint32_t flags;            /**< EGW_RING_F_*, written by the consumer */
+	uint32_t overflow;         /**< completions lost to a full ring (cq),
+				     * written by the producer */
+	uint8_t pad2[EGW_ATTACH_CACHE_LINE - 16];
+};
+
+/** cq: the client sleeps on its eventfd and wants a write to it. */
+#define EGW_RING_F_NEED_WAKEUP 0x1u
+
+/** The client area's header (its first EGW_ATTACH_HEADER_BYTES). */
+struct egw_attach_area {
+	uint32_t magic;            /**< EGW_ATTACH_MAGIC */
+	uint32_t version;          /**< EGW_ATTACH_VERSION */
+	uint64_t area_bytes;       /**< size of the whole mapping */
+	uint32_t slots_offset;     /**< of slot 0, bytes from the area start */
+	uint32_t nslots;           /**< rooms the client may hold at once */
+	uint32_t slot_bytes;       /**< size of one slot (multiple of 64) */
+	uint32_t max_runs;         /**< runs a slot can list */
+	uint64_t client_beat;      /**< the client's lease: it adds 1 at least
+				     * once per lease period while alive */
+	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 40];
+	struct egw_attach_ring sq; /**< commands, client -> gateway */
+	struct egw_attach_ring cq; /**< completions, gateway -> client */
+};
+
+/** Commands (egw_attach_cmd.op). */
+enum egw_attach_op {
+	EGW_OP_NOP = 0,       /**< completes at once (ring and liveness check) */
+	EGW_OP_SEND_OPEN,     /**< encode: source blocks for `total_tokens` */
+	EGW_OP_SEND_COMMIT,   /**< encode: data written, serve the room */
+	EGW_OP_RECV_OPEN,     /**< language: receive a room as one rank */
+	EGW_OP_RELEASE,       /**< language: done reading, free the blocks */
+	EGW_OP_ABORT,         /**< either side: end the room, the peer hears */
+	EGW_OP_MAX
+};
+
+/** RECV_OPEN: this rank wants the aux record only (a dummy rank). */
+#define EGW_CMDF_AUX_ONLY 0x1u
+
+/** A command: 64 bytes in the submission ring. */
+struct egw_attach_cmd {
+	uint8_t op;                /**< enum egw_attach_op */
+	uint8_t flags;             /**< EGW_CMDF_* */
+	uint16_t rank;             /**< RECV_OPEN: this rank, < nranks */
+	uint16_t nranks;           /**< SEND_OPEN, RECV_OPEN: 1..8 */
+	uint16_t peer;             /**< RECV_OPEN: the encode peer, an index
+				     * into the hello answer's peer list */
+	uint64_t tag;              /**< the client's; echoed in completions */
+	uint64_t room;             /**< the engine's request id, non-zero */
+	uint32_t total_tokens;     /**< SEND_OPEN: 1..the welcome's max_total_tokens */
+	uint32_t slot;             /**< the room's slot: for an OPEN, a free
+				     * one the client picks */
+	int32_t mrope_delta;       /**< SEND_OPEN: written to the aux record */
+	uint32_t reserved0;        /**< zero */
+	uint64_t cookie;           /**< SEND_OPEN: written to the aux record */
+	uint8_t reserved[16];      /**< zero */
+};
+
+/** Room states in completions: the KVPoll order of the reference design. */
+enum egw_attach_state {
+	EGW_AST_FAILED = 0,
+	EGW_AST_BOOTSTRAPPING = 1,
+	EGW_AST_WAITING_FOR_INPUT = 2,
+	EGW_AST_TRANSFERRING = 3,
+	EGW_AST_SUCCESS = 4,
+};
+
+/** cqe.flags: more completions will follow for this command's room. */
+#define EGW_CQEF_MORE 0x1u
+
+/** A completion: 64 bytes in the completion ring. */
+struct egw_attach_cqe {
+	uint64_t tag;              /**< the command's */
+	uint64_t room;
+	int32_t result;            /**< 0, or a negative code (doc/client.md) */
+	uint8_t op;                /**< the command's op */
+	uint8_t state;             /**< enum egw_attach_state after the event */
+	uint16_t flags;            /**< EGW_CQEF_* */
+	uint32_t slot;             /**< the room's slot */
+	uint32_t total_tokens;     /**< known total, 0 while unknown */
+	uint32_t nruns;            /**< runs listed in the slot */
+	uint32_t landed_tokens;    /**< language: tokens landed so far */
+	uint8_t reserved[24];      /**< zero */
+};
+
+/** A run of blocks as listed in a slot (same shape as the pool's). */
+struct egw_attach_run {
+	uint32_t start;
+	uint32_t count;
+};
+
+/** A room slot's header; max_runs egw_attach_run follow it. */
+struct egw_attach_slot {
+	uint64_t room;             /**< 0: the slot is free */
+	uint32_t state;            /**< enum egw_attach_state */
+	int32_t error;             /**< the failure's code, 0 otherwise */
+	uint32_t total_tokens;
+	uint32_t nruns;            /**< valid entries of runs[] */
+	uint32_t first_block;      /**< holds the aux record */
+	uint32_t reserved;
+	struct egw_attach_run runs[];
+};
+
+/** Bytes of a slot that lists up to max_runs runs (a multiple of 64). */
+static inline uint32_t
+egw_attach_slot_bytes(uint32_t max_runs)
+{
+	uint32_t b = (uint32_t)sizeof(struct egw_attach_slot) +
+		     max_runs * (uint32_t)sizeof(struct egw_attach_run);
+
+	return (b + EGW_ATTACH_CACHE_LINE - 1) & ~(EGW_ATTACH_CACHE_LINE - 1);
+}
+
+/**
+ * Size of a client area and the offsets of its parts.
+ * @return the area's size in bytes, or 0 when a count is out of range
+ *   (entries not a power of two in 1..EGW_ATTACH_MAX_ENTRIES, nslots 0 or
+ *   over 1M, max_runs 0 or over 4096).
+ */
+size_t egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries,
+			     uint32_t nslots, uint32_t max_runs);
+
+/**
+ * Lay out a zeroed client area of egw_attach_area_bytes() bytes.
+ * @return 0, or -EINVAL for the same cases as egw_attach_area_bytes().
+ */
+int egw_attach_area_init(void *mem, uint32_t sq_entries, uint32_t cq_entries,
+			 uint32_t nslots, uint32_t max_runs);
+
+/**
+ * Check a mapped area's header before using it (a client does this after
+ * mapping what the gateway sent): magic, version, sizes and offsets inside
+ * `mapped_bytes`, no part overlapping another.
+ * @return 0, -EPROTO (magic or version), -EINVAL (layout).
+ */
+int egw_attach_area_check(const struct egw_attach_area *a, size_t mapped_bytes);
+
+/** One ring as a side uses it: the shared control words, plus a private
+ * copy of the geometry that the other side cannot change afterwards. */
+struct egw_attach_rview {
+	struct egw_attach_ring *ctl; /**< head and tail are used from here */
+	uint8_t *entries;            /**< entry 0 */
+	uint32_t nentries;           /**< power of two */
+};
+
+/**
+ * A mapped client area as one side uses it. Built once from a checked
+ * header (egw_attach_map_init): afterwards nothing of the layout is read
+ * from shared memory again, so a client that rewrites its header cannot
+ * move the gateway's reads or writes outside the area.
+ */
+struct egw_attach_map {
+	struct egw_attach_area *area;
+	size_t bytes;
+	struct egw_attach_rview sq, cq;
+	uint8_t *slots;
+	uint32_t nslots, slot_bytes, max_runs;
+};
+
+/**
+ * Check `mem` (egw_attach_area_check) and fill `m` from it.
+ * @return 0, or egw_attach_area_check()'s error.
+ */
+int egw_attach_map_init(struct egw_attach_map *m, void *mem,
+			size_t mapped_bytes);
+
+/** A slot by index, NULL out of range. */
+struct egw_attach_slot *egw_attach_slot_at(const struct egw_attach_map *m,
+					   uint32_t slot);
+
+/**
+ * Producer side: copy `entry` (EGW_ATTACH_ENTRY_BYTES) into the ring and
+ * publish it.
+ * @return 0; -ENOBUFS when the ring is full; -EBADMSG when the consumer's
+ *   head is impossible (ahead of tail, or more than the ring behind).
+ */
+int egw_attach_ring_put(const struct egw_attach_rview *r, const void *entry);
+
+/**
+ * Consumer side: copy the oldest entry out into `entry` and release it.
+ * @return 1 (an entry was taken), 0 (empty), -EBADMSG when the producer's
+ *   tail is impossible (behind head, or more than the ring ahead).
+ */
+int egw_attach_ring_get(const struct egw_attach_rview *r, void *entry);
+
+/** Entries waiting in the ring (0 if the indices are impossible). */
+uint32_t egw_attach_ring_count(const struct egw_attach_rview *r);
+
+/* ---- the attach socket's two messages ----------------------------------- */
+
+#define EGW_HELLO_MAGIC 0x48574745u    /**< "EGWH" in memory */
+#define EGW_WELCOME_MAGIC 0x57574745u  /**< "EGWW" in memory */
+#define EGW_ATTACH_NAME_LEN 32u
+#define EGW_ATTACH_MAX_PEERS 32u
+#define EGW_ATTACH_MSG_LEN 128u
+
+/** hello.flags: the client wants an eventfd that the gateway writes to
+ * when it posts a completion while EGW_RING_F_NEED_WAKEUP is set. */
+#define EGW_HELLO_F_WAKEUP 0x1u
+
+/** The client's hello: the first message on the socket, 128 bytes. */
+struct egw_attach_hello {
+	uint32_t magic;            /**< EGW_HELLO_MAGIC */
+	uint16_t version;          /**< EGW_ATTACH_VERSION */
+	uint16_t flags;            /**< EGW_HELLO_F_* */
+	char port[EGW_ATTACH_NAME_LEN];   /**< the gateway port, NUL-terminated */
+	char client[EGW_ATTACH_NAME_LEN]; /**< for logs, NUL-terminated */
+	uint32_t sq_entries;       /**< 0: the gateway's default */
+	uint32_t cq_entries;       /**< 0: the gateway's default */
+	uint32_t nslots;           /**< 0: the gateway's default */
+	uint32_t reserved0;        /**< zero */
+	uint8_t reserved[40];      /**< zero */
+};
+
+/** Element types of the embedding kind (welcome.dtype). */
+enum egw_attach_dtype {
+	EGW_DTYPE_FP8 = 1,   /**< one byte, float8 e4m3 */
+	EGW_DTYPE_INT8 = 2,
+	EGW_DTYPE_BF16 = 3,
+	EGW_DTYPE_FP16 = 4,
+	EGW_DTYPE_FP32 = 5,
+};
+
+/** welcome.flags */
+#define EGW_WELCOME_F_ENCODE 0x1u   /**< SEND_* commands allowed */
+#define EGW_WELCOME_F_LANGUAGE 0x2u /**< RECV_OPEN and RELEASE allowed */
+#define EGW_WELCOME_F_WAKEUP 0x4u   /**< an eventfd came with it */
+
+/**
+ * The gateway's answer, 1536 bytes. With status 0 it carries, as
+ * SCM_RIGHTS, the pool's fd, the client area's fd and (with
+ * EGW_WELCOME_F_WAKEUP) an eventfd, in that order; with status < 0 no fd
+ * and `message` says why, and the gateway closes the socket.
+ */
+struct egw_attach_welcome {
+	uint32_t magic;            /**< EGW_WELCOME_MAGIC */
+	uint16_t version;          /**< the version the gateway speaks */
+	uint16_t flags;            /**< EGW_WELCOME_F_* */
+	int32_t status;            /**< 0, or a negative errno */
+	uint32_t nfds;             /**< fds that came with it: 0, 2 or 3 */
+	char message[EGW_ATTACH_MSG_LEN]; /**< why, when status < 0 */
+	uint32_t capacity_tokens;
+	uint32_t block_tokens;
+	uint32_t hidden_size;
+	uint32_t dtype;            /**< enum egw_attach_dtype */
+	uint32_t dtype_bytes;
+	uint32_t aux_bytes;
+	uint32_t mrope;            /**< 1: the mrope kind exists */
+	uint32_t max_runs;         /**< runs a slot can list */
+	uint64_t pool_bytes;       /**< map this much of the pool's fd */
+	uint64_t region_offset[4]; /**< per kind (emb, fill_ids, mrope, aux),
+				     * bytes from the start of the pool fd */
+	uint64_t region_bytes[4];  /**< 0 for an absent kind */
+	uint64_t area_bytes;       /**< map this much of the area's fd */
+	uint32_t max_total_tokens; /**< largest SEND_OPEN */
+	uint32_t lease_ms;         /**< client_beat must move this often */
+	uint32_t npeers;           /**< names in peers[] */
+	uint32_t client_id;        /**< the gateway's number for this client */
+	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
+	uint8_t reserved[240];     /**< zero */
+};
+
+/**
+ * Check a hello as received (`len` bytes) and say what is wrong in `why`.
+ * @return 0; -EPROTO (length or magic), -EPROTONOSUPPORT (version: `why`
+ *   names both versions), -EINVAL (names not terminated, reserved bytes,
+ *   flags, or ring sizes that are not powers of two in range).
+ */
+int egw_attach_hello_check(const void *msg, size_t len, char *why,
+			   size_t why_len);
+
+/** Limits a gateway applies to one client's commands. */
+struct egw_attach_limits {
+	uint32_t nslots;           /**< the area's slots */
+	uint32_t max_total_tokens; /**< largest SEND_OPEN */
+	uint16_t npeers;           /**< peers a RECV_OPEN may name */
+	bool encode;               /**< SEND_* allowed on this port */
+	bool language;             /**< RECV_OPEN, RELEASE allowed */
+};
+
+/**
+ * Check a command's fields, as copied out of the ring, before anything
+ * acts on it. Room state (whether a slot holds the room, whether the room
+ * may be committed now) is the caller's to check.
+ * @return 0, or a negative errno: -EOPNOTSUPP (op unknown or not allowed
+ *   on this port), -EINVAL (a field out of range: the rule broken is
+ *   written in doc/client.md, one per field), -ERANGE (slot out of range),
+ *   -EFBIG (total_tokens above the limit).
+ */
+int egw_attach_cmd_check(const struct egw_attach_cmd *c,
+			 const struct egw_attach_limits *l);
+
+/** The op's name ("send_open", ...), "unknown" out of range. */
+const char *egw_attach_op_name(uint8_t op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

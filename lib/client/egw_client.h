@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef EGW_CLIENT_H
+#define EGW_CLIENT_H
+
+/**
+ * @file
+ * The client library of an inference engine process attached to a local
+ * embgw gateway (doc/client.md): attach over the gateway's Unix socket,
+ * map the port's block pool and the client area, submit commands, read
+ * completions, sleep on the wake-up eventfd, keep the lease.
+ *
+ * The engine writes an encode room's tokens straight into pool blocks and
+ * reads a language room's tokens straight out of them; the run lists come
+ * from the room's slot (egw_client_room_runs). A room is named by the slot
+ * the library picked for it at OPEN time.
+ *
+ * Every call returns 0 (or a count, or a slot) on success and a negative
+ * errno on failure. A client is used by one thread at a time; only the
+ * optional lease thread runs beside it, and it touches nothing but the
+ * lease counter. Nothing here allocates after egw_client_attach().
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct egw_client;
+
+/** egw_client_opts.flags */
+#define EGW_CLIENT_F_WAKEUP 0x1u       /**< ask for the wake-up eventfd */
+#define EGW_CLIENT_F_LEASE_THREAD 0x2u /**< bump the lease from a thread */
+
+/** Attach options; a NULL pointer means all defaults. */
+struct egw_client_opts {
+	const char *name;     /**< for the gateway's logs; NULL: "embgw" */
+	uint32_t flags;       /**< EGW_CLIENT_F_* */
+	uint32_t sq_entries;  /**< power of two, 0: the gateway's default */
+	uint32_t cq_entries;  /**< power of two, 0: the gateway's default */
+	uint32_t nslots;      /**< rooms held at once, 0: the default */
+	uint32_t timeout_ms;  /**< deadline of the attach, 0: 5000 */
+};
+
+/** Embedding element types (the welcome's dtype). */
+enum egw_client_dtype {
+	EGW_CLIENT_FP8 = 1,
+	EGW_CLIENT_INT8 = 2,
+	EGW_CLIENT_BF16 = 3,
+	EGW_CLIENT_FP16 = 4,
+	EGW_CLIENT_FP32 = 5,
+};
+
+/** Kinds of the pool, in the welcome's region order. */
+enum egw_client_kind {
+	EGW_CLIENT_EMBEDDING = 0,
+	EGW_CLIENT_FILL_IDS = 1,
+	EGW_CLIENT_MROPE = 2,
+	EGW_CLIENT_AUX = 3,
+};
+
+/** egw_client_geometry.flags: what the welcome granted. */
+#define EGW_CLIENT_G_ENCODE 0x1u
+#define EGW_CLIENT_G_LANGUAGE 0x2u
+#define EGW_CLIENT_G_WAKEUP 0x4u
+
+/** The port's pool and the client's limits, as the welcome stated them. */
+struct egw_client_geometry {
+	uint32_t flags;            /**< EGW_CLIENT_G_* */
+	uint32_t client_id;        /**< the gateway's number for this client */
+	uint32_t capacity_tokens;
+	uint32_t block_tokens;
+	uint32_t nblocks;          /**< capacity_tokens / block_tokens */
+	uint32_t hidden_size;
+	uint32_t dtype;            /**< enum egw_client_dtype */
+	uint32_t dtype_bytes;
+	uint32_t aux_bytes;
+	uint32_t mrope;            /**< 1: the mrope kind exists */
+	uint32_t max_runs;
+	uint32_t max_total_tokens;
+	uint32_t lease_ms;         /**< 0: no lease */
+	uint32_t npeers;
+	uint32_t nslots;
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint32_t reserved;
+	uint64_t pool_bytes;
+	uint64_t region_offset[4]; /**< enum egw_client_kind order */
+	uint64_t region_bytes[4];  /**< 0: the kind is absent */
+};
+
+/** Room states: the reference design's KVPoll order. */
+enum egw_client_state {
+	EGW_CLIENT_FAILED = 0,
+	EGW_CLIENT_BOOTSTRAPPING = 1,
+	EGW_CLIENT_WAITING_FOR_INPUT = 2,
+	EGW_CLIENT_TRANSFERRING = 3,
+	EGW_CLIENT_SUCCESS = 4,
+};
+
+/** Commands, as echoed in egw_client_event.op. */
+enum egw_client_op {
+	EGW_CLIENT_NOP = 0,
+	EGW_CLIENT_SEND_OPEN = 1,
+	EGW_CLIENT_SEND_COMMIT = 2,
+	EGW_CLIENT_RECV_OPEN = 3,
+	EGW_CLIENT_RELEASE = 4,
+	EGW_CLIENT_ABORT = 5,
+	EGW_CLIENT_RECOVERED = 255, /**< made from the slot after an overflow */
+};
+
+/** egw_client_event.flags */
+#define EGW_CLIENT_EV_MORE 0x1u      /**< the room goes on */
+#define EGW_CLIENT_EV_END 0x100u     /**< the room ended, its slot is free */
+#define EGW_CLIENT_EV_REFUSED 0x200u /**< the command was refused (result is
+				       * a negated errno), nothing changed */
+
+/** One completion, or one event recovered from a slot. */
+struct egw_client_event {
+	uint64_t tag;              /**< the command's */
+	uint64_t room;
+	int32_t result;            /**< 0 or a negative code (section 4) */
+	uint32_t slot;
+	uint32_t op;               /**< enum egw_client_op */
+	uint32_t state;            /**< enum egw_client_state */
+	uint32_t flags;            /**< EGW_CLIENT_EV_* */
+	uint32_t total_tokens;
+	uint32_t nruns;
+	uint32_t landed_tokens;
+};
+
+/** A room's slot as the gateway last wrote it. */
+struct egw_client_room {
+	uint64_t room;             /**< 0: the gateway freed the slot */
+	uint32_t state;
+	int32_t error;
+	uint32_t total_tokens;
+	uint32_t nruns;
+	uint32_t first_block;      /**< its aux slot holds the aux record */
+	uint32_t slot;
+};
+
+/** A run of blocks: `count` blocks from block `start`. */
+struct egw_client_run {
+	uint32_t start;
+	uint32_t count;
+};
+
+/** The aux record of a room (doc/client.md section 1). */
+struct egw_client_aux {
+	uint32_t total_tokens;
+	uint32_t hidden_size;
+	uint32_t dtype_bytes;
+	int32_t mrope_delta;
+	uint32_t block_tokens;
+	uint32_t flags;
+	uint64_t cookie;
+};
+
+/**
+ * Attach to the gateway listening on `socket_path` as a client of `port`.
+ * On refusal the gateway's status is returned (-ENOENT no such port,
+ * -EPROTONOSUPPORT version, -EACCES, -EUSERS, -EINVAL, -EPROTO, -ENOMEM)
+ * and egw_client_last_error() holds its message.
+ * @return 0 and *out, or a negative errno.
+ */
+int egw_client_attach(const char *socket_path, const char *port,
+		      const struct egw_client_opts *o, struct egw_client **out);
+
+/** Why this thread's last failed call failed, as text ("" if unknown). */
+const char *egw_client_last_error(void);
+
+/** Close the socket (the gateway aborts every room still held), unmap,
+ * stop the lease thread, free. NULL is allowed. */
+void egw_client_detach(struct egw_client *c);
+
+const struct egw_client_geometry *
+egw_client_geometry(const struct egw_client *c);
+
+/** Peer `i`'s name (RECV_OPEN names peers by index), NULL out of range. */
+const char *egw_client_peer(const struct egw_client *c, uint32_t i);
+
+/** @return the index of the peer called `name`, or -ENOENT. */
+int egw_client_peer_index(const struct egw_client *c, const char *name);
+
+/** The mapped pool: `kind`'s region and its size; NULL when absent. */
+void *egw_client_region(const struct egw_client *c, enum egw_client_kind kind,
+			uint64_t *bytes);
+
+/** The attach socket (readable/hung up when the gateway goes away) and
+ * the wake-up eventfd (-1 without one), for an engine's own poll loop. */
+int egw_client_socket_fd(const struct egw_client *c);
+int egw_client_event_fd(const struct egw_client *c);
+
+/* ---- commands: the OPENs return the slot picked for the room ----------- */
+
+/**
+ * Encode side: ask for blocks for `total_tokens` tokens sent to `nranks`
+ * ranks. The run list is in the slot once the WaitingForInput event came.
+ * @return the room's slot (>= 0); -EAGAIN the submission ring is full;
+ *   -ENOSPC no slot is free; -EINVAL, -EFBIG, -EOPNOTSUPP as the gateway
+ *   would answer (checked before anything is sent).
+ */
+int egw_client_send_open(struct egw_client *c, uint64_t room,
+			 uint32_t total_tokens, uint16_t nranks,
+			 int32_t mrope_delta, uint64_t cookie, uint64_t tag);
+
+/** Encode side: the room's tokens are written, serve it. */
+int egw_client_send_commit(struct egw_client *c, uint32_t slot, uint64_t tag);
+
+/** egw_client_recv_open() flags */
+#define EGW_CLIENT_AUX_ONLY 0x1u
+
+/**
+ * Language side: receive `room` from peer index `peer` as `rank` of
+ * `nranks`. @return the room's slot, or as egw_client_send_open().
+ */
+int egw_client_recv_open(struct egw_client *c, uint64_t room, uint16_t peer,
+			 uint16_t rank, uint16_t nranks, uint32_t flags,
+			 uint64_t tag);
+
+/** Language side: done with a Success room's blocks. */
+int egw_client_release(struct egw_client *c, uint32_t slot, uint64_t tag);
+
+/** End a room in any state; its last event says Failed. */
+int egw_client_abort(struct egw_client *c, uint32_t slot, uint64_t tag);
+
+/** A ring and liveness check: completes at once with `tag`. Tags whose
+ * top byte is 0xeb are refused (-EINVAL): the library's own NOPs use them
+ * to learn that the gateway acted on every command before them. */
+int egw_client_nop(struct egw_client *c, uint64_t tag);
+
+/* ---- completions ------------------------------------------------------- */
+
+/**
+ * Take up to `max` events. When the gateway dropped completions (the
+ * completion ring's overflow grew) the slots of the open rooms are read
+ * instead and an event with op EGW_CLIENT_RECOVERED is made for each room
+ * whose state changed; a room's last state is reported once the gateway
+ * has cleared its slot, with EGW_CLIENT_EV_END. An OPEN whose every
+ * completion was lost and whose slot is free ends Failed, with the slot's
+ * code when the slot says Failed, else -ENODATA (a refusal leaves no trace
+ * in the slot); the library learns that the gateway acted on it from a NOP
+ * of its own. Events come once per state. Bumps the lease.
+ * @return events written (0: none); -EBADMSG the gateway broke the ring;
+ *   -ECONNRESET the gateway closed the socket.
+ */
+int egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
+		    unsigned int max);
+
+/**
+ * Wait until an event is ready or `timeout_ms` passed: on the eventfd
+ * when the gateway granted one (doc/client.md section 5), else by
+ * sleeping in short steps. Bumps the lease while it waits.
+ * @return 1 ready; 0 the deadline passed; -ECONNRESET the gateway closed
+ *   the socket; another negative errno from poll(2).
+ */
+int egw_client_wait(struct egw_client *c, unsigned int timeout_ms);
+
+/** Add 1 to the lease counter (every call above does it too). */
+void egw_client_beat(struct egw_client *c);
+
+/** Events dropped since attach: completions lost to a full ring, as the
+ * gateway counts them. */
+uint32_t egw_client_overflow(const struct egw_client *c);
+
+/* ---- rooms ------------------------------------------------------------- */
+
+/** Read the room's slot. @return 0; -ERANGE slot out of range; -ENOENT
+ * the slot holds no room this client opened. */
+int egw_client_room_info(const struct egw_client *c, uint32_t slot,
+			 struct egw_client_room *r);
+
+/**
+ * Copy the slot's run list, checked against the pool (every block inside
+ * it, the runs covering the room's total).
+ * @return the number of runs (may exceed `max`: only `max` are copied);
+ *   -ENOENT no room of ours; -EBADMSG the slot's list is impossible.
+ */
+int egw_client_room_runs(const struct egw_client *c, uint32_t slot,
+			 struct egw_client_run *runs, uint32_t max);
+
+/** Copy the room's aux record out of its first block. @return 0, -ENOENT,
+ * -EBADMSG (first block outside the pool), -ENODATA (no aux kind). */
+int egw_client_room_aux(const struct egw_client *c, uint32_t slot,
+			struct egw_client_aux *aux);
+
+/** Text for a result or a slot's error: a Linux errno or an embgw code. */
+const char *egw_client_strerror(int code);
+
+/** The state's name ("Failed", "Bootstrapping", ...). */
+const char *egw_client_state_name(uint32_t state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,827 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The gateway's side of doc/client.md, sans-I/O. A slot's truth lives in
+ * the server's private copy (struct slot_state); the shared slot is only
+ * ever written from it, and completions are posted after the shared slot
+ * says what they report.
+ */
+#include "egw_clients.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum phase {
+	PH_FREE = 0,
+	PH_WAIT_MEM,   /* SEND_OPEN waiting for blocks */
+	PH_OPEN,       /* send: blocks given, not committed; recv: opened */
+	PH_COMMITTED,  /* send: the engine owns the runs */
+	PH_DELIVERED,  /* recv: the client owns the blocks until RELEASE */
+};
+
+struct slot_state {
+	uint64_t room;             /* 0: free */
+	uint64_t tag;              /* echoed in the room's completions */
+	uint64_t deadline;         /* PH_WAIT_MEM: the allocation deadline */
+	uint64_t cookie;
+	int32_t mrope_delta;
+	uint32_t total, nruns;
+	uint16_t rank, nranks;
+	uint8_t side, phase, state, op;
+	struct egw_attach_run *runs; /* max_runs, private */
+};
+
+struct client {
+	bool used, lost, wake;
+	struct egw_attach_map m;
+	struct slot_state *slots;
+	struct egw_attach_run *run_store;
+	uint32_t nwait;            /* slots in PH_WAIT_MEM */
+	uint64_t beat, beat_at;
+	struct egw_clients_stats st;
+};
+
+/* (room, rank, side) -> (client, slot): open addressing, linear probing,
+ * backward-shift deletion; room 0 marks an empty entry */
+struct index_entry {
+	uint64_t room;
+	uint32_t rank_side;
+	uint32_t client;
+	uint32_t slot;
+};
+
+struct egw_clients {
+	struct egw_clients_conf c;
+	struct client *clients;
+	uint32_t nattached;
+	struct index_entry *tab;
+	uint32_t tab_mask, nrooms;
+	struct egw_clients_stats removed; /* counters of removed clients */
+};
+
+/* ---- the room index ------------------------------------------------------ */
+
+static uint32_t
+rank_side(uint16_t rank, uint8_t side)
+{
+	return (uint32_t)rank | (uint32_t)side << 16;
+}
+
+static uint32_t
+home_of(const struct egw_clients *s, uint64_t room, uint32_t rs)
+{
+	uint64_t x = room ^ ((uint64_t)rs << 47);
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (uint32_t)x & s->tab_mask;
+}
+
+static struct index_entry *
+index_find(const struct egw_clients *s, uint64_t room, uint32_t rs)
+{
+	for (uint32_t i = home_of(s, room, rs);; i = (i + 1) & s->tab_mask) {
+		struct index_entry *e = &s->tab[i];
+
+		if (e->room == 0)
+			return NULL;
+		if (e->room == room && e->rank_side == rs)
+			return e;
+	}
+}
+
+static int
+index_insert(struct egw_clients *s, uint64_t room, uint32_t rs,
+	     uint32_t client, uint32_t slot)
+{
+	uint32_t i;
+
+	if (s->nrooms >= s->c.max_rooms)
+		return -EMFILE;
+	for (i = home_of(s, room, rs); s->tab[i].room != 0;
+	     i = (i + 1) & s->tab_mask)
+		;
+	s->tab[i] = (struct index_entry){ room, rs, client, slot };
+	s->nrooms++;
+	return 0;
+}
+
+static void
+index_erase(struct egw_clients *s, struct index_entry *e)
+{
+	uint32_t hole = (uint32_t)(e - s->tab);
+
+	/* shift later members of the probe chain back over the hole, so
+	 * lookups never stop early and no tombstone is needed */
+	for (uint32_t j = (hole + 1) & s->tab_mask; s->tab[j].room != 0;
+	     j = (j + 1) & s->tab_mask) {
+		uint32_t home = home_of(s, s->tab[j].room, s->tab[j].rank_side);
+
+		if (((j - home) & s->tab_mask) >= ((j - hole) & s->tab_mask)) {
+			s->tab[hole] = s->tab[j];
+			hole = j;
+		}
+	}
+	s->tab[hole].room = 0;
+	s->nrooms--;
+}
+
+static void
+unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
+{
+	struct index_entry *e = index_find(s, room, rs);
+
+	if (e != NULL)
+		index_erase(s, e);
+}
+
+/* ---- completions and shared slots --------------------------------------- */
+
+static void lose(struct egw_clients *s, uint32_t cid, const char *why);
+
+static void
+post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
+     int result, uint8_t op, uint8_t state, bool more, uint32_t slot,
+     uint32_t total, uint32_t nruns, uint32_t landed)
+{
+	struct client *cl = &s->clients[cid];
+	struct egw_attach_cqe e;
+	int rc;
+
+	if (cl->lost)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.tag = tag;
+	e.room = room;
+	e.result = result;
+	e.op = op;
+	e.state = state;
+	e.flags = more ? EGW_CQEF_MORE : 0;
+	e.slot = slot;
+	e.total_tokens = total;
+	e.nruns = nruns;
+	e.landed_tokens = landed;
+	rc = egw_attach_ring_put(&cl->m.cq, &e);
+	if (rc == 0) {
+		cl->st.completions++;
+		cl->wake = true;
+	} else if (rc == -ENOBUFS) {
+		/* never wait for the client: count it, the slot says it all */
+		__atomic_store_n(&cl->m.cq.ctl->overflow,
+				 cl->m.cq.ctl->overflow + 1, __ATOMIC_RELEASE);
+		cl->st.cq_overflow++;
+		cl->wake = true;
+	} else {
+		lose(s, cid, "completion ring head out of range");
+	}
+}
+
+/* The shared slot from the private one (the client only reads it). */
+static void
+publish_slot(struct client *cl, uint32_t slot, int error)
+{
+	const struct slot_state *p = &cl->slots[slot];
+	struct egw_attach_slot *sh = egw_attach_slot_at(&cl->m, slot);
+
+	sh->state = p->state;
+	sh->error = error;
+	sh->total_tokens = p->total;
+	sh->nruns = p->nruns;
+	sh->first_block = p->nruns > 0 ? p->runs[0].start : 0;
+	memcpy(sh->runs, p->runs, p->nruns * sizeof(p->runs[0]));
+	/* the room last: a client that sees it sees the rest */
+	__atomic_store_n(&sh->room, p->room, __ATOMIC_RELEASE);
+}
+
+/* A room's last word: slot and completion, then the slot is free. A room
+ * counts as ok when it succeeded (delivered, or served to every rank) and
+ * as failed when it ends Failed before that. */
+static void
+finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
+	  uint8_t op, uint8_t state, int result, int slot_error)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+	struct egw_attach_slot *sh;
+	uint64_t room = p->room;
+
+	p->state = state;
+	if (state == EGW_AST_FAILED)
+		p->nruns = 0;
+	if (!cl->lost)
+		publish_slot(cl, slot, slot_error);
+	post(s, cid, tag, room, result, op, state, false, slot, p->total,
+	     p->nruns, state == EGW_AST_SUCCESS ? p->total : 0);
+	if (state == EGW_AST_FAILED && p->phase != PH_DELIVERED)
+		cl->st.rooms_failed++;
+	if (p->phase == PH_WAIT_MEM)
+		cl->nwait--;
+	p->room = 0;
+	p->phase = PH_FREE;
+	if (!cl->lost) {
+		sh = egw_attach_slot_at(&cl->m, slot);
+		__atomic_store_n(&sh->room, 0, __ATOMIC_RELEASE);
+	}
+}
+
+/* The usual case: the completion's result is the slot's error. */
+static void
+finish(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
+       uint8_t op, uint8_t state, int result)
+{
+	finish_as(s, cid, slot, tag, op, state, result, result);
+}
+
+static int
+err_code(int err)
+{
+	return err > 0 ? -err : err;
+}
+
+/* ---- ending rooms --------------------------------------------------------- */
+
+/*
+ * Take the room out of the index first: the gateway may report the end
+ * of the room from inside the ops call, and must find nothing then.
+ */
+static void
+end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+	const struct egw_clients_ops *ops = s->c.ops;
+	unindex(s, p->room, rank_side(p->rank, p->side));
+	switch (p->phase) {
+	case PH_OPEN:
+		if (p->side == EGW_SIDE_SEND)
+			ops->send_abort(s->c.ctx, p->room, false, p->runs,
+					p->nruns);
+		else
+			ops->recv_abort(s->c.ctx, p->room, p->rank);
+		break;
+	case PH_COMMITTED:
+		ops->send_abort(s->c.ctx, p->room, true, NULL, 0);
+		break;
+	case PH_DELIVERED:
+		ops->recv_release(s->c.ctx, p->room, p->rank, p->runs,
+				  p->nruns);
+		break;
+	default: /* PH_WAIT_MEM: nothing was given yet */
+		break;
+	}
+}
+
+static void
+end_all(struct egw_clients *s, uint32_t cid)
+{
+	struct client *cl = &s->clients[cid];
+
+	for (uint32_t i = 0; i < cl->m.nslots; i++) {
+		if (cl->slots[i].room == 0)
+			continue;
+		end_room(s, cid, i);
+		if (cl->slots[i].phase != PH_DELIVERED)
+			cl->st.rooms_failed++;
+		cl->slots[i].room = 0;
+		cl->slots[i].phase = PH_FREE;
+	}
+	cl->nwait = 0;
+}
+
+static void
+lose(struct egw_clients *s, uint32_t cid, const char *why)
+{
+	struct client *cl = &s->clients[cid];
+
+	if (cl->lost)
+		return;
+	cl->lost = true;
+	end_all(s, cid);
+	s->c.ops->client_lost(s->c.ctx, cid, why);
+}
+
+/* ---- commands -------------------------------------------------------------- */
+
+static void
+refuse(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
+       int rc)
+{
+	struct client *cl = &s->clients[cid];
+
+	cl->st.refused++;
+	if (rc == -EINVAL || rc == -ERANGE || rc == -EFBIG ||
+	    rc == -EOPNOTSUPP)
+		cl->st.refused_invalid++;
+	else
+		cl->st.refused_state++;
+	post(s, cid, c->tag, c->room, rc, c->op, EGW_AST_FAILED, false,
+	     c->slot, 0, 0, 0);
+}
+
+/* SEND_OPEN's allocation, first and on every retry. */
+static void
+try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+	int n = s->c.ops->send_open(s->c.ctx, p->room, p->nranks, p->total,
+				    p->mrope_delta, p->cookie, p->runs,
+				    cl->m.max_runs);
+
+	if (n > 0 && (uint32_t)n <= cl->m.max_runs) {
+		if (p->phase == PH_WAIT_MEM)
+			cl->nwait--;
+		p->nruns = (uint32_t)n;
+		p->phase = PH_OPEN;
+		p->state = EGW_AST_WAITING_FOR_INPUT;
+		publish_slot(cl, slot, 0);
+		post(s, cid, p->tag, p->room, 0, p->op, p->state, true, slot,
+		     p->total, p->nruns, 0);
+		return;
+	}
+	if (n == -ENOSPC && p->phase == PH_FREE) {
+		/* queued, not refused: the engine sees Bootstrapping */
+		p->phase = PH_WAIT_MEM;
+		p->deadline = now + s->c.alloc_ns;
+		p->state = EGW_AST_BOOTSTRAPPING;
+		cl->nwait++;
+		cl->st.alloc_waits++;
+		publish_slot(cl, slot, 0);
+		post(s, cid, p->tag, p->room, 0, p->op, p->state, true, slot,
+		     p->total, 0, 0);
+		return;
+	}
+	if (n == -ENOSPC && now < p->deadline)
+		return;
+	if (n == -ENOSPC)
+		n = -EGW_E_POOL_EXHAUSTED;
+	else if (n > 0)
+		n = -E2BIG; /* more runs than asked for: the gateway's bug */
+	unindex(s, p->room, rank_side(0, EGW_SIDE_SEND));
+	finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, n);
+}
+
+static void
+cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
+	 uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[c->slot];
+	uint8_t side = c->op == EGW_OP_SEND_OPEN ? EGW_SIDE_SEND : EGW_SIDE_RECV;
+	uint16_t rank = side == EGW_SIDE_SEND ? 0 : c->rank;
+	int rc;
+
+	if (p->room != 0) {
+		refuse(s, cid, c, -EBUSY);
+		return;
+	}
+	if (index_find(s, c->room, rank_side(rank, side)) != NULL) {
+		refuse(s, cid, c, -EEXIST);
+		return;
+	}
+	rc = index_insert(s, c->room, rank_side(rank, side), cid, c->slot);
+	if (rc != 0) {
+		refuse(s, cid, c, rc);
+		return;
+	}
+	p->room = c->room;
+	p->tag = c->tag;
+	p->op = c->op;
+	p->side = side;
+	p->rank = rank;
+	p->nranks = c->nranks;
+	p->total = c->total_tokens;
+	p->mrope_delta = c->mrope_delta;
+	p->cookie = c->cookie;
+	p->nruns = 0;
+	p->phase = PH_FREE;
+	cl->st.rooms_opened++;
+	if (side == EGW_SIDE_SEND) {
+		try_alloc(s, cid, c->slot, now);
+		return;
+	}
+	rc = s->c.ops->recv_open(s->c.ctx, c->room, c->rank, c->nranks,
+				 c->peer, (c->flags & EGW_CMDF_AUX_ONLY) != 0);
+	if (rc != 0) {
+		unindex(s, c->room, rank_side(rank, side));
+		finish(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, rc);
+		return;
+	}
+	p->phase = PH_OPEN;
+	p->total = 0;
+	p->state = EGW_AST_BOOTSTRAPPING;
+	publish_slot(cl, c->slot, 0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, true, c->slot, 0, 0,
+	     0);
+}
+
+/* The slot must hold this room on this side. */
+static struct slot_state *
+held(struct client *cl, const struct egw_attach_cmd *c, uint8_t side)
+{
+	struct slot_state *p = &cl->slots[c->slot];
+
+	return p->room == c->room && p->side == side ? p : NULL;
+}
+
+static void
+cmd_commit(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+{
+	struct slot_state *p = held(&s->clients[cid], c, EGW_SIDE_SEND);
+	int rc;
+
+	if (p == NULL) {
+		refuse(s, cid, c, -ENOENT);
+		return;
+	}
+	if (p->phase != PH_OPEN) {
+		refuse(s, cid, c, -EBADFD);
+		return;
+	}
+	rc = s->c.ops->send_commit(s->c.ctx, p->room, p->total, p->runs,
+				   p->nruns);
+	if (rc != 0) {
+		end_room(s, cid, c->slot); /* frees the runs */
+		finish(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, rc);
+		return;
+	}
+	p->phase = PH_COMMITTED;
+	p->tag = c->tag;
+	p->op = c->op;
+	p->state = EGW_AST_TRANSFERRING;
+	publish_slot(&s->clients[cid], c->slot, 0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, true, c->slot,
+	     p->total, p->nruns, 0);
+}
+
+static void
+cmd_release(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+{
+	struct slot_state *p = held(&s->clients[cid], c, EGW_SIDE_RECV);
+
+	if (p == NULL) {
+		refuse(s, cid, c, -ENOENT);
+		return;
+	}
+	if (p->phase != PH_DELIVERED) {
+		refuse(s, cid, c, -EBADFD);
+		return;
+	}
+	end_room(s, cid, c->slot); /* recv_release */
+	finish(s, cid, c->slot, c->tag, c->op, EGW_AST_SUCCESS, 0);
+}
+
+static void
+cmd_abort(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[c->slot];
+
+	if (p->room != c->room) {
+		refuse(s, cid, c, -ENOENT);
+		return;
+	}
+	end_room(s, cid, c->slot);
+	/* the abort itself succeeded; the room failed as aborted */
+	finish_as(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, 0,
+		  -EGW_E_ABORTED);
+}
+
+static void
+command(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
+	uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct egw_attach_limits lim = {
+		.nslots = cl->m.nslots,
+		.max_total_tokens = s->c.max_total_tokens,
+		.npeers = s->c.npeers,
+		.encode = s->c.encode,
+		.language = s->c.language,
+	};
+	int rc = egw_attach_cmd_check(c, &lim);
+
+	cl->st.commands++;
+	if (rc != 0) {
+		refuse(s, cid, c, rc);
+		return;
+	}
+	switch (c->op) {
+	case EGW_OP_NOP:
+		post(s, cid, c->tag, 0, 0, c->op, 0, false, 0, 0, 0, 0);
+		break;
+	case EGW_OP_SEND_OPEN:
+	case EGW_OP_RECV_OPEN:
+		cmd_open(s, cid, c, now);
+		break;
+	case EGW_OP_SEND_COMMIT:
+		cmd_commit(s, cid, c);
+		break;
+	case EGW_OP_RELEASE:
+		cmd_release(s, cid, c);
+		break;
+	default: /* EGW_OP_ABORT: egw_attach_cmd_check knows no other */
+		cmd_abort(s, cid, c);
+		break;
+	}
+}
+
+/* ---- the server ------------------------------------------------------------ */
+
+int
+egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
+{
+	struct egw_clients *s;
+	uint32_t tab = 1;
+	const struct egw_clients_ops *o = c->ops;
+
+	if (c->max_clients == 0 || c->max_clients > 4096 || c->max_rooms == 0 ||
+	    c->max_rooms > (1u << 24) || c->budget == 0 || o == NULL ||
+	    o->send_open == NULL || o->send_commit == NULL ||
+	    o->send_abort == NULL || o->recv_open == NULL ||
+	    o->recv_abort == NULL || o->recv_release == NULL ||
+	    o->wake == NULL || o->client_lost == NULL)
+		return -EINVAL;
+	while (tab < 2 * c->max_rooms)
+		tab <<= 1;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return -ENOMEM;
+	s->c = *c;
+	s->clients = calloc(c->max_clients, sizeof(*s->clients));
+	s->tab = calloc(tab, sizeof(*s->tab));
+	s->tab_mask = tab - 1;
+	if (s->clients == NULL || s->tab == NULL) {
+		egw_clients_destroy(s, 0);
+		return -ENOMEM;
+	}
+	*out = s;
+	return 0;
+}
+
+void
+egw_clients_destroy(struct egw_clients *s, uint64_t now)
+{
+	if (s == NULL)
+		return;
+	for (uint32_t i = 0; s->clients != NULL && i < s->c.max_clients; i++)
+		egw_clients_remove(s, i, now);
+	free(s->clients);
+	free(s->tab);
+	free(s);
+}
+
+int
+egw_clients_add(struct egw_clients *s, void *area, size_t area_bytes,
+		uint64_t now)
+{
+	struct client *cl = NULL;
+	uint32_t cid;
+	int rc;
+
+	for (cid = 0; cid < s->c.max_clients; cid++) {
+		if (!s->clients[cid].used) {
+			cl = &s->clients[cid];
+			break;
+		}
+	}
+	if (cl == NULL)
+		return -EUSERS;
+	memset(cl, 0, sizeof(*cl));
+	rc = egw_attach_map_init(&cl->m, area, area_bytes);
+	if (rc != 0)
+		return rc;
+	cl->slots = calloc(cl->m.nslots, sizeof(*cl->slots));
+	cl->run_store = calloc((size_t)cl->m.nslots * cl->m.max_runs,
+			       sizeof(*cl->run_store));
+	if (cl->slots == NULL || cl->run_store == NULL) {
+		free(cl->slots);
+		free(cl->run_store);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < cl->m.nslots; i++)
+		cl->slots[i].runs = cl->run_store + (size_t)i * cl->m.max_runs;
+	cl->beat = cl->m.area->client_beat;
+	cl->beat_at = now;
+	cl->used = true;
+	s->nattached++;
+	return (int)cid;
+}
+
+static void
+add_stats(struct egw_clients_stats *to, const struct egw_clients_stats *a)
+{
+	const uint64_t *src = (const uint64_t *)a;
+	uint64_t *dst = (uint64_t *)to;
+
+	/* all members are uint64_t counters */
+	for (size_t i = 0; i < sizeof(*a) / sizeof(uint64_t); i++)
+		dst[i] += src[i];
+}
+
+void
+egw_clients_remove(struct egw_clients *s, uint32_t client, uint64_t now)
+{
+	struct client *cl;
+
+	(void)now;
+	if (client >= s->c.max_clients || !s->clients[client].used)
+		return;
+	cl = &s->clients[client];
+	cl->lost = true; /* nothing more is posted */
+	end_all(s, client);
+	add_stats(&s->removed, &cl->st);
+	free(cl->slots);
+	free(cl->run_store);
+	memset(cl, 0, sizeof(*cl));
+	s->nattached--;
+}
+
+static uint32_t
+poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct egw_attach_cmd c;
+	uint32_t done = 0;
+	uint64_t beat;
+	int rc;
+
+	/* rooms already waiting for memory ask before new ones */
+	for (uint32_t i = 0; cl->nwait > 0 && i < cl->m.nslots && !cl->lost;
+	     i++) {
+		if (cl->slots[i].phase == PH_WAIT_MEM) {
+			try_alloc(s, cid, i, now);
+			done++;
+		}
+	}
+	for (uint32_t n = 0; n < s->c.budget && !cl->lost; n++) {
+		rc = egw_attach_ring_get(&cl->m.sq, &c);
+		if (rc == 0)
+			break;
+		if (rc < 0) {
+			lose(s, cid, "submission ring tail out of range");
+			return done + 1;
+		}
+		command(s, cid, &c, now);
+		done++;
+	}
+	if (cl->lost)
+		return done;
+	beat = __atomic_load_n(&cl->m.area->client_beat, __ATOMIC_ACQUIRE);
+	if (beat != cl->beat) {
+		cl->beat = beat;
+		cl->beat_at = now;
+	} else if (s->c.lease_ns > 0 && now - cl->beat_at > s->c.lease_ns) {
+		lose(s, cid, "lease expired (client_beat did not move)");
+		return done + 1;
+	}
+	if (cl->wake) {
+		cl->wake = false;
+		if (__atomic_load_n(&cl->m.cq.ctl->flags, __ATOMIC_ACQUIRE) &
+		    EGW_RING_F_NEED_WAKEUP)
+			s->c.ops->wake(s->c.ctx, cid);
+	}
+	return done;
+}
+
+uint32_t
+egw_clients_poll(struct egw_clients *s, uint64_t now)
+{
+	uint32_t done = 0;
+
+	for (uint32_t i = 0, seen = 0; seen < s->nattached &&
+	     i < s->c.max_clients; i++) {
+		if (!s->clients[i].used)
+			continue;
+		seen++;
+		if (!s->clients[i].lost)
+			done += poll_client(s, i, now);
+	}
+	return done;
+}
+
+/* ---- events from the gateway ----------------------------------------------- */
+
+static struct slot_state *
+lookup(struct egw_clients *s, enum egw_attach_side side, uint64_t room,
+       uint16_t rank, uint32_t *cid, uint32_t *slot)
+{
+	struct index_entry *e;
+
+	if (room == 0)
+		return NULL;
+	e = index_find(s, room, rank_side(side == EGW_SIDE_SEND ? 0 : rank,
+					  (uint8_t)side));
+	if (e == NULL)
+		return NULL;
+	*cid = e->client;
+	*slot = e->slot;
+	return &s->clients[e->client].slots[e->slot];
+}
+
+void
+egw_clients_room_state(struct egw_clients *s, enum egw_attach_side side,
+		       uint64_t room, uint16_t rank, enum egw_attach_state st,
+		       uint32_t total, uint32_t landed)
+{
+	uint32_t cid, slot;
+	struct slot_state *p = lookup(s, side, room, rank, &cid, &slot);
+
+	/* only forward, and never to the end: done() and delivered() say it */
+	if (p == NULL || st <= p->state || st >= EGW_AST_SUCCESS ||
+	    st == EGW_AST_FAILED)
+		return;
+	p->state = (uint8_t)st;
+	if (total != 0)
+		p->total = total;
+	publish_slot(&s->clients[cid], slot, 0);
+	post(s, cid, p->tag, room, 0, p->op, p->state, true, slot, p->total,
+	     p->nruns, landed);
+}
+
+int
+egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
+			   uint32_t total, const struct egw_attach_run *runs,
+			   uint32_t nruns)
+{
+	uint32_t cid, slot;
+	struct slot_state *p = lookup(s, EGW_SIDE_RECV, room, rank, &cid,
+				      &slot);
+	struct client *cl;
+
+	if (p == NULL || p->phase != PH_OPEN)
+		return -ENOENT;
+	cl = &s->clients[cid];
+	if (nruns == 0 || nruns > cl->m.max_runs) {
+		unindex(s, room, rank_side(rank, EGW_SIDE_RECV));
+		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, -E2BIG);
+		return -E2BIG;
+	}
+	memcpy(p->runs, runs, nruns * sizeof(*runs));
+	p->nruns = nruns;
+	p->total = total;
+	p->phase = PH_DELIVERED;
+	p->state = EGW_AST_SUCCESS;
+	cl->st.rooms_ok++;
+	publish_slot(cl, slot, 0);
+	post(s, cid, p->tag, room, 0, p->op, p->state, true, slot, total,
+	     nruns, total);
+	return 0;
+}
+
+int
+egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
+		      uint64_t room, uint16_t rank, int err)
+{
+	uint32_t cid, slot;
+	struct slot_state *p = lookup(s, side, room, rank, &cid, &slot);
+
+	if (p == NULL)
+		return -ENOENT;
+	if (p->phase == PH_DELIVERED)
+		return 0; /* a delivered room ends with RELEASE */
+	unindex(s, room, rank_side(p->rank, p->side));
+	if (side == EGW_SIDE_SEND && p->phase == PH_OPEN)
+		/* the engine ended it before the commit: the runs are ours */
+		s->c.ops->send_abort(s->c.ctx, room, false, p->runs, p->nruns);
+	if (err == 0 && side == EGW_SIDE_SEND && p->phase == PH_COMMITTED) {
+		s->clients[cid].st.rooms_ok++;
+		finish(s, cid, slot, p->tag, p->op, EGW_AST_SUCCESS, 0);
+	} else
+		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED,
+		       err == 0 ? -EGW_E_ABORTED : err_code(err));
+	return 0;
+}
+
+/* ---- counters ---------------------------------------------------------------- */
+
+int
+egw_clients_client_stats(const struct egw_clients *s, uint32_t client,
+			 struct egw_clients_stats *st)
+{
+	if (client >= s->c.max_clients || !s->clients[client].used)
+		return -ENOENT;
+	*st = s->clients[client].st;
+	return 0;
+}
+
+void
+egw_clients_stats(const struct egw_clients *s, struct egw_clients_stats *st)
+{
+	*st = s->removed;
+	for (uint32_t i = 0; i < s->c.max_clients; i++)
+		if (s->clients[i].used)
+			add_stats(st, &s->clients[i].st);
+}
+
+uint32_t
+egw_clients_attached(const struct egw_clients *s)
+{
+	return s->nattached;
+}
+
+uint32_t
+egw_clients_rooms(const struct egw_clients *s)
+{
+	return s->nrooms;
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef EGW_CLIENTS_H
+#define EGW_CLIENTS_H
+
+/**
+ * @file
+ * The gateway's side of doc/client.md for one port, sans-I/O: it polls the
+ * attached clients' submission rings, checks every command, keeps each
+ * client's room slots, asks the gateway to act on rooms through a table of
+ * operations, and turns what the gateway reports about those rooms back
+ * into completions and slot contents. It never blocks and makes no system
+ * call; the sockets, the fds and the wake-up writes are the caller's.
+ *
+ * The server never trusts client memory: commands are copied out of the
+ * ring and checked before use; the runs it hands back to the gateway
+ * (release, abort) come from its own copy, never from the shared slot.
+ *
+ * lib/clients: the gateway links it; a client links lib/attach only.
+ */
+
+#include "egw_attach.h"
+#include "egw_xfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Sides of a room, as the server keys them. */
+enum egw_attach_side {
+	EGW_SIDE_SEND = 0,   /**< encode: the gateway serves the room */
+	EGW_SIDE_RECV = 1,   /**< language: the gateway receives one rank */
+};
+
+/**
+ * What the server asks of the gateway. Each returns 0 (or a run count) or
+ * a negative errno / negated embgw code, which the server passes to the
+ * client as the completion's result. They may call back into the server
+ * (egw_clients_room_*): the room is out of the client's table
+ * before an abort is asked for, so such calls find nothing and are ignored.
+ */
+struct egw_clients_ops {
+	/** SEND_OPEN: `total` tokens of source blocks for `room` as at most
+	 * `max_runs` runs (in token order) with the aux record written in
+	 * the first block, and the sender told that `nranks` ranks will
+	 * fetch it. @return runs (> 0); -ENOSPC while memory is short (asked
+	 * again every poll until the allocation deadline); other: refused. */
+	int (*send_open)(void *ctx, uint64_t room, uint16_t nranks,
+			 uint32_t total, int32_t mrope_delta, uint64_t cookie,
+			 struct egw_attach_run *runs, uint32_t max_runs);
+	/** SEND_COMMIT: the data is in place; the room's engine owns the
+	 * runs from now on and reports the end (egw_clients_room_done). */
+	int (*send_commit)(void *ctx, uint64_t room, uint32_t total,
+			   const struct egw_attach_run *runs, uint32_t nruns);
+	/** End an encode room early (abort, detach), or free the runs of one
+	 * whose engine ended it before the commit. Before the commit the
+	 * runs are still the server's and come along to be freed; after it
+	 * nruns is 0. Ending a room the engine no longer has is not an
+	 * error. */
+	void (*send_abort)(void *ctx, uint64_t room, bool committed,
+			   const struct egw_attach_run *runs, uint32_t nruns);
+	/** RECV_OPEN: receive `room` as `rank` of `nranks` from `peer`. */
+	int (*recv_open)(void *ctx, uint64_t room, uint16_t rank,
+			 uint16_t nranks, uint16_t peer, bool aux_only);
+	/** End a language room that has not been delivered. */
+	void (*recv_abort)(void *ctx, uint64_t room, uint16_t rank);
+	/** Free a delivered room's blocks (RELEASE, or abort after Success). */
+	void (*recv_release)(void *ctx, uint64_t room, uint16_t rank,
+			     const struct egw_attach_run *runs, uint32_t nruns);
+	/** A sleeping client has completions: write its eventfd (from a
+	 * thread that may block; the server asks once per poll at most). */
+	void (*wake)(void *ctx, uint32_t client);
+	/** The server gave a client up (ring indices broken, lease expired):
+	 * its rooms are already ended; close its socket, then call
+	 * egw_clients_remove(). `why` is for the log. */
+	void (*client_lost)(void *ctx, uint32_t client, const char *why);
+};
+
+struct egw_clients_conf {
+	uint32_t max_clients;      /**< attached at once */
+	uint32_t max_rooms;        /**< rooms of all clients together */
+	uint32_t max_total_tokens; /**< largest SEND_OPEN */
+	uint16_t npeers;           /**< RECV_OPEN's peer below this */
+	bool encode, language;     /**< the port's roles */
+	uint64_t alloc_ns;         /**< SEND_OPEN waits this long for memory */
+	uint64_t lease_ns;         /**< 0: no lease */
+	uint32_t budget;           /**< commands taken per client per poll */
+	const struct egw_clients_ops *ops;
+	void *ctx;
+};
+
+/** Per-client counters (also summed over clients by the server). */
+struct egw_clients_stats {
+	uint64_t commands;         /**< taken off the ring */
+	uint64_t refused;          /**< answered with an error, any reason */
+	uint64_t refused_invalid;  /**< -EINVAL, -ERANGE, -EFBIG, -EOPNOTSUPP */
+	uint64_t refused_state;    /**< -EBUSY, -EEXIST, -ENOENT, -EBADFD */
+	uint64_t rooms_opened, rooms_ok, rooms_failed;
+	uint64_t completions;      /**< posted */
+	uint64_t cq_overflow;      /**< lost to a full completion ring */
+	uint64_t alloc_waits;      /**< SEND_OPENs that waited for memory */
+};
+
+struct egw_clients;
+
+/**
+ * @return 0, -EINVAL (a count 0 or too large, ops missing), -ENOMEM.
+ */
+int egw_clients_create(const struct egw_clients_conf *c,
+			     struct egw_clients **out);
+/** Frees the server; clients still attached are removed first. */
+void egw_clients_destroy(struct egw_clients *s, uint64_t now);
+
+/**
+ * Add a client whose area the caller has laid out (egw_attach_area_init)
+ * and mapped; the mapping must outlive the client.
+ * @return the client's id (>= 0, below max_clients), -EUSERS (full),
+ *   -ENOMEM, or egw_attach_map_init()'s error.
+ */
+int egw_clients_add(struct egw_clients *s, void *area,
+			  size_t area_bytes, uint64_t now);
+
+/**
+ * Detach a client: every room it holds is ended (encode rooms aborted,
+ * language rooms aborted or, once delivered, released), no completion is
+ * posted and the client's area is not touched (it may be unmapped
+ * already). Its id may be reused afterwards. Unknown ids are ignored.
+ */
+void egw_clients_remove(struct egw_clients *s, uint32_t client,
+			      uint64_t now);
+
+/**
+ * Take commands (up to `budget` per client), retry SEND_OPENs waiting for
+ * memory, end what passed its deadline, check leases, ask for wake-ups.
+ * @return the number of things done (0: idle).
+ */
+uint32_t egw_clients_poll(struct egw_clients *s, uint64_t now);
+
+/* ---- what the gateway reports about a room (the server ignores rooms it
+ * does not hold) ----------------------------------------------------------- */
+
+/** A state change (WaitingForInput, Transferring) with what is known. */
+void egw_clients_room_state(struct egw_clients *s,
+				  enum egw_attach_side side, uint64_t room,
+				  uint16_t rank, enum egw_attach_state st,
+				  uint32_t total, uint32_t landed);
+
+/**
+ * A language room landed: `runs` cover exactly `total` tokens in order
+ * (one run of one block for an aux-only rank), the aux record in
+ * runs[0].start. The blocks are the client's until RELEASE.
+ * @return 0: the client has the blocks; otherwise the caller keeps them
+ *   and frees them: -ENOENT (no client holds the room), -E2BIG (the slot
+ *   cannot list nruns runs: the room is reported Failed with it).
+ */
+int egw_clients_room_delivered(struct egw_clients *s,
+				     uint64_t room, uint16_t rank,
+				     uint32_t total,
+				     const struct egw_attach_run *runs,
+				     uint32_t nruns);
+
+/**
+ * A room ended: encode rooms with err 0 (every rank holds every token) or
+ * a failure; language rooms only with a failure (their success is
+ * delivered()). `err` is a positive enum egw_err or a negative code; the
+ * completion carries it negated. The gateway has freed (or will free)
+ * the room's blocks itself.
+ * @return 0 when a client held the room, -ENOENT otherwise.
+ */
+int egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
+			  uint64_t room, uint16_t rank, int err);
+
+/** A client's counters; -ENOENT for an unknown id. */
+int egw_clients_client_stats(const struct egw_clients *s,
+				   uint32_t client, struct egw_clients_stats *st);
+/** All clients', removed ones included. */
+void egw_clients_stats(const struct egw_clients *s,
+			     struct egw_clients_stats *st);
+/** Clients attached, rooms held. */
+uint32_t egw_clients_attached(const struct egw_clients *s);
+uint32_t egw_clients_rooms(const struct egw_clients *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

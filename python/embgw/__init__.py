@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""embgw: an inference engine's side of a local embgw gateway.
+
+    with embgw.Client("/run/embgw/attach.sock", "lang0") as c:
+        room = c.recv_room(request_id, peer="enc0", rank=tp_rank,
+                           nranks=tp_size)
+        while room.poll() not in (KVPoll.Success, KVPoll.Failed):
+            c.wait(100)
+        embeddings = room.gather()
+        room.release()
+
+ctypes over libegw_client.so (lib/client); the contract is doc/client.md.
+"""
+from .client import Client, DTYPES
+from .room import EncodeRoom, KVPoll, LanguageRoom, Room
+from ._lib import strerror
+
+__all__ = ["Client", "DTYPES", "EncodeRoom", "KVPoll", "LanguageRoom",
+           "Room", "strerror"]

@@ -1,0 +1,214 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Rooms: one engine request's tokens in the gateway's pool."""
+import ctypes
+import enum
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib, check
+
+
+class KVPoll(enum.IntEnum):
+    """The reference design's KVPoll, in the order of doc/client.md."""
+    Failed = 0
+    Bootstrapping = 1
+    WaitingForInput = 2
+    Transferring = 3
+    Success = 4
+
+
+class Room:
+    """A room held in one slot of the client. poll() returns its state;
+    after Failed, `result` is the code and `reason` the text."""
+
+    def __init__(self, client, room, slot):
+        self.client = client
+        self.room = room
+        self.slot = slot
+        self.state = KVPoll.Bootstrapping
+        self.result = 0
+        self.reason = ""
+        self.ended = False
+        self.total_tokens = 0
+        self.refusals = []     # (op, result) of commands the gateway refused
+        self._runs = None
+
+    def __repr__(self):
+        return "<%s %d slot %d %s%s>" % (type(self).__name__, self.room,
+                                         self.slot, self.state.name,
+                                         " " + self.reason if self.reason
+                                         else "")
+
+    # ---- state ----------------------------------------------------------
+    def poll(self):
+        """Progress the client and return the room's KVPoll state."""
+        if not self.ended:
+            self.client.progress()
+        return self.state
+
+    def wait(self, state, timeout_s=10.0):
+        """Wait until the room reaches `state` or ends; @return its state."""
+        self.client.wait_until(lambda: self.state >= state or self.ended,
+                               timeout_s)
+        return self.state
+
+    def _on_event(self, ev):
+        if ev.flags & _lib.EV_REFUSED:
+            self.refusals.append((ev.op, ev.result))
+            if not ev.flags & _lib.EV_END:
+                return
+            ev.state = KVPoll.Failed
+        if ev.total_tokens:
+            self.total_tokens = ev.total_tokens
+        self.state = KVPoll(ev.state)
+        if ev.result != 0:
+            self.result = ev.result
+            self.reason = _lib.strerror(ev.result)
+        elif self.state == KVPoll.Failed and ev.op == _lib.OP_ABORT:
+            self.reason = "aborted by this client"
+        if ev.flags & _lib.EV_END:
+            self.ended = True
+            self._runs = None
+
+    def _gone(self, code, reason="the gateway detached this client"):
+        self.state = KVPoll.Failed
+        self.result = code
+        self.reason = reason
+        self.ended = True
+        self._runs = None
+
+    def _cmd(self, fn, what):
+        check(fn(self.client._handle(), self.slot, self.client._next_tag()),
+              "%s room %d" % (what, self.room))
+
+    def abort(self):
+        """End the room; its last state is Failed."""
+        self._cmd(lib.egw_client_abort, "abort")
+
+    # ---- the room's blocks ----------------------------------------------
+    def runs(self):
+        """The room's runs as (first block, blocks) pairs, from its slot."""
+        if self._runs is None:
+            c = self.client
+            n = check(lib.egw_client_room_runs(c._handle(), self.slot, None,
+                                               0), "room runs")
+            arr = (_lib.Run * max(n, 1))()
+            check(lib.egw_client_room_runs(c._handle(), self.slot, arr, n),
+                  "room runs")
+            info = _lib.RoomInfo()
+            check(lib.egw_client_room_info(c._handle(), self.slot,
+                                           ctypes.byref(info)), "room info")
+            self.total_tokens = info.total_tokens
+            self._runs = [(r.start, r.count) for r in arr[:n]]
+        return self._runs
+
+    def _token_ranges(self):
+        """(first pool token, tokens, first room token) per run."""
+        bt = self.client.block_tokens
+        left, done, out = self.total_tokens, 0, []
+        for start, count in self.runs():
+            n = min(count * bt, left)
+            out.append((start * bt, n, done))
+            left -= n
+            done += n
+        return out
+
+    def views(self, kind="embedding"):
+        """NumPy views of the room's tokens in the pool, one per run, no
+        copy: embedding (tokens, hidden) of the pool's dtype (uint16 for
+        bf16), fill_ids (tokens,) int32, mrope (tokens, 3) int32."""
+        if getattr(self, "aux_only", False):
+            raise ValueError("an aux-only rank holds only the aux record")
+        pool = self.client.pool[kind]
+        return [pool[p:p + n] for p, n, _ in self._token_ranges()]
+
+    def tensors(self, kind="embedding"):
+        """The same views as PyTorch tensors (torch.bfloat16 for bf16)."""
+        import torch
+        out = []
+        for v in self.views(kind):
+            if kind == "embedding" and self.client.dtype_name == "bf16":
+                # torch.from_numpy takes no uint16: the same bits as int16
+                t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
+            else:
+                t = torch.from_numpy(v)
+            out.append(t)
+        return out
+
+    def aux(self):
+        """The room's aux record as a dict."""
+        a = _lib.Aux()
+        check(lib.egw_client_room_aux(self.client._handle(), self.slot,
+                                      ctypes.byref(a)), "room aux")
+        return {f: getattr(a, f) for f, _ in a._fields_}
+
+
+def _check_shape(src, total, view):
+    if tuple(src.shape) != (total,) + tuple(view.shape[1:]):
+        raise ValueError("expected shape %s, got %s"
+                         % ((total,) + tuple(view.shape[1:]),
+                            tuple(src.shape)))
+
+
+class EncodeRoom(Room):
+    """An encode room: write its tokens (scatter or the views), commit."""
+
+    def scatter(self, tensor, kind="embedding"):
+        """Copy a (total_tokens, ...) tensor or array of the pool's type
+        into the room's runs (from any device: torch copies synchronously)."""
+        if isinstance(tensor, np.ndarray):
+            views = self.views(kind)
+            _check_shape(tensor, self.total_tokens, views[0])
+            for v, (_, n, first) in zip(views, self._token_ranges()):
+                if v.dtype != tensor.dtype:
+                    raise TypeError("expected %s, got %s"
+                                    % (v.dtype, tensor.dtype))
+                v[...] = tensor[first:first + n]
+            return
+        views = self.tensors(kind)
+        _check_shape(tensor, self.total_tokens, views[0])
+        if tensor.dtype != views[0].dtype:
+            raise TypeError("expected %s, got %s"
+                            % (views[0].dtype, tensor.dtype))
+        for v, (_, n, first) in zip(views, self._token_ranges()):
+            v.copy_(tensor[first:first + n])
+
+    def commit(self):
+        """The tokens are written: serve the room. The blocks are the
+        gateway's from now on."""
+        self._cmd(lib.egw_client_send_commit, "commit")
+        self._runs = None
+
+
+class LanguageRoom(Room):
+    """A language room: once Success, read its tokens (gather or the
+    views, read-only by convention), then release()."""
+
+    def __init__(self, client, room, slot, aux_only=False):
+        super().__init__(client, room, slot)
+        self.aux_only = aux_only
+
+    def gather(self, out=None, kind="embedding"):
+        """Copy the room's tokens into `out`, a contiguous
+        (total_tokens, ...) tensor of the pool's type on any device, or a
+        new CPU tensor. @return out."""
+        import torch
+        views = self.tensors(kind)
+        shape = (self.total_tokens,) + tuple(views[0].shape[1:])
+        if out is None:
+            out = torch.empty(shape, dtype=views[0].dtype)
+        if tuple(out.shape) != shape or out.dtype != views[0].dtype:
+            raise ValueError("expected %s %s, got %s %s"
+                             % (shape, views[0].dtype, tuple(out.shape),
+                                out.dtype))
+        if not out.is_contiguous():
+            raise ValueError("out must be contiguous")
+        for v, (_, n, first) in zip(views, self._token_ranges()):
+            out[first:first + n].copy_(v)
+        return out
+
+    def release(self):
+        """Done with the blocks: the gateway frees them."""
+        self._cmd(lib.egw_client_release, "release")
+        self._runs = None

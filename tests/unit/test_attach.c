@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The attach ABI: area layout and its checks, the SPSC rings (order, full,
+ * empty, index wrap, impossible indices from a hostile peer, two threads),
+ * and the field checks of every command.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_main.h"
+#include "egw_attach.h"
+
+struct area_buf {
+	void *mem;
+	size_t bytes;
+	struct egw_attach_map m;
+};
+
+static void
+area_make(struct area_buf *b, uint32_t sq, uint32_t cq, uint32_t nslots,
+	  uint32_t max_runs)
+{
+	b->bytes = egw_attach_area_bytes(sq, cq, nslots, max_runs);
+	CU_ASSERT_FATAL(b->bytes > 0);
+	b->mem = aligned_alloc(4096, (b->bytes + 4095) & ~(size_t)4095);
+	CU_ASSERT_FATAL(b->mem != NULL);
+	memset(b->mem, 0, b->bytes);
+	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(b->mem, sq, cq, nslots,
+						   max_runs), 0);
+	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&b->m, b->mem, b->bytes), 0);
+}
+
+static void
+test_layout_is_the_documented_one(void)
+{
+	struct area_buf b;
+	struct egw_attach_area *a;
+
+	CU_ASSERT_EQUAL(egw_attach_slot_bytes(1), 64);
+	CU_ASSERT_EQUAL(egw_attach_slot_bytes(4), 64);
+	CU_ASSERT_EQUAL(egw_attach_slot_bytes(5), 128);
+	CU_ASSERT_EQUAL(egw_attach_slot_bytes(32), 320);
+	area_make(&b, 256, 512, 64, 32);
+	a = b.mem;
+	CU_ASSERT_EQUAL(b.bytes, 4096 + (256 + 512) * 64 + 64 * 320);
+	CU_ASSERT_EQUAL(a->magic, EGW_ATTACH_MAGIC);
+	CU_ASSERT_EQUAL(memcmp(&a->magic, "EGWC", 4), 0);
+	CU_ASSERT_EQUAL(a->sq.offset, 4096);
+	CU_ASSERT_EQUAL(a->cq.offset, 4096 + 256 * 64);
+	CU_ASSERT_EQUAL(a->slots_offset, 4096 + 768 * 64);
+	CU_ASSERT_EQUAL((uint8_t *)&a->sq - (uint8_t *)a, 64);
+	CU_ASSERT_EQUAL((uint8_t *)&a->cq.tail - (uint8_t *)a, 4 * 64 + 64);
+	CU_ASSERT_PTR_EQUAL(egw_attach_slot_at(&b.m, 63),
+			    (uint8_t *)a + a->slots_offset + 63 * 320);
+	CU_ASSERT_PTR_NULL(egw_attach_slot_at(&b.m, 64));
+	free(b.mem);
+}
+
+static void
+test_bad_counts_and_headers_refused(void)
+{
+	struct area_buf b;
+	struct egw_attach_area *a, save;
+
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(0, 8, 1, 1), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 12, 1, 1), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 0, 1), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(131072, 8, 1, 1), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 4097), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_init(NULL, 8, 8, 1, 1), -EINVAL);
+
+	area_make(&b, 8, 8, 4, 4);
+	a = b.mem;
+	save = *a;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes - 1), -EINVAL);
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, 100), -EINVAL);
+	a->magic ^= 1;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
+	*a = save;
+	a->version = 2;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
+	*a = save;
+	a->cq.offset -= 64; /* cq over the last sq entry */
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EINVAL);
+	*a = save;
+	a->sq.entries = 6;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EINVAL);
+	*a = save;
+	a->slot_bytes = 64; /* 4 runs need 64; claim fewer runs' worth */
+	a->max_runs = 40;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EINVAL);
+	*a = save;
+	a->nslots = 5; /* one slot past the end */
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EINVAL);
+	*a = save;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), 0);
+	free(b.mem);
+}
+
+static struct egw_attach_cmd
+cmd_n(uint64_t n)
+{
+	struct egw_attach_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = EGW_OP_NOP;
+	c.tag = n;
+	return c;
+}
+
+static void
+test_ring_fifo_full_and_empty(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd c, out;
+
+	area_make(&b, 8, 8, 1, 1);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 0);
+	for (uint64_t i = 0; i < 8; i++) {
+		c = cmd_n(i);
+		CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &c), 0);
+	}
+	c = cmd_n(99);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &c), -ENOBUFS);
+	CU_ASSERT_EQUAL(egw_attach_ring_count(&b.m.sq), 8);
+	for (uint64_t i = 0; i < 8; i++) {
+		CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 1);
+		CU_ASSERT_EQUAL(out.tag, i);
+	}
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 0);
+	CU_ASSERT_EQUAL(egw_attach_ring_count(&b.m.sq), 0);
+	free(b.mem);
+}
+
+static void
+test_ring_indices_wrap_at_32_bits(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd c, out;
+	uint64_t next = 0, want = 0;
+
+	area_make(&b, 4, 4, 1, 1);
+	b.m.cq.ctl->head = b.m.cq.ctl->tail = UINT32_MAX - 5;
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 3; i++) {
+			c = cmd_n(next++);
+			CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.cq, &c), 0);
+		}
+		CU_ASSERT_EQUAL(egw_attach_ring_count(&b.m.cq), 3);
+		for (int i = 0; i < 3; i++) {
+			CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.cq, &out), 1);
+			CU_ASSERT_EQUAL(out.tag, want++);
+		}
+	}
+	CU_ASSERT(b.m.cq.ctl->tail < 100); /* it did wrap */
+	free(b.mem);
+}
+
+static void
+test_hostile_indices_reported_not_used(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd c = cmd_n(1), out;
+	struct egw_attach_area *a;
+
+	area_make(&b, 8, 8, 1, 1);
+	a = b.mem;
+	/* a producer's tail far ahead of what the ring can hold */
+	a->sq.tail = 1000;
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), -EBADMSG);
+	CU_ASSERT_EQUAL(egw_attach_ring_count(&b.m.sq), 0);
+	/* behind the consumer's head */
+	a->sq.head = 10;
+	a->sq.tail = 9;
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), -EBADMSG);
+	CU_ASSERT_EQUAL(a->sq.head, 10); /* nothing consumed */
+	/* a consumer's head ahead of our tail */
+	a->cq.head = 5;
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.cq, &c), -EBADMSG);
+	CU_ASSERT_EQUAL(a->cq.tail, 0);
+	free(b.mem);
+}
+
+static void
+test_rewritten_header_cannot_move_writes(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd c = cmd_n(7), out;
+	struct egw_attach_area *a;
+	uint8_t *cq0;
+
+	area_make(&b, 8, 8, 2, 1);
+	a = b.mem;
+	cq0 = (uint8_t *)a + a->cq.offset;
+	/* the client points the ring far outside the mapping and claims a
+	 * huge one: the gateway's view does not follow */
+	a->cq.offset = 0x7fffffff;
+	a->cq.entries = 1u << 30;
+	a->nslots = 1u << 20;
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.cq, &c), 0);
+	memcpy(&out, cq0, sizeof(out));
+	CU_ASSERT_EQUAL(out.tag, 7);
+	CU_ASSERT_PTR_NULL(egw_attach_slot_at(&b.m, 2));
+	free(b.mem);
+}
+
+#define SPSC_N 500000u
+
+static void *
+producer(void *arg)
+{
+	struct egw_attach_rview *r = arg;
+
+	for (uint64_t i = 0; i < SPSC_N;) {
+		struct egw_attach_cmd c = cmd_n(i);
+
+		c.room = i * 3 + 1; /* a second field that must match */
+		if (egw_attach_ring_put(r, &c) == 0)
+			i++;
+	}
+	return NULL;
+}
+
+/* Two threads, a small ring: every entry arrives once, in order, whole. */
+static void
+test_two_threads_keep_order_and_content(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd out;
+	pthread_t t;
+	uint64_t want = 0, bad = 0;
+
+	area_make(&b, 16, 16, 1, 1);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, producer, &b.m.sq), 0);
+	while (want < SPSC_N) {
+		int rc = egw_attach_ring_get(&b.m.sq, &out);
+
+		if (rc < 0) {
+			bad++;
+			break;
+		}
+		if (rc == 0)
+			continue;
+		bad += out.tag != want || out.room != want * 3 + 1;
+		want++;
+	}
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_EQUAL(want, SPSC_N);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 0);
+	free(b.mem);
+}
+
+static const struct egw_attach_limits both = {
+	.nslots = 16, .max_total_tokens = 1u << 20, .npeers = 2,
+	.encode = true, .language = true,
+};
+
+static struct egw_attach_cmd
+op(uint8_t o)
+{
+	struct egw_attach_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = o;
+	c.room = 42;
+	c.tag = 9;
+	switch (o) {
+	case EGW_OP_SEND_OPEN:
+		c.total_tokens = 1000;
+		c.nranks = 2;
+		break;
+	case EGW_OP_RECV_OPEN:
+		c.nranks = 2;
+		c.rank = 1;
+		c.peer = 1;
+		break;
+	}
+	c.slot = 15;
+	if (o == EGW_OP_NOP)
+		c.room = 0;
+	return c;
+}
+
+static void
+test_command_fields_checked(void)
+{
+	struct egw_attach_limits enc = both, lang = both;
+	struct egw_attach_cmd c;
+
+	enc.language = false;
+	lang.encode = false;
+	for (uint8_t o = 0; o < EGW_OP_MAX; o++) {
+		c = op(o);
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
+		c.reserved[15] = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		c = op(o);
+		c.reserved0 = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		if (o == EGW_OP_NOP)
+			continue;
+		c = op(o);
+		c.room = 0;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	}
+	c = op(EGW_OP_MAX);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EOPNOTSUPP);
+	c = op(0xff);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EOPNOTSUPP);
+
+	/* each side's ops on the other side's port */
+	c = op(EGW_OP_SEND_OPEN);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EOPNOTSUPP);
+	c = op(EGW_OP_SEND_COMMIT);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EOPNOTSUPP);
+	c = op(EGW_OP_RECV_OPEN);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), -EOPNOTSUPP);
+	c = op(EGW_OP_RELEASE);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), -EOPNOTSUPP);
+	c = op(EGW_OP_ABORT);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), 0);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), 0);
+
+	/* SEND_OPEN */
+	c = op(EGW_OP_SEND_OPEN);
+	c.total_tokens = 0;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c.total_tokens = both.max_total_tokens;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
+	c.total_tokens++;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EFBIG);
+	c = op(EGW_OP_SEND_OPEN);
+	c.nranks = 0;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c.nranks = 9;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_SEND_OPEN);
+	c.rank = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_SEND_OPEN);
+	c.flags = EGW_CMDF_AUX_ONLY;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+
+	/* RECV_OPEN */
+	c = op(EGW_OP_RECV_OPEN);
+	c.flags = EGW_CMDF_AUX_ONLY;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
+	c.flags = 2;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_RECV_OPEN);
+	c.rank = 2;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_RECV_OPEN);
+	c.nranks = 0;
+	c.rank = 0;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c.nranks = 9;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_RECV_OPEN);
+	c.peer = 2;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
+	c = op(EGW_OP_RECV_OPEN);
+	c.total_tokens = 5;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+
+	c = op(EGW_OP_RECV_OPEN);
+	c.cookie = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_NOP);
+	c.room = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+
+	/* every room op names a slot in range */
+	for (uint8_t o = EGW_OP_SEND_OPEN; o < EGW_OP_MAX; o++) {
+		c = op(o);
+		c.slot = 16;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
+	}
+	/* slot-naming ops carry nothing else */
+	for (uint8_t o = EGW_OP_SEND_COMMIT; o < EGW_OP_MAX; o++) {
+		if (o == EGW_OP_RECV_OPEN)
+			continue;
+		c = op(o);
+		c.nranks = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		c = op(o);
+		c.cookie = 3;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		c = op(o);
+		c.flags = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		c = op(o);
+		c.total_tokens = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	}
+	CU_ASSERT_STRING_EQUAL(egw_attach_op_name(EGW_OP_RECV_OPEN), "recv_open");
+	CU_ASSERT_STRING_EQUAL(egw_attach_op_name(200), "unknown");
+}
+
+static struct egw_attach_hello
+hello(void)
+{
+	struct egw_attach_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = EGW_HELLO_MAGIC;
+	h.version = EGW_ATTACH_VERSION;
+	strcpy(h.port, "p0");
+	strcpy(h.client, "rank0");
+	return h;
+}
+
+static void
+test_hello_checked_with_reasons(void)
+{
+	struct egw_attach_hello h = hello();
+	char why[128];
+
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h) - 1, why, sizeof(why)), -EPROTO);
+	h.magic++;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EPROTO);
+	h = hello();
+	h.version = 7;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
+			-EPROTONOSUPPORT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 1"));
+	h = hello();
+	h.flags = 2;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.reserved[39] = 1;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	memset(h.port, 'x', sizeof(h.port)); /* no NUL */
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.port[0] = 0;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.client[10] = 'y'; /* text after the terminator */
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h = hello();
+	h.sq_entries = 100;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h.sq_entries = 128;
+	h.cq_entries = 1u << 17;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
+	h.cq_entries = 1024;
+	h.flags = EGW_HELLO_F_WAKEUP;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
+}
+
+int
+main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "layout_is_the_documented_one", test_layout_is_the_documented_one },
+		{ "bad_counts_and_headers_refused", test_bad_counts_and_headers_refused },
+		{ "ring_fifo_full_and_empty", test_ring_fifo_full_and_empty },
+		{ "ring_indices_wrap_at_32_bits", test_ring_indices_wrap_at_32_bits },
+		{ "hostile_indices_reported_not_used", test_hostile_indices_reported_not_used },
+		{ "rewritten_header_cannot_move_writes", test_rewritten_header_cannot_move_writes },
+		{ "two_threads_keep_order_and_content", test_two_threads_keep_order_and_content },
+		{ "command_fields_checked", test_command_fields_checked },
+		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
+		{ NULL, NULL },
+	};
+
+	return cu_run("attach", tests);
+}

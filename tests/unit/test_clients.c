@@ -1,0 +1,764 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The gateway's side of the client interface, driven as a client would:
+ * commands into the submission ring, completions and slots read back,
+ * with a fake gateway behind the room operations that records every call.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_main.h"
+#include "egw_clients.h"
+
+/* ---- the fake gateway ------------------------------------------------------ */
+
+struct fake {
+	int enospc_left;           /* send_open: -ENOSPC this many times */
+	int commit_rc, recv_open_rc;
+	uint32_t runs_per_open;    /* send_open answers this many runs */
+	uint32_t next_block;
+	uint64_t blocks_out;       /* given by send_open, not yet freed */
+	uint32_t send_opens, commits, send_aborts, send_aborts_committed;
+	uint32_t recv_opens, recv_aborts, releases, wakes, lost;
+	uint64_t released_blocks;
+	uint32_t last_lost;
+	const char *lost_why;
+	struct egw_clients *srv;   /* for calls back from inside an op */
+	bool done_inside_abort;
+};
+
+static uint64_t
+blocks_of(const struct egw_attach_run *r, uint32_t n)
+{
+	uint64_t b = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		b += r[i].count;
+	return b;
+}
+
+static int
+f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
+	    int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
+	    uint32_t max_runs)
+{
+	struct fake *f = ctx;
+	uint32_t blocks = (total + 127) / 128, n = f->runs_per_open;
+
+	(void)room; (void)nranks; (void)mrope_delta; (void)cookie;
+	f->send_opens++;
+	if (f->enospc_left > 0) {
+		f->enospc_left--;
+		return -ENOSPC;
+	}
+	if (n > blocks)
+		n = blocks;
+	if (n > max_runs)
+		return -E2BIG;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t c = blocks / n + (i < blocks % n);
+
+		/* runs apart from each other, as a fragmented pool gives */
+		runs[i].start = f->next_block;
+		runs[i].count = c;
+		f->next_block += c + 1;
+	}
+	f->blocks_out += blocks;
+	return (int)n;
+}
+
+static int
+f_send_commit(void *ctx, uint64_t room, uint32_t total,
+	      const struct egw_attach_run *runs, uint32_t nruns)
+{
+	struct fake *f = ctx;
+
+	(void)room; (void)total;
+	f->commits++;
+	if (f->commit_rc == 0)
+		f->blocks_out -= blocks_of(runs, nruns); /* the engine's now */
+	return f->commit_rc;
+}
+
+static void
+f_send_abort(void *ctx, uint64_t room, bool committed,
+	     const struct egw_attach_run *runs, uint32_t nruns)
+{
+	struct fake *f = ctx;
+
+	f->send_aborts++;
+	f->send_aborts_committed += committed;
+	f->blocks_out -= blocks_of(runs, nruns);
+	if (f->done_inside_abort) /* the engine reports the end at once */
+		egw_clients_room_done(f->srv, EGW_SIDE_SEND, room, 0,
+				      EGW_E_ABORTED);
+}
+
+static int
+f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
+	    uint16_t peer, bool aux_only)
+{
+	struct fake *f = ctx;
+
+	(void)room; (void)rank; (void)nranks; (void)peer; (void)aux_only;
+	f->recv_opens++;
+	return f->recv_open_rc;
+}
+
+static void
+f_recv_abort(void *ctx, uint64_t room, uint16_t rank)
+{
+	struct fake *f = ctx;
+
+	f->recv_aborts++;
+	if (f->done_inside_abort)
+		egw_clients_room_done(f->srv, EGW_SIDE_RECV, room, rank,
+				      EGW_E_ABORTED);
+}
+
+static void
+f_recv_release(void *ctx, uint64_t room, uint16_t rank,
+	       const struct egw_attach_run *runs, uint32_t nruns)
+{
+	struct fake *f = ctx;
+
+	(void)room; (void)rank;
+	f->releases++;
+	f->released_blocks += blocks_of(runs, nruns);
+}
+
+static void
+f_wake(void *ctx, uint32_t client)
+{
+	(void)client;
+	((struct fake *)ctx)->wakes++;
+}
+
+static void
+f_lost(void *ctx, uint32_t client, const char *why)
+{
+	struct fake *f = ctx;
+
+	f->lost++;
+	f->last_lost = client;
+	f->lost_why = why;
+}
+
+static const struct egw_clients_ops fake_ops = {
+	.send_open = f_send_open,
+	.send_commit = f_send_commit,
+	.send_abort = f_send_abort,
+	.recv_open = f_recv_open,
+	.recv_abort = f_recv_abort,
+	.recv_release = f_recv_release,
+	.wake = f_wake,
+	.client_lost = f_lost,
+};
+
+/* ---- a client of it ---------------------------------------------------------- */
+
+#define MS 1000000ull
+
+struct world {
+	struct fake f;
+	struct egw_clients *srv;
+	void *area;
+	size_t bytes;
+	struct egw_attach_map m;   /* the client's view */
+	int cid;
+	uint64_t now;
+};
+
+static void
+w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
+{
+	struct egw_clients_conf c = {
+		.max_clients = 4, .max_rooms = max_rooms,
+		.max_total_tokens = 1u << 20, .npeers = 2,
+		.encode = true, .language = true,
+		.alloc_ns = 100 * MS, .lease_ns = 0, .budget = 64,
+		.ops = &fake_ops,
+	};
+
+	memset(w, 0, sizeof(*w));
+	w->f.runs_per_open = 2;
+	c.ctx = &w->f;
+	CU_ASSERT_EQUAL_FATAL(egw_clients_create(&c, &w->srv), 0);
+	w->f.srv = w->srv;
+	w->bytes = egw_attach_area_bytes(16, cq_entries, 8, 4);
+	w->area = calloc(1, w->bytes);
+	CU_ASSERT_FATAL(w->area != NULL);
+	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(w->area, 16, cq_entries, 8,
+						   4), 0);
+	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&w->m, w->area, w->bytes), 0);
+	w->cid = egw_clients_add(w->srv, w->area, w->bytes, 0);
+	CU_ASSERT_EQUAL_FATAL(w->cid, 0);
+}
+
+static void
+w_fini(struct world *w)
+{
+	egw_clients_destroy(w->srv, w->now);
+	free(w->area);
+}
+
+static void
+w_cmd(struct world *w, struct egw_attach_cmd c)
+{
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&w->m.sq, &c), 0);
+	egw_clients_poll(w->srv, w->now);
+}
+
+/* The next completion (it must be there). */
+static struct egw_attach_cqe
+w_cqe(struct world *w)
+{
+	struct egw_attach_cqe e;
+
+	memset(&e, 0xee, sizeof(e));
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&w->m.cq, &e), 1);
+	return e;
+}
+
+static bool
+w_cq_empty(struct world *w)
+{
+	struct egw_attach_cqe e;
+
+	return egw_attach_ring_get(&w->m.cq, &e) == 0;
+}
+
+static struct egw_attach_cmd
+send_open(uint64_t room, uint32_t slot, uint32_t total)
+{
+	struct egw_attach_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = EGW_OP_SEND_OPEN;
+	c.tag = room * 10 + 1;
+	c.room = room;
+	c.nranks = 2;
+	c.total_tokens = total;
+	c.slot = slot;
+	return c;
+}
+
+static struct egw_attach_cmd
+recv_open(uint64_t room, uint32_t slot, uint16_t rank)
+{
+	struct egw_attach_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = EGW_OP_RECV_OPEN;
+	c.tag = room * 10 + 2;
+	c.room = room;
+	c.rank = rank;
+	c.nranks = 2;
+	c.peer = 1;
+	c.slot = slot;
+	return c;
+}
+
+static struct egw_attach_cmd
+on_slot(uint8_t op, uint64_t room, uint32_t slot)
+{
+	struct egw_attach_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = op;
+	c.tag = room * 10 + op;
+	c.room = room;
+	c.slot = slot;
+	return c;
+}
+
+/* ---- tests --------------------------------------------------------------------- */
+
+static void
+test_encode_room_open_commit_success(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_slot *sl;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, send_open(7, 3, 1000));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.tag, 71);
+	CU_ASSERT_EQUAL(e.room, 7);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(e.op, EGW_OP_SEND_OPEN);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(e.slot, 3);
+	CU_ASSERT_EQUAL(e.nruns, 2);
+	sl = egw_attach_slot_at(&w.m, 3);
+	CU_ASSERT_EQUAL(sl->room, 7);
+	CU_ASSERT_EQUAL(sl->nruns, 2);
+	CU_ASSERT_EQUAL(sl->total_tokens, 1000);
+	CU_ASSERT_EQUAL(sl->runs[0].count + sl->runs[1].count, 8);
+	CU_ASSERT_EQUAL(sl->first_block, sl->runs[0].start);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 8);
+
+	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 7, 3));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.tag, 72);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0); /* handed to the engine */
+	/* a second commit is out of place */
+	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 7, 3));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.result, -EBADFD);
+	CU_ASSERT_EQUAL(e.flags, 0);
+
+	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 7, 0, 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.tag, 72); /* the commit's */
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(e.flags, 0);
+	CU_ASSERT_EQUAL(sl->room, 0);
+	CU_ASSERT_EQUAL(sl->state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT(w_cq_empty(&w));
+	/* the slot is free again */
+	w_cmd(&w, send_open(8, 3, 10));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	w_fini(&w);
+}
+
+static void
+test_language_room_states_delivery_release(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_slot *sl;
+	struct egw_attach_run runs[3] = { { 10, 4 }, { 20, 2 }, { 30, 1 } };
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, recv_open(9, 0, 1));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.op, EGW_OP_RECV_OPEN);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
+	/* the same room and rank again, elsewhere: refused */
+	w_cmd(&w, recv_open(9, 1, 1));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EEXIST);
+	/* another rank of it is fine */
+	w_cmd(&w, recv_open(9, 1, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+
+	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_AST_WAITING_FOR_INPUT, 0, 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.tag, 92);
+	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_AST_TRANSFERRING, 800, 128);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(e.total_tokens, 800);
+	CU_ASSERT_EQUAL(e.landed_tokens, 128);
+	/* never backwards, never twice */
+	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_AST_WAITING_FOR_INPUT, 0, 0);
+	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_AST_TRANSFERRING, 800, 256);
+	CU_ASSERT(w_cq_empty(&w));
+
+	/* RELEASE before the data is there */
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 9, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EBADFD);
+
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 9, 1, 800, runs, 3), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(e.nruns, 3);
+	CU_ASSERT_EQUAL(e.total_tokens, 800);
+	sl = egw_attach_slot_at(&w.m, 0);
+	CU_ASSERT_EQUAL(sl->first_block, 10);
+	CU_ASSERT_EQUAL(sl->runs[2].start, 30);
+	CU_ASSERT_EQUAL(sl->state, EGW_AST_SUCCESS);
+	/* a late failure report of a delivered room changes nothing */
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_RECV, 9, 1,
+					      EGW_E_PEER_DEAD), 0);
+	CU_ASSERT(w_cq_empty(&w));
+
+	/* the client scribbles over its slot: the gateway frees what it
+	 * delivered, not what the slot says now */
+	sl->runs[0].count = 1000;
+	sl->nruns = 1;
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 9, 0));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(e.op, EGW_OP_RELEASE);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.flags, 0);
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 7);
+	CU_ASSERT_EQUAL(sl->room, 0);
+	/* the other rank fails: Failed with the reason, negated */
+	egw_clients_room_done(w.srv, EGW_SIDE_RECV, 9, 0, EGW_E_PEER_DEAD);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	w_fini(&w);
+}
+
+static void
+test_refusals_change_nothing(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_cmd c;
+	struct egw_clients_stats st;
+
+	w_init(&w, 64, 2);
+	w_cmd(&w, send_open(5, 0, 100));
+	(void)w_cqe(&w);
+	/* slot busy, room exists, bad fields, wrong slot for the room */
+	w_cmd(&w, send_open(6, 0, 100));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EBUSY);
+	w_cmd(&w, send_open(5, 1, 100));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EEXIST);
+	c = send_open(6, 1, 100);
+	c.nranks = 9;
+	w_cmd(&w, c);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.result, -EINVAL);
+	CU_ASSERT_EQUAL(e.tag, c.tag);
+	CU_ASSERT_EQUAL(e.flags, 0);
+	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 5, 1));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -ENOENT);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 99, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -ENOENT);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 5, 0)); /* an encode room */
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -ENOENT);
+	c = on_slot(0x77, 5, 0);
+	w_cmd(&w, c);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EOPNOTSUPP);
+	/* the gateway's room limit (2) */
+	w_cmd(&w, send_open(6, 1, 100));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, 0);
+	w_cmd(&w, send_open(7, 2, 100));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EMFILE);
+	/* a recv_open the gateway refuses */
+	w.f.recv_open_rc = -EGW_E_UNKNOWN_PEER;
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 6, 1));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	w_cmd(&w, recv_open(8, 1, 0));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 0);
+	/* the first room is untouched by all of it */
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->room, 5);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
+	CU_ASSERT_EQUAL(egw_clients_client_stats(w.srv, 0, &st), 0);
+	CU_ASSERT_EQUAL(st.refused, 8);
+	CU_ASSERT_EQUAL(st.refused_invalid, 2);
+	CU_ASSERT_EQUAL(st.refused_state, 6);
+	CU_ASSERT_EQUAL(egw_clients_client_stats(w.srv, 3, &st), -ENOENT);
+	w_fini(&w);
+}
+
+static void
+test_open_waits_for_memory_then_deadline(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+
+	w_init(&w, 64, 16);
+	w.f.enospc_left = 3;
+	w_cmd(&w, send_open(4, 2, 300));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING); /* queued */
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	w.now += MS;
+	egw_clients_poll(w.srv, w.now);
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT(w_cq_empty(&w));
+	egw_clients_poll(w.srv, w.now); /* the fourth try gets blocks */
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.nruns, 2);
+	CU_ASSERT_EQUAL(w.f.send_opens, 4);
+
+	/* no memory at all: Failed at the allocation deadline, not before */
+	w.f.enospc_left = 1000;
+	w_cmd(&w, send_open(5, 3, 300));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	w.now += 99 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT(w_cq_empty(&w));
+	w.now += 2 * MS;
+	egw_clients_poll(w.srv, w.now);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_POOL_EXHAUSTED);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 3)->room, 0);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
+	/* a waiting room aborted: nothing to free, no more tries */
+	w_cmd(&w, send_open(6, 4, 300));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 6, 4));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	w.f.send_opens = 0;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.send_opens, 0);
+	CU_ASSERT_EQUAL(w.f.send_aborts, 0);
+	w_fini(&w);
+}
+
+static void
+test_abort_in_every_phase_frees_once(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_run run = { 50, 2 };
+
+	w_init(&w, 64, 16);
+	w.f.done_inside_abort = true; /* and the engine reports at once */
+	/* open, not committed: the runs come back to be freed */
+	w_cmd(&w, send_open(1, 0, 1000));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 1, 0));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(e.tag, 15);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->error, -EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->room, 0);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	/* committed: the engine frees */
+	w_cmd(&w, send_open(2, 0, 1000));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 2, 0));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 2, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w.f.send_aborts, 2);
+	CU_ASSERT_EQUAL(w.f.send_aborts_committed, 1);
+	/* language, before and after delivery */
+	w_cmd(&w, recv_open(3, 0, 0));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 3, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
+	w_cmd(&w, recv_open(4, 0, 0));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 0, 200, &run, 1), 0);
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 4, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
+	/* the reports from inside the aborts posted nothing more */
+	CU_ASSERT(w_cq_empty(&w));
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	/* the engine ends an uncommitted encode room (peer dead): its runs
+	 * are freed by the server's send_abort */
+	w.f.done_inside_abort = false;
+	w_cmd(&w, send_open(5, 0, 1000));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 8);
+	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 5, 0, EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	w_fini(&w);
+}
+
+static void
+test_detach_ends_every_room_silently(void)
+{
+	struct world w;
+	struct egw_attach_run run = { 70, 3 };
+	struct egw_clients_stats st;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, send_open(1, 0, 1000));
+	w_cmd(&w, send_open(2, 1, 1000));
+	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 2, 1));
+	w_cmd(&w, recv_open(3, 2, 0));
+	w_cmd(&w, recv_open(4, 3, 1));
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 1, 300, &run, 1), 0);
+	w.f.enospc_left = 100;
+	w_cmd(&w, send_open(5, 4, 1000));
+	while (!w_cq_empty(&w))
+		;
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 5);
+	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT(w_cq_empty(&w));
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);      /* room 1's runs */
+	CU_ASSERT_EQUAL(w.f.send_aborts_committed, 1);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 3);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_clients_attached(w.srv), 0);
+	/* reports about its rooms find nothing now */
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, 0),
+			-ENOENT);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 3, 0, 1, &run, 1),
+			-ENOENT);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.rooms_opened, 5);
+	CU_ASSERT_EQUAL(st.rooms_ok, 1);
+	CU_ASSERT_EQUAL(st.rooms_failed, 4);
+	/* the id is free for the next client */
+	CU_ASSERT_EQUAL(egw_clients_add(w.srv, w.area, w.bytes, w.now), 0);
+	w_fini(&w);
+}
+
+static void
+test_full_completion_ring_never_blocks(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_cmd c;
+
+	w_init(&w, 2, 16);
+	for (uint32_t i = 0; i < 6; i++) {
+		c = send_open(100 + i, i, 200);
+		CU_ASSERT_EQUAL(egw_attach_ring_put(&w.m.sq, &c), 0);
+	}
+	egw_clients_poll(w.srv, w.now); /* six answers, room for two */
+	CU_ASSERT_EQUAL(w.m.cq.ctl->overflow, 4);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 6);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 100);
+	(void)w_cqe(&w);
+	CU_ASSERT(w_cq_empty(&w));
+	/* the slots still tell each room's state */
+	for (uint32_t i = 0; i < 6; i++) {
+		struct egw_attach_slot *sl = egw_attach_slot_at(&w.m, i);
+
+		CU_ASSERT_EQUAL(sl->room, 100 + i);
+		CU_ASSERT_EQUAL(sl->state, EGW_AST_WAITING_FOR_INPUT);
+		CU_ASSERT_EQUAL(sl->nruns, 2);
+	}
+	w_fini(&w);
+}
+
+static void
+test_broken_ring_or_silent_client_is_lost(void)
+{
+	struct world w;
+	struct egw_clients_conf c = {
+		.max_clients = 2, .max_rooms = 8, .max_total_tokens = 1000,
+		.npeers = 1, .encode = true, .language = true,
+		.alloc_ns = MS, .lease_ns = 50 * MS, .budget = 8,
+		.ops = &fake_ops,
+	};
+	struct egw_attach_area *a;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, send_open(1, 0, 500));
+	(void)w_cqe(&w);
+	a = w.area;
+	a->sq.tail = a->sq.head + 1000; /* beyond any ring */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_STRING_EQUAL(w.f.lost_why, "submission ring tail out of range");
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	egw_clients_poll(w.srv, w.now); /* given up: not polled again */
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	egw_clients_remove(w.srv, 0, w.now);
+	w_fini(&w);
+
+	/* the lease: a moving beat keeps the client, a still one loses it */
+	memset(&w, 0, sizeof(w));
+	c.ctx = &w.f;
+	w.f.runs_per_open = 1;
+	CU_ASSERT_EQUAL_FATAL(egw_clients_create(&c, &w.srv), 0);
+	w.bytes = egw_attach_area_bytes(8, 8, 2, 2);
+	w.area = calloc(1, w.bytes);
+	CU_ASSERT_EQUAL(egw_attach_area_init(w.area, 8, 8, 2, 2), 0);
+	CU_ASSERT_EQUAL(egw_attach_map_init(&w.m, w.area, w.bytes), 0);
+	CU_ASSERT_EQUAL(egw_clients_add(w.srv, w.area, w.bytes, 0), 0);
+	a = w.area;
+	for (int i = 0; i < 10; i++) {
+		w.now += 40 * MS;
+		a->client_beat++;
+		egw_clients_poll(w.srv, w.now);
+	}
+	CU_ASSERT_EQUAL(w.f.lost, 0);
+	w.now += 40 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 0);
+	w.now += 20 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_STRING_EQUAL(w.f.lost_why,
+			       "lease expired (client_beat did not move)");
+	w_fini(&w);
+}
+
+static void
+test_sleeping_client_is_woken_once_per_poll(void)
+{
+	struct world w;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, send_open(1, 0, 100));
+	CU_ASSERT_EQUAL(w.f.wakes, 0); /* awake: no eventfd write */
+	__atomic_or_fetch(&w.m.cq.ctl->flags, EGW_RING_F_NEED_WAKEUP,
+			  __ATOMIC_RELEASE);
+	w_cmd(&w, send_open(2, 1, 100));
+	CU_ASSERT_EQUAL(w.f.wakes, 1);
+	egw_clients_poll(w.srv, w.now); /* nothing new: no wake-up */
+	CU_ASSERT_EQUAL(w.f.wakes, 1);
+	/* completions from room events wake at the next poll, once */
+	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, EGW_E_ABORTED);
+	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, EGW_E_ABORTED);
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.wakes, 2);
+	w_fini(&w);
+}
+
+static void
+test_delivery_too_long_for_the_slot_fails(void)
+{
+	struct world w;
+	struct egw_attach_run runs[5] = { { 1, 1 }, { 3, 1 }, { 5, 1 },
+					  { 7, 1 }, { 9, 1 } };
+	struct egw_attach_cqe e;
+
+	w_init(&w, 64, 16); /* slots list 4 runs */
+	w_cmd(&w, recv_open(3, 0, 0));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 3, 0, 600, runs, 5),
+			-E2BIG);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -E2BIG);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	w_fini(&w);
+}
+
+int
+main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "encode_room_open_commit_success", test_encode_room_open_commit_success },
+		{ "language_room_states_delivery_release", test_language_room_states_delivery_release },
+		{ "refusals_change_nothing", test_refusals_change_nothing },
+		{ "open_waits_for_memory_then_deadline", test_open_waits_for_memory_then_deadline },
+		{ "abort_in_every_phase_frees_once", test_abort_in_every_phase_frees_once },
+		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },
+		{ "full_completion_ring_never_blocks", test_full_completion_ring_never_blocks },
+		{ "broken_ring_or_silent_client_is_lost", test_broken_ring_or_silent_client_is_lost },
+		{ "sleeping_client_is_woken_once_per_poll", test_sleeping_client_is_woken_once_per_poll },
+		{ "delivery_too_long_for_the_slot_fails", test_delivery_too_long_for_the_slot_fails },
+		{ NULL, NULL },
+	};
+
+	return cu_run("clients", tests);
+}
