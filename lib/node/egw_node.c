@@ -609,6 +609,21 @@ egw_node_sender_has_room(const struct egw_node *n, uint64_t room)
 	return n->sender != NULL && egw_sender_state(n->sender, room) >= 0;
 }
 
+int
+egw_node_abort_room(struct egw_node *n, uint64_t room, uint16_t rank,
+		    bool sender, uint64_t now)
+{
+	int rc;
+
+	if ((sender ? (void *)n->sender : (void *)n->receiver) == NULL)
+		return -ENOTSUP;
+	n->now = now;
+	rc = sender ? egw_sender_abort(n->sender, room, now) :
+		      egw_receiver_abort(n->receiver, room, rank, now);
+	drain_deferred(n);
+	return rc;
+}
+
 void
 egw_node_abort_all(struct egw_node *n, uint64_t now)
 {

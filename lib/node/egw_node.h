@@ -169,6 +169,15 @@ int egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 /** Whether the encode side knows `room`. */
 bool egw_node_sender_has_room(const struct egw_node *n, uint64_t room);
 
+/**
+ * End one room now, as the local application's abort: the peer hears
+ * ABORT, the room's blocks are freed once no write is in flight, and the
+ * room's end is reported through ops.done. `rank` names the receiver's
+ * rank (the sender's room is all its ranks). 0, -ENOTSUP without that
+ * role, or -EGW_E_UNKNOWN_ROOM when the room is not (or no longer) open.
+ */
+int egw_node_abort_room(struct egw_node *n, uint64_t room, uint16_t rank,
+			bool sender, uint64_t now);
 /** Abort every open room (shutdown) and free their blocks. */
 void egw_node_abort_all(struct egw_node *n, uint64_t now);
 

@@ -47,6 +47,7 @@ static struct {
 	unsigned lang_peer_ups; /* the language side's driver connects */
 	unsigned enc_peer_ups;  /* the encode side's */
 	uint32_t lang_seen_psn;
+	bool hold_writes;     /* the driver completes nothing for now */
 } t;
 
 /* The encode side's payload endpoint: a PSN the test can change, as the
@@ -228,7 +229,7 @@ run(uint64_t ns)
 
 			egw_node_rx(t.node[d.to], d.src, PORT, d.b, d.len, t.now);
 		}
-		while (t.ncpl > 0)
+		while (t.ncpl > 0 && !t.hold_writes)
 			egw_node_writes_done(t.node[0], t.cpl[--t.ncpl], true, t.now);
 		t.now += 100000;
 		egw_node_tick(t.node[0], t.now);
@@ -515,6 +516,55 @@ test_refused_connect_is_retried_by_the_node(void)
 	teardown();
 }
 
+/* Open a room and run until the encode side serves it, its writes held
+ * so that it cannot finish. */
+static void
+open_held(uint64_t room)
+{
+	t.hold_writes = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], room, 0, 1, 0, false,
+					       t.now), 0);
+	for (int i = 0; i < 100 && !egw_node_sender_has_room(t.node[0], room); i++)
+		run(100000);
+	CU_ASSERT_TRUE(egw_node_sender_has_room(t.node[0], room));
+}
+
+/* One room ended by the local side on either node: the other side hears
+ * ABORT and fails the room as aborted, both report it once, every block
+ * comes back once the writes in flight completed; a room that is not
+ * open is refused as unknown. */
+static void
+test_abort_one_room_either_side(void)
+{
+	setup(16);
+	run(5000000);
+	open_held(50000);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)], 1);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_ABORTED)], 1);
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now),
+			-EGW_E_UNKNOWN_ROOM);
+
+	open_held(40000);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[0], 40000, 0, true, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_ABORTED)], 2);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)], 2);
+	CU_ASSERT_EQUAL(t.done_err, 4);
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	/* a role the node lacks */
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[0], 1, 0, false, t.now),
+			-ENOTSUP);
+	run(3000000000ull); /* past the sender's linger */
+	assert_no_blocks_in_use();
+	assert_room_transfers(700); /* and the link still works */
+	teardown();
+}
+
 int
 main(void)
 {
@@ -529,6 +579,7 @@ main(void)
 		  test_many_refused_posts_all_fail_their_rooms },
 		{ "refused_connect_is_retried_by_the_node",
 		  test_refused_connect_is_retried_by_the_node },
+		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);
