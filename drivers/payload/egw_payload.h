@@ -38,6 +38,19 @@ struct egw_payload_cpl {
 	bool ok;
 };
 
+/** Pool memory local engine processes map: a sealed memfd (it cannot
+ *  shrink or grow under the gateway), mapped shared. */
+struct egw_pool_mem {
+	void *mem;
+	size_t bytes;
+	int fd;                 /**< -1 when none */
+};
+
+/** Create it (`name` shows in /proc/PID/fd). 0 or -errno. */
+int egw_payload_pool_mem(const char *name, size_t bytes,
+			 struct egw_pool_mem *m);
+void egw_payload_pool_mem_free(struct egw_pool_mem *m);
+
 struct egw_payload_stats {
 	uint64_t batches, writes, bytes, failed_batches, refused_writes;
 	uint64_t blocks;    /**< token blocks written (embedding kind) */
@@ -211,6 +224,10 @@ struct egw_payload_ops {
 	uint32_t (*poll)(struct egw_payload *p, struct egw_payload_cpl *c,
 			 uint32_t max);
 	void (*stats)(const struct egw_payload *p, struct egw_payload_stats *st);
+	/** The fd of the pool's memory, which local engine processes map
+	 *  (doc/client.md): offset 0 is egw_pool_mem(). Owned by the driver
+	 *  (valid until close); -errno when the pool cannot be shared. */
+	int (*pool_fd)(const struct egw_payload *p);
 	void (*close)(struct egw_payload *p);
 };
 

@@ -7,11 +7,14 @@
  * an unknown peer are errors of post() itself; the pool file is checked
  * against the regions the peer claims and removed on close.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cu_main.h"
+
 #include "payload_pair.h"
 
 static char path[64];
@@ -160,6 +163,33 @@ test_close_removes_pool_file(void)
 	CU_ASSERT(access(path, F_OK) != 0);
 }
 
+/* Both sides' pools can be mapped through pool_fd (local engines do):
+ * the same bytes as the pool; the sending side's is a memfd sealed so
+ * that no holder of the fd can shrink it under the gateway. */
+static void
+test_pool_fd_maps_the_pool(void)
+{
+	open_pair();
+	for (int side = PP_ENC; side <= PP_LANG; side++) {
+		struct egw_pool *pool = pp.side[side].pool;
+		size_t bytes = egw_geom_mem_bytes(egw_pool_geom(pool));
+		int fd = pp.ops->pool_fd(pp.side[side].drv);
+		uint8_t *m;
+
+		CU_ASSERT_FATAL(fd >= 0);
+		m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CU_ASSERT_FATAL(m != MAP_FAILED);
+		m[bytes - 1] = 0x5a;
+		CU_ASSERT_EQUAL(((uint8_t *)egw_pool_mem(pool))[bytes - 1], 0x5a);
+		((uint8_t *)egw_pool_mem(pool))[0] = 0xa5;
+		CU_ASSERT_EQUAL(m[0], 0xa5);
+		munmap(m, bytes);
+	}
+	CU_ASSERT_EQUAL(ftruncate(pp.ops->pool_fd(pp.side[PP_ENC].drv), 4096), -1);
+	CU_ASSERT_EQUAL(errno, EPERM);
+	pp_close(&pp);
+}
+
 int
 main(void)
 {
@@ -173,6 +203,8 @@ main(void)
 		{ "connect checks the pool file against the regions",
 		  test_connect_checks_file },
 		{ "close removes the pool file", test_close_removes_pool_file },
+		{ "pool_fd maps the pool; the sending side's cannot shrink",
+		  test_pool_fd_maps_the_pool },
 		{ NULL, NULL },
 	};
 

@@ -31,6 +31,8 @@ struct egw_payload {
 	bool owns_file;
 	uint8_t *mem;
 	size_t mem_len;
+	int fd;                 /* the pool's memory: the file, or a memfd */
+	struct egw_pool_mem own; /* the sending side's memory */
 	struct egw_pool *pool;
 	struct shm_peer peers[EGW_CONF_MAX_PEERS];
 	struct egw_payload_ring ring;
@@ -49,6 +51,8 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 
 	if (p == NULL)
 		return -ENOMEM;
+	p->fd = -1;
+	p->own.fd = -1;
 	snprintf(p->path, sizeof(p->path), "%s", port->payload.path);
 	p->port = port;
 	/* bounded by what the engines can have in flight */
@@ -72,8 +76,16 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 				p->mem_len = need;
 			}
 		}
-		if (fd >= 0)
-			close(fd);
+		/* kept: local engines map the pool through it */
+		p->fd = fd;
+	} else if (rc == 0) {
+		/* we send: our pool is memory local engines can map */
+		rc = egw_payload_pool_mem("embgw-pool", need, &p->own);
+		if (rc == 0) {
+			p->mem = p->own.mem;
+			p->mem_len = need;
+			p->fd = p->own.fd;
+		}
 	}
 	if (rc == 0)
 		rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
@@ -204,12 +216,24 @@ shm_close(struct egw_payload *p)
 		if (p->peers[i].map != NULL)
 			munmap(p->peers[i].map, p->peers[i].len);
 	egw_pool_destroy(p->pool);
-	if (p->mem != NULL)
-		munmap(p->mem, p->mem_len);
+	if (p->own.fd >= 0) {
+		egw_payload_pool_mem_free(&p->own);
+	} else {
+		if (p->mem != NULL)
+			munmap(p->mem, p->mem_len);
+		if (p->fd >= 0)
+			close(p->fd);
+	}
 	if (p->owns_file)
 		unlink(p->path);
 	free(p->ring.c);
 	free(p);
+}
+
+static int
+shm_pool_fd(const struct egw_payload *p)
+{
+	return p->fd >= 0 ? p->fd : -ENODEV;
 }
 
 const struct egw_payload_ops egw_payload_shm_ops = {
@@ -220,5 +244,6 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.post = shm_post,
 	.poll = shm_poll,
 	.stats = shm_stats,
+	.pool_fd = shm_pool_fd,
 	.close = shm_close,
 };

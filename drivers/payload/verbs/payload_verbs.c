@@ -62,6 +62,7 @@ struct egw_payload {
 	uint32_t max_send_wr;
 	uint8_t *mem;
 	size_t mem_len;
+	struct egw_pool_mem own; /* mem's memfd (egw_payload_pool_mem) */
 	struct egw_pool *pool;
 	struct vpeer peers[EGW_CONF_MAX_PEERS];
 	uint32_t npeers;
@@ -259,6 +260,7 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 
 	if (p == NULL)
 		return -ENOMEM;
+	p->own.fd = -1; /* nothing to free yet */
 	p->port = port->payload.port;
 	p->ctx = open_device(port->payload.device);
 	if (p->ctx == NULL) {
@@ -296,7 +298,9 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		return -ENODEV;
 	}
 	p->mem_len = egw_geom_mem_bytes(&c->geom);
-	p->mem = aligned_alloc(EGW_POOL_ALIGN, p->mem_len);
+	/* a sealed memfd: local engines map the pool through it */
+	if (egw_payload_pool_mem("embgw-pool", p->mem_len, &p->own) == 0)
+		p->mem = p->own.mem;
 	p->pd = ibv_alloc_pd(p->ctx);
 	/* bounded by what the engines can have in flight */
 	rc = verbs_flight_init(&p->fl, c->max_rooms * EGW_XFER_MAX_RANKS *
@@ -507,6 +511,12 @@ verbs_stats(const struct egw_payload *p, struct egw_payload_stats *st)
 	*st = p->fl.st;
 }
 
+static int
+verbs_pool_fd(const struct egw_payload *p)
+{
+	return p->own.fd >= 0 ? p->own.fd : -ENODEV;
+}
+
 static void
 verbs_close(struct egw_payload *p)
 {
@@ -527,7 +537,7 @@ verbs_close(struct egw_payload *p)
 		ibv_dealloc_pd(p->pd);
 	if (p->ctx != NULL)
 		ibv_close_device(p->ctx);
-	free(p->mem);
+	egw_payload_pool_mem_free(&p->own);
 	verbs_flight_free(&p->fl);
 	free(p);
 }
@@ -543,5 +553,6 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.inject_qp_error = verbs_inject_qp_error,
 	.poll = verbs_poll,
 	.stats = verbs_stats,
+	.pool_fd = verbs_pool_fd,
 	.close = verbs_close,
 };
