@@ -4,7 +4,8 @@
 #   DIR/encode.cfg    enc-0: memif server on DIR/memif0.sock, lcore 1
 #   DIR/encode1.cfg   enc-1: memif server on DIR/memif1.sock, lcore 0 (PEERS=2)
 #   DIR/language.cfg  lang-0: one port per encode peer (lcores 0, 1)
-# usage: gen-configs.sh [--encode-identities N] [--pcap] DIR
+# usage: gen-configs.sh [--encode-identities N] [--pcap] [--attach]
+#                       [--dtype T] DIR
 #                       [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS [IDS]]]]]
 # IDS > 1: enc-0 lists IDS language peers lang-0.0 .. lang-0.<IDS-1> at
 # consecutive addresses, each with its own shm pool file - the identities
@@ -16,18 +17,24 @@
 # --pcap: lang-0's port p0 is a net_pcap device instead of memif: it writes
 # what it sends to DIR/out.pcap, reads the empty DIR/empty.pcap, and knows
 # enc-0's MAC (nothing answers ARP from a file).
+# --attach: engines attach to enc-0 at DIR/enc-0.sock and to lang-0 at
+# DIR/lang-0.sock (doc/client.md). --dtype: the embedding type (bf16).
 set -euo pipefail
 enc_ids=1
 pcap=0
+attach=0
+dtype=bf16
 while [ $# -gt 0 ]; do
 	case $1 in
 	--encode-identities) enc_ids=$2; shift 2 ;;
 	--pcap) pcap=1; shift ;;
+	--attach) attach=1; shift ;;
+	--dtype) dtype=$2; shift 2 ;;
 	--*) echo "gen-configs.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
-[ $# -ge 1 ] || { sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,22s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 dir=$1
 default=${2:-1024}
 lang_cap=${3:-131072}
@@ -41,14 +48,20 @@ rm -f "$dir"/memif*.sock "$dir/out.pcap"
 head -c 48 /dev/urandom > "$dir/psk.key"
 chmod 600 "$dir/psk.key"
 
+attach_of() { # gateway name: its attach group, with --attach
+	[ "$attach" = 1 ] && echo "  attach = { path = \"$dir/$1.sock\"; };"
+	return 0
+}
+
 encode_cfg() { # index lcore
 	cat <<CFG
 gateway = {
   name = "enc-$1";
   roles = ["encode"];
   key_file = "psk.key";
-  pool = { capacity_tokens = 262144; hidden_size = 256; dtype = "bf16"; };
+  pool = { capacity_tokens = 262144; hidden_size = 256; dtype = "$dtype"; };
   timers = { $timers };
+$(attach_of "enc-$1")
 };
 ports = ( {
   name = "p0";
@@ -122,8 +135,8 @@ $(lang_neighbours "$1")
 CFG
 }
 
-encode_cfg 0 1 > "$dir/encode.cfg"
-[ "$peers" -ge 2 ] && encode_cfg 1 0 > "$dir/encode1.cfg"
+encode_cfg 0 1 | grep -v '^$' > "$dir/encode.cfg"
+[ "$peers" -ge 2 ] && encode_cfg 1 0 | grep -v '^$' > "$dir/encode1.cfg"
 {
 	cat <<CFG
 gateway = {
@@ -131,10 +144,11 @@ gateway = {
   roles = ["language"];
   key_file = "psk.key";
   pool = {
-    capacity_tokens = $lang_cap; hidden_size = 256; dtype = "bf16";
+    capacity_tokens = $lang_cap; hidden_size = 256; dtype = "$dtype";
     policy = { kind = "fixed"; tokens = $default; };
   };
   timers = { $timers };
+$(attach_of lang-0)
 };
 ports = (
 CFG

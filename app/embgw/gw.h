@@ -40,6 +40,7 @@ extern int gw_logtype;
 	rte_log(RTE_LOG_##level, gw_logtype, "EMBGW: " fmt, ##__VA_ARGS__)
 
 struct gw_room_source;
+struct gw_attach_port;
 
 struct gw_neigh {
 	uint32_t ip;
@@ -116,6 +117,7 @@ struct gw_id {
 	struct egw_node *node;
 	struct gw_room_source *sources[GW_MAX_SOURCES];
 	uint16_t nsources;
+	struct gw_attach_port *attach; /* engines attach here (or NULL) */
 	uint64_t next_tick;
 	bool finished;           /* its room sources have run all they had */
 	FILE *cap;               /* --capture: control frames in and out */

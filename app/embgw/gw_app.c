@@ -19,6 +19,7 @@
 #include <rte_lcore.h>
 
 #include "gw_app.h"
+#include "gw_attach.h"
 
 #define MAX_EAL_ARGS 128
 
@@ -272,6 +273,10 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
 			     (uint64_t)ts.tv_sec * 1000000000ull +
 			     (uint64_t)ts.tv_nsec, gw_now_ns(), &id->node);
+	/* engines' rooms first: the attach source takes only its clients'
+	 * rooms, the pattern source answers for any other */
+	if (rc == 0 && c->attach.enabled)
+		rc = gw_attach_source_attach(id, &id->attach);
 	if (rc == 0)
 		rc = gw_pattern_source_attach(id, rooms);
 	if (rc == 0 && opt.capture != NULL) {
@@ -452,11 +457,16 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	if (opt.rooms.seed == 0)
 		opt.rooms.seed = gw_now_ns() >> 10;
 	rc = set_up(app);
+	if (rc == 0 && conf.attach.enabled)
+		rc = gw_attach_start(&conf, ids, nids);
 	if (rc == 0)
 		run_workers(app);
 	rc = rc != 0 ? 1 : 0;
 	if (tear_down() != 0 && rc == 0)
 		rc = 3;
+	/* the clients' sockets close after their rooms were aborted (they
+	 * read Failed), before the room sources let go of them */
+	gw_attach_stop();
 	free_all(rc != 1 && opt.identities > 1);
 	rte_eal_cleanup();
 	/* exit status: 0, 1 (could not start: the log says why), 3 (rooms

@@ -169,6 +169,19 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 
 	s->ops->report(s, &st);
 	egw_pool_get_stats(id->pool, &ps);
+	if (st.clients) {
+		fprintf(f, "clients: port=%s attached=%u rooms=%lu ok=%lu "
+			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "
+			"alloc_waits=%lu blocks_in_use=%u\n", name,
+			st.client.attached, (unsigned long)st.client.rooms,
+			(unsigned long)st.client.ok,
+			(unsigned long)st.client.failed,
+			(unsigned long)st.client.commands,
+			(unsigned long)st.client.refused,
+			(unsigned long)st.client.cq_overflow,
+			(unsigned long)st.client.alloc_waits, ps.blocks_in_use);
+		return;
+	}
 	if (st.encode)
 		fprintf(f, "encode: port=%s produced=%lu refused=%lu ok=%lu "
 			"failed=%lu blocks_in_use=%u\n", name,

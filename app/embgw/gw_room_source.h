@@ -21,9 +21,19 @@
 
 #include "gw.h"
 
+/* Attached engine clients (gw_attach_source.c), summed over clients. */
+struct gw_client_stats {
+	uint32_t attached;       /* at exit */
+	uint64_t rooms, ok, failed;
+	uint64_t commands, refused, cq_overflow, alloc_waits;
+};
+
 /* What a source reports at exit (gw_report.c prints it). */
 struct gw_room_stats {
 	bool encode, language;   /* which sides the source served */
+	bool clients;            /* the source is the engines' attach point:
+				  * only `client` below is filled */
+	struct gw_client_stats client;
 	/* encode side */
 	uint64_t produced;       /* rooms fed */
 	uint64_t refused;        /* asked for but not fed (memory, length) */

@@ -1015,7 +1015,7 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 	fprintf(f, "key: %s%s\n", c->key_file, c->key_loose_perms
 		? " (WARNING: readable by group or others; chmod 600)" : "");
 	if (c->attach.enabled)
-		fprintf(f, "attach: %s mode %03o, %u uid(s) and %u gid(s) "
+		fprintf(f, "attach: %s mode %04o, %u uid(s) and %u gid(s) "
 			"allowed%s, %u clients, rings %u/%u, %u slots, lease "
 			"%u ms\n", c->attach.path, c->attach.mode, c->attach.nuids,
 			c->attach.ngids, c->attach.nuids + c->attach.ngids ? "" :

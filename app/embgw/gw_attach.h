@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Engines attach (doc/client.md): a Unix socket served by a control thread
+ * of its own (gw_attach_ctl.c) and, on each identity's worker, the room
+ * source that runs the attached clients' rooms through the node
+ * (gw_attach_source.c). The two talk through two DPDK rings per identity,
+ * so the worker never blocks or makes a system call for a client: the
+ * control thread does the accepting, the mapping, the eventfd writes and
+ * the unmapping.
+ */
+#ifndef EMBGW_GW_ATTACH_H
+#define EMBGW_GW_ATTACH_H
+
+#include <rte_ring.h>
+
+#include "egw_clients.h"
+#include "gw_room_source.h"
+
+/* Messages between the control thread and a worker (16 bytes each). */
+enum gw_attach_msg_type {
+	GW_AM_ADD = 1,      /* ctl -> worker: a client's area, mapped */
+	GW_AM_REMOVE,       /* ctl -> worker: the client is gone */
+	GW_AM_ADDED,        /* worker -> ctl: its id (or -errno in `arg`) */
+	GW_AM_REMOVED,      /* worker -> ctl: nothing of it is used any more */
+	GW_AM_WAKE,         /* worker -> ctl: write the client's eventfd */
+	GW_AM_LOST,         /* worker -> ctl: given up, close its socket */
+};
+
+struct gw_attach_msg {
+	uint16_t type;
+	uint16_t conn;      /* the control thread's connection index */
+	int32_t client;     /* the worker's client id (or -errno) */
+	uint64_t arg;       /* ADD: the area (its size is the area's own) */
+};
+
+/* One identity's attach point: the room source plus its mailboxes. */
+struct gw_attach_port {
+	struct gw_room_source base;
+	struct egw_clients *clients;
+	struct rte_ring *to_worker, *to_ctl;
+	/* client id -> the control thread's connection index */
+	uint16_t conn_of[4096];
+	uint64_t to_ctl_full;    /* messages the ring could not take */
+	uint64_t delivered_orphans; /* delivered rooms no client held */
+};
+
+/* gw_attach_source.c: on each identity, before the other sources (it
+ * takes only the rooms its clients hold). 0 or -errno (logged). */
+int gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out);
+
+/* gw_attach_ctl.c: create the socket and start the control thread for
+ * the identities that have an attach point (gw_id.attach); stop it (the
+ * clients' sockets closed, their areas unmapped, the socket file removed
+ * if it is still ours; nothing to do when it never started). */
+int gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
+		    uint16_t nids);
+void gw_attach_stop(void);
+
+#endif

@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The attach socket (doc/client.md) on a control thread of its own: it
+ * accepts, checks credentials and the hello, maps each client's area,
+ * sends the welcome with the pool's and the area's fds, watches the
+ * client's socket for its end, writes eventfds for sleeping clients and
+ * unmaps what the workers have let go. Workers hear of clients only
+ * through their rings (gw_attach.h); nothing here touches a node.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "gw_attach.h"
+
+#define HELLO_DEADLINE_NS 1000000000ull  /* a connection says hello in 1 s */
+#define POLL_MS 1                         /* wake-ups within a millisecond */
+
+enum conn_state {
+	C_FREE = 0,
+	C_HELLO,        /* connected, hello not yet read */
+	C_ADDING,       /* area mapped, the worker has not answered yet */
+	C_ATTACHED,
+	C_REMOVING,     /* the worker is letting go of it */
+};
+
+struct conn {
+	enum conn_state state;
+	int fd;                 /* the socket; -1 once closed */
+	bool gone;              /* the socket ended while C_ADDING */
+	uint16_t port;          /* index into ctl.ids */
+	int32_t client;         /* the worker's id */
+	uint64_t deadline;
+	void *area;
+	size_t area_bytes;
+	int area_fd, efd;
+	pid_t pid;
+	uid_t uid;
+	bool wakeup;
+	int refuse_rc;          /* refused at accept: said after the hello */
+};
+
+static struct {
+	const struct egw_conf *c;
+	struct gw_id *const *ids;
+	uint16_t nids;
+	int lfd;
+	dev_t dev;
+	ino_t ino;
+	struct conn *conns;
+	uint32_t nconns;
+	pthread_t thread;
+	bool running;
+	volatile bool stop;
+} ctl = { .lfd = -1 };
+
+/* ---- the socket file ------------------------------------------------------ */
+
+/*
+ * A socket file at `path` from an earlier run is replaced only when it is
+ * a socket nobody accepts on; anything else there is left alone and the
+ * gateway does not start.
+ */
+static int
+claim_path(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		GW_LOG(ERR, "attach: %s exists and is not a socket; not "
+		       "replacing it\n", path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (rc == 0) {
+		GW_LOG(ERR, "attach: another process serves %s\n", path);
+		return -EADDRINUSE;
+	}
+	if (errno != ECONNREFUSED) {
+		GW_LOG(ERR, "attach: %s: cannot tell whether it is in use: "
+		       "%s\n", path, strerror(errno));
+		return -EEXIST;
+	}
+	GW_LOG(INFO, "attach: replacing the stale socket %s\n", path);
+	return unlink(path) == 0 ? 0 : -errno;
+}
+
+static int
+listen_on(const struct egw_conf_attach *a)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, rc;
+
+	rc = claim_path(a->path);
+	if (rc != 0)
+		return rc;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", a->path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    lstat(a->path, &st) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	/* ours from here: removed at stop only if it is still this inode */
+	ctl.dev = st.st_dev;
+	ctl.ino = st.st_ino;
+	ctl.lfd = fd;
+	if (a->group[0] != '\0') {
+		struct group *g = getgrnam(a->group);
+
+		if (g == NULL || chown(a->path, (uid_t)-1, g->gr_gid) != 0) {
+			GW_LOG(ERR, "attach: cannot give %s to group %s\n",
+			       a->path, a->group);
+			return -EPERM;
+		}
+	}
+	if (chmod(a->path, a->mode) != 0 || listen(fd, 64) != 0)
+		return -errno;
+	return 0;
+}
+
+static void
+unlink_if_ours(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && st.st_dev == ctl.dev &&
+	    st.st_ino == ctl.ino)
+		unlink(path);
+}
+
+/* ---- connections ----------------------------------------------------------- */
+
+static bool
+allowed(const struct ucred *cr)
+{
+	const struct egw_conf_attach *a = &ctl.c->attach;
+
+	if (cr->uid == geteuid())
+		return true;
+	for (uint16_t i = 0; i < a->nuids; i++)
+		if (cr->uid == a->allow_uids[i])
+			return true;
+	for (uint16_t i = 0; i < a->ngids; i++)
+		if (cr->gid == a->allow_gids[i])
+			return true;
+	return false;
+}
+
+static void refuse(int fd, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+refuse(int fd, int status, const char *fmt, ...)
+{
+	struct egw_attach_welcome w;
+	va_list ap;
+
+	memset(&w, 0, sizeof(w));
+	w.magic = EGW_WELCOME_MAGIC;
+	w.version = EGW_ATTACH_VERSION;
+	w.status = status;
+	va_start(ap, fmt);
+	vsnprintf(w.message, sizeof(w.message), fmt, ap);
+	va_end(ap);
+	if (send(fd, &w, sizeof(w), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		GW_LOG(DEBUG, "attach: refusal not sent: %s\n", strerror(errno));
+	GW_LOG(NOTICE, "attach: client refused: %s\n", w.message);
+}
+
+static void
+conn_free(struct conn *k)
+{
+	if (k->fd >= 0)
+		close(k->fd);
+	if (k->area != NULL)
+		munmap(k->area, k->area_bytes);
+	if (k->area_fd >= 0)
+		close(k->area_fd);
+	if (k->efd >= 0)
+		close(k->efd);
+	memset(k, 0, sizeof(*k));
+	k->fd = k->area_fd = k->efd = -1;
+}
+
+/*
+ * A refusal is sent only after the hello has been read: a socket closed
+ * with its hello unread makes the client read a reset instead of the
+ * refusal's reason.
+ */
+static void
+accept_one(uint64_t now)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct conn *k = NULL;
+	int fd = accept4(ctl.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (uint32_t i = 0; i < ctl.nconns; i++)
+		if (ctl.conns[i].state == C_FREE) {
+			k = &ctl.conns[i];
+			break;
+		}
+	if (k == NULL) {
+		/* beyond every port's clients and the spare connections */
+		GW_LOG(WARNING, "attach: connection closed: too many\n");
+		close(fd);
+		return;
+	}
+	k->state = C_HELLO;
+	k->fd = fd;
+	k->deadline = now + HELLO_DEADLINE_NS;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+		k->refuse_rc = -EACCES;
+		return;
+	}
+	k->pid = cr.pid;
+	k->uid = cr.uid;
+	if (!allowed(&cr))
+		k->refuse_rc = -EACCES;
+}
+
+/* The area: a sealed memfd, so that a client cannot shrink it under the
+ * worker (which would then fault on it). */
+static int
+make_area(struct conn *k, const struct egw_attach_hello *h)
+{
+	const struct egw_conf_attach *a = &ctl.c->attach;
+	uint32_t sq = h->sq_entries ? h->sq_entries : a->sq_entries;
+	uint32_t cq = h->cq_entries ? h->cq_entries : a->cq_entries;
+	uint32_t slots = h->nslots ? h->nslots : a->slots;
+	uint32_t max_runs = ctl.c->max_runs_per_room;
+	size_t bytes;
+
+	if (max_runs > 4096)
+		max_runs = 4096;
+	if (slots > 65536)
+		slots = 65536;
+	bytes = egw_attach_area_bytes(sq, cq, slots, max_runs);
+	if (bytes == 0)
+		return -EINVAL;
+	k->area_fd = memfd_create("embgw-client", MFD_CLOEXEC |
+				  MFD_ALLOW_SEALING);
+	if (k->area_fd < 0 || ftruncate(k->area_fd, (off_t)bytes) != 0 ||
+	    fcntl(k->area_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+		  F_SEAL_SEAL) != 0)
+		return -errno;
+	k->area = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       k->area_fd, 0);
+	if (k->area == MAP_FAILED) {
+		k->area = NULL;
+		return -errno;
+	}
+	k->area_bytes = bytes;
+	return egw_attach_area_init(k->area, sq, cq, slots, max_runs);
+}
+
+static void
+hello(struct conn *k)
+{
+	struct egw_attach_hello h;
+	char why[EGW_ATTACH_MSG_LEN];
+	uint8_t buf[sizeof(h) + 1];
+	ssize_t n = recv(k->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	int rc;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_free(k);
+		return;
+	}
+	rc = egw_attach_hello_check(buf, (size_t)n, why, sizeof(why));
+	if (rc != 0) {
+		refuse(k->fd, rc, "%s", why);
+		conn_free(k);
+		return;
+	}
+	if (k->refuse_rc == -EACCES) {
+		refuse(k->fd, k->refuse_rc, "%s", "this uid/gid may not attach");
+		conn_free(k);
+		return;
+	}
+	memcpy(&h, buf, sizeof(h));
+	for (k->port = 0; k->port < ctl.nids; k->port++)
+		if (ctl.ids[k->port]->attach != NULL &&
+		    !strcmp(ctl.ids[k->port]->cfg->name, h.port))
+			break;
+	if (k->port == ctl.nids) {
+		refuse(k->fd, -ENOENT, "no port '%s' with an attach point on "
+		       "this gateway", h.port);
+		conn_free(k);
+		return;
+	}
+	rc = make_area(k, &h);
+	if (rc == 0 && (h.flags & EGW_HELLO_F_WAKEUP)) {
+		k->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		rc = k->efd < 0 ? -errno : 0;
+		k->wakeup = rc == 0;
+	}
+	if (rc != 0) {
+		refuse(k->fd, rc, "cannot make the client area: %s",
+		       strerror(-rc));
+		conn_free(k);
+		return;
+	}
+	{
+		struct gw_attach_msg m = {
+			.type = GW_AM_ADD,
+			.conn = (uint16_t)(k - ctl.conns),
+			.arg = (uint64_t)(uintptr_t)k->area,
+		};
+
+		if (rte_ring_sp_enqueue_elem(ctl.ids[k->port]->attach->to_worker,
+					     &m, sizeof(m)) != 0) {
+			refuse(k->fd, -EBUSY, "%s", "the gateway is busy");
+			conn_free(k);
+			return;
+		}
+	}
+	k->state = C_ADDING;
+	GW_LOG(INFO, "attach: pid %d (uid %u, '%.31s') on port %s\n",
+	       (int)k->pid, (unsigned)k->uid, h.client, h.port);
+}
+
+static const char *
+dtype_of(const char *name, uint32_t *code)
+{
+	static const char *const names[] = { "fp8", "int8", "bf16", "fp16",
+					     "fp32" };
+
+	for (uint32_t i = 0; i < 5; i++)
+		if (!strcmp(name, names[i])) {
+			*code = EGW_DTYPE_FP8 + i;
+			return names[i];
+		}
+	*code = 0;
+	return NULL;
+}
+
+static void
+welcome(struct conn *k)
+{
+	const struct gw_id *id = ctl.ids[k->port];
+	const struct egw_pool_geom *g = egw_pool_geom(id->pool);
+	struct egw_attach_welcome w;
+	int fds[3] = { id->dops->pool_fd(id->drv), k->area_fd, k->efd };
+	char cbuf[CMSG_SPACE(sizeof(fds))];
+	struct iovec iov = { &w, sizeof(w) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf,
+	};
+	struct cmsghdr *cm;
+	uint32_t nfds = k->wakeup ? 3 : 2;
+
+	memset(&w, 0, sizeof(w));
+	memset(cbuf, 0, sizeof(cbuf));
+	w.magic = EGW_WELCOME_MAGIC;
+	w.version = EGW_ATTACH_VERSION;
+	w.flags = (ctl.c->roles & EGW_ROLE_ENCODE ? EGW_WELCOME_F_ENCODE : 0) |
+		  (ctl.c->roles & EGW_ROLE_LANGUAGE ? EGW_WELCOME_F_LANGUAGE : 0) |
+		  (k->wakeup ? EGW_WELCOME_F_WAKEUP : 0);
+	w.nfds = nfds;
+	w.capacity_tokens = g->capacity_tokens;
+	w.block_tokens = g->block_tokens;
+	w.hidden_size = g->hidden_size;
+	dtype_of(ctl.c->dtype, &w.dtype);
+	w.dtype_bytes = g->dtype_bytes;
+	w.aux_bytes = g->aux_bytes;
+	w.mrope = g->mrope;
+	w.max_runs = ((struct egw_attach_area *)k->area)->max_runs;
+	w.pool_bytes = egw_geom_mem_bytes(g);
+	for (int kind = 0; kind < EGW_KIND_MAX; kind++) {
+		w.region_bytes[kind] = egw_geom_region_bytes(g, kind);
+		w.region_offset[kind] = w.region_bytes[kind] == 0 ? 0 :
+			(uint64_t)((uint8_t *)egw_pool_region(id->pool, kind) -
+				   (uint8_t *)egw_pool_mem(id->pool));
+	}
+	w.area_bytes = k->area_bytes;
+	w.max_total_tokens = g->capacity_tokens;
+	w.lease_ms = ctl.c->attach.lease_ms;
+	w.npeers = id->cfg->npeers;
+	w.client_id = (uint32_t)k->client;
+	for (uint16_t i = 0; i < id->cfg->npeers && i < EGW_ATTACH_MAX_PEERS; i++)
+		snprintf(w.peers[i], sizeof(w.peers[i]), "%s",
+			 id->cfg->peers[i].name);
+	mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	if (sendmsg(k->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(w))
+		GW_LOG(NOTICE, "attach: welcome to pid %d not sent: %s\n",
+		       (int)k->pid, strerror(errno));
+}
+
+/* The client's socket ended (or it sent something after its hello). */
+static void
+gone(struct conn *k)
+{
+	struct gw_attach_msg m = {
+		.type = GW_AM_REMOVE,
+		.conn = (uint16_t)(k - ctl.conns),
+		.client = k->client,
+	};
+
+	if (k->fd >= 0) {
+		close(k->fd);
+		k->fd = -1;
+	}
+	if (k->state == C_ADDING) {
+		k->gone = true; /* removed once the worker has it */
+		return;
+	}
+	if (k->state != C_ATTACHED)
+		return;
+	GW_LOG(INFO, "attach: pid %d detached; its rooms end\n", (int)k->pid);
+	/* the ring holds a message per client and kind: it has room */
+	if (rte_ring_sp_enqueue_elem(ctl.ids[k->port]->attach->to_worker, &m,
+				     sizeof(m)) == 0)
+		k->state = C_REMOVING;
+}
+
+static void
+from_worker(uint16_t port)
+{
+	struct gw_attach_msg m;
+
+	while (rte_ring_sc_dequeue_elem(ctl.ids[port]->attach->to_ctl, &m,
+					sizeof(m)) == 0) {
+		struct conn *k = &ctl.conns[m.conn];
+		uint64_t one = 1;
+
+		switch (m.type) {
+		case GW_AM_ADDED:
+			if (m.client < 0) {
+				refuse(k->fd, m.client, "%s",
+				       "the port has all the clients it takes");
+				conn_free(k);
+				break;
+			}
+			k->client = m.client;
+			k->state = C_ATTACHED;
+			if (k->gone)
+				gone(k);
+			else
+				welcome(k);
+			break;
+		case GW_AM_REMOVED:
+			conn_free(k);
+			break;
+		case GW_AM_WAKE:
+			if (k->state == C_ATTACHED && k->efd >= 0 &&
+			    write(k->efd, &one, sizeof(one)) < 0)
+				GW_LOG(DEBUG, "attach: eventfd: %s\n",
+				       strerror(errno));
+			break;
+		case GW_AM_LOST:
+			if (k->state == C_ATTACHED)
+				gone(k);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static void *
+ctl_main(void *arg)
+{
+	struct pollfd *pfd = calloc(ctl.nconns + 1, sizeof(*pfd));
+	uint32_t *who = calloc(ctl.nconns + 1, sizeof(*who));
+
+	(void)arg;
+	if (pfd == NULL || who == NULL) {
+		GW_LOG(ERR, "attach: control thread out of memory\n");
+		free(pfd);
+		free(who);
+		return NULL;
+	}
+	while (!ctl.stop) {
+		uint64_t now = gw_now_ns();
+		nfds_t n = 1;
+
+		pfd[0] = (struct pollfd){ .fd = ctl.lfd, .events = POLLIN };
+		for (uint32_t i = 0; i < ctl.nconns; i++) {
+			struct conn *k = &ctl.conns[i];
+
+			if (k->state == C_HELLO && now > k->deadline) {
+				refuse(k->fd, -ETIMEDOUT, "%s",
+				       "no hello within a second");
+				conn_free(k);
+			}
+			if (k->fd < 0 || k->state == C_FREE)
+				continue;
+			pfd[n] = (struct pollfd){ .fd = k->fd, .events = POLLIN };
+			who[n++] = i;
+		}
+		if (poll(pfd, n, POLL_MS) > 0) {
+			if (pfd[0].revents & POLLIN)
+				accept_one(now);
+			for (nfds_t j = 1; j < n; j++) {
+				struct conn *k = &ctl.conns[who[j]];
+
+				if (pfd[j].revents == 0 || k->fd != pfd[j].fd)
+					continue;
+				if (k->state == C_HELLO)
+					hello(k);
+				else
+					gone(k); /* EOF, error, or data */
+			}
+		}
+		for (uint16_t p = 0; p < ctl.nids; p++)
+			if (ctl.ids[p]->attach != NULL)
+				from_worker(p);
+	}
+	free(pfd);
+	free(who);
+	return NULL;
+}
+
+int
+gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
+		uint16_t nids)
+{
+	int rc;
+
+	ctl.c = c;
+	ctl.ids = ids;
+	ctl.nids = nids;
+	for (uint16_t i = 0; i < nids; i++) {
+		if (ids[i]->attach == NULL)
+			continue;
+		rc = ids[i]->dops->pool_fd(ids[i]->drv);
+		if (rc < 0) {
+			GW_LOG(ERR, "attach: port %s: the %s driver's pool cannot "
+			       "be shared: %s\n", ids[i]->cfg->name,
+			       ids[i]->dops->name, strerror(-rc));
+			return rc;
+		}
+	}
+	ctl.nconns = c->attach.max_clients * nids + 16;
+	ctl.conns = calloc(ctl.nconns, sizeof(*ctl.conns));
+	if (ctl.conns == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ctl.nconns; i++)
+		ctl.conns[i].fd = ctl.conns[i].area_fd = ctl.conns[i].efd = -1;
+	rc = listen_on(&c->attach);
+	if (rc == 0)
+		rc = -pthread_create(&ctl.thread, NULL, ctl_main, NULL);
+	if (rc != 0) {
+		GW_LOG(ERR, "attach: cannot serve %s: %s\n", c->attach.path,
+		       strerror(-rc));
+		gw_attach_stop();
+		return rc;
+	}
+	pthread_setname_np(ctl.thread, "embgw-attach");
+	ctl.running = true;
+	GW_LOG(INFO, "attach: engines attach at %s\n", c->attach.path);
+	return 0;
+}
+
+/* After the workers stopped and before the room sources close: the
+ * clients' sockets close (they see the end), every area is unmapped (the
+ * sources' teardown does not touch the areas). */
+void
+gw_attach_stop(void)
+{
+	if (ctl.running) {
+		ctl.stop = true;
+		pthread_join(ctl.thread, NULL);
+		ctl.running = false;
+	}
+	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++)
+		if (ctl.conns[i].state != C_FREE)
+			conn_free(&ctl.conns[i]);
+	free(ctl.conns);
+	ctl.conns = NULL;
+	if (ctl.lfd >= 0) {
+		close(ctl.lfd);
+		ctl.lfd = -1;
+		unlink_if_ours(ctl.c->attach.path);
+	}
+	ctl.c = NULL;
+}

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The attached engines as a room source: lib/clients decides what the
+ * clients' commands mean; this file carries its room operations out on
+ * the identity's node and pool, and hands the node's events about those
+ * rooms back to it. Runs on the identity's worker lcore: no system call,
+ * no lock; everything the control thread must do goes through to_ctl.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <rte_errno.h>
+#include <rte_lcore.h>
+
+#include "gw_attach.h"
+
+#define ATTACH_BUDGET 32  /* commands per client per poll */
+
+static struct gw_attach_port *
+port_of(struct gw_room_source *s)
+{
+	return (struct gw_attach_port *)s;
+}
+
+static void
+tell_ctl(struct gw_attach_port *ap, uint16_t type, int32_t client,
+	 uint64_t arg)
+{
+	struct gw_attach_msg m = {
+		.type = type,
+		.conn = client >= 0 ? ap->conn_of[client] : 0,
+		.client = client,
+		.arg = arg,
+	};
+
+	/* the ring holds more than max_clients messages of each kind that
+	 * can be outstanding; a full one is counted, never waited on */
+	if (rte_ring_sp_enqueue_elem(ap->to_ctl, &m, sizeof(m)) != 0)
+		ap->to_ctl_full++;
+}
+
+/* ---- the room operations (egw_clients_ops) --------------------------- */
+
+static int
+op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
+	     int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
+	     uint32_t max_runs)
+{
+	struct gw_attach_port *ap = ctx;
+	struct gw_id *id = ap->base.id;
+	struct egw_run *r = (struct egw_run *)runs; /* same shape */
+	int n, rc;
+
+	n = egw_node_alloc_src(id->node, room, total, r, max_runs);
+	if (n < 0)
+		return n; /* -ENOSPC: asked again until the deadline */
+	if (egw_pool_aux_init(id->pool, r[0].start, total, mrope_delta,
+			      cookie) == NULL)
+		rc = -EINVAL;
+	else
+		rc = egw_node_sender_open(id->node, room, nranks, gw_now_ns());
+	if (rc != 0) {
+		egw_node_release(id->node, room, r, (uint32_t)n);
+		return rc;
+	}
+	return n;
+}
+
+static int
+op_send_commit(void *ctx, uint64_t room, uint32_t total,
+	       const struct egw_attach_run *runs, uint32_t nruns)
+{
+	struct gw_attach_port *ap = ctx;
+
+	return egw_node_input(ap->base.id->node, room, total,
+			      (const struct egw_run *)runs, nruns, gw_now_ns());
+}
+
+static void
+op_send_abort(void *ctx, uint64_t room, bool committed,
+	      const struct egw_attach_run *runs, uint32_t nruns)
+{
+	struct gw_attach_port *ap = ctx;
+	struct gw_id *id = ap->base.id;
+
+	(void)committed;
+	/* the engine frees what it was given (after its writes drained) */
+	egw_node_abort_room(id->node, room, 0, true, gw_now_ns());
+	if (nruns > 0)
+		egw_node_release(id->node, room, (const struct egw_run *)runs,
+				 nruns);
+}
+
+static int
+op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
+	     uint16_t peer, bool aux_only)
+{
+	struct gw_attach_port *ap = ctx;
+
+	/* the welcome lists the port's peers in configuration order, which
+	 * is the node's peer index */
+	return egw_node_receiver_open(ap->base.id->node, room, rank, nranks,
+				      peer, aux_only, gw_now_ns());
+}
+
+static void
+op_recv_abort(void *ctx, uint64_t room, uint16_t rank)
+{
+	struct gw_attach_port *ap = ctx;
+
+	egw_node_abort_room(ap->base.id->node, room, rank, false, gw_now_ns());
+}
+
+static void
+op_recv_release(void *ctx, uint64_t room, uint16_t rank,
+		const struct egw_attach_run *runs, uint32_t nruns)
+{
+	struct gw_attach_port *ap = ctx;
+
+	(void)rank;
+	egw_node_release(ap->base.id->node, room,
+			 (const struct egw_run *)runs, nruns);
+}
+
+static void
+op_wake(void *ctx, uint32_t client)
+{
+	tell_ctl(ctx, GW_AM_WAKE, (int32_t)client, 0);
+}
+
+static void
+op_client_lost(void *ctx, uint32_t client, const char *why)
+{
+	struct gw_attach_port *ap = ctx;
+
+	GW_LOG(WARNING, "port %s: client %u given up: %s\n",
+	       ap->base.id->cfg->name, client, why);
+	tell_ctl(ap, GW_AM_LOST, (int32_t)client, 0);
+}
+
+static const struct egw_clients_ops clients_ops = {
+	.send_open = op_send_open,
+	.send_commit = op_send_commit,
+	.send_abort = op_send_abort,
+	.recv_open = op_recv_open,
+	.recv_abort = op_recv_abort,
+	.recv_release = op_recv_release,
+	.wake = op_wake,
+	.client_lost = op_client_lost,
+};
+
+/* ---- the room source ---------------------------------------------------- */
+
+/* Clients coming and going, as the control thread says. */
+static uint32_t
+mailbox(struct gw_attach_port *ap, uint64_t now)
+{
+	struct gw_attach_msg m;
+	uint32_t n = 0;
+
+	while (rte_ring_sc_dequeue_elem(ap->to_worker, &m, sizeof(m)) == 0) {
+		void *area = (void *)(uintptr_t)m.arg;
+		int rc;
+
+		n++;
+		if (m.type == GW_AM_ADD) {
+			rc = egw_clients_add(ap->clients, area,
+					     ((struct egw_attach_area *)area)->area_bytes,
+					     now);
+			if (rc >= 0)
+				ap->conn_of[rc] = m.conn;
+			m.type = GW_AM_ADDED;
+			m.client = rc;
+		} else { /* GW_AM_REMOVE */
+			egw_clients_remove(ap->clients, (uint32_t)m.client,
+					   now);
+			m.type = GW_AM_REMOVED;
+		}
+		if (rte_ring_sp_enqueue_elem(ap->to_ctl, &m, sizeof(m)) != 0)
+			ap->to_ctl_full++;
+	}
+	return n;
+}
+
+static uint32_t
+src_poll(struct gw_room_source *s, uint64_t now)
+{
+	struct gw_attach_port *ap = port_of(s);
+
+	return mailbox(ap, now) + egw_clients_poll(ap->clients, now);
+}
+
+static bool
+src_deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
+{
+	struct gw_attach_port *ap = port_of(s);
+	int rc;
+
+	(void)now;
+	rc = egw_clients_room_delivered(ap->clients, a->room, a->rank,
+					a->tokens,
+					(const struct egw_attach_run *)a->runs,
+					a->nruns);
+	if (rc == -ENOENT)
+		return false; /* another source's room */
+	if (rc != 0)
+		egw_node_release(s->id->node, a->room, a->runs, a->nruns);
+	return true;
+}
+
+static bool
+src_done(struct gw_room_source *s, uint64_t room, uint16_t rank,
+	 enum egw_err e, bool is_sender, uint64_t now)
+{
+	struct gw_attach_port *ap = port_of(s);
+
+	(void)now;
+	return egw_clients_room_done(ap->clients,
+				     is_sender ? EGW_SIDE_SEND : EGW_SIDE_RECV,
+				     room, rank, e == EGW_E_OK ? 0 : -(int)e) == 0;
+}
+
+static uint64_t
+src_remaining(const struct gw_room_source *s)
+{
+	(void)s;
+	return GW_ROOMS_ENDLESS; /* serves until the gateway stops */
+}
+
+static void
+src_report(struct gw_room_source *s, struct gw_room_stats *out)
+{
+	struct gw_attach_port *ap = port_of(s);
+	struct egw_clients_stats st;
+
+	memset(out, 0, sizeof(*out));
+	egw_clients_stats(ap->clients, &st);
+	out->clients = true;
+	out->client.attached = egw_clients_attached(ap->clients);
+	out->client.rooms = st.rooms_opened;
+	out->client.ok = st.rooms_ok;
+	out->client.failed = st.rooms_failed;
+	out->client.commands = st.commands;
+	out->client.refused = st.refused;
+	out->client.cq_overflow = st.cq_overflow;
+	out->client.alloc_waits = st.alloc_waits;
+}
+
+/* At exit, the worker stopped: every client's rooms end, its area is
+ * unmapped here (the control thread has stopped too). */
+static void
+src_close(struct gw_room_source *s)
+{
+	struct gw_attach_port *ap = port_of(s);
+
+	egw_clients_destroy(ap->clients, gw_now_ns());
+	rte_ring_free(ap->to_worker);
+	rte_ring_free(ap->to_ctl);
+	free(ap);
+}
+
+static const struct gw_room_source_ops attach_source_ops = {
+	.name = "attach",
+	.poll = src_poll,
+	.deliver = src_deliver,
+	.done = src_done,
+	.remaining = src_remaining,
+	.report = src_report,
+	.close = src_close,
+};
+
+int
+gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
+{
+	static unsigned nports;
+	const struct egw_conf *c = id->conf;
+	const struct egw_conf_attach *at = &c->attach;
+	struct gw_attach_port *ap = calloc(1, sizeof(*ap));
+	struct egw_clients_conf cc = {
+		.max_clients = at->max_clients,
+		.max_rooms = at->max_clients * at->slots,
+		.max_total_tokens = c->geom.capacity_tokens,
+		.npeers = id->cfg->npeers,
+		.encode = (c->roles & EGW_ROLE_ENCODE) != 0,
+		.language = (c->roles & EGW_ROLE_LANGUAGE) != 0,
+		.alloc_ns = c->timers.alloc_ns,
+		.lease_ns = (uint64_t)at->lease_ms * 1000000u,
+		.budget = ATTACH_BUDGET,
+		.ops = &clients_ops,
+	};
+	char name[RTE_RING_NAMESIZE];
+	unsigned ring = rte_align32pow2(4 * at->max_clients + 64);
+	int rc;
+
+	if (ap == NULL)
+		return -ENOMEM;
+	if (cc.max_rooms > (1u << 24))
+		cc.max_rooms = 1u << 24;
+	cc.ctx = ap;
+	ap->base.ops = &attach_source_ops;
+	rc = egw_clients_create(&cc, &ap->clients);
+	/* ring names are global to the process: numbered, not named */
+	snprintf(name, sizeof(name), "egw_attach_w%u", nports);
+	if (rc == 0)
+		ap->to_worker = rte_ring_create_elem(name, sizeof(struct gw_attach_msg),
+						     ring, SOCKET_ID_ANY,
+						     RING_F_SP_ENQ | RING_F_SC_DEQ);
+	snprintf(name, sizeof(name), "egw_attach_c%u", nports++);
+	if (rc == 0 && ap->to_worker != NULL)
+		ap->to_ctl = rte_ring_create_elem(name, sizeof(struct gw_attach_msg),
+						  ring, SOCKET_ID_ANY,
+						  RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (rc == 0 && (ap->to_worker == NULL || ap->to_ctl == NULL))
+		rc = -rte_errno;
+	if (rc == 0)
+		rc = gw_room_source_attach(id, &ap->base);
+	if (rc != 0) {
+		GW_LOG(ERR, "port %s: attach point: %s\n", id->cfg->name,
+		       egw_strerror(rc));
+		egw_clients_destroy(ap->clients, 0);
+		rte_ring_free(ap->to_worker);
+		rte_ring_free(ap->to_ctl);
+		free(ap);
+		return rc;
+	}
+	*out = ap;
+	return 0;
+}
