@@ -305,6 +305,130 @@ case_gen_encode_identities() {
 	MSG="80 rooms byte-exact, 20 from each of the 4 encode identities"
 }
 
+# ---- inference engines attached through the client interface ----------------
+# Python engine processes (tests/integration/engine.py, the embgw package
+# over lib/client) against a gateway pair with attach sockets and no
+# built-in workload: every room's bytes come from and go to an engine.
+ENGINE=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+	timeout -s KILL 120 /usr/bin/python3 tests/integration/engine.py)
+ENGINE_PIDS=()
+
+# engine LOG ARGS...: an engine process in the background
+engine() {
+	local log=$1
+	shift
+	"${ENGINE[@]}" "$@" >"$log" 2>&1 &
+	ENGINE_PIDS+=($!)
+}
+
+# engine_kill PID: SIGKILL an engine (the python under our timeout
+# wrapper PID, then the wrapper): no goodbye at all
+engine_kill() {
+	local child
+	child=$(pgrep -P "$1")
+	[ -n "$child" ] && kill -KILL $child
+	kill -KILL "$1" 2>/dev/null
+}
+
+# engines_wait: every engine started ended with status 0
+engines_wait() {
+	local bad=0
+	for p in "${ENGINE_PIDS[@]}"; do
+		wait "$p" || bad=$((bad + 1))
+	done
+	ENGINE_PIDS=()
+	[ "$bad" -eq 0 ]
+}
+
+# engine_gateways: the pair, up, their attach sockets there
+engine_gateways() {
+	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 "$SLACK" >/dev/null
+	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
+	wait_ready enc "$T/memif0.sock" || return 1
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
+	wait_socket "$T/lang-0.sock" && wait_socket "$T/enc-0.sock"
+}
+
+# room ids: length in the low 32 bits, a run number above
+room_ids() { # base lengths...
+	local base=$1 out="" i=0
+	shift
+	for n in "$@"; do
+		out+="${out:+,}$(( (base << 40) + (i << 32) + n ))"
+		i=$((i + 1))
+	done
+	echo "$out"
+}
+
+define engines "Python engines: 1 encode process, 2 language ranks and an aux-only rank (own processes), lengths 1..50000 in bf16, language-first then encode-first: bit-identical, nothing leaked on either gateway"
+case_engines() {
+	local first second r
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	first=$(room_ids 1 1 127 128 129 500 2000 10000 50000)
+	second=$(room_ids 2 129 3000 40000)
+	# the language ranks ask first; the encoder's data comes later
+	for r in 0 1; do
+		engine "$T/rank$r.log" language "$T/lang-0.sock" --rooms "$first" --rank $r --nranks 3
+	done
+	engine "$T/rank2.log" language "$T/lang-0.sock" --rooms "$first" --rank 2 --nranks 3 --aux-only
+	sleep 1
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$first" --nranks 3
+	engines_wait || { MSG="language first: $(cat "$T"/rank*.log "$T/encode.log" | tr '\n' ' ')"; return 1; }
+	# the encoder commits first; the ranks come a second later
+	engine "$T/encode2.log" encode "$T/enc-0.sock" --rooms "$second" --nranks 2
+	sleep 1
+	for r in 0 1; do
+		engine "$T/rank$r-2.log" language "$T/lang-0.sock" --rooms "$second" --rank $r --nranks 2
+	done
+	engines_wait || { MSG="encode first: $(cat "$T"/rank*-2.log "$T/encode2.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	expect "$T/enc.log" clients ok -eq 11 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients ok -eq 30 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients refused -eq 0 || return 1
+	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
+}
+
+define engine-killed "SIGKILL of a language rank, then of the encode engine, while their rooms are open: the survivors see Failed with the reason, every block comes back on both gateways"
+case_engine_killed() {
+	local rooms victim
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	rooms=$(room_ids 3 50000 20000 50000 20000)
+	# both ranks open; the encoder opens and holds its data 4 s; rank 1
+	# dies in between: the rooms fail for the encoder and for rank 0
+	engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 2
+	engine "$T/rank1.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 1 --nranks 2 --hold-s 30
+	victim=${ENGINE_PIDS[-1]}
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 2 --hold-s 4
+	sleep 2
+	engine_kill "$victim"
+	engines_wait && { MSG="the survivors did not see their rooms fail"; return 1; }
+	grep -q "engine-encode: rooms=4 ok=0 failed=4" "$T/encode.log" &&
+		grep -q "engine-language: rank=0 rooms=4 ok=0 bad=0 failed=4" "$T/rank0.log" ||
+		{ MSG="$(cat "$T/encode.log" "$T/rank0.log" | tr '\n' ' ')"; return 1; }
+	# the encoder dies holding open rooms: the rank fails them
+	rooms=$(room_ids 4 50000 20000)
+	engine "$T/rank0-2.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1
+	engine "$T/encode-2.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1 --hold-s 30
+	victim=${ENGINE_PIDS[-1]}
+	sleep 2
+	engine_kill "$victim"
+	engines_wait && { MSG="rank 0 did not see its rooms fail"; return 1; }
+	grep -q "engine-language: rank=0 rooms=2 ok=0 bad=0 failed=2" "$T/rank0-2.log" ||
+		{ MSG="$(cat "$T/rank0-2.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+		expect "$T/enc.log" clients ok -eq 0 && expect "$T/lang.log" clients ok -eq 0 &&
+		expect "$T/enc.log" clients attached -eq 0 &&
+		expect "$T/lang.log" clients attached -eq 0 || return 1
+	MSG="a killed rank: its peer rank and the encoder saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0.log")); a killed encoder: the rank saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0-2.log")); zero blocks in use on both gateways"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
