@@ -54,6 +54,7 @@ def encode(c, rooms, nranks, hold_s):
         n = rid & 0xffffffff
         r = c.send_room(rid, n, nranks=nranks, cookie=rid)
         opened.append((rid, n, r))
+    print("engine-opened: rooms=%d" % len(opened), flush=True)
     time.sleep(hold_s)
     ok = failed = 0
     for rid, n, r in opened:
@@ -88,6 +89,7 @@ def language(c, rooms, rank, nranks, aux_only, hold_s):
     hidden = c.geometry["hidden_size"]
     opened = [(rid, c.recv_room(rid, peer=0, rank=rank, nranks=nranks,
                                 aux_only=aux_only)) for rid in rooms]
+    print("engine-opened: rooms=%d" % len(opened), flush=True)
     time.sleep(hold_s)
     ok = bad = failed = 0
     nbytes = 0
