@@ -4,7 +4,7 @@
  * side's sender and the language side's receivers, each with its own block
  * pool, joined by a simulated network that loses, duplicates and reorders
  * control messages, with payload writes as bounds-checked memcpy. It runs
- * the seeds' scenarios and a mixed concurrent load on a virtual clock and
+ * the reference design's scenarios and a mixed concurrent load on a virtual clock and
  * prints a report; every delivered byte is verified.
  *
  * It runs the same state machines as the DPDK gateway (app/embgw), on the
@@ -150,7 +150,7 @@ main(int argc, char **argv)
 		}
 	}
 	{
-		/* mixed load: every room at once, lengths from the seeds' set
+		/* mixed load: every room at once, lengths from the reference set
 		 * plus small ones, pools large enough for all of them */
 		struct world *w = make(ranks, 1024, drop, dup, seed, 8192);
 		static const uint32_t mix[] = { 300, 700, 1200, 2000, 4000, 10000 };
