@@ -86,8 +86,8 @@ struct egw_payload;
 
 /**
  * Completions waiting for poll(): drivers report batches through this
- * ring, never by calling back, so the engines are not re-entered. Sized
- * at open for everything the engines can have in flight.
+ * ring, never by calling back, so the state machines are not re-entered.
+ * Sized at open for everything the state machines can have in flight.
  */
 struct egw_payload_ring {
 	struct egw_payload_cpl *c;
