@@ -66,6 +66,7 @@ struct egw_node {
 	 * sender, so there are never more than it can have in flight */
 	uint64_t *refusedq;
 	uint32_t nrefused, refusedq_len;
+	uint32_t emitting;       /* inside an engine's emit callback */
 	uint64_t now;
 	struct egw_node_stats st;
 	uint8_t buf[EGW_PROTO_MAX_LEN];
@@ -156,6 +157,7 @@ do_pool(struct egw_node *n, const struct egw_act *a)
 static void
 emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 {
+	n->emitting++;
 	switch (a->type) {
 	case EGW_ACT_SEND:
 		send_msg(n, a->peer, a->msg);
@@ -189,6 +191,7 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		do_pool(n, a);
 		break;
 	}
+	n->emitting--;
 }
 
 static void
@@ -208,6 +211,10 @@ emit_receiver(void *ctx, const struct egw_act *a)
 static void
 drain_deferred(struct egw_node *n)
 {
+	/* called through an application callback from inside an engine: the
+	 * entry point that called that engine drains once it returns */
+	if (n->emitting > 0)
+		return;
 	while (n->nalloc > 0 || n->nrefused > 0) {
 		for (uint32_t i = 0; i < n->nalloc; i++) {
 			struct alloc_res r = n->allocq[i];
