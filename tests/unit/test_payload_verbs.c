@@ -377,6 +377,26 @@ test_new_endpoint_fails_in_flight(void)
 }
 
 static void
+test_connect_failure_is_negative_errno(void)
+{
+	struct egw_payload_cpl c[2];
+	struct egw_register r;
+
+	stub_device();
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	pp_register(&pp, PP_LANG, &r);
+	ibv_stub.modify_qp_rc = EINVAL; /* the device refuses RESET/INIT/RTR */
+	CU_ASSERT_EQUAL(pp.ops->connect(ENC, 0, &r), -EINVAL);
+	ibv_stub.modify_qp_rc = 0;
+	CU_ASSERT(post_tokens(1, 4) == 0); /* not connected: fails whole */
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 4 && !c[0].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 0);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0); /* and can be retried */
+	pp_close(&pp);
+}
+
+static void
 test_cpl_apply(void)
 {
 	struct verbs_flight f;
@@ -515,6 +535,8 @@ main(void)
 		  test_posts_wait_for_peer_after_reset },
 		{ "a peer's new endpoint fails what was in flight",
 		  test_new_endpoint_fails_in_flight },
+		{ "a connect the device refuses is a negative errno",
+		  test_connect_failure_is_negative_errno },
 		{ "completion handling and the generation check",
 		  test_cpl_apply },
 		{ "unknown peer -EINVAL; full ring (batches on the wire "
