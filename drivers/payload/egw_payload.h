@@ -12,8 +12,10 @@
  *
  * Every op that can fail returns 0 or a negative errno value, the same in
  * every driver:
- *  - -ENOBUFS: post() found the completion ring full; nothing was taken,
- *    the batch may be posted again once poll() has drained completions.
+ *  - -ENOBUFS: post() found no room in the completion ring for this
+ *    batch's completion (verbs keeps room for every batch in flight as
+ *    well: a reset completes them all at once); nothing was taken, the
+ *    batch may be posted again once poll() has drained completions.
  *  - -EINVAL: a peer index the driver does not know.
  *  - open()/connect(): -errno of the call that failed (-ENOMEM, -ENODEV,
  *    -ENOENT, -ERANGE, ...), each also logged with its cause by verbs.

@@ -377,6 +377,26 @@ test_new_endpoint_fails_in_flight(void)
 }
 
 static void
+test_connect_failure_is_negative_errno(void)
+{
+	struct egw_payload_cpl c[2];
+	struct egw_register r;
+
+	stub_device();
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	pp_register(&pp, PP_LANG, &r);
+	ibv_stub.modify_qp_rc = EINVAL; /* the device refuses RESET/INIT/RTR */
+	CU_ASSERT_EQUAL(pp.ops->connect(ENC, 0, &r), -EINVAL);
+	ibv_stub.modify_qp_rc = 0;
+	CU_ASSERT(post_tokens(1, 4) == 0); /* not connected: fails whole */
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 4 && !c[0].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 0);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0); /* and can be retried */
+	pp_close(&pp);
+}
+
+static void
 test_cpl_apply(void)
 {
 	struct verbs_flight f;
@@ -447,6 +467,7 @@ static void
 test_post_errors(void)
 {
 	struct egw_payload_cpl c[64];
+	struct egw_register r;
 	uint32_t size;
 
 	stub_device();
@@ -461,16 +482,24 @@ test_post_errors(void)
 	CU_ASSERT_EQUAL(post_tokens(1, 99), -ENOBUFS);
 	CU_ASSERT_EQUAL(enc_stats().batches, size);
 	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
-	/* as many batches on the wire as the table holds: one more fails */
-	ibv_stub.hold = true;
-	for (uint32_t i = 0; i < size; i++)
+	/* batches on the wire count too: a reset would complete them all at
+	 * once. Half completed and not polled, half on the wire: full. */
+	for (uint32_t i = 0; i < size / 2; i++)
 		CU_ASSERT(post_tokens(1, i) == 0);
 	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
-	CU_ASSERT(post_tokens(1, 98) == 0);
-	CU_ASSERT_EQUAL_FATAL(pp.ops->poll(ENC, c, 64), 1);
-	CU_ASSERT(c[0].cookie == 98 && !c[0].ok);
+	ibv_stub.hold = true;
+	for (uint32_t i = size / 2; i < size; i++)
+		CU_ASSERT(post_tokens(1, i) == 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT_EQUAL(post_tokens(1, 98), -ENOBUFS);
+	/* the reset that room is kept for: every completion fits */
+	pp.ops->inject_qp_error(ENC, 0);
 	ibv_stub.hold = false;
-	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 64), size);
+	for (uint32_t i = 0; i < size; i++)
+		CU_ASSERT(c[i].cookie == i && c[i].ok == (i < size / 2));
+	pp_register(&pp, PP_LANG, &r);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0); /* the peer confirms */
 	CU_ASSERT(post_tokens(1, 99) == 0);
 	/* an empty batch fails as a batch, not as a call: at once, before
 	 * the one on the wire */
@@ -506,9 +535,12 @@ main(void)
 		  test_posts_wait_for_peer_after_reset },
 		{ "a peer's new endpoint fails what was in flight",
 		  test_new_endpoint_fails_in_flight },
+		{ "a connect the device refuses is a negative errno",
+		  test_connect_failure_is_negative_errno },
 		{ "completion handling and the generation check",
 		  test_cpl_apply },
-		{ "unknown peer -EINVAL, full ring -ENOBUFS, full table fails",
+		{ "unknown peer -EINVAL; full ring (batches on the wire "
+		  "included) -ENOBUFS",
 		  test_post_errors },
 		{ NULL, NULL },
 	};

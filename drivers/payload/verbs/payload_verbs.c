@@ -399,17 +399,16 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 {
 	uint64_t t0 = egw_payload_cycles();
 	struct vpeer *v;
+	int rc;
 
 	if (peer >= p->npeers)
 		return -EINVAL;
-	if (egw_payload_ring_full(&p->fl.ring))
-		return -ENOBUFS;
 	v = &p->peers[peer];
-	verbs_chain_batch(&p->fl, &v->sq, &(struct verbs_dest){
+	rc = verbs_chain_batch(&p->fl, &v->sq, &(struct verbs_dest){
 		.peer = peer, .reg = &v->reg, .lkey = p->mr->lkey,
 		.usable = v->connected && !v->unconfirmed }, p->pool, w, n, cookie);
 	p->fl.st.cycles += egw_payload_cycles() - t0;
-	return 0;
+	return rc;
 }
 
 /* Fail everything in flight on a peer's QP and bring it back. */

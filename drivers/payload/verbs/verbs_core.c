@@ -128,7 +128,7 @@ end_batch(struct verbs_flight *f, uint32_t slot, bool ok)
 	complete(f, f->b[slot].cookie, ok);
 }
 
-void
+int
 verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
 		  const struct verbs_dest *d, const struct egw_pool *pool,
 		  const struct egw_write *w, uint32_t n, uint64_t cookie)
@@ -136,15 +136,19 @@ verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
 	struct egw_payload_stats add = { 0 };
 	uint32_t first = q->nchain, slot;
 
+	/* the ring holds what is waiting for poll() plus, after a reset,
+	 * every batch now in flight; and this batch's completion */
+	if (f->ring.count + f->in_use >= f->size)
+		return -ENOBUFS;
 	f->st.batches++;
 	/* a batch that cannot be posted whole fails whole, now; so does one
 	 * for a rebuilt QP the peer has not confirmed: its responder may
 	 * still expect the old PSN and would take our new packets for
 	 * duplicates - acknowledged, not written */
 	if (!d->usable || n == 0 || n > VERBS_MAX_CHAIN - q->nchain ||
-	    q->used + q->nchain + n > q->depth || f->in_use == f->size) {
+	    q->used + q->nchain + n > q->depth) {
 		complete(f, cookie, false);
-		return;
+		return 0;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t *src = NULL;
@@ -156,7 +160,7 @@ verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
 			f->st.refused_writes++;
 			q->nchain = first; /* drop this batch's WRs */
 			complete(f, cookie, false);
-			return;
+			return 0;
 		}
 		sg->addr = (uint64_t)(uintptr_t)src;
 		sg->length = (uint32_t)w[i].bytes;
@@ -192,6 +196,7 @@ verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
 	f->st.writes += add.writes;
 	f->st.bytes += add.bytes;
 	f->st.blocks += add.blocks;
+	return 0;
 }
 
 struct ibv_send_wr *

@@ -84,18 +84,21 @@ struct verbs_dest {
 };
 
 /**
- * Chain one batch of writes from `pool` onto `q`. A batch is taken whole
- * or fails whole, now (a completion with ok = false): when the peer is not
- * usable, a write lies outside its regions, or the batch would overflow
- * the chain, the send queue or the batch table. Every
+ * Chain one batch of writes from `pool` onto `q`.
+ *
+ * -ENOBUFS, nothing taken, when the completion ring could not hold the
+ * completions of every batch in flight and this one: a reset turns all
+ * batches in flight into completions at once, and they must fit.
+ * Otherwise 0: the batch is taken whole, or fails whole now (a completion
+ * with ok = false) when the peer is not usable, a write lies outside its
+ * regions, or the batch would overflow the chain or the send queue. Every
  * VERBS_SIGNAL_EVERY-th WR and the last of the batch are signalled: the
  * send queue is freed in steps and the batch completes with its last WR
- * (an RC QP completes in order). The caller has checked the ring is not
- * full.
+ * (an RC QP completes in order).
  */
-void verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
-		       const struct verbs_dest *d, const struct egw_pool *pool,
-		       const struct egw_write *w, uint32_t n, uint64_t cookie);
+int verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
+		      const struct verbs_dest *d, const struct egw_pool *pool,
+		      const struct egw_write *w, uint32_t n, uint64_t cookie);
 
 /** Link the chain for one ibv_post_send; NULL when nothing is chained. */
 struct ibv_send_wr *verbs_chain_link(struct verbs_sq *q);
