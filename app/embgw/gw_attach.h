@@ -40,6 +40,11 @@ struct gw_attach_port {
 	struct rte_ring *to_worker, *to_ctl;
 	/* client id -> the control thread's connection index */
 	uint16_t conn_of[4096];
+	/* the loop's time of the call in progress: what the room operations
+	 * hand the node (a fresh clock read there could lie ahead of the
+	 * `now` the loop's timers use next, and a room's progress stamp in
+	 * the future reads as an expired deadline) */
+	uint64_t now;
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */
 };

@@ -67,7 +67,7 @@ op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 			      cookie) == NULL)
 		rc = -EINVAL;
 	else
-		rc = egw_node_sender_open(id->node, room, nranks, gw_now_ns());
+		rc = egw_node_sender_open(id->node, room, nranks, ap->now);
 	if (rc != 0) {
 		egw_node_release(id->node, room, r, (uint32_t)n);
 		return rc;
@@ -82,7 +82,7 @@ op_send_commit(void *ctx, uint64_t room, uint32_t total,
 	struct gw_attach_port *ap = ctx;
 
 	return egw_node_input(ap->base.id->node, room, total,
-			      (const struct egw_run *)runs, nruns, gw_now_ns());
+			      (const struct egw_run *)runs, nruns, ap->now);
 }
 
 static void
@@ -94,7 +94,7 @@ op_send_abort(void *ctx, uint64_t room, bool committed,
 
 	(void)committed;
 	/* the engine frees what it was given (after its writes drained) */
-	egw_node_abort_room(id->node, room, 0, true, gw_now_ns());
+	egw_node_abort_room(id->node, room, 0, true, ap->now);
 	if (nruns > 0)
 		egw_node_release(id->node, room, (const struct egw_run *)runs,
 				 nruns);
@@ -109,7 +109,7 @@ op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 	/* the welcome lists the port's peers in configuration order, which
 	 * is the node's peer index */
 	return egw_node_receiver_open(ap->base.id->node, room, rank, nranks,
-				      peer, aux_only, gw_now_ns());
+				      peer, aux_only, ap->now);
 }
 
 static void
@@ -117,7 +117,7 @@ op_recv_abort(void *ctx, uint64_t room, uint16_t rank)
 {
 	struct gw_attach_port *ap = ctx;
 
-	egw_node_abort_room(ap->base.id->node, room, rank, false, gw_now_ns());
+	egw_node_abort_room(ap->base.id->node, room, rank, false, ap->now);
 }
 
 static void
@@ -196,6 +196,7 @@ src_poll(struct gw_room_source *s, uint64_t now)
 {
 	struct gw_attach_port *ap = port_of(s);
 
+	ap->now = now;
 	return mailbox(ap, now) + egw_clients_poll(ap->clients, now);
 }
 
@@ -205,7 +206,7 @@ src_deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
 	struct gw_attach_port *ap = port_of(s);
 	int rc;
 
-	(void)now;
+	ap->now = now;
 	rc = egw_clients_room_delivered(ap->clients, a->room, a->rank,
 					a->tokens,
 					(const struct egw_attach_run *)a->runs,
@@ -223,7 +224,7 @@ src_done(struct gw_room_source *s, uint64_t room, uint16_t rank,
 {
 	struct gw_attach_port *ap = port_of(s);
 
-	(void)now;
+	ap->now = now;
 	return egw_clients_room_done(ap->clients,
 				     is_sender ? EGW_SIDE_SEND : EGW_SIDE_RECV,
 				     room, rank, e == EGW_E_OK ? 0 : -(int)e) == 0;
@@ -263,7 +264,7 @@ src_close(struct gw_room_source *s)
 {
 	struct gw_attach_port *ap = port_of(s);
 
-	egw_clients_destroy(ap->clients, gw_now_ns());
+	egw_clients_destroy(ap->clients, ap->now);
 	rte_ring_free(ap->to_worker);
 	rte_ring_free(ap->to_ctl);
 	free(ap);
