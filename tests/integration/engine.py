@@ -79,11 +79,12 @@ def wait_go(path):
 
 def encode(c, rooms, nranks, hold_s, go=None):
     hidden = c.geometry["hidden_size"]
-    # the embeddings exist before their rooms open, as in an engine that
-    # opens a room once its encoder ran: open-to-commit is only the writes
-    data = {rid: expected(rid, rid & 0xffffffff, hidden, c.torch_dtype)
-            for rid in rooms}
+    data = {}
     if go:
+        # the embeddings exist before the rooms open, as in an engine that
+        # opens a room once its encoder ran: open-to-commit is the writes
+        data = {rid: expected(rid, rid & 0xffffffff, hidden, c.torch_dtype)
+                for rid in rooms}
         wait_go(go)
     opened = []
     for rid in rooms:
@@ -96,7 +97,8 @@ def encode(c, rooms, nranks, hold_s, go=None):
         if r.wait(embgw.KVPoll.WaitingForInput, DEADLINE_S) == \
                 embgw.KVPoll.Failed:
             continue  # counted below
-        emb, fill, mrope = data.pop(rid)
+        emb, fill, mrope = (data.pop(rid) if data else
+                            expected(rid, n, hidden, c.torch_dtype))
         try:
             r.scatter(emb)
             r.scatter(fill, kind="fill_ids")
@@ -168,6 +170,10 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
         ok += good
         bad += not good
         r.release()
+    try:  # the gateway has taken every release before this process leaves
+        c.nop()
+    except (OSError, TimeoutError) as e:
+        print("nop: %s" % e, flush=True)
     print("engine-language: rank=%d rooms=%d ok=%d bad=%d failed=%d bytes=%d%s"
           % (rank, len(rooms), ok, bad, failed, nbytes,
              "" if refused is None else " refused=%d" % refused), flush=True)
