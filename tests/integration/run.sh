@@ -469,6 +469,7 @@ case_engines_concurrent() {
 	LOG=$T/lang.log
 	for p in 0 1 2 3; do
 		# 25 rooms: 1 to 3000 tokens, 116,600 of the encoder's 262,144 in all
+		# shellcheck disable=SC2046 # 25 lengths, one word each
 		rooms=$(room_ids $((10 + p)) $(for _ in 1 2 3 4 5; do echo 1 700 2000 3000 129; done))
 		engine "$T/rank-$p.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1 --go "$T/open"
 		engine "$T/encode-$p.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1 --go "$T/write"
