@@ -116,7 +116,7 @@ if [ -n "$tn" ] && [ "${gns:-0}" -gt 0 ]; then
 		"$(ratio "$tn" "$gns")" "dpdk-testpmd rxonly ${tn} ns/packet" "-"
 fi
 emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
-	"ZeroMQ PUSH/PULL, seeds' multipart ASCII, ${zq} msgs/s" ">= 10"
+	"ZeroMQ PUSH/PULL, the reference design's multipart ASCII, ${zq} msgs/s" ">= 10"
 
 # ---- resume cost: 50,000 tokens from an 8,192 default vs pre-allocated ---
 n=10

@@ -2,7 +2,7 @@
 # The demo: two embgw gateways on this host - an encode gateway with the
 # built-in producer and a language gateway with the built-in verifier -
 # joined by net_memif (DPDK, --no-pci, no hugepages needed), payload over
-# the shm driver. Runs the seeds' scenarios (500, 2000, 10000 and 50000
+# the shm driver. Runs the reference design's scenarios (500, 2000, 10000 and 50000
 # tokens against defaults of 1024 and 8192 tokens), then a mixed load of
 # concurrent rooms on two TP ranks, and reports.
 set -euo pipefail
@@ -40,8 +40,8 @@ run_phase() { # title default lang-args...
 	errors=$((errors + $(field "$e" result-encode failed)))
 }
 
-run_phase "seeds' scenarios" 1024 --drive 4 --lengths 500,2000,10000,50000
-run_phase "seeds' scenarios" 8192 --drive 4 --lengths 500,2000,10000,50000
+run_phase "reference scenarios" 1024 --drive 4 --lengths 500,2000,10000,50000
+run_phase "reference scenarios" 8192 --drive 4 --lengths 500,2000,10000,50000
 run_phase "mixed load: 200 rooms, 16 at a time, 2 TP ranks" 1024 \
 	--drive 200 --concurrency 16 --ranks 2 --lengths 300,700,1200,2000,4000,10000,129,8192
 echo "demo: $rooms rooms, $bytes bytes verified, $rounds resume rounds, $errors errors, $leaked leaked blocks"

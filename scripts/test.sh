@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Run every test: install what the suites need (scripts/deps.sh; a failed
-# install ends the run with an error), build twice from scratch-able build
-# dirs, warnings as errors - once optimised, once with AddressSanitizer +
-# UBSan (any report is fatal) - and run the meson test suites in both (the
+# install ends the run with an error), build twice with DPDK and rdma-core
+# required and warnings as errors - once optimised (build/), once with
+# AddressSanitizer + UBSan where any report is fatal (build-asan/) - and run
+# the meson test suites in both (unit, CLI, lib/client and pytest; the
 # default test setup leaves out the suites of real gateway processes,
-# integration and VM: they run once, below, not per build). The last line is
+# integration and VM: they run once, below, not per build). Then: the
+# libFuzzer target on the protocol decoder (clang, build-fuzz/,
+# EGW_FUZZ_SECONDS, default 20), the integration cases, the RoCEv2 suite in
+# two QEMU guests (EMBGW_SKIP_VM=1 leaves it out, except under CI=true), a
+# quick round of the benchmarks and embgw-sim. The last line is
 # "tests: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."

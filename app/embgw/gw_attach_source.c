@@ -7,9 +7,9 @@
  * no lock; everything the control thread must do goes through to_ctl.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -17,6 +17,13 @@
 #include "gw_attach.h"
 
 #define ATTACH_BUDGET 32  /* commands per client per poll */
+
+/* the clients' runs are handed to the node as they are */
+_Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
+	       offsetof(struct egw_attach_run, start) ==
+	       offsetof(struct egw_run, start) &&
+	       offsetof(struct egw_attach_run, count) ==
+	       offsetof(struct egw_run, count), "one run layout");
 
 static struct gw_attach_port *
 port_of(struct gw_room_source *s)
@@ -248,8 +255,9 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 	out->client.alloc_waits = st.alloc_waits;
 }
 
-/* At exit, the worker stopped: every client's rooms end, its area is
- * unmapped here (the control thread has stopped too). */
+/* At exit, the worker and the control thread stopped: every client's
+ * rooms end (the node frees their blocks; the areas, which the control
+ * thread has unmapped, are not touched). */
 static void
 src_close(struct gw_room_source *s)
 {

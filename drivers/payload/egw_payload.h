@@ -39,11 +39,13 @@ struct egw_payload_cpl {
 };
 
 /** Pool memory local engine processes map: a sealed memfd (it cannot
- *  shrink or grow under the gateway), mapped shared. */
+ *  shrink or grow under the gateway), mapped shared; on 2 MiB huge pages
+ *  when enough are free, else on ordinary pages. */
 struct egw_pool_mem {
 	void *mem;
-	size_t bytes;
+	size_t bytes;           /**< mapped (rounded up to 2 MiB when huge) */
 	int fd;                 /**< -1 when none */
+	bool huge;
 };
 
 /** Create it (`name` shows in /proc/PID/fd). 0 or -errno. */
@@ -84,8 +86,8 @@ struct egw_payload;
 
 /**
  * Completions waiting for poll(): drivers report batches through this
- * ring, never by calling back, so the engines are not re-entered. Sized
- * at open for everything the engines can have in flight.
+ * ring, never by calling back, so the state machines are not re-entered.
+ * Sized at open for everything the state machines can have in flight.
  */
 struct egw_payload_ring {
 	struct egw_payload_cpl *c;

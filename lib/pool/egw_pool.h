@@ -42,7 +42,7 @@ enum egw_kind {
 /**
  * The aux record as it sits in memory (little-endian, 32 bytes); aux_bytes
  * may be larger, the rest is reserved and zero. total_tokens is word 0,
- * as in the seeds (aux[0] = total).
+ * as in the reference design (aux[0] = total).
  */
 struct egw_aux_rec {
 	uint32_t total_tokens;

@@ -228,7 +228,7 @@ enum egw_policy_kind { EGW_POLICY_FIXED = 0, EGW_POLICY_ADAPTIVE = 1 };
 
 /**
  * How many tokens the receiver asks for before it knows the total.
- * fixed: always `fixed_tokens` (the seeds: 8192).
+ * fixed: always `fixed_tokens` (the reference design: 8192).
  * adaptive: the `percentile` of the last EGW_POLICY_WINDOW totals, clamped
  * to [min_tokens, max_tokens]; `fixed_tokens` until `warmup` totals are seen.
  * Both round up to whole blocks.

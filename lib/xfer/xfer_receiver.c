@@ -6,11 +6,12 @@
  * `off` = tokens allocated before it. Decisions derive only from two
  * numbers that can only grow - the announced total and the local
  * allocation end - so a repeated "Transferring" can never trigger a second
- * resume (seed bug #5) and whatever block indices the allocator returns do
- * not matter (seed bug #6). Blocks are kept (zero copy) and delivered as
- * one run list; the aux record stays in the first window's first block
- * (seed bug #3). All ranks resume from the same total, announced by the
- * sender, never read back from their own memory (seed bug #4).
+ * resume (the reference design's bug #5, doc/design.md) and whatever block
+ * indices the allocator returns do not matter (its bug #6). Blocks are kept
+ * (zero copy) and delivered as one run list; the aux record stays in the
+ * first window's first block (its bug #3). All ranks resume from the same
+ * total, announced by the sender, never read back from their own memory
+ * (its bug #4).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -391,7 +392,8 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	x->alloc_failing = false;
 	w = &x->win[x->nwin++];
 	w->off = x->alloc_end;
-	w->alloc = (uint32_t)(blocks * bt); /* always whole blocks (seed bug #2) */
+	/* always whole blocks (the reference design's bug #2) */
+	w->alloc = (uint32_t)(blocks * bt);
 	w->first_run = x->nruns;
 	w->nruns = (uint32_t)n;
 	memcpy(x->runs + x->nruns, runs, (size_t)n * sizeof(*runs));

@@ -293,7 +293,13 @@ tomb_answer(struct egw_sender *s, const struct sender_tomb *t, uint32_t peer,
 		.nranks = t->nranks, .state = t->state, .error = t->err,
 	};
 
-	if (m->rank >= t->nranks || t->peer[m->rank] != peer)
+	/* a rank that never got in before the room failed (its INIT was
+	 * refused as unknown until the room opened, say) hears the failure
+	 * now instead of waiting out its bootstrap deadline; a Success is
+	 * told only to the peer that took part */
+	if (m->rank >= t->nranks || m->nranks != t->nranks ||
+	    (t->peer[m->rank] != peer &&
+	     !(t->peer[m->rank] == UINT32_MAX && t->state == EGW_ST_FAILED)))
 		return core_reject(&s->core, EGW_E_BAD_RANK);
 	if (t->state == EGW_ST_SUCCESS) {
 		a.total_tokens = t->total;

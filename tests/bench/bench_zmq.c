@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The seeds' control path, for comparison: ZeroMQ PUSH/PULL over TCP
+ * The reference design's control path, for comparison: ZeroMQ PUSH/PULL over TCP
  * loopback carrying multipart ASCII frames (room, endpoint, port, session,
  * block indices, ranks, sent/allocated tokens) and parsing them on the
  * other end, as the Python implementation does. Two threads, one process.
@@ -35,7 +35,7 @@ puller(void *arg)
 
 			buf[k][n < 0 ? 0 : n] = '\0';
 		}
-		/* parse like the seeds: int(frame.decode("ascii")) */
+		/* parse like the reference design: int(frame.decode("ascii")) */
 		sum += atol(buf[0]) + atol(buf[2]) + atol(buf[5]) + atol(buf[6]) +
 		       atol(buf[7]) + (long)strlen(buf[4]);
 	}

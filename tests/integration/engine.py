@@ -91,6 +91,7 @@ def encode(c, rooms, nranks, hold_s, go=None):
         n = rid & 0xffffffff
         r = c.send_room(rid, n, nranks=nranks, cookie=rid)
         opened.append((rid, n, r))
+    print("engine-opened: rooms=%d" % len(opened), flush=True)
     time.sleep(hold_s)
     ok = failed = 0
     for rid, n, r in opened:
@@ -145,6 +146,7 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
         wait_go(go)
     opened = [(rid, c.recv_room(rid, peer=0, rank=rank, nranks=nranks,
                                 aux_only=aux_only)) for rid in rooms]
+    print("engine-opened: rooms=%d" % len(opened), flush=True)
     refused = (misuse(c, rooms[0], rank, nranks, aux_only)
                if check_misuse else None)
     time.sleep(hold_s)

@@ -341,9 +341,12 @@ engines_wait() {
 }
 
 # engine_gateways [gen-configs options]: the pair, up, their attach
-# sockets there; ENGINE_TIMERS (default $SLACK) are the pair's timers
+# sockets there; ENGINE_TIMERS, when set, are the pair's timers
 engine_gateways() {
-	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 "${ENGINE_TIMERS:-$SLACK}" >/dev/null
+	# Python engines on two shared cores can stall a room's progress for
+	# seconds: 20 s before a round gives up (the default is 5 s)
+	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 \
+		"${ENGINE_TIMERS:-$SLACK round_ms = 20000;}" >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
 	wait_ready enc "$T/memif0.sock" || return 1
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
@@ -404,7 +407,8 @@ case_engine_killed() {
 	engine "$T/rank1.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 1 --nranks 2 --hold-s 30
 	victim=${ENGINE_PIDS[-1]}
 	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 2 --hold-s 4
-	sleep 2
+	wait_line "$T/rank1.log" engine-opened 30 && wait_line "$T/encode.log" engine-opened 30 ||
+		{ MSG="the engines did not open their rooms"; return 1; }
 	engine_kill "$victim"
 	engines_wait && { MSG="the survivors did not see their rooms fail"; return 1; }
 	grep -q "engine-encode: rooms=4 ok=0 failed=4" "$T/encode.log" &&
@@ -415,7 +419,8 @@ case_engine_killed() {
 	engine "$T/rank0-2.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1
 	engine "$T/encode-2.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1 --hold-s 30
 	victim=${ENGINE_PIDS[-1]}
-	sleep 2
+	wait_line "$T/encode-2.log" engine-opened 30 && wait_line "$T/rank0-2.log" engine-opened 30 ||
+		{ MSG="the engines did not open their rooms"; return 1; }
 	engine_kill "$victim"
 	engines_wait && { MSG="rank 0 did not see its rooms fail"; return 1; }
 	grep -q "engine-language: rank=0 rooms=2 ok=0 bad=0 failed=2" "$T/rank0-2.log" ||
@@ -436,11 +441,7 @@ case_engines_dtypes() {
 	rooms=$(room_ids 5 1 127 128 129 50000)
 	for d in fp16 fp32; do
 		T=$base/$d
-		# a 50,000-token fp32 room is 51 MB for a Python process to write
-		# on a host whose 2 cores two gateways busy-poll: more than 5 s
-		# may pass without progress
-		ENGINE_TIMERS="$SLACK round_ms = 30000;" engine_gateways --dtype "$d" ||
-			{ T=$base; return 1; }
+		engine_gateways --dtype "$d" || { T=$base; return 1; }
 		LOG=$T/lang.log
 		engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1
 		engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1

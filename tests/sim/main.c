@@ -3,14 +3,20 @@
  * embgw-sim: the resume protocol end to end in one process - the encode
  * side's sender and the language side's receivers, each with its own block
  * pool, joined by a simulated network that loses, duplicates and reorders
- * control messages, with payload writes as bounds-checked memcpy. It runs
- * the seeds' scenarios and a mixed concurrent load on a virtual clock and
- * prints a report; every delivered byte is verified.
+ * control messages, with payload writes as bounds-checked memcpy. On a
+ * virtual clock it runs the reference design's scenarios (500, 2000, 10000
+ * and 50000 tokens against defaults of 1024 and 8192), then a mixed load of
+ * --rooms concurrent rooms of 300..10000 tokens, verifies every delivered
+ * byte and ends with the demo's line ("demo: N rooms, B bytes verified, R
+ * resume rounds, E errors, L leaked blocks"); exit status 1 on any error
+ * or leaked block, 2 on bad arguments.
  *
  * It runs the same state machines as the DPDK gateway (app/embgw), on the
  * simulated pair the unit tests use (tests/harness).
  *
  *   embgw-sim [--drop PCT] [--dup PCT] [--ranks N] [--rooms N] [--seed S]
+ *   defaults: 5% drop, 5% duplication (reordering always on), 2 ranks,
+ *   200 rooms, seed 1
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -150,8 +156,8 @@ main(int argc, char **argv)
 		}
 	}
 	{
-		/* mixed load: every room at once, lengths from the seeds' set
-		 * plus small ones, pools large enough for all of them */
+		/* mixed load: every room at once, 300..10000 tokens, pools
+		 * large enough for all of them */
 		struct world *w = make(ranks, 1024, drop, dup, seed, 8192);
 		static const uint32_t mix[] = { 300, 700, 1200, 2000, 4000, 10000 };
 

@@ -120,7 +120,7 @@ test_adaptive_tradeoff_on_stated_distribution(void)
 	/* p90 aims at about one request in ten resuming */
 	CU_ASSERT(c.resume_share > 0.05 && c.resume_share < 0.15);
 	/* fewer rounds than the small fixed default, far less memory held
-	 * than the seeds' 8192 */
+	 * than the reference design's 8192 */
 	CU_ASSERT(c.rounds < b.rounds / 3);
 	CU_ASSERT(c.reserved < a.reserved * 0.6);
 }

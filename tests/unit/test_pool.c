@@ -75,7 +75,8 @@ test_alloc_tokens_is_whole_blocks(void)
 	struct egw_pool_stats st;
 
 	CU_ASSERT_EQUAL(egw_pool_alloc_tokens(p, 1, 976, r, 4), 1);
-	CU_ASSERT_EQUAL(r[0].count, 8); /* ceil(976 / 128): seed bug #2 */
+	/* ceil(976 / 128): the reference design's bug #2 */
+	CU_ASSERT_EQUAL(r[0].count, 8);
 	CU_ASSERT_EQUAL(egw_pool_alloc_tokens(p, 2, 129, r, 4), 1);
 	CU_ASSERT_EQUAL(r[0].start, 8);
 	CU_ASSERT_EQUAL(r[0].count, 2);

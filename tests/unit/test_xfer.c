@@ -311,7 +311,7 @@ test_pipelined_resume_has_zero_idle_round_trips(void)
 {
 	/* 10000 tokens in 1024-token windows: 10 windows, 9 resumes */
 	CU_ASSERT_EQUAL(idle_waits(true), 0);
-	/* the seeds' way (total learnt after round one, resume after each
+	/* the reference design's way (total learnt after round one, resume after each
 	 * landing) idles one round trip per resume */
 	CU_ASSERT_EQUAL(idle_waits(false), 9);
 }
@@ -395,7 +395,8 @@ test_repeated_transferring_never_resumes_twice(void)
 	CU_ASSERT_EQUAL(st.state, EGW_ST_TRANSFERRING);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_ALLOC), 2);
 	allocs = w_count_acts(w, 0, EGW_ACT_ALLOC);
-	for (int i = 0; i < 100; i++) /* the seeds' poll loop (bug #5) */
+	/* the reference design's poll loop (its bug #5) */
+	for (int i = 0; i < 100; i++)
 		w_to_receiver(w, 0, &st);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_ALLOC), allocs);
 	w_run_for(w, 5 * MS);        /* and again once the resume went out */

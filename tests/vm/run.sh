@@ -3,8 +3,8 @@
 # joined by a QEMU socket link - a two-host Ethernet segment. Guest "enc"
 # runs an encode gateway, guest "lang" a language gateway; both drive DPDK
 # (net_af_packet on eth0) for the control protocol and the verbs payload
-# driver on rxe0 (bound to the same eth0) for RDMA WRITEs. The seeds'
-# scenarios run byte-exact with resume; dumpcap in "lang" records the wire;
+# driver on rxe0 (bound to the same eth0) for RDMA WRITEs. The reference
+# design's scenarios run byte-exact with resume; dumpcap in "lang" records the wire;
 # then faults: with the encode gateway still running, a new language
 # gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
 # its own RoCE packets for 8 s (netem behind a u32 filter on UDP port 4791,
