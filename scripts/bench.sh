@@ -186,6 +186,9 @@ scripts/gen-configs.sh --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024
 ENGINE=(env "EMBGW_CLIENT_LIB=build/lib/client/libegw_client.so"
 	timeout -s KILL 300 /usr/bin/python3 tests/integration/engine.py)
 eng_pair() { # the encode gateway [args], up
+	# each run maps a fresh language pool file: neither run finds the
+	# other's pages already in memory
+	rm -f "$W/eng/lang-pool-0"
 	start_gw enc 1 "$W/eng/encode.cfg" "$W/enc.log" "$@" >/dev/null
 	wait_ready enc "$W/eng/memif0.sock" >/dev/null || true
 }
