@@ -171,6 +171,78 @@ qj=$(printf '%s\n' "${fj[@]}" | median)
 emit under-flood "$q1" "rooms/s while embgw-gen floods ${flood} junk datagrams/s (${qj} rejected before the state machines per round)" \
 	"$(ratio "$q1" "$q0")" "no flood ${q0} rooms/s" ">= 0.8"
 
+# ---- engines: Python clients through the attach sockets vs built-in ----
+# The same gateway pair (attach sockets, bf16, hidden 4096, pools of
+# 65,536 tokens = 512 MiB each) moves 10,000-token rooms, 4 in flight:
+# once between the built-in producer and verifier (--produce, --drive),
+# once between two Python engine processes (tests/integration/engine.py
+# --bench over the embgw package: scatter + commit, gather + release,
+# every byte checked). Wall rate from the encoder's first room to the last
+# room released; the clients' CPU per room from their own process times.
+n=16
+[ "$quick" = 1 ] && n=3
+scripts/gen-configs.sh --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024 65536 \
+	"peer_dead_ms = 5000;" >/dev/null
+ENGINE=(env "EMBGW_CLIENT_LIB=build/lib/client/libegw_client.so"
+	timeout -s KILL 300 /usr/bin/python3 tests/integration/engine.py)
+eng_pair() { # the encode gateway [args], up
+	# each run maps a fresh language pool file: neither run finds the
+	# other's pages already in memory
+	rm -f "$W/eng/lang-pool-0"
+	start_gw enc 1 "$W/eng/encode.cfg" "$W/enc.log" "$@" >/dev/null
+	wait_ready enc "$W/eng/memif0.sock" >/dev/null || true
+}
+en_r=() bi_r=() en_ce=() en_cl=() en_cp=()
+for r in $(seq 1 "$rounds"); do
+	eng_pair --produce
+	run_gw lang 0 "$W/eng/language.cfg" "$W/lang.log" 300 --exit-when-done \
+		--drive "$n" --concurrency 4 --lengths 10000 || true
+	stop_all
+	[ "$(field "$W/lang.log" result errors)" = 0 ] &&
+		[ "$(field "$W/lang.log" language ok)" = "$n" ] &&
+		bi_r+=("$(awk -v n="$n" -v s="$(field "$W/lang.log" latency secs)" \
+			'BEGIN { printf "%.2f", (s > 0 ? n / s : 0) }')")
+	eng_pair
+	start_gw lang 0 "$W/eng/language.cfg" "$W/lang.log" >/dev/null
+	wait_socket "$W/eng/lang-0.sock" && wait_socket "$W/eng/enc-0.sock" || true
+	"${ENGINE[@]}" language "$W/eng/lang-0.sock" --bench "$n" --length 10000 \
+		--window 4 >"$W/eng-lang.out" 2>&1 &
+	el=$!
+	"${ENGINE[@]}" encode "$W/eng/enc-0.sock" --bench "$n" --length 10000 \
+		--window 4 >"$W/eng-enc.out" 2>&1 || true
+	wait "$el" || true
+	stop_all
+	le=$(grep '^engine-language:' "$W/eng-lang.out" || true)
+	ee=$(grep '^engine-encode:' "$W/eng-enc.out" || true)
+	kv() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$2"; }
+	if [ "$(kv ok "$le")" = "$n" ] && [ "$(kv bad "$le")" = 0 ] &&
+		[ "$(kv ok "$ee")" = "$n" ]; then
+		en_r+=("$(awk -v n="$n" -v a="$(kv t0 "$ee")" -v b="$(kv t1 "$le")" \
+			-v c="$(kv t1 "$ee")" 'BEGIN { e = (b > c ? b : c); printf "%.2f", (e > a ? n / (e - a) : 0) }')")
+		en_ce+=("$(kv cpu_ms "$ee")")
+		en_cl+=("$(kv cpu_ms "$le")")
+		en_cp+=("$(kv copy_ms "$le")")
+	else
+		echo "bench engines: round $r failed: ${le:-$(tail -3 "$W/eng-lang.out")} / ${ee:-$(tail -3 "$W/eng-enc.out")}" >&2
+	fi
+done
+if [ "${#en_r[@]}" -gt 0 ] && [ "${#bi_r[@]}" -gt 0 ]; then
+	er=$(printf '%s\n' "${en_r[@]}" | median)
+	br=$(printf '%s\n' "${bi_r[@]}" | median)
+	ce=$(printf '%s\n' "${en_ce[@]}" | median)
+	cl=$(printf '%s\n' "${en_cl[@]}" | median)
+	cp=$(printf '%s\n' "${en_cp[@]}" | median)
+	gbs() { awk -v r="$1" 'BEGIN { printf "%.2f", r * 10000 * 4096 * 2 / 1e9 }'; }
+	emit engine-throughput "$er" "rooms/s of 10,000 tokens, bf16, hidden 4096 ($(gbs "$er") GB/s), Python encode and language clients" \
+		"$(ratio "$er" "$br")" "built-in --produce/--drive on the same pair, $br rooms/s ($(gbs "$br") GB/s)" ">= 0.8"
+	emit engine-cpu-encode "$ce" "ms of the Python encode client's CPU per room (scatter, commit, polling)" \
+		"$(ratio "$ce" "$cp")" "one torch copy of a room's 80 MB in the client, $cp ms" "-"
+	emit engine-cpu-language "$cl" "ms of the Python language client's CPU per room (gather, release, polling; the check left out)" \
+		"$(ratio "$cl" "$cp")" "one torch copy of a room's 80 MB in the client, $cp ms" "-"
+else
+	echo "bench engine-throughput: not measured (no round completed; the reasons are above)"
+fi
+
 # ---- payload over RoCEv2: the VM run's figure (tests/vm/run.sh) ----------
 if [ -f build-vm/lang-gw.log ] && [ -f build-vm/ibbw-client.log ]; then
 	vm=$(EMBGW_VM_JUDGE_ONLY=1 tests/vm/run.sh 2>/dev/null | grep "^bench vm-payload" || true)

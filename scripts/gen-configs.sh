@@ -5,7 +5,7 @@
 #   DIR/encode1.cfg   enc-1: memif server on DIR/memif1.sock, lcore 0 (PEERS=2)
 #   DIR/language.cfg  lang-0: one port per encode peer (lcores 0, 1)
 # usage: gen-configs.sh [--encode-identities N] [--pcap] [--attach]
-#                       [--dtype T] DIR
+#                       [--dtype T] [--hidden H] [--enc-capacity N] DIR
 #                       [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS [IDS]]]]]
 # IDS > 1: enc-0 lists IDS language peers lang-0.0 .. lang-0.<IDS-1> at
 # consecutive addresses, each with its own shm pool file - the identities
@@ -19,22 +19,28 @@
 # enc-0's MAC (nothing answers ARP from a file).
 # --attach: engines attach to enc-0 at DIR/enc-0.sock and to lang-0 at
 # DIR/lang-0.sock (doc/client.md). --dtype: the embedding type (bf16).
+# --hidden: the hidden size (256). --enc-capacity: enc-*'s pool in tokens
+# (262144; with a large hidden size the pools are that many times larger).
 set -euo pipefail
 enc_ids=1
 pcap=0
 attach=0
 dtype=bf16
+hidden=256
+enc_cap=262144
 while [ $# -gt 0 ]; do
 	case $1 in
 	--encode-identities) enc_ids=$2; shift 2 ;;
 	--pcap) pcap=1; shift ;;
 	--attach) attach=1; shift ;;
 	--dtype) dtype=$2; shift 2 ;;
+	--hidden) hidden=$2; shift 2 ;;
+	--enc-capacity) enc_cap=$2; shift 2 ;;
 	--*) echo "gen-configs.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
-[ $# -ge 1 ] || { sed -n '2,22s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,25s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 dir=$1
 default=${2:-1024}
 lang_cap=${3:-131072}
@@ -59,7 +65,7 @@ gateway = {
   name = "enc-$1";
   roles = ["encode"];
   key_file = "psk.key";
-  pool = { capacity_tokens = 262144; hidden_size = 256; dtype = "$dtype"; };
+  pool = { capacity_tokens = $enc_cap; hidden_size = $hidden; dtype = "$dtype"; };
   timers = { $timers };
 $(attach_of "enc-$1")
 };
@@ -144,7 +150,7 @@ gateway = {
   roles = ["language"];
   key_file = "psk.key";
   pool = {
-    capacity_tokens = $lang_cap; hidden_size = 256; dtype = "$dtype";
+    capacity_tokens = $lang_cap; hidden_size = $hidden; dtype = "$dtype";
     policy = { kind = "fixed"; tokens = $default; };
   };
   timers = { $timers };

@@ -6,12 +6,16 @@
  *                 identities
  *   /embgw/rooms  rooms and transfer counters of each engine
  *   /embgw/pool   pool geometry and occupancy
+ *   /embgw/clients the attached engines of each identity with an attach
+ *                 point: clients, their rooms, commands, refusals by
+ *                 reason, lost completions, waits for memory
  * The counters are plain per-lcore integers read from the telemetry
  * thread: a read may be one update behind, never torn (aligned 64-bit).
  */
 #include <rte_telemetry.h>
 
 #include "gw.h"
+#include "gw_attach.h"
 
 static struct gw_id *const *tids;
 static uint16_t ntids;
@@ -170,6 +174,45 @@ cmd_pool(const char *cmd, const char *params, struct rte_tel_data *d)
 	return per_port(d, fill_pool);
 }
 
+/* Only identities with an attach point answer. The sum runs over the
+ * client table while the worker updates it: a client detached during the
+ * read may be counted twice or not at all for that one answer, as any
+ * counter here may be one update behind. */
+static int
+cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	for (uint16_t i = 0; i < ntids; i++) {
+		const struct gw_attach_port *ap = tids[i]->attach;
+		struct egw_clients_stats st;
+		struct rte_tel_data *c;
+
+		if (ap == NULL)
+			continue;
+		c = rte_tel_data_alloc();
+		if (c == NULL)
+			return -1;
+		egw_clients_stats(ap->clients, &st);
+		rte_tel_data_start_dict(c);
+		add(c, "attached", egw_clients_attached(ap->clients));
+		add(c, "rooms_held", egw_clients_rooms(ap->clients));
+		add(c, "rooms_opened", st.rooms_opened);
+		add(c, "rooms_ok", st.rooms_ok);
+		add(c, "rooms_failed", st.rooms_failed);
+		add(c, "commands", st.commands);
+		add(c, "refused", st.refused);
+		add(c, "refused_invalid", st.refused_invalid);
+		add(c, "refused_state", st.refused_state);
+		add(c, "completions", st.completions);
+		add(c, "cq_overflow", st.cq_overflow);
+		add(c, "alloc_waits", st.alloc_waits);
+		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
+	}
+	return 0;
+}
+
 void
 gw_telemetry_init(struct gw_id *const *ids, uint16_t nids)
 {
@@ -181,4 +224,6 @@ gw_telemetry_init(struct gw_id *const *ids, uint16_t nids)
 				   "Room and transfer counters per engine");
 	rte_telemetry_register_cmd("/embgw/pool", cmd_pool,
 				   "Block pool geometry and occupancy");
+	rte_telemetry_register_cmd("/embgw/clients", cmd_clients,
+				   "Attached engines: rooms, commands, refusals by reason");
 }

@@ -3,16 +3,36 @@
 process per role and rank, attached to its gateway through the embgw
 package (python/embgw), moving real PyTorch tensors.
 
-    engine.py encode   SOCKET --rooms IDS --nranks R
+    engine.py encode   SOCKET --rooms IDS --nranks R [--go FILE]
     engine.py language SOCKET --rooms IDS --rank r --nranks R [--aux-only]
+                                [--misuse] [--go FILE]
+    engine.py encode|language SOCKET --bench N --length T --window W
 
 A room's length is the low 32 bits of its id. Both sides compute what a
 room holds from its id alone (expected()), so the language ranks check
 every byte without talking to the encoder. Each process prints one line,
 `engine-encode: ...` or `engine-language: ...`, of key=value figures, and
 exits 0 only when every room succeeded byte-exact.
+
+--go FILE: attached (and the encoder's data made), the process opens no
+room until FILE exists, then all of its rooms at once (so that the rooms
+of several processes are open at the same time).
+
+--misuse: once its rooms are open, the language rank opens the first one
+again, which the gateway must refuse, and counts the refusal (refused=).
+
+--bench: throughput, N rooms of T tokens (ids 1..N), W in flight on each
+side; the rooms' contents come from one tensor made before the clock
+starts (each room's first row, fill ids and mrope positions its own), so
+the figures are the client's work: scatter and commit, gather and
+release. The language rank still checks every byte (the CPU that takes is
+left out of cpu_ms). Both print the wall clock at their start and end
+(t0=, t1=, seconds since the epoch) and the process's CPU per room
+(cpu_ms=); the language rank also the CPU time one copy of a room's
+embeddings takes in this process (copy_ms=), the floor of any gather.
 """
 import argparse
+import errno
 import os
 import sys
 import time
@@ -47,8 +67,25 @@ def same(a, b):
     return torch.equal(a, b)
 
 
-def encode(c, rooms, nranks, hold_s):
+def wait_go(path):
+    """Until the file `path` exists (the test's starting signal)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            print("no %s within %.0f s" % (path, DEADLINE_S), flush=True)
+            return
+        time.sleep(0.05)
+
+
+def encode(c, rooms, nranks, hold_s, go=None):
     hidden = c.geometry["hidden_size"]
+    data = {}
+    if go:
+        # the embeddings exist before the rooms open, as in an engine that
+        # opens a room once its encoder ran: open-to-commit is the writes
+        data = {rid: expected(rid, rid & 0xffffffff, hidden, c.torch_dtype)
+                for rid in rooms}
+        wait_go(go)
     opened = []
     for rid in rooms:
         n = rid & 0xffffffff
@@ -61,7 +98,8 @@ def encode(c, rooms, nranks, hold_s):
         if r.wait(embgw.KVPoll.WaitingForInput, DEADLINE_S) == \
                 embgw.KVPoll.Failed:
             continue  # counted below
-        emb, fill, mrope = expected(rid, n, hidden, c.torch_dtype)
+        emb, fill, mrope = (data.pop(rid) if data else
+                            expected(rid, n, hidden, c.torch_dtype))
         try:
             r.scatter(emb)
             r.scatter(fill, kind="fill_ids")
@@ -85,11 +123,32 @@ def encode(c, rooms, nranks, hold_s):
     return failed == 0 and ok == len(rooms)
 
 
-def language(c, rooms, rank, nranks, aux_only, hold_s):
+def misuse(c, room, rank, nranks, aux_only):
+    """A command the gateway refuses: `room` opened again by the same rank
+    (-EEXIST; a field out of range never leaves lib/client, which checks
+    every command with the gateway's own rules). @return how many
+    commands were refused as doc/client.md says."""
+    twice = c.recv_room(room, peer=0, rank=rank, nranks=nranks,
+                        aux_only=aux_only)
+    twice.wait(embgw.KVPoll.Success, DEADLINE_S)
+    got = [res for _, res in twice.refusals]
+    if twice.ended and got == [-errno.EEXIST]:
+        return 1
+    print("room %#x opened twice: refusals %s, wanted [%d]"
+          % (room, got, -errno.EEXIST), flush=True)
+    return 0
+
+
+def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
+             go=None):
     hidden = c.geometry["hidden_size"]
+    if go:
+        wait_go(go)
     opened = [(rid, c.recv_room(rid, peer=0, rank=rank, nranks=nranks,
                                 aux_only=aux_only)) for rid in rooms]
     print("engine-opened: rooms=%d" % len(opened), flush=True)
+    refused = (misuse(c, rooms[0], rank, nranks, aux_only)
+               if check_misuse else None)
     time.sleep(hold_s)
     ok = bad = failed = 0
     nbytes = 0
@@ -113,9 +172,131 @@ def language(c, rooms, rank, nranks, aux_only, hold_s):
         ok += good
         bad += not good
         r.release()
-    print("engine-language: rank=%d rooms=%d ok=%d bad=%d failed=%d bytes=%d"
-          % (rank, len(rooms), ok, bad, failed, nbytes), flush=True)
-    return ok == len(rooms)
+    try:  # the gateway has taken every release before this process leaves
+        c.nop()
+    except (OSError, TimeoutError) as e:
+        print("nop: %s" % e, flush=True)
+    print("engine-language: rank=%d rooms=%d ok=%d bad=%d failed=%d bytes=%d%s"
+          % (rank, len(rooms), ok, bad, failed, nbytes,
+             "" if refused is None else " refused=%d" % refused), flush=True)
+    return ok == len(rooms) and refused in (None, 1)
+
+
+# ---- --bench ------------------------------------------------------------
+def bench_content(n, hidden, dtype):
+    """The tensor every room's embeddings start from (made once)."""
+    g = torch.Generator().manual_seed(4096)
+    return torch.randn(n, hidden, generator=g).to(dtype)
+
+
+def bench_room(base, rid):
+    """Room rid's own parts: its first row, fill ids, mrope positions."""
+    n = base.shape[0]
+    g = torch.Generator().manual_seed(rid)
+    row = torch.randn(base.shape[1], generator=g).to(base.dtype)
+    fill = (torch.arange(n, dtype=torch.int32) + rid)
+    mrope = torch.arange(3 * n, dtype=torch.int32).view(n, 3) + rid
+    return row, fill, mrope
+
+
+def bench_loop(c, nrooms, window, open_room, step):
+    """Keep `window` rooms open (open_room(id)) until nrooms have ended;
+    step(room) acts on a room and returns True once it is done with it."""
+    waiting = list(range(1, nrooms + 1))
+    active = []
+    ok = failed = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while waiting or active:
+        while waiting and len(active) < window:
+            active.append(open_room(waiting.pop(0)))
+        c.progress()
+        moved = False
+        for r in list(active):
+            if r.state == embgw.KVPoll.Failed:
+                failed += 1
+                print("room %d: Failed %s" % (r.room, r.reason), flush=True)
+            elif not step(r):
+                continue
+            else:
+                ok += 1
+            active.remove(r)
+            moved = True
+        if not moved:
+            if time.monotonic() > deadline:
+                print("rooms still open at the deadline: %s" % active,
+                      flush=True)
+                return ok, failed + len(active) + len(waiting)
+            c.wait(100)
+    return ok, failed
+
+
+def bench_encode(c, nrooms, length, window):
+    base = bench_content(length, c.geometry["hidden_size"], c.torch_dtype)
+    emb = base.clone()
+    committed = set()
+
+    def step(r):
+        if r.room not in committed and \
+                r.state >= embgw.KVPoll.WaitingForInput:
+            row, fill, mrope = bench_room(base, r.room)
+            emb[0] = row
+            r.scatter(emb)
+            r.scatter(fill, kind="fill_ids")
+            r.scatter(mrope, kind="mrope")
+            r.commit()
+            committed.add(r.room)
+        return r.state == embgw.KVPoll.Success and r.ended
+
+    t0, cpu0 = time.time(), time.process_time()
+    ok, failed = bench_loop(
+        c, nrooms, window,
+        lambda rid: c.send_room(rid, length, cookie=rid), step)
+    t1, cpu = time.time(), time.process_time() - cpu0
+    print("engine-encode: rooms=%d ok=%d failed=%d t0=%.6f t1=%.6f "
+          "cpu_ms=%.3f" % (nrooms, ok, failed, t0, t1,
+                           cpu * 1000 / max(nrooms, 1)), flush=True)
+    return ok == nrooms
+
+
+def bench_language(c, nrooms, length, window):
+    base = bench_content(length, c.geometry["hidden_size"], c.torch_dtype)
+    out = torch.empty_like(base)
+    copies = []
+    for _ in range(5):  # CPU time, as cpu_ms
+        t = time.process_time()
+        out.copy_(base)
+        copies.append(time.process_time() - t)
+    bad = []
+    verify_cpu = [0.0]
+
+    def step(r):
+        if r.state != embgw.KVPoll.Success:
+            return False
+        r.gather(out)
+        fill = r.gather(kind="fill_ids")
+        mrope = r.gather(kind="mrope")
+        aux = r.aux()
+        r.release()
+        v0 = time.process_time()
+        row, want_fill, want_mrope = bench_room(base, r.room)
+        if not (same(out[0], row) and same(out[1:], base[1:]) and
+                torch.equal(fill, want_fill) and
+                torch.equal(mrope, want_mrope) and
+                aux["total_tokens"] == length and aux["cookie"] == r.room):
+            bad.append(r.room)
+        verify_cpu[0] += time.process_time() - v0
+        return True
+
+    t0, cpu0 = time.time(), time.process_time()
+    ok, failed = bench_loop(c, nrooms, window,
+                            lambda rid: c.recv_room(rid, peer=0), step)
+    t1, cpu = time.time(), time.process_time() - cpu0 - verify_cpu[0]
+    print("engine-language: rank=0 rooms=%d ok=%d bad=%d failed=%d t0=%.6f "
+          "t1=%.6f cpu_ms=%.3f copy_ms=%.3f"
+          % (nrooms, ok - len(bad), len(bad), failed, t0, t1,
+             cpu * 1000 / max(nrooms, 1), sorted(copies)[2] * 1000),
+          flush=True)
+    return ok == nrooms and not bad
 
 
 def main():
@@ -123,8 +304,18 @@ def main():
     ap.add_argument("role", choices=["encode", "language"])
     ap.add_argument("socket")
     ap.add_argument("--port", default="p0")
-    ap.add_argument("--rooms", required=True,
+    ap.add_argument("--rooms",
                     help="comma-separated room ids (length: low 32 bits)")
+    ap.add_argument("--go", metavar="FILE",
+                    help="attached (and, encode, the data made), open no "
+                    "room until FILE exists")
+    ap.add_argument("--misuse", action="store_true",
+                    help="language: a command the gateway must refuse")
+    ap.add_argument("--bench", type=int, metavar="N",
+                    help="throughput: N rooms of --length tokens")
+    ap.add_argument("--length", type=int, default=10000)
+    ap.add_argument("--window", type=int, default=4,
+                    help="--bench: rooms in flight")
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--nranks", type=int, default=1)
     ap.add_argument("--aux-only", action="store_true")
@@ -132,14 +323,19 @@ def main():
                     help="sleep this long once the rooms are open (a kill "
                     "lands then)")
     a = ap.parse_args()
-    rooms = [int(x, 0) for x in a.rooms.split(",")]
+    if (a.rooms is None) == (a.bench is None):
+        ap.error("one of --rooms and --bench")
+    rooms = [int(x, 0) for x in a.rooms.split(",")] if a.rooms else []
     with embgw.Client(a.socket, a.port, name="%s-%d" % (a.role, a.rank),
                       lease_thread=True) as c:
-        if a.role == "encode":
-            good = encode(c, rooms, a.nranks, a.hold_s)
+        if a.bench is not None:
+            run = bench_encode if a.role == "encode" else bench_language
+            good = run(c, a.bench, a.length, a.window)
+        elif a.role == "encode":
+            good = encode(c, rooms, a.nranks, a.hold_s, a.go)
         else:
             good = language(c, rooms, a.rank, a.nranks, a.aux_only,
-                            a.hold_s)
+                            a.hold_s, a.misuse, a.go)
     sys.exit(0 if good else 1)
 
 

@@ -340,11 +340,13 @@ engines_wait() {
 	[ "$bad" -eq 0 ]
 }
 
-# engine_gateways: the pair, up, their attach sockets there
+# engine_gateways [gen-configs options]: the pair, up, their attach
+# sockets there; ENGINE_TIMERS, when set, are the pair's timers
 engine_gateways() {
 	# Python engines on two shared cores can stall a room's progress for
 	# seconds: 20 s before a round gives up (the default is 5 s)
-	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 "$SLACK round_ms = 20000;" >/dev/null
+	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 \
+		"${ENGINE_TIMERS:-$SLACK round_ms = 20000;}" >/dev/null
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
 	wait_ready enc "$T/memif0.sock" || return 1
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
@@ -431,6 +433,118 @@ case_engine_killed() {
 		expect "$T/enc.log" clients attached -eq 0 &&
 		expect "$T/lang.log" clients attached -eq 0 || return 1
 	MSG="a killed rank: its peer rank and the encoder saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0.log")); a killed encoder: the rank saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0-2.log")); zero blocks in use on both gateways"
+}
+
+define engines-dtypes "Python engines in fp16 and in fp32 (a gateway pair each): lengths 1, 127, 128, 129, 50000 bit-identical, nothing leaked"
+case_engines_dtypes() {
+	local base=$T d rooms
+	rooms=$(room_ids 5 1 127 128 129 50000)
+	for d in fp16 fp32; do
+		T=$base/$d
+		engine_gateways --dtype "$d" || { T=$base; return 1; }
+		LOG=$T/lang.log
+		engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1
+		engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1
+		engines_wait || { MSG="$d: $(cat "$T/rank0.log" "$T/encode.log" | tr '\n' ' ')"; T=$base; return 1; }
+		stop_all
+		MSG="$d: enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+		expect "$T/enc.log" clients ok -eq 5 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+			expect "$T/lang.log" clients ok -eq 5 && expect "$T/lang.log" clients failed -eq 0 &&
+			expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+			grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" ||
+			{ T=$base; return 1; }
+	done
+	T=$base
+	MSG="5 rooms each in fp16 ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/fp16/rank0.log") bytes) and fp32 ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/fp32/rank0.log") bytes), bit-identical; zero blocks in use on both gateways"
+}
+
+define engines-concurrent "100 rooms open at once: 4 language processes opening their 25 each at once, then 4 encode processes x 25 rooms: byte-exact, nothing leaked, the clients counters agree"
+case_engines_concurrent() {
+	local p rooms side
+	# 8 Python processes and 2 busy-polling gateways on this host's cores:
+	# a process starting (torch) takes the CPU for seconds, the language
+	# rooms wait, open, until the encoders start, and 100 rooms' resume
+	# rounds share what CPU is left: the gateways give each other, the
+	# rooms' bootstrap and their rounds more time than by default
+	ENGINE_TIMERS="peer_dead_ms = 20000; bootstrap_ms = 60000; round_ms = 30000;" engine_gateways || return 1
+	LOG=$T/lang.log
+	for p in 0 1 2 3; do
+		# 25 rooms: 1 to 3000 tokens, 116,600 of the encoder's 262,144 in all
+		# shellcheck disable=SC2046 # 25 lengths, one word each
+		rooms=$(room_ids $((10 + p)) $(for _ in 1 2 3 4 5; do echo 1 700 2000 3000 129; done))
+		engine "$T/rank-$p.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1 --go "$T/open"
+		engine "$T/encode-$p.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1 --go "$T/write"
+		sleep 1 # one pair of processes starting at a time
+	done
+	# all 8 attached; the ranks open their 25 rooms each at once; once the
+	# language gateway holds all 100, the encoders open theirs and write
+	if wait_counter enc /embgw/clients p0 attached 4 60 &&
+		wait_counter lang /embgw/clients p0 attached 4 60 && touch "$T/open" &&
+		wait_counter lang /embgw/clients p0 rooms_held 100 60; then
+		touch "$T/write"
+	else
+		touch "$T/open" "$T/write"
+		engines_wait
+		MSG="attached or rooms held short: $(tel_value "$TEL" /embgw/clients p0 attached) attached, $(tel_value "$TEL" /embgw/clients p0 rooms_held) rooms held"
+		return 1
+	fi
+	engines_wait || { MSG="$(cat "$T"/rank-*.log "$T"/encode-*.log | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	[ "$(cat "$T"/rank-*.log | grep -c "engine-language: rank=0 rooms=25 ok=25 bad=0 failed=0")" = 4 ] &&
+		[ "$(cat "$T"/encode-*.log | grep -c "engine-encode: rooms=25 ok=25 failed=0")" = 4 ] ||
+		return 1
+	# each room is two commands on each side (open and commit, open and
+	# release; each rank ends with a NOP, after which it leaves), none
+	# refused, none lost, and every room ended ok
+	expect "$T/enc.log" clients commands -eq 200 &&
+		expect "$T/lang.log" clients commands -eq 204 || return 1
+	for side in enc lang; do
+		expect "$T/$side.log" clients rooms -eq 100 && expect "$T/$side.log" clients ok -eq 100 &&
+			expect "$T/$side.log" clients failed -eq 0 &&
+			expect "$T/$side.log" clients refused -eq 0 &&
+			expect "$T/$side.log" clients cq_overflow -eq 0 &&
+			expect "$T/$side.log" clients attached -eq 0 &&
+			expect "$T/$side.log" clients blocks_in_use -eq 0 || return 1
+	done
+	MSG="100 rooms held at once by the language gateway, from 8 processes, byte-exact; 200 commands (and 4 NOPs), 100 ok, 0 refused on each; zero blocks in use on both"
+}
+
+define engines-telemetry "/embgw/clients through dpdk-telemetry.py: the engines' rooms and the refused commands by reason, as the exit report counts them"
+case_engines_telemetry() {
+	local rooms tel enc k v
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	rooms=$(room_ids 20 500 2000 10000)
+	# the rank also opens a room it already holds: refused by state (a field
+	# out of range never leaves lib/client, which checks it first)
+	engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1 --misuse
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1
+	engines_wait || { MSG="$(cat "$T/rank0.log" "$T/encode.log" | tr '\n' ' ')"; return 1; }
+	# the engines have detached: the counters are final
+	wait_counter lang /embgw/clients p0 rooms_ok 3 10
+	tel=$TEL
+	enc=$(telemetry enc /embgw/clients)
+	stop_all
+	MSG="lang: ${tel:0:400} enc: ${enc:0:300}; lang: $(report "$T/lang.log")"
+	grep -q "engine-language: .* refused=1" "$T/rank0.log" &&
+		[ "$(tel_value "$tel" /embgw/clients p0 refused)" = 1 ] &&
+		[ "$(tel_value "$tel" /embgw/clients p0 refused_invalid)" = 0 ] &&
+		[ "$(tel_value "$tel" /embgw/clients p0 refused_state)" = 1 ] &&
+		[ "$(tel_value "$tel" /embgw/clients p0 attached)" = 0 ] &&
+		[ "$(tel_value "$tel" /embgw/clients p0 rooms_held)" = 0 ] &&
+		[ "$(tel_value "$enc" /embgw/clients p0 rooms_ok)" = 3 ] || return 1
+	# what telemetry said is what the gateways report at exit
+	for k in rooms_ok:ok rooms_failed:failed commands:commands refused:refused \
+		cq_overflow:cq_overflow alloc_waits:alloc_waits rooms_opened:rooms; do
+		v=$(tel_value "$tel" /embgw/clients p0 "${k%%:*}")
+		expect "$T/lang.log" clients "${k#*:}" -eq "${v:-x}" ||
+			{ MSG="lang ${k%%:*}=$v, the exit report differs; $MSG"; return 1; }
+		v=$(tel_value "$enc" /embgw/clients p0 "${k%%:*}")
+		expect "$T/enc.log" clients "${k#*:}" -eq "${v:-x}" ||
+			{ MSG="enc ${k%%:*}=$v, the exit report differs; $MSG"; return 1; }
+	done
+	MSG="the language gateway answered 3 rooms ok, $(tel_value "$tel" /embgw/clients p0 commands) commands, 1 refused (by state: a room opened twice); the encode gateway 3 rooms ok; both as their exit reports"
 }
 
 # ---- the runner -------------------------------------------------------------
