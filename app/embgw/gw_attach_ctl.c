@@ -514,11 +514,6 @@ ctl_main(void *arg)
 		for (uint32_t i = 0; i < ctl.nconns; i++) {
 			struct conn *k = &ctl.conns[i];
 
-			if (k->state == C_HELLO && now > k->deadline) {
-				refuse(k->fd, -ETIMEDOUT, "%s",
-				       "no hello within a second");
-				conn_free(k);
-			}
 			if (k->fd < 0 || k->state == C_FREE)
 				continue;
 			pfd[n] = (struct pollfd){ .fd = k->fd, .events = POLLIN };
@@ -541,6 +536,18 @@ ctl_main(void *arg)
 		for (uint16_t p = 0; p < ctl.nids; p++)
 			if (ctl.ids[p]->attach != NULL)
 				from_worker(p);
+		/* after the sockets were read: a hello already waiting counts
+		 * even when this thread got the CPU late */
+		now = gw_now_ns();
+		for (uint32_t i = 0; i < ctl.nconns; i++) {
+			struct conn *k = &ctl.conns[i];
+
+			if (k->state == C_HELLO && now > k->deadline) {
+				refuse(k->fd, -ETIMEDOUT, "%s",
+				       "no hello within a second");
+				conn_free(k);
+			}
+		}
 	}
 	free(pfd);
 	free(who);
