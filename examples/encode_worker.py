@@ -31,6 +31,8 @@ from toy_models import (VisionEncoder, digest, placement,  # noqa: E402
                         requests, synthetic_image)
 
 TERMINAL = (KVPoll.Success, KVPoll.Failed)
+# how long the attach may take: a loaded host answers late
+ATTACH_MS = 30000
 
 
 def log(*a):
@@ -44,8 +46,9 @@ def run(client, reqs, nranks, concurrency, deadline_s):
     ok = failed = tokens = 0
     encode_s = 0.0
     while waiting or inflight:
-        # admit new requests: encode, then hand the output over
-        while waiting and len(inflight) < concurrency:
+        # admit a request: encode, then hand the output over (one per
+        # iteration, so that the requests in flight are polled in between)
+        if waiting and len(inflight) < concurrency:
             rid, n = waiting.popleft()
             t0 = time.monotonic()
             emb = encoder(synthetic_image(rid, n)).to(client.torch_dtype)
@@ -103,7 +106,7 @@ def main():
     reqs = requests(a.base, [int(x) for x in a.lengths.split(",")], a.repeat)
     t0 = time.monotonic()
     with embgw.Client(a.socket, a.port, name="encode-worker",
-                      lease_thread=True) as client:
+                      lease_thread=True, timeout_ms=ATTACH_MS) as client:
         if not client.encode:
             sys.exit("%s: port %s is not an encode port" % (a.socket, a.port))
         ok, failed, tokens, encode_s = run(client, reqs, a.nranks,

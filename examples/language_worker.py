@@ -37,6 +37,8 @@ from toy_models import (TinyLM, VisionEncoder, digest,  # noqa: E402
                         placement, requests, synthetic_image)
 
 TERMINAL = (KVPoll.Success, KVPoll.Failed)
+# how long the attach may take: a loaded host answers late
+ATTACH_MS = 30000
 AUX_BYTES = 32
 
 
@@ -170,7 +172,7 @@ def main():
                                     seconds=a.deadline_s + 60))
     t0 = time.monotonic()
     with embgw.Client(a.socket, a.port, name="language-%d" % a.rank,
-                      lease_thread=True) as client:
+                      lease_thread=True, timeout_ms=ATTACH_MS) as client:
         if not client.language:
             sys.exit("%s: port %s is not a language port"
                      % (a.socket, a.port))

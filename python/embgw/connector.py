@@ -173,6 +173,7 @@ class EmbeddingSender(_Connector):
                 "fill_ids": _as_tensor(fill_ids), "mrope": _as_tensor(mrope)}
         self._check(data)
         self._pending = data
+        self._state()       # take the gateway's answers: the blocks may be in
         self._flush()
 
     def _check(self, data):

@@ -429,6 +429,51 @@ case_engine_killed() {
 	MSG="a killed rank: its peer rank and the encoder saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0.log")); a killed encoder: the rank saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0-2.log")); zero blocks in use on both gateways"
 }
 
+# ---- the example engines ------------------------------------------------------
+# examples/encode_worker.py (a small vision encoder) and two ranks of
+# examples/language_worker.py (a tensor-parallel prefill, gloo between the
+# rank processes), through embgw.connector.
+EXAMPLE=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+	timeout -s KILL 300 /usr/bin/python3)
+
+# example LOG SCRIPT ARGS...: an example worker in the background (its PID
+# joins the engines', for engines_wait)
+example() {
+	local log=$1
+	shift
+	"${EXAMPLE[@]}" "$@" >"$log" 2>&1 &
+	ENGINE_PIDS+=($!)
+}
+
+define examples "the example engines: a vision encoder and 2 TP prefill ranks (own processes) through the attach sockets, lengths 1..50000 in bf16: bit-identical to the recomputed encoder output, prefilled on both ranks, 6 resume rounds in the gateway, nothing leaked"
+case_examples() {
+	local lengths=1,129,500,2000,10000,50000 r tokens=62630
+	# the ranks ask for every request before the encoder has run it
+	local SLACK="$SLACK bootstrap_ms = 60000;"
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	for r in 0 1; do
+		example "$T/rank$r.log" examples/language_worker.py "$T/lang-0.sock" \
+			--rank $r --nranks 2 --dist "$T/tp" --lengths $lengths \
+			--concurrency 6 --recompute
+	done
+	sleep 1
+	example "$T/encode.log" examples/encode_worker.py "$T/enc-0.sock" \
+		--nranks 2 --lengths $lengths --concurrency 6
+	engines_wait || { MSG="$(cat "$T/encode.log" "$T"/rank*.log | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="$(cat "$T/encode.log" "$T"/rank*.log | grep -E '^(encode|language)-worker' | tr '\n' ' ') enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	grep -q "^encode-worker: rooms=6 ok=6 failed=0 tokens=$tokens " "$T/encode.log" &&
+		grep -q "^language-worker: rank=0 rooms=6 ok=6 bad=0 failed=0 bytes=[0-9]* prefill_tokens=$tokens " "$T/rank0.log" &&
+		grep -q "^language-worker: rank=1 rooms=6 ok=6 bad=0 failed=0 bytes=[0-9]* prefill_tokens=$tokens " "$T/rank1.log" &&
+		[ "$(grep -c "prefilled on 2 ranks" "$T/rank0.log")" -eq 6 ] &&
+		expect "$T/enc.log" clients ok -eq 6 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients ok -eq 12 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients rounds -eq 6 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
+	MSG="6 requests ($tokens tokens) encoded, sent to 2 TP ranks, bit-identical to the recomputed encoder output, prefilled; $(field "$T/lang.log" clients rounds) resume rounds, all in the gateway; zero blocks in use on both gateways"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0

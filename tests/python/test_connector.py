@@ -4,6 +4,8 @@
 before and after the blocks arrive, byte-exact for bf16, fp16 and fp32,
 two ranks and an aux-only rank, failures surfacing as Failed with the
 reason, abort, misuse refused with a clear error."""
+import signal
+
 import numpy as np
 import pytest
 import torch
@@ -57,12 +59,17 @@ def test_sender_round_trip(encode_gateway, dtype):
         for rid, n in ((11, 1), (12, 129), (13, 50000)):
             s = EmbeddingSender(c, rid, nranks=2)
             assert s.poll() == KVPoll.Bootstrapping  # nothing opened yet
-            s.init(n, mrope_delta=pat_delta(rid), cookie=pat_cookie(rid))
-            # handed over before the gateway's answer was taken: written
+            # handed over before the gateway has answered the open: written
             # by the poll that finds the blocks
-            s.send(pattern(c, rid, n), torch.from_numpy(pat_fill(rid, n)),
-                   pat_mrope(rid, n))
-            assert not s.committed
+            fake.proc.send_signal(signal.SIGSTOP)
+            try:
+                s.init(n, mrope_delta=pat_delta(rid), cookie=pat_cookie(rid))
+                s.send(pattern(c, rid, n),
+                       torch.from_numpy(pat_fill(rid, n)), pat_mrope(rid, n))
+                assert not s.committed
+                assert s.poll() == KVPoll.Bootstrapping
+            finally:
+                fake.proc.send_signal(signal.SIGCONT)
             assert loop(c, [s]) == [KVPoll.Success]
             assert s.committed and s.failure_exception() is None
             fake.expect("room %d: success, %d tokens checked" % (rid, n))
