@@ -39,6 +39,15 @@ def log(*a):
     print(*a, flush=True)
 
 
+def idle(client):
+    """Sleep until the gateway posts something (100 ms at most). A gateway
+    that went away has failed every room: the polls say so."""
+    try:
+        client.wait(100)
+    except ConnectionResetError:
+        time.sleep(0.1)
+
+
 def run(client, reqs, nranks, concurrency, deadline_s):
     encoder = VisionEncoder(client.hidden_size)
     waiting = collections.deque(reqs)
@@ -80,7 +89,7 @@ def run(client, reqs, nranks, concurrency, deadline_s):
                 still.append((rid, n, sender, deadline))
         full = not waiting or len(still) >= concurrency
         if len(still) == len(inflight) and still and full:
-            client.wait(100)           # nothing moved: sleep on the eventfd
+            idle(client)               # nothing moved: sleep on the eventfd
         inflight = still
     return ok, failed, tokens, encode_s
 

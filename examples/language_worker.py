@@ -46,6 +46,15 @@ def log(*a):
     print(*a, flush=True)
 
 
+def idle(client):
+    """Sleep until the gateway posts something (100 ms at most). A gateway
+    that went away has failed every room: the polls say so."""
+    try:
+        client.wait(100)
+    except ConnectionResetError:
+        time.sleep(0.1)
+
+
 def bits(t):
     """A tensor's bits as integers (bfloat16 and friends compared
     exactly)."""
@@ -73,7 +82,7 @@ class Rank:
                     % (rid, self.a.rank, self.a.deadline_s))
                 rcv.abort()
             else:
-                self.c.wait(100)
+                idle(self.c)
         return rcv.poll()
 
     def check(self, rid, n, rcv):

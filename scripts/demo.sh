@@ -31,10 +31,12 @@ PHASE_S=600
 # the language ranks ask for each request before the encoder has run it:
 # the encode side may take its time to open a room (bootstrap_ms). The
 # engines share this host's cores with both gateways' busy-polling
-# workers: a peer is dead after 5 s of silence (not 1 s) and a transfer
-# after 30 s without progress (not 5 s), since on a loaded host a live
-# gateway can go without CPU for seconds
-TIMERS="bootstrap_ms = 60000; peer_dead_ms = 5000; round_ms = 30000;"
+# workers, and on a loaded host a live process can go without CPU for
+# seconds: a peer is dead after 30 s of silence (not 1 s), a transfer
+# after 30 s without progress (not 5 s), an engine after a 60 s lease
+# (not 10 s)
+TIMERS="bootstrap_ms = 60000; peer_dead_ms = 30000; round_ms = 30000;"
+LEASE="lease_ms = 60000;"
 
 rooms=0 bytes=0 rounds=0 errors=0 leaked=0
 dir=$(mktemp -d /tmp/embgw-demo.XXXXXX)
@@ -76,6 +78,9 @@ engine_phase() {
 	local d=$dir/engines-$base bad=0 r
 	echo "== $title (language default $def tokens)"
 	scripts/gen-configs.sh --attach "$d" "$def" 262144 "$TIMERS" >/dev/null
+	sed -i "s|^\(  attach = { path = \"[^\"]*\";\) };|\1 $LEASE };|" \
+		"$d/encode.cfg" "$d/language.cfg"
+	grep -q "$LEASE" "$d/encode.cfg" && grep -q "$LEASE" "$d/language.cfg"
 	start "$EMBGW" enc 1 "$d/encode.cfg" "$d/enc.log" "$PHASE_S"
 	wait_ready enc "$d/memif0.sock"
 	start "$EMBGW" lang 0 "$d/language.cfg" "$d/lang.log" "$PHASE_S"

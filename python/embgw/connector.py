@@ -65,7 +65,11 @@ class _Connector:
             return KVPoll.Failed
         if self._room is None:
             return KVPoll.Bootstrapping
-        return self._room.poll()
+        try:
+            return self._room.poll()
+        except ConnectionResetError:
+            # the gateway went away: the client has failed every room
+            return self._room.state
 
     @property
     def ended(self):
@@ -308,5 +312,8 @@ class EmbeddingReceiver(_Connector):
             raise RuntimeError("room %d: release() before Success (state "
                                "%s); abort() ends a room early"
                                % (self.room, self._room.state.name))
-        self._room.release()
+        try:
+            self._room.release()
+        except ConnectionResetError:
+            pass        # the gateway went away, and its blocks with it
         self.released = True

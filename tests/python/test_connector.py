@@ -4,7 +4,9 @@
 before and after the blocks arrive, byte-exact for bf16, fp16 and fp32,
 two ranks and an aux-only rank, failures surfacing as Failed with the
 reason, abort, misuse refused with a clear error."""
+import errno
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -258,9 +260,17 @@ def test_gateway_gone(fake_gateway):
     r = EmbeddingReceiver(c, PAT_STALL | 70)
     r.init()
     c.wait_until(lambda: r.poll() == KVPoll.WaitingForInput)
+    done = EmbeddingReceiver(c, 71)
+    done.init()
+    c.wait_until(lambda: done.poll() == KVPoll.Success)
     fake.stop()
+    # the loop's poll() says Failed; it does not raise
+    deadline = time.monotonic() + 5
+    while r.poll() != KVPoll.Failed:
+        assert time.monotonic() < deadline, "poll() never said Failed"
+        time.sleep(0.01)
+    assert r.failure_exception().code == -errno.ECONNRESET
     with pytest.raises(ConnectionResetError):
         c.wait(5000)
-    assert r.poll() == KVPoll.Failed
-    assert r.failure_exception() is not None
+    done.release()  # nothing left to free
     c.close()
