@@ -17,35 +17,19 @@ received every token).
 """
 import argparse
 import collections
-import os
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "python"))
-import embgw  # noqa: E402
-from embgw import EmbeddingSender, KVPoll  # noqa: E402
-from toy_models import (VisionEncoder, digest, placement,  # noqa: E402
+from engine_io import attach, idle, log  # first: puts embgw on the path
+from embgw import EmbeddingSender, KVPoll
+from toy_models import (VisionEncoder, digest, placement,
                         requests, synthetic_image)
 
 TERMINAL = (KVPoll.Success, KVPoll.Failed)
-# how long the attach may take: a loaded host answers late
-ATTACH_MS = 30000
 
 
-def log(*a):
-    print(*a, flush=True)
-
-
-def idle(client):
-    """Sleep until the gateway posts something (100 ms at most). A gateway
-    that went away has failed every room: the polls say so."""
-    try:
-        client.wait(100)
-    except ConnectionResetError:
-        time.sleep(0.1)
 
 
 def run(client, reqs, nranks, concurrency, deadline_s):
@@ -114,8 +98,7 @@ def main():
     torch.set_num_threads(1)
     reqs = requests(a.base, [int(x) for x in a.lengths.split(",")], a.repeat)
     t0 = time.monotonic()
-    with embgw.Client(a.socket, a.port, name="encode-worker",
-                      lease_thread=True, timeout_ms=ATTACH_MS) as client:
+    with attach(a.socket, a.port, "encode-worker") as client:
         if not client.encode:
             sys.exit("%s: port %s is not an encode port" % (a.socket, a.port))
         ok, failed, tokens, encode_s = run(client, reqs, a.nranks,

@@ -22,37 +22,21 @@ secs=`; exit status 0 only when every room was good on this rank.
 """
 import argparse
 import datetime
-import os
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "python"))
-import embgw  # noqa: E402
-from embgw import EmbeddingReceiver, KVPoll  # noqa: E402
-from toy_models import (TinyLM, VisionEncoder, digest,  # noqa: E402
+from engine_io import attach, idle, log  # first: puts embgw on the path
+from embgw import EmbeddingReceiver, KVPoll
+from toy_models import (TinyLM, VisionEncoder, digest,
                         placement, requests, synthetic_image)
 
 TERMINAL = (KVPoll.Success, KVPoll.Failed)
-# how long the attach may take: a loaded host answers late
-ATTACH_MS = 30000
 AUX_BYTES = 32
 
 
-def log(*a):
-    print(*a, flush=True)
-
-
-def idle(client):
-    """Sleep until the gateway posts something (100 ms at most). A gateway
-    that went away has failed every room: the polls say so."""
-    try:
-        client.wait(100)
-    except ConnectionResetError:
-        time.sleep(0.1)
 
 
 def bits(t):
@@ -180,8 +164,7 @@ def main():
                                 timeout=datetime.timedelta(
                                     seconds=a.deadline_s + 60))
     t0 = time.monotonic()
-    with embgw.Client(a.socket, a.port, name="language-%d" % a.rank,
-                      lease_thread=True, timeout_ms=ATTACH_MS) as client:
+    with attach(a.socket, a.port, "language-%d" % a.rank) as client:
         if not client.language:
             sys.exit("%s: port %s is not a language port"
                      % (a.socket, a.port))

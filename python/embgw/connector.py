@@ -91,8 +91,12 @@ class _Connector:
                                       reason or "unknown failure")
 
     def abort(self):
-        """End the room at once, in any state; the peer hears ABORT."""
-        if self._room is not None and not self._room.ended:
+        """End the room at once, in any state short of its end; the peer
+        hears ABORT and poll() says Failed from now on. A room that has
+        ended already stays as it ended."""
+        if self._room is not None:
+            if self._room.ended:
+                return
             try:
                 self._room.abort()
             except OSError as e:

@@ -74,6 +74,8 @@ def test_sender_round_trip(encode_gateway, dtype):
                 fake.proc.send_signal(signal.SIGCONT)
             assert loop(c, [s]) == [KVPoll.Success]
             assert s.committed and s.failure_exception() is None
+            s.abort()   # over already: stays Success
+            assert s.poll() == KVPoll.Success
             fake.expect("room %d: success, %d tokens checked" % (rid, n))
 
 
