@@ -36,7 +36,6 @@ PHASE_S=600
 # after 30 s without progress (not 5 s), an engine after a 60 s lease
 # (not 10 s)
 TIMERS="bootstrap_ms = 60000; peer_dead_ms = 30000; round_ms = 30000;"
-LEASE="lease_ms = 60000;"
 
 rooms=0 bytes=0 rounds=0 errors=0 leaked=0
 dir=$(mktemp -d /tmp/embgw-demo.XXXXXX)
@@ -62,31 +61,19 @@ worker_sum() {
 	} END { print t + 0 }' "$@"
 }
 
-# registered LOG: the gateway of LOG has registered with its peer (30 s)
-registered() {
-	for _ in $(seq 1 300); do
-		grep -q "peer .* registered" "$1" && return 0
-		sleep 0.1
-	done
-	echo "demo: $1: no peer registered within 30 s" >&2
-	return 1
-}
-
 # engine_phase TITLE DEFAULT BASE CONCURRENCY LENGTHS [REPEAT]
 engine_phase() {
 	local title=$1 def=$2 base=$3 conc=$4 lengths=$5 repeat=${6:-1}
 	local d=$dir/engines-$base bad=0 r
 	echo "== $title (language default $def tokens)"
 	scripts/gen-configs.sh --attach "$d" "$def" 262144 "$TIMERS" >/dev/null
-	sed -i "s|^\(  attach = { path = \"[^\"]*\";\) };|\1 $LEASE };|" \
-		"$d/encode.cfg" "$d/language.cfg"
-	grep -q "$LEASE" "$d/encode.cfg" && grep -q "$LEASE" "$d/language.cfg"
+	attach_lease 60000 "$d/encode.cfg" "$d/language.cfg"
 	start "$EMBGW" enc 1 "$d/encode.cfg" "$d/enc.log" "$PHASE_S"
 	wait_ready enc "$d/memif0.sock"
 	start "$EMBGW" lang 0 "$d/language.cfg" "$d/lang.log" "$PHASE_S"
 	# the engines start once the gateways have registered with each other
 	wait_socket "$d/lang-0.sock" && wait_socket "$d/enc-0.sock" &&
-		registered "$d/enc.log" && registered "$d/lang.log" ||
+		wait_registered "$d/enc.log" 30 && wait_registered "$d/lang.log" 30 ||
 		{ echo "demo: the gateways did not come up:"; tail "$d"/*.log; exit 1; }
 	# the language ranks ask first; the encoder's output follows
 	for r in 0 1; do

@@ -343,6 +343,9 @@ engines_wait() {
 # engine_gateways: the pair, up, their attach sockets there
 engine_gateways() {
 	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 "$SLACK" >/dev/null
+	# ENGINE_LEASE: the clients' lease in ms, when not the default
+	[ -z "${ENGINE_LEASE:-}" ] ||
+		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
 	wait_ready enc "$T/memif0.sock" || return 1
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
@@ -449,9 +452,12 @@ define examples "the example engines: a vision encoder and 2 TP prefill ranks (o
 case_examples() {
 	local lengths=1,129,500,2000,10000,50000 r tokens=62630
 	# the ranks ask for every request before the encoder has run it
-	local SLACK="$SLACK bootstrap_ms = 60000;"
+	local SLACK="$SLACK bootstrap_ms = 60000;" ENGINE_LEASE=60000
 	engine_gateways || return 1
 	LOG=$T/lang.log
+	# a rank asks once the gateways know each other; an engine busy in a
+	# forward pass on a loaded host keeps its lease (60 s, not 10 s)
+	wait_registered "$T/enc.log" 30 && wait_registered "$T/lang.log" 30 || return 1
 	for r in 0 1; do
 		example "$T/rank$r.log" examples/language_worker.py "$T/lang-0.sock" \
 			--rank $r --nranks 2 --dist "$T/tp" --lengths $lengths \
