@@ -42,7 +42,7 @@ dir=$(mktemp -d /tmp/embgw-demo.XXXXXX)
 WORKERS=()
 stop_workers() {
 	for p in "${WORKERS[@]}"; do
-		kill -KILL "$p" 2>/dev/null || :
+		kill -TERM "$p" 2>/dev/null || :  # timeout passes it on
 	done
 	WORKERS=()
 }
@@ -83,14 +83,19 @@ engine_phase() {
 			--concurrency "$conc" >"$d/rank$r.log" 2>&1 &
 		WORKERS+=($!)
 	done
+	# a worker's exit status says whether all its rooms succeeded: the
+	# rooms are counted from the lines below
 	timeout -s KILL "$PHASE_S" $PY examples/encode_worker.py "$d/enc-0.sock" \
 		--nranks 2 --lengths "$lengths" --repeat "$repeat" \
-		--base "$base" --concurrency "$conc" >"$d/encode.log" 2>&1 ||
-		bad=$((bad + 1))
+		--base "$base" --concurrency "$conc" >"$d/encode.log" 2>&1 || :
 	for p in "${WORKERS[@]}"; do
-		wait "$p" || bad=$((bad + 1))
+		wait "$p" || :
 	done
 	WORKERS=()
+	# a worker that died before its last line is an error of its own
+	for r in encode rank0 rank1; do
+		grep -qE "^(encode|language)-worker: " "$d/$r.log" || bad=$((bad + 1))
+	done
 	stop_all
 	{ grep -hE "^room .*prefilled" "$d/rank0.log" | tail -8
 	  grep -hE "^(encode-worker|language-worker):" "$d/encode.log" \
@@ -106,9 +111,10 @@ engine_phase() {
 	rooms=$((rooms + $(worker_sum encode-worker ok "$d/encode.log")))
 	bytes=$((bytes + $(worker_sum language-worker bytes "$d/rank0.log" "$d/rank1.log")))
 	rounds=$((rounds + $(field "$d/lang.log" clients rounds) + 0))
+	# a room is an error once: failed (the encoder hears every rank's
+	# failure) or received different by a rank
 	errors=$((errors + bad + $(worker_sum encode-worker failed "$d/encode.log") +
-		$(worker_sum language-worker bad "$d/rank0.log" "$d/rank1.log") +
-		$(worker_sum language-worker failed "$d/rank0.log" "$d/rank1.log")))
+		$(worker_sum language-worker bad "$d/rank0.log" "$d/rank1.log")))
 	leaked=$((leaked + $(field "$d/enc.log" clients blocks_in_use) + 0 +
 		$(field "$d/lang.log" clients blocks_in_use) + 0))
 }
