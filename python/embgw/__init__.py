@@ -14,6 +14,9 @@ ctypes over libegw_client.so (lib/client); the contract is doc/client.md.
 from .client import Client, DTYPES
 from .room import EncodeRoom, KVPoll, LanguageRoom, Room
 from ._lib import strerror
+from .connector import (EmbeddingReceiver, EmbeddingSender,
+                        EmbeddingTransferError, Received)
 
-__all__ = ["Client", "DTYPES", "EncodeRoom", "KVPoll", "LanguageRoom",
-           "Room", "strerror"]
+__all__ = ["Client", "DTYPES", "EmbeddingReceiver", "EmbeddingSender",
+           "EmbeddingTransferError", "EncodeRoom", "KVPoll", "LanguageRoom",
+           "Received", "Room", "strerror"]

@@ -98,6 +98,28 @@ wait_line() {
 	return 1
 }
 
+# wait_registered LOG SECONDS: the gateway writing LOG has registered with
+# its peer (before then a room asked for fails as the peer's)
+wait_registered() {
+	for _ in $(seq 1 $(($2 * 10))); do
+		grep -q "peer .* registered" "$1" && return 0
+		sleep 0.1
+	done
+	echo "     $1: no peer registered within $2 s" >&2
+	return 1
+}
+
+# attach_lease MS CFG...: the attach group that gen-configs.sh --attach
+# wrote into each CFG gets lease_ms = MS
+attach_lease() {
+	local ms=$1
+	shift
+	sed -i "s|^\(  attach = { path = \"[^\"]*\";\) };|\1 lease_ms = $ms; };|" "$@" || return 1
+	for cfg in "$@"; do
+		grep -q "lease_ms = $ms;" "$cfg" || { echo "     $cfg: no attach group" >&2; return 1; }
+	done
+}
+
 # kill_gw PID: SIGKILL the program under the timeout wrapper PID (one of
 # ours): no goodbye at all; the wrapper is reaped and forgotten
 kill_gw() {

@@ -347,6 +347,9 @@ engine_gateways() {
 	# seconds: 20 s before a round gives up (the default is 5 s)
 	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 \
 		"${ENGINE_TIMERS:-$SLACK round_ms = 20000;}" >/dev/null
+	# ENGINE_LEASE: the clients' lease in ms, when not the default
+	[ -z "${ENGINE_LEASE:-}" ] ||
+		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
 	wait_ready enc "$T/memif0.sock" || return 1
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
@@ -545,6 +548,54 @@ case_engines_telemetry() {
 			{ MSG="enc ${k%%:*}=$v, the exit report differs; $MSG"; return 1; }
 	done
 	MSG="the language gateway answered 3 rooms ok, $(tel_value "$tel" /embgw/clients p0 commands) commands, 1 refused (by state: a room opened twice); the encode gateway 3 rooms ok; both as their exit reports"
+}
+
+# ---- the example engines ------------------------------------------------------
+# examples/encode_worker.py (a small vision encoder) and two ranks of
+# examples/language_worker.py (a tensor-parallel prefill, gloo between the
+# rank processes), through embgw.connector.
+EXAMPLE=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+	timeout -s KILL 300 /usr/bin/python3)
+
+# example LOG SCRIPT ARGS...: an example worker in the background (its PID
+# joins the engines', for engines_wait)
+example() {
+	local log=$1
+	shift
+	"${EXAMPLE[@]}" "$@" >"$log" 2>&1 &
+	ENGINE_PIDS+=($!)
+}
+
+define examples "the example engines: a vision encoder and 2 TP prefill ranks (own processes) through the attach sockets, lengths 1..50000 in bf16: bit-identical to the recomputed encoder output, prefilled on both ranks, 6 resume rounds in the gateway, nothing leaked"
+case_examples() {
+	local lengths=1,129,500,2000,10000,50000 r tokens=62630
+	# the ranks ask for every request before the encoder has run it
+	local SLACK="$SLACK bootstrap_ms = 60000;" ENGINE_LEASE=60000
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	# a rank asks once the gateways know each other; an engine busy in a
+	# forward pass on a loaded host keeps its lease (60 s, not 10 s)
+	wait_registered "$T/enc.log" 30 && wait_registered "$T/lang.log" 30 || return 1
+	for r in 0 1; do
+		example "$T/rank$r.log" examples/language_worker.py "$T/lang-0.sock" \
+			--rank $r --nranks 2 --dist "$T/tp" --lengths $lengths \
+			--concurrency 6 --recompute
+	done
+	sleep 1
+	example "$T/encode.log" examples/encode_worker.py "$T/enc-0.sock" \
+		--nranks 2 --lengths $lengths --concurrency 6
+	engines_wait || { MSG="$(cat "$T/encode.log" "$T"/rank*.log | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="$(cat "$T/encode.log" "$T"/rank*.log | grep -E '^(encode|language)-worker' | tr '\n' ' ') enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	grep -q "^encode-worker: rooms=6 ok=6 failed=0 tokens=$tokens " "$T/encode.log" &&
+		grep -q "^language-worker: rank=0 rooms=6 ok=6 bad=0 failed=0 bytes=[0-9]* prefill_tokens=$tokens " "$T/rank0.log" &&
+		grep -q "^language-worker: rank=1 rooms=6 ok=6 bad=0 failed=0 bytes=[0-9]* prefill_tokens=$tokens " "$T/rank1.log" &&
+		[ "$(grep -c "prefilled on 2 ranks" "$T/rank0.log")" -eq 6 ] &&
+		expect "$T/enc.log" clients ok -eq 6 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients ok -eq 12 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients rounds -eq 6 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
+	MSG="6 requests ($tokens tokens) encoded, sent to 2 TP ranks, bit-identical to the recomputed encoder output, prefilled; $(field "$T/lang.log" clients rounds) resume rounds, all in the gateway; zero blocks in use on both gateways"
 }
 
 # ---- the runner -------------------------------------------------------------
