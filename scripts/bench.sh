@@ -40,6 +40,19 @@ emit pool-alloc-free "$pns" "ns/op (CPU time, single-block cache on, as deployed
 emit pool-tree-alloc-free "$tns" "ns/op (CPU time, free-run tree alone: cache off)" \
 	"$(ratio "$tns" "$mns")" "rte_mempool get+put ${mns} ns/op" "-"
 
+# ---- the attach path: an engine's command off its submission ring -------
+# The worker's CPU for taking a command off a client's ring, checking it,
+# acting on it (room operations that do nothing: lib/clients alone) and
+# posting its completion, against one bare put+get of a 64-byte entry.
+cmds=2000000
+[ "$quick" = 1 ] && cmds=100000
+line=$(./build/tests/bench/bench_clients "$rounds" "$cmds" | grep ^clients_ns)
+cop=$(sed -nE 's/.* open_abort=([0-9.]+).*/\1/p' <<<"$line")
+cnop=$(sed -nE 's/.* nop=([0-9.]+).*/\1/p' <<<"$line")
+cring=$(sed -nE 's/.* ring=([0-9.]+).*/\1/p' <<<"$line")
+emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or ABORT: checked, applied, answered; NOP $cnop ns)" \
+	"$(ratio "$cop" "$cring")" "a bare 64-byte ring put+get ${cring} ns" "< 100 ns"
+
 # ---- control plane: tiny rooms through one worker lcore over memif ------
 # The gateway under test is the encode gateway (lcore 1); embgw-gen plays
 # the language peer (lcore 0). Wall rate, and the worker's busy CPU per
