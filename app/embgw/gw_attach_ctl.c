@@ -260,8 +260,10 @@ make_area(struct conn *k, const struct egw_attach_hello *h)
 
 	if (max_runs > 4096)
 		max_runs = 4096;
-	if (slots > 65536)
-		slots = 65536;
+	/* a client gets at most the configured slots: the port's room
+	 * table (max_clients x slots) is shared by all its clients */
+	if (slots > a->slots)
+		slots = a->slots;
 	bytes = egw_attach_area_bytes(sq, cq, slots, max_runs);
 	if (bytes == 0)
 		return -EINVAL;
@@ -574,7 +576,10 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 			return rc;
 		}
 	}
+	/* connection indices travel as 16 bits in the rings' messages */
 	ctl.nconns = c->attach.max_clients * nids + 16;
+	if (ctl.nconns > UINT16_MAX)
+		ctl.nconns = UINT16_MAX;
 	ctl.conns = calloc(ctl.nconns, sizeof(*ctl.conns));
 	if (ctl.conns == NULL)
 		return -ENOMEM;

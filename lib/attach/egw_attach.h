@@ -56,7 +56,8 @@ struct egw_attach_ring {
 	uint8_t pad1[EGW_ATTACH_CACHE_LINE - 4];
 	uint32_t entries;          /**< power of two, 1..EGW_ATTACH_MAX_ENTRIES */
 	uint32_t offset;           /**< of entry 0, bytes from the area start */
-	uint32_t flags;            /**< EGW_RING_F_*, written by the consumer */
+	uint32_t flags;            /**< EGW_RING_F_*: set by the consumer, cleared
+				     * (atomically) by either side */
 	uint32_t overflow;         /**< completions lost to a full ring (cq),
 				     * written by the producer */
 	uint8_t pad2[EGW_ATTACH_CACHE_LINE - 16];

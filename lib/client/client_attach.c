@@ -376,9 +376,10 @@ map_welcome(struct egw_client *c, const struct egw_attach_welcome *w,
 			     "welcome %u", c->map.max_runs, w->max_runs);
 		rc = -EPROTO;
 	}
-	/* the mappings stay valid without the descriptors */
-	close(fds[0]);
-	close(fds[1]);
+	/* the mappings stay valid without the descriptors; only those that
+	 * came are closed (a welcome with too few fails check_geometry) */
+	for (int i = 0; i < nfds && i < 2; i++)
+		close(fds[i]);
 	c->efd = nfds == 3 ? fds[2] : -1;
 	if (rc != 0)
 		return rc;

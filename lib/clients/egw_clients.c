@@ -33,6 +33,7 @@ struct slot_state {
 
 struct client {
 	bool used, lost, wake;
+	const char *broken;        /* why the client is to be given up */
 	struct egw_attach_map m;
 	struct slot_state *slots;
 	struct egw_attach_run *run_store;
@@ -173,7 +174,9 @@ post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
 		cl->st.cq_overflow++;
 		cl->wake = true;
 	} else {
-		lose(s, cid, "completion ring head out of range");
+		/* given up at the next poll, not here: the caller is in the
+		 * middle of ending a room */
+		cl->broken = "completion ring head out of range";
 	}
 }
 
@@ -665,6 +668,8 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		command(s, cid, &c, now);
 		done++;
 	}
+	if (cl->broken != NULL)
+		lose(s, cid, cl->broken);
 	if (cl->lost)
 		return done;
 	beat = __atomic_load_n(&cl->m.area->client_beat, __ATOMIC_ACQUIRE);
@@ -677,7 +682,12 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 	}
 	if (cl->wake) {
 		cl->wake = false;
-		if (__atomic_load_n(&cl->m.cq.ctl->flags, __ATOMIC_ACQUIRE) &
+		/* one wake-up per sleep: the bit is taken as it is read (the
+		 * client sets it again before it next sleeps); the locked
+		 * read-modify-write also orders the tail published above
+		 * before this read, so neither side misses the other */
+		if (__atomic_fetch_and(&cl->m.cq.ctl->flags,
+				       ~EGW_RING_F_NEED_WAKEUP, __ATOMIC_SEQ_CST) &
 		    EGW_RING_F_NEED_WAKEUP)
 			s->c.ops->wake(s->c.ctx, cid);
 	}

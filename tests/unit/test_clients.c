@@ -701,8 +701,31 @@ test_broken_ring_or_silent_client_is_lost(void)
 	w_fini(&w);
 }
 
+/* A completion ring whose head the client broke: the client is given up
+ * at the end of that poll, and a room that was ending as it happened is
+ * ended once, not twice. */
 static void
-test_sleeping_client_is_woken_once_per_poll(void)
+test_broken_completion_ring_ends_rooms_once(void)
+{
+	struct world w;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, send_open(1, 0, 1000));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 8);
+	w.m.cq.ctl->head = w.m.cq.ctl->tail + 1000;
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 1, 0)); /* its answer cannot be posted */
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_STRING_EQUAL(w.f.lost_why, "completion ring head out of range");
+	CU_ASSERT_EQUAL(w.f.send_aborts, 1);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	egw_clients_remove(w.srv, 0, w.now);
+	w_fini(&w);
+}
+
+static void
+test_sleeping_client_is_woken_once_per_sleep(void)
 {
 	struct world w;
 
@@ -713,9 +736,16 @@ test_sleeping_client_is_woken_once_per_poll(void)
 			  __ATOMIC_RELEASE);
 	w_cmd(&w, send_open(2, 1, 100));
 	CU_ASSERT_EQUAL(w.f.wakes, 1);
+	/* the wake-up took the bit: one eventfd write per sleep */
+	CU_ASSERT_EQUAL(w.m.cq.ctl->flags & EGW_RING_F_NEED_WAKEUP, 0);
 	egw_clients_poll(w.srv, w.now); /* nothing new: no wake-up */
 	CU_ASSERT_EQUAL(w.f.wakes, 1);
-	/* completions from room events wake at the next poll, once */
+	w_cmd(&w, send_open(3, 2, 100)); /* awake again: no write */
+	CU_ASSERT_EQUAL(w.f.wakes, 1);
+	/* asleep again: completions from room events wake at the next
+	 * poll, once for both */
+	__atomic_or_fetch(&w.m.cq.ctl->flags, EGW_RING_F_NEED_WAKEUP,
+			  __ATOMIC_RELEASE);
 	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, EGW_E_ABORTED);
 	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, EGW_E_ABORTED);
 	egw_clients_poll(w.srv, w.now);
@@ -755,7 +785,8 @@ main(void)
 		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },
 		{ "full_completion_ring_never_blocks", test_full_completion_ring_never_blocks },
 		{ "broken_ring_or_silent_client_is_lost", test_broken_ring_or_silent_client_is_lost },
-		{ "sleeping_client_is_woken_once_per_poll", test_sleeping_client_is_woken_once_per_poll },
+		{ "broken_completion_ring_ends_rooms_once", test_broken_completion_ring_ends_rooms_once },
+		{ "sleeping_client_is_woken_once_per_sleep", test_sleeping_client_is_woken_once_per_sleep },
 		{ "delivery_too_long_for_the_slot_fails", test_delivery_too_long_for_the_slot_fails },
 		{ NULL, NULL },
 	};
