@@ -46,39 +46,6 @@ print_latency(FILE *f, const char *section, const char *port,
 		secs > 0 ? ok / secs : 0.0, secs);
 }
 
-/* A failure reason's stable short name, for `failed: reason=` (egw_strerror
- * is prose for people; this is a key for scripts). */
-static const char *
-err_name(enum egw_err e)
-{
-	switch (e) {
-	case EGW_E_OK: return "ok";
-	case EGW_E_UNKNOWN_ROOM: return "unknown_room";
-	case EGW_E_BAD_RANK: return "bad_rank";
-	case EGW_E_BLOCK_TOKENS: return "block_tokens";
-	case EGW_E_ALLOC_MISMATCH: return "alloc_mismatch";
-	case EGW_E_ZERO_BLOCKS: return "zero_blocks";
-	case EGW_E_BAD_BLOCKS: return "bad_blocks";
-	case EGW_E_BEYOND_TOTAL: return "beyond_total";
-	case EGW_E_STATE: return "state";
-	case EGW_E_TOTAL_CHANGED: return "total_changed";
-	case EGW_E_BAD_STATUS: return "bad_status";
-	case EGW_E_BUSY: return "busy";
-	case EGW_E_TOO_LARGE: return "too_large";
-	case EGW_E_NO_SLOT: return "no_slot";
-	case EGW_E_DUPLICATE_ROOM: return "duplicate_room";
-	case EGW_E_TIMEOUT_BOOTSTRAP: return "timeout_bootstrap";
-	case EGW_E_TIMEOUT_INPUT: return "timeout_input";
-	case EGW_E_TIMEOUT_ROUND: return "timeout_round";
-	case EGW_E_POOL_EXHAUSTED: return "pool_exhausted";
-	case EGW_E_PEER_DEAD: return "peer_dead";
-	case EGW_E_ABORTED: return "aborted";
-	case EGW_E_TRANSPORT: return "transport";
-	case EGW_E_UNKNOWN_PEER: return "unknown_peer";
-	default: return "unknown_error";
-	}
-}
-
 /* Node drop counters under their report keys (enum egw_node_drop). */
 static const char *const drop_keys[EGW_ND_MAX] = {
 	[EGW_ND_UNKNOWN_PEER] = "drop_unknown_peer",
@@ -215,7 +182,7 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	for (uint16_t e = 1; e < EGW_E_COUNT; e++)
 		if (st.fail_reason[e])
 			fprintf(f, "failed: port=%s reason=%s count=%lu\n", name,
-				err_name(egw_err_from_wire(e)),
+				egw_err_key(egw_err_from_wire(e)),
 				(unsigned long)st.fail_reason[e]);
 	if (st.last_failed > 0)
 		/* after a fault: did the rooms opened after it succeed? */

@@ -133,6 +133,12 @@ egw_rc_is_err(int rc)
  * egw_err, or a positive enum egw_err (as in EGW_ACT_DONE). Never NULL.
  */
 const char *egw_strerror(int rc);
+/**
+ * A code's stable lower_snake key ("pool_exhausted", ...), for reports
+ * and scripts (egw_strerror is text for people): 0 or a code, negated or
+ * not; "unknown_error" for anything else.
+ */
+const char *egw_err_key(int rc);
 /** @} */
 
 const char *egw_state_name(enum egw_state s);

@@ -35,6 +35,33 @@ static const char *const err_names[EGW_E_COUNT] = {
 	W(EGW_E_TRANSPORT) = "payload writes failed",
 	W(EGW_E_UNKNOWN_PEER) = "unknown peer",
 };
+
+/* the same codes as stable lower_snake keys, for reports and scripts */
+static const char *const err_keys[EGW_E_COUNT] = {
+	W(EGW_E_OK) = "ok",
+	W(EGW_E_UNKNOWN_ROOM) = "unknown_room",
+	W(EGW_E_BAD_RANK) = "bad_rank",
+	W(EGW_E_BLOCK_TOKENS) = "block_tokens",
+	W(EGW_E_ALLOC_MISMATCH) = "alloc_mismatch",
+	W(EGW_E_ZERO_BLOCKS) = "zero_blocks",
+	W(EGW_E_BAD_BLOCKS) = "bad_blocks",
+	W(EGW_E_BEYOND_TOTAL) = "beyond_total",
+	W(EGW_E_STATE) = "state",
+	W(EGW_E_TOTAL_CHANGED) = "total_changed",
+	W(EGW_E_BAD_STATUS) = "bad_status",
+	W(EGW_E_BUSY) = "busy",
+	W(EGW_E_TOO_LARGE) = "too_large",
+	W(EGW_E_NO_SLOT) = "no_slot",
+	W(EGW_E_DUPLICATE_ROOM) = "duplicate_room",
+	W(EGW_E_TIMEOUT_BOOTSTRAP) = "timeout_bootstrap",
+	W(EGW_E_TIMEOUT_INPUT) = "timeout_input",
+	W(EGW_E_TIMEOUT_ROUND) = "timeout_round",
+	W(EGW_E_POOL_EXHAUSTED) = "pool_exhausted",
+	W(EGW_E_PEER_DEAD) = "peer_dead",
+	W(EGW_E_ABORTED) = "aborted",
+	W(EGW_E_TRANSPORT) = "transport",
+	W(EGW_E_UNKNOWN_PEER) = "unknown_peer",
+};
 #undef W
 
 uint16_t
@@ -72,6 +99,18 @@ egw_strerror(int rc)
 	if (v < EGW_ERR_BASE)
 		return strerror(v); /* errno: the C library's text */
 	return "unknown error";
+}
+
+const char *
+egw_err_key(int rc)
+{
+	int v = rc < 0 && rc != INT_MIN ? -rc : rc;
+
+	if (v == 0)
+		return err_keys[0];
+	if (v > EGW_ERR_BASE && v < EGW_E_END)
+		return err_keys[v - EGW_ERR_BASE];
+	return "unknown_error";
 }
 
 const char *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Writes one valid datagram of every message type into DIR: the fuzzer's
- * seed corpus (with the fuzz target's key). */
+ * starting corpus (with the fuzz target's key). */
 #include <stdio.h>
 #include <string.h>
 

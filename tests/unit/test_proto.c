@@ -289,6 +289,14 @@ test_error_codes_on_the_wire_and_in_text(void)
 	CU_ASSERT_STRING_EQUAL(egw_strerror(-EINVAL), strerror(EINVAL));
 	CU_ASSERT_STRING_EQUAL(egw_strerror(-ENOMEM), strerror(ENOMEM));
 	CU_ASSERT_STRING_EQUAL(egw_strerror(-EGW_E_TOO_LARGE), "total or run list too large");
+	/* the report keys scripts read */
+	CU_ASSERT_STRING_EQUAL(egw_err_key(EGW_E_POOL_EXHAUSTED), "pool_exhausted");
+	CU_ASSERT_STRING_EQUAL(egw_err_key(-EGW_E_PEER_DEAD), "peer_dead");
+	CU_ASSERT_STRING_EQUAL(egw_err_key(0), "ok");
+	CU_ASSERT_STRING_EQUAL(egw_err_key(-EINVAL), "unknown_error");
+	for (uint16_t w = 1; w < EGW_E_COUNT; w++)
+		CU_ASSERT_STRING_NOT_EQUAL(egw_err_key(egw_err_from_wire(w)),
+					   "unknown_error");
 	CU_ASSERT_STRING_EQUAL(egw_strerror(0), "ok");
 	CU_ASSERT_STRING_EQUAL(egw_strerror(-(int)EGW_E_END), "unknown error");
 	CU_ASSERT_PTR_NOT_NULL(egw_strerror(INT32_MIN));
