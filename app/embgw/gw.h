@@ -115,6 +115,7 @@ struct gw_id {
 	struct egw_payload *drv;
 	struct egw_pool *pool;
 	struct egw_node *node;
+	uint64_t session;        /* this identity's incarnation (REGISTER) */
 	struct gw_room_source *sources[GW_MAX_SOURCES];
 	uint16_t nsources;
 	struct gw_attach_port *attach; /* engines attach here (or NULL) */

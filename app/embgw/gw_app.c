@@ -257,7 +257,11 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 			"binary\n", id->cfg->name);
 		return -ENOTSUP;
 	}
-	rc = id->dops->open(c, id->cfg, &id->drv, &id->pool);
+	/* the session grows across restarts: wall-clock nanoseconds */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	id->session = (uint64_t)ts.tv_sec * 1000000000ull +
+		      (uint64_t)ts.tv_nsec + d->nids;
+	rc = id->dops->open(c, id->cfg, id->session, &id->drv, &id->pool);
 	if (rc == 0)
 		rc = egw_pool_cache_enable(id->pool, EGW_POOL_CACHE_DEFAULT);
 	if (rc != 0) {
@@ -266,13 +270,10 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		return rc;
 	}
 	id->dops->describe(id->drv, regions, gid, &qpn);
-	/* the session grows across restarts: wall-clock nanoseconds */
-	clock_gettime(CLOCK_REALTIME, &ts);
 	ops = gw_node_ops;
 	ops.ctx = id;
 	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
-			     (uint64_t)ts.tv_sec * 1000000000ull +
-			     (uint64_t)ts.tv_nsec, gw_now_ns(), &id->node);
+			     id->session, gw_now_ns(), &id->node);
 	/* engines' rooms first: the attach source takes only its clients'
 	 * rooms, the pattern source answers for any other */
 	if (rc == 0 && c->attach.enabled)

@@ -199,9 +199,12 @@ struct egw_payload_ops {
 	const char *name;
 	/** Create the driver for one port: it decides where the local pool
 	 *  lives (shm: a shared file when this node receives) and returns
-	 *  the pool built on it. */
+	 *  the pool built on it. `session` is the node's session id (its
+	 *  incarnation, the one its REGISTERs carry): the shm driver writes
+	 *  it into the pool file it creates. */
 	int (*open)(const struct egw_conf *c, const struct egw_conf_port *port,
-		    struct egw_payload **out, struct egw_pool **pool);
+		    uint64_t session, struct egw_payload **out,
+		    struct egw_pool **pool);
 	/** What REGISTER tells peers about our memory. */
 	void (*describe)(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 			 uint8_t gid[16], uint32_t *qpn);

@@ -492,6 +492,7 @@ egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
 			e = EGW_PE_FIELD;
 		else
 			e = parse_body(buf, body, out);
+		out->reg.session = out->session;
 	}
 	if (stats != NULL) {
 		if (e == EGW_PE_OK)

@@ -78,6 +78,9 @@ struct egw_register {
 	uint32_t dtype_bytes;
 	uint32_t aux_bytes;
 	struct egw_region region[EGW_KIND_MAX];
+	/** Not in the body: the header's session of the REGISTER that
+	 *  carried this (the registering incarnation), set by decode. */
+	uint64_t session;
 };
 
 #define EGW_ROLE_ENCODE 0x1u

@@ -49,7 +49,7 @@ pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
 
 		pp_conf(&sd->conf, roles[s], strcmp(ops->name, "shm") == 0 ?
 			EGW_PAYLOAD_SHM : EGW_PAYLOAD_VERBS, path);
-		rc = ops->open(&sd->conf, &sd->conf.ports[0], &sd->drv, &sd->pool);
+		rc = ops->open(&sd->conf, &sd->conf.ports[0], 1, &sd->drv, &sd->pool);
 		if (rc != 0) {
 			pp_close(pp);
 			return rc;

@@ -43,12 +43,13 @@ static void shm_close(struct egw_payload *p);
 
 static int
 shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
-	  struct egw_payload **out, struct egw_pool **pool)
+	  uint64_t session, struct egw_payload **out, struct egw_pool **pool)
 {
 	struct egw_payload *p = calloc(1, sizeof(*p));
 	size_t need = egw_geom_mem_bytes(&c->geom);
 	int rc;
 
+	(void)session;
 	if (p == NULL)
 		return -ENOMEM;
 	p->fd = -1;

@@ -251,6 +251,7 @@ static void verbs_close(struct egw_payload *p);
 
 static int
 verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
+	   uint64_t session __attribute__((unused)),
 	   struct egw_payload **out, struct egw_pool **pool)
 {
 	struct egw_payload *p = calloc(1, sizeof(*p));
