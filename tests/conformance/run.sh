@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Conformance checks: an independent peer written from doc/ alone
+# (tests/conformance/conformance.py) against real embgw processes on a DPDK
+# net_tap port inside a network namespace of their own. Builds nothing:
+# EMBGW_BUILD (or the first argument) names the build directory.
+#   tests/conformance/run.sh [BUILD] [--list | CHECK...]
+# Last line: "conformance: N passed, N failed, N expected failures".
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+build=${EMBGW_BUILD:-build}
+if [ $# -gt 0 ] && [ -d "$1" ]; then build=$1; shift; fi
+if [ "${1:-}" = --list ]; then exec /usr/bin/python3 tests/conformance/conformance.py "$build" --list; fi
+[ -x "$build/app/embgw/embgw" ] || { echo "conformance: no $build/app/embgw/embgw (build first)"; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "conformance: needs root (a network namespace and a tap device)"; exit 2; }
+ns=egwconf-$$
+ip netns add "$ns" || { echo "conformance: cannot create network namespace $ns"; exit 2; }
+cleanup() { ip netns del "$ns" 2>/dev/null; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# bounded: every gateway runs under its own timeout too
+timeout -s INT 600 ip netns exec "$ns" /usr/bin/python3 tests/conformance/conformance.py "$build" "$@"
