@@ -57,11 +57,11 @@ def tag(key, data):
 
 class Msg:
     """A decoded datagram: header fields plus the raw body."""
-    __slots__ = ("type", "flags", "rank", "nranks", "session", "room",
-                 "offset", "seq", "body", "raw", "res14", "res36")
+    FIELDS = ("type", "flags", "rank", "nranks", "session", "room",
+              "offset", "seq", "body", "raw", "res14", "res36")
 
     def __init__(self, **kw):
-        for k in self.__slots__:
+        for k in self.FIELDS:
             setattr(self, k, kw.get(k, 0))
         if not self.body:
             self.body = b""

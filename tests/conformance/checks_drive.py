@@ -1,0 +1,97 @@
+"""(b) This peer as the encode side against a language gateway that drives
+rooms (--drive): it maps the gateway's pool file after checking its header
+and session, answers INIT/RESUME with STATUS and writes the pattern; the
+gateway's exit report must say every room verified."""
+import os
+import stat
+import time
+
+import gateway
+import peer as peermod
+import pool as poolmod
+import wire
+from encode import EncodeSide
+from harness import GEO, check, expect
+
+
+def drive(ctx, args, rooms, dummy_landed_total=False, secs=60):
+    d = os.path.join(ctx.tmp, "drive%d" % len(ctx.gateways))
+    os.makedirs(d)
+    psk = gateway.gen_configs(d)
+    key = wire.derive_key(psk)
+    gw = gateway.Gateway(ctx.build, d, "language",
+                         ["--exit-when-done", "--start-delay-ms", "500"] + args, secs=secs)
+    ctx.gateways.append(gw)
+    gw.wait_tap(gateway.PEER_ADDR["language"])
+    regions, _ = poolmod.layout(GEO)
+    p = peermod.Peer(key, (gateway.PEER_ADDR["language"], gateway.PORT),
+                     (gateway.GW_ADDR["language"], gateway.PORT), "enc-0",
+                     peermod.ROLE_ENCODE, GEO, regions)
+    problems, mapped = [], None
+    try:
+        expect(p.handshake(), "no registration with the language gateway: %s" % gw.tail(5))
+        reg = next(m for m in reversed(p.registers)
+                   if m.type == wire.REGISTER and m.session == p.adopted)
+        r = wire.parse_register(reg.body)
+        expect(r["name"] == "lang-0" and r["roles"] == peermod.ROLE_LANGUAGE,
+               "REGISTER name %r roles %d" % (r["name"], r["roles"]))
+        # the pool file, as "Reaching it" says
+        path = os.path.join(d, "lang-pool-0")
+        h = poolmod.read_header(path)
+        st = os.stat(path)
+        if h["magic"] != poolmod.PMAGIC or h["format"] != 1 or h["reserved"]:
+            problems.append("pool header magic %#x format %d" % (h["magic"], h["format"]))
+        if h["session"] != reg.session:
+            problems.append("pool file session %#x, REGISTER session %#x" % (h["session"], reg.session))
+        if h["file_bytes"] != st.st_size or h["data_offset"] != 4096:
+            problems.append("file_bytes %d (size %d) data_offset %d" % (
+                h["file_bytes"], st.st_size, h["data_offset"]))
+        for k in ("block_tokens", "hidden_size", "dtype_bytes", "aux_bytes"):
+            if h[k] != GEO[k] or r[k] != GEO[k]:
+                problems.append("%s: file %d REGISTER %d configured %d" % (k, h[k], r[k], GEO[k]))
+        if h["pool_blocks"] != r["pool_blocks"]:
+            problems.append("pool_blocks: file %d REGISTER %d" % (h["pool_blocks"], r["pool_blocks"]))
+        if any(h["reserved_tail"]):
+            problems.append("header bytes 56..4095 not 0")
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            problems.append("mode %o" % stat.S_IMODE(st.st_mode))
+        if not poolmod.lock_is_held(path):
+            problems.append("the pool file is not locked by its owner")
+        units = poolmod.unit_bytes(GEO)
+        for i, (addr, rkey, unit) in enumerate(r["regions"]):
+            n = r["pool_blocks"] * (unit if i == 3 else unit * GEO["block_tokens"])
+            if unit != units[i] or rkey != 0 or addr < 4096 or addr + n > h["file_bytes"]:
+                problems.append("region %s %r (unit want %d, file %d bytes)" % (
+                    poolmod.KINDS[i], (addr, rkey, unit), units[i], h["file_bytes"]))
+        expect(not problems, "; ".join(problems))
+        mapped = poolmod.MappedPeerPool(path, h["file_bytes"])
+        es = EncodeSide(p, GEO, mapped.map, r["regions"], r["pool_blocks"],
+                        dummy_landed_total=dummy_landed_total)
+        es.serve(time.monotonic() + secs - 5, stop=lambda: gw.proc.poll() is not None)
+        rep = gw.wait(10)
+        expect(not es.problems and not p.violations, "; ".join((es.problems + p.violations)[:4]))
+        lang, res = rep.get("language", {}), rep.get("result", {})
+        expect(lang.get("ok") == rooms and lang.get("bad") == 0 and lang.get("failed") == 0
+               and res.get("errors") == 0 and res.get("leaked") == 0,
+               "the gateway's report: language %r result %r failed %r; %s" % (
+                   lang, res, rep.get("failed"), gw.tail(4)))
+        expect(not os.path.exists(path), "the pool file is still there after the gateway's exit")
+        return "%d rooms verified by the gateway (%d bytes, %d rounds), %d windows served" % (
+            lang["ok"], lang.get("bytes", 0), lang.get("rounds", 0), es.windows)
+    finally:
+        p.close()
+        if mapped:
+            mapped.close()
+        gw.kill()
+
+
+@check("b-drive", "a language gateway --drive 8 (500..50000 tokens): the pool file's header checked, this peer writes the pattern, the gateway verifies every room")
+def b_drive(ctx):
+    return drive(ctx, ["--drive", "8", "--concurrency", "2",
+                       "--lengths", "500,2000,10000,50000"], 8)
+
+
+@check("b-drive-ranks", "the same over 3 ranks, the last aux-only (--ranks 3 --dummy-rank)")
+def b_drive_ranks(ctx):
+    return drive(ctx, ["--drive", "4", "--concurrency", "2", "--ranks", "3",
+                       "--dummy-rank", "--lengths", "700,9000"], 4)

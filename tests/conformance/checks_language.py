@@ -1,0 +1,199 @@
+"""(a) This peer as the language side against an encode gateway started
+with --produce."""
+import time
+
+import peer as peermod
+import wire
+from harness import check, expect, lang_env, room_id, transfer
+
+
+# ---- (a) this peer as the language side -----------------------------------
+
+@check("a-handshake", "REGISTER handshake: ACK names our session and echoes our qpn/psn, ADOPTED only after we adopt; the gateway's REGISTER describes its identity")
+def a_handshake(ctx):
+    env = lang_env(ctx)
+    # a second incarnation of ours, registering step by step
+    env.start_peer(handshake=False, psn=0x123456)
+    p = env.peer
+    p.auto_answer = False
+    p.send_register(peer_session=0)
+    end = time.monotonic() + 3
+    ack = None
+    while time.monotonic() < end and ack is None:
+        for m in list(p.registers):
+            if m.type == wire.REGISTER and m.flags & wire.F_ACK and \
+                    wire.parse_register(m.body)["peer_session"] == p.session:
+                ack = m
+        time.sleep(0.02)
+    expect(ack is not None, "no REGISTER ACK naming our session: %r" % p.registers)
+    r = wire.parse_register(ack.body)
+    expect(not ack.flags & wire.F_ADOPTED,
+           "the first ACK says ADOPTED although our REGISTER named no session of the gateway")
+    expect((r["ack_qpn"], r["ack_psn"]) == (0, 0x123456),
+           "ack_qpn/ack_psn %d/%#x, not our 0/0x123456" % (r["ack_qpn"], r["ack_psn"]))
+    expect(r["name"] == "enc-0" and r["roles"] == peermod.ROLE_ENCODE,
+           "name %r roles %d" % (r["name"], r["roles"]))
+    for k in ("block_tokens", "hidden_size", "dtype_bytes", "aux_bytes"):
+        expect(r[k] == env.geo[k], "%s %d, configured %d" % (k, r[k], env.geo[k]))
+    expect(256 <= r["mtu"] <= 4096 and r["mtu"] & (r["mtu"] - 1) == 0, "mtu %d" % r["mtu"])
+    expect(ack.flags & ~(wire.F_ACK | wire.F_ADOPTED) == 0, "flags %#x" % ack.flags)
+    # we adopt the gateway's session (rule 1) and say so
+    expect(p.adopted == ack.session, "our side did not adopt")
+    p.send_register()
+    end = time.monotonic() + 3
+    while time.monotonic() < end and not p.confirmed:
+        time.sleep(0.02)
+    expect(p.confirmed, "no ACK with ADOPTED after our REGISTER with ADOPTED")
+    p.auto_answer = True
+    p.heartbeat_on = True
+    h0 = p.heartbeats
+    time.sleep(0.6)
+    expect(p.heartbeats - h0 >= 3, "%d heartbeats in 0.6 s (heartbeat_ms 100)" % (p.heartbeats - h0))
+    transfer(env, [300], 1024)
+    return "ACK(peer_session=ours, ack_psn echoed, not ADOPTED) -> we adopt -> ACK ADOPTED; %d heartbeats in 0.6 s; a room served" % (p.heartbeats - h0)
+
+
+def rounds_check(default):
+    def fn(ctx):
+        env = lang_env(ctx)
+        rs = transfer(env, [500, 2000, 10000, 50000], default)
+        got = {r.total: len(r.windows) - 1 for r in rs}
+        want = {n: (1 if n > default else 0) for n in (500, 2000, 10000, 50000)}
+        expect(got == want, "resume rounds %r, want %r" % (got, want))
+        return "4 rooms byte-exact (embedding, fill ids, mrope, aux), rounds %r" % got
+    return fn
+
+
+check("a-rounds-1024", "500, 2000, 10000, 50000 tokens with a default window of 1024: every byte by the formula")(rounds_check(1024))
+check("a-rounds-8192", "the same with a default window of 8192")(rounds_check(8192))
+
+
+@check("a-fragmented", "windows of single-block runs (32 runs each), pipelined RESUMEs: 10000 and 50000 tokens byte-exact")
+def a_fragmented(ctx):
+    env = lang_env(ctx)
+    rs = transfer(env, [10000, 50000], 1024, fragment=True)
+    runs = max(len(w[2]) for r in rs for w in r.windows)
+    wins = sum(len(r.windows) for r in rs)
+    expect(runs == 32, "largest window %d runs" % runs)
+    return "%d windows of up to %d runs byte-exact" % (wins, runs)
+
+
+@check("a-ranks-2", "2 ranks x (2000, 50000) tokens: each rank byte-exact")
+def a_ranks2(ctx):
+    rs = transfer(lang_env(ctx), [2000, 50000], 1024, nranks=2)
+    return "%d ranks byte-exact" % len(rs)
+
+
+@check("a-ranks-8", "8 ranks x 10000 tokens, the last a dummy rank (aux record only)")
+def a_ranks8(ctx):
+    rs = transfer(lang_env(ctx), [10000], 1024, nranks=8, dummy=True)
+    d = rs[-1]
+    expect(len(d.windows) == 1, "the dummy rank got %d windows" % len(d.windows))
+    return "7 ranks byte-exact, the dummy rank got only its aux record"
+
+
+@check("a-duplicates", "a duplicated INIT and RESUME (new seq, same content) are answered with STATUS and accepted once")
+def a_duplicates(ctx):
+    env = lang_env(ctx)
+    side, p = env.side, env.peer
+    w0, d0 = env.rooms("encode_windows"), env.rooms("encode_duplicates")
+    (r,) = side.open(room_id(5000), 1, 1024)
+    side.send_window(r, r.windows[0])
+    side.send_window(r, r.windows[0])
+    side.run([r], 10)
+    expect(r.state == wire.SUCCESS, "room ended %d %r" % (r.state, r.errors))
+    # the RESUME again after Success: the same final answer, no work
+    n = len(r.statuses)
+    side.send_window(r, r.windows[1])
+    m = p.recv(1.0, lambda m: m.room == r.room)
+    expect(m is not None and m.type == wire.STATUS, "no STATUS for a late RESUME: %r" % m)
+    side.handle(m)
+    st = r.statuses[-1]
+    expect(st["state"] == wire.SUCCESS and st["landed"] == 5000, "late RESUME answered %r" % st)
+    bad = side.verify(r, env.geo)
+    expect(not bad, "; ".join(bad))
+    dw = env.rooms("encode_windows") - w0
+    dd = env.rooms("encode_duplicates") - d0
+    expect(dw == 2, "the gateway counted %d windows for 2 distinct ones" % dw)
+    side.release([r])
+    return "2 windows accepted for %d requests, %d counted as duplicates, %d STATUS" % (
+        r.sends + 1, dd, n)
+
+
+@check("a-polls", "STATUS polls: before the room (ERROR UNKNOWN_ROOM), after Success (the final STATUS), after linger_ms (ERROR UNKNOWN_ROOM)")
+def a_polls(ctx):
+    env = lang_env(ctx)
+    side, p = env.side, env.peer
+    room = room_id(700)
+    p.send(wire.STATUS, wire.status_body(), flags=wire.F_POLL, rank=0, nranks=1, room=room)
+    m = p.recv(1.0, lambda m: m.room == room)
+    expect(m is not None and m.type == wire.ERROR, "poll of an unknown room: %r" % m)
+    e = wire.parse_error(m.body)
+    expect(e == dict(type=wire.STATUS, reserved=0, code=wire.ERR["UNKNOWN_ROOM"]),
+           "ERROR body %r" % e)
+    (r,) = side.open(room, 1, 1024)
+    side.run([r], 10)
+    expect(r.state == wire.SUCCESS, "room ended %d %r" % (r.state, r.errors))
+    side.poll(r)
+    m = p.recv(1.0, lambda m: m.room == room)
+    expect(m is not None and m.type == wire.STATUS, "poll after Success: %r" % m)
+    st = wire.parse_status(m.body)
+    expect(st["state"] == wire.SUCCESS and st["landed"] == 700 and st["total"] == 700,
+           "poll after Success: %r" % st)
+    time.sleep(2.3)
+    side.poll(r)
+    m = p.recv(1.0, lambda m: m.room == room)
+    expect(m is not None and m.type == wire.ERROR and
+           wire.parse_error(m.body)["code"] == wire.ERR["UNKNOWN_ROOM"],
+           "poll after linger_ms: %r" % m)
+    side.release([r])
+    return "UNKNOWN_ROOM, Success(700/700), UNKNOWN_ROOM after linger"
+
+
+@check("a-abort", "ABORT: answered with an ACK echoing the code (at once for an unknown room); the other ranks hear STATUS Failed")
+def a_abort(ctx):
+    env = lang_env(ctx)
+    side, p = env.side, env.peer
+    # unknown room: ACK at once
+    room = room_id(100)
+    p.send(wire.ABORT, wire.abort_body(wire.ERR["ABORTED"]), rank=0, nranks=1, room=room)
+    m = p.recv(1.0, lambda m: m.room == room)
+    expect(m is not None and m.type == wire.ABORT and m.flags == wire.F_ACK and
+           wire.parse_abort(m.body)["code"] == wire.ERR["ABORTED"],
+           "ABORT of an unknown room answered %r" % m)
+    # a 2-rank room in transfer: rank 0 aborts
+    rs = side.open(room_id(50000), 2, 1024)
+    end = time.monotonic() + 5
+    while time.monotonic() < end and rs[0].state < wire.TRANSFERRING:
+        m = p.recv(0.01)
+        if m is not None:
+            side.handle(m)
+    expect(rs[0].state == wire.TRANSFERRING, "the room did not start: %d" % rs[0].state)
+    code = wire.ERR["POOL_EXHAUSTED"]
+    p.send(wire.ABORT, wire.abort_body(code), rank=0, nranks=2, room=rs[0].room)
+    rs[0].state = wire.FAILED
+    ack = None
+    end = time.monotonic() + 5
+    while time.monotonic() < end and (ack is None or rs[1].state != wire.FAILED):
+        m = p.recv(0.05, lambda m: m.room == rs[0].room)
+        if m is None:
+            continue
+        if m.type == wire.ABORT and m.rank == 0:
+            ack = m
+        else:
+            side.handle(m)
+    expect(ack is not None, "no ABORT ACK")
+    expect(ack.flags == wire.F_ACK and wire.parse_abort(ack.body)["code"] == code,
+           "ACK flags %#x body %r" % (ack.flags, wire.parse_abort(ack.body)))
+    expect(rs[1].state == wire.FAILED, "rank 1 did not hear Failed (state %d)" % rs[1].state)
+    # after the ACK nothing lands in rank 0's blocks any more
+    emb = env.pool.regions[0]
+    snap = bytes(env.pool.map[emb[0]:emb[0] + env.geo["pool_blocks"] * 128 * emb[2]])
+    time.sleep(0.2)
+    snap2 = bytes(env.pool.map[emb[0]:emb[0] + env.geo["pool_blocks"] * 128 * emb[2]])
+    expect(snap == snap2, "our pool changed after the ABORT ACK")
+    side.release(rs)
+    return "ACK(code echoed) for an unknown room and a live one; rank 1 heard Failed %s" % (
+        wire.ERR_NAME.get(rs[1].error, rs[1].error))
+
+

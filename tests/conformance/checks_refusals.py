@@ -1,0 +1,409 @@
+"""(c) Byte-level refusals ("What is refused, in order"), replay, sessions
+and REGISTER refusals, against an encode gateway started with --produce.
+
+Each crafted datagram is sent alone; the gateway's drop counters
+(telemetry /embgw/stats, whose counters are the report's `node:` keys by
+another name) must count it once, under the expected reason, and nothing
+may answer it (never answer what is not authenticated)."""
+import os
+import socket
+import struct
+import time
+
+import gateway
+import pool as poolmod
+import wire
+from harness import (GEO, LanguagePeerEnv, check, expect, lang_env, room_id,
+                     transfer)
+
+# telemetry's names of the documented drop reasons (doc/gateway.md:
+# "malformed or unauthenticated, replay, not registered, geometry mismatch,
+# wrong role, payload unreachable", "unknown peer")
+PROTO = "drop_malformed_or_unauthenticated"
+REPLAY = "drop_replay"
+NOTREG = "drop_not_registered"
+ROLE = "drop_wrong_role"
+GEOM = "drop_geometry_mismatch"
+PAYLOAD = "drop_payload_unreachable"
+UNKNOWN = "drop_unknown_peer"
+ANY = "any single drop counter"
+
+
+def stats(env):
+    t = env.gw.telemetry("/embgw/stats")
+    expect(t and "p0" in t, "no /embgw/stats answer")
+    return t["p0"]
+
+
+def observe(env, send, wait=0.25, allow_register=False):
+    """Send, wait, and return (drop counters that moved, finer counters
+    that moved, the gateway's answers)."""
+    p = env.peer
+    before = stats(env)
+    mark = len(p.log)
+    send()
+    time.sleep(wait)
+    after = stats(env)
+    moved = {k: after[k] - before.get(k, 0) for k in after
+             if isinstance(after[k], int) and after[k] != before.get(k, 0)}
+    drops = {k: v for k, v in moved.items() if k.startswith("drop_")}
+    finer = {k: v for k, v in moved.items() if k.startswith("proto_")}
+    answers = [m for _, m in p.log[mark:] if m.type != wire.HEARTBEAT and
+               (allow_register or m.type != wire.REGISTER)]
+    return drops, finer, answers
+
+
+def refused(env, label, send, counter, allow_register=False):
+    """One datagram refused as `counter`, unanswered; '' or what differed."""
+    drops, finer, answers = observe(env, send, allow_register=allow_register)
+    problems = []
+    if counter == ANY:
+        if sum(drops.values()) != 1:
+            problems.append("drop counters moved %r" % drops)
+    elif drops != {counter: 1}:
+        problems.append("drop counters moved %r, want %s +1" % (drops, counter))
+    if answers:
+        problems.append("answered with %r" % answers[:2])
+    env.finer[label] = (drops, finer)
+    return "%s: %s" % (label, "; ".join(problems)) if problems else ""
+
+
+class Craft:
+    """Datagrams of our session with a valid tag unless changed after."""
+
+    def __init__(self, env):
+        self.env = env
+        self.key = env.key
+        self.p = env.peer
+
+    def msg(self, mtype, body=b"", session=None, seq=None, **hdr):
+        p = self.p
+        return wire.encode(self.key, mtype, body,
+                           session=p.session if session is None else session,
+                           seq=p.next_seq() if seq is None else seq, **hdr)
+
+    def room_msg(self, mtype=wire.INIT, body=None, **hdr):
+        hdr.setdefault("rank", 0)
+        hdr.setdefault("nranks", 1)
+        hdr.setdefault("room", room_id(100))
+        if body is None:
+            body = wire.window_body(128, 128, [(0, 1)])
+        return self.msg(mtype, body, **hdr)
+
+    def retag(self, data):
+        return data[:-16] + wire.tag(self.key, data[:-16])
+
+    def send(self, data):
+        return lambda: self.p.send_raw(data)
+
+
+def crafted_cases(c):
+    """(label, datagram, reason counter) per refusal of the list, each
+    with exactly one thing wrong."""
+    K = c
+    init = K.room_msg()
+    cases = []
+    add = lambda label, data, ctr: cases.append((label, data, ctr))  # noqa: E731
+    add("1 SHORT (63 bytes)", init[:63], PROTO)
+    big = wire.encode(c.key, wire.INIT, wire.window_body(128, 128, [(0, 1)]) + b"\0" * 433,
+                      rank=0, nranks=1, room=room_id(100), session=c.p.session,
+                      seq=c.p.next_seq())
+    add("1 LONG (513 bytes)", big, PROTO)
+    add("2 MAGIC", K.room_msg(magic=0x45475732), PROTO)
+    add("3 VERSION 1", K.room_msg(version=1), PROTO)
+    add("3 VERSION 3", K.room_msg(version=3), PROTO)
+    add("4 TYPE 0", K.msg(0, rank=0, nranks=0), PROTO)
+    add("4 TYPE 8", K.msg(8, rank=0, nranks=0), PROTO)
+    add("5 FLAGS HEARTBEAT 0x0001", K.msg(wire.HEARTBEAT, flags=0x0001), PROTO)
+    add("5 FLAGS INIT POLL", K.room_msg(flags=wire.F_POLL), PROTO)
+    add("5 FLAGS INIT 0x8000", K.room_msg(flags=0x8000), PROTO)
+    add("5 FLAGS STATUS DUMMY", K.room_msg(wire.STATUS, wire.status_body(),
+                                           flags=wire.F_POLL | wire.F_DUMMY), PROTO)
+    add("6 LENGTH body_len+1", K.room_msg(body_len=24 + 1), PROTO)
+    add("7 RESERVED header 14", K.room_msg(res14=1), PROTO)
+    add("7 RESERVED header 36", K.room_msg(res36=1), PROTO)
+    add("8 BODY HEARTBEAT with 4 bytes", K.msg(wire.HEARTBEAT, b"\0" * 4), PROTO)
+    add("8 BODY INIT 16+8n+4", K.room_msg(body=wire.window_body(128, 128, [(0, 1)]) + b"\0" * 4), PROTO)
+    add("8 BODY INIT nruns=2, one run", K.room_msg(body=wire.window_body(128, 128, [(0, 1)], nruns=2)), PROTO)
+    add("8 BODY STATUS 12 bytes", K.room_msg(wire.STATUS, b"\0" * 12, flags=wire.F_POLL), PROTO)
+    add("8 BODY REGISTER 156 bytes", K.msg(wire.REGISTER, c.p.register_body()[:156]), PROTO)
+    add("8 FIELD INIT nruns=33", K.room_msg(body=wire.window_body(128, 33 * 128, [(2 * i, 1) for i in range(33)])), PROTO)
+    bad = bytearray(K.room_msg())
+    bad[-1] ^= 1
+    add("9 MAC (tag bit flipped)", bytes(bad), PROTO)
+    other_key = wire.encode(wire.derive_key(b"x" * 32), wire.HEARTBEAT, session=c.p.session,
+                            seq=c.p.next_seq())
+    add("9 MAC (another key)", other_key, PROTO)
+    add("10 FIELD session 0", K.room_msg(session=0), PROTO)
+    add("10 FIELD seq 0", K.room_msg(seq=0), PROTO)
+    add("10 FIELD nranks 0", K.room_msg(nranks=0), PROTO)
+    add("10 FIELD nranks 9", K.room_msg(nranks=9, rank=0), PROTO)
+    add("10 FIELD rank = nranks", K.room_msg(nranks=2, rank=2), PROTO)
+    add("10 FIELD HEARTBEAT room", K.msg(wire.HEARTBEAT, room=5), PROTO)
+    add("10 FIELD HEARTBEAT nranks", K.msg(wire.HEARTBEAT, nranks=1), PROTO)
+    add("10 FIELD INIT offset 128", K.room_msg(offset=128), PROTO)
+    add("10 FIELD RESUME offset 0", K.room_msg(wire.RESUME), PROTO)
+    add("10 FIELD STATUS state 5", K.room_msg(wire.STATUS, wire.status_body(state=5), flags=wire.F_POLL), PROTO)
+    add("10 FIELD ABORT code 26", K.room_msg(wire.ABORT, wire.abort_body(26)), PROTO)
+    add("10 FIELD ABORT code 0", K.room_msg(wire.ABORT, wire.abort_body(0)), PROTO)
+    add("10 FIELD STATUS total 2^30+1", K.room_msg(wire.STATUS, wire.status_body(state=2, total=(1 << 30) + 1), flags=wire.F_POLL), PROTO)
+    add("10 FIELD REGISTER mtu 100", K.msg(wire.REGISTER, c.p.register_body(mtu=100)), PROTO)
+    add("10 FIELD REGISTER roles 0", K.msg(wire.REGISTER, c.p.register_body(roles=0)), PROTO)
+    add("10 FIELD REGISTER qpn 2^24", K.msg(wire.REGISTER, c.p.register_body(qpn=1 << 24)), PROTO)
+    add("10 FIELD REGISTER dtype 3", K.msg(wire.REGISTER, c.p.register_body(geo=dict(GEO, dtype_bytes=3))), PROTO)
+    add("10 FIELD REGISTER aux_bytes 16", K.msg(wire.REGISTER, c.p.register_body(geo=dict(GEO, aux_bytes=16))), PROTO)
+    add("10 FIELD REGISTER name with a space", K.msg(wire.REGISTER, c.p.register_body(name="lang 0")), PROTO)
+    add("10 FIELD REGISTER ADOPTED without peer_session",
+        K.msg(wire.REGISTER, c.p.register_body(peer_session=0), flags=wire.F_ADOPTED), PROTO)
+    add("10 FIELD REGISTER with room", K.msg(wire.REGISTER, c.p.register_body(), room=1), PROTO)
+    add("10 RESERVED INIT body", K.room_msg(body=wire.window_body(128, 128, [(0, 1)], reserved=1)), PROTO)
+    add("10 RESERVED STATUS body", K.room_msg(wire.STATUS, wire.status_body(res=1), flags=wire.F_POLL), PROTO)
+    add("10 RESERVED ABORT body", K.room_msg(wire.ABORT, wire.abort_body(20, res=1)), PROTO)
+    return cases
+
+
+@check("c-refusals", "every numbered refusal of 'What is refused, in order', one crafted datagram each: counted once as malformed, never answered")
+def c_refusals(ctx):
+    env = lang_env(ctx)
+    env.finer = {}
+    c = Craft(env)
+    problems = [refused(env, label, c.send(data), ctr)
+                for label, data, ctr in crafted_cases(c)]
+    problems = [p for p in problems if p]
+    n = len(env.finer)
+    transfer(env, [700], 1024)
+    expect(not problems, " | ".join(problems))
+    return "%d datagrams refused, counted and unanswered; a room afterwards byte-exact" % n
+
+
+@check("c-refusal-order", "where two reasons apply the first in the list wins: unknown peer > malformed; MAC > replay; MAC > session (and no REGISTER); FIELD > session; FIELD > replay; FIELD > role; replay > not registered; not registered > role")
+def c_refusal_order(ctx):
+    env = lang_env(ctx)
+    env.finer = {}
+    c, p = Craft(env), env.peer
+    problems = []
+    # a stranger's datagrams, well-formed or not
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((gateway.STRANGER, gateway.PORT))
+    dst = (gateway.GW_ADDR["encode"], gateway.PORT)
+    good = c.room_msg()
+    problems.append(refused(env, "stranger, authenticated INIT", lambda: s.sendto(good, dst), UNKNOWN))
+    problems.append(refused(env, "stranger, 10 bytes", lambda: s.sendto(b"\0" * 10, dst), UNKNOWN))
+    s.close()
+    # an accepted heartbeat, then the same bytes with a bad tag and as is
+    hb = c.msg(wire.HEARTBEAT)
+    drops, _, _ = observe(env, c.send(hb))
+    if drops:
+        problems.append("a fresh HEARTBEAT was dropped: %r" % drops)
+    bad = bytearray(hb)
+    bad[-3] ^= 0x40
+    problems.append(refused(env, "replayed with a bad tag (MAC > REPLAY)", c.send(bytes(bad)), PROTO))
+    problems.append(refused(env, "replayed as is (REPLAY)", c.send(hb), REPLAY))
+    # a seq within the window never used is accepted once; too old is REPLAY
+    top = p.next_seq()
+    for _ in range(70):
+        p.next_seq()
+    top = p.next_seq()
+    drops, _, _ = observe(env, c.send(c.msg(wire.HEARTBEAT, seq=top)))
+    if drops:
+        problems.append("HEARTBEAT at a new top dropped %r" % drops)
+    drops, _, _ = observe(env, c.send(c.msg(wire.HEARTBEAT, seq=top - 5)))
+    if drops:
+        problems.append("HEARTBEAT at top-5 (never seen) dropped %r" % drops)
+    problems.append(refused(env, "top-5 again (REPLAY)", c.send(c.msg(wire.HEARTBEAT, seq=top - 5)), REPLAY))
+    problems.append(refused(env, "top-64 (too old: REPLAY)", c.send(c.msg(wire.HEARTBEAT, seq=top - 64)), REPLAY))
+    problems.append(refused(env, "FIELD nranks 0 at an old seq (FIELD > REPLAY)",
+                            c.send(c.room_msg(nranks=0, seq=top - 64)), PROTO))
+    # another session
+    stranger_session = p.session ^ 0x5555
+    problems.append(refused(env, "another session, bad tag (MAC > SESSION, no REGISTER)",
+                            c.send(c.room_msg(session=stranger_session)[:-1] + b"\0"), PROTO,
+                            allow_register=False))
+    problems.append(refused(env, "session 0 (FIELD > SESSION)", c.send(c.room_msg(session=0)), PROTO))
+    drops, finer, answers = observe(env, c.send(c.room_msg(session=stranger_session)), allow_register=True)
+    env.finer["another session"] = (drops, finer)
+    regs = [m for m in answers if m.type == wire.REGISTER]
+    if sum(drops.values()) != 1 or PROTO in drops or any(m.type != wire.REGISTER for m in answers):
+        problems.append("INIT from another session: drops %r answers %r" % (drops, answers))
+    if not regs:
+        problems.append("INIT from another session: the gateway sent no REGISTER (rule 6)")
+    # a STATUS report (language role) to the encode-only gateway
+    rep = wire.status_body(state=wire.TRANSFERRING, total=100, accepted=128)
+    problems.append(refused(env, "STATUS report (ROLE)", c.send(c.room_msg(wire.STATUS, rep)), ROLE))
+    problems.append(refused(env, "STATUS report state 5 (FIELD > ROLE)",
+                            c.send(c.room_msg(wire.STATUS, wire.status_body(state=5, total=100))), PROTO))
+    transfer(env, [700], 1024)
+    problems = [x for x in problems if x]
+    expect(not problems, " | ".join(problems))
+    return "each pair counted under the first reason; another session: %r with %d REGISTER" % (
+        env.finer["another session"][0], len(regs))
+
+
+@check("c-not-registered", "a peer adopted but not confirmed: its INIT is NOT_REGISTERED (and draws a REGISTER); a replay of it is REPLAY first; a STATUS report NOT_REGISTERED before ROLE")
+def c_not_registered(ctx):
+    env = LanguagePeerEnv(ctx, handshake=False)
+    try:
+        env.finer = {}
+        p, c = env.peer, Craft(env)
+        p.auto_answer = False
+        # hear the gateway's session from its own REGISTERs
+        end = time.monotonic() + 3
+        while time.monotonic() < end and not p.heard:
+            p.send_register(peer_session=0)
+            time.sleep(0.25)
+        expect(p.heard, "no REGISTER from the gateway")
+        gw_session = p.heard
+        # name its session without ADOPTED: it adopts us, we do not confirm
+        p.send_register(peer_session=gw_session, flags=0)
+        time.sleep(0.3)
+        acks = [m for m in p.registers if m.type == wire.REGISTER and m.flags & wire.F_ACK
+                and wire.parse_register(m.body)["peer_session"] == p.session
+                and m.flags & wire.F_ADOPTED]
+        expect(acks, "no ACK with ADOPTED after a REGISTER naming the gateway's session")
+        p.adopted = gw_session  # so that its datagrams reach our inbox
+        problems = []
+        init = c.room_msg()
+        drops, finer, answers = observe(env, c.send(init), allow_register=True)
+        if drops != {NOTREG: 1} or any(m.type != wire.REGISTER for m in answers):
+            problems.append("INIT unconfirmed: drops %r answers %r" % (drops, answers))
+        if not any(m.type == wire.REGISTER for m in answers):
+            problems.append("no REGISTER drawn by a NOT_REGISTERED INIT")
+        time.sleep(0.25)
+        problems.append(refused(env, "the same INIT again (REPLAY > NOT_REGISTERED)", c.send(init),
+                                REPLAY, allow_register=True))
+        time.sleep(0.25)
+        rep = wire.status_body(state=wire.TRANSFERRING, total=100, accepted=128)
+        problems.append(refused(env, "STATUS report (NOT_REGISTERED > ROLE)",
+                                c.send(c.room_msg(wire.STATUS, rep)), NOTREG, allow_register=True))
+        problems = [x for x in problems if x]
+        expect(not problems, " | ".join(problems))
+        # confirming registers us: the room works
+        p.auto_answer = True
+        expect(p.handshake(), "no registration after confirming")
+        transfer(env, [700], 1024)
+        return "NOT_REGISTERED with a REGISTER drawn; REPLAY and NOT_REGISTERED win their pairs; confirmed, a room works"
+    finally:
+        env.close()
+
+
+@check("c-register-refusals", "REGISTER with another geometry, another name, unreachable memory: ERROR(type 7, GEOMETRY/NAME/UNREACHABLE) with room/rank/offset 0, at most one per 200 ms; a good REGISTER afterwards repairs the peer")
+def c_register_refusals(ctx):
+    env = LanguagePeerEnv(ctx, handshake=False)
+    try:
+        p = env.peer
+        p.auto_answer = False
+        problems = []
+
+        def errors_after(mark):
+            return [m for m in p.registers[mark:] if m.type == wire.ERROR]
+
+        cases = [("GEOMETRY", dict(geo=dict(GEO, hidden_size=64)), GEOM),
+                 ("GEOMETRY", dict(geo=dict(GEO, block_tokens=64)), GEOM),
+                 ("NAME", dict(name="lang-9"), ANY),
+                 ("UNREACHABLE", dict(regions=[(1 << 40, 0, u) for _, _, u in env.pool.regions]), PAYLOAD)]
+        seen = {}
+        for code, over, ctr in cases:
+            time.sleep(0.3)   # past the 200 ms between two ERRORs
+            mark = len(p.registers)
+            body = p.register_body(peer_session=p.heard, **over)
+            drops, _, answers = observe(env, lambda: p.send(wire.REGISTER, body), wait=0.3,
+                                        allow_register=True)
+            errs = errors_after(mark)
+            if len(errs) != 1:
+                problems.append("%s: %d ERRORs %r (answers %r)" % (code, len(errs), errs, answers))
+                continue
+            e = errs[0]
+            eb = wire.parse_error(e.body)
+            if (eb["type"], eb["code"]) != (wire.REGISTER, wire.ERR[code]) or \
+                    (e.rank, e.nranks, e.room, e.offset, e.flags) != (0, 0, 0, 0, 0):
+                problems.append("%s: ERROR %r body %r" % (code, e, eb))
+            if code != "UNREACHABLE" and (ctr == ANY and sum(drops.values()) != 1 or
+                                          ctr != ANY and drops.get(ctr) != 1):
+                problems.append("%s: drop counters %r, want %s +1" % (code, drops, ctr))
+            seen[code] = drops
+        # the pool file belongs to another session: UNREACHABLE once adopted
+        time.sleep(0.3)
+        # at most one ERROR per 200 ms: three bad REGISTERs at once
+        mark = len(p.registers)
+        body = p.register_body(geo=dict(GEO, hidden_size=64))
+        for _ in range(3):
+            p.send(wire.REGISTER, body)
+        time.sleep(0.1)
+        n = len(errors_after(mark))
+        if n != 1:
+            problems.append("3 bad REGISTERs within 100 ms drew %d ERRORs" % n)
+        time.sleep(0.3)
+        # the pool file names another session: adopted, then UNREACHABLE
+        env.pool.map[8:16] = struct.pack(">Q", p.session ^ 1)
+        mark = len(p.registers)
+        p.auto_answer = True
+        p.handshake(deadline=1.0)
+        errs = [wire.parse_error(m.body)["code"] for m in errors_after(mark)]
+        if wire.ERR["UNREACHABLE"] not in errs:
+            problems.append("a pool file of another session: ERRORs %r, no UNREACHABLE" % errs)
+        expect(not problems, " | ".join(problems))
+        # repaired: the right session in the file, a good REGISTER
+        env.pool.map[8:16] = struct.pack(">Q", p.session)
+        time.sleep(0.25)
+        expect(p.handshake(), "no registration after the good REGISTER")
+        time.sleep(0.3)
+        transfer(env, [2000], 1024)
+        return "GEOMETRY, NAME, UNREACHABLE answered once each (%r); repaired by a good REGISTER, a room byte-exact" % seen
+    finally:
+        env.close()
+
+
+@check("c-new-incarnation", "our restart with a new random session (a smaller one): adopted, the old incarnation's room fails; a REGISTER replayed from before the gateway's start adopts nothing")
+def c_new_incarnation(ctx):
+    env = LanguagePeerEnv(ctx)
+    try:
+        p, side = env.peer, env.side
+        old_reg = p.send_register()      # a REGISTER naming this gateway's session
+        f0 = env.rooms("encode_rooms_failed")
+        rs = side.open(room_id(3000), 2, 1024)[:1]   # rank 1 never INITs
+        side.run(rs, 0.5)
+        expect(rs[0].state == wire.BOOTSTRAPPING, "room state %d" % rs[0].state)
+        old_session = p.session
+        p.close()
+        env.pool.close()
+        env.pool = None
+        env.peer = None
+        env.start_peer(session=max(1, old_session >> 8), handshake=True)
+        time.sleep(0.5)
+        f1 = env.rooms("encode_rooms_failed")
+        expect(f1 - f0 == 1, "rooms failed %d -> %d after our new incarnation" % (f0, f1))
+        transfer(env, [2000], 1024)
+        report = env.close()
+    finally:
+        if env.peer:
+            env.close()
+    # a new gateway with the same configuration: the old REGISTER (it names
+    # the previous gateway's session) adopts nothing
+    gw2 = gateway.Gateway(ctx.build, env.dir, "encode", ["--produce"])
+    ctx.gateways.append(gw2)
+    gw2.wait_tap(gateway.PEER_ADDR["encode"])
+    import peer as peermod
+    pf = poolmod.PoolFile(os.path.join(env.dir, "lang-pool-0"), GEO, struct.unpack(">Q", old_reg[16:24])[0])
+    q = peermod.Peer(env.key, (gateway.PEER_ADDR["encode"], gateway.PORT),
+                     (gateway.GW_ADDR["encode"], gateway.PORT), "lang-0", 2, GEO, pf.regions)
+    q.auto_answer = False
+    try:
+        q.send_raw(old_reg)
+        time.sleep(0.4)
+        acks = [m for m in q.registers if m.type == wire.REGISTER and m.flags & wire.F_ACK]
+        adopted = [m for m in acks if m.flags & wire.F_ADOPTED]
+        expect(not adopted, "a replayed REGISTER was adopted: %r" % adopted)
+        init = wire.encode(env.key, wire.INIT, wire.window_body(128, 128, [(0, 1)]), rank=0,
+                           nranks=1, room=room_id(100), session=struct.unpack(">Q", old_reg[16:24])[0],
+                           seq=struct.unpack(">Q", old_reg[40:48])[0] + 1)
+        before = gw2.stat("rx_datagrams") if gw2.stat("rx_datagrams") is not None else 0
+        q.send_raw(init)
+        time.sleep(0.3)
+        answers = [m for _, m in q.log if m.type not in (wire.REGISTER, wire.HEARTBEAT)]
+        expect(not answers, "an INIT of the replayed session was answered: %r" % answers)
+    finally:
+        q.close()
+        pf.close()
+        gw2.stop()
+    return "old room failed (encode_rooms_failed +1, report %r); replayed REGISTER: %d ACK(s), none ADOPTED; rx %r" % (
+        report.get("encode"), len(acks), before)
