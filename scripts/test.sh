@@ -87,11 +87,28 @@ else
 	failed=$((failed + it_fail))
 fi
 
+# the conformance checks: an independent peer, written from doc/ alone,
+# plays both sides of the wire protocol against real gateways on a DPDK
+# net_tap port in a network namespace of its own (tests/conformance/run.sh);
+# an expected failure (a known gateway finding) is counted as skipped
+skipped=0
+if tests/conformance/run.sh build >/tmp/embgw-conf.log 2>&1; then :; fi
+grep -E "^(PASS|FAIL|XFAIL|selftest)" /tmp/embgw-conf.log | sed 's/^/[conformance] /'
+cf=$(sed -nE 's/^conformance: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) expected failures$/\1 \2 \3/p' /tmp/embgw-conf.log)
+if [ -z "$cf" ]; then
+	tail -30 /tmp/embgw-conf.log
+	failed=$((failed + 1))
+else
+	read -r cf_pass cf_fail cf_xfail <<<"$cf"
+	passed=$((passed + cf_pass))
+	failed=$((failed + cf_fail))
+	skipped=$((skipped + cf_xfail))
+fi
+
 # RoCEv2 for real: two soft-RoCE QEMU guests (EMBGW_SKIP_VM=1 to leave out
 # on a developer machine; CI always runs it) - the meson suite "vm". Exit 77 =
 # QEMU is installed but verifiably cannot boot a guest here: counted as
 # skipped, never as passed - and under CI=true as failed.
-skipped=0
 if [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ]; then
 	echo "[vm] SKIPPED on request (EMBGW_SKIP_VM=1)"
 	skipped=$((skipped + 1))

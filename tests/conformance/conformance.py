@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CHECKS, XFAIL, Ctx, Fail  # noqa: E402
 import checks_language  # noqa: E402,F401  (registers its checks)
 import checks_refusals  # noqa: E402,F401
+import checks_xfer  # noqa: E402,F401
 import checks_drive  # noqa: E402,F401
 
 # ---- the runner -----------------------------------------------------------

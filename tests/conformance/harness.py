@@ -62,12 +62,14 @@ class LanguagePeerEnv:
     peer lang-0 with its own pool file."""
 
     def __init__(self, ctx, sub="enc", args=("--produce",), timers=gateway.SLACK,
-                 handshake=True, geo=GEO, **gen):
+                 handshake=True, geo=GEO, prepare=None, **gen):
         self.ctx = ctx
         self.dir = os.path.join(ctx.tmp, sub + str(len(ctx.gateways)))
         os.makedirs(self.dir)
         self.psk = gateway.gen_configs(self.dir, timers=timers, **gen)
         self.key = wire.derive_key(self.psk)
+        if prepare:
+            prepare(os.path.join(self.dir, "encode.cfg"))
         self.geo = dict(geo)
         self.gw = gateway.Gateway(ctx.build, self.dir, "encode", args)
         ctx.gateways.append(self.gw)

@@ -1,0 +1,140 @@
+"""(c) The state machine's refusals (doc/xfer.md, "Validation";
+protocol.md's NO_SLOT, TOO_LARGE, BUSY, BEYOND_TOTAL): each answered with
+an ERROR that echoes the request, and a refused message changes nothing
+in the room."""
+import time
+
+import gateway
+import wire
+from harness import GEO, LanguagePeerEnv, check, expect, lang_env, room_id, transfer
+
+
+def ask(env, mtype, room, rank, nranks, offset, body, flags=0):
+    """Send one request; the answer about (room, rank) or None."""
+    p = env.peer
+    p.send(mtype, body, flags=flags, rank=rank, nranks=nranks, room=room, offset=offset)
+    return p.recv(1.0, lambda m: m.room == room and m.rank == rank)
+
+
+def refused_with(env, code, mtype, room, rank, nranks, offset, body, flags=0):
+    m = ask(env, mtype, room, rank, nranks, offset, body, flags)
+    if m is None or m.type != wire.ERROR:
+        return "%s: answered %r" % (code, m)
+    e = wire.parse_error(m.body)
+    got = (e["type"], e["code"], m.rank, m.nranks, m.offset)
+    want = (mtype, wire.ERR[code], rank, nranks, offset)
+    if got != want:
+        return "%s: ERROR (type, code, rank, nranks, offset) %r, want %r" % (
+            code, got, want)
+    return ""
+
+
+def win(runs, bt=128, alloc=None):
+    if alloc is None:
+        alloc = sum(c for _, c in runs) * bt
+    return wire.window_body(bt, alloc, runs)
+
+
+@check("c-window-errors", "INIT/RESUME refused by the state machine: BAD_RANK, BLOCK_TOKENS, ZERO_BLOCKS, BAD_BLOCKS, ALLOC_MISMATCH, STATE, BEYOND_TOTAL (ERROR echoes type, rank, nranks, offset); a RESUME ahead of accepted gets STATUS; the room then completes byte-exact")
+def c_window_errors(ctx):
+    env = lang_env(ctx)
+    side = env.side
+    rs = side.open(room_id(3000), 3, 1024, dummy_last=True, send=False)
+    room = rs[0].room
+    side.send_window(rs[0], rs[0].windows[0])
+    m = env.peer.recv(1.0, lambda m: m.room == room)
+    expect(m is not None and m.type == wire.STATUS, "INIT of rank 0 answered %r" % m)
+    side.handle(m)
+    free = [b for b in range(GEO["pool_blocks"] - 1, 0, -1) if side.alloc.free[b]]
+    a, b = free[-1], free[-2]   # two free blocks of ours, unused by any window
+    pb = GEO["pool_blocks"]
+    problems = [
+        refused_with(env, "BAD_RANK", wire.INIT, room, 1, 4, 0, win([(a, 1)])),
+        refused_with(env, "BLOCK_TOKENS", wire.INIT, room, 1, 3, 0, win([(a, 1)], bt=64)),
+        refused_with(env, "ZERO_BLOCKS", wire.INIT, room, 1, 3, 0, win([], alloc=0)),
+        refused_with(env, "ZERO_BLOCKS", wire.INIT, room, 1, 3, 0, win([(a, 0)], alloc=0)),
+        refused_with(env, "BAD_BLOCKS", wire.INIT, room, 1, 3, 0, win([(pb - 1, 2)])),
+        refused_with(env, "BAD_BLOCKS", wire.INIT, room, 1, 3, 0, win([(a, 1), (a, 1)])),
+        refused_with(env, "ALLOC_MISMATCH", wire.INIT, room, 1, 3, 0, win([(a, 1)], alloc=256)),
+        refused_with(env, "STATE", wire.RESUME, room, 0, 3, 1024, win([(b, 1)])),
+    ]
+    # the refused ones changed nothing: the room goes on
+    for r in rs[1:]:
+        side.send_window(r, r.windows[0])
+    end = time.monotonic() + 5
+    while time.monotonic() < end and rs[0].state < wire.TRANSFERRING:
+        m = env.peer.recv(0.02)
+        if m is not None and m.room == room:
+            if m.type == wire.ERROR:
+                problems.append("a good INIT refused: %r" % wire.parse_error(m.body))
+            side.handle(m)
+    expect(rs[0].state == wire.TRANSFERRING, "the room did not start: %r" % rs[0].statuses)
+    acc = rs[0].accepted
+    if rs[0].windows[-1][0] + rs[0].windows[-1][1] > acc:
+        acc = None    # our own RESUME may be in flight; skip the ahead probe
+    problems.append(refused_with(env, "BEYOND_TOTAL", wire.RESUME, room, 0, 3, 3072, win([(b, 1)])))
+    problems.append(refused_with(env, "STATE", wire.RESUME, room, 2, 3, 128, win([(b, 1)])))
+    if acc is not None:
+        m = ask(env, wire.RESUME, room, 0, 3, acc + 128, win([(b, 1)]))
+        if m is None or m.type != wire.STATUS or wire.parse_status(m.body)["accepted"] != acc:
+            problems.append("a RESUME ahead of accepted answered %r" % m)
+        elif m is not None:
+            side.handle(m)
+    ok = side.run(rs, 15)
+    for r in rs:
+        if r.state != wire.SUCCESS:
+            problems.append("rank %d ended %d %r" % (r.rank, r.state, r.errors))
+        else:
+            problems += side.verify(r, env.geo)
+        problems += r.problems
+    side.release(rs)
+    problems = [x for x in problems if x]
+    expect(ok and not problems, " | ".join(problems))
+    return "9 refusals echoed; the room then completed byte-exact on 3 ranks"
+
+
+@check("c-busy", "10 one-block RESUMEs at once: each accepted once or refused BUSY (retried), never anything else; the room completes byte-exact")
+def c_busy(ctx):
+    env = lang_env(ctx)
+    side, p = env.side, env.peer
+    (r,) = side.open(room_id(20000), 1, 128)
+    end = time.monotonic() + 5
+    while time.monotonic() < end and r.state < wire.TRANSFERRING:
+        m = p.recv(0.02)
+        if m is not None:
+            side.handle(m) if m.room == r.room else None
+    expect(r.state == wire.TRANSFERRING, "no Transferring")
+    # _grow sent one window: add 10 single-block windows right behind it
+    for _ in range(10):
+        w = side._new_window(r, 128, False)
+        side.send_window(r, w)
+    ok = side.run([r], 20)
+    codes = {wire.ERR_NAME.get(e["code"], e["code"]) for _, e in r.errors}
+    expect(ok and r.state == wire.SUCCESS, "room ended %d %r" % (r.state, r.errors))
+    expect(codes <= {"BUSY"}, "refusals other than BUSY: %r" % codes)
+    bad = side.verify(r, env.geo) + r.problems
+    side.release([r])
+    expect(not bad, "; ".join(bad[:5]))
+    return "%d windows, refusals %r, byte-exact" % (len(r.windows), sorted(codes) or "none (no BUSY provoked)")
+
+
+@check("c-no-slot-too-large", "max_rooms = 2: a third room's INIT is refused NO_SLOT; a room longer than the encode pool is TOO_LARGE")
+def c_no_slot(ctx):
+    env = LanguagePeerEnv(ctx, sub="slots", prepare=lambda cfg: gateway.edit_config(
+        cfg, "  timers = {", "  limits = { max_rooms = 2; };\n  timers = {"))
+    try:
+        side = env.side
+        problems = []
+        big = room_id(300000)   # the encode pool holds 262144 tokens
+        problems.append(refused_with(env, "TOO_LARGE", wire.INIT, big, 0, 1, 0, win([(0, 8)])))
+        for _ in range(2):
+            side.open(room_id(1000), 2, 1024)
+        time.sleep(0.2)
+        env.peer.drain()
+        free = [b for b in range(GEO["pool_blocks"]) if side.alloc.free[b]][:1]
+        problems.append(refused_with(env, "NO_SLOT", wire.INIT, room_id(1000), 0, 1, 0, win([(free[0], 1)])))
+        problems = [x for x in problems if x]
+        expect(not problems, " | ".join(problems))
+        return "TOO_LARGE for 300000 tokens; NO_SLOT for a third room"
+    finally:
+        env.close()
