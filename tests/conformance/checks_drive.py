@@ -95,3 +95,85 @@ def b_drive(ctx):
 def b_drive_ranks(ctx):
     return drive(ctx, ["--drive", "4", "--concurrency", "2", "--ranks", "3",
                        "--dummy-rank", "--lengths", "700,9000"], 4)
+
+
+@check("b-pool-file-ownership", "the language gateway's pool path: a foreign file, a directory or a live pool there is refused at start and left untouched; a killed gateway's pool (header, lock free) is taken over as a new file")
+def b_pool_ownership(ctx):
+    d = os.path.join(ctx.tmp, "owner%d" % len(ctx.gateways))
+    os.makedirs(d)
+    gateway.gen_configs(d)
+    path = os.path.join(d, "lang-pool-0")
+    problems = []
+
+    def start(label):
+        gw = gateway.Gateway(ctx.build, d, "language", [], secs=20)
+        ctx.gateways.append(gw)
+        return gw
+
+    def refused(label):
+        gw = start(label)
+        try:
+            gw.proc.wait(15)
+        except Exception:
+            gw.stop()
+            problems.append("%s: the gateway started" % label)
+            return
+        gw.wait(1)
+        if gw.proc.returncode != 1:
+            problems.append("%s: exit status %d, want 1" % (label, gw.proc.returncode))
+
+    with open(path, "w") as f:
+        f.write("not a pool file\n")
+    refused("a foreign file")
+    try:
+        with open(path) as f:
+            if f.read() != "not a pool file\n":
+                problems.append("the foreign file was changed")
+        os.unlink(path)
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError):
+        problems.append("the foreign file was removed or replaced")
+        if os.path.exists(path):
+            os.unlink(path)
+    os.mkdir(path)
+    refused("a directory")
+    if not os.path.isdir(path):
+        problems.append("the directory is gone")
+    if os.path.isdir(path):
+        os.rmdir(path)
+    elif os.path.exists(path):
+        os.unlink(path)
+    live = poolmod.PoolFile(path, GEO, 0x1234)
+    refused("a live pool")
+    try:
+        if not os.path.exists(path) or poolmod.read_header(path)["session"] != 0x1234 or \
+                os.stat(path).st_ino != live.ident[1]:
+            problems.append("the live pool was changed, replaced or removed")
+            if os.path.exists(path):
+                os.unlink(path)
+            with open(path, "wb") as f:
+                f.write(bytes(live.map[:4096]))
+    finally:
+        live.map.close()
+        os.close(live.fd)     # the lock is free now; the file stays: a stale pool
+    ino = os.stat(path).st_ino
+    gw = start("a stale pool")
+    try:
+        end = time.monotonic() + 15
+        while time.monotonic() < end and gw.proc.poll() is None:
+            try:
+                h = poolmod.read_header(path)
+                if h["session"] not in (0, 0x1234) and os.stat(path).st_ino != ino:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        else:
+            problems.append("a stale pool: not taken over as a new file (%s)" % gw.tail(3))
+        if gw.proc.poll() is not None:
+            problems.append("a stale pool: the gateway exited %d" % gw.proc.returncode)
+    finally:
+        gw.stop()
+    if os.path.exists(path):
+        problems.append("the taken-over pool file is still there after the gateway's exit")
+    expect(not problems, " | ".join(problems))
+    return "foreign file, directory, live pool refused (exit 1) and untouched; a stale pool replaced by a new file, unlinked at exit"

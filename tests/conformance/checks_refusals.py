@@ -145,7 +145,6 @@ def crafted_cases(c):
     add("10 FIELD RESUME offset 0", K.room_msg(wire.RESUME), PROTO)
     add("10 FIELD STATUS state 5", K.room_msg(wire.STATUS, wire.status_body(state=5), flags=wire.F_POLL), PROTO)
     add("10 FIELD ABORT code 26", K.room_msg(wire.ABORT, wire.abort_body(26)), PROTO)
-    add("10 FIELD ABORT code 0", K.room_msg(wire.ABORT, wire.abort_body(0)), PROTO)
     add("10 FIELD STATUS total 2^30+1", K.room_msg(wire.STATUS, wire.status_body(state=2, total=(1 << 30) + 1), flags=wire.F_POLL), PROTO)
     add("10 FIELD REGISTER mtu 100", K.msg(wire.REGISTER, c.p.register_body(mtu=100)), PROTO)
     add("10 FIELD REGISTER roles 0", K.msg(wire.REGISTER, c.p.register_body(roles=0)), PROTO)
@@ -373,6 +372,24 @@ def c_new_incarnation(ctx):
         f1 = env.rooms("encode_rooms_failed")
         expect(f1 - f0 == 1, "rooms failed %d -> %d after our new incarnation" % (f0, f1))
         transfer(env, [2000], 1024)
+        # the old incarnation is retired: its REGISTER and its INIT are
+        # dropped (SESSION), unanswered but for a REGISTER of the gateway
+        env.finer = {}
+        retired = []
+        old_body = env.peer.register_body(peer_session=env.peer.adopted)
+        old = wire.encode(env.key, wire.REGISTER, old_body, flags=wire.F_ADOPTED,
+                          session=old_session, seq=1 << 40)
+        drops, _, answers = observe(env, lambda: env.peer.send_raw(old), allow_register=True)
+        acks = [m for m in answers if m.type == wire.REGISTER and
+                wire.parse_register(m.body)["peer_session"] == old_session]
+        if sum(drops.values()) != 1 or acks or [m for m in answers if m.type != wire.REGISTER]:
+            retired.append("REGISTER of the retired session: drops %r answers %r" % (drops, answers))
+        old_init = wire.encode(env.key, wire.INIT, wire.window_body(128, 128, [(0, 1)]), rank=0,
+                               nranks=1, room=room_id(100), session=old_session, seq=(1 << 40) + 1)
+        drops, _, answers = observe(env, lambda: env.peer.send_raw(old_init), allow_register=True)
+        if sum(drops.values()) != 1 or [m for m in answers if m.type != wire.REGISTER]:
+            retired.append("INIT of the retired session: drops %r answers %r" % (drops, answers))
+        expect(not retired, " | ".join(retired))
         report = env.close()
     finally:
         if env.peer:
