@@ -117,7 +117,8 @@ send_register(struct egw_node *n, uint32_t peer, bool ack)
 	n->st.registers_tx++;
 	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
 						      n->session, ++n->seq,
-						      ack, &n->self, n->buf,
+						      ack ? EGW_MSGF_ACK : 0,
+						      &n->self, n->buf,
 						      sizeof(n->buf)));
 }
 
@@ -422,6 +423,10 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 		return;
 	}
 	e = egw_replay_check(&n->peers[peer].replay, p.session, p.seq);
+	if (e == EGW_PE_SESSION) {
+		egw_replay_start(&n->peers[peer].replay, p.session, p.seq);
+		e = EGW_PE_OK;
+	}
 	if (e != EGW_PE_OK) {
 		n->st.proto.refused[e]++;
 		n->st.drops[EGW_ND_REPLAY]++;
