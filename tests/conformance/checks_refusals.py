@@ -11,6 +11,7 @@ import struct
 import time
 
 import gateway
+import peer as peermod
 import pool as poolmod
 import wire
 from harness import (GEO, LanguagePeerEnv, check, expect, lang_env, room_id,
@@ -398,13 +399,15 @@ def c_new_incarnation(ctx):
     # the previous gateway's session) adopts nothing
     gw2 = gateway.Gateway(ctx.build, env.dir, "encode", ["--produce"])
     ctx.gateways.append(gw2)
-    gw2.wait_tap(gateway.PEER_ADDR["encode"])
-    import peer as peermod
-    pf = poolmod.PoolFile(os.path.join(env.dir, "lang-pool-0"), GEO, struct.unpack(">Q", old_reg[16:24])[0])
-    q = peermod.Peer(env.key, (gateway.PEER_ADDR["encode"], gateway.PORT),
-                     (gateway.GW_ADDR["encode"], gateway.PORT), "lang-0", 2, GEO, pf.regions)
-    q.auto_answer = False
+    pf = q = None
     try:
+        gw2.wait_tap(gateway.PEER_ADDR["encode"])
+        pf = poolmod.PoolFile(os.path.join(env.dir, "lang-pool-0"), GEO,
+                              struct.unpack(">Q", old_reg[16:24])[0])
+        q = peermod.Peer(env.key, (gateway.PEER_ADDR["encode"], gateway.PORT),
+                         (gateway.GW_ADDR["encode"], gateway.PORT), "lang-0",
+                         peermod.ROLE_LANGUAGE, GEO, pf.regions)
+        q.auto_answer = False
         q.send_raw(old_reg)
         time.sleep(0.4)
         acks = [m for m in q.registers if m.type == wire.REGISTER and m.flags & wire.F_ACK]
@@ -419,8 +422,10 @@ def c_new_incarnation(ctx):
         answers = [m for _, m in q.log if m.type not in (wire.REGISTER, wire.HEARTBEAT)]
         expect(not answers, "an INIT of the replayed session was answered: %r" % answers)
     finally:
-        q.close()
-        pf.close()
+        if q:
+            q.close()
+        if pf:
+            pf.close()
         gw2.stop()
     return "old room failed (encode_rooms_failed +1, report %r); replayed REGISTER: %d ACK(s), none ADOPTED; rx %r" % (
         report.get("encode"), len(acks), before)

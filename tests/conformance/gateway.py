@@ -49,8 +49,10 @@ def edit_config(path, old, new):
 
 
 def ip(*args):
-    subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    r = subprocess.run(["ip"] + list(args), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    if r.returncode:
+        raise RuntimeError("ip %s: %s" % (" ".join(args), r.stderr.strip()))
 
 
 class Gateway:
@@ -92,9 +94,9 @@ class Gateway:
             raise RuntimeError("%s: no tap interface after %d s" % (self.name, timeout))
         subprocess.run(["sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % TAP],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        ip("addr", "add", peer_addr + "/24", "dev", TAP)
+        ip("addr", "replace", peer_addr + "/24", "dev", TAP)
         for a in extra:
-            ip("addr", "add", a + "/24", "dev", TAP)
+            ip("addr", "replace", a + "/24", "dev", TAP)
         ip("link", "set", TAP, "up")
         # the gateway's telemetry answers once its ports are set up
         while time.monotonic() < end:

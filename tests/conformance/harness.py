@@ -73,10 +73,14 @@ class LanguagePeerEnv:
         self.geo = dict(geo)
         self.gw = gateway.Gateway(ctx.build, self.dir, "encode", args)
         ctx.gateways.append(self.gw)
-        self.gw.wait_tap(gateway.PEER_ADDR["encode"], extra=[gateway.STRANGER])
         self.pool = None
         self.peer = None
-        self.start_peer(handshake=handshake)
+        try:
+            self.gw.wait_tap(gateway.PEER_ADDR["encode"], extra=[gateway.STRANGER])
+            self.start_peer(handshake=handshake)
+        except BaseException:
+            self.close()   # its tap must go before the next gateway's
+            raise
 
     def start_peer(self, session=None, handshake=True, psn=None):
         if self.peer:
