@@ -56,6 +56,8 @@ struct gw_test_knobs {
 	uint32_t drop_pct, dup_pct, reorder_pct; /* 0..50 */
 	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams */
 	uint64_t qp_error_at;    /* verbs: a QP error after this batch */
+	uint64_t session;        /* --test-session: this session id, not a
+				  * random one (0: random) */
 	uint64_t rng;
 	struct rte_mbuf *held;   /* reorder: goes out after the next one */
 	uint8_t last_dgram[EGW_PROTO_MAX_LEN]; /* for replayed junk */

@@ -55,6 +55,8 @@ static const char *const drop_keys[EGW_ND_MAX] = {
 	[EGW_ND_GEOMETRY] = "drop_geometry",
 	[EGW_ND_ROLE] = "drop_role",
 	[EGW_ND_PAYLOAD] = "drop_payload",
+	[EGW_ND_SESSION] = "drop_session",
+	[EGW_ND_NAME] = "drop_name",
 };
 
 static void
@@ -71,7 +73,14 @@ report_node(const struct gw_id *id, FILE *f)
 		(unsigned long)ns.tx_datagrams, (unsigned long)drops);
 	for (int i = 0; i < EGW_ND_MAX; i++)
 		fprintf(f, " %s=%lu", drop_keys[i], (unsigned long)ns.drops[i]);
-	fprintf(f, " arp_miss=%lu\n", (unsigned long)id->st.arp_miss);
+	fprintf(f, " arp_miss=%lu", (unsigned long)id->st.arp_miss);
+	/* peers' incarnations and refused REGISTERs, both ways */
+	fprintf(f, " adoptions=%lu peer_restarts=%lu register_refusals=%lu "
+		"register_refused=%lu auth_failed=%lu\n",
+		(unsigned long)ns.adoptions, (unsigned long)ns.peer_restarts,
+		(unsigned long)ns.register_refusals,
+		(unsigned long)ns.register_refused,
+		(unsigned long)ns.proto.refused[EGW_PE_MAC]);
 }
 
 /* The device's lines, under the name of the identity that owns it (the
