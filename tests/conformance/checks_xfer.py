@@ -12,6 +12,7 @@ from harness import GEO, LanguagePeerEnv, check, expect, lang_env, room_id, tran
 def ask(env, mtype, room, rank, nranks, offset, body, flags=0):
     """Send one request; the answer about (room, rank) or None."""
     p = env.peer
+    p.drain()
     p.send(mtype, body, flags=flags, rank=rank, nranks=nranks, room=room, offset=offset)
     return p.recv(1.0, lambda m: m.room == room and m.rank == rank)
 

@@ -229,6 +229,7 @@ class LanguageSide:
         for r in rs:
             for w in r.windows:
                 self.alloc.release(w[2])
+            r.released = r.windows
             r.windows = []
             self.ranks.pop((r.room, r.rank), None)
 
