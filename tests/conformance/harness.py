@@ -62,7 +62,7 @@ class LanguagePeerEnv:
     peer lang-0 with its own pool file."""
 
     def __init__(self, ctx, sub="enc", args=("--produce",), timers=gateway.SLACK,
-                 handshake=True, geo=GEO, prepare=None, **gen):
+                 handshake=True, geo=GEO, prepare=None, auto_answer=True, **gen):
         self.ctx = ctx
         self.dir = os.path.join(ctx.tmp, sub + str(len(ctx.gateways)))
         os.makedirs(self.dir)
@@ -77,12 +77,12 @@ class LanguagePeerEnv:
         self.peer = None
         try:
             self.gw.wait_tap(gateway.PEER_ADDR["encode"], extra=[gateway.STRANGER])
-            self.start_peer(handshake=handshake)
+            self.start_peer(handshake=handshake, auto_answer=auto_answer)
         except BaseException:
             self.close()   # its tap must go before the next gateway's
             raise
 
-    def start_peer(self, session=None, handshake=True, psn=None):
+    def start_peer(self, session=None, handshake=True, psn=None, auto_answer=True):
         if self.peer:
             self.peer.close()
         if self.pool:
@@ -93,7 +93,8 @@ class LanguagePeerEnv:
         self.peer = peermod.Peer(self.key, (gateway.PEER_ADDR["encode"], gateway.PORT),
                                  (gateway.GW_ADDR["encode"], gateway.PORT),
                                  "lang-0", peermod.ROLE_LANGUAGE, self.geo,
-                                 self.pool.regions, session=sess, psn=psn)
+                                 self.pool.regions, session=sess, psn=psn,
+                                 auto_answer=auto_answer)
         self.alloc = Allocator(self.geo["pool_blocks"])
         self.side = LanguageSide(self.peer, self.pool, self.alloc,
                                  self.geo["block_tokens"])

@@ -37,7 +37,7 @@ class Peer:
     `heard`, `adopted`, `retired` and `confirmed`."""
 
     def __init__(self, key, local, remote, name, roles, geo, regions,
-                 session=None, expect_name=None, psn=None):
+                 session=None, expect_name=None, psn=None, auto_answer=True):
         self.key, self.local, self.remote = key, local, remote
         self.name, self.roles, self.geo, self.regions = name, roles, geo, regions
         self.expect_name = expect_name
@@ -56,7 +56,7 @@ class Peer:
         self.violations = []   # what the gateway sent against the doc
         self.registers = []    # REGISTERs and ERRORs about REGISTER received
         self.heartbeats = 0
-        self.auto_answer = True
+        self.auto_answer = auto_answer
         self.heartbeat_on = False
         self.stop = False
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
