@@ -50,6 +50,7 @@ class Rank:
         self.error = 0
         self.statuses = []
         self.errors = []
+        self.stray_errors = []
         self.aborts = []
         self.problems = []     # STATUS/ERROR against the doc
         self.rto = 0.0
@@ -183,6 +184,11 @@ class LanguageSide:
             self._grow(r)
         elif m.type == wire.ERROR:
             e = wire.parse_error(m.body)
+            mine = e["type"] == wire.STATUS or any(
+                w[0] == m.offset and (e["type"] == wire.INIT) == (w[0] == 0) for w in r.windows)
+            if not mine:        # a probe of a check's own, not one of our windows
+                r.stray_errors.append((m.offset, e))
+                return r
             r.errors.append((m.offset, e))
             stale = m.offset + 1 <= r.accepted and e["type"] != wire.STATUS
             if e["code"] in (wire.ERR["BUSY"], wire.ERR["NO_SLOT"]) or stale or (
