@@ -63,19 +63,22 @@ def drive(ctx, args, rooms, dummy_landed_total=False, secs=60):
             if unit != units[i] or rkey != 0 or addr < 4096 or addr + n > h["file_bytes"]:
                 problems.append("region %s %r (unit want %d, file %d bytes)" % (
                     poolmod.KINDS[i], (addr, rkey, unit), units[i], h["file_bytes"]))
-        expect(not problems, "; ".join(problems))
-        mapped = poolmod.MappedPeerPool(path, h["file_bytes"])
+        # a header against the doc is a finding; the rooms are still served
+        # (within the file's real size) so that one finding hides no other
+        mapped = poolmod.MappedPeerPool(path, st.st_size)
         es = EncodeSide(p, GEO, mapped.map, r["regions"], r["pool_blocks"],
                         dummy_landed_total=dummy_landed_total)
         es.serve(time.monotonic() + secs - 5, stop=lambda: gw.proc.poll() is not None)
         rep = gw.wait(10)
-        expect(not es.problems and not p.violations, "; ".join((es.problems + p.violations)[:4]))
+        problems += (es.problems + p.violations)[:4]
         lang, res = rep.get("language", {}), rep.get("result", {})
-        expect(lang.get("ok") == rooms and lang.get("bad") == 0 and lang.get("failed") == 0
-               and res.get("errors") == 0 and res.get("leaked") == 0,
-               "the gateway's report: language %r result %r failed %r; %s" % (
-                   lang, res, rep.get("failed"), gw.tail(4)))
-        expect(not os.path.exists(path), "the pool file is still there after the gateway's exit")
+        if not (lang.get("ok") == rooms and lang.get("bad") == 0 and lang.get("failed") == 0
+                and res.get("errors") == 0 and res.get("leaked") == 0):
+            problems.append("the gateway's report: language %r result %r failed %r" % (
+                lang, res, rep.get("failed")))
+        if os.path.exists(path):
+            problems.append("the pool file is still there after the gateway's exit")
+        expect(not problems, "; ".join(problems))
         return "%d rooms verified by the gateway (%d bytes, %d rounds), %d windows served" % (
             lang["ok"], lang.get("bytes", 0), lang.get("rounds", 0), es.windows)
     finally:
@@ -93,8 +96,11 @@ def b_drive(ctx):
 
 @check("b-drive-ranks", "the same over 3 ranks, the last aux-only (--ranks 3 --dummy-rank)")
 def b_drive_ranks(ctx):
+    # a dummy rank's final STATUS says landed = total (xfer.md: "Success
+    # without landed = total" is BAD_STATUS), although it holds one block
     return drive(ctx, ["--drive", "4", "--concurrency", "2", "--ranks", "3",
-                       "--dummy-rank", "--lengths", "700,9000"], 4)
+                       "--dummy-rank", "--lengths", "700,9000"], 4,
+                 dummy_landed_total=True)
 
 
 @check("b-pool-file-ownership", "the language gateway's pool path: a foreign file, a directory or a live pool there is refused at start and left untouched; a killed gateway's pool (header, lock free) is taken over as a new file")
