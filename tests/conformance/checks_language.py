@@ -4,7 +4,7 @@ import time
 
 import peer as peermod
 import wire
-from harness import check, expect, lang_env, room_id, transfer
+from harness import ANSWER_S, check, expect, lang_env, room_id, transfer
 
 
 # ---- (a) this peer as the language side -----------------------------------
@@ -17,7 +17,7 @@ def a_handshake(ctx):
     p = env.peer
     p.auto_answer = False
     p.send_register(peer_session=0)
-    end = time.monotonic() + 3
+    end = time.monotonic() + ANSWER_S
     ack = None
     while time.monotonic() < end and ack is None:
         for m in list(p.registers):
@@ -40,14 +40,14 @@ def a_handshake(ctx):
     # we adopt the gateway's session (rule 1) and say so
     expect(p.adopted == ack.session, "our side did not adopt")
     p.send_register()
-    end = time.monotonic() + 3
+    end = time.monotonic() + ANSWER_S
     while time.monotonic() < end and not p.confirmed:
         time.sleep(0.02)
     expect(p.confirmed, "no ACK with ADOPTED after our REGISTER with ADOPTED")
     p.auto_answer = True
     p.heartbeat_on = True
     h0 = p.heartbeats
-    end = time.monotonic() + 3
+    end = time.monotonic() + ANSWER_S
     while time.monotonic() < end and p.heartbeats - h0 < 3:
         time.sleep(0.05)
     expect(p.heartbeats - h0 >= 3, "%d heartbeats within 3 s (heartbeat_ms 100)" % (p.heartbeats - h0))
@@ -107,7 +107,7 @@ def a_duplicates(ctx):
     # the RESUME again after Success: the same final answer, no work
     n = len(r.statuses)
     side.send_window(r, r.windows[1])
-    m = p.recv(1.0, lambda m: m.room == r.room)
+    m = p.recv(ANSWER_S, lambda m: m.room == r.room)
     expect(m is not None and m.type == wire.STATUS, "no STATUS for a late RESUME: %r" % m)
     side.handle(m)
     st = r.statuses[-1]
@@ -128,7 +128,7 @@ def a_polls(ctx):
     side, p = env.side, env.peer
     room = room_id(700)
     p.send(wire.STATUS, wire.status_body(), flags=wire.F_POLL, rank=0, nranks=1, room=room)
-    m = p.recv(1.0, lambda m: m.room == room)
+    m = p.recv(ANSWER_S, lambda m: m.room == room)
     expect(m is not None and m.type == wire.ERROR, "poll of an unknown room: %r" % m)
     e = wire.parse_error(m.body)
     expect(e == dict(type=wire.STATUS, reserved=0, code=wire.ERR["UNKNOWN_ROOM"]),
@@ -138,7 +138,7 @@ def a_polls(ctx):
     expect(r.state == wire.SUCCESS, "room ended %d %r" % (r.state, r.errors))
     p.drain()
     side.poll(r)
-    m = p.recv(1.0, lambda m: m.room == room)
+    m = p.recv(ANSWER_S, lambda m: m.room == room)
     expect(m is not None and m.type == wire.STATUS, "poll after Success: %r" % m)
     st = wire.parse_status(m.body)
     expect(st["state"] == wire.SUCCESS and st["landed"] == 700 and st["total"] == 700,
@@ -146,7 +146,7 @@ def a_polls(ctx):
     time.sleep(2.3)
     p.drain()
     side.poll(r)
-    m = p.recv(1.0, lambda m: m.room == room)
+    m = p.recv(ANSWER_S, lambda m: m.room == room)
     expect(m is not None and m.type == wire.ERROR and
            wire.parse_error(m.body)["code"] == wire.ERR["UNKNOWN_ROOM"],
            "poll after linger_ms: %r" % m)
@@ -161,7 +161,7 @@ def a_abort_unknown(ctx):
     room = room_id(100)
     p.drain()
     p.send(wire.ABORT, wire.abort_body(wire.ERR["ABORTED"]), rank=0, nranks=1, room=room)
-    m = p.recv(1.0, lambda m: m.room == room)
+    m = p.recv(ANSWER_S, lambda m: m.room == room)
     expect(m is not None and m.type == wire.ABORT and m.flags == wire.F_ACK and
            wire.parse_abort(m.body)["code"] == wire.ERR["ABORTED"] and
            (m.rank, m.nranks) == (0, 1),
@@ -175,7 +175,7 @@ def a_abort(ctx):
     side, p = env.side, env.peer
     # a 2-rank room in transfer: rank 0 aborts
     rs = side.open(room_id(50000), 2, 1024)
-    end = time.monotonic() + 5
+    end = time.monotonic() + ANSWER_S
     while time.monotonic() < end and rs[0].state < wire.TRANSFERRING:
         m = p.recv(0.01)
         if m is not None:
@@ -185,7 +185,7 @@ def a_abort(ctx):
     p.send(wire.ABORT, wire.abort_body(code), rank=0, nranks=2, room=rs[0].room)
     rs[0].state = wire.FAILED
     ack = None
-    end = time.monotonic() + 5
+    end = time.monotonic() + ANSWER_S
     while time.monotonic() < end and (ack is None or rs[1].state != wire.FAILED):
         m = p.recv(0.05, lambda m: m.room == rs[0].room)
         if m is None:

@@ -6,7 +6,8 @@ import time
 
 import gateway
 import wire
-from harness import GEO, LanguagePeerEnv, check, expect, lang_env, room_id, transfer
+from harness import (ANSWER_S, GEO, LanguagePeerEnv, check, expect, lang_env,
+                     room_id, transfer)
 
 
 def ask(env, mtype, room, rank, nranks, offset, body, flags=0, want=None):
@@ -16,7 +17,7 @@ def ask(env, mtype, room, rank, nranks, offset, body, flags=0, want=None):
     p, side = env.peer, env.side
     p.drain()
     p.send(mtype, body, flags=flags, rank=rank, nranks=nranks, room=room, offset=offset)
-    end = time.monotonic() + 2.0
+    end = time.monotonic() + ANSWER_S
     first = None
     while time.monotonic() < end:
         m = p.recv(end - time.monotonic(), lambda m: m.room == room and m.rank == rank)
@@ -55,7 +56,7 @@ def c_window_errors(ctx):
     rs = side.open(room_id(3000), 3, 1024, dummy_last=True, send=False)
     room = rs[0].room
     side.send_window(rs[0], rs[0].windows[0])
-    m = env.peer.recv(1.0, lambda m: m.room == room)
+    m = env.peer.recv(ANSWER_S, lambda m: m.room == room)
     expect(m is not None and m.type == wire.STATUS, "INIT of rank 0 answered %r" % m)
     side.handle(m)
     free = [b for b in range(GEO["pool_blocks"] - 1, 0, -1) if side.alloc.free[b]]
@@ -74,7 +75,7 @@ def c_window_errors(ctx):
     # the refused ones changed nothing: the room goes on
     for r in rs[1:]:
         side.send_window(r, r.windows[0])
-    end = time.monotonic() + 5
+    end = time.monotonic() + ANSWER_S
     while time.monotonic() < end and rs[0].state < wire.TRANSFERRING:
         m = env.peer.recv(0.02)
         if m is not None and m.room == room:
@@ -113,7 +114,7 @@ def c_busy(ctx):
     side.depth = 0          # no window of our side's own choosing
     try:
         (r,) = side.open(room_id(20000), 1, 128)
-        end = time.monotonic() + 5
+        end = time.monotonic() + ANSWER_S
         while time.monotonic() < end and r.state < wire.TRANSFERRING:
             m = p.recv(0.02)
             if m is not None and m.room == r.room:

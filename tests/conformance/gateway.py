@@ -15,9 +15,10 @@ GW_ADDR = {"encode": "192.168.77.1", "language": "192.168.77.2"}
 PEER_ADDR = {"encode": "192.168.77.2", "language": "192.168.77.1"}
 STRANGER = "192.168.77.3"
 PORT = 9471
-# a peer is dead after 5 s of silence (a Python peer on a loaded machine
-# can go without CPU for longer than the default second)
-SLACK = "peer_dead_ms = 5000;"
+# a peer is dead after 5 s of silence, and a room waits 30 s for its ranks
+# and for progress: a Python peer on a loaded machine can go without CPU
+# for longer than the defaults (1 s, 5 s)
+SLACK = "peer_dead_ms = 5000; bootstrap_ms = 30000; round_ms = 30000;"
 
 
 def gen_configs(tmp, default=1024, lang_cap=131072, timers=SLACK,
@@ -73,7 +74,9 @@ class Gateway:
                self.prefix, "--", "-f", cfg] + list(args)
         # the tap of a gateway that just ended may still be going away
         end = time.monotonic() + 10
-        while os.path.exists("/sys/class/net/%s" % TAP) and time.monotonic() < end:
+        while os.path.exists("/sys/class/net/%s" % TAP):
+            if time.monotonic() > end:
+                raise RuntimeError("the tap %s of an earlier gateway is still there" % TAP)
             time.sleep(0.05)
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log,
@@ -100,25 +103,29 @@ class Gateway:
         ip("link", "set", TAP, "up")
         # the gateway's telemetry answers once its ports are set up
         while time.monotonic() < end:
-            if self.telemetry("/embgw/stats"):
+            if self.telemetry("/embgw/stats", tries=1):
                 return
             time.sleep(0.2)
         raise RuntimeError("%s: no telemetry within %d s" % (self.name, timeout))
 
-    def telemetry(self, command):
+    def telemetry(self, command, tries=3):
+        """The answer to an rte_telemetry command, None when there is none
+        (after `tries` attempts of up to 5 s each)."""
         path = "/var/run/dpdk/%s/dpdk_telemetry.v2" % self.prefix
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        s.settimeout(2)
-        try:
-            s.connect(path)
-            s.recv(1 << 16)
-            s.send(command.encode())
-            reply = s.recv(1 << 20)
-            return json.loads(reply.decode()).get(command)
-        except (OSError, ValueError):
-            return None
-        finally:
-            s.close()
+        for _ in range(tries):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.settimeout(5)
+            try:
+                s.connect(path)
+                s.recv(1 << 16)
+                s.send(command.encode())
+                reply = s.recv(1 << 20)
+                return json.loads(reply.decode()).get(command)
+            except (OSError, ValueError):
+                time.sleep(0.1)
+            finally:
+                s.close()
+        return None
 
     def stat(self, key, command="/embgw/stats", port="p0"):
         t = self.telemetry(command)

@@ -56,6 +56,7 @@ class Peer:
         self.violations = []   # what the gateway sent against the doc
         self.registers = []    # REGISTERs and ERRORs about REGISTER received
         self.heartbeats = 0
+        self.send_errors = []
         self.auto_answer = auto_answer
         self.heartbeat_on = False
         self.stop = False
@@ -75,7 +76,10 @@ class Peer:
             return self.seq
 
     def send_raw(self, data):
-        self.sock.sendto(data, self.remote)
+        try:
+            self.sock.sendto(data, self.remote)
+        except OSError as e:   # the gateway's tap is gone: it has exited
+            self.send_errors.append(str(e))
 
     def send(self, mtype, body=b"", **kw):
         kw.setdefault("session", self.session)
