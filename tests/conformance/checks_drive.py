@@ -123,9 +123,12 @@ def b_pool_ownership(ctx):
 
     def refused(label):
         gw = start(label)
-        try:
-            gw.proc.wait(15)
-        except Exception:
+        end = time.monotonic() + 20
+        while gw.proc.poll() is None and time.monotonic() < end:
+            if gw.telemetry("/embgw/stats", tries=1):   # it runs
+                break
+            time.sleep(0.1)
+        if gw.proc.poll() is None:
             gw.stop()
             problems.append("%s: the gateway started" % label)
             return
