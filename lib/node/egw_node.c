@@ -546,6 +546,7 @@ end_incarnation(struct egw_node *n, uint32_t peer)
 	pe->adopted = 0;
 	pe->confirmed = false;
 	pe->reached = false;
+	pe->was_registered = false; /* the new one is noted when registered */
 	n->st.peer_restarts++;
 }
 

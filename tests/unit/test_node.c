@@ -806,6 +806,7 @@ restart_encode_as(uint64_t session)
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
 	CU_ASSERT_EQUAL(t.peer_downs[1], 1);
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_RESTARTED], 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REGISTERED], 2);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.peer_restarts, 1);
 	CU_ASSERT_EQUAL(st.adoptions, 2);
