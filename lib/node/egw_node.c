@@ -516,8 +516,8 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 
 	if (rc != 0) {
 		pe->reached = false;
-		snprintf(what, sizeof(what), "%s driver: %s",
-			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "its pool" : "its endpoint",
+		snprintf(what, sizeof(what), "cannot reach its %s: %s",
+			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "pool" : "endpoint",
 			 egw_strerror(rc));
 		refuse_register(n, peer, p, EGW_E_UNREACHABLE, what);
 		return false;

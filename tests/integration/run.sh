@@ -331,6 +331,33 @@ case_block_tokens_mismatch() {
 	MSG="refused both ways as geometry (logged once each, $(field "$T/lang.log" node drop_geometry) REGISTERs refused, $(field "$T/lang.log" node register_refusals) ERRORs sent), 3 rooms failed: $(failures "$T/lang.log" p0 | tr '\n' ' ')"
 }
 
+define unreachable-repaired "the encode gateway cannot reach the language gateway's pool file at first (its path names nothing yet): it answers ERROR(UNREACHABLE), both sides say so once; once the path names the pool, the language side's next REGISTER repairs the link and 5 rooms land byte-exact"
+case_unreachable_repaired() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i "s|path = \"$T/lang-pool-0\";|path = \"$T/late-pool\";|" "$T/encode.cfg" || return 1
+	grep -q "late-pool" "$T/encode.cfg" || return 1
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 5 \
+		--lengths 2000,50000
+	for _ in $(seq 1 100); do
+		grep -q "refused our REGISTER: unreachable" "$T/lang.log" && break
+		sleep 0.1
+	done
+	ln -s "$T/lang-pool-0" "$T/late-pool"
+	wait_line "$T/lang.log" result 60
+	stop_all
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	[ "$(grep -c "refused, unreachable: cannot reach its pool" "$T/enc.log")" = 1 ] &&
+		[ "$(grep -c "refused our REGISTER: unreachable" "$T/lang.log")" = 1 ] &&
+		expect "$T/enc.log" node drop_payload -gt 0 &&
+		expect "$T/lang.log" node register_refused -gt 0 &&
+		expect "$T/lang.log" result errors -eq 0 &&
+		expect "$T/lang.log" language ok -eq 5 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="$(field "$T/enc.log" node drop_payload) REGISTERs refused as unreachable (logged once a side), then repaired by the next one: 5 rooms byte-exact"
+}
+
 define key-mismatch "a language gateway with another key: its datagrams fail authentication at the encode gateway and the other way round, logged once per peer as a key mismatch and counted; its 3 rooms fail by their deadlines, nothing leaked"
 case_key_mismatch() {
 	scripts/gen-configs.sh "$T" 1024 262144 "$MISMATCH_TIMERS" >/dev/null
