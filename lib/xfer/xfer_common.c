@@ -30,10 +30,13 @@ static const char *const err_names[EGW_E_COUNT] = {
 	W(EGW_E_TIMEOUT_INPUT) = "waiting-for-input deadline passed",
 	W(EGW_E_TIMEOUT_ROUND) = "no transfer progress before the round deadline",
 	W(EGW_E_POOL_EXHAUSTED) = "pool exhausted until the allocation deadline",
-	W(EGW_E_PEER_DEAD) = "peer dead (heartbeat deadline)",
+	W(EGW_E_PEER_DEAD) = "peer dead (silent past its deadline) or restarted",
 	W(EGW_E_ABORTED) = "aborted",
 	W(EGW_E_TRANSPORT) = "payload writes failed",
 	W(EGW_E_UNKNOWN_PEER) = "unknown peer",
+	W(EGW_E_GEOMETRY) = "pool geometries differ",
+	W(EGW_E_UNREACHABLE) = "peer memory unreachable",
+	W(EGW_E_NAME) = "name not the one configured for the peer",
 };
 
 /* the same codes as stable lower_snake keys, for reports and scripts */
@@ -61,6 +64,9 @@ static const char *const err_keys[EGW_E_COUNT] = {
 	W(EGW_E_ABORTED) = "aborted",
 	W(EGW_E_TRANSPORT) = "transport",
 	W(EGW_E_UNKNOWN_PEER) = "unknown_peer",
+	W(EGW_E_GEOMETRY) = "geometry",
+	W(EGW_E_UNREACHABLE) = "unreachable",
+	W(EGW_E_NAME) = "name",
 };
 #undef W
 
