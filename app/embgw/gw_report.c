@@ -94,9 +94,10 @@ report_device(const struct gw_dev *d, const char *name, FILE *f)
 	if (rte_eth_stats_get(d->port_id, &es) != 0)
 		memset(&es, 0, sizeof(es));
 	fprintf(f, "device: port=%s tx_not_sent=%lu rx_missed=%lu "
-		"rx_errors=%lu rx_nombuf=%lu\n", name,
+		"rx_errors=%lu rx_nombuf=%lu tx_link_down=%lu\n", name,
 		(unsigned long)d->st.tx_full, (unsigned long)es.imissed,
-		(unsigned long)es.ierrors, (unsigned long)es.rx_nombuf);
+		(unsigned long)es.ierrors, (unsigned long)es.rx_nombuf,
+		(unsigned long)d->st.tx_link_down);
 	if (d->st.run_cycles > 0) {
 		double hz = (double)rte_get_tsc_hz();
 		uint64_t dg = 0;

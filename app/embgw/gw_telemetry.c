@@ -54,6 +54,7 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	add(c, "rx_pkts", ds->rx_pkts);
 	add(c, "tx_pkts", ds->tx_pkts);
 	add(c, "tx_full", ds->tx_full);
+	add(c, "tx_link_down", ds->tx_link_down);
 	add(c, "arp_rx", ds->arp_rx);
 	add(c, "arp_tx", ds->arp_tx);
 	add(c, "arp_miss", id->st.arp_miss);
