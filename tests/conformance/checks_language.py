@@ -51,8 +51,24 @@ def a_handshake(ctx):
     while time.monotonic() < end and p.heartbeats - h0 < 3:
         time.sleep(0.05)
     expect(p.heartbeats - h0 >= 3, "%d heartbeats within 3 s (heartbeat_ms 100)" % (p.heartbeats - h0))
+    # registered: a REGISTER from us is answered ACK + ADOPTED, an ACK from
+    # us is never answered, and we stay registered
+    mark = len(p.registers)
+    p.send_register()
+    end = time.monotonic() + ANSWER_S
+    while time.monotonic() < end and len(p.registers) == mark:
+        time.sleep(0.02)
+    again = p.registers[mark:]
+    expect(again and again[0].type == wire.REGISTER and
+           again[0].flags == wire.F_ACK | wire.F_ADOPTED,
+           "a registered peer's REGISTER answered %r" % again)
+    time.sleep(0.3)
+    mark = len(p.registers)
+    p.send_register(ack_of=wire.parse_register(again[0].body))
+    time.sleep(0.5)
+    expect(len(p.registers) == mark, "our REGISTER ACK was answered: %r" % p.registers[mark:])
     transfer(env, [300], 1024)
-    return "ACK(peer_session=ours, ack_psn echoed, not ADOPTED) -> we adopt -> ACK ADOPTED; heartbeats; a room served"
+    return "ACK(peer_session=ours, ack_psn echoed, not ADOPTED) -> we adopt -> ACK ADOPTED; heartbeats; a registered peer's REGISTER answered ACK+ADOPTED, its ACK unanswered; a room served"
 
 
 def rounds_check(default):
@@ -169,21 +185,20 @@ def a_abort_unknown(ctx):
     return "ACK(ABORTED) at once"
 
 
-@check("a-abort", "ABORT of a rank in transfer: answered with an ACK echoing the code; the other rank hears STATUS Failed; nothing lands after the ACK")
-def a_abort(ctx):
-    env = lang_env(ctx)
+def abort_in_transfer(env):
+    """A 2-rank room of 50000 tokens in transfer; rank 0 sends ABORT.
+    Returns (ranks, the ACK or None, the ABORT's code)."""
     side, p = env.side, env.peer
-    # a 2-rank room in transfer: rank 0 aborts
     rs = side.open(room_id(50000), 2, 1024)
     end = time.monotonic() + ANSWER_S
-    while time.monotonic() < end and rs[0].state < wire.TRANSFERRING:
+    while time.monotonic() < end and min(r.state for r in rs) < wire.TRANSFERRING:
         m = p.recv(0.01)
         if m is not None:
             side.handle(m)
-    expect(rs[0].state == wire.TRANSFERRING, "the room did not start: %d" % rs[0].state)
+    expect(min(r.state for r in rs) == wire.TRANSFERRING,
+           "the room did not start: %r" % [r.state for r in rs])
     code = wire.ERR["POOL_EXHAUSTED"]
     p.send(wire.ABORT, wire.abort_body(code), rank=0, nranks=2, room=rs[0].room)
-    rs[0].state = wire.FAILED
     ack = None
     end = time.monotonic() + ANSWER_S
     while time.monotonic() < end and (ack is None or rs[1].state != wire.FAILED):
@@ -194,21 +209,46 @@ def a_abort(ctx):
             ack = m
         else:
             side.handle(m)
-    expect(ack is not None, "no ABORT ACK")
-    expect(ack.flags == wire.F_ACK and wire.parse_abort(ack.body)["code"] == code,
-           "ACK flags %#x body %r" % (ack.flags, wire.parse_abort(ack.body)))
-    expect(rs[1].state == wire.FAILED, "rank 1 did not hear Failed (state %d)" % rs[1].state)
-    # after the ACK nothing lands in rank 0's blocks any more
-    emb = env.pool.regions[0]
-    snap = bytes(env.pool.map[emb[0]:emb[0] + env.geo["pool_blocks"] * 128 * emb[2]])
-    time.sleep(0.2)
-    snap2 = bytes(env.pool.map[emb[0]:emb[0] + env.geo["pool_blocks"] * 128 * emb[2]])
-    expect(snap == snap2, "our pool changed after the ABORT ACK")
-    side.release(rs)
-    st = rs[1].statuses[-1]
-    expect(st["state"] == wire.FAILED and st["error"] and st["total"] == 50000,
-           "rank 1's Failed report %r" % st)
-    return "ACK(code echoed); rank 1 heard Failed %s (total %d, landed %d, accepted %d)" % (
-        wire.ERR_NAME.get(rs[1].error, rs[1].error), st["total"], st["landed"], st["accepted"])
+    return rs, ack, code
 
 
+@check("a-abort", "ABORT of a rank in transfer: answered with an ACK echoing the code; nothing lands after the ACK")
+def a_abort(ctx):
+    env = lang_env(ctx)
+    rs, ack, code = abort_in_transfer(env)
+    try:
+        expect(ack is not None, "no ABORT ACK within %d s (STATUS heard by rank 0: %r)" % (
+            ANSWER_S, rs[0].statuses[-2:]))
+        expect(ack.flags == wire.F_ACK and wire.parse_abort(ack.body)["code"] == code
+               and (ack.rank, ack.nranks) == (0, 2),
+               "ACK %r body %r" % (ack, wire.parse_abort(ack.body)))
+        # after the ACK nothing lands in our pool any more
+        emb = env.pool.regions[0]
+        size = env.geo["pool_blocks"] * 128 * emb[2]
+        snap = bytes(env.pool.map[emb[0]:emb[0] + size])
+        time.sleep(0.2)
+        expect(snap == bytes(env.pool.map[emb[0]:emb[0] + size]),
+               "our pool changed after the ABORT ACK")
+    finally:
+        env.side.release(rs)
+    return "ACK(%s) echoed; nothing landed after it" % wire.ERR_NAME[code]
+
+
+@check("a-failed-report", "the Failed STATUS after a rank's ABORT: state 4, a non-zero error, and total/landed/accepted never below what the rank was told before (STATUS fields only grow)")
+def a_failed_report(ctx):
+    env = lang_env(ctx)
+    rs, ack, code = abort_in_transfer(env)
+    env.side.release(rs)
+    problems = []
+    for r in rs:
+        failed = [st for st in r.statuses if st["state"] == wire.FAILED]
+        if not failed:
+            problems.append("rank %d heard no Failed STATUS" % r.rank)
+            continue
+        st = failed[0]
+        if not st["error"]:
+            problems.append("rank %d: Failed with error 0" % r.rank)
+        problems += ["rank %d: %s" % (r.rank, p) for p in r.problems]
+    expect(not problems, "; ".join(problems))
+    return "Failed %s on both ranks, every field kept" % ", ".join(
+        wire.ERR_NAME.get(r.error, str(r.error)) for r in rs)
