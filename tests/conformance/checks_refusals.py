@@ -311,6 +311,7 @@ def c_register_refusals(ctx):
 
         cases = [("GEOMETRY", dict(geo=dict(GEO, hidden_size=64)), GEOM),
                  ("GEOMETRY", dict(geo=dict(GEO, block_tokens=64)), GEOM),
+                 ("GEOMETRY", dict(regions=env.pool.regions[:2] + [(0, 0, 0)] + env.pool.regions[3:]), GEOM),
                  ("NAME", dict(name="lang-9"), ANY),
                  ("UNREACHABLE", dict(regions=[(1 << 40, 0, u) for _, _, u in env.pool.regions]), PAYLOAD)]
         seen = {}
@@ -452,3 +453,37 @@ def c_new_incarnation(ctx):
         gw2.stop()
     return "old room failed (encode_rooms_failed +1, report %r); replayed REGISTER: %d ACK(s), none ADOPTED; rx %r" % (
         report.get("encode"), len(acks), before)
+
+
+@check("c-pool-header", "our pool file's header against the doc's checks (magic, format, session, geometry, file_bytes too small for the regions): the encode gateway answers ERROR(UNREACHABLE) and does not register us; the same incarnation with the header mended registers")
+def c_pool_header(ctx):
+    env = LanguagePeerEnv(ctx, sub="hdr", handshake=False, auto_answer=False)
+    problems = []
+    corruptions = [("magic", 0, struct.pack(">I", 0x45475751)),
+                   ("format 2", 4, struct.pack(">H", 2)),
+                   ("session", 8, None),
+                   ("hidden_size 64", 40, struct.pack(">I", 64)),
+                   ("file_bytes 8192", 16, struct.pack(">Q", 8192))]
+    try:
+        for label, off, raw in corruptions:
+            env.start_peer(handshake=False, auto_answer=False)
+            p = env.peer
+            if raw is None:
+                raw = struct.pack(">Q", p.session ^ 0x10)
+            good = bytes(env.pool.map[off:off + len(raw)])
+            env.pool.map[off:off + len(raw)] = raw
+            p.auto_answer = True
+            reg = p.handshake(deadline=2)
+            errs = [wire.parse_error(m.body)["code"] for m in p.registers if m.type == wire.ERROR]
+            if reg or wire.ERR["UNREACHABLE"] not in errs:
+                problems.append("%s: %s, ERRORs %r" % (
+                    label, "registered" if reg else "not registered", errs))
+                continue
+            env.pool.map[off:off + len(raw)] = good
+            if not p.handshake(deadline=ANSWER_S):
+                problems.append("%s mended: not registered" % label)
+        expect(not problems, " | ".join(problems))
+        transfer(env, [700], 1024)
+        return "%d corrupted headers refused with UNREACHABLE, each mended and registered" % len(corruptions)
+    finally:
+        env.close()
