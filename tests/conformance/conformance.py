@@ -6,8 +6,8 @@ processes on a DPDK net_tap port in this network namespace.
 usage: conformance.py BUILD_DIR [--list] [CHECK...]
 One line per check: "PASS name: what was seen", "FAIL name: why" or
 "XFAIL name: the finding" (XPASS: a finding fixed, its entry to go); the
-last line "conformance: N passed, N failed,
-N expected failures". Runs inside the namespace run.sh makes."""
+last line "conformance: N passed, N failed, N expected failures". Runs
+inside the network namespace run.sh makes."""
 import os
 import sys
 import time
