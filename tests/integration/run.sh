@@ -598,6 +598,97 @@ case_examples() {
 	MSG="6 requests ($tokens tokens) encoded, sent to 2 TP ranks, bit-identical to the recomputed encoder output, prefilled; $(field "$T/lang.log" clients rounds) resume rounds, all in the gateway; zero blocks in use on both gateways"
 }
 
+# ---- the shm pool file: the gateway touches only its own ------------------
+define pool-file-stranger "a stranger's file, a FIFO and a device node at payload.path: each start refused with a clear error, each left untouched"
+case_pool_file_stranger() {
+	local pool=$T/lang-pool-0 rc
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	printf "somebody else's data\n" >"$pool"
+	cp "$pool" "$T/stranger.copy"
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+	rc=$?
+	MSG="a file: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
+	[ "$rc" -eq 1 ] && cmp -s "$pool" "$T/stranger.copy" &&
+		grep -q "payload.path $pool exists and is not an embgw pool file: refused, left untouched" "$T/lang.log" || return 1
+	rm -f "$pool"
+	mkfifo "$pool"
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+	rc=$?
+	MSG="a FIFO: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
+	[ "$rc" -eq 1 ] && [ -p "$pool" ] &&
+		grep -q "payload.path $pool exists and is a FIFO: refused" "$T/lang.log" || return 1
+	rm -f "$pool"
+	if mknod "$pool" c 1 3 2>/dev/null; then
+		run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+		rc=$?
+		MSG="a device node: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
+		[ "$rc" -eq 1 ] && [ -c "$pool" ] &&
+			grep -q "payload.path $pool exists and is a character device: refused" "$T/lang.log" || return 1
+		rm -f "$pool"
+		MSG="a stranger's file, a FIFO and a device node at payload.path: each start refused (exit 1, the path and why in the log), each left as it was"
+	else
+		MSG="a stranger's file and a FIFO at payload.path: each start refused (exit 1, the path and why in the log), each left as it was (no device node: mknod not permitted)"
+	fi
+}
+
+define pool-file-second-instance "a second language gateway with the same payload.path: refused at start; the first keeps its pool file and its 30 rooms are byte-exact"
+case_pool_file_second_instance() {
+	local pool=$T/lang-pool-0 ino ino2 rc
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
+		--concurrency 2 --lengths 10000,50000 --start-delay-ms 2000
+	wait_registered "$T/lang.log" 20 || return 1
+	ino=$(stat -c %i "$pool")
+	LOG=$T/lang2.log
+	run_gw lang2 0 "$T/language.cfg" "$T/lang2.log" 20 --drive 1
+	rc=$?
+	ino2=$(stat -c %i "$pool" 2>/dev/null)
+	LOG=$T/lang.log
+	wait_line "$T/lang.log" result 60
+	stop_all
+	MSG="second: exit $rc, inode $ino -> ${ino2:-gone}, $(grep -m1 'shm:' "$T/lang2.log"); lang: $(report "$T/lang.log")"
+	[ "$rc" -eq 1 ] && [ "$ino" = "$ino2" ] &&
+		grep -q "payload.path $pool is the pool of a running gateway" "$T/lang2.log" &&
+		expect "$T/lang.log" language ok -eq 30 && expect "$T/lang.log" language bad -eq 0 &&
+		expect "$T/lang.log" result errors -eq 0 && [ ! -e "$pool" ] || return 1
+	MSG="the second gateway refused (exit 1, 'pool of a running gateway'); the first kept its pool file (inode $ino), its 30 rooms byte-exact, the file removed at its exit"
+}
+
+define pool-no-room "pools larger than their memory: a language pool file on a 16 MiB tmpfs, an encode pool over the machine's available memory: each start refused with the size and what is free, --check-config refuses both, nothing left behind"
+case_pool_no_room() {
+	local small=$T/small rc rc2 chk chk2 ok=1 avail cap hidden=8192
+	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
+	mkdir "$small" && mount -t tmpfs -o size=16m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	# 131072 tokens x 256 x bf16: a 64 MiB pool on a 16 MiB filesystem
+	scripts/gen-configs.sh "$small" 1024 131072 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	"$EMBGW" --check-config "$small/language.cfg" >"$T/check.log" 2>&1
+	chk=$?
+	run_gw lang 0 "$small/language.cfg" "$T/lang.log" 20 --drive 1
+	rc=$?
+	MSG="lang: check $chk, exit $rc, $(grep -m1 'reserve' "$T/lang.log") check: $(tail -1 "$T/check.log")"
+	[ "$chk" -eq 1 ] && [ "$rc" -eq 1 ] && [ ! -e "$small/lang-pool-0" ] &&
+		grep -q "cannot reserve [0-9]* bytes for the pool file $small/lang-pool-0: No space left on device ([0-9]* bytes free on its filesystem)" "$T/lang.log" || ok=0
+	umount "$small"
+	[ "$ok" = 1 ] || return 1
+	# the sending side's pool (a memfd): twice what the machine has free
+	avail=$(awk '/^MemAvailable:/ { print $2 * 1024 }' /proc/meminfo)
+	cap=$(((avail / (hidden * 2) / 1024 * 2 + 1) * 1024))
+	scripts/gen-configs.sh --hidden "$hidden" --enc-capacity "$cap" "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/enc.log
+	"$EMBGW" --check-config "$T/encode.cfg" >"$T/check2.log" 2>&1
+	chk2=$?
+	run_gw enc 1 "$T/encode.cfg" "$T/enc.log" 20 --produce
+	rc2=$?
+	MSG="enc ($cap tokens): check $chk2, exit $rc2, $(grep -m1 'reserve' "$T/enc.log") check: $(tail -1 "$T/check2.log")"
+	[ "$chk2" -eq 1 ] && [ "$rc2" -eq 1 ] &&
+		grep -q "cannot reserve [0-9]* bytes of pool memory: only [0-9]* bytes of memory are available" "$T/enc.log" || return 1
+	MSG="a 64 MiB language pool on a 16 MiB tmpfs and a $((cap / 1024))Ki-token encode pool over the machine's free memory: --check-config and the start refuse both (exit 1, the size and what is free in the log), no pool file left"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
