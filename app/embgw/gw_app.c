@@ -20,6 +20,7 @@
 
 #include "gw_app.h"
 #include "gw_attach.h"
+#include "gw_resources.h"
 
 #define MAX_EAL_ARGS 128
 
@@ -43,6 +44,9 @@ check_config(const char *path)
 {
 	if (egw_conf_load_report(path, &conf, stderr) != 0)
 		return 1;
+	/* what the start would refuse for want of memory or space */
+	if (gw_check_resources(&conf, stderr) != 0)
+		return 1;
 	egw_conf_print_summary(&conf, stdout);
 	return 0;
 }
@@ -52,6 +56,37 @@ on_signal(int sig)
 {
 	(void)sig;
 	gw_force_quit = true;
+}
+
+/* A --vdev among the EAL arguments naming a configured port's device:
+ * one of the two sets of arguments would be dropped without a word. */
+static int
+eal_names_a_port(const char *prog, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *v = NULL;
+
+		if (!strcmp(argv[i], "--vdev") && i + 1 < argc)
+			v = argv[++i];
+		else if (!strncmp(argv[i], "--vdev=", 7))
+			v = argv[i] + 7;
+		if (v == NULL)
+			continue;
+		for (uint16_t p = 0; p < conf.nports; p++) {
+			const char *d = conf.ports[p].device;
+			size_t n = strcspn(d, ",");
+
+			if (!conf.ports[p].is_pci && strcspn(v, ",") == n &&
+			    !strncmp(v, d, n)) {
+				fprintf(stderr, "%s: EAL argument --vdev %s names "
+					"port %s's device (%s in %s): give it "
+					"in one place\n", prog, v,
+					conf.ports[p].name, d, conf.file);
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 /* EAL arguments plus what the configuration implies. */
@@ -274,6 +309,10 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	ops.ctx = id;
 	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
 			     id->session, gw_now_ns(), &id->node);
+	if (rc != 0)
+		GW_LOG(ERR, "port %s: cannot create its node (%u rooms, %u runs "
+		       "a room): %s\n", id->cfg->name, c->max_rooms,
+		       c->max_runs_per_room, strerror(-rc));
 	/* engines' rooms first: the attach source takes only its clients'
 	 * rooms, the pattern source answers for any other */
 	if (rc == 0 && c->attach.enabled)
@@ -437,6 +476,8 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		return 2;
 	}
 	if (egw_conf_load_report(opt.config, &conf, stderr) != 0)
+		return 1;
+	if (eal_names_a_port(app->name, sep, argv) != 0)
 		return 1;
 	if (opt.identities > 1 && make_identity_confs(app->name, opt.identities) != 0) {
 		free(id_confs);

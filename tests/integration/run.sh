@@ -675,7 +675,7 @@ case_pool_no_room() {
 	umount "$small"
 	[ "$ok" = 1 ] || return 1
 	# the sending side's pool (a memfd): twice what the machine has free
-	avail=$(awk '/^MemAvailable:/ { print $2 * 1024 }' /proc/meminfo)
+	avail=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024))
 	cap=$(((avail / (hidden * 2) / 1024 * 2 + 1) * 1024))
 	scripts/gen-configs.sh --hidden "$hidden" --enc-capacity "$cap" "$T" 1024 16384 "$SLACK" >/dev/null
 	LOG=$T/enc.log
