@@ -35,6 +35,13 @@ grep -q "2 error(s)" <<<"$out" || { echo "FAIL: error count: $out"; fail=1; }
 
 "$embgw" --check-config "$t/none.cfg" >/dev/null 2>&1 && { echo "FAIL: missing file passed"; fail=1; }
 
+# a FIFO as the configuration: a clear error at once, not a wait for a
+# writer (the check runs under a timeout that would show a hang)
+mkfifo "$t/fifo.cfg"
+out=$(timeout 20 "$embgw" --check-config "$t/fifo.cfg" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "fifo.cfg: cannot read: is a FIFO, not a regular file" <<<"$out" ||
+	{ echo "FAIL: a FIFO as the configuration: exit $rc: $out"; fail=1; }
+
 # a language pool file larger than its filesystem's free space: refused
 # by the check as the start would refuse it
 free=$(df -B1 --output=avail "$t" | tail -1)
