@@ -10,7 +10,12 @@ trap 'rm -rf "$t"' EXIT
 
 for f in "$src"/config/*.cfg; do
 	if ! out=$("$embgw" --check-config "$f" 2>&1); then
-		echo "FAIL: $f should pass: $out"; fail=1
+		# production-sized pools: refused only where this machine
+		# lacks the memory or the space for them
+		if grep -v -e "the machine has [0-9]* available$" \
+			-e "its filesystem has [0-9]* free$" <<<"$out" | grep -q .; then
+			echo "FAIL: $f should pass: $out"; fail=1
+		fi
 	elif ! grep -q "^port " <<<"$out" || ! grep -q "^pool: " <<<"$out"; then
 		echo "FAIL: $f: no summary: $out"; fail=1
 	fi

@@ -199,14 +199,23 @@ shm_file_create(const char *path, const struct shm_file_hdr *hdr,
 			strerror(errno));
 		return rc;
 	}
-	if (fstat(f->fd, &st) != 0 || flock(f->fd, LOCK_EX | LOCK_NB) != 0) {
+	if (fstat(f->fd, &st) != 0) {
+		/* which file we created is unknown: leave the path alone */
+		rc = -errno;
+		shm_log("cannot stat the pool file %s: %s", path,
+			strerror(errno));
+		close(f->fd);
+		f->fd = -1;
+		return rc;
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	if (flock(f->fd, LOCK_EX | LOCK_NB) != 0) {
 		rc = -errno;
 		shm_log("cannot lock the pool file %s: %s", path,
 			strerror(errno));
 		goto fail;
 	}
-	f->dev = st.st_dev;
-	f->ino = st.st_ino;
 	rc = posix_fallocate(f->fd, 0, (off_t)bytes);
 	if (rc != 0) {
 		no_room(path, f->fd, bytes, rc);
