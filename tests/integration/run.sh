@@ -776,11 +776,11 @@ case_exit_status() {
 	MSG="4 byte-exact rooms: exit 0, 'reason=ok'; $(field "$T/fail.log" language failed) of 24 failed: exit 4, 'reason=rooms_failed'"
 }
 
-define capture-full-disk "--capture onto a 64 KiB tmpfs that fills up: the write error is logged, the pcap is cut back to whole frames, the rooms go on byte-exact, exit 5 with 'reason=capture_incomplete'"
+define capture-full-disk "--capture onto a 16 KiB tmpfs that fills up: the write error is logged, the pcap is cut back to whole frames, the rooms go on byte-exact, exit 5 with 'reason=capture_incomplete'"
 case_capture_full_disk() {
 	local small=$T/small rc ok=1 check
 	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
-	mkdir "$small" && mount -t tmpfs -o size=64k embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	mkdir "$small" && mount -t tmpfs -o size=16k embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
 	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || { umount "$small"; return 1; }
 	LOG=$T/lang.log
