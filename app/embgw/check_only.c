@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "egw_conf.h"
+#include "gw_resources.h"
 
 int
 main(int argc, char **argv)
@@ -17,6 +18,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (egw_conf_load_report(argv[2], &c, stderr) != 0)
+		return 1;
+	if (gw_check_resources(&c, stderr) != 0)
 		return 1;
 	egw_conf_print_summary(&c, stdout);
 	return 0;

@@ -111,6 +111,16 @@ struct gw_dev {
 	struct gw_dev_stats st;
 };
 
+/* --capture's file: written a whole frame at a time, so that a failed
+ * write can be cut back to the last whole frame. */
+struct gw_capture {
+	int fd;                  /* -1: none, or stopped */
+	uint64_t bytes;          /* written, whole frames only */
+	uint64_t frames;
+	int err;                 /* errno that stopped it, 0 */
+	char path[512];
+};
+
 struct gw_id {
 	struct gw_dev *dev;
 	const struct egw_conf *conf;
@@ -128,7 +138,7 @@ struct gw_id {
 	struct gw_attach_port *attach; /* engines attach here (or NULL) */
 	uint64_t next_tick;
 	bool finished;           /* its room sources have run all they had */
-	FILE *cap;               /* --capture: control frames in and out */
+	struct gw_capture cap;   /* --capture: control frames in and out */
 	struct gw_test_knobs knobs;
 	struct gw_flood flood;
 	struct gw_id_stats st;
@@ -167,10 +177,12 @@ void gw_id_queue_tx(struct gw_id *id, struct rte_mbuf *m);
 /* timers: ask again for unresolved neighbours */
 void gw_id_arp_tick(struct gw_id *id, uint64_t now);
 
-/* gw_capture.c: --capture, a pcap file of every control frame in and out */
+/* gw_capture.c: --capture, a pcap file of every control frame in and out.
+ * A write that fails (a full disk) stops the capture at the last whole
+ * frame, logged; close reports it (-errno) and the exit status shows it. */
 int gw_capture_open(struct gw_id *id, const char *path);
 void gw_capture_frame(struct gw_id *id, const struct rte_mbuf *m);
-void gw_capture_close(struct gw_id *id);
+int gw_capture_close(struct gw_id *id);
 
 /* gw_node_ops.c: lib/node's actions carried out with the device and the
  * payload driver, its events handed to the room sources */
@@ -211,6 +223,24 @@ int gw_loop_worker(void *dev);
 /* gw_report.c: the exit report (doc/gateway.md, "The exit report") */
 void gw_report_id(struct gw_id *id, FILE *f);
 void gw_report_total(struct gw_id *const *ids, uint16_t n, FILE *f);
+
+/* What a run came to, for its exit status (doc/gateway.md). */
+enum {
+	GW_EXIT_OK = 0,
+	GW_EXIT_START = 1,          /* could not start: the log says why */
+	GW_EXIT_USAGE = 2,          /* bad arguments */
+	GW_EXIT_ROOMS_UNFINISHED = 3,
+	GW_EXIT_ROOMS_FAILED = 4,   /* driven rooms failed or were corrupt */
+	GW_EXIT_CAPTURE = 5,        /* a --capture stopped short */
+};
+
+struct gw_outcome {
+	uint64_t failed, bad, unfinished; /* driven rooms */
+	unsigned captures_failed;
+};
+
+/* Add an identity's driven rooms (its language sources) to `o`. */
+void gw_report_driven(struct gw_id *id, struct gw_outcome *o);
 
 /* gw_telemetry.c */
 void gw_telemetry_init(struct gw_id *const *ids, uint16_t nids);

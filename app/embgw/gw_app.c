@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -20,6 +21,7 @@
 
 #include "gw_app.h"
 #include "gw_attach.h"
+#include "gw_resources.h"
 
 #define MAX_EAL_ARGS 128
 
@@ -29,6 +31,7 @@ int gw_logtype = RTE_LOGTYPE_USER1;
 static struct rte_mempool *mbuf_pools[RTE_MAX_NUMA_NODES];
 static struct egw_conf conf;
 static struct gw_options opt;
+static bool interrupted; /* a signal came before the workers ran */
 /* --identities K: one configuration per played identity (address, names,
  * shm pool file), derived from the one configured port */
 static struct egw_conf *id_confs;
@@ -43,15 +46,115 @@ check_config(const char *path)
 {
 	if (egw_conf_load_report(path, &conf, stderr) != 0)
 		return 1;
+	/* what the start would refuse for want of memory or space */
+	if (gw_check_resources(&conf, stderr) != 0)
+		return 1;
 	egw_conf_print_summary(&conf, stdout);
 	return 0;
 }
 
+/* The signal that stopped the run (0: none). */
+static volatile sig_atomic_t quit_signal;
+
 static void
 on_signal(int sig)
 {
-	(void)sig;
+	if (quit_signal == 0)
+		quit_signal = sig;
 	gw_force_quit = true;
+}
+
+/* "SIGQUIT", "SIGRTMIN+3" */
+static const char *
+signame(int sig)
+{
+	static char buf[32];
+	const char *a = sigabbrev_np(sig);
+
+	if (a != NULL)
+		snprintf(buf, sizeof(buf), "SIG%s", a);
+	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+		snprintf(buf, sizeof(buf), "SIGRTMIN+%d", sig - SIGRTMIN);
+	else
+		snprintf(buf, sizeof(buf), "signal %d", sig);
+	return buf;
+}
+
+static void
+on_hangup(int sig)
+{
+	static const char msg[] = "embgw: SIGHUP ignored (kept for reloading "
+				  "the configuration)\n";
+	ssize_t rc;
+
+	(void)sig;
+	/* write(2) is async-signal-safe, rte_log is not */
+	rc = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)rc;
+}
+
+/*
+ * From the first instruction on, every signal that would end the process
+ * ends it through the same teardown as SIGINT: rooms aborted (peers hear
+ * ABORT), reports printed, the pool file removed. SIGHUP is ignored with
+ * a log line (kept for a configuration reload). SIGPIPE and SIGXFSZ are
+ * ignored: a write to a peer that left, or past a file size limit, fails
+ * with its error (EPIPE, EFBIG), which the writer handles. The signals of
+ * faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS) keep
+ * their default: after one, nothing can be trusted to tear down.
+ */
+static void
+install_signals(void)
+{
+	static const int stop[] = { SIGINT, SIGTERM, SIGQUIT, SIGUSR1,
+				    SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+				    SIGXCPU, SIGIO, SIGPWR, SIGSTKFLT };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_signal;
+	for (size_t i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
+		sigaction(stop[i], &sa, NULL);
+	/* real-time signals end a process by default too */
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		sigaction(sig, &sa, NULL);
+	sa.sa_handler = on_hangup;
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sigaction(SIGXFSZ, &sa, NULL);
+}
+
+/* A --vdev among the EAL arguments naming a configured port's device:
+ * one of the two sets of arguments would be dropped without a word. */
+static int
+eal_names_a_port(const char *prog, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *v = NULL;
+
+		if (!strcmp(argv[i], "--vdev") && i + 1 < argc)
+			v = argv[++i];
+		else if (!strncmp(argv[i], "--vdev=", 7))
+			v = argv[i] + 7;
+		if (v == NULL)
+			continue;
+		for (uint16_t p = 0; p < conf.nports; p++) {
+			const char *d = conf.ports[p].device;
+			size_t n = strcspn(d, ",");
+
+			if (!conf.ports[p].is_pci && strcspn(v, ",") == n &&
+			    !strncmp(v, d, n)) {
+				fprintf(stderr, "%s: EAL argument --vdev %s names "
+					"port %s's device (%s in %s): give it "
+					"in one place\n", prog, v,
+					conf.ports[p].name, d, conf.file);
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 /* EAL arguments plus what the configuration implies. */
@@ -275,6 +378,10 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	ops.ctx = id;
 	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
 			     id->session, gw_now_ns(), &id->node);
+	if (rc != 0)
+		GW_LOG(ERR, "port %s: cannot create its node (%u rooms, %u runs "
+		       "a room): %s\n", id->cfg->name, c->max_rooms,
+		       c->max_runs_per_room, strerror(-rc));
 	/* engines' rooms first: the attach source takes only its clients'
 	 * rooms, the pattern source answers for any other */
 	if (rc == 0 && c->attach.enabled)
@@ -296,7 +403,8 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 }
 
 /* Every configured port a device; with --identities the one device
- * carries K identities. Stops at the first failure (the log says why). */
+ * carries K identities. Stops at the first failure (the log says why),
+ * or with -EINTR at a signal. */
 static int
 set_up(const struct gw_app *app)
 {
@@ -306,7 +414,7 @@ set_up(const struct gw_app *app)
 	for (ndevs = 0; rc == 0 && ndevs < conf.nports; ndevs++) {
 		struct gw_dev *d = &devs[ndevs];
 
-		rc = make_dev(d, &conf.ports[ndevs]);
+		rc = gw_force_quit ? -EINTR : make_dev(d, &conf.ports[ndevs]);
 		for (uint16_t i = 0; rc == 0 && i < k; i++) {
 			/* ports and identities derive their room ids from
 			 * one base plus their index: bases drawn apart could
@@ -321,22 +429,27 @@ set_up(const struct gw_app *app)
 				rc = -ENOMEM;
 				break;
 			}
+			ids[nids]->cap.fd = -1;
 			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
 				     &share, app);
+			if (rc == 0 && gw_force_quit)
+				rc = -EINTR; /* a signal: the start ends here */
 		}
 		if (rc == 0)
 			rc = gw_dev_start(d);
+		if (rc != 0 && gw_force_quit)
+			rc = -EINTR;
 	}
 	return rc;
 }
 
 /* Workers stopped: each identity aborts what is open (its peers hear
- * ABORT), drains its driver and reports; then the device closes. */
-static int
-tear_down(void)
+ * ABORT), drains its driver and reports; then the device closes. What
+ * the driven rooms and the captures came to lands in `out`. An identity
+ * whose device never started (a start cut short by a signal) reports too. */
+static void
+tear_down(struct gw_outcome *out)
 {
-	int rc = 0;
-
 	for (uint16_t di = ndevs; di-- > 0;) {
 		struct gw_dev *d = &devs[di];
 
@@ -345,22 +458,52 @@ tear_down(void)
 		for (uint16_t i = d->nids; i-- > 0;) {
 			struct gw_id *id = d->ids[i];
 
-			if (d->started && id->nsources > 0) {
-				gw_id_drain(id, conf.timers.linger_ns);
-				gw_dev_flush(d);
+			if (id->nsources > 0 && (d->started || quit_signal)) {
+				if (d->started) {
+					gw_id_drain(id, conf.timers.linger_ns);
+					gw_dev_flush(d);
+				}
 				gw_report_id(id, stdout);
 				fflush(stdout);
-				if (gw_room_sources_remaining(id) != 0 &&
-				    gw_room_sources_remaining(id) != GW_ROOMS_ENDLESS)
-					rc = 3;
+				gw_report_driven(id, out);
 			}
 			gw_test_knobs_close(id);
 		}
 		gw_dev_stop(d);
 		for (uint16_t i = 0; i < d->nids; i++)
-			gw_capture_close(d->ids[i]);
+			if (gw_capture_close(d->ids[i]) != 0)
+				out->captures_failed++;
 	}
-	return rc;
+}
+
+/* The exit status, on the report's last line too: 1 (could not start:
+ * the log says why), 4 (driven rooms failed or were corrupt), 3 (driven
+ * rooms left unfinished), 5 (a capture stopped short), else 0 - never a
+ * negative errno folded into a byte. */
+static int
+exit_line(int status, const struct gw_outcome *o)
+{
+	const char *why = "ok";
+
+	if (status == GW_EXIT_START) {
+		why = "could_not_start";
+	} else if (o->failed + o->bad > 0) {
+		status = GW_EXIT_ROOMS_FAILED;
+		why = "rooms_failed";
+	} else if (o->unfinished > 0) {
+		status = GW_EXIT_ROOMS_UNFINISHED;
+		why = "rooms_unfinished";
+	} else if (o->captures_failed > 0) {
+		status = GW_EXIT_CAPTURE;
+		why = "capture_incomplete";
+	}
+	printf("exit: status=%d reason=%s failed=%lu bad=%lu unfinished=%lu "
+	       "captures_failed=%u signal=%s\n", status, why,
+	       (unsigned long)o->failed, (unsigned long)o->bad,
+	       (unsigned long)o->unfinished, o->captures_failed,
+	       quit_signal == 0 ? "none" : signame(quit_signal));
+	fflush(stdout);
+	return status;
 }
 
 static void
@@ -413,7 +556,10 @@ int
 gw_app_main(int argc, char **argv, const struct gw_app *app)
 {
 	char *eal[MAX_EAL_ARGS];
-	int sep = -1, neal, rc;
+	struct gw_outcome out = { 0 };
+	int sep = -1, neal, rc, status;
+
+	install_signals();
 
 	if (argc == 3 && (!strcmp(argv[1], "--check-config") ||
 			  !strcmp(argv[1], "-t")))
@@ -429,15 +575,17 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		}
 	if (sep < 0) {
 		gw_options_usage(stderr, argv[0], app);
-		return 2;
+		return GW_EXIT_USAGE;
 	}
 	/* app arguments first: the configuration decides the devices */
 	argv[sep] = argv[0];
 	if (gw_options_parse(argc - sep, argv + sep, app, &opt) != 0) {
 		gw_options_usage(stderr, argv[0], app);
-		return 2;
+		return GW_EXIT_USAGE;
 	}
 	if (egw_conf_load_report(opt.config, &conf, stderr) != 0)
+		return 1;
+	if (eal_names_a_port(app->name, sep, argv) != 0)
 		return 1;
 	if (opt.identities > 1 && make_identity_confs(app->name, opt.identities) != 0) {
 		free(id_confs);
@@ -454,24 +602,24 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
 	if (rc >= 0)
 		gw_logtype = rc;
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
 	if (opt.rooms.seed == 0)
 		opt.rooms.seed = gw_now_ns() >> 10;
+	/* a signal during the start ends it here, cleanly */
 	rc = set_up(app);
-	if (rc == 0 && conf.attach.enabled)
+	if (rc == 0 && conf.attach.enabled && !gw_force_quit)
 		rc = gw_attach_start(&conf, ids, nids);
-	if (rc == 0)
+	interrupted = rc == -EINTR || (rc == 0 && gw_force_quit);
+	if (rc == 0 && !gw_force_quit)
 		run_workers(app);
-	rc = rc != 0 ? 1 : 0;
-	if (tear_down() != 0 && rc == 0)
-		rc = 3;
+	if (quit_signal != 0)
+		GW_LOG(INFO, "%s: stopping on %s%s\n", app->name,
+		       signame(quit_signal), interrupted ? " during the start" : "");
+	status = rc != 0 && !interrupted ? GW_EXIT_START : GW_EXIT_OK;
+	tear_down(&out);
 	/* the clients' sockets close after their rooms were aborted (they
 	 * read Failed), before the room sources let go of them */
 	gw_attach_stop();
-	free_all(rc != 1 && opt.identities > 1);
+	free_all(status != GW_EXIT_START && opt.identities > 1);
 	rte_eal_cleanup();
-	/* exit status: 0, 1 (could not start: the log says why), 3 (rooms
-	 * left unfinished) - not a negative errno folded into a byte */
-	return rc;
+	return exit_line(status, &out);
 }

@@ -372,7 +372,9 @@ welcome(struct conn *k)
 	const struct gw_id *id = ctl.ids[k->port];
 	const struct egw_pool_geom *g = egw_pool_geom(id->pool);
 	struct egw_attach_welcome w;
-	int fds[3] = { id->dops->pool_fd(id->drv), k->area_fd, k->efd };
+	uint64_t pool_off, pool_bytes;
+	int fds[3] = { id->dops->pool_fd(id->drv, &pool_off, &pool_bytes),
+		       k->area_fd, k->efd };
 	char cbuf[CMSG_SPACE(sizeof(fds))];
 	struct iovec iov = { &w, sizeof(w) };
 	struct msghdr mh = {
@@ -398,10 +400,11 @@ welcome(struct conn *k)
 	w.aux_bytes = g->aux_bytes;
 	w.mrope = g->mrope;
 	w.max_runs = ((struct egw_attach_area *)k->area)->max_runs;
-	w.pool_bytes = egw_geom_mem_bytes(g);
+	/* offsets from the fd's start (shm: the pool file's header first) */
+	w.pool_bytes = pool_bytes;
 	for (int kind = 0; kind < EGW_KIND_MAX; kind++) {
 		w.region_bytes[kind] = egw_geom_region_bytes(g, kind);
-		w.region_offset[kind] = w.region_bytes[kind] == 0 ? 0 :
+		w.region_offset[kind] = w.region_bytes[kind] == 0 ? 0 : pool_off +
 			(uint64_t)((uint8_t *)egw_pool_region(id->pool, kind) -
 				   (uint8_t *)egw_pool_mem(id->pool));
 	}
@@ -566,9 +569,11 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 	ctl.ids = ids;
 	ctl.nids = nids;
 	for (uint16_t i = 0; i < nids; i++) {
+		uint64_t off, bytes;
+
 		if (ids[i]->attach == NULL)
 			continue;
-		rc = ids[i]->dops->pool_fd(ids[i]->drv);
+		rc = ids[i]->dops->pool_fd(ids[i]->drv, &off, &bytes);
 		if (rc < 0) {
 			GW_LOG(ERR, "attach: port %s: the %s driver's pool cannot "
 			       "be shared: %s\n", ids[i]->cfg->name,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The command line after `--`: options, their ranges, the usage text. */
 #include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +47,32 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 		"                         (with a net_pcap device: a replayable pcap)\n");
 }
 
+/* A decimal number in min..max, all of `s` (no sign, no suffix, no
+ * wrapping): what the option means, or a clear refusal. */
+static bool
+number(const struct gw_app *app, const char *opt, const char *s,
+       uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
+			v = UINT64_MAX;
+			break;
+		}
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (p == s || *p != '\0' || v < min || v > max) {
+		fprintf(stderr, "%s: --%s: '%s' is not a number in %llu..%llu\n",
+			app->name, opt, s, (unsigned long long)min,
+			(unsigned long long)max);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
 static int
 parse_lengths(const char *s, struct gw_pattern_opts *o)
 {
@@ -55,9 +83,10 @@ parse_lengths(const char *s, struct gw_pattern_opts *o)
 	o->nlengths = 0;
 	for (char *t = strtok_r(dup, ",", &save); t != NULL;
 	     t = strtok_r(NULL, ",", &save)) {
-		long v = strtol(t, NULL, 10);
+		char *end;
+		long v = strtol(t, &end, 10);
 
-		if (v <= 0 || v > (long)EGW_XFER_MAX_TOKENS || o->nlengths == 64) {
+		if (*end != '\0' || v <= 0 || v > (long)EGW_XFER_MAX_TOKENS || o->nlengths == 64) {
 			free(dup);
 			return -1;
 		}
@@ -99,6 +128,9 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	};
 	struct gw_pattern_opts *o = &opt->rooms;
 	struct gw_test_knobs *k = &opt->knobs;
+	const uint64_t u32 = UINT32_MAX;
+	uint64_t v;
+	bool ok = true;
 	int c;
 
 	memset(opt, 0, sizeof(*opt));
@@ -108,12 +140,18 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	o->lengths[0] = 2000;
 	o->nlengths = 1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "f:h", lo, NULL)) != -1) {
+	while (ok && (c = getopt_long(argc, argv, "f:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'f': opt->config = optarg; break;
 		case 'P': o->produce = true; break;
-		case 'D': o->drive = (uint32_t)atoi(optarg); break;
-		case 'C': o->concurrency = (uint32_t)atoi(optarg); break;
+		case 'D':
+			ok = number(app, "drive", optarg, 0, GW_MAX_DRIVE, &v);
+			o->drive = (uint32_t)v;
+			break;
+		case 'C':
+			ok = number(app, "concurrency", optarg, 1, u32, &v);
+			o->concurrency = (uint32_t)v;
+			break;
 		case 'L':
 			if (parse_lengths(optarg, o) != 0) {
 				fprintf(stderr, "%s: --lengths: 1..64 lengths of "
@@ -122,53 +160,85 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 				return -1;
 			}
 			break;
-		case 'R': o->ranks = (uint16_t)atoi(optarg); break;
+		case 'R':
+			ok = number(app, "ranks", optarg, 1, EGW_XFER_MAX_RANKS,
+				    &v);
+			o->ranks = (uint16_t)v;
+			break;
 		case 'Y': o->dummy_rank = true; break;
 		case 'p': snprintf(o->peer, sizeof(o->peer), "%s", optarg); break;
 		case 'X': opt->exit_when_done = true; break;
-		case 'T': opt->duration_ns = strtoull(optarg, NULL, 10) * 1000000ull; break;
-		case 'W': o->start_delay_ms = (uint32_t)atoi(optarg); break;
-		case 'd': k->drop_pct = (uint32_t)atoi(optarg); break;
-		case 'u': k->dup_pct = (uint32_t)atoi(optarg); break;
-		case 'r': k->reorder_pct = (uint32_t)atoi(optarg); break;
-		case 'J': k->junk_per_tick = (uint32_t)atoi(optarg); break;
+		case 'T':
+			/* 0 would mean no limit: a bounded run is >= 1 ms */
+			ok = number(app, "duration-ms", optarg, 1,
+				    UINT64_MAX / 1000000, &v);
+			opt->duration_ns = v * 1000000ull;
+			break;
+		case 'W':
+			ok = number(app, "start-delay-ms", optarg, 0, u32, &v);
+			o->start_delay_ms = (uint32_t)v;
+			break;
+		case 'd':
+			ok = number(app, "ctl-drop", optarg, 0, 50, &v);
+			k->drop_pct = (uint32_t)v;
+			break;
+		case 'u':
+			ok = number(app, "ctl-dup", optarg, 0, 50, &v);
+			k->dup_pct = (uint32_t)v;
+			break;
+		case 'r':
+			ok = number(app, "ctl-reorder", optarg, 0, 50, &v);
+			k->reorder_pct = (uint32_t)v;
+			break;
+		case 'J':
+			ok = number(app, "inject-junk", optarg, 0, 64, &v);
+			k->junk_per_tick = (uint32_t)v;
+			break;
 		case 'K': opt->capture = optarg; break;
-		case 'Q': o->rate = (uint32_t)atoi(optarg); break;
+		case 'Q':
+			ok = number(app, "rate", optarg, 0, u32, &v);
+			o->rate = (uint32_t)v;
+			break;
 		case 'F':
 			if (app->flood_tick == NULL) {
 				fprintf(stderr, "%s: --flood-pps is embgw-gen's\n",
 					app->name);
 				return -1;
 			}
-			opt->flood_pps = strtoull(optarg, NULL, 10);
+			ok = number(app, "flood-pps", optarg, 0, UINT64_MAX,
+				    &opt->flood_pps);
 			break;
-		case 's': o->seed = strtoull(optarg, NULL, 10); break;
-		case 'I': opt->identities = (uint16_t)atoi(optarg); break;
-		case 'E': k->qp_error_at = strtoull(optarg, NULL, 10); break;
-		case 'S':
-			k->session = strtoull(optarg, NULL, 0);
-			if (k->session == 0) {
-				fprintf(stderr, "%s: --test-session: a non-zero "
-					"session id\n", app->name);
-				return -1;
+		case 's': ok = number(app, "seed", optarg, 0, UINT64_MAX, &o->seed); break;
+		case 'I':
+			ok = number(app, "identities", optarg, 1, GW_MAX_IDS, &v);
+			opt->identities = (uint16_t)v;
+			break;
+		case 'E':
+			ok = number(app, "fault-qp-error", optarg, 0, UINT64_MAX,
+				    &k->qp_error_at);
+			break;
+		case 'S': {
+			char *end = NULL;
+
+			errno = 0;
+			k->session = strtoull(optarg, &end, 0);
+			if (errno != 0 || end == optarg || *end != '\0' ||
+			    k->session == 0) {
+				fprintf(stderr, "%s: --test-session: '%s' is not a "
+					"non-zero 64-bit session id\n", app->name,
+					optarg);
+				ok = false;
 			}
 			break;
+		}
 		default:
 			return -1;
 		}
 	}
+	if (!ok)
+		return -1;
 	if (opt->config == NULL) {
 		fprintf(stderr, "%s: -f FILE is required\n", app->name);
-		return -1;
-	}
-	if (o->drive > GW_MAX_DRIVE || o->ranks == 0 ||
-	    o->ranks > EGW_XFER_MAX_RANKS || k->drop_pct > 50 ||
-	    k->dup_pct > 50 || k->reorder_pct > 50 || k->junk_per_tick > 64 ||
-	    opt->identities == 0 || opt->identities > GW_MAX_IDS) {
-		fprintf(stderr, "%s: --drive <= %u, --ranks 1..%d, "
-			"fault knobs 0..50%%, --inject-junk 0..64, "
-			"--identities 1..%d\n", app->name,
-			GW_MAX_DRIVE, EGW_XFER_MAX_RANKS, GW_MAX_IDS);
 		return -1;
 	}
 	if (app->exit_when_driven && o->drive > 0)

@@ -286,3 +286,18 @@ gw_report_total(struct gw_id *const *ids, uint16_t n, FILE *f)
 		(unsigned long)(failed + bad + unfinished), (unsigned long)leaked);
 	free(lat);
 }
+
+void
+gw_report_driven(struct gw_id *id, struct gw_outcome *o)
+{
+	for (uint16_t i = 0; i < id->nsources; i++) {
+		struct gw_room_stats st;
+
+		id->sources[i]->ops->report(id->sources[i], &st);
+		if (!st.language || st.clients)
+			continue;
+		o->failed += st.failed;
+		o->bad += st.bad;
+		o->unfinished += st.unfinished;
+	}
+}

@@ -50,10 +50,14 @@ struct egw_pool_mem {
 	bool huge;
 };
 
-/** Create it (`name` shows in /proc/PID/fd). 0 or -errno. */
+/** Create it (`name` shows in /proc/PID/fd), its whole size reserved.
+ *  0 or -errno (-ENOMEM: more than the machine's available memory). */
 int egw_payload_pool_mem(const char *name, size_t bytes,
 			 struct egw_pool_mem *m);
 void egw_payload_pool_mem_free(struct egw_pool_mem *m);
+
+/** The memory the kernel says is available (MemAvailable). 0 or -errno. */
+int egw_payload_mem_available(uint64_t *bytes);
 
 struct egw_payload_stats {
 	uint64_t batches, writes, bytes, failed_batches, refused_writes;
@@ -240,9 +244,12 @@ struct egw_payload_ops {
 			 uint32_t max);
 	void (*stats)(const struct egw_payload *p, struct egw_payload_stats *st);
 	/** The fd of the pool's memory, which local engine processes map
-	 *  (doc/client.md): offset 0 is egw_pool_mem(). Owned by the driver
-	 *  (valid until close); -errno when the pool cannot be shared. */
-	int (*pool_fd)(const struct egw_payload *p);
+	 *  (doc/client.md): its first `*bytes` bytes, egw_pool_mem() at
+	 *  `*offset` (shm: the pool file, after its header). Owned by the
+	 *  driver (valid until close); -errno when the pool cannot be
+	 *  shared. */
+	int (*pool_fd)(const struct egw_payload *p, uint64_t *offset,
+		       uint64_t *bytes);
 	void (*close)(struct egw_payload *p);
 };
 
@@ -250,6 +257,10 @@ extern const struct egw_payload_ops egw_payload_shm_ops;
 #ifdef EGW_HAVE_VERBS
 extern const struct egw_payload_ops egw_payload_verbs_ops;
 #endif
+
+/** A driver's log line on stderr: "embgw: DRIVER: message". */
+void egw_payload_log(const char *driver, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /** The driver named by the port's configuration, or NULL. */
 const struct egw_payload_ops *egw_payload_find(enum egw_payload_driver d);

@@ -6,10 +6,13 @@
  * Backed by 2 MiB huge pages when the machine has enough free ones (fewer
  * TLB misses for the engines and the NIC), by ordinary pages otherwise.
  * Registered with the payload driver once, like any other pool memory.
+ * Its whole size is reserved at creation (populated huge pages, or
+ * fallocate), so lack of memory is a start-up error and never a SIGBUS.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <linux/memfd.h>
 #include <sys/mman.h>
@@ -33,10 +36,15 @@ pool_mem_make(const char *name, size_t bytes, bool huge,
 	if (m->fd < 0)
 		return -errno;
 	bytes = m->bytes;
-	if (ftruncate(m->fd, (off_t)bytes) != 0 ||
-	    fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-		  F_SEAL_SEAL) != 0) {
+	rc = ftruncate(m->fd, (off_t)bytes) != 0 ? -errno : 0;
+	/* ordinary pages reserved now (huge ones are at mmap): lack of
+	 * memory is a start-up error, never a fault in the poll loop */
+	if (rc == 0 && !huge)
+		rc = -posix_fallocate(m->fd, 0, (off_t)bytes);
+	if (rc == 0 && fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+			     F_SEAL_SEAL) != 0)
 		rc = -errno;
+	if (rc != 0) {
 		egw_payload_pool_mem_free(m);
 		return rc;
 	}
@@ -55,11 +63,48 @@ pool_mem_make(const char *name, size_t bytes, bool huge,
 }
 
 int
+egw_payload_mem_available(uint64_t *bytes)
+{
+	char line[128];
+	unsigned long long kib;
+	FILE *f = fopen("/proc/meminfo", "re");
+	int rc = -ENOENT;
+
+	if (f == NULL)
+		return -errno;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+			*bytes = (uint64_t)kib * 1024;
+			rc = 0;
+			break;
+		}
+	fclose(f);
+	return rc;
+}
+
+int
 egw_payload_pool_mem(const char *name, size_t bytes, struct egw_pool_mem *m)
 {
+	uint64_t avail;
+	int rc;
+
 	if (pool_mem_make(name, bytes, true, m) == 0)
 		return 0;
-	return pool_mem_make(name, bytes, false, m);
+	/* ordinary pages: filling memory past what is free would wake the
+	 * OOM killer rather than fail */
+	if (egw_payload_mem_available(&avail) == 0 && bytes > avail) {
+		egw_payload_log("pool", "cannot reserve %zu bytes of pool "
+				"memory: only %llu bytes of memory are "
+				"available", bytes, (unsigned long long)avail);
+		m->fd = -1;
+		m->mem = NULL;
+		return -ENOMEM;
+	}
+	rc = pool_mem_make(name, bytes, false, m);
+	if (rc != 0)
+		egw_payload_log("pool", "cannot reserve %zu bytes of pool "
+				"memory: %s", bytes, strerror(-rc));
+	return rc;
 }
 
 void

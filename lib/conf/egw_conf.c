@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "conf_text.h"
 #include "egw_conf.h"
 
 #define MAX_KEY_FILE 4096
@@ -21,6 +22,7 @@
 struct ld {
 	const char *file;
 	struct egw_conf_errors *errs;
+	const struct conf_text *text; /* where each line came from */
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -59,6 +61,8 @@ err(struct ld *l, const config_setting_t *s, const char *name,
     const char *fmt, ...)
 {
 	char path[160], why[160];
+	const char *file;
+	int line;
 	va_list ap;
 	unsigned i = l->errs->stored;
 
@@ -69,8 +73,10 @@ err(struct ld *l, const config_setting_t *s, const char *name,
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	file = conf_text_where(l->text, s != NULL ?
+			       config_setting_source_line(s) : 0, &line);
 	if (snprintf(l->errs->msg[i], sizeof(l->errs->msg[i]), "%s:%d: %s%s%s: %s",
-		     l->file, s != NULL ? config_setting_source_line(s) : 0,
+		     file, line,
 		     path, name != NULL && path[0] ? "." : "",
 		     name != NULL ? name : "", why) >= (int)sizeof(l->errs->msg[i]))
 		strcpy(l->errs->msg[i] + sizeof(l->errs->msg[i]) - 4, "...");
@@ -297,29 +303,31 @@ egw_conf_defaults(struct egw_conf *c)
 static void
 load_key(struct ld *l, const config_setting_t *s, struct egw_conf *c)
 {
-	uint8_t buf[MAX_KEY_FILE + 1];
+	char why[160];
 	struct stat st;
+	char *buf;
 	size_t n;
-	FILE *f = fopen(c->key_file, "rb");
+	int rc = conf_read_file(c->key_file, MAX_KEY_FILE, &buf, &n, why,
+				sizeof(why));
 
-	if (f == NULL) {
-		err(l, s, NULL, "cannot read key file '%s': %s", c->key_file,
-		    strerror(errno));
-		return;
-	}
-	n = fread(buf, 1, sizeof(buf), f);
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0)
-		c->key_loose_perms = true;
-	fclose(f);
-	if (n > MAX_KEY_FILE) {
+	if (rc == -EFBIG) {
 		err(l, s, NULL, "key file '%s' too long (at most %u bytes)",
 		    c->key_file, MAX_KEY_FILE);
-	} else if (egw_proto_key_derive(&c->key, buf, n) != 0) {
+		return;
+	}
+	if (rc != 0) {
+		err(l, s, NULL, "cannot read key file '%s': %s", c->key_file,
+		    why);
+		return;
+	}
+	if (stat(c->key_file, &st) == 0 && (st.st_mode & 077) != 0)
+		c->key_loose_perms = true;
+	if (egw_proto_key_derive(&c->key, (const uint8_t *)buf, n) != 0)
 		err(l, s, NULL,
 		    "key file '%s' too short: %zu bytes, need at least %u",
 		    c->key_file, n, EGW_PROTO_KEY_MIN_BYTES);
-	}
-	memset(buf, 0, sizeof(buf));
+	memset(buf, 0, n);
+	free(buf);
 }
 
 static void
@@ -485,6 +493,12 @@ load_limits(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		&c->max_blocks_per_round);
 	get_int(l, p, "pipeline_depth", 1, EGW_XFER_PIPE - 1, false,
 		&c->pipeline_depth);
+	/* a receiver keeps max_runs_per_room runs for each of its rooms */
+	if ((uint64_t)c->max_rooms * c->max_runs_per_room > EGW_CONF_MAX_RUNS)
+		err(l, p, NULL, "max_rooms x max_runs_per_room = %llu block runs: "
+		    "more than %u (the receiver's run tables would not fit)",
+		    (unsigned long long)c->max_rooms * c->max_runs_per_room,
+		    EGW_CONF_MAX_RUNS);
 }
 
 static void
@@ -622,6 +636,40 @@ in_subnet(uint32_t a, uint32_t net, uint8_t prefix)
 	return (a & mask) == (net & mask);
 }
 
+/* Why `a` cannot be a host's address on a /`prefix` subnet, or NULL. */
+static const char *
+unusable_addr(uint32_t a, uint8_t prefix)
+{
+	uint32_t host = prefix >= 32 ? 0 : ~0u >> prefix;
+
+	if (a >> 24 == 0)
+		return "in 0.0.0.0/8, not a host address";
+	if (a >> 28 == 0xe)
+		return "a multicast address";
+	if (a >> 28 == 0xf)
+		return a == ~0u ? "the broadcast address" :
+		       "in the reserved 240.0.0.0/4";
+	/* /31 and /32 have no network or broadcast address (RFC 3021) */
+	if (prefix <= 30 && (a & host) == 0)
+		return "the subnet's network address";
+	if (prefix <= 30 && (a & host) == host)
+		return "the subnet's broadcast address";
+	return NULL;
+}
+
+static bool
+usable_addr(struct ld *l, const config_setting_t *s, uint32_t a,
+	    uint8_t prefix)
+{
+	const char *why = unusable_addr(a, prefix);
+	char ip[16];
+
+	if (why != NULL)
+		err(l, s, NULL, "%s is %s", egw_conf_ip_str(a, ip, sizeof(ip)),
+		    why);
+	return why == NULL;
+}
+
 static void
 load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
@@ -703,9 +751,19 @@ load_neighbours(struct ld *l, const config_setting_t *ps,
 		}
 		for (int k = 0; k < 6; k++)
 			n.mac[k] = (uint8_t)m[k];
+		if (m[0] & 1)
+			err(l, member(g, "mac"), NULL, "%s is a %s MAC address, "
+			    "not a host's", mac, (m[0] & m[1] & m[2] & m[3] &
+						   m[4] & m[5]) == 0xff ?
+			    "broadcast" : "multicast");
+		else if ((m[0] | m[1] | m[2] | m[3] | m[4] | m[5]) == 0)
+			err(l, member(g, "mac"), NULL, "%s is not a host's MAC "
+			    "address", mac);
 		if (!in_subnet(n.addr, p->addr, p->prefix))
 			err(l, member(g, "address"), NULL,
 			    "not on the port's subnet (embgw does not route)");
+		else
+			usable_addr(l, member(g, "address"), n.addr, p->prefix);
 		for (uint16_t k = 0; k < p->nneigh; k++)
 			if (p->neigh[k].addr == n.addr)
 				err(l, member(g, "address"), NULL,
@@ -754,6 +812,8 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 		if (!in_subnet(pe.addr, p->addr, p->prefix))
 			err(l, member(g, "address"), NULL,
 			    "not on the port's subnet (embgw does not route)");
+		else
+			usable_addr(l, member(g, "address"), pe.addr, p->prefix);
 		if (pe.addr == p->addr && pe.udp_port == p->udp_port)
 			err(l, member(g, "address"), NULL,
 			    "is this port's own address and UDP port");
@@ -805,7 +865,8 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 		    pre < 1 || pre > 32 || !parse_ipv4(addr, &p->addr))
 			err(l, member(ps, "address"), NULL,
 			    "not an IPv4 address with prefix (a.b.c.d/len)");
-		else
+		else if (usable_addr(l, member(ps, "address"), p->addr,
+				     (uint8_t)pre))
 			p->prefix = (uint8_t)pre;
 	}
 	if (get_int(l, ps, "udp_port", 1, 65535, false, &v))
@@ -849,6 +910,16 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	load_peers(l, ps, p);
 }
 
+/* One device: the same PCI address, or the same virtual device name
+ * (what precedes the first ','), whatever the arguments. */
+static bool
+same_device(const char *a, const char *b)
+{
+	size_t la = strcspn(a, ","), lb = strcspn(b, ",");
+
+	return la == lb && strncmp(a, b, la) == 0;
+}
+
 static void
 load_ports(struct ld *l, const config_setting_t *root, struct egw_conf *c)
 {
@@ -881,9 +952,17 @@ load_ports(struct ld *l, const config_setting_t *root, struct egw_conf *c)
 			if (p->name[0] && strcmp(p->name, q->name) == 0)
 				err(l, member(ps, "name"), NULL,
 				    "duplicate port name '%s'", p->name);
-			if (p->device[0] && strcmp(p->device, q->device) == 0)
+			if (p->device[0] && same_device(p->device, q->device))
 				err(l, member(ps, "device"), NULL,
 				    "device already used by port '%s'", q->name);
+			if (p->payload.driver == EGW_PAYLOAD_SHM &&
+			    q->payload.driver == EGW_PAYLOAD_SHM &&
+			    (c->roles & EGW_ROLE_LANGUAGE) &&
+			    p->payload.path[0] &&
+			    strcmp(p->payload.path, q->payload.path) == 0)
+				err(l, member(member(ps, "payload"), "path"), NULL,
+				    "already port '%s''s pool file (each port "
+				    "receives into its own)", q->name);
 			if (p->addr && p->addr == q->addr)
 				err(l, member(ps, "address"), NULL,
 				    "address already used by port '%s'", q->name);
@@ -912,9 +991,11 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	static const char *const root_keys[] = { "gateway", "ports", NULL };
 	static const char *const gw_keys[] = { "name", "roles", "key_file",
 		"pool", "limits", "timers", "attach", NULL };
-	struct ld l = { path, errs };
+	struct conf_text text;
+	struct ld l = { path, errs, &text };
 	const config_setting_t *root, *gw;
 	config_t cfg;
+	int rc;
 
 	memset(errs, 0, sizeof(*errs));
 	egw_conf_defaults(c);
@@ -925,17 +1006,26 @@ egw_conf_load(const char *path, struct egw_conf *c,
 		return -EINVAL;
 	}
 	snprintf(c->file, sizeof(c->file), "%s", path);
+	/* read here, bounded, @include expanded: libconfig gets a string */
+	rc = conf_text_load(path, &text);
+	if (rc != 0) {
+		snprintf(errs->msg[0], sizeof(errs->msg[0]), "%.300s", text.err);
+		errs->stored = errs->total = 1;
+		conf_text_free(&text);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
 	config_init(&cfg);
-	if (config_read_file(&cfg, path) != CONFIG_TRUE) {
-		if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-			snprintf(errs->msg[0], sizeof(errs->msg[0]),
-				 "%s: cannot read: %s", path, strerror(errno));
-		else
-			snprintf(errs->msg[0], sizeof(errs->msg[0]),
-				 "%s:%d: syntax error: %s", path,
-				 config_error_line(&cfg), config_error_text(&cfg));
+	if (config_read_string(&cfg, text.buf) != CONFIG_TRUE) {
+		int line;
+		const char *file = conf_text_where(&text, config_error_line(&cfg),
+						   &line);
+
+		snprintf(errs->msg[0], sizeof(errs->msg[0]),
+			 "%s:%d: syntax error: %s", file, line,
+			 config_error_text(&cfg));
 		errs->stored = errs->total = 1;
 		config_destroy(&cfg);
+		conf_text_free(&text);
 		return -EINVAL;
 	}
 	root = config_root_setting(&cfg);
@@ -958,6 +1048,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	if (errs->total == 0 && egw_geom_check(&c->geom) != 0)
 		err(&l, gw, "pool", "inconsistent pool geometry");
 	config_destroy(&cfg);
+	conf_text_free(&text);
 	return errs->total == 0 ? 0 : -EINVAL;
 }
 

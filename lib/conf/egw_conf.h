@@ -27,6 +27,8 @@ extern "C" {
 #define EGW_CONF_MAX_NEIGH 32
 #define EGW_CONF_MAX_QUEUES 16
 #define EGW_CONF_MAX_ERRORS 64
+/** max_rooms x max_runs_per_room: the receiver's run tables */
+#define EGW_CONF_MAX_RUNS (1u << 26)
 #define EGW_CONF_NAME_LEN 32
 #define EGW_CONF_PATH_LEN 256
 

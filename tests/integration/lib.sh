@@ -133,6 +133,34 @@ kill_gw() {
 	PIDS=("${rest[@]}")
 }
 
+# child_of PID: the program under the timeout wrapper PID (one of ours),
+# once it runs (exec'd: a signal before that would meet the wrapper's
+# child, not the program; at most 5 s)
+child_of() {
+	local c
+	for _ in $(seq 1 500); do
+		c=$(pgrep -P "$1")
+		case $(readlink "/proc/$c/exe" 2>/dev/null) in
+		*/embgw|*/embgw-gen) echo "$c"; return 0 ;;
+		esac
+		sleep 0.01
+	done
+	return 1
+}
+
+# wait_exit PID: the exit status of the timeout wrapper PID (one of ours),
+# which is then forgotten
+wait_exit() {
+	local rc rest=()
+	wait "$1"
+	rc=$?
+	for p in "${PIDS[@]}"; do
+		[ "$p" != "$1" ] && rest+=("$p")
+	done
+	PIDS=("${rest[@]}")
+	return $rc
+}
+
 stop_all() {
 	for p in "${PIDS[@]}"; do
 		kill -INT "$p" 2>/dev/null

@@ -791,6 +791,217 @@ case_examples() {
 	MSG="6 requests ($tokens tokens) encoded, sent to 2 TP ranks, bit-identical to the recomputed encoder output, prefilled; $(field "$T/lang.log" clients rounds) resume rounds, all in the gateway; zero blocks in use on both gateways"
 }
 
+# ---- the shm pool file: the gateway touches only its own ------------------
+define pool-file-stranger "a stranger's file, a FIFO and a device node at payload.path: each start refused with a clear error, each left untouched"
+case_pool_file_stranger() {
+	local pool=$T/lang-pool-0 rc
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	printf "somebody else's data\n" >"$pool"
+	cp "$pool" "$T/stranger.copy"
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+	rc=$?
+	MSG="a file: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
+	[ "$rc" -eq 1 ] && cmp -s "$pool" "$T/stranger.copy" &&
+		grep -q "payload.path $pool exists and is not an embgw pool file: refused, left untouched" "$T/lang.log" || return 1
+	rm -f "$pool"
+	mkfifo "$pool"
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+	rc=$?
+	MSG="a FIFO: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
+	[ "$rc" -eq 1 ] && [ -p "$pool" ] &&
+		grep -q "payload.path $pool exists and is a FIFO: refused" "$T/lang.log" || return 1
+	rm -f "$pool"
+	if mknod "$pool" c 1 3 2>/dev/null; then
+		run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+		rc=$?
+		MSG="a device node: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
+		[ "$rc" -eq 1 ] && [ -c "$pool" ] &&
+			grep -q "payload.path $pool exists and is a character device: refused" "$T/lang.log" || return 1
+		rm -f "$pool"
+		MSG="a stranger's file, a FIFO and a device node at payload.path: each start refused (exit 1, the path and why in the log), each left as it was"
+	else
+		MSG="a stranger's file and a FIFO at payload.path: each start refused (exit 1, the path and why in the log), each left as it was (no device node: mknod not permitted)"
+	fi
+}
+
+define pool-file-second-instance "a second language gateway with the same payload.path: refused at start; the first keeps its pool file and its 30 rooms are byte-exact"
+case_pool_file_second_instance() {
+	local pool=$T/lang-pool-0 ino ino2 rc
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
+		--concurrency 2 --lengths 10000,50000 --start-delay-ms 2000
+	wait_registered "$T/lang.log" 20 || return 1
+	ino=$(stat -c %i "$pool")
+	LOG=$T/lang2.log
+	run_gw lang2 0 "$T/language.cfg" "$T/lang2.log" 20 --drive 1
+	rc=$?
+	ino2=$(stat -c %i "$pool" 2>/dev/null)
+	LOG=$T/lang.log
+	wait_line "$T/lang.log" result 60
+	stop_all
+	MSG="second: exit $rc, inode $ino -> ${ino2:-gone}, $(grep -m1 'shm:' "$T/lang2.log"); lang: $(report "$T/lang.log")"
+	[ "$rc" -eq 1 ] && [ "$ino" = "$ino2" ] &&
+		grep -q "payload.path $pool is the pool of a running gateway" "$T/lang2.log" &&
+		expect "$T/lang.log" language ok -eq 30 && expect "$T/lang.log" language bad -eq 0 &&
+		expect "$T/lang.log" result errors -eq 0 && [ ! -e "$pool" ] || return 1
+	MSG="the second gateway refused (exit 1, 'pool of a running gateway'); the first kept its pool file (inode $ino), its 30 rooms byte-exact, the file removed at its exit"
+}
+
+define pool-no-room "pools larger than their memory: a language pool file on a 16 MiB tmpfs, an encode pool over the machine's available memory: each start refused with the size and what is free, --check-config refuses both, nothing left behind"
+case_pool_no_room() {
+	local small=$T/small rc rc2 chk chk2 ok=1 avail cap hidden=8192
+	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
+	mkdir "$small" && mount -t tmpfs -o size=16m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	# 131072 tokens x 256 x bf16: a 64 MiB pool on a 16 MiB filesystem
+	scripts/gen-configs.sh "$small" 1024 131072 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	"$EMBGW" --check-config "$small/language.cfg" >"$T/check.log" 2>&1
+	chk=$?
+	run_gw lang 0 "$small/language.cfg" "$T/lang.log" 20 --drive 1
+	rc=$?
+	MSG="lang: check $chk, exit $rc, $(grep -m1 'reserve' "$T/lang.log") check: $(tail -1 "$T/check.log")"
+	[ "$chk" -eq 1 ] && [ "$rc" -eq 1 ] && [ ! -e "$small/lang-pool-0" ] &&
+		grep -q "cannot reserve [0-9]* bytes for the pool file $small/lang-pool-0: No space left on device ([0-9]* bytes free on its filesystem)" "$T/lang.log" || ok=0
+	umount "$small"
+	[ "$ok" = 1 ] || return 1
+	# the sending side's pool (a memfd): twice what the machine has free
+	avail=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024))
+	cap=$(((avail / (hidden * 2) / 1024 * 2 + 1) * 1024))
+	scripts/gen-configs.sh --hidden "$hidden" --enc-capacity "$cap" "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/enc.log
+	"$EMBGW" --check-config "$T/encode.cfg" >"$T/check2.log" 2>&1
+	chk2=$?
+	run_gw enc 1 "$T/encode.cfg" "$T/enc.log" 20 --produce
+	rc2=$?
+	MSG="enc ($cap tokens): check $chk2, exit $rc2, $(grep -m1 'reserve' "$T/enc.log") check: $(tail -1 "$T/check2.log")"
+	[ "$chk2" -eq 1 ] && [ "$rc2" -eq 1 ] &&
+		grep -q "cannot reserve [0-9]* bytes of pool memory: only [0-9]* bytes of memory are available" "$T/enc.log" || return 1
+	MSG="a 64 MiB language pool on a 16 MiB tmpfs and a $((cap / 1024))Ki-token encode pool over the machine's free memory: --check-config and the start refuse both (exit 1, the size and what is free in the log), no pool file left"
+}
+
+# ---- signals, the exit status, a capture on a full disk --------------------
+define signals "SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGALRM mid-transfer: the same teardown as SIGINT (report, exit line, peers told, pool file gone); SIGHUP ignored with a log line"
+case_signals() {
+	local sig pid gw rc enc_failed=0 seen=""
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	for sig in QUIT USR1 USR2 TERM ALRM; do
+		LOG=$T/lang-$sig.log
+		start_gw lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
+			--concurrency 2 --lengths 20000
+		pid=${PIDS[-1]}
+		wait_registered "$LOG" 20 || return 1
+		gw=$(child_of "$pid") || return 1
+		if [ "$sig" = QUIT ]; then
+			# SIGHUP first: ignored, the rooms go on
+			kill -HUP "$gw"
+			sleep 0.5
+			kill -0 "$gw" 2>/dev/null && grep -q "SIGHUP ignored" "$LOG" ||
+				{ MSG="SIGHUP: the gateway did not stay up, or said nothing"; return 1; }
+		fi
+		sleep 0.3
+		kill -"$sig" "$gw"
+		wait_exit "$pid"
+		rc=$?
+		MSG="SIG$sig: exit $rc, last line: $(tail -1 "$LOG")"
+		# driven rooms cut short: status 4 (aborted) or 3 (unfinished)
+		[ "$rc" -eq 4 ] || [ "$rc" -eq 3 ] || return 1
+		grep -q "stopping on SIG$sig" "$LOG" && grep -q "^result: port=p0 " "$LOG" &&
+			tail -1 "$LOG" | grep -q "^exit: status=$rc .* signal=SIG$sig$" &&
+			[ ! -e "$T/lang-pool-0" ] || return 1
+		seen="$seen SIG$sig"
+	done
+	LOG=$T/enc.log
+	stop_all
+	# the encode side heard the aborts of the rooms in flight
+	enc_failed=$(field "$T/enc.log" result-encode failed)
+	MSG="enc: $(report "$T/enc.log")"
+	[ "${enc_failed:-0}" -ge 1 ] && expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="SIGHUP ignored (logged);$seen each: report, exit line naming it, status 3/4, pool file gone; the encode side failed $enc_failed aborted rooms and leaked nothing"
+}
+
+define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into the start: a clean stop each time - exit line, no pool file left, no core"
+case_signal_during_start() {
+	local sig at pid gw rc n=0
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	for sig in TERM QUIT; do
+		for at in 0 0.02 0.1 0.3; do
+			LOG=$T/lang-$sig-$at.log
+			start_gw lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000
+			pid=${PIDS[-1]}
+			gw=$(child_of "$pid") || return 1
+			sleep "$at"
+			kill -"$sig" "$gw"
+			wait_exit "$pid"
+			rc=$?
+			MSG="SIG$sig at $at s: exit $rc, last line: $(tail -1 "$LOG")"
+			[ "$rc" -lt 128 ] && [ "$rc" -ne 1 ] && [ ! -e "$T/lang-pool-0" ] &&
+				tail -1 "$LOG" | grep -q "^exit: status=$rc .* signal=SIG$sig$" || return 1
+			n=$((n + 1))
+		done
+	done
+	MSG="$n starts stopped by SIGTERM/SIGQUIT at 0..300 ms: each with its exit line, status 0/3/4 (never a kill), no pool file left"
+}
+
+define exit-status "the exit status and the report's last line: 0 and 'reason=ok' when every driven room is byte-exact, 4 and 'reason=rooms_failed' when some failed"
+case_exit_status() {
+	local rc
+	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/ok.log
+	run_gw lang 0 "$T/language.cfg" "$T/ok.log" 60 --exit-when-done --drive 4 --lengths 2000
+	rc=$?
+	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log")"
+	[ "$rc" -eq 0 ] && tail -1 "$T/ok.log" | grep -q "^exit: status=0 reason=ok failed=0 bad=0 unfinished=0 " || return 1
+	# 8 rooms at once for 1 room's worth of memory: some fail
+	LOG=$T/fail.log
+	run_gw lang 0 "$T/language.cfg" "$T/fail.log" 90 --exit-when-done --drive 24 \
+		--concurrency 8 --lengths 10000,3000
+	rc=$?
+	stop_all
+	MSG="some failed: exit $rc, $(tail -1 "$T/fail.log"); $(report "$T/fail.log")"
+	expect "$T/fail.log" language failed -gt 0 && [ "$rc" -eq 4 ] &&
+		tail -1 "$T/fail.log" | grep -q "^exit: status=4 reason=rooms_failed failed=[1-9]" || return 1
+	MSG="4 byte-exact rooms: exit 0, 'reason=ok'; $(field "$T/fail.log" language failed) of 24 failed: exit 4, 'reason=rooms_failed'"
+}
+
+define capture-full-disk "--capture onto a 16 KiB tmpfs that fills up: the write error is logged, the pcap is cut back to whole frames, the rooms go on byte-exact, exit 5 with 'reason=capture_incomplete'"
+case_capture_full_disk() {
+	local small=$T/small rc ok=1 check
+	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
+	mkdir "$small" && mount -t tmpfs -o size=16k embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || { umount "$small"; return 1; }
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 40 \
+		--concurrency 2 --lengths 2000,10000 --capture "$small/cap.pcap"
+	rc=$?
+	stop_all
+	# every record whole: the file ends where the last one does
+	check=$(/usr/bin/python3 - "$small/cap.pcap" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+off, n = 24, 0
+while off + 16 <= len(data):
+    incl = struct.unpack_from("<I", data, off + 8)[0]
+    off += 16 + incl
+    n += 1
+print("frames=%d whole=%s bytes=%d" % (n, off == len(data), len(data)))
+PY
+)
+	umount "$small"
+	MSG="exit $rc, $check, $(grep -m1 'capture .*write failed' "$T/lang.log"), last: $(tail -1 "$T/lang.log")"
+	[ "$rc" -eq 5 ] && grep -q "whole=True" <<<"$check" &&
+		grep -q "capture $small/cap.pcap: write failed after [0-9]* frames ([0-9]* bytes): No space left on device" "$T/lang.log" &&
+		expect "$T/lang.log" language ok -eq 40 &&
+		tail -1 "$T/lang.log" | grep -q "^exit: status=5 reason=capture_incomplete .*captures_failed=1 " || return 1
+	MSG="the capture stopped at a whole frame ($check) with the error logged; 40 rooms byte-exact; exit 5, 'reason=capture_incomplete'"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0

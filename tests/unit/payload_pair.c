@@ -49,7 +49,8 @@ pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
 
 		pp_conf(&sd->conf, roles[s], strcmp(ops->name, "shm") == 0 ?
 			EGW_PAYLOAD_SHM : EGW_PAYLOAD_VERBS, path);
-		rc = ops->open(&sd->conf, &sd->conf.ports[0], 1, &sd->drv, &sd->pool);
+		rc = ops->open(&sd->conf, &sd->conf.ports[0], PP_SESSION, &sd->drv,
+			      &sd->pool);
 		if (rc != 0) {
 			pp_close(pp);
 			return rc;
@@ -85,6 +86,7 @@ pp_register(struct pp_pair *pp, int from, struct egw_register *r)
 	r->hidden_size = g->hidden_size;
 	r->dtype_bytes = g->dtype_bytes;
 	r->aux_bytes = g->aux_bytes;
+	r->session = PP_SESSION;
 }
 
 int

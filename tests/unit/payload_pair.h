@@ -14,6 +14,7 @@
 #define PP_LANG_IP 0x0a000002u
 #define PP_BLOCKS 8u
 #define PP_BLOCK_TOKENS 16u
+#define PP_SESSION 0x5e55100000000001ull /* both sides' open() */
 
 enum { PP_ENC, PP_LANG };
 

@@ -329,6 +329,227 @@ test_attach_group(void)
 	       1, "gateway.attach.path: too long (at most 107 characters)");
 }
 
+/* Numbers are range-checked at their full width: libconfig itself would
+ * narrow a literal beyond 32 bits without a word (99999999999999999999
+ * read as -1, 0x100000010 as 16). */
+static void
+test_wide_numbers(void)
+{
+	expect(edit("capacity_tokens = 65536;",
+		    "capacity_tokens = 99999999999999999999; #<\n"), 1,
+	       "gateway.pool.capacity_tokens: integer out of range (more than 64 bits): 99999999999999999999");
+	expect(edit("capacity_tokens = 65536;",
+		    "capacity_tokens = -99999999999999999999; #<\n"), 1,
+	       "gateway.pool.capacity_tokens: integer out of range");
+	expect(edit("capacity_tokens = 65536;",
+		    "capacity_tokens = 4294967296; #<\n"), 1,
+	       "gateway.pool.capacity_tokens: out of range 1..1073741824 (got 4294967296)");
+	expect(edit("  pool = {", "  limits = { max_rooms = 0x100000010; }; #<\n  pool = {"),
+	       1, "gateway.limits.max_rooms: out of range 1..65536 (got 4294967312)");
+	expect(edit("lcores = [1];", "lcores = [1]; udp_port = 0x100002503; #<\n"), 1,
+	       "ports[0].udp_port: out of range 1..65535 (got 4294976771)");
+	expect(edit("lcores = [1];", "lcores = [1]; udp_port = 0xFFFFFFFF; #<\n"), 1,
+	       "ports[0].udp_port: out of range 1..65535 (got 4294967295)");
+	expect(edit("lcores = [1];", "lcores = [0x100000001]; #<\n"), 1,
+	       "ports[0].lcores[0]: out of range 0..1023 (got 4294967297)");
+	expect(edit("lcores = [1];", "lcores = [1]; peers = ( ); neighbours = ( { address = \"10.0.0.9\"; mac = \"02:00:00:00:00:01\"; x = 0x1FFFFFFFFFFFFFFFF; } ); #<\n"), 1,
+	       "ports[0].neighbours[0].x: integer out of range (more than 64 bits)");
+	/* the same values written as 64-bit literals and in range: fine */
+	expect(edit("  pool = {", "  limits = { max_rooms = 0x10L; };\n  pool = {"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.max_rooms, 16);
+	/* each limit alone up to 65536; their product bounded */
+	expect(edit("  pool = {", "  limits = { max_rooms = 65536; };\n  pool = {"),
+	       0, "");
+	expect(edit("  pool = {", "  limits = { max_rooms = 65536; max_runs_per_room = 65536; }; #<\n  pool = {"),
+	       1, "gateway.limits: max_rooms x max_runs_per_room = 4294967296 block runs: more than 67108864");
+}
+
+/* Addresses a host cannot have, MACs that are no host's. */
+static void
+test_unusable_addresses(void)
+{
+	static const struct { const char *addr, *why; } port[] = {
+		{ "0.0.0.0/24", "0.0.0.0 is in 0.0.0.0/8" },
+		{ "10.0.0.0/24", "10.0.0.0 is the subnet's network address" },
+		{ "10.0.0.255/24", "10.0.0.255 is the subnet's broadcast address" },
+		{ "224.0.0.5/24", "224.0.0.5 is a multicast address" },
+		{ "255.255.255.255/32", "is the broadcast address" },
+	};
+	char to[128];
+
+	for (size_t i = 0; i < sizeof(port) / sizeof(port[0]); i++) {
+		snprintf(to, sizeof(to), "address = \"%s\"; #<\n", port[i].addr);
+		expect(edit("address = \"10.0.0.1/24\";", to), 1, port[i].why);
+	}
+	/* a /31 has no network or broadcast address */
+	expect(edit("address = \"10.0.0.1/24\";", "address = \"10.0.0.3/31\";"), 0, "");
+	expect(edit("address = \"10.0.0.2\";", "address = \"10.0.0.255\"; #<\n"), 1,
+	       "ports[0].peers[0].address: 10.0.0.255 is the subnet's broadcast address");
+	expect(edit("address = \"10.0.0.2\";", "address = \"10.0.0.0\"; #<\n"), 1,
+	       "ports[0].peers[0].address: 10.0.0.0 is the subnet's network address");
+	expect(edit("lcores = [1];", "lcores = [1]; neighbours = ( { address = \"10.0.0.9\"; mac = \"ff:ff:ff:ff:ff:ff\"; } ); #<\n"), 1,
+	       "ports[0].neighbours[0].mac: ff:ff:ff:ff:ff:ff is a broadcast MAC address");
+	expect(edit("lcores = [1];", "lcores = [1]; neighbours = ( { address = \"10.0.0.9\"; mac = \"01:00:5e:00:00:01\"; } ); #<\n"), 1,
+	       "ports[0].neighbours[0].mac: 01:00:5e:00:00:01 is a multicast MAC address");
+	expect(edit("lcores = [1];", "lcores = [1]; neighbours = ( { address = \"10.0.0.255\"; mac = \"02:00:00:00:00:01\"; } ); #<\n"), 1,
+	       "ports[0].neighbours[0].address: 10.0.0.255 is the subnet's broadcast address");
+}
+
+/* Two ports on one device name, or receiving into one pool file. */
+static void
+test_same_device_or_pool_file(void)
+{
+	char t[4096];
+	const char *two = second_port("p1", "net_ring0,nodeaction=x", "10.0.1.1/24", "2");
+
+	expect(two, 1, "ports[1].device: device already used by port 'p0'");
+	snprintf(t, sizeof(t), "%s", second_port("p1", "net_ring1", "10.0.1.1/24", "2"));
+	/* both ports' path "/x" */
+	memcpy(strstr(t, "path = \"/y\"") + 9, "x", 1);
+	/* an encode gateway maps its peers' files: two ports may name one */
+	expect(t, 0, "");
+	/* a language gateway creates them: each port its own */
+	snprintf(t, sizeof(t), "%s", second_port("p1", "net_ring1", "10.0.1.1/24", "2"));
+	memcpy(strstr(t, "path = \"/y\"") + 9, "x", 1);
+	{
+		char *r = strstr(t, "[\"encode\"]");
+		char tail[4096];
+
+		snprintf(tail, sizeof(tail), "%s", r + strlen("[\"encode\"]"));
+		snprintf(r, sizeof(t) - (size_t)(r - t), "[\"language\"]%s", tail);
+	}
+	expect(t, 1, "ports[1].payload.path: already port 'p0''s pool file");
+}
+
+static void
+write_in_tmp(const char *name, const char *text)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	write_file(path, text, strlen(text));
+}
+
+static void
+remove_in_tmp(const char *name)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	if (unlink(path) != 0)
+		rmdir(path);
+}
+
+/* Only regular files are read, at once: a FIFO or a directory as the
+ * configuration, the key file or an @include is a clear error, never a
+ * wait. A relative @include is found next to the including file. */
+static void
+test_input_files(void)
+{
+	char path[512], fifo[512], t[4096];
+	char cwd[512];
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo", tmpdir);
+	CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+	CU_ASSERT_EQUAL(egw_conf_load(fifo, &conf, &errs), -22);
+	CU_ASSERT_EQUAL(errs.total, 1);
+	CU_ASSERT(strstr(errs.msg[0], "fifo: cannot read: is a FIFO, not a regular file") != NULL);
+	CU_ASSERT_EQUAL(egw_conf_load(tmpdir, &conf, &errs), -22);
+	CU_ASSERT(strstr(errs.msg[0], "cannot read: is a directory") != NULL);
+	/* the key file */
+	snprintf(t, sizeof(t), "key_file = \"%s\"; #<\n", fifo);
+	expect(edit("key_file = \"KEY\";", t), 1,
+	       "gateway.key_file: cannot read key file");
+	CU_ASSERT(strstr(errs.msg[0], "is a FIFO, not a regular file") != NULL);
+	snprintf(t, sizeof(t), "key_file = \"%s\"; #<\n", tmpdir);
+	expect(edit("key_file = \"KEY\";", t), 1, "is a directory, not a regular file");
+	/* @include of a FIFO: where the directive is */
+	expect(edit("  pool = {", "@include \"fifo\" #<\n  pool = {"), 1,
+	       "@include \"");
+	CU_ASSERT(strstr(errs.msg[0], "fifo\": cannot read: is a FIFO") != NULL);
+	/* relative to the configuration's directory, not the working one */
+	write_in_tmp("pool.inc", "# the pool, kept apart\n"
+		     "pool = { capacity_tokens = 32768; hidden_size = 32; };\n");
+	CU_ASSERT_FATAL(getcwd(cwd, sizeof(cwd)) != NULL);
+	CU_ASSERT_FATAL(chdir("/") == 0);
+	expect(edit("  pool = { capacity_tokens = 65536; hidden_size = 64; };\n",
+		    "@include \"pool.inc\"\n"), 0, "");
+	CU_ASSERT_EQUAL(conf.geom.capacity_tokens, 32768);
+	CU_ASSERT_EQUAL(conf.geom.hidden_size, 32);
+	/* an error inside the included file names that file and its line */
+	write_in_tmp("pool.inc", "# the pool, kept apart\n\n"
+		     "pool = { capacity_tokens = 32768; hidden_size = 0; };\n");
+	expect(edit("  pool = { capacity_tokens = 65536; hidden_size = 64; };\n",
+		    "@include \"pool.inc\"\n"), 1, "");
+	snprintf(path, sizeof(path), "%s/pool.inc:3: gateway.pool.hidden_size: out of range", tmpdir);
+	CU_ASSERT(strncmp(errs.msg[0], path, strlen(path)) == 0);
+	if (strncmp(errs.msg[0], path, strlen(path)) != 0)
+		printf("\n  got: %s", errs.msg[0]);
+	/* and the lines after the include are the configuration's own */
+	expect(edit("  pool = { capacity_tokens = 65536; hidden_size = 64; };\n",
+		    "@include \"pool.inc\"\n  colour = 1; #<\n"), 2,
+	       "gateway.colour: unknown setting");
+	CU_ASSERT_FATAL(chdir(cwd) == 0);
+	remove_in_tmp("pool.inc");
+	remove_in_tmp("fifo");
+}
+
+/* Large inputs are read in time linear in their size: a 6 MB
+ * configuration (a 4 MB comment line, a 1 MB blank run, a 1 MB block
+ * comment) loads, with the values it sets; a group with more settings
+ * than any group has is refused at the first one too many; more than
+ * 16 MiB is refused before it is read. */
+static void
+test_large_inputs(void)
+{
+	const size_t mb = 1u << 20;
+	size_t len = strlen(base) + 6 * mb + 64, n = 0;
+	char *big = malloc(len + 32 * mb), *p;
+	char path[512];
+
+	CU_ASSERT_FATAL(big != NULL);
+	big[n++] = '#';
+	memset(big + n, 'c', 4 * mb);
+	n += 4 * mb;
+	big[n++] = '\n';
+	memset(big + n, ' ', mb);
+	n += mb;
+	memcpy(big + n, "/*", 2);
+	memset(big + n + 2, 'x', mb);
+	memcpy(big + n + 2 + mb, "*/\n", 3);
+	n += mb + 5;
+	/* the base, its key made absolute */
+	p = strstr(base, "KEY");
+	n += (size_t)sprintf(big + n, "%.*s%s/test.key%s", (int)(p - base),
+			     base, tmpdir, p + 3);
+	snprintf(path, sizeof(path), "%s/big.cfg", tmpdir);
+	write_file(path, big, n);
+	CU_ASSERT_EQUAL(egw_conf_load(path, &conf, &errs), 0);
+	for (unsigned e = 0; e < errs.stored; e++)
+		printf("\n  %s", errs.msg[e]);
+	CU_ASSERT_EQUAL(conf.geom.capacity_tokens, 65536);
+	CU_ASSERT_STRING_EQUAL(conf.ports[0].peers[0].name, "e");
+
+	/* 100000 settings in one group */
+	n = (size_t)sprintf(big, "gateway = {\n");
+	for (int i = 0; i < 100000; i++)
+		n += (size_t)sprintf(big + n, "k%d = %d;\n", i, i);
+	n += (size_t)sprintf(big + n, "};\n");
+	write_file(path, big, n);
+	CU_ASSERT_EQUAL(egw_conf_load(path, &conf, &errs), -22);
+	snprintf(big, 600, "%s:258: gateway.k256: more than 256 settings in one group", path);
+	CU_ASSERT_STRING_EQUAL(errs.msg[0], big);
+
+	/* 17 MiB */
+	memset(big, '\n', 17 * mb);
+	write_file(path, big, 17 * mb);
+	CU_ASSERT_EQUAL(egw_conf_load(path, &conf, &errs), -22);
+	CU_ASSERT(strstr(errs.msg[0], "too large: 17825792 bytes") != NULL);
+	unlink(path);
+	free(big);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -343,6 +564,11 @@ main(int argc, char **argv)
 		{ "missing_and_cross_checks", test_missing_and_cross_checks },
 		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
 		{ "attach_group", test_attach_group },
+		{ "wide_numbers", test_wide_numbers },
+		{ "unusable_addresses", test_unusable_addresses },
+		{ "same_device_or_pool_file", test_same_device_or_pool_file },
+		{ "input_files", test_input_files },
+		{ "large_inputs", test_large_inputs },
 		{ NULL, NULL },
 	};
 	char key[512];

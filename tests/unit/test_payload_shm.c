@@ -4,27 +4,42 @@
  * pool file, both in this process. Writes land where the REGISTER says
  * and nowhere else; a batch fails whole when a write is outside the
  * peer's regions or the peer is not connected; a full completion ring and
- * an unknown peer are errors of post() itself; the pool file is checked
- * against the regions the peer claims and removed on close.
+ * an unknown peer are errors of post() itself. The pool file: its header
+ * by value, created only where nothing else is (a stopped gateway's file
+ * is replaced by a new inode), reserved whole, checked by the sender
+ * against the REGISTER, removed on close only while it is ours.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cu_main.h"
 
 #include "payload_pair.h"
 
-static char path[64];
+static char path[96];
 static struct pp_pair pp;
+
+static void
+open_pair_at(const char *suffix)
+{
+	pp_close(&pp); /* what a failed test left open */
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld%s", (long)getpid(),
+		 suffix);
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_shm_ops, path) == 0);
+}
 
 static void
 open_pair(void)
 {
-	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
-	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_shm_ops, path) == 0);
+	open_pair_at("");
 }
 
 static uint32_t
@@ -160,19 +175,288 @@ test_post_errors(void)
 	pp_close(&pp);
 }
 
+static uint64_t
+be(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t
+file_ino(const char *f)
+{
+	struct stat st;
+
+	return lstat(f, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static size_t
+data_bytes(void)
+{
+	return egw_geom_mem_bytes(&pp.side[PP_LANG].conf.geom);
+}
+
+/* The pool file as doc/protocol.md lays it out: a 4096-byte big-endian
+ * header, then the regions; mode 0600; the whole size allocated. */
+static void
+test_header_fields(void)
+{
+	uint8_t h[4096];
+	struct stat st;
+	int fd;
+
+	open_pair();
+	fd = open(path, O_RDONLY);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	CU_ASSERT_FATAL(fstat(fd, &st) == 0);
+	close(fd);
+	CU_ASSERT(memcmp(h, "EGWP", 4) == 0);
+	CU_ASSERT_EQUAL(be(h + 4, 2), 1);         /* format */
+	CU_ASSERT_EQUAL(be(h + 6, 2), 0);
+	CU_ASSERT_EQUAL(be(h + 8, 8), PP_SESSION);
+	CU_ASSERT_EQUAL(be(h + 16, 8), 4096 + data_bytes());
+	CU_ASSERT_EQUAL(be(h + 16, 8), (uint64_t)st.st_size);
+	CU_ASSERT_EQUAL(be(h + 24, 8), 4096);     /* data_offset */
+	CU_ASSERT_EQUAL(be(h + 32, 4), PP_BLOCK_TOKENS);
+	CU_ASSERT_EQUAL(be(h + 36, 4), PP_BLOCKS);
+	CU_ASSERT_EQUAL(be(h + 40, 4), 64);       /* hidden_size */
+	CU_ASSERT_EQUAL(be(h + 44, 4), 2);        /* dtype_bytes */
+	CU_ASSERT_EQUAL(be(h + 48, 4), pp.side[PP_LANG].conf.geom.aux_bytes);
+	CU_ASSERT_EQUAL(be(h + 52, 4), (uint64_t)getpid());
+	for (size_t i = 56; i < sizeof(h); i++)
+		if (h[i] != 0) {
+			CU_FAIL("reserved header byte not 0");
+			break;
+		}
+	CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
+	/* reserved, not sparse: a full filesystem fails here, not later */
+	CU_ASSERT((uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size);
+	pp_close(&pp);
+}
+
+/* The language side's driver opened alone, as a second gateway would. */
+static int
+open_lang(struct egw_payload **drv, struct egw_pool **pool)
+{
+	static struct egw_conf c;
+
+	pp_conf(&c, EGW_ROLE_LANGUAGE, EGW_PAYLOAD_SHM, path);
+	return egw_payload_shm_ops.open(&c, &c.ports[0], PP_SESSION + 1, drv,
+					pool);
+}
+
+static void
+write_file(const char *f, const void *buf, size_t len)
+{
+	int fd = open(f, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_FATAL(write(fd, buf, len) == (ssize_t)len);
+	close(fd);
+}
+
+/* A stranger's file at the path: the start is refused, the file keeps
+ * its inode and its bytes. */
+static void
+test_refuses_a_strangers_file(void)
+{
+	static const char text[] = "somebody's data, not a pool";
+	char buf[64] = { 0 };
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool;
+	uint64_t ino;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	write_file(path, text, sizeof(text));
+	ino = file_ino(path);
+	CU_ASSERT_EQUAL(open_lang(&drv, &pool), -EEXIST);
+	CU_ASSERT_EQUAL(file_ino(path), ino);
+	fd = open(path, O_RDONLY);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(read(fd, buf, sizeof(buf)), (ssize_t)sizeof(text));
+	close(fd);
+	CU_ASSERT_STRING_EQUAL(buf, text);
+	unlink(path);
+}
+
+/* A directory, a FIFO, a device node, a symbolic link (even to a pool
+ * file): refused at once (a FIFO must not block the start), untouched. */
+static void
+test_refuses_what_is_not_a_regular_file(void)
+{
+	char target[96];
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	CU_ASSERT_FATAL(mkdir(path, 0700) == 0);
+	CU_ASSERT_EQUAL(open_lang(&drv, &pool), -EEXIST);
+	CU_ASSERT(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+	CU_ASSERT(rmdir(path) == 0);
+
+	CU_ASSERT_FATAL(mkfifo(path, 0600) == 0);
+	CU_ASSERT_EQUAL(open_lang(&drv, &pool), -EEXIST);
+	CU_ASSERT(stat(path, &st) == 0 && S_ISFIFO(st.st_mode));
+	CU_ASSERT(unlink(path) == 0);
+
+	/* the node of /dev/null; creating one needs CAP_MKNOD */
+	if (mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+		CU_ASSERT_EQUAL(open_lang(&drv, &pool), -EEXIST);
+		CU_ASSERT(stat(path, &st) == 0 && S_ISCHR(st.st_mode));
+		CU_ASSERT(unlink(path) == 0);
+	} else {
+		printf("(device node case skipped: %s) ", strerror(errno));
+	}
+
+	/* a symbolic link to a stopped gateway's pool file */
+	open_pair_at(".target");
+	snprintf(target, sizeof(target), "%s", path);
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	CU_ASSERT_FATAL(symlink(target, path) == 0);
+	CU_ASSERT_EQUAL(open_lang(&drv, &pool), -EEXIST);
+	CU_ASSERT(lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+	CU_ASSERT(access(target, F_OK) == 0);
+	unlink(path);
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld.target",
+		 (long)getpid());
+	pp_close(&pp);
+}
+
+/* A file with our header whose lock is free (its gateway was killed):
+ * unlinked and created anew - a new inode, the old one's bytes unchanged
+ * for whoever still maps it. */
+static void
+test_takes_over_a_dead_owners_file(void)
+{
+	uint8_t h[8192] = { 'E', 'G', 'W', 'P', 0, 1 };
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool;
+	uint8_t old[8192];
+	uint64_t ino;
+	int fd;
+
+	memset(h + 4096, 0xcc, 4096);
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	write_file(path, h, sizeof(h));
+	ino = file_ino(path);
+	fd = open(path, O_RDONLY); /* keeps the old inode alive */
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_FATAL(open_lang(&drv, &pool) == 0);
+	CU_ASSERT(file_ino(path) != ino);
+	CU_ASSERT_EQUAL(pread(fd, old, sizeof(old), 0), (ssize_t)sizeof(old));
+	CU_ASSERT(memcmp(old, h, sizeof(h)) == 0);
+	close(fd);
+	egw_payload_shm_ops.close(drv);
+	CU_ASSERT(access(path, F_OK) != 0);
+}
+
+/* A live gateway's pool file (its lock held): a second gateway with the
+ * same path is refused and the first keeps its file, whole. */
+static void
+test_refuses_a_live_gateways_file(void)
+{
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool;
+	struct stat before, after;
+
+	open_pair();
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+	CU_ASSERT_FATAL(stat(path, &before) == 0);
+	CU_ASSERT_EQUAL(open_lang(&drv, &pool), -EBUSY);
+	CU_ASSERT_FATAL(stat(path, &after) == 0);
+	CU_ASSERT_EQUAL(after.st_ino, before.st_ino);
+	CU_ASSERT_EQUAL(after.st_size, before.st_size);
+	/* and it still works */
+	{
+		struct egw_write w = pp_emb(&pp, 1, 2, 4);
+		struct egw_payload_cpl c[2];
+
+		pp_fill(&pp, 1, 77);
+		CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 1) == 0);
+		CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+		CU_ASSERT(c[0].ok);
+		CU_ASSERT(pp_landed(&pp, 2, 77, 4));
+	}
+	pp_close(&pp);
+}
+
+/* A pool larger than the file may grow (RLIMIT_FSIZE stands in for a
+ * full filesystem): refused at start, and the file it created is gone. */
+static void
+test_no_room_is_a_start_error(void)
+{
+	struct rlimit old, lim;
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool;
+	int rc;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	CU_ASSERT_FATAL(getrlimit(RLIMIT_FSIZE, &old) == 0);
+	lim = old;
+	lim.rlim_cur = 8192;
+	signal(SIGXFSZ, SIG_IGN);
+	CU_ASSERT_FATAL(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	rc = open_lang(&drv, &pool);
+	setrlimit(RLIMIT_FSIZE, &old);
+	CU_ASSERT_EQUAL(rc, -EFBIG);
+	CU_ASSERT(access(path, F_OK) != 0);
+}
+
+/* The sending side checks the peer's file against its REGISTER: another
+ * session, another geometry, regions outside the file, a file that is
+ * not a pool: refused, and nothing is written to the peer afterwards. */
 static void
 test_connect_checks_file(void)
 {
 	struct egw_register r;
+	struct egw_write w;
+	struct egw_payload_cpl c[2];
+	uint64_t file_bytes;
 
 	open_pair();
-	pp_register(&pp, PP_LANG, &r);
-	r.pool_blocks = 2 * PP_BLOCKS; /* more than the file holds */
-	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ERANGE);
+	file_bytes = 4096 + data_bytes();
 	pp_register(&pp, PP_LANG, &r);
 	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, EGW_CONF_MAX_PEERS,
 					&r), -EINVAL);
 	CU_ASSERT(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r) == 0);
+	r.session = PP_SESSION + 1;     /* another incarnation */
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ESTALE);
+	/* the failed connect dropped the old mapping: nothing is written */
+	w = pp_emb(&pp, 0, 0, 1);
+	CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 5) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(!c[0].ok);
+	pp_register(&pp, PP_LANG, &r);
+	r.pool_blocks = 2 * PP_BLOCKS;  /* more than the file holds */
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EINVAL);
+	pp_register(&pp, PP_LANG, &r);
+	r.hidden_size = 128;
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EINVAL);
+	pp_register(&pp, PP_LANG, &r);
+	r.region[EGW_KIND_EMB].addr = file_bytes - 64;  /* runs past the end */
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ERANGE);
+	pp_register(&pp, PP_LANG, &r);
+	r.region[EGW_KIND_EMB].addr = 0;                /* over the header */
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ERANGE);
+	pp_register(&pp, PP_LANG, &r);
+	pp_close(&pp);
+	/* the peer's file named by its shm_path: none, then no pool */
+	open_pair();
+	pp_register(&pp, PP_LANG, &r);
+	snprintf(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
+		 sizeof(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path),
+		 "%s.other", path);
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ENOENT);
+	write_file(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
+		   "not a pool", 10);
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EBADMSG);
+	unlink(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path);
 	pp_close(&pp);
 }
 
@@ -185,9 +469,27 @@ test_close_removes_pool_file(void)
 	CU_ASSERT(access(path, F_OK) != 0);
 }
 
+/* At exit the path is unlinked only while it names our file: a file an
+ * operator put there since stays. */
+static void
+test_close_leaves_a_replaced_file(void)
+{
+	char other[112];
+	uint64_t ino;
+
+	open_pair();
+	snprintf(other, sizeof(other), "%s.new", path);
+	write_file(other, "x", 1);
+	CU_ASSERT_FATAL(rename(other, path) == 0);
+	ino = file_ino(path);
+	pp_close(&pp);
+	CU_ASSERT_EQUAL(file_ino(path), ino);
+	unlink(path);
+}
+
 /* Both sides' pools can be mapped through pool_fd (local engines do):
- * the same bytes as the pool; the sending side's is a memfd sealed so
- * that no holder of the fd can shrink it under the gateway. */
+ * the same bytes as the pool at the offset it names; the sending side's
+ * is a memfd sealed so that no holder of the fd can shrink it. */
 static void
 test_pool_fd_maps_the_pool(void)
 {
@@ -195,20 +497,29 @@ test_pool_fd_maps_the_pool(void)
 	for (int side = PP_ENC; side <= PP_LANG; side++) {
 		struct egw_pool *pool = pp.side[side].pool;
 		size_t bytes = egw_geom_mem_bytes(egw_pool_geom(pool));
-		int fd = pp.ops->pool_fd(pp.side[side].drv);
+		uint64_t off, fd_bytes;
+		int fd = pp.ops->pool_fd(pp.side[side].drv, &off, &fd_bytes);
 		uint8_t *m;
 
 		CU_ASSERT_FATAL(fd >= 0);
-		m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CU_ASSERT_EQUAL(off, side == PP_LANG ? 4096 : 0);
+		CU_ASSERT_FATAL(off + bytes <= fd_bytes);
+		m = mmap(NULL, fd_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		CU_ASSERT_FATAL(m != MAP_FAILED);
-		m[bytes - 1] = 0x5a;
+		m[off + bytes - 1] = 0x5a;
 		CU_ASSERT_EQUAL(((uint8_t *)egw_pool_mem(pool))[bytes - 1], 0x5a);
 		((uint8_t *)egw_pool_mem(pool))[0] = 0xa5;
-		CU_ASSERT_EQUAL(m[0], 0xa5);
-		munmap(m, bytes);
+		CU_ASSERT_EQUAL(m[off], 0xa5);
+		munmap(m, fd_bytes);
 	}
-	CU_ASSERT_EQUAL(ftruncate(pp.ops->pool_fd(pp.side[PP_ENC].drv), 4096), -1);
-	CU_ASSERT_EQUAL(errno, EPERM);
+	{
+		uint64_t off, fd_bytes;
+
+		CU_ASSERT_EQUAL(ftruncate(pp.ops->pool_fd(pp.side[PP_ENC].drv,
+							  &off, &fd_bytes), 4096),
+				-1);
+		CU_ASSERT_EQUAL(errno, EPERM);
+	}
 	pp_close(&pp);
 }
 
@@ -223,9 +534,22 @@ main(void)
 		  test_unconnected_peer_fails_batch },
 		{ "unknown peer -EINVAL, full ring -ENOBUFS", test_post_errors },
 		{ "disconnect unmaps the peer's pool", test_disconnect_unmaps },
-		{ "connect checks the pool file against the regions",
+		{ "the pool file's header, by value", test_header_fields },
+		{ "a stranger's file at the path: refused, untouched",
+		  test_refuses_a_strangers_file },
+		{ "a directory, FIFO, device, symlink: refused, untouched",
+		  test_refuses_what_is_not_a_regular_file },
+		{ "a dead owner's file: taken over, a new inode",
+		  test_takes_over_a_dead_owners_file },
+		{ "a live gateway's file: refused, it keeps working",
+		  test_refuses_a_live_gateways_file },
+		{ "no room for the pool: a start error, no file left",
+		  test_no_room_is_a_start_error },
+		{ "connect checks session, geometry, regions of the file",
 		  test_connect_checks_file },
 		{ "close removes the pool file", test_close_removes_pool_file },
+		{ "close leaves a file that replaced ours",
+		  test_close_leaves_a_replaced_file },
 		{ "pool_fd maps the pool; the sending side's cannot shrink",
 		  test_pool_fd_maps_the_pool },
 		{ NULL, NULL },

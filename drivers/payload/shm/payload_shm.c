@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * shm payload driver: both gateways on one host. The receiving side's pool
- * lives in a shared-memory file (the port's payload.path); the sending side
- * maps that file when the peer registers and a write is a memcpy. Every
+ * lives in a shared-memory file it owns (the port's payload.path; layout
+ * and ownership in shm_pool_file.c); the sending side checks that file's
+ * header against the peer's REGISTER, maps it, and a write is a memcpy. Every
  * write is checked against the region the peer registered, exactly the
  * bounds an rkey would enforce, so a bad block number can never touch
  * memory outside the peer's pool. Completions are immediate but reported
@@ -18,20 +19,24 @@
 #include <unistd.h>
 
 #include "egw_payload.h"
+#include "shm_pool_file.h"
 
 struct shm_peer {
-	uint8_t *map;
+	uint8_t *map;           /* the peer file's data part, from data_offset */
 	size_t len;
+	uint64_t data_offset;   /* file offset of map[0] */
 	struct egw_register reg;
 };
 
 struct egw_payload {
 	char path[EGW_CONF_PATH_LEN];
 	const struct egw_conf_port *port; /* peers' own pool files */
-	bool owns_file;
-	uint8_t *mem;
+	struct shm_file file;   /* the receiving side's pool file */
+	uint8_t *mem;           /* the pool's memory */
 	size_t mem_len;
 	int fd;                 /* the pool's memory: the file, or a memfd */
+	uint64_t fd_offset;     /* where mem lies in fd */
+	uint64_t fd_bytes;      /* what a local engine maps of fd */
 	struct egw_pool_mem own; /* the sending side's memory */
 	struct egw_pool *pool;
 	struct shm_peer peers[EGW_CONF_MAX_PEERS];
@@ -41,6 +46,33 @@ struct egw_payload {
 
 static void shm_close(struct egw_payload *p);
 
+/* We receive: our pool is the shared file peers write into. */
+static int
+open_file(struct egw_payload *p, const struct egw_conf *c, uint64_t session,
+	  size_t need)
+{
+	struct shm_file_hdr h = {
+		.session = session,
+		.block_tokens = c->geom.block_tokens,
+		.pool_blocks = c->geom.block_tokens == 0 ? 0 :
+			       c->geom.capacity_tokens / c->geom.block_tokens,
+		.hidden_size = c->geom.hidden_size,
+		.dtype_bytes = c->geom.dtype_bytes,
+		.aux_bytes = c->geom.aux_bytes,
+	};
+	int rc = shm_file_create(p->path, &h, need, &p->file);
+
+	if (rc != 0)
+		return rc;
+	p->mem = p->file.map + SHM_FILE_HDR;
+	p->mem_len = need;
+	/* local engines map the whole file through it */
+	p->fd = p->file.fd;
+	p->fd_offset = SHM_FILE_HDR;
+	p->fd_bytes = p->file.bytes;
+	return 0;
+}
+
 static int
 shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 	  uint64_t session, struct egw_payload **out, struct egw_pool **pool)
@@ -49,36 +81,18 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 	size_t need = egw_geom_mem_bytes(&c->geom);
 	int rc;
 
-	(void)session;
 	if (p == NULL)
 		return -ENOMEM;
 	p->fd = -1;
 	p->own.fd = -1;
+	p->file.fd = -1;
 	snprintf(p->path, sizeof(p->path), "%s", port->payload.path);
 	p->port = port;
 	/* bounded by what the engines can have in flight */
 	rc = egw_payload_ring_init(&p->ring, c->max_rooms * EGW_XFER_MAX_RANKS *
 					     EGW_XFER_PIPE);
 	if (rc == 0 && (c->roles & EGW_ROLE_LANGUAGE)) {
-		/* we receive: our pool is the shared file peers write into */
-		int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-
-		if (fd >= 0)
-			p->owns_file = true; /* shm_close unlinks it */
-		if (fd < 0 || ftruncate(fd, (off_t)need) != 0) {
-			rc = -errno;
-		} else {
-			p->mem = mmap(NULL, need, PROT_READ | PROT_WRITE,
-				      MAP_SHARED, fd, 0);
-			if (p->mem == MAP_FAILED) {
-				rc = -errno;
-				p->mem = NULL;
-			} else {
-				p->mem_len = need;
-			}
-		}
-		/* kept: local engines map the pool through it */
-		p->fd = fd;
+		rc = open_file(p, c, session, need);
 	} else if (rc == 0) {
 		/* we send: our pool is memory local engines can map */
 		rc = egw_payload_pool_mem("embgw-pool", need, &p->own);
@@ -86,6 +100,7 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 			p->mem = p->own.mem;
 			p->mem_len = need;
 			p->fd = p->own.fd;
+			p->fd_bytes = p->own.bytes;
 		}
 	}
 	if (rc == 0)
@@ -105,52 +120,52 @@ shm_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 {
 	memset(gid, 0, 16);
 	*qpn = 0;
-	/* shm addresses are offsets into the shared file */
-	egw_payload_regions(p->pool, (uint64_t)(uintptr_t)egw_pool_mem(p->pool),
-			    0, r);
+	/* shm addresses are offsets into the shared file (its header
+	 * first, then the pool) */
+	egw_payload_regions(p->pool, (uint64_t)(uintptr_t)egw_pool_mem(p->pool) -
+			    p->fd_offset, 0, r);
 }
 
+static void
+unmap_peer(struct shm_peer *sp)
+{
+	if (sp->map != NULL)
+		munmap(sp->map, sp->len);
+	sp->map = NULL;
+	sp->len = 0;
+}
+
+/* A receiving peer registered: check its pool file's header against the
+ * REGISTER (doc/protocol.md, "The shm pool file") and map the file's data
+ * part; writes are bounds-checked against the regions on every post. */
 static int
 shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 {
+	struct shm_file_hdr h;
 	struct shm_peer *sp;
-	struct stat st;
 	int fd;
 
 	if (peer >= EGW_CONF_MAX_PEERS)
 		return -EINVAL;
 	sp = &p->peers[peer];
-	if (sp->map != NULL) {
-		munmap(sp->map, sp->len);
-		sp->map = NULL;
-	}
+	unmap_peer(sp); /* whatever happens, never the old incarnation's */
 	if (!(r->roles & EGW_ROLE_LANGUAGE))
 		return 0; /* we never write to it */
 	/* several receiving peers on one port: each names its own file */
-	fd = open(peer < p->port->npeers && p->port->peers[peer].shm_path[0] ?
-		  p->port->peers[peer].shm_path : p->path, O_RDWR);
+	fd = shm_file_open_peer(peer < p->port->npeers &&
+				p->port->peers[peer].shm_path[0] ?
+				p->port->peers[peer].shm_path : p->path, r, &h);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0) {
-		close(fd);
-		return -errno;
-	}
-	/* the file must hold every region the peer claims */
-	for (int k = 0; k < EGW_KIND_MAX; k++)
-		if (r->region[k].unit_bytes != 0 &&
-		    r->region[k].addr + egw_payload_region_len(r, (unsigned)k) >
-		    (uint64_t)st.st_size) {
-			close(fd);
-			return -ERANGE;
-		}
-	sp->map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED, fd, 0);
+		return fd;
+	sp->len = (size_t)(h.file_bytes - h.data_offset);
+	sp->map = mmap(NULL, sp->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       (off_t)h.data_offset);
 	close(fd);
 	if (sp->map == MAP_FAILED) {
 		sp->map = NULL;
 		return -errno;
 	}
-	sp->len = (size_t)st.st_size;
+	sp->data_offset = h.data_offset;
 	sp->reg = *r;
 	return 0;
 }
@@ -158,15 +173,9 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 static void
 shm_disconnect(struct egw_payload *p, uint32_t peer)
 {
-	struct shm_peer *sp;
-
 	if (peer >= EGW_CONF_MAX_PEERS)
 		return;
-	sp = &p->peers[peer];
-	if (sp->map != NULL)
-		munmap(sp->map, sp->len);
-	sp->map = NULL;
-	sp->len = 0;
+	unmap_peer(&p->peers[peer]);
 }
 
 static bool
@@ -178,8 +187,9 @@ one_write(struct egw_payload *p, const struct shm_peer *sp,
 
 	if (off < 0)
 		return false;
-	memcpy(sp->map + sp->reg.region[w->kind].addr + (uint64_t)off, src,
-	       w->bytes);
+	/* regions lie in [data_offset, file_bytes): checked at connect */
+	memcpy(sp->map + (sp->reg.region[w->kind].addr - sp->data_offset) +
+	       (uint64_t)off, src, w->bytes);
 	return true;
 }
 
@@ -228,26 +238,19 @@ shm_close(struct egw_payload *p)
 	if (p == NULL)
 		return;
 	for (int i = 0; i < EGW_CONF_MAX_PEERS; i++)
-		if (p->peers[i].map != NULL)
-			munmap(p->peers[i].map, p->peers[i].len);
+		unmap_peer(&p->peers[i]);
 	egw_pool_destroy(p->pool);
-	if (p->own.fd >= 0) {
-		egw_payload_pool_mem_free(&p->own);
-	} else {
-		if (p->mem != NULL)
-			munmap(p->mem, p->mem_len);
-		if (p->fd >= 0)
-			close(p->fd);
-	}
-	if (p->owns_file)
-		unlink(p->path);
+	egw_payload_pool_mem_free(&p->own);
+	shm_file_remove(p->path, &p->file);
 	free(p->ring.c);
 	free(p);
 }
 
 static int
-shm_pool_fd(const struct egw_payload *p)
+shm_pool_fd(const struct egw_payload *p, uint64_t *offset, uint64_t *bytes)
 {
+	*offset = p->fd_offset;
+	*bytes = p->fd_bytes;
 	return p->fd >= 0 ? p->fd : -ENODEV;
 }
 

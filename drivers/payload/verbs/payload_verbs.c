@@ -69,17 +69,7 @@ struct egw_payload {
 	struct verbs_flight fl;  /* batches in flight, completions, stats */
 };
 
-static void __attribute__((format(printf, 1, 2)))
-verr(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("embgw: verbs: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
+#define verr(...) egw_payload_log("verbs", __VA_ARGS__)
 
 static uint16_t
 mtu_bytes(enum ibv_mtu m)
@@ -536,8 +526,10 @@ verbs_stats(const struct egw_payload *p, struct egw_payload_stats *st)
 }
 
 static int
-verbs_pool_fd(const struct egw_payload *p)
+verbs_pool_fd(const struct egw_payload *p, uint64_t *offset, uint64_t *bytes)
 {
+	*offset = 0;
+	*bytes = p->own.bytes;
 	return p->own.fd >= 0 ? p->own.fd : -ENODEV;
 }
 
