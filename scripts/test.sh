@@ -93,7 +93,7 @@ fi
 # an expected failure (a known gateway finding) is counted as skipped
 skipped=0
 if tests/conformance/run.sh build >/tmp/embgw-conf.log 2>&1; then :; fi
-grep -E "^(PASS|FAIL|XFAIL|selftest)" /tmp/embgw-conf.log | sed 's/^/[conformance] /'
+grep -E "^(PASS|FAIL|XFAIL|XPASS|selftest)" /tmp/embgw-conf.log | sed 's/^/[conformance] /'
 cf=$(sed -nE 's/^conformance: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) expected failures$/\1 \2 \3/p' /tmp/embgw-conf.log)
 if [ -z "$cf" ]; then
 	tail -30 /tmp/embgw-conf.log

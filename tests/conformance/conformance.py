@@ -51,7 +51,7 @@ def main(argv):
             dt = time.monotonic() - t0
             finding, sign = XFAIL.get(name, (None, None))
             if ok and finding:
-                failed += 1
+                passed += 1
                 print("XPASS %s (%.1fs): %s - the finding '%s' is fixed: remove its XFAIL entry "
                       "(tests/conformance/harness.py)" % (name, dt, msg, finding), flush=True)
             elif ok:
