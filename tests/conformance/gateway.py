@@ -60,7 +60,7 @@ class Gateway:
     """One embgw process of ours (its PID), started in this namespace."""
     count = 0
 
-    def __init__(self, build, tmp, side, args=(), secs=120, name=None):
+    def __init__(self, build, tmp, side, args=(), secs=400, name=None):
         Gateway.count += 1
         self.side = side
         self.name = name or "%s%d" % (side, Gateway.count)
@@ -83,7 +83,7 @@ class Gateway:
                                      stderr=subprocess.STDOUT)
         self.report_lines = None
 
-    def wait_tap(self, peer_addr, extra=(), timeout=20):
+    def wait_tap(self, peer_addr, extra=(), timeout=60):
         """The tap interface is up with our (the peer's) address."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
