@@ -499,3 +499,23 @@ def c_pool_header(ctx):
         return "%d corrupted headers refused with UNREACHABLE, each mended and registered" % len(corruptions)
     finally:
         env.close()
+
+
+@check("c-never-answered", "an ERROR about a REGISTER is taken (counted, unanswered); an ERROR about a room, sent to an encode-only gateway, is a room message for a role it does not have (ROLE, unanswered); an ABORT ACK is never answered")
+def c_never_answered(ctx):
+    env = lang_env(ctx)
+    env.finer = {}
+    c = Craft(env)
+    problems = []
+    err = c.msg(wire.ERROR, wire.error_body(wire.REGISTER, wire.ERR["GEOMETRY"]))
+    drops, _, answers = observe(env, c.send(err))
+    if drops or answers:
+        problems.append("ERROR about a REGISTER: drops %r answers %r" % (drops, answers))
+    problems.append(refused(env, "ERROR about a room (ROLE)", c.send(
+        c.room_msg(wire.ERROR, wire.error_body(wire.INIT, wire.ERR["BUSY"]))), ROLE))
+    problems.append(refused(env, "ABORT ACK from the language side (ROLE)", c.send(
+        c.room_msg(wire.ABORT, wire.abort_body(wire.ERR["ABORTED"]), flags=wire.F_ACK)), ANY))
+    problems = [x for x in problems if x]
+    expect(not problems, " | ".join(problems))
+    return "unanswered: ERROR(REGISTER) taken, ERROR about a room %r, ABORT ACK %r" % (
+        env.finer["ERROR about a room (ROLE)"][0], env.finer["ABORT ACK from the language side (ROLE)"][0])
