@@ -214,10 +214,26 @@ class Peer:
         end = time.monotonic() + deadline
         while time.monotonic() < end:
             if self.confirmed and self.adopted:
-                self.heartbeat_on = True
-                return True
+                break
             self.send_register()
             time.sleep(0.2)
+        else:
+            return False
+        # we may be confirmed before the peer is (its REGISTER with ADOPTED
+        # can come before it has our ADOPTED): an ACK with ADOPTED that
+        # answers a REGISTER of ours with ADOPTED says it has us too
+        while time.monotonic() < end:
+            mark = len(self.registers)
+            self.send_register()
+            step = time.monotonic() + 0.2
+            while time.monotonic() < step:
+                for m in self.registers[mark:]:
+                    if (m.type == wire.REGISTER and m.flags & wire.F_ACK and
+                            m.flags & wire.F_ADOPTED and m.session == self.adopted and
+                            wire.parse_register(m.body)["peer_session"] == self.session):
+                        self.heartbeat_on = True
+                        return True
+                time.sleep(0.01)
         return False
 
     def recv(self, timeout=1.0, pred=None):
