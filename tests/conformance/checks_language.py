@@ -252,3 +252,25 @@ def a_failed_report(ctx):
     expect(not problems, "; ".join(problems))
     return "Failed %s on both ranks, every field kept" % ", ".join(
         wire.ERR_NAME.get(r.error, str(r.error)) for r in rs)
+
+
+@check("a-peer-dead", "silence for longer than peer_dead_ms (5 s here): the gateway declares us dead and our rooms fail; registering again, a room is served")
+def a_peer_dead(ctx):
+    env = lang_env(ctx)
+    side, p = env.side, env.peer
+    d0, f0 = env.rooms("encode_peers_dead"), env.rooms("encode_rooms_failed")
+    rs = side.open(room_id(3000), 2, 1024, send=False)
+    side.ranks.pop((rs[1].room, 1))    # rank 1 never INITs: the room waits
+    side.send_window(rs[0], rs[0].windows[0])
+    expect(p.recv(ANSWER_S, lambda m: m.room == rs[0].room) is not None, "INIT unanswered")
+    p.heartbeat_on = False
+    end = time.monotonic() + 5 + 2 * ANSWER_S
+    while time.monotonic() < end and env.rooms("encode_peers_dead") == d0:
+        time.sleep(0.2)
+    d1, f1 = env.rooms("encode_peers_dead"), env.rooms("encode_rooms_failed")
+    side.release(rs[:1])
+    expect(d1 == d0 + 1 and f1 == f0 + 1, "after our silence: dead peers %d -> %d, rooms failed %d -> %d"
+           % (d0, d1, f0, f1))
+    expect(p.handshake(), "no registration after the silence")
+    transfer(env, [2000], 1024)
+    return "declared dead once, its waiting room failed; registered again, a room byte-exact"
