@@ -31,6 +31,7 @@
 #define GW_TICK_NS 100000ull          /* timers every 100 us */
 #define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
 #define GW_CLOSE_GRACE_NS 100000000ull /* before a device closes */
+#define GW_LINK_SETTLE_NS 10000000ull /* a link just up, before requests */
 
 extern volatile bool gw_force_quit;
 
@@ -56,6 +57,8 @@ struct gw_test_knobs {
 	uint32_t drop_pct, dup_pct, reorder_pct; /* 0..50 */
 	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams */
 	uint64_t qp_error_at;    /* verbs: a QP error after this batch */
+	uint64_t session;        /* --test-session: this session id, not a
+				  * random one (0: random) */
 	uint64_t rng;
 	struct rte_mbuf *held;   /* reorder: goes out after the next one */
 	uint8_t last_dgram[EGW_PROTO_MAX_LEN]; /* for replayed junk */
@@ -74,6 +77,7 @@ struct gw_flood {
 /* What arrives at and leaves the device, before any identity. */
 struct gw_dev_stats {
 	uint64_t rx_pkts, tx_pkts, tx_full;
+	uint64_t tx_link_down;   /* frames not sent: the link was down */
 	uint64_t arp_rx, arp_tx;
 	uint64_t drop_not_ipv4_udp, drop_bad_ip, drop_bad_udp, drop_not_ours;
 	/* worker CPU: cycles of loop iterations that did work (a burst in,
@@ -101,6 +105,9 @@ struct gw_dev {
 	struct gw_id *ids[GW_MAX_IDS];
 	uint16_t nids;
 	bool started;            /* the DPDK port is up (stop only then) */
+	bool link_up;            /* as last read (gw_dev_link_check) */
+	uint64_t next_link_check;
+	uint64_t link_settled_at; /* ARP requests wait until then */
 	struct gw_dev_stats st;
 };
 
@@ -145,6 +152,9 @@ struct gw_neigh *gw_id_neigh_find(struct gw_id *id, uint32_t ip);
 /* one rx burst, each frame handed to the identity it is addressed to */
 uint16_t gw_dev_rx_burst(struct gw_dev *d, uint64_t now);
 void gw_dev_flush(struct gw_dev *d);
+/* Read the link state now and then (every 10 ms while it is down, every
+ * 100 ms while up); nothing is sent while it is down. */
+void gw_dev_link_check(struct gw_dev *d, uint64_t now);
 /* a datagram from the identity's address to ip:port (the node's tx) */
 void gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
 		    const uint8_t *buf, size_t len);

@@ -236,7 +236,6 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	struct egw_node_ops ops;
 	uint8_t gid[16];
 	uint32_t qpn;
-	struct timespec ts;
 	int rc;
 
 	id->dev = d;
@@ -257,10 +256,12 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 			"binary\n", id->cfg->name);
 		return -ENOTSUP;
 	}
-	/* the session grows across restarts: wall-clock nanoseconds */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	id->session = (uint64_t)ts.tv_sec * 1000000000ull +
-		      (uint64_t)ts.tv_nsec + d->nids;
+	/* this incarnation: random, whatever the clock says (a test may
+	 * force it: --test-session, one more per identity) */
+	id->session = opt.knobs.session != 0 ?
+		      opt.knobs.session + d->nids - 1 : egw_proto_session_new();
+	GW_LOG(INFO, "port %s: session %#lx\n", id->cfg->name,
+	       (unsigned long)id->session);
 	rc = id->dops->open(c, id->cfg, id->session, &id->drv, &id->pool);
 	if (rc == 0)
 		rc = egw_pool_cache_enable(id->pool, EGW_POOL_CACHE_DEFAULT);

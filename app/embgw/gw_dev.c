@@ -78,13 +78,52 @@ gw_dev_flush(struct gw_dev *d)
 
 	if (d->ntx == 0)
 		return;
+	if (!d->link_up) {
+		/* not a full ring: a link still coming up (a memif peer not
+		 * connected yet) takes nothing */
+		d->st.tx_link_down += d->ntx;
+		rte_pktmbuf_free_bulk(d->tx, d->ntx);
+		d->ntx = 0;
+		return;
+	}
 	sent = rte_eth_tx_burst(d->port_id, 0, d->tx, d->ntx);
 	d->st.tx_pkts += sent;
 	if (sent < d->ntx) {
-		d->st.tx_full += d->ntx - sent;
+		/* a full ring, or a link that went down since it was read */
+		d->next_link_check = 0;
+		gw_dev_link_check(d, 0);
+		if (d->link_up)
+			d->st.tx_full += d->ntx - sent;
+		else
+			d->st.tx_link_down += d->ntx - sent;
 		rte_pktmbuf_free_bulk(d->tx + sent, d->ntx - sent);
 	}
 	d->ntx = 0;
+}
+
+void
+gw_dev_link_check(struct gw_dev *d, uint64_t now)
+{
+	struct rte_eth_link link;
+	bool up;
+
+	if (now < d->next_link_check)
+		return;
+	memset(&link, 0, sizeof(link));
+	up = rte_eth_link_get_nowait(d->port_id, &link) == 0 &&
+	     link.link_status == RTE_ETH_LINK_UP;
+	if (up != d->link_up) {
+		GW_LOG(INFO, "port %s: link %s\n", d->cfg->name,
+		       up ? "up" : "down");
+		/* a memif peer that has just connected may not take frames
+		 * for a moment (seen: the first ARP request, 60 us after the
+		 * link read up): requests wait GW_LINK_SETTLE_NS, or until a
+		 * frame from it shows it ready */
+		if (up)
+			d->link_settled_at = now + GW_LINK_SETTLE_NS;
+	}
+	d->link_up = up;
+	d->next_link_check = now + (up ? 100000000ull : 10000000ull);
 }
 
 void
@@ -203,6 +242,9 @@ gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
 void
 gw_id_arp_tick(struct gw_id *id, uint64_t now)
 {
+	/* nobody hears a request while the link is down or settling */
+	if (!id->dev->link_up || now < id->dev->link_settled_at)
+		return;
 	for (uint32_t i = 0; i < id->nneigh; i++) {
 		struct gw_neigh *n = &id->neigh[i];
 
@@ -333,6 +375,9 @@ gw_dev_rx_burst(struct gw_dev *d, uint64_t now)
 
 	if (n == 0)
 		return 0;
+	/* a frame came in: the link is up and the peer takes frames */
+	d->link_up = true;
+	d->link_settled_at = 0;
 	d->st.rx_pkts += n;
 	for (uint16_t i = 0; i < n; i++)
 		rx_one(d, pkts[i], now);

@@ -61,6 +61,8 @@ gw_loop_worker(void *arg)
 		uint64_t now = gw_tsc_ns(t0);
 		uint32_t work = gw_dev_rx_burst(d, now);
 
+		gw_dev_link_check(d, now);
+
 		for (uint16_t i = 0; i < d->nids; i++)
 			work += gw_id_payload_poll(d->ids[i], now);
 		/* new rooms as soon as they are due, not on a timer tick */

@@ -15,20 +15,41 @@ on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 	gw_id_send_udp(ctx, ip, port, buf, len);
 }
 
+/* The node notes failures once per peer (on_note), not per REGISTER. */
 static int
 on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
 {
 	struct gw_id *id = ctx;
-	int rc = id->dops->connect(id->drv, peer, r);
 
-	if (rc != 0)
-		GW_LOG(ERR, "port %s: cannot reach the memory of peer %s "
-			"(%s driver): %s\n", id->cfg->name, r->name,
-			id->dops->name, strerror(-rc));
-	else
-		GW_LOG(INFO, "port %s: peer %s registered (%u blocks)\n",
-			id->cfg->name, r->name, r->pool_blocks);
-	return rc;
+	return id->dops->connect(id->drv, peer, r);
+}
+
+static void
+on_peer_down(void *ctx, uint32_t peer)
+{
+	struct gw_id *id = ctx;
+
+	if (id->dops->disconnect != NULL)
+		id->dops->disconnect(id->drv, peer);
+}
+
+static void
+on_note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
+{
+	struct gw_id *id = ctx;
+
+	(void)peer;
+	switch (nt->kind) {
+	case EGW_NN_REGISTERED:
+		GW_LOG(INFO, "port %s: %s\n", id->cfg->name, nt->text);
+		break;
+	case EGW_NN_RESTARTED:
+		GW_LOG(WARNING, "port %s: %s\n", id->cfg->name, nt->text);
+		break;
+	default:
+		GW_LOG(ERR, "port %s: %s\n", id->cfg->name, nt->text);
+		break;
+	}
 }
 
 static int
@@ -87,6 +108,8 @@ const struct egw_node_ops gw_node_ops = {
 	.tx = on_tx,
 	.endpoint = on_endpoint,
 	.peer_up = on_peer_up,
+	.peer_down = on_peer_down,
+	.note = on_note,
 	.post = on_post,
 	.deliver = on_deliver,
 	.done = on_done,

@@ -29,6 +29,7 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
 		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
 		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
+		"  --test-session N       test knob: session id N (N+i for identity i), not random\n"
 		"  --capture FILE         write every control frame in and out to a pcap file\n"
 		"                         (FILE.<port> when there are several ports)\n"
 		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
@@ -92,6 +93,7 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		{ "seed", required_argument, NULL, 's' },
 		{ "identities", required_argument, NULL, 'I' },
 		{ "fault-qp-error", required_argument, NULL, 'E' },
+		{ "test-session", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -143,6 +145,14 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		case 'I': opt->identities = (uint16_t)atoi(optarg); break;
 		case 'E': k->qp_error_at = strtoull(optarg, NULL, 10); break;
+		case 'S':
+			k->session = strtoull(optarg, NULL, 0);
+			if (k->session == 0) {
+				fprintf(stderr, "%s: --test-session: a non-zero "
+					"session id\n", app->name);
+				return -1;
+			}
+			break;
 		default:
 			return -1;
 		}

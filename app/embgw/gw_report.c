@@ -55,6 +55,8 @@ static const char *const drop_keys[EGW_ND_MAX] = {
 	[EGW_ND_GEOMETRY] = "drop_geometry",
 	[EGW_ND_ROLE] = "drop_role",
 	[EGW_ND_PAYLOAD] = "drop_payload",
+	[EGW_ND_SESSION] = "drop_session",
+	[EGW_ND_NAME] = "drop_name",
 };
 
 static void
@@ -71,7 +73,14 @@ report_node(const struct gw_id *id, FILE *f)
 		(unsigned long)ns.tx_datagrams, (unsigned long)drops);
 	for (int i = 0; i < EGW_ND_MAX; i++)
 		fprintf(f, " %s=%lu", drop_keys[i], (unsigned long)ns.drops[i]);
-	fprintf(f, " arp_miss=%lu\n", (unsigned long)id->st.arp_miss);
+	fprintf(f, " arp_miss=%lu", (unsigned long)id->st.arp_miss);
+	/* peers' incarnations and refused REGISTERs, both ways */
+	fprintf(f, " adoptions=%lu peer_restarts=%lu register_refusals=%lu "
+		"register_refused=%lu auth_failed=%lu\n",
+		(unsigned long)ns.adoptions, (unsigned long)ns.peer_restarts,
+		(unsigned long)ns.register_refusals,
+		(unsigned long)ns.register_refused,
+		(unsigned long)ns.proto.refused[EGW_PE_MAC]);
 }
 
 /* The device's lines, under the name of the identity that owns it (the
@@ -85,9 +94,10 @@ report_device(const struct gw_dev *d, const char *name, FILE *f)
 	if (rte_eth_stats_get(d->port_id, &es) != 0)
 		memset(&es, 0, sizeof(es));
 	fprintf(f, "device: port=%s tx_not_sent=%lu rx_missed=%lu "
-		"rx_errors=%lu rx_nombuf=%lu\n", name,
+		"rx_errors=%lu rx_nombuf=%lu tx_link_down=%lu\n", name,
 		(unsigned long)d->st.tx_full, (unsigned long)es.imissed,
-		(unsigned long)es.ierrors, (unsigned long)es.rx_nombuf);
+		(unsigned long)es.ierrors, (unsigned long)es.rx_nombuf,
+		(unsigned long)d->st.tx_link_down);
 	if (d->st.run_cycles > 0) {
 		double hz = (double)rte_get_tsc_hz();
 		uint64_t dg = 0;

@@ -54,6 +54,7 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	add(c, "rx_pkts", ds->rx_pkts);
 	add(c, "tx_pkts", ds->tx_pkts);
 	add(c, "tx_full", ds->tx_full);
+	add(c, "tx_link_down", ds->tx_link_down);
 	add(c, "arp_rx", ds->arp_rx);
 	add(c, "arp_tx", ds->arp_tx);
 	add(c, "arp_miss", id->st.arp_miss);
@@ -84,6 +85,10 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	add(c, "registers_rx", ns.registers_rx);
 	add(c, "registers_tx", ns.registers_tx);
 	add(c, "reregisters", ns.reregisters);
+	add(c, "adoptions", ns.adoptions);
+	add(c, "peer_restarts", ns.peer_restarts);
+	add(c, "register_refusals", ns.register_refusals);
+	add(c, "register_refused", ns.register_refused);
 	add(c, "inj_dropped", id->st.inj_dropped);
 	add(c, "inj_duped", id->st.inj_duped);
 	add(c, "inj_reordered", id->st.inj_reordered);

@@ -212,9 +212,17 @@ struct egw_payload_ops {
 	 *  path MTU in bytes. Optional: NULL means describe()'s qpn for all. */
 	void (*endpoint)(struct egw_payload *p, uint32_t peer, uint32_t *qpn,
 			 uint32_t *psn, uint16_t *mtu);
-	/** A peer registered: reach its memory. */
+	/** A peer registered: reach its memory (r->session: the
+	 *  incarnation that registered it). Called again when its content
+	 *  changed, and with an ACK whose ack_qpn/ack_psn echo our current
+	 *  endpoint (the peer has rebuilt its side). */
 	int (*connect)(struct egw_payload *p, uint32_t peer,
 		       const struct egw_register *r);
+	/** The peer's incarnation is gone (it restarted): let go of its
+	 *  memory now - nothing is written to it after this returns, nothing
+	 *  for the new incarnation before its connect() (shm: unmap; verbs:
+	 *  reset the QP, which fails the batches in flight). Optional. */
+	void (*disconnect)(struct egw_payload *p, uint32_t peer);
 	/** Post writes from the local pool to a peer; completion later. */
 	int (*post)(struct egw_payload *p, uint32_t peer,
 		    const struct egw_write *w, uint32_t n, uint64_t cookie);

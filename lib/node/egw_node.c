@@ -11,33 +11,47 @@
  *  - posts the payload driver refused, completed as failed writes for the
  *    sender, so the room fails at once instead of at its round deadline.
  * Work that must wait for time rather than for the stack to unwind is
- * retried from egw_node_tick: a REGISTER whose connect the driver refused
- * (until the driver accepts it or a newer REGISTER replaces it), and our
- * own REGISTER until the peer acknowledges it (egw_node_reregister).
+ * done from egw_node_tick: our REGISTER every 200 ms to a peer that is not
+ * registered or has not acknowledged our current endpoint.
+ *
+ * Peers and their incarnations (doc/protocol.md, "Sessions and
+ * incarnations"): per peer the session last heard in a REGISTER, the
+ * adopted one (the incarnation served; only a REGISTER naming our own
+ * random session can adopt, so nothing recorded before our start can),
+ * the last NODE_RETIRED sessions adopted before it (refused for good),
+ * and whether the peer confirmed ours. A new incarnation fails every room
+ * shared with the old one and has the driver let go of the old memory
+ * before anything is written for the new one.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "egw_node.h"
 
-#define REGISTER_RETRY_NS 200000000ull /* until the peer answers */
-#define CONNECT_RETRY_NS 100000000ull  /* until the driver connects */
+#define REGISTER_RETRY_NS 200000000ull /* REGISTER, nudges, refusals */
+#define NODE_RETIRED 4                 /* sessions refused for good */
 
 struct node_peer {
 	struct egw_conf_peer cfg;
-	struct egw_replay replay;
-	bool registered;         /* we have its REGISTER */
-	bool acked;              /* it has ours (REGISTER or ACK received) */
-	bool reannounced;        /* our endpoint changed: its ACK confirms */
-	uint64_t next_register;
-	struct egw_register reg;
-	/* the last REGISTER whose connect the driver refused: retried */
-	bool connect_pending;
-	uint16_t pending_flags;
-	uint64_t next_connect;
-	struct egw_register pending;
+	uint64_t heard;          /* session of its last authenticated REGISTER */
+	uint64_t adopted;        /* the incarnation served (0: none yet) */
+	uint64_t retired[NODE_RETIRED];
+	uint32_t nretired;       /* retired so far (ring position) */
+	bool confirmed;          /* it adopted our session */
+	bool reached;            /* its memory: the last apply succeeded */
+	bool was_registered;     /* for the REGISTERED note */
+	bool endpoint_unacked;   /* our endpoint changed: no ACK echoed it */
+	struct egw_replay replay;    /* the adopted session's window */
+	struct egw_replay heard_win; /* REGISTERs from other sessions */
+	struct egw_register applied; /* content last applied (reached) */
+	uint32_t my_qpn, my_psn; /* our endpoint as last sent to it */
+	uint64_t next_register;  /* periodic REGISTER */
+	uint64_t next_nudge;     /* REGISTER for traffic it should not send */
+	uint64_t next_refusal;   /* ERROR answering a refused REGISTER */
+	uint32_t noted;          /* notes given once (note_bit) */
 };
 
 struct alloc_res {
@@ -80,6 +94,8 @@ static const char *const drop_names[EGW_ND_MAX] = {
 	[EGW_ND_GEOMETRY] = "geometry_mismatch",
 	[EGW_ND_ROLE] = "wrong_role",
 	[EGW_ND_PAYLOAD] = "payload_unreachable",
+	[EGW_ND_SESSION] = "session",
+	[EGW_ND_NAME] = "name_mismatch",
 };
 
 const char *
@@ -108,17 +124,92 @@ send_msg(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
 					     sizeof(n->buf)));
 }
 
-static void
-send_register(struct egw_node *n, uint32_t peer, bool ack)
+static bool
+peer_registered(const struct node_peer *pe)
 {
+	return pe->adopted != 0 && pe->confirmed && pe->reached;
+}
+
+/* Our REGISTER to `peer`: an ACK answering `answer` (its session named,
+ * its endpoint echoed), else peer_session = what we heard; ADOPTED when
+ * the session it names is the one we adopted. */
+static void
+send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
+{
+	struct node_peer *pe = &n->peers[peer];
+	struct egw_register r;
+	uint16_t flags = 0;
+
 	if (n->ops.endpoint != NULL)
 		n->ops.endpoint(n->ops.ctx, peer, &n->self.qpn, &n->self.psn,
 				&n->self.mtu);
+	pe->my_qpn = n->self.qpn;
+	pe->my_psn = n->self.psn;
+	r = n->self;
+	r.peer_session = pe->heard;
+	if (answer != NULL) {
+		flags |= EGW_MSGF_ACK;
+		r.peer_session = answer->session;
+		r.ack_qpn = answer->reg.qpn;
+		r.ack_psn = answer->reg.psn;
+	}
+	if (r.peer_session != 0 && r.peer_session == pe->adopted)
+		flags |= EGW_MSGF_ADOPTED;
 	n->st.registers_tx++;
 	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
 						      n->session, ++n->seq,
-						      ack, &n->self, n->buf,
+						      flags, &r, n->buf,
 						      sizeof(n->buf)));
+}
+
+/* A REGISTER now, unless one went out for the same reason < 200 ms ago. */
+static void
+nudge(struct egw_node *n, uint32_t peer)
+{
+	struct node_peer *pe = &n->peers[peer];
+
+	if (n->now < pe->next_nudge)
+		return;
+	send_register(n, peer, NULL);
+	pe->next_nudge = n->now + REGISTER_RETRY_NS;
+}
+
+/* The bit of a once-per-peer note: authentication failures, then our
+ * refusals and the peer's by code (codes 1..25 fold into 15 bits each:
+ * the REGISTER ones, 23..25, stay apart). */
+static uint32_t
+note_bit(enum egw_node_note_kind k, enum egw_err code)
+{
+	uint32_t c = egw_err_to_wire(code) % 15u;
+
+	if (k == EGW_NN_REFUSED)
+		return 1u << (1u + c);
+	if (k == EGW_NN_PEER_REFUSED)
+		return 1u << (16u + c);
+	return 1u;
+}
+
+/* Hand a line to the application; `once`: only the first time per peer
+ * and reason until the peer registers. */
+static void __attribute__((format(printf, 6, 7)))
+note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
+     enum egw_err code, bool once, const char *fmt, ...)
+{
+	struct node_peer *pe = &n->peers[peer];
+	struct egw_node_note nt = { .kind = k, .code = code };
+	va_list ap;
+
+	if (once) {
+		if (pe->noted & note_bit(k, code))
+			return;
+		pe->noted |= note_bit(k, code);
+	}
+	if (n->ops.note == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(nt.text, sizeof(nt.text), fmt, ap);
+	va_end(ap);
+	n->ops.note(n->ops.ctx, peer, &nt);
 }
 
 static void
@@ -160,7 +251,9 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 	n->emitting++;
 	switch (a->type) {
 	case EGW_ACT_SEND:
-		send_msg(n, a->peer, a->msg);
+		/* room messages go to registered peers only */
+		if (peer_registered(&n->peers[a->peer]))
+			send_msg(n, a->peer, a->msg);
 		break;
 	case EGW_ACT_POST_WRITES:
 		if (n->ops.post(n->ops.ctx, a->peer, a->writes, a->nwrites,
@@ -182,9 +275,9 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender);
 		break;
 	case EGW_ACT_PEER_DEAD:
-		/* ask it to register again when it comes back */
-		n->peers[a->peer].registered = false;
-		n->peers[a->peer].acked = false;
+		/* silent past its deadline: it must confirm us again (the
+		 * same incarnation at once, a new one through adoption) */
+		n->peers[a->peer].confirmed = false;
 		n->peers[a->peer].next_register = n->now;
 		break;
 	default:
@@ -334,78 +427,352 @@ find_peer(const struct egw_node *n, uint32_t ip, uint16_t port)
 }
 
 static bool
-geometry_ok(const struct egw_node *n, const struct egw_register *r)
+peer_retired(const struct node_peer *pe, uint64_t session)
+{
+	for (uint32_t i = 0; i < NODE_RETIRED; i++)
+		if (pe->retired[i] == session && session != 0)
+			return true;
+	return false;
+}
+
+/* What differs between a peer's pool and ours, into `what`; 0 when they
+ * agree, else EGW_E_GEOMETRY. */
+static enum egw_err
+geometry_check(const struct egw_node *n, const struct egw_register *r,
+	       char *what, size_t len)
 {
 	const struct egw_pool_geom *g = egw_pool_geom(n->pool);
+	static const char *const kind[EGW_KIND_MAX] = {
+		"embedding", "fill_ids", "mrope", "aux",
+	};
+	struct field { const char *name; uint64_t theirs, ours; };
+	struct field f[4 + EGW_KIND_MAX] = {
+		{ "block_tokens", r->block_tokens, g->block_tokens },
+		{ "hidden_size", r->hidden_size, g->hidden_size },
+		{ "dtype_bytes", r->dtype_bytes, g->dtype_bytes },
+		{ "aux_bytes", r->aux_bytes, g->aux_bytes },
+	};
+	size_t used = 0;
 
-	if (r->block_tokens != g->block_tokens ||
-	    r->hidden_size != g->hidden_size ||
-	    r->dtype_bytes != g->dtype_bytes || r->aux_bytes != g->aux_bytes)
-		return false;
+	/* which kinds exist, and their sizes */
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		if (r->region[k].unit_bytes !=
-		    egw_geom_unit_bytes(g, (enum egw_kind)k))
-			return false;
+		f[4 + k] = (struct field){ kind[k], r->region[k].unit_bytes,
+			egw_geom_unit_bytes(g, (enum egw_kind)k) };
+	what[0] = '\0';
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]) && used < len; i++) {
+		if (f[i].theirs == f[i].ours)
+			continue;
+		used += (size_t)snprintf(what + used, len - used, "%s%s %lu%s (ours %lu)",
+					 used ? ", " : "", f[i].name,
+					 (unsigned long)f[i].theirs,
+					 i >= 4 ? " bytes per unit" : "",
+					 (unsigned long)f[i].ours);
+	}
+	return what[0] ? EGW_E_GEOMETRY : EGW_E_OK;
+}
+
+/* A REGISTER refused on its content: counted, noted once, answered with
+ * ERROR at most every 200 ms (an ACK is never answered). */
+static void
+refuse_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p,
+		enum egw_err e, const char *what)
+{
+	struct node_peer *pe = &n->peers[peer];
+	struct egw_msg m = { .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
+			     .error = (uint16_t)e };
+
+	n->st.drops[e == EGW_E_GEOMETRY ? EGW_ND_GEOMETRY :
+		    e == EGW_E_NAME ? EGW_ND_NAME : EGW_ND_PAYLOAD]++;
+	note(n, peer, EGW_NN_REFUSED, e, true,
+	     "REGISTER from peer %s (session %#lx) refused, %s: %s",
+	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e), what);
+	if ((p->flags & EGW_MSGF_ACK) || n->now < pe->next_refusal)
+		return;
+	pe->next_refusal = n->now + REGISTER_RETRY_NS;
+	n->st.register_refusals++;
+	send_msg(n, peer, &m);
+}
+
+/* REGISTER content without what only names this datagram. */
+static bool
+same_content(const struct egw_register *a, const struct egw_register *b)
+{
+	struct egw_register x = *a, y = *b;
+
+	x.session = y.session = 0;
+	x.peer_session = y.peer_session = 0;
+	x.ack_qpn = y.ack_qpn = x.ack_psn = y.ack_psn = 0;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+/* Reach the peer's memory as `p` describes it (rule 7). */
+static bool
+apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
+{
+	struct node_peer *pe = &n->peers[peer];
+	char what[96];
+	int rc = n->ops.peer_up != NULL ?
+		 n->ops.peer_up(n->ops.ctx, peer, &p->reg) : 0;
+
+	if (rc != 0) {
+		pe->reached = false;
+		snprintf(what, sizeof(what), "%s driver: %s",
+			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "its pool" : "its endpoint",
+			 egw_strerror(rc));
+		refuse_register(n, peer, p, EGW_E_UNREACHABLE, what);
+		return false;
+	}
+	pe->applied = p->reg;
+	pe->reached = true;
+	if (n->sender != NULL && (p->reg.roles & EGW_ROLE_LANGUAGE))
+		egw_sender_peer_add(n->sender, peer, p->reg.pool_blocks, n->now);
 	return true;
 }
 
-/* Connect the payload path for the peer's pending REGISTER and, once the
- * driver accepts, take it. false: the driver refused (retried by tick). */
-static bool
-connect_peer(struct egw_node *n, uint32_t peer)
+/* The adopted incarnation restarted (rule 2): its memory let go first,
+ * then every room shared with it failed, its session retired for good. */
+static void
+end_incarnation(struct egw_node *n, uint32_t peer)
 {
 	struct node_peer *pe = &n->peers[peer];
-	const struct egw_register *r = &pe->pending;
-	bool ack = (pe->pending_flags & EGW_MSGF_ACK) != 0;
 
-	/* the driver hears of a peer when it is new or its endpoint changed
-	 * (a restart), not on every retransmitted REGISTER - and once more
-	 * when the peer acknowledges our re-announced endpoint, which tells
-	 * the driver the peer's side is rebuilt too */
-	if (n->ops.peer_up != NULL &&
-	    (!pe->registered || memcmp(&pe->reg, r, sizeof(*r)) != 0 ||
-	     (pe->reannounced && ack)) &&
-	    n->ops.peer_up(n->ops.ctx, peer, r) != 0) {
-		pe->connect_pending = true;
-		pe->next_connect = n->now + CONNECT_RETRY_NS;
-		return false;
-	}
-	pe->connect_pending = false;
-	pe->reg = *r;
-	pe->registered = true;
-	if (n->sender != NULL && (r->roles & EGW_ROLE_LANGUAGE))
-		egw_sender_peer_add(n->sender, peer, r->pool_blocks, n->now);
-	if (ack) {
-		pe->acked = true;
-		pe->reannounced = false;
-	} else
-		send_register(n, peer, true);
-	return true;
+	if (n->ops.peer_down != NULL)
+		n->ops.peer_down(n->ops.ctx, peer);
+	if (n->sender != NULL)
+		egw_sender_peer_dead(n->sender, peer, n->now);
+	if (n->receiver != NULL)
+		egw_receiver_peer_dead(n->receiver, peer, n->now);
+	pe->retired[pe->nretired++ % NODE_RETIRED] = pe->adopted;
+	pe->adopted = 0;
+	pe->confirmed = false;
+	pe->reached = false;
+	n->st.peer_restarts++;
+}
+
+static void
+adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
+{
+	struct node_peer *pe = &n->peers[peer];
+
+	pe->adopted = p->session;
+	pe->confirmed = false;
+	egw_replay_start(&pe->replay, p->session, p->seq);
+	if (n->receiver != NULL)
+		egw_receiver_peer_add(n->receiver, peer, n->now);
+	n->st.adoptions++;
+	if (old != 0)
+		note(n, peer, EGW_NN_RESTARTED, EGW_E_PEER_DEAD, false,
+		     "peer %s restarted: session %#lx replaces %#lx, the rooms "
+		     "shared with the old one failed", pe->cfg.name,
+		     (unsigned long)p->session, (unsigned long)old);
 }
 
 static void
 on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 {
 	struct node_peer *pe = &n->peers[peer];
+	const struct egw_register *r = &p->reg;
+	bool ack = (p->flags & EGW_MSGF_ACK) != 0;
+	bool names_us = r->peer_session == n->session, adopted_now = false;
+	char what[160];
 
 	n->st.registers_rx++;
-	if (!geometry_ok(n, &p->reg)) {
-		n->st.drops[EGW_ND_GEOMETRY]++;
+	pe->heard = p->session;
+	if (strncmp(r->name, pe->cfg.name, sizeof(r->name)) != 0) {
+		snprintf(what, sizeof(what), "name '%s' (configured '%s')",
+			 r->name, pe->cfg.name);
+		refuse_register(n, peer, p, EGW_E_NAME, what);
 		return;
 	}
-	/* the newest REGISTER replaces one still waiting for its connect */
-	pe->pending = p->reg;
-	pe->pending_flags = p->flags;
-	if (!connect_peer(n, peer))
-		n->st.drops[EGW_ND_PAYLOAD]++;
+	if (geometry_check(n, r, what, sizeof(what)) != EGW_E_OK) {
+		refuse_register(n, peer, p, EGW_E_GEOMETRY, what);
+		return;
+	}
+	if (p->session != pe->adopted) {
+		uint64_t old = pe->adopted;
+
+		/* no proof that it was made during our incarnation: answer,
+		 * adopt nothing (rule 1) */
+		if (!names_us) {
+			if (!ack)
+				send_register(n, peer, p);
+			return;
+		}
+		if (old != 0)
+			end_incarnation(n, peer);
+		if (!apply_register(n, peer, p))
+			return;
+		adopt(n, peer, p, old);
+		adopted_now = true;
+		/* rule 6: at once; an answer carries ADOPTED as well */
+		send_register(n, peer, ack ? NULL : p);
+	} else if (!pe->reached || !same_content(r, &pe->applied)) {
+		if (!apply_register(n, peer, p))
+			return;
+	}
+	/* rule 4: it adopted us; an ACK must echo our current endpoint */
+	if ((p->flags & EGW_MSGF_ADOPTED) && names_us) {
+		if (!ack) {
+			pe->confirmed = true;
+		} else if (r->ack_qpn == pe->my_qpn && r->ack_psn == pe->my_psn) {
+			pe->confirmed = true;
+			/* our rebuilt endpoint is the peer's now: the driver
+			 * may write again */
+			if (pe->endpoint_unacked && n->ops.peer_up != NULL &&
+			    n->ops.peer_up(n->ops.ctx, peer, r) == 0)
+				pe->endpoint_unacked = false;
+		}
+	}
+	if (!ack && !adopted_now)
+		send_register(n, peer, p);
+}
+
+/* An ERROR answering our REGISTER: the peer did not take it. */
+static void
+on_register_error(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
+{
+	struct node_peer *pe = &n->peers[peer];
+	enum egw_err e = (enum egw_err)p->msg.error;
+
+	n->st.register_refused++;
+	note(n, peer, EGW_NN_PEER_REFUSED, e, true,
+	     "peer %s (session %#lx) refused our REGISTER: %s (%s)",
+	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e),
+	     egw_strerror(e));
+	/* from the incarnation we serve: ours is not confirmed any more, so
+	 * REGISTERs go on until it takes one */
+	if (p->session == pe->adopted)
+		pe->confirmed = false;
+}
+
+/* Rule 11: the adopted session's window; REGISTERs (and ERRORs about
+ * ours) from another session that is not retired, a window of their own;
+ * anything else from another session: SESSION. */
+static enum egw_proto_err
+session_check(struct node_peer *pe, const struct egw_pkt *p, bool about_register)
+{
+	if (p->session == pe->adopted)
+		return egw_replay_check(&pe->replay, p->session, p->seq);
+	if (!about_register || peer_retired(pe, p->session))
+		return EGW_PE_SESSION;
+	if (pe->heard_win.session != p->session) {
+		egw_replay_start(&pe->heard_win, p->session, p->seq);
+		return EGW_PE_OK;
+	}
+	return egw_replay_check(&pe->heard_win, p->session, p->seq);
+}
+
+static void
+dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
+{
+	bool to_sender;
+
+	switch (p->type) {
+	case EGW_MSG_HEARTBEAT:
+		if (n->sender != NULL)
+			egw_sender_on_msg(n->sender, peer, &p->msg, n->now);
+		if (n->receiver != NULL)
+			egw_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
+		return;
+	case EGW_MSG_INIT:
+	case EGW_MSG_RESUME:
+		to_sender = true;
+		break;
+	case EGW_MSG_ABORT:
+		/* an ACK answers the receiver's ABORT */
+		to_sender = (p->flags & EGW_MSGF_ACK) == 0;
+		break;
+	case EGW_MSG_STATUS:
+		/* a poll is for the sender, a report for the receiver */
+		to_sender = (p->flags & EGW_MSGF_POLL) != 0;
+		break;
+	case EGW_MSG_ERROR:
+		to_sender = false;
+		break;
+	default:
+		return;
+	}
+	if ((to_sender ? (void *)n->sender : (void *)n->receiver) == NULL) {
+		n->st.drops[EGW_ND_ROLE]++;
+		return;
+	}
+	if (!to_sender) {
+		egw_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
+		return;
+	}
+	if (p->type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
+	    !egw_node_sender_has_room(n, p->msg.room))
+		n->ops.unknown_room(n->ops.ctx, p->msg.room, p->msg.nranks, n->now);
+	egw_sender_on_msg(n->sender, peer, &p->msg, n->now);
+}
+
+static void
+node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
+{
+	struct node_peer *pe = &n->peers[peer];
+	struct egw_pkt p;
+	enum egw_proto_err e;
+	bool about_register;
+
+	e = egw_proto_decode(&n->conf->key, buf, len, &p, &n->st.proto);
+	if (e != EGW_PE_OK) {
+		n->st.drops[EGW_ND_PROTO]++;
+		if (e == EGW_PE_MAC)
+			note(n, peer, EGW_NN_AUTH, EGW_E_OK, true,
+			     "datagrams from peer %s fail authentication: "
+			     "different key?", pe->cfg.name);
+		return;
+	}
+	about_register = p.type == EGW_MSG_REGISTER ||
+			 (p.type == EGW_MSG_ERROR && p.msg.state == EGW_MSG_REGISTER);
+	e = session_check(pe, &p, about_register);
+	if (e != EGW_PE_OK) {
+		n->st.proto.refused[e]++;
+		n->st.drops[e == EGW_PE_SESSION ? EGW_ND_SESSION : EGW_ND_REPLAY]++;
+		/* rule 6: tell a peer that speaks from another session who
+		 * we are (at most every 200 ms) */
+		if (e == EGW_PE_SESSION)
+			nudge(n, peer);
+		return;
+	}
+	if (p.type == EGW_MSG_REGISTER) {
+		on_register(n, peer, &p);
+		return;
+	}
+	if (about_register) {
+		on_register_error(n, peer, &p);
+		return;
+	}
+	if (!peer_registered(pe)) {
+		n->st.drops[EGW_ND_NOT_REGISTERED]++;
+		nudge(n, peer);
+		return;
+	}
+	dispatch(n, peer, &p);
+}
+
+/* After anything that may change a peer's registration: note it once it
+ * is registered, and clear the once-per-peer notes for the next trouble. */
+static void
+registered_check(struct egw_node *n, uint32_t peer)
+{
+	struct node_peer *pe = &n->peers[peer];
+	bool reg = peer_registered(pe);
+
+	if (reg && !pe->was_registered) {
+		pe->noted = 0;
+		note(n, peer, EGW_NN_REGISTERED, EGW_E_OK, false,
+		     "peer %s registered: session %#lx, %u blocks",
+		     pe->cfg.name, (unsigned long)pe->adopted,
+		     pe->applied.pool_blocks);
+	}
+	pe->was_registered = reg;
 }
 
 void
 egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	    size_t len, uint64_t now)
 {
-	struct egw_pkt p;
-	enum egw_proto_err e;
 	int peer;
 
 	n->now = now;
@@ -416,69 +783,8 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 		n->st.drops[EGW_ND_UNKNOWN_PEER]++;
 		return;
 	}
-	e = egw_proto_decode(&n->conf->key, buf, len, &p, &n->st.proto);
-	if (e != EGW_PE_OK) {
-		n->st.drops[EGW_ND_PROTO]++;
-		return;
-	}
-	e = egw_replay_check(&n->peers[peer].replay, p.session, p.seq);
-	if (e != EGW_PE_OK) {
-		n->st.proto.refused[e]++;
-		n->st.drops[EGW_ND_REPLAY]++;
-		return;
-	}
-	if (p.type == EGW_MSG_REGISTER) {
-		on_register(n, (uint32_t)peer, &p);
-		return;
-	}
-	if (!n->peers[peer].registered) {
-		/* until REGISTER, we do not know its pool: ask again */
-		n->st.drops[EGW_ND_NOT_REGISTERED]++;
-		if (now >= n->peers[peer].next_register) {
-			send_register(n, (uint32_t)peer, false);
-			n->peers[peer].next_register = now + REGISTER_RETRY_NS;
-		}
-		return;
-	}
-	switch (p.type) {
-	case EGW_MSG_HEARTBEAT:
-		if (n->sender != NULL)
-			egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
-		if (n->receiver != NULL)
-			egw_receiver_on_msg(n->receiver, (uint32_t)peer, &p.msg, now);
-		break;
-	case EGW_MSG_INIT:
-	case EGW_MSG_RESUME:
-	case EGW_MSG_ABORT:
-		if (n->sender == NULL) {
-			n->st.drops[EGW_ND_ROLE]++;
-			break;
-		}
-		if (p.type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
-		    !egw_node_sender_has_room(n, p.msg.room))
-			n->ops.unknown_room(n->ops.ctx, p.msg.room,
-					    p.msg.nranks, now);
-		egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
-		break;
-	case EGW_MSG_STATUS:
-		if (p.flags & EGW_MSGF_POLL) {
-			if (n->sender == NULL)
-				n->st.drops[EGW_ND_ROLE]++;
-			else
-				egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
-			break;
-		}
-		/* a report is for the receiver */
-		__attribute__((fallthrough));
-	case EGW_MSG_ERROR:
-		if (n->receiver == NULL)
-			n->st.drops[EGW_ND_ROLE]++;
-		else
-			egw_receiver_on_msg(n->receiver, (uint32_t)peer, &p.msg, now);
-		break;
-	default:
-		break;
-	}
+	node_rx(n, (uint32_t)peer, buf, len);
+	registered_check(n, (uint32_t)peer);
 	drain_deferred(n);
 }
 
@@ -489,12 +795,9 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 	for (uint32_t i = 0; i < n->npeers; i++) {
 		struct node_peer *pe = &n->peers[i];
 
-		if (pe->connect_pending && now >= pe->next_connect) {
-			n->st.connect_retries++;
-			connect_peer(n, i);
-		}
-		if ((!pe->registered || !pe->acked) && now >= pe->next_register) {
-			send_register(n, i, false);
+		if ((!peer_registered(pe) || pe->endpoint_unacked) &&
+		    now >= pe->next_register) {
+			send_register(n, i, NULL);
 			pe->next_register = now + REGISTER_RETRY_NS;
 		}
 	}
@@ -502,6 +805,8 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 		egw_sender_tick(n->sender, now);
 	if (n->receiver != NULL)
 		egw_receiver_tick(n->receiver, now);
+	for (uint32_t i = 0; i < n->npeers; i++)
+		registered_check(n, i);
 	drain_deferred(n);
 }
 
@@ -514,10 +819,9 @@ egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now)
 		return -EINVAL;
 	pe = &n->peers[peer];
 	n->now = now;
-	pe->acked = false;
-	pe->reannounced = true;
+	pe->endpoint_unacked = true;
 	n->st.reregisters++;
-	send_register(n, peer, false);
+	send_register(n, peer, NULL);
 	pe->next_register = now + REGISTER_RETRY_NS;
 	return 0;
 }
@@ -546,7 +850,13 @@ egw_node_peer_index(const struct egw_node *n, const char *name)
 bool
 egw_node_peer_ready(const struct egw_node *n, uint32_t peer)
 {
-	return peer < n->npeers && n->peers[peer].registered;
+	return peer < n->npeers && peer_registered(&n->peers[peer]);
+}
+
+uint64_t
+egw_node_peer_session(const struct egw_node *n, uint32_t peer)
+{
+	return peer < n->npeers ? n->peers[peer].adopted : 0;
 }
 
 int

@@ -7,15 +7,17 @@
  * A gateway node on one port, sans-I/O: datagrams in (source address and
  * bytes), datagrams and payload writes out (through callbacks). It joins
  * what the other libraries do - authenticate and decode (proto), map the
- * source to a configured peer, refuse replays, exchange REGISTER, feed the
+ * source to a configured peer, refuse replays, adopt each peer's
+ * incarnation through the REGISTER handshake (doc/protocol.md, "Sessions
+ * and incarnations"), feed the
  * sender/receiver engines (xfer), execute their pool actions on the local
  * pool - so the DPDK application only moves packets and the payload
  * driver only moves bytes. One node per worker; nothing here locks.
  *
  * The node owns its deferred work: allocation results, posts the driver
- * refused (the room fails at once), REGISTERs whose connect the driver
- * refused (retried from egw_node_tick) and our own REGISTER until the
- * peer acknowledges it. The application keeps no queue of its own.
+ * refused (the room fails at once), and our own REGISTER until the peer
+ * is registered and has acknowledged our current endpoint. The
+ * application keeps no queue of its own.
  *
  * Return values follow egw_xfer.h: 0 on success, -errno for bad
  * arguments or a missing role, -enum egw_err where the engines refuse;
@@ -37,11 +39,13 @@ extern "C" {
 enum egw_node_drop {
 	EGW_ND_UNKNOWN_PEER = 0, /**< source address is no configured peer */
 	EGW_ND_PROTO,            /**< refused by the decoder (see proto stats) */
-	EGW_ND_REPLAY,           /**< replayed or stale session */
-	EGW_ND_NOT_REGISTERED,   /**< a room message before REGISTER */
+	EGW_ND_REPLAY,           /**< a sequence number seen before or too old */
+	EGW_ND_NOT_REGISTERED,   /**< a message while the peer is not registered */
 	EGW_ND_GEOMETRY,         /**< REGISTER with a pool we cannot serve */
 	EGW_ND_ROLE,             /**< a message for a role we do not have */
 	EGW_ND_PAYLOAD,          /**< REGISTER whose memory the driver cannot reach */
+	EGW_ND_SESSION,          /**< not the peer's adopted session (or a retired one) */
+	EGW_ND_NAME,             /**< REGISTER with a name not configured for its address */
 	EGW_ND_MAX
 };
 
@@ -52,11 +56,33 @@ struct egw_node_stats {
 	uint64_t drops[EGW_ND_MAX];
 	uint64_t registers_rx, registers_tx;
 	uint64_t reregisters;   /**< endpoint changes announced to a peer */
+	uint64_t adoptions;     /**< peer incarnations adopted */
+	uint64_t peer_restarts; /**< ... of which replaced an adopted one */
+	uint64_t register_refusals; /**< ERRORs we sent refusing a REGISTER */
+	uint64_t register_refused;  /**< ERRORs a peer sent refusing ours */
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	uint64_t posts_refused;   /**< batches the driver refused: failed */
 	uint64_t refused_overflow; /**< refused batches not queued (0) */
-	uint64_t connect_retries; /**< refused connects tried again */
 	struct egw_proto_stats proto;
+};
+
+/** What a note is about (egw_node_ops.note). */
+enum egw_node_note_kind {
+	EGW_NN_REGISTERED,    /**< a peer is registered (info) */
+	EGW_NN_RESTARTED,     /**< a peer's new incarnation replaced the
+			       *   adopted one: its rooms failed (warning) */
+	EGW_NN_REFUSED,       /**< we refused a peer's REGISTER (error) */
+	EGW_NN_PEER_REFUSED,  /**< a peer refused our REGISTER (error) */
+	EGW_NN_AUTH,          /**< a peer's datagrams fail authentication */
+};
+
+/** One line worth logging about a peer. Refusals and authentication
+ *  failures are noted once per peer and reason until the peer registers,
+ *  not once per datagram; the counters count every one. */
+struct egw_node_note {
+	enum egw_node_note_kind kind;
+	enum egw_err code;       /**< refusals: the code on the wire */
+	char text[224];          /**< the sentence: who, what, what differs */
 };
 
 /** What the node asks of the application and the payload driver. */
@@ -64,12 +90,21 @@ struct egw_node_ops {
 	/** Send a datagram to ip:port (host byte order). */
 	void (*tx)(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf,
 		   size_t len);
-	/** A peer registered (or re-registered): connect the payload path.
-	 *  Return 0, or non-zero (-errno) when the driver cannot reach the
-	 *  peer now: the node keeps the REGISTER and calls again from
-	 *  egw_node_tick (every 100 ms) until this succeeds or a newer
-	 *  REGISTER from the peer replaces it. */
+	/** Apply a peer's REGISTER content: reach its memory (connect the
+	 *  payload path). Called for an incarnation being adopted, when the
+	 *  adopted one's content changed or its last apply failed, and when
+	 *  an ACK echoes our endpoint after egw_node_reregister (r->ack_qpn
+	 *  and r->ack_psn then name it: the peer's side is rebuilt). Return
+	 *  0, or -errno when the memory cannot be reached: the peer hears
+	 *  ERROR(UNREACHABLE) and stays unregistered; its next REGISTER tries
+	 *  again. r->session is the registering incarnation. */
 	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r);
+	/** The peer's adopted incarnation is gone (it restarted): let go of
+	 *  its memory now (shm: unmap; verbs: reset the queue pair). Called
+	 *  before anything is written for the new incarnation; optional. */
+	void (*peer_down)(void *ctx, uint32_t peer);
+	/** A line worth logging (struct egw_node_note); optional. */
+	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt);
 	/** Post payload writes to a peer; report an accepted batch with
 	 *  egw_node_writes_done. Return 0 when the driver took the batch, or
 	 *  non-zero (-errno) when it refused it: the node then completes the
@@ -103,8 +138,9 @@ struct egw_node;
  * Create a node for port `port` of `conf`, serving rooms from `pool`
  * (local memory: the language side's destination blocks and the encode
  * side's source blocks) whose regions the payload driver exposes as
- * `regions` (sent in REGISTER). `session` must grow across restarts
- * (e.g. the start time in ns). Returns 0 or -errno.
+ * `regions` (sent in REGISTER). `session` is this incarnation's id, non-zero
+ * and drawn anew at every start (egw_proto_session_new). Returns 0 or
+ * -errno.
  */
 int egw_node_create(const struct egw_conf *conf, uint16_t port,
 		    struct egw_pool *pool,
@@ -118,8 +154,9 @@ void egw_node_destroy(struct egw_node *n);
  *  counted in the stats (drops, proto), never returned. */
 void egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port,
 		 const uint8_t *buf, size_t len, uint64_t now);
-/** Timers: retransmissions, deadlines, heartbeats, REGISTER and connect
- *  retries. */
+/** Timers: retransmissions, deadlines, heartbeats, REGISTER every 200 ms
+ *  to peers that are not registered or have not acknowledged our current
+ *  endpoint. */
 void egw_node_tick(struct egw_node *n, uint64_t now);
 /** The payload driver finished a batch it accepted (ok: all its writes
  *  completed). Stale or duplicate cookies are counted by the sender. */
@@ -128,13 +165,18 @@ void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 
 /** Peer index of a configured peer name, or -1. */
 int egw_node_peer_index(const struct egw_node *n, const char *name);
-/** Whether a peer has registered (its pool geometry is known). */
+/** Whether a peer is registered: its incarnation adopted, ours confirmed
+ *  by it, its memory reached. Room messages flow only then. */
 bool egw_node_peer_ready(const struct egw_node *n, uint32_t peer);
+/** The peer's adopted session (0: none yet). */
+uint64_t egw_node_peer_session(const struct egw_node *n, uint32_t peer);
 
 /**
  * Our payload endpoint towards `peer` changed (the driver rebuilt its side
- * of the link): send a REGISTER with the new one now, and again until the
- * peer acknowledges it. 0, or -EINVAL for an unknown peer.
+ * of the link): send a REGISTER with the new one now, and again every
+ * 200 ms until an ACK from the peer echoes it (ack_qpn/ack_psn); that ACK
+ * then reaches the driver through peer_up. 0, or -EINVAL for an unknown
+ * peer.
  */
 int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 

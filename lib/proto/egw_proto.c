@@ -22,12 +22,15 @@ _Static_assert(EGW_MSG_INIT == 1 && EGW_MSG_ERROR == 6 && EGW_MSG_REGISTER == 7,
 _Static_assert(EGW_E_UNKNOWN_ROOM - EGW_ERR_BASE == 1 &&
 	       EGW_E_BUSY - EGW_ERR_BASE == 11 &&
 	       EGW_E_POOL_EXHAUSTED - EGW_ERR_BASE == 18 &&
-	       EGW_E_UNKNOWN_PEER - EGW_ERR_BASE == 22 && EGW_E_COUNT == 23,
+	       EGW_E_UNKNOWN_PEER - EGW_ERR_BASE == 22 &&
+	       EGW_E_GEOMETRY - EGW_ERR_BASE == 23 &&
+	       EGW_E_UNREACHABLE - EGW_ERR_BASE == 24 &&
+	       EGW_E_NAME - EGW_ERR_BASE == 25 && EGW_E_COUNT == 26,
 	       "error codes keep their wire values");
 _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 	       "states are wire values");
-_Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4,
-	       "flags are wire values");
+_Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4 &&
+	       EGW_MSGF_ADOPTED == 8, "flags are wire values");
 
 static const char *const pe_names[EGW_PE_MAX] = {
 	[EGW_PE_OK] = "ok",
@@ -43,7 +46,7 @@ static const char *const pe_names[EGW_PE_MAX] = {
 	[EGW_PE_BODY] = "body size wrong for the type",
 	[EGW_PE_FIELD] = "field out of range",
 	[EGW_PE_REPLAY] = "replayed or too old",
-	[EGW_PE_SESSION] = "stale session",
+	[EGW_PE_SESSION] = "not the peer's adopted session",
 };
 
 const char *
@@ -58,6 +61,17 @@ int
 egw_proto_init(void)
 {
 	return sodium_init() < 0 ? -EIO : 0;
+}
+
+uint64_t
+egw_proto_session_new(void)
+{
+	uint64_t s = 0;
+
+	/* random: a restart is a new incarnation whatever the clock says */
+	while (s == 0)
+		randombytes_buf(&s, sizeof(s));
+	return s;
 }
 
 int
@@ -121,11 +135,25 @@ enum {
 	H_OFFSET = 32, H_RSV2 = 36, H_SEQ = 40,
 };
 
-#define WIN_FIXED 12u     /* INIT/RESUME body before the runs */
+#define WIN_FIXED 16u     /* INIT/RESUME body before the runs */
 #define STATUS_BODY 16u
 #define ABORT_BODY 4u
 #define ERROR_BODY 4u
-#define REGISTER_BODY 144u
+#define REGISTER_BODY 160u
+
+/* REGISTER body offsets (doc/protocol.md) */
+enum {
+	R_NAME = 0, R_GID = 32, R_QPN = 48, R_PSN = 52, R_MTU = 56, R_ROLES = 58,
+	R_BLOCK_TOKENS = 60, R_POOL_BLOCKS = 64, R_HIDDEN = 68, R_DTYPE = 72,
+	R_AUX = 76, R_REGIONS = 80, R_PEER_SESSION = 144, R_ACK_QPN = 152,
+	R_ACK_PSN = 156,
+};
+
+_Static_assert(EGW_PROTO_HDR_LEN + WIN_FIXED + 8u * EGW_XFER_MAX_RUNS +
+	       EGW_PROTO_TAG_LEN == EGW_PROTO_MAX_DGRAM &&
+	       EGW_PROTO_MAX_DGRAM <= EGW_PROTO_MAX_LEN &&
+	       EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN <
+	       EGW_PROTO_MAX_DGRAM, "the largest datagram is a full window");
 
 static uint16_t
 allowed_flags(uint8_t type)
@@ -134,6 +162,8 @@ allowed_flags(uint8_t type)
 	case EGW_MSG_INIT:
 		return EGW_MSGF_DUMMY;
 	case EGW_MSG_REGISTER:
+		return EGW_MSGF_ACK | EGW_MSGF_ADOPTED;
+	case EGW_MSG_ABORT:
 		return EGW_MSGF_ACK;
 	case EGW_MSG_STATUS:
 		return EGW_MSGF_POLL;
@@ -229,6 +259,7 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		put32(p, m->block_tokens);
 		put32(p + 4, m->alloc_tokens);
 		put16(p + 8, m->nruns);
+		put32(p + 12, m->rkey);
 		for (uint16_t i = 0; i < m->nruns; i++) {
 			put32(p + WIN_FIXED + 8u * i, m->runs[i].start);
 			put32(p + WIN_FIXED + 8u * i + 4, m->runs[i].count);
@@ -256,34 +287,39 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 
 int
 egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
-			  uint64_t seq, bool ack, const struct egw_register *r,
-			  uint8_t *buf, size_t cap)
+			  uint64_t seq, uint16_t flags,
+			  const struct egw_register *r, uint8_t *buf, size_t cap)
 {
 	uint8_t *p = buf + EGW_PROTO_HDR_LEN;
 
-	if (key == NULL || r == NULL || buf == NULL)
+	if (key == NULL || r == NULL || buf == NULL ||
+	    (flags & ~allowed_flags(EGW_MSG_REGISTER)) != 0 ||
+	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0))
 		return -EINVAL;
 	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
-	put_header(buf, EGW_MSG_REGISTER, ack ? EGW_MSGF_ACK : 0, REGISTER_BODY,
-		   session, seq, NULL);
+	put_header(buf, EGW_MSG_REGISTER, flags, REGISTER_BODY, session, seq,
+		   NULL);
 	memset(p, 0, REGISTER_BODY);
-	memcpy(p, r->name, EGW_PROTO_NAME_LEN);
-	memcpy(p + 32, r->gid, 16);
-	put32(p + 48, r->qpn);
-	put32(p + 52, r->psn);
-	put16(p + 56, r->mtu);
-	put16(p + 58, r->roles);
-	put32(p + 60, r->block_tokens);
-	put32(p + 64, r->pool_blocks);
-	put32(p + 68, r->hidden_size);
-	put32(p + 72, r->dtype_bytes);
-	put32(p + 76, r->aux_bytes);
+	memcpy(p + R_NAME, r->name, EGW_PROTO_NAME_LEN);
+	memcpy(p + R_GID, r->gid, 16);
+	put32(p + R_QPN, r->qpn);
+	put32(p + R_PSN, r->psn);
+	put16(p + R_MTU, r->mtu);
+	put16(p + R_ROLES, r->roles);
+	put32(p + R_BLOCK_TOKENS, r->block_tokens);
+	put32(p + R_POOL_BLOCKS, r->pool_blocks);
+	put32(p + R_HIDDEN, r->hidden_size);
+	put32(p + R_DTYPE, r->dtype_bytes);
+	put32(p + R_AUX, r->aux_bytes);
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
-		put64(p + 80 + 16 * k, r->region[k].addr);
-		put32(p + 88 + 16 * k, r->region[k].rkey);
-		put32(p + 92 + 16 * k, r->region[k].unit_bytes);
+		put64(p + R_REGIONS + 16 * k, r->region[k].addr);
+		put32(p + R_REGIONS + 8 + 16 * k, r->region[k].rkey);
+		put32(p + R_REGIONS + 12 + 16 * k, r->region[k].unit_bytes);
 	}
+	put64(p + R_PEER_SESSION, r->peer_session);
+	put32(p + R_ACK_QPN, r->ack_qpn);
+	put32(p + R_ACK_PSN, r->ack_psn);
 	return finish(key, buf, REGISTER_BODY);
 }
 
@@ -336,28 +372,36 @@ printable_name(const uint8_t *n)
 }
 
 static enum egw_proto_err
-parse_register(const uint8_t *p, struct egw_register *r)
+parse_register(const uint8_t *p, uint16_t flags, struct egw_register *r)
 {
 	memset(r, 0, sizeof(*r));
-	if (!printable_name(p))
+	if (!printable_name(p + R_NAME))
 		return EGW_PE_FIELD;
-	memcpy(r->name, p, EGW_PROTO_NAME_LEN);
+	memcpy(r->name, p + R_NAME, EGW_PROTO_NAME_LEN);
 	r->name[EGW_PROTO_NAME_LEN - 1] = '\0';
-	memcpy(r->gid, p + 32, 16);
-	r->qpn = get32(p + 48);
-	r->psn = get32(p + 52);
-	r->mtu = get16(p + 56);
-	r->roles = get16(p + 58);
-	r->block_tokens = get32(p + 60);
-	r->pool_blocks = get32(p + 64);
-	r->hidden_size = get32(p + 68);
-	r->dtype_bytes = get32(p + 72);
-	r->aux_bytes = get32(p + 76);
+	memcpy(r->gid, p + R_GID, 16);
+	r->qpn = get32(p + R_QPN);
+	r->psn = get32(p + R_PSN);
+	r->mtu = get16(p + R_MTU);
+	r->roles = get16(p + R_ROLES);
+	r->block_tokens = get32(p + R_BLOCK_TOKENS);
+	r->pool_blocks = get32(p + R_POOL_BLOCKS);
+	r->hidden_size = get32(p + R_HIDDEN);
+	r->dtype_bytes = get32(p + R_DTYPE);
+	r->aux_bytes = get32(p + R_AUX);
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
-		r->region[k].addr = get64(p + 80 + 16 * k);
-		r->region[k].rkey = get32(p + 88 + 16 * k);
-		r->region[k].unit_bytes = get32(p + 92 + 16 * k);
+		r->region[k].addr = get64(p + R_REGIONS + 16 * k);
+		r->region[k].rkey = get32(p + R_REGIONS + 8 + 16 * k);
+		r->region[k].unit_bytes = get32(p + R_REGIONS + 12 + 16 * k);
 	}
+	r->peer_session = get64(p + R_PEER_SESSION);
+	r->ack_qpn = get32(p + R_ACK_QPN);
+	r->ack_psn = get32(p + R_ACK_PSN);
+	/* only an ACK echoes an endpoint; ADOPTED must name a session */
+	if (((flags & EGW_MSGF_ACK) == 0 && (r->ack_qpn || r->ack_psn)) ||
+	    r->ack_qpn > 0xffffffu || r->ack_psn > 0xffffffu ||
+	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0))
+		return EGW_PE_FIELD;
 	if (r->qpn > 0xffffffu || r->psn > 0xffffffu ||
 	    r->mtu < 256 || r->mtu > 4096 || (r->mtu & (r->mtu - 1)) != 0 ||
 	    r->roles == 0 || (r->roles & ~(EGW_ROLE_ENCODE | EGW_ROLE_LANGUAGE)) ||
@@ -381,7 +425,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		if (get16(b + H_RANK) || get16(b + H_NRANKS) ||
 		    get64(b + H_ROOM) || get32(b + H_OFFSET))
 			return EGW_PE_FIELD;
-		return parse_register(p, &out->reg);
+		return parse_register(p, out->flags, &out->reg);
 	}
 	m->type = type;
 	m->flags = out->flags;
@@ -389,20 +433,24 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 	m->nranks = get16(b + H_NRANKS);
 	m->room = get64(b + H_ROOM);
 	m->offset = get32(b + H_OFFSET);
-	if (type == EGW_MSG_HEARTBEAT) {
+	/* not about a room: HEARTBEAT, and an ERROR answering a REGISTER */
+	if (type == EGW_MSG_HEARTBEAT ||
+	    (type == EGW_MSG_ERROR && p[0] == EGW_MSG_REGISTER)) {
 		if (m->rank || m->nranks || m->room || m->offset)
 			return EGW_PE_FIELD;
-		return EGW_PE_OK;
+		if (type == EGW_MSG_HEARTBEAT)
+			return EGW_PE_OK;
+	} else if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
+		   m->rank >= m->nranks) {
+		return EGW_PE_FIELD; /* a room message names a valid rank */
 	}
-	if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
-	    m->rank >= m->nranks)
-		return EGW_PE_FIELD;
 	switch (type) {
 	case EGW_MSG_INIT:
 	case EGW_MSG_RESUME:
 		m->block_tokens = get32(p);
 		m->alloc_tokens = get32(p + 4);
 		m->nruns = get16(p + 8);
+		m->rkey = get32(p + 12);
 		if (get16(p + 10) != 0)
 			return EGW_PE_RESERVED;
 		if ((type == EGW_MSG_INIT) != (m->offset == 0))
@@ -512,15 +560,8 @@ egw_replay_check(struct egw_replay *r, uint64_t session, uint64_t seq)
 
 	if (seq == 0)
 		return EGW_PE_REPLAY;
-	if (session < r->session)
+	if (session != r->session || session == 0)
 		return EGW_PE_SESSION;
-	if (session > r->session) {
-		/* the peer restarted: a fresh window */
-		r->session = session;
-		r->top = seq;
-		r->bitmap = 1;
-		return EGW_PE_OK;
-	}
 	if (seq > r->top) {
 		d = seq - r->top;
 		r->bitmap = d >= EGW_PROTO_REPLAY_WINDOW ? 1 : (r->bitmap << d) | 1;
@@ -532,4 +573,12 @@ egw_replay_check(struct egw_replay *r, uint64_t session, uint64_t seq)
 		return EGW_PE_REPLAY;
 	r->bitmap |= 1ull << d;
 	return EGW_PE_OK;
+}
+
+void
+egw_replay_start(struct egw_replay *r, uint64_t session, uint64_t seq)
+{
+	r->session = session;
+	r->top = seq;
+	r->bitmap = 1;
 }

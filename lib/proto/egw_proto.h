@@ -22,19 +22,26 @@ extern "C" {
 
 #define EGW_PROTO_PORT 9471u        /**< default UDP port */
 #define EGW_PROTO_MAGIC 0x45475731u /**< "EGW1" */
-#define EGW_PROTO_VERSION 1u
+#define EGW_PROTO_VERSION 2u
 #define EGW_PROTO_HDR_LEN 48u
 #define EGW_PROTO_TAG_LEN 16u
 #define EGW_PROTO_KEY_LEN 32u
 #define EGW_PROTO_NAME_LEN 32u
-/** Largest datagram we build: a REGISTER, well under any IPv4 MTU (576). */
+/** Longest datagram accepted (longer ones are refused as LONG). */
 #define EGW_PROTO_MAX_LEN 512u
+/** Longest datagram we build: an INIT or RESUME with EGW_XFER_MAX_RUNS
+ *  runs, under the IPv4 minimum reassembly size (576) with its headers. */
+#define EGW_PROTO_MAX_DGRAM 336u
 #define EGW_PROTO_REPLAY_WINDOW 64u
 
 /** Message types: the xfer ones (1..6) plus REGISTER. */
 #define EGW_MSG_REGISTER 7
 
-/* Header flags: EGW_MSGF_* (egw_xfer.h), one set for every message. */
+/* Header flags: EGW_MSGF_* (egw_xfer.h), one set for every message, and
+ * REGISTER's own below. */
+/** REGISTER: the sender has adopted the session named in peer_session as
+ *  the addressee's current incarnation. */
+#define EGW_MSGF_ADOPTED 0x8u
 
 /** Why a datagram was refused. Each has a counter in egw_proto_stats. */
 enum egw_proto_err {
@@ -51,7 +58,7 @@ enum egw_proto_err {
 	EGW_PE_BODY,        /**< body size wrong for the type */
 	EGW_PE_FIELD,       /**< a field out of its range */
 	EGW_PE_REPLAY,      /**< sequence number seen or too old */
-	EGW_PE_SESSION,     /**< a session older than the peer's current one */
+	EGW_PE_SESSION,     /**< a session that is not the peer's adopted one */
 	EGW_PE_MAX
 };
 
@@ -78,6 +85,11 @@ struct egw_register {
 	uint32_t dtype_bytes;
 	uint32_t aux_bytes;
 	struct egw_region region[EGW_KIND_MAX];
+	/** The addressee's session as the sender last heard it (0: none). */
+	uint64_t peer_session;
+	/** In an ACK: the qpn and psn of the REGISTER it answers, else 0. */
+	uint32_t ack_qpn;
+	uint32_t ack_psn;
 	/** Not in the body: the header's session of the REGISTER that
 	 *  carried this (the registering incarnation), set by decode. */
 	uint64_t session;
@@ -90,15 +102,15 @@ struct egw_register {
 struct egw_pkt {
 	uint8_t type;
 	uint16_t flags;
-	uint64_t session;    /**< sender's session id (monotonic across restarts) */
+	uint64_t session;    /**< sender's session id (its incarnation) */
 	uint64_t seq;        /**< per-session sequence number, from 1 */
 	struct egw_msg msg;  /**< types 1..6 (room, rank... copied here too) */
 	struct egw_register reg; /**< REGISTER */
 };
 
-/** Replay state the receiver keeps per peer. */
+/** Replay state the receiver keeps for one session of a peer. */
 struct egw_replay {
-	uint64_t session;
+	uint64_t session;    /**< the session this window is for (0: none) */
 	uint64_t top;        /**< highest sequence accepted */
 	uint64_t bitmap;     /**< bit i: top - i accepted */
 };
@@ -115,6 +127,9 @@ struct egw_proto_key {
 
 /** Call once (libsodium init); 0 or -EIO. */
 int egw_proto_init(void);
+
+/** A new session id: random, non-zero (call egw_proto_init first). */
+uint64_t egw_proto_session_new(void);
 
 #define EGW_PROTO_KEY_MIN_BYTES 32u
 
@@ -135,10 +150,12 @@ int egw_proto_key_derive(struct egw_proto_key *key, const uint8_t *material,
 int egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		     uint64_t seq, const struct egw_msg *m, uint8_t *buf,
 		     size_t cap);
-/** Encode a REGISTER (ack: the answer to one). Returns the datagram
- *  length, or -EINVAL, -EMSGSIZE as egw_proto_encode. */
+/** Encode a REGISTER; `flags`: EGW_MSGF_ACK (the answer to one) and
+ *  EGW_MSGF_ADOPTED (r->peer_session is adopted; it must not be 0).
+ *  Returns the datagram length, or -EINVAL, -EMSGSIZE as
+ *  egw_proto_encode. */
 int egw_proto_encode_register(const struct egw_proto_key *key,
-			      uint64_t session, uint64_t seq, bool ack,
+			      uint64_t session, uint64_t seq, uint16_t flags,
 			      const struct egw_register *r, uint8_t *buf,
 			      size_t cap);
 
@@ -157,13 +174,17 @@ enum egw_proto_err egw_proto_decode(const struct egw_proto_key *key,
 				    struct egw_proto_stats *stats);
 
 /**
- * Accept (session, seq) from a peer at most once: a newer session resets
- * the window, an older one is refused, within a session a sequence number
+ * Accept (session, seq) at most once: a session other than the window's
+ * is refused (EGW_PE_SESSION: which sessions a peer may use is the
+ * caller's decision, see egw_replay_start), within it a sequence number
  * is accepted once and only if it is within the window below the highest.
  * Updates `r` only on success.
  */
 enum egw_proto_err egw_replay_check(struct egw_replay *r, uint64_t session,
 				    uint64_t seq);
+/** Start the window for `session` at `seq` (accepted): top = seq, bitmap
+ *  = 1. */
+void egw_replay_start(struct egw_replay *r, uint64_t session, uint64_t seq);
 
 #ifdef __cplusplus
 }

@@ -110,6 +110,9 @@ enum egw_err {
 	EGW_E_ABORTED,          /**< wire 20: the peer or the local app aborted the room */
 	EGW_E_TRANSPORT,        /**< wire 21: payload writes failed */
 	EGW_E_UNKNOWN_PEER,     /**< wire 22 */
+	EGW_E_GEOMETRY,         /**< wire 23: REGISTER: the pool geometries differ */
+	EGW_E_UNREACHABLE,      /**< wire 24: REGISTER: its memory cannot be reached */
+	EGW_E_NAME,             /**< wire 25: REGISTER: not the name configured for the sender */
 	EGW_E_END               /**< one past the last code; not a code */
 };
 
@@ -173,6 +176,8 @@ struct egw_msg {
 	uint32_t block_tokens; /**< INIT/RESUME: sender checks it equals its own */
 	uint32_t offset;       /**< INIT/RESUME: first token of the window; ERROR: echo */
 	uint32_t alloc_tokens; /**< INIT/RESUME: blocks x block_tokens */
+	uint32_t rkey;         /**< INIT/RESUME: the key admitting writes to the
+				 *   window (0: the region's, from REGISTER) */
 	uint32_t total_tokens; /**< STATUS: announced total, 0 = not yet known */
 	uint32_t landed_tokens;   /**< STATUS: tokens written and completed */
 	uint32_t accepted_tokens; /**< STATUS: end of the last accepted window */
@@ -191,6 +196,8 @@ struct egw_write {
 	uint32_t src_token;  /**< token inside src_block (0: windows are aligned) */
 	uint32_t dst_token;
 	uint32_t tokens;
+	uint32_t rkey;       /**< the window's rkey (INIT/RESUME); 0: the
+			      *   region's, from the peer's REGISTER */
 	uint64_t bytes;
 };
 

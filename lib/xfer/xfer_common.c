@@ -34,6 +34,9 @@ static const char *const err_names[EGW_E_COUNT] = {
 	W(EGW_E_ABORTED) = "aborted",
 	W(EGW_E_TRANSPORT) = "payload writes failed",
 	W(EGW_E_UNKNOWN_PEER) = "unknown peer",
+	W(EGW_E_GEOMETRY) = "pool geometries differ",
+	W(EGW_E_UNREACHABLE) = "peer memory unreachable",
+	W(EGW_E_NAME) = "name not the one configured for the peer",
 };
 
 /* the same codes as stable lower_snake keys, for reports and scripts */
@@ -61,6 +64,9 @@ static const char *const err_keys[EGW_E_COUNT] = {
 	W(EGW_E_ABORTED) = "aborted",
 	W(EGW_E_TRANSPORT) = "transport",
 	W(EGW_E_UNKNOWN_PEER) = "unknown_peer",
+	W(EGW_E_GEOMETRY) = "geometry",
+	W(EGW_E_UNREACHABLE) = "unreachable",
+	W(EGW_E_NAME) = "name",
 };
 #undef W
 

@@ -199,6 +199,7 @@ receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
 		.block_tokens = r->core.conf.geom.block_tokens,
 		.offset = w->off,
 		.alloc_tokens = w->alloc,
+		.rkey = 0, /* the pool is registered whole: the region's key */
 	};
 
 	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));

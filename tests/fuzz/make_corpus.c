@@ -38,6 +38,7 @@ main(int argc, char **argv)
 	memset(&m, 0, sizeof(m));
 	m = (struct egw_msg){ .type = EGW_MSG_INIT, .rank = 1, .nranks = 2,
 		.room = 77, .block_tokens = 128, .alloc_tokens = 1024, .nruns = 2,
+		.rkey = 0x5a5a,
 		.runs = { { 0, 4 }, { 10, 4 } } };
 	bad |= put(argv[1], "init", b, egw_proto_encode(&key, 9, 1, &m, b, sizeof(b)));
 	m.type = EGW_MSG_RESUME;
@@ -65,6 +66,19 @@ main(int argc, char **argv)
 	r.dtype_bytes = 2;
 	r.aux_bytes = 64;
 	bad |= put(argv[1], "register", b,
-		   egw_proto_encode_register(&key, 9, 7, false, &r, b, sizeof(b)));
+		   egw_proto_encode_register(&key, 9, 7, 0, &r, b, sizeof(b)));
+	r.peer_session = 0x1122334455667788ull;
+	r.ack_qpn = 0x4321;
+	r.ack_psn = 0xabcdef;
+	bad |= put(argv[1], "register-ack-adopted", b,
+		   egw_proto_encode_register(&key, 9, 8,
+					     EGW_MSGF_ACK | EGW_MSGF_ADOPTED, &r,
+					     b, sizeof(b)));
+	m = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
+		.error = EGW_E_GEOMETRY };
+	bad |= put(argv[1], "error-register", b, egw_proto_encode(&key, 9, 9, &m, b, sizeof(b)));
+	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
+		.error = EGW_E_ABORTED, .nranks = 1, .room = 77 };
+	bad |= put(argv[1], "abort-ack", b, egw_proto_encode(&key, 9, 10, &m, b, sizeof(b)));
 	return bad;
 }

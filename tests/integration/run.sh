@@ -65,8 +65,10 @@ scenarios() { # default, resume rounds expected
 		expect "$T/lang.log" result rounds -eq "$want" &&
 		expect "$T/lang.log" result bytes -eq 33000256 &&
 		expect "$T/enc.log" result-encode leaked -eq 0 &&
-		expect "$T/enc.log" result-encode ok -eq 4 || return 1
-	MSG="4 rooms byte-exact, $want resume rounds, nothing leaked"
+		expect "$T/enc.log" result-encode ok -eq 4 &&
+		expect "$T/lang.log" device tx_not_sent -eq 0 &&
+		expect "$T/lang.log" device tx_link_down -eq 0 || return 1
+	MSG="4 rooms byte-exact, $want resume rounds, nothing leaked, no frame lost at start"
 }
 case_scenarios_1024() { scenarios 1024 3; }
 case_scenarios_8192() { scenarios 8192 2; }

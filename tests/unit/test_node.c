@@ -2,11 +2,14 @@
 /*
  * lib/node without DPDK: an encode node and a language node joined by an
  * in-memory datagram queue, payload as memcpy between their pools. Proves
- * the REGISTER exchange, a full resume transfer through the wire format,
- * that unknown, malformed, replayed, unregistered, mismatched and
- * misdirected datagrams are dropped and counted before the engines, and
- * that the node owns its deferred work: refused posts fail their rooms at
- * once, refused connects are retried.
+ * the REGISTER handshake in both start orders, incarnations (a restart is
+ * told by its session alone, whatever its value; the old one's rooms fail
+ * and its memory is let go before anything is written for the new one;
+ * retired and pre-start REGISTERs adopt nothing), REGISTER refusals
+ * (geometry, name, unreachable memory) answered and noted once, a full
+ * resume transfer through the wire format, that unknown, malformed,
+ * replayed, unregistered and misdirected datagrams are dropped and counted
+ * before the engines, and that refused posts fail their rooms at once.
  */
 #include <errno.h>
 #include <string.h>
@@ -43,13 +46,53 @@ static struct {
 	unsigned lang_connect_refusals; /* refuse this many connects */
 	unsigned lang_connect_tries;
 	struct dgram last[2]; /* the last datagram each side sent */
+	struct dgram last_reg[2]; /* ... and the last REGISTER */
 	uint32_t enc_psn;     /* the encode side's endpoint PSN */
 	unsigned lang_peer_ups; /* the language side's driver connects */
 	unsigned enc_peer_ups;  /* the encode side's */
 	uint32_t lang_seen_psn;
 	bool hold_writes;     /* the driver completes nothing for now */
 	bool no_producer;     /* INITs for unknown rooms stay unknown */
+	bool down[2];         /* not started yet: no ticks, datagrams lost */
+	/* what the encode side's driver was asked, in order: 'U' connect
+	 * (with the session), 'D' let go, 'P' a post */
+	struct { char what; uint64_t session; } ev[8192];
+	unsigned nev;
+	unsigned notes[2][EGW_NN_AUTH + 1];
+	enum egw_err note_code[2][EGW_NN_AUTH + 1]; /* the last of each kind */
+	char note_text[2][EGW_NN_AUTH + 1][224];
+	unsigned peer_downs[2];
 } t;
+
+static void
+event(char what, uint64_t session)
+{
+	if (t.nev < sizeof(t.ev) / sizeof(t.ev[0])) {
+		t.ev[t.nev].what = what;
+		t.ev[t.nev++].session = session;
+	}
+}
+
+static void
+peer_down(void *ctx, uint32_t peer)
+{
+	(void)peer;
+	t.peer_downs[(intptr_t)ctx]++;
+	if ((intptr_t)ctx == 0)
+		event('D', 0);
+}
+
+static void
+note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
+{
+	int side = (int)(intptr_t)ctx;
+
+	(void)peer;
+	t.notes[side][nt->kind]++;
+	t.note_code[side][nt->kind] = nt->code;
+	snprintf(t.note_text[side][nt->kind], sizeof(t.note_text[side][nt->kind]),
+		 "%s", nt->text);
+}
 
 /* The encode side's payload endpoint: a PSN the test can change, as the
  * verbs driver does when it rebuilds a QP after an error. */
@@ -77,6 +120,7 @@ peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
 		t.lang_seen_psn = r->psn;
 	} else {
 		t.enc_peer_ups++;
+		event('U', r->session);
 	}
 	return 0;
 }
@@ -93,6 +137,8 @@ tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 	d->len = len;
 	memcpy(d->b, buf, len);
 	t.last[from] = *d;
+	if (buf[5] == EGW_MSG_REGISTER)
+		t.last_reg[from] = *d;
 }
 
 static int
@@ -101,6 +147,7 @@ post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
 {
 	(void)ctx;
 	(void)peer;
+	event('P', 0);
 	if (t.refuse_posts) {
 		t.posts_refused++;
 		return -EIO;
@@ -178,15 +225,42 @@ mkconf(struct egw_conf *c, const char *name, uint16_t role, uint32_t self,
 	c->ports[0].peers[0].udp_port = PORT;
 }
 
+/* Start side i (0 encode, 1 language) as incarnation `session`, with a
+ * fresh pool: a process that starts. */
+static void
+start(int i, uint64_t session)
+{
+	struct egw_node_ops ops = { .tx = tx, .post = post, .deliver = deliver,
+				    .done = done, .unknown_room = unknown_room,
+				    .endpoint = endpoint, .peer_up = peer_up,
+				    .peer_down = peer_down, .note = note };
+	struct egw_region reg[EGW_KIND_MAX];
+
+	CU_ASSERT_FATAL(egw_pool_create(&t.conf[i].geom, NULL, 0, &t.pool[i]) == 0);
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		reg[k] = (struct egw_region){ 0, 0,
+			(uint32_t)egw_geom_unit_bytes(&t.conf[i].geom, (enum egw_kind)k) };
+	ops.ctx = (void *)(intptr_t)i;
+	CU_ASSERT_FATAL(egw_node_create(&t.conf[i], 0, t.pool[i], reg, NULL, 0,
+					&ops, session, t.now, &t.node[i]) == 0);
+}
+
+/* Side i exits (what it had in flight is gone) and starts again as
+ * `session`. */
+static void
+restart(int i, uint64_t session)
+{
+	egw_node_destroy(t.node[i]);
+	egw_pool_destroy(t.pool[i]);
+	if (i == 0)
+		t.ncpl = 0; /* its driver's completions die with it */
+	start(i, session);
+}
+
 /* lang_policy_tokens: the language side's first window (0: default) */
 static void
 setup_with(uint32_t lang_hidden, uint32_t lang_policy_tokens)
 {
-	struct egw_node_ops ops = { .tx = tx, .post = post, .deliver = deliver,
-				    .done = done, .unknown_room = unknown_room,
-				    .endpoint = endpoint, .peer_up = peer_up };
-	struct egw_region reg[EGW_KIND_MAX];
-
 	memset(&t, 0, sizeof(t));
 	t.enc_psn = 111;
 	egw_proto_init();
@@ -194,15 +268,8 @@ setup_with(uint32_t lang_hidden, uint32_t lang_policy_tokens)
 	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", lang_hidden);
 	if (lang_policy_tokens > 0)
 		t.conf[1].policy.tokens = lang_policy_tokens;
-	for (int i = 0; i < 2; i++) {
-		CU_ASSERT_FATAL(egw_pool_create(&t.conf[i].geom, NULL, 0, &t.pool[i]) == 0);
-		for (int k = 0; k < EGW_KIND_MAX; k++)
-			reg[k] = (struct egw_region){ 0, 0,
-				(uint32_t)egw_geom_unit_bytes(&t.conf[i].geom, (enum egw_kind)k) };
-		ops.ctx = (void *)(intptr_t)i;
-		CU_ASSERT_FATAL(egw_node_create(&t.conf[i], 0, t.pool[i], reg, NULL, 0,
-						&ops, 1000 + (uint64_t)i, 0, &t.node[i]) == 0);
-	}
+	for (int i = 0; i < 2; i++)
+		start(i, 1000 + (uint64_t)i);
 }
 
 static void
@@ -231,20 +298,23 @@ run(uint64_t ns)
 		while (head < t.nq) {
 			struct dgram d = t.q[head++ % 4096];
 
-			egw_node_rx(t.node[d.to], d.src, PORT, d.b, d.len, t.now);
+			if (!t.down[d.to])
+				egw_node_rx(t.node[d.to], d.src, PORT, d.b, d.len, t.now);
 		}
-		while (t.ncpl > 0 && !t.hold_writes)
+		while (t.ncpl > 0 && !t.hold_writes && !t.down[0])
 			egw_node_writes_done(t.node[0], t.cpl[--t.ncpl], true, t.now);
 		t.now += 100000;
-		egw_node_tick(t.node[0], t.now);
-		egw_node_tick(t.node[1], t.now);
+		for (int i = 0; i < 2; i++)
+			if (!t.down[i])
+				egw_node_tick(t.node[i], t.now);
 	}
 	/* what the last ticks sent arrives too (a retransmission timed to
 	 * the end of this run must not vanish with the queue) */
 	while (head < t.nq) {
 		struct dgram d = t.q[head++ % 4096];
 
-		egw_node_rx(t.node[d.to], d.src, PORT, d.b, d.len, t.now);
+		if (!t.down[d.to])
+			egw_node_rx(t.node[d.to], d.src, PORT, d.b, d.len, t.now);
 	}
 	t.nq = 0;
 }
@@ -334,6 +404,17 @@ test_reregister_after_endpoint_change(void)
 }
 
 static void
+assert_no_blocks_in_use(void)
+{
+	for (int i = 0; i < 2; i++) {
+		struct egw_pool_stats ps;
+
+		egw_pool_get_stats(t.pool[i], &ps);
+		CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
+	}
+}
+
+static void
 test_bad_datagrams_dropped_and_counted(void)
 {
 	struct egw_node_stats st;
@@ -362,31 +443,74 @@ test_bad_datagrams_dropped_and_counted(void)
 	teardown();
 }
 
+/* Another hidden size: every REGISTER is refused as GEOMETRY on both
+ * sides and answered with ERROR at most every 200 ms; each side notes the
+ * refusal once, with what differs, and the peer's ERROR once; nothing is
+ * adopted; a room towards the peer ends by its deadline, freeing what it
+ * held. */
 static void
 test_mismatched_geometry_is_not_registered(void)
 {
-	struct egw_node_stats st;
+	struct egw_node_stats st[2];
 
 	setup(32); /* the language side has another hidden size */
-	run(500000000);
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(2000000000ull);
+	for (int i = 0; i < 2; i++) {
+		CU_ASSERT_FALSE(egw_node_peer_ready(t.node[i], 0));
+		CU_ASSERT_EQUAL(egw_node_peer_session(t.node[i], 0), 0);
+		egw_node_get_stats(t.node[i], &st[i]);
+		CU_ASSERT(st[i].drops[EGW_ND_GEOMETRY] >= 5);
+		CU_ASSERT(st[i].register_refusals >= 5);
+		CU_ASSERT(st[i].register_refusals <= 2000 / 200 + 1);
+		CU_ASSERT(st[i].register_refused >= 5);
+		CU_ASSERT_EQUAL(st[i].adoptions, 0);
+		/* once per peer, not per datagram */
+		CU_ASSERT_EQUAL(t.notes[i][EGW_NN_REFUSED], 1);
+		CU_ASSERT_EQUAL(t.notes[i][EGW_NN_PEER_REFUSED], 1);
+		CU_ASSERT_EQUAL(t.notes[i][EGW_NN_REGISTERED], 0);
+	}
+	CU_ASSERT_EQUAL(t.note_code[1][EGW_NN_REFUSED], EGW_E_GEOMETRY);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NN_PEER_REFUSED], EGW_E_GEOMETRY);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+				      "hidden_size 16 (ours 32)"));
+	run(4000000000ull); /* past the bootstrap deadline */
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	CU_ASSERT_EQUAL(t.done_err, 1);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_PEER_DEAD)] +
+			t.receiver_failed[egw_err_to_wire(EGW_E_TIMEOUT_BOOTSTRAP)], 1);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* The language side configures another name for its peer: it refuses
+ * the encode side's REGISTERs as NAME, the encode side hears ERROR(NAME)
+ * and notes it once; no room message flows. */
+static void
+test_wrong_name_is_refused_once(void)
+{
+	struct egw_node_stats st;
+
+	setup(16);
+	egw_node_destroy(t.node[1]);
+	egw_pool_destroy(t.pool[1]);
+	snprintf(t.conf[1].ports[0].peers[0].name,
+		 sizeof(t.conf[1].ports[0].peers[0].name), "enc-b");
+	start(1, 1001);
+	run(2000000000ull);
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT(st.drops[EGW_ND_NAME] >= 5);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_GEOMETRY], 0);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REFUSED], 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+				      "name 'enc' (configured 'enc-b')"));
 	egw_node_get_stats(t.node[0], &st);
-	CU_ASSERT(st.drops[EGW_ND_GEOMETRY] > 0);
-	/* a room towards it cannot make progress and fails at its deadline,
-	 * freeing what it held */
-	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
-	run(6000000000ull);
-	CU_ASSERT_EQUAL(t.delivered, 0);
-	CU_ASSERT(t.done_err >= 1);
-	{
-		struct egw_pool_stats ps;
-
-		egw_pool_get_stats(t.pool[1], &ps);
-		CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
-	}
-	egw_node_get_stats(t.node[0], &st);
-	CU_ASSERT(st.drops[EGW_ND_NOT_REGISTERED] > 0);
+	CU_ASSERT(st.register_refused >= 5);
+	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_PEER_REFUSED], 1);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NN_PEER_REFUSED], EGW_E_NAME);
 	teardown();
 }
 
@@ -410,16 +534,6 @@ test_message_for_missing_role_dropped(void)
 	teardown();
 }
 
-static void
-assert_no_blocks_in_use(void)
-{
-	for (int i = 0; i < 2; i++) {
-		struct egw_pool_stats ps;
-
-		egw_pool_get_stats(t.pool[i], &ps);
-		CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
-	}
-}
 
 /* The driver refuses a batch: the node completes it as failed by itself,
  * so the room fails on both sides within a few round trips - not at the
@@ -484,46 +598,6 @@ test_many_refused_posts_all_fail_their_rooms(void)
 	assert_room_transfers((1000ull << 32) | 700);
 	run(3000000000ull);
 	assert_no_blocks_in_use();
-	teardown();
-}
-
-/* The driver cannot connect a peer at first: the node keeps the REGISTER
- * and tries again by itself, without the peer sending another one. */
-static void
-test_refused_connect_is_retried_by_the_node(void)
-{
-	struct egw_node_stats st;
-	unsigned head = 0;
-
-	setup(16);
-	t.lang_connect_refusals = 3;
-	/* deliver only the encode side's first REGISTER to the language
-	 * node: whatever follows must come from the node's own retries */
-	egw_node_tick(t.node[0], t.now);
-	CU_ASSERT_FATAL(t.nq > 0);
-	while (head < t.nq && t.q[head].to != 1)
-		head++;
-	CU_ASSERT_FATAL(head < t.nq);
-	egw_node_rx(t.node[1], t.q[head].src, PORT, t.q[head].b, t.q[head].len, t.now);
-	t.nq = 0;
-	CU_ASSERT_EQUAL(t.lang_connect_tries, 1);
-	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
-	/* (within the heartbeat deadline: the peer is silent meanwhile) */
-	for (int i = 0; i < 5; i++) {
-		t.now += 100000000;
-		egw_node_tick(t.node[1], t.now);
-	}
-	t.nq = 0;
-	CU_ASSERT_EQUAL(t.lang_connect_tries, 4);
-	CU_ASSERT_EQUAL(t.lang_peer_ups, 1);
-	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
-	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.connect_retries, 3);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_PAYLOAD], 1);
-	/* and the pair works from there */
-	run(5000000);
-	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
-	assert_room_transfers(2000);
 	teardown();
 }
 
@@ -607,6 +681,294 @@ test_abort_before_input_reaches_every_rank(void)
 	teardown();
 }
 
+/* Decode what a side sent (both sides share the key). */
+static void
+decode(const struct dgram *d, struct egw_pkt *p)
+{
+	CU_ASSERT_EQUAL_FATAL(egw_proto_decode(&t.conf[0].key, d->b, d->len, p,
+					       NULL), EGW_PE_OK);
+}
+
+/* Deliver queued datagrams one at a time, no ticks, until both sides are
+ * registered or `max` went; returns how many went, each decoded in
+ * seen[]. */
+static unsigned
+deliver_steps(struct egw_pkt *seen, int *from, unsigned max)
+{
+	unsigned head = 0;
+
+	while (head < t.nq && head < max &&
+	       !(egw_node_peer_ready(t.node[0], 0) &&
+		 egw_node_peer_ready(t.node[1], 0))) {
+		struct dgram d = t.q[head];
+
+		decode(&d, &seen[head]);
+		from[head++] = d.to == 0 ? 1 : 0;
+		egw_node_rx(t.node[d.to], d.src, PORT, d.b, d.len, t.now);
+	}
+	t.nq = 0;
+	return head;
+}
+
+/* The encode side runs alone (its REGISTERs are lost), then the language
+ * side starts: REGISTER, ACK naming it, REGISTER ADOPTED, ACK ADOPTED -
+ * four datagrams register both. */
+static void
+test_handshake_typical_order(void)
+{
+	struct egw_pkt seen[16];
+	int from[16];
+	unsigned n;
+
+	setup(16);
+	t.down[1] = true;
+	run(1000000000ull);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
+	restart(1, 0x1111);
+	t.down[1] = false;
+	egw_node_tick(t.node[1], t.now);
+	n = deliver_steps(seen, from, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 4);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT(from[0] == 1 && from[1] == 0 && from[2] == 1 && from[3] == 0);
+	CU_ASSERT_EQUAL(seen[0].flags, 0);
+	CU_ASSERT_EQUAL(seen[0].reg.peer_session, 0);
+	CU_ASSERT_EQUAL(seen[1].flags, EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(seen[1].reg.peer_session, 0x1111);
+	CU_ASSERT_EQUAL(seen[2].flags, EGW_MSGF_ADOPTED);
+	CU_ASSERT_EQUAL(seen[2].reg.peer_session, 1000);
+	CU_ASSERT_EQUAL(seen[3].flags, EGW_MSGF_ACK | EGW_MSGF_ADOPTED);
+	CU_ASSERT_EQUAL(seen[3].reg.peer_session, 0x1111);
+	CU_ASSERT_EQUAL(seen[3].reg.ack_qpn, 88); /* the language endpoint */
+	CU_ASSERT_EQUAL(seen[3].reg.ack_psn, 5);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[0], 0), 0x1111);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_REGISTERED], 1);
+	assert_room_transfers(2000);
+	teardown();
+}
+
+/* Both start at once: each side's first REGISTER names no one, each
+ * answer names the other; both adopt once, nothing is taken for a
+ * restart. */
+static void
+test_handshake_simultaneous_start(void)
+{
+	struct egw_pkt seen[16];
+	int from[16];
+	struct egw_node_stats st;
+	unsigned n;
+
+	setup(16);
+	egw_node_tick(t.node[0], t.now);
+	egw_node_tick(t.node[1], t.now);
+	n = deliver_steps(seen, from, 16);
+	CU_ASSERT(n <= 8);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL(seen[0].reg.peer_session, 0);
+	CU_ASSERT_EQUAL(seen[1].reg.peer_session, 0);
+	CU_ASSERT_EQUAL(seen[2].flags, EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(seen[2].reg.peer_session, from[2] == 0 ? 1001 : 1000);
+	for (int i = 0; i < 2; i++) {
+		egw_node_get_stats(t.node[i], &st);
+		CU_ASSERT_EQUAL(st.adoptions, 1);
+		CU_ASSERT_EQUAL(st.peer_restarts, 0);
+		CU_ASSERT_EQUAL(t.peer_downs[i], 0);
+	}
+	assert_room_transfers(2000);
+	teardown();
+}
+
+/* The encode side restarts as `session` with a room in flight: the same
+ * REGISTER content, only the session tells. The language side fails the
+ * old incarnation's room (PEER_DEAD), lets go of its memory, serves the
+ * new one, and refuses the old one's REGISTER replayed. */
+static void
+restart_encode_as(uint64_t session)
+{
+	struct egw_node_stats st;
+	struct dgram old_reg;
+	struct egw_pkt a, b;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	open_held(50000);
+	old_reg = t.last_reg[0];
+	restart(0, session);
+	t.hold_writes = false;
+	run(20000000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), session);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
+	CU_ASSERT_EQUAL(t.peer_downs[1], 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_RESTARTED], 1);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.peer_restarts, 1);
+	CU_ASSERT_EQUAL(st.adoptions, 2);
+	/* byte for byte the same content: the restart is told by the
+	 * session alone */
+	decode(&old_reg, &a);
+	decode(&t.last_reg[0], &b);
+	CU_ASSERT_EQUAL(memcmp(old_reg.b + 48, t.last_reg[0].b + 48, 144), 0);
+	CU_ASSERT_NOT_EQUAL(a.session, b.session);
+	/* the old incarnation's REGISTER replayed: refused, nothing changes */
+	egw_node_rx(t.node[1], ENC_IP, PORT, old_reg.b, old_reg.len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_SESSION], 1);
+	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_SESSION], 1);
+	CU_ASSERT_EQUAL(st.peer_restarts, 1);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), session);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	t.nq = 0;
+	assert_room_transfers(3000);
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+static void
+test_restart_with_the_same_register_bytes(void)
+{
+	restart_encode_as(0x7fffffffffffull);
+}
+
+/* A clock set back, a counter: a smaller session is just as new. */
+static void
+test_restart_with_a_smaller_session(void)
+{
+	restart_encode_as(5);
+}
+
+/* A REGISTER of the encode side recorded before the language side's
+ * start names the language side's previous incarnation: it adopts
+ * nothing. The live encode side then registers as usual. */
+static void
+test_pre_start_register_replayed_does_not_adopt(void)
+{
+	struct dgram pre;
+	struct egw_node_stats st;
+
+	setup(16);
+	run(5000000);
+	pre = t.last_reg[0];
+	restart(1, 0x2222);
+	egw_node_rx(t.node[1], ENC_IP, PORT, pre.b, pre.len, t.now);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.adoptions, 0);
+	CU_ASSERT_EQUAL(st.registers_rx, 1);
+	run(20000000);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	egw_node_get_stats(t.node[0], &st);
+	CU_ASSERT_EQUAL(st.peer_restarts, 1); /* the language side's */
+	assert_room_transfers(2000);
+	teardown();
+}
+
+/* The language side restarts while the encode side has a room in flight
+ * to it: the encode side fails that room, has its driver let go of the
+ * old memory, and only then connects to and writes for the new one. */
+static void
+test_new_incarnation_lets_go_before_writing(void)
+{
+	unsigned down = 0, up = 0, first_post = 0, downs = 0;
+
+	setup(16);
+	run(5000000);
+	open_held(50000);
+	CU_ASSERT_FATAL(t.nev > 0 && t.ev[t.nev - 1].what == 'P');
+	/* its writes still in flight when the new incarnation registers */
+	restart(1, 0x3333);
+	run(20000000);
+	t.hold_writes = false;
+	assert_room_transfers(3000);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
+	for (unsigned i = 0; i < t.nev; i++) {
+		if (t.ev[i].what == 'D') {
+			downs++;
+			down = i;
+		}
+		if (t.ev[i].what == 'U' && t.ev[i].session == 0x3333 && up == 0)
+			up = i;
+		if (t.ev[i].what == 'P' && down != 0 && first_post == 0)
+			first_post = i;
+	}
+	CU_ASSERT_EQUAL(downs, 1);
+	CU_ASSERT(down > 0 && up > down);
+	CU_ASSERT(first_post > up);
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* The language side cannot reach the encode side's endpoint at first: it
+ * answers ERROR(UNREACHABLE), noted once on each side, adopts nothing;
+ * the encode side's next REGISTER tries again and repairs it. */
+static void
+test_unreachable_then_repaired_by_the_next_register(void)
+{
+	struct egw_node_stats st;
+
+	setup(16);
+	t.lang_connect_refusals = 3;
+	run(1500000000ull);
+	CU_ASSERT_EQUAL(t.lang_connect_tries, 4);
+	CU_ASSERT_EQUAL(t.lang_peer_ups, 1);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_PAYLOAD], 3);
+	CU_ASSERT(st.register_refusals >= 1 && st.register_refusals <= 3);
+	CU_ASSERT_EQUAL(st.adoptions, 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REFUSED], 1);
+	egw_node_get_stats(t.node[0], &st);
+	CU_ASSERT(st.register_refused >= 1);
+	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_PEER_REFUSED], 1);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NN_PEER_REFUSED], EGW_E_UNREACHABLE);
+	assert_room_transfers(2000);
+	teardown();
+}
+
+/* After a re-registration, an ACK that echoes the old endpoint (delayed
+ * in the network) confirms nothing: only the ACK echoing the new one
+ * reaches the driver. */
+static void
+test_stale_ack_does_not_confirm_a_new_endpoint(void)
+{
+	struct dgram stale;
+	unsigned ups;
+
+	setup(16);
+	run(5000000);
+	/* an ACK for our current endpoint (psn 111), held back */
+	t.nq = 0;
+	CU_ASSERT_EQUAL(egw_node_reregister(t.node[0], 0, t.now), 0);
+	CU_ASSERT_FATAL(t.nq == 1);
+	egw_node_rx(t.node[1], ENC_IP, PORT, t.q[0].b, t.q[0].len, t.now);
+	CU_ASSERT_FATAL(t.nq == 2);
+	stale = t.q[1];
+	t.nq = 0;
+	/* the endpoint changes; the held ACK arrives first */
+	t.enc_psn = 222;
+	ups = t.enc_peer_ups;
+	CU_ASSERT_EQUAL(egw_node_reregister(t.node[0], 0, t.now), 0);
+	t.nq = 0;
+	egw_node_rx(t.node[0], LANG_IP, PORT, stale.b, stale.len, t.now);
+	CU_ASSERT_EQUAL(t.enc_peer_ups, ups);
+	/* the next REGISTER (200 ms) is answered with the right echo */
+	run(300000000);
+	CU_ASSERT_EQUAL(t.enc_peer_ups, ups + 1);
+	CU_ASSERT_EQUAL(t.lang_seen_psn, 222);
+	assert_room_transfers(2000);
+	teardown();
+}
+
 int
 main(void)
 {
@@ -619,8 +981,20 @@ main(void)
 		{ "refused_post_fails_room_at_once", test_refused_post_fails_room_at_once },
 		{ "many_refused_posts_all_fail_their_rooms",
 		  test_many_refused_posts_all_fail_their_rooms },
-		{ "refused_connect_is_retried_by_the_node",
-		  test_refused_connect_is_retried_by_the_node },
+		{ "wrong_name_is_refused_once", test_wrong_name_is_refused_once },
+		{ "handshake_typical_order", test_handshake_typical_order },
+		{ "handshake_simultaneous_start", test_handshake_simultaneous_start },
+		{ "restart_with_the_same_register_bytes",
+		  test_restart_with_the_same_register_bytes },
+		{ "restart_with_a_smaller_session", test_restart_with_a_smaller_session },
+		{ "pre_start_register_replayed_does_not_adopt",
+		  test_pre_start_register_replayed_does_not_adopt },
+		{ "new_incarnation_lets_go_before_writing",
+		  test_new_incarnation_lets_go_before_writing },
+		{ "unreachable_then_repaired_by_the_next_register",
+		  test_unreachable_then_repaired_by_the_next_register },
+		{ "stale_ack_does_not_confirm_a_new_endpoint",
+		  test_stale_ack_does_not_confirm_a_new_endpoint },
 		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
 		{ NULL, NULL },

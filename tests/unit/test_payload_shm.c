@@ -112,6 +112,28 @@ test_unconnected_peer_fails_batch(void)
 	pp_close(&pp);
 }
 
+/* The peer restarted: disconnect unmaps its pool; a write after it fails
+ * until the next connect. */
+static void
+test_disconnect_unmaps(void)
+{
+	struct egw_write w;
+	struct egw_payload_cpl c[2];
+
+	open_pair();
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+	w = pp_emb(&pp, 0, 0, 1);
+	pp.ops->disconnect(pp.side[PP_ENC].drv, 0);
+	CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 5) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 5 && !c[0].ok);
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+	CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 6) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 6 && c[0].ok);
+	pp_close(&pp);
+}
+
 static void
 test_post_errors(void)
 {
@@ -200,6 +222,7 @@ main(void)
 		{ "a batch to an unconnected peer fails",
 		  test_unconnected_peer_fails_batch },
 		{ "unknown peer -EINVAL, full ring -ENOBUFS", test_post_errors },
+		{ "disconnect unmaps the peer's pool", test_disconnect_unmaps },
 		{ "connect checks the pool file against the regions",
 		  test_connect_checks_file },
 		{ "close removes the pool file", test_close_removes_pool_file },

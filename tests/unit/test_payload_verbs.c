@@ -320,6 +320,15 @@ test_qp_error_fails_in_flight_once(void)
 	pp_close(&pp);
 }
 
+/* The peer's REGISTER as an ACK of the encode side's current endpoint. */
+static void
+echo_endpoint(struct egw_register *r)
+{
+	uint16_t mtu;
+
+	pp.ops->endpoint(ENC, 0, &r->ack_qpn, &r->ack_psn, &mtu);
+}
+
 static void
 test_posts_wait_for_peer_after_reset(void)
 {
@@ -337,12 +346,19 @@ test_posts_wait_for_peer_after_reset(void)
 	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
 	CU_ASSERT(c[0].cookie == 2 && !c[0].ok);
 	CU_ASSERT_EQUAL(ibv_stub.nwr, 1); /* nothing reached the device */
-	/* its REGISTER (same endpoint) confirms it */
+	/* its REGISTER (same endpoint) that does not echo our new one (an
+	 * ACK delayed from before the reset echoes the old PSN): not yet */
 	pp_register(&pp, PP_LANG, &r);
 	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
 	CU_ASSERT(post_tokens(1, 3) == 0);
 	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
-	CU_ASSERT(c[0].cookie == 3 && c[0].ok);
+	CU_ASSERT(c[0].cookie == 3 && !c[0].ok);
+	/* its ACK echoing our current endpoint confirms it */
+	echo_endpoint(&r);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
+	CU_ASSERT(post_tokens(1, 4) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 4 && c[0].ok);
 	pp_close(&pp);
 }
 
@@ -373,6 +389,39 @@ test_new_endpoint_fails_in_flight(void)
 	CU_ASSERT(post_tokens(2, 3) == 0);
 	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
 	CU_ASSERT(c[0].cookie == 3 && c[0].ok);
+	pp_close(&pp);
+}
+
+/* The peer restarted: disconnect fails what was in flight or chained at
+ * once and leaves the QP in RESET - nothing more reaches the old
+ * incarnation; connect brings it up towards the new one. */
+static void
+test_disconnect_lets_go_of_the_old_incarnation(void)
+{
+	struct egw_payload_cpl c[4];
+	struct egw_register r;
+
+	stub_device();
+	open_connected();
+	ibv_stub.hold = true;
+	CU_ASSERT(post_tokens(2, 1) == 0);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 4), 0);
+	CU_ASSERT(post_tokens(2, 2) == 0); /* chained, not yet posted */
+	pp.ops->disconnect(ENC, 0);
+	CU_ASSERT_EQUAL(ibv_stub_qp_state(ibv_stub.qp[PP_ENC]), IBV_QPS_RESET);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 2);
+	CU_ASSERT(!c[0].ok && !c[1].ok);
+	CU_ASSERT(post_tokens(2, 3) == 0); /* not connected: fails */
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 3 && !c[0].ok);
+	CU_ASSERT_EQUAL(ibv_stub.nwr, 2);
+	pp_register(&pp, PP_LANG, &r);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
+	CU_ASSERT_EQUAL(ibv_stub_qp_state(ibv_stub.qp[PP_ENC]), IBV_QPS_RTS);
+	CU_ASSERT(post_tokens(2, 4) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT(c[0].cookie == 4 && c[0].ok);
 	pp_close(&pp);
 }
 
@@ -499,6 +548,7 @@ test_post_errors(void)
 	for (uint32_t i = 0; i < size; i++)
 		CU_ASSERT(c[i].cookie == i && c[i].ok == (i < size / 2));
 	pp_register(&pp, PP_LANG, &r);
+	echo_endpoint(&r);
 	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0); /* the peer confirms */
 	CU_ASSERT(post_tokens(1, 99) == 0);
 	/* an empty batch fails as a batch, not as a call: at once, before
@@ -535,6 +585,8 @@ main(void)
 		  test_posts_wait_for_peer_after_reset },
 		{ "a peer's new endpoint fails what was in flight",
 		  test_new_endpoint_fails_in_flight },
+		{ "disconnect lets go of the old incarnation",
+		  test_disconnect_lets_go_of_the_old_incarnation },
 		{ "a connect the device refuses is a negative errno",
 		  test_connect_failure_is_negative_errno },
 		{ "completion handling and the generation check",

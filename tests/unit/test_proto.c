@@ -2,10 +2,14 @@
 #include <errno.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "cu_main.h"
 #include "egw_proto.h"
 
 static struct egw_proto_key key;
+
+#define NSAMPLES 10
 
 static void
 keys(void)
@@ -20,10 +24,11 @@ samples(struct egw_msg *m, struct egw_register *reg)
 {
 	int n = 0;
 
-	memset(m, 0, 8 * sizeof(*m));
+	memset(m, 0, NSAMPLES * sizeof(*m));
 	m[n] = (struct egw_msg){ .type = EGW_MSG_INIT, .flags = EGW_MSGF_DUMMY,
 		.rank = 7, .nranks = 8, .room = UINT64_MAX, .block_tokens = 128,
-		.alloc_tokens = 32 * 128, .nruns = EGW_XFER_MAX_RUNS };
+		.alloc_tokens = 32 * 128, .nruns = EGW_XFER_MAX_RUNS,
+		.rkey = UINT32_MAX };
 	for (int i = 0; i < EGW_XFER_MAX_RUNS; i++)
 		m[n].runs[i] = (struct egw_run){ UINT32_MAX - 1 - i, 1 };
 	n++;
@@ -43,6 +48,12 @@ samples(struct egw_msg *m, struct egw_register *reg)
 	n++;
 	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT, .error = EGW_E_ABORTED,
 		.rank = 0, .nranks = 1, .room = 4 };
+	n++;
+	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
+		.error = EGW_E_TIMEOUT_ROUND, .rank = 7, .nranks = 8, .room = 4 };
+	n++;
+	m[n] = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
+		.error = EGW_E_NAME };
 	n++;
 	m[n] = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_RESUME,
 		.error = EGW_E_BAD_BLOCKS, .rank = 0, .nranks = 1, .room = 5,
@@ -65,13 +76,17 @@ samples(struct egw_msg *m, struct egw_register *reg)
 		reg->region[k] = (struct egw_region){ UINT64_MAX - (uint64_t)k,
 						      0x80000000u + (uint32_t)k,
 						      (uint32_t)(k + 1) * 4 };
+	reg->peer_session = UINT64_MAX;
+	reg->ack_qpn = 0xffffff;
+	reg->ack_psn = 1;
+	CU_ASSERT_FATAL(n <= NSAMPLES);
 	return n;
 }
 
 static void
 test_round_trip_every_type(void)
 {
-	struct egw_msg m[8];
+	struct egw_msg m[NSAMPLES];
 	struct egw_register reg;
 	struct egw_pkt pkt;
 	uint8_t buf[EGW_PROTO_MAX_LEN];
@@ -91,20 +106,288 @@ test_round_trip_every_type(void)
 		CU_ASSERT_EQUAL(memcmp(&pkt.msg, &m[i], sizeof(m[i])), 0);
 	}
 	{
-		int len = egw_proto_encode_register(&key, 9, UINT64_MAX, true,
+		int len = egw_proto_encode_register(&key, 9, UINT64_MAX,
+						    EGW_MSGF_ACK | EGW_MSGF_ADOPTED,
 						    &reg, buf, sizeof(buf));
 
 		CU_ASSERT_FATAL(len > 0);
-		CU_ASSERT(len <= (int)EGW_PROTO_MAX_LEN);
+		CU_ASSERT_EQUAL(len, 48 + 160 + 16);
 		CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
 				EGW_PE_OK);
 		CU_ASSERT_EQUAL(pkt.type, EGW_MSG_REGISTER);
-		CU_ASSERT_EQUAL(pkt.flags, EGW_MSGF_ACK);
+		CU_ASSERT_EQUAL(pkt.flags, EGW_MSGF_ACK | EGW_MSGF_ADOPTED);
+		/* the header's session comes with the body: the incarnation
+		 * that registers */
+		CU_ASSERT_EQUAL(pkt.reg.session, 9);
+		reg.session = 9;
 		CU_ASSERT_EQUAL(memcmp(&pkt.reg, &reg, sizeof(reg)), 0);
 	}
-	/* sizes: the largest window message fits a minimal IPv4 datagram */
+	/* sizes: the largest window message is the largest datagram and
+	 * fits a minimal IPv4 datagram */
+	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m[0], buf, sizeof(buf)),
+			(int)EGW_PROTO_MAX_DGRAM);
+	CU_ASSERT_EQUAL(EGW_PROTO_MAX_DGRAM, 336);
 	CU_ASSERT(egw_proto_encode(&key, 1, 1, &m[0], buf, sizeof(buf)) + 28 <= 576);
 	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m[0], buf, 100), -EMSGSIZE);
+}
+
+static uint64_t
+be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* A datagram changed behind the MAC (as a buggy peer would send it): the
+ * tag recomputed over the new bytes. */
+static void
+remac(uint8_t *b, int len)
+{
+	crypto_generichash(b + len - 16, 16, b, (size_t)len - 16, key.k, 32);
+}
+
+/* Every field of the version 2 layout at its offset (doc/protocol.md). */
+static void
+test_v2_layout_every_field(void)
+{
+	struct egw_msg m = { .type = EGW_MSG_RESUME, .rank = 0x0102,
+		.nranks = 0x0203, .room = 0x1112131415161718ull,
+		.offset = 0x21222324, .block_tokens = 0x31323334,
+		.alloc_tokens = 0x41424344, .rkey = 0x51525354, .nruns = 2,
+		.runs = { { 0x61626364, 0x71727374 }, { 0x81828384, 0x91929394 } } };
+	struct egw_register r;
+	struct egw_msg ms[NSAMPLES];
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	int len;
+
+	len = egw_proto_encode(&key, 0xa1a2a3a4a5a6a7a8ull,
+			       0xb1b2b3b4b5b6b7b8ull, &m, b, sizeof(b));
+	CU_ASSERT_EQUAL_FATAL(len, 48 + 16 + 2 * 8 + 16);
+	CU_ASSERT_EQUAL(be(b + 0, 4), 0x45475731);
+	CU_ASSERT_EQUAL(b[4], 2);
+	CU_ASSERT_EQUAL(b[5], EGW_MSG_RESUME);
+	CU_ASSERT_EQUAL(be(b + 6, 2), 0);
+	CU_ASSERT_EQUAL(be(b + 8, 2), 16 + 2 * 8);
+	CU_ASSERT_EQUAL(be(b + 10, 2), 0x0102);
+	CU_ASSERT_EQUAL(be(b + 12, 2), 0x0203);
+	CU_ASSERT_EQUAL(be(b + 14, 2), 0);
+	CU_ASSERT_EQUAL(be(b + 16, 8), 0xa1a2a3a4a5a6a7a8ull);
+	CU_ASSERT_EQUAL(be(b + 24, 8), 0x1112131415161718ull);
+	CU_ASSERT_EQUAL(be(b + 32, 4), 0x21222324);
+	CU_ASSERT_EQUAL(be(b + 36, 4), 0);
+	CU_ASSERT_EQUAL(be(b + 40, 8), 0xb1b2b3b4b5b6b7b8ull);
+	/* the window body: block_tokens, alloc_tokens, nruns, 0, rkey, runs */
+	CU_ASSERT_EQUAL(be(b + 48, 4), 0x31323334);
+	CU_ASSERT_EQUAL(be(b + 52, 4), 0x41424344);
+	CU_ASSERT_EQUAL(be(b + 56, 2), 2);
+	CU_ASSERT_EQUAL(be(b + 58, 2), 0);
+	CU_ASSERT_EQUAL(be(b + 60, 4), 0x51525354);
+	CU_ASSERT_EQUAL(be(b + 64, 4), 0x61626364);
+	CU_ASSERT_EQUAL(be(b + 68, 4), 0x71727374);
+	CU_ASSERT_EQUAL(be(b + 72, 4), 0x81828384);
+	CU_ASSERT_EQUAL(be(b + 76, 4), 0x91929394);
+
+	samples(ms, &r);
+	r.peer_session = 0xc1c2c3c4c5c6c7c8ull;
+	r.ack_qpn = 0xd1d2d3;
+	r.ack_psn = 0xe1e2e3;
+	len = egw_proto_encode_register(&key, 5, 6, EGW_MSGF_ACK | EGW_MSGF_ADOPTED,
+					&r, b, sizeof(b));
+	CU_ASSERT_EQUAL_FATAL(len, 48 + 160 + 16);
+	CU_ASSERT_EQUAL(be(b + 6, 2), 0x000a);
+	CU_ASSERT_EQUAL(be(b + 8, 2), 160);
+	/* room, rank, nranks and offset are 0 for REGISTER */
+	CU_ASSERT_EQUAL(be(b + 10, 4) | be(b + 24, 8) | be(b + 32, 4), 0);
+	CU_ASSERT_EQUAL(memcmp(b + 48, r.name, 32), 0);
+	CU_ASSERT_EQUAL(memcmp(b + 48 + 32, r.gid, 16), 0);
+	CU_ASSERT_EQUAL(be(b + 48 + 48, 4), r.qpn);
+	CU_ASSERT_EQUAL(be(b + 48 + 52, 4), r.psn);
+	CU_ASSERT_EQUAL(be(b + 48 + 56, 2), r.mtu);
+	CU_ASSERT_EQUAL(be(b + 48 + 58, 2), r.roles);
+	CU_ASSERT_EQUAL(be(b + 48 + 60, 4), r.block_tokens);
+	CU_ASSERT_EQUAL(be(b + 48 + 64, 4), r.pool_blocks);
+	CU_ASSERT_EQUAL(be(b + 48 + 68, 4), r.hidden_size);
+	CU_ASSERT_EQUAL(be(b + 48 + 72, 4), r.dtype_bytes);
+	CU_ASSERT_EQUAL(be(b + 48 + 76, 4), r.aux_bytes);
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		CU_ASSERT_EQUAL(be(b + 48 + 80 + 16 * k, 8), r.region[k].addr);
+		CU_ASSERT_EQUAL(be(b + 48 + 88 + 16 * k, 4), r.region[k].rkey);
+		CU_ASSERT_EQUAL(be(b + 48 + 92 + 16 * k, 4), r.region[k].unit_bytes);
+	}
+	CU_ASSERT_EQUAL(be(b + 48 + 144, 8), 0xc1c2c3c4c5c6c7c8ull);
+	CU_ASSERT_EQUAL(be(b + 48 + 152, 4), 0xd1d2d3);
+	CU_ASSERT_EQUAL(be(b + 48 + 156, 4), 0xe1e2e3);
+
+	/* an ERROR answering a REGISTER: type 7, code, room fields 0 */
+	m = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
+			      .error = EGW_E_UNREACHABLE };
+	len = egw_proto_encode(&key, 5, 7, &m, b, sizeof(b));
+	CU_ASSERT_EQUAL_FATAL(len, 48 + 4 + 16);
+	CU_ASSERT_EQUAL(b[48], 7);
+	CU_ASSERT_EQUAL(b[49], 0);
+	CU_ASSERT_EQUAL(be(b + 50, 2), 24);
+	CU_ASSERT_EQUAL(be(b + 10, 4) | be(b + 24, 8) | be(b + 32, 4), 0);
+}
+
+/* Each type takes its own flags and no other (FLAGS, before the MAC). */
+static void
+test_flags_per_type(void)
+{
+	static const uint16_t allowed[8] = {
+		[EGW_MSG_INIT] = EGW_MSGF_DUMMY, [EGW_MSG_STATUS] = EGW_MSGF_POLL,
+		[EGW_MSG_ABORT] = EGW_MSGF_ACK,
+		[EGW_MSG_REGISTER] = EGW_MSGF_ACK | EGW_MSGF_ADOPTED,
+	};
+	struct egw_msg ms[NSAMPLES];
+	struct egw_register r;
+	struct egw_pkt pkt;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	int n = samples(ms, &r);
+
+	for (int i = 0; i <= n; i++) {
+		int len = i < n ? egw_proto_encode(&key, 3, 3, &ms[i], b, sizeof(b)) :
+			  egw_proto_encode_register(&key, 3, 3, 0, &r, b, sizeof(b));
+		uint8_t type;
+
+		CU_ASSERT_FATAL(len > 0);
+		type = b[5];
+		for (int bit = 0; bit < 16; bit++) {
+			uint16_t f = (uint16_t)(1u << bit);
+			enum egw_proto_err e;
+
+			b[6] = (uint8_t)(f >> 8);
+			b[7] = (uint8_t)f;
+			remac(b, len);
+			e = egw_proto_decode(&key, b, (size_t)len, &pkt, NULL);
+			if (allowed[type] & f) {
+				CU_ASSERT_NOT_EQUAL(e, EGW_PE_FLAGS);
+			} else {
+				CU_ASSERT_EQUAL(e, EGW_PE_FLAGS);
+			}
+		}
+	}
+	/* and the encoder will not build what the decoder refuses */
+	r.peer_session = 0;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ADOPTED, &r,
+						  b, sizeof(b)), -EINVAL);
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, EGW_MSGF_POLL, &r,
+						  b, sizeof(b)), -EINVAL);
+	ms[3].flags = EGW_MSGF_ACK; /* STATUS takes POLL only */
+	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &ms[3], b, sizeof(b)), -EINVAL);
+}
+
+/* REGISTER's v2 fields and the ERROR answering a REGISTER, behind a
+ * valid MAC: what they must hold, else FIELD. nranks 1..8 is a room
+ * message's rule only. */
+static void
+test_register_and_error_rules(void)
+{
+	struct egw_msg ms[NSAMPLES];
+	struct egw_register r;
+	struct egw_pkt pkt;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	int len;
+
+	samples(ms, &r);
+	/* ADOPTED with peer_session 0 (forged past the encoder) */
+	r.peer_session = 7;
+	len = egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ADOPTED | EGW_MSGF_ACK,
+					&r, b, sizeof(b));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+	memset(b + 48 + 144, 0, 8);
+	remac(b, len);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* peer_session 0 without ADOPTED: a first REGISTER */
+	r.peer_session = 0;
+	r.ack_qpn = r.ack_psn = 0;
+	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+	/* only an ACK echoes an endpoint */
+	r.ack_psn = 5;
+	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	len = egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ACK, &r, b, sizeof(b));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+	r.ack_psn = 1u << 24; /* 24 bits, like the psn it echoes */
+	len = egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ACK, &r, b, sizeof(b));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* a REGISTER carries no rank, room or offset */
+	r.ack_psn = 0;
+	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
+	b[13] = 1; /* nranks */
+	remac(b, len);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+
+	/* an ERROR about a REGISTER: nranks 0 and no room, or FIELD */
+	{
+		struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
+				     .error = EGW_E_GEOMETRY };
+
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+		CU_ASSERT_EQUAL(pkt.msg.state, EGW_MSG_REGISTER);
+		CU_ASSERT_EQUAL(pkt.msg.error, EGW_E_GEOMETRY);
+		e.nranks = 1;
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+		e.nranks = 0;
+		e.room = 3;
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+		e.room = 0;
+		e.offset = 128;
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+		/* an ERROR about a room keeps the nranks rule */
+		e = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
+				      .error = EGW_E_NO_SLOT };
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+		e.nranks = 8;
+		e.rank = 7;
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+		e.rank = 8;
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+		/* the last code is a code; one past it is not */
+		e = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
+				      .error = EGW_E_NAME };
+		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
+		b[51] = 26;
+		remac(b, len);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	}
+	/* a room message: nranks 1..8, rank below it */
+	ms[5].nranks = 0;
+	len = egw_proto_encode(&key, 1, 1, &ms[5], b, sizeof(b));
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* a HEARTBEAT names no room */
+	len = egw_proto_encode(&key, 1, 1, &ms[4], b, sizeof(b));
+	b[13] = 1;
+	remac(b, len);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* INIT/RESUME: body_len = 16 + 8 x nruns exactly */
+	len = egw_proto_encode(&key, 1, 1, &ms[2], b, sizeof(b)); /* 0 runs */
+	CU_ASSERT_EQUAL(len, 48 + 16 + 16);
+	b[57] = 1; /* claims a run the body does not hold */
+	remac(b, len);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_BODY);
+}
+
+/* Session ids: random and never 0 (a restart is a new incarnation). */
+static void
+test_session_ids(void)
+{
+	uint64_t a = egw_proto_session_new(), b = egw_proto_session_new();
+
+	CU_ASSERT_NOT_EQUAL(a, 0);
+	CU_ASSERT_NOT_EQUAL(b, 0);
+	CU_ASSERT_NOT_EQUAL(a, b);
 }
 
 static void
@@ -127,7 +410,7 @@ test_encode_refuses_bad_messages(void)
 static void
 test_truncation_and_bit_flips_rejected(void)
 {
-	struct egw_msg m[8];
+	struct egw_msg m[NSAMPLES];
 	struct egw_register reg;
 	struct egw_pkt pkt;
 	uint8_t buf[EGW_PROTO_MAX_LEN], copy[EGW_PROTO_MAX_LEN];
@@ -138,7 +421,7 @@ test_truncation_and_bit_flips_rejected(void)
 	memset(&st, 0, sizeof(st));
 	for (int i = 0; i <= n; i++) {
 		int len = i < n ? egw_proto_encode(&key, 5, 5, &m[i], buf, sizeof(buf))
-				: egw_proto_encode_register(&key, 5, 5, false, &reg,
+				: egw_proto_encode_register(&key, 5, 5, 0, &reg,
 							    buf, sizeof(buf));
 
 		CU_ASSERT_FATAL(len > 0);
@@ -169,7 +452,7 @@ test_truncation_and_bit_flips_rejected(void)
 static void
 test_wrong_key_and_unknown_fields_rejected(void)
 {
-	struct egw_msg m[8];
+	struct egw_msg m[NSAMPLES];
 	struct egw_register reg;
 	struct egw_pkt pkt;
 	struct egw_proto_key other = key;
@@ -181,9 +464,11 @@ test_wrong_key_and_unknown_fields_rejected(void)
 	len = egw_proto_encode(&other, 1, 1, &m[3], buf, sizeof(buf));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_MAC);
 	len = egw_proto_encode(&key, 1, 1, &m[3], buf, sizeof(buf));
-	buf[4] = 2; /* a version we do not speak: refused before the MAC */
+	buf[4] = 1; /* a version we do not speak: refused before the MAC */
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_VERSION);
-	buf[4] = 1;
+	buf[4] = 3;
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_VERSION);
+	buf[4] = 2;
 	buf[5] = 42;
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_TYPE);
 	buf[5] = EGW_MSG_STATUS;
@@ -203,10 +488,10 @@ test_wrong_key_and_unknown_fields_rejected(void)
 	/* a REGISTER name must leave room for its NUL (found by the fuzzer:
 	 * 32 characters decoded, then re-encoded as 31) */
 	memset(reg.name, 'x', sizeof(reg.name));
-	len = egw_proto_encode_register(&key, 1, 1, false, &reg, buf, sizeof(buf));
+	len = egw_proto_encode_register(&key, 1, 1, 0, &reg, buf, sizeof(buf));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
 	reg.name[0] = '\0';
-	len = egw_proto_encode_register(&key, 1, 1, false, &reg, buf, sizeof(buf));
+	len = egw_proto_encode_register(&key, 1, 1, 0, &reg, buf, sizeof(buf));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
 	m[1].offset = 0; /* a RESUME at offset 0 is an INIT in disguise */
 	len = egw_proto_encode(&key, 1, 1, &m[1], buf, sizeof(buf));
@@ -218,7 +503,9 @@ test_replay_window(void)
 {
 	struct egw_replay r = { 0 };
 
-	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 1), EGW_PE_OK);
+	/* no window yet: every session is the caller's to start */
+	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 1), EGW_PE_SESSION);
+	egw_replay_start(&r, 100, 1);
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 1), EGW_PE_REPLAY);
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 3), EGW_PE_OK);
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 2), EGW_PE_OK); /* late, in window */
@@ -226,17 +513,22 @@ test_replay_window(void)
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 3 + EGW_PROTO_REPLAY_WINDOW), EGW_PE_OK);
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 3), EGW_PE_REPLAY); /* too old */
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 4), EGW_PE_OK); /* oldest in window */
-	/* a restart (newer session) opens a fresh window; the old session's
-	 * traffic can no longer be replayed */
-	CU_ASSERT_EQUAL(egw_replay_check(&r, 101, 1), EGW_PE_OK);
+	/* sessions carry no order: a larger one and a smaller one are both
+	 * just another session, refused until started */
+	CU_ASSERT_EQUAL(egw_replay_check(&r, 101, 1), EGW_PE_SESSION);
+	CU_ASSERT_EQUAL(egw_replay_check(&r, 99, 1000), EGW_PE_SESSION);
+	egw_replay_start(&r, 99, 7);
+	CU_ASSERT_EQUAL(egw_replay_check(&r, 99, 7), EGW_PE_REPLAY);
+	CU_ASSERT_EQUAL(egw_replay_check(&r, 99, 8), EGW_PE_OK);
 	CU_ASSERT_EQUAL(egw_replay_check(&r, 100, 500), EGW_PE_SESSION);
-	CU_ASSERT_EQUAL(egw_replay_check(&r, 101, 0), EGW_PE_REPLAY);
+	CU_ASSERT_EQUAL(egw_replay_check(&r, 99, 0), EGW_PE_REPLAY);
 	/* a whole captured exchange replayed: all refused */
 	{
 		struct egw_replay s = { 0 };
 		int refused = 0;
 
-		for (uint64_t q = 1; q <= 200; q++)
+		egw_replay_start(&s, 7, 1);
+		for (uint64_t q = 2; q <= 200; q++)
 			CU_ASSERT_EQUAL(egw_replay_check(&s, 7, q), EGW_PE_OK);
 		for (uint64_t q = 1; q <= 200; q++)
 			refused += egw_replay_check(&s, 7, q) != EGW_PE_OK;
@@ -266,6 +558,10 @@ test_error_codes_on_the_wire_and_in_text(void)
 		CU_ASSERT_EQUAL(egw_err_to_wire((enum egw_err)m.error), w);
 	}
 	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_UNKNOWN_PEER), 22);
+	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_GEOMETRY), 23);
+	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_UNREACHABLE), 24);
+	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_NAME), 25);
+	CU_ASSERT_EQUAL(EGW_E_COUNT, 26);
 	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_OK), 0);
 	CU_ASSERT_EQUAL(egw_err_from_wire(EGW_E_COUNT), EGW_E_END);
 	{
@@ -293,6 +589,9 @@ test_error_codes_on_the_wire_and_in_text(void)
 	CU_ASSERT_STRING_EQUAL(egw_err_key(EGW_E_POOL_EXHAUSTED), "pool_exhausted");
 	CU_ASSERT_STRING_EQUAL(egw_err_key(-EGW_E_PEER_DEAD), "peer_dead");
 	CU_ASSERT_STRING_EQUAL(egw_err_key(0), "ok");
+	CU_ASSERT_STRING_EQUAL(egw_err_key(EGW_E_GEOMETRY), "geometry");
+	CU_ASSERT_STRING_EQUAL(egw_err_key(-EGW_E_UNREACHABLE), "unreachable");
+	CU_ASSERT_STRING_EQUAL(egw_err_key(EGW_E_NAME), "name");
 	CU_ASSERT_STRING_EQUAL(egw_err_key(-EINVAL), "unknown_error");
 	for (uint16_t w = 1; w < EGW_E_COUNT; w++)
 		CU_ASSERT_STRING_NOT_EQUAL(egw_err_key(egw_err_from_wire(w)),
@@ -308,6 +607,10 @@ main(void)
 	static const struct cu_test tests[] = {
 		{ "round_trip_every_type", test_round_trip_every_type },
 		{ "encode_refuses_bad_messages", test_encode_refuses_bad_messages },
+		{ "v2_layout_every_field", test_v2_layout_every_field },
+		{ "flags_per_type", test_flags_per_type },
+		{ "register_and_error_rules", test_register_and_error_rules },
+		{ "session_ids", test_session_ids },
 		{ "truncation_and_bit_flips_rejected", test_truncation_and_bit_flips_rejected },
 		{ "wrong_key_and_unknown_fields_rejected", test_wrong_key_and_unknown_fields_rejected },
 		{ "replay_window", test_replay_window },

@@ -1,4 +1,4 @@
--- Wireshark dissector for the embgw control protocol, version 1
+-- Wireshark dissector for the embgw control protocol, version 2
 -- (doc/protocol.md). Install: copy to ~/.local/lib/wireshark/plugins/ or
 -- run tshark -X lua_script:tools/wireshark/embgw.lua. Registered on UDP
 -- 9471 ("Decode As" for other ports).
@@ -21,6 +21,7 @@ local errors = {
   [14] = "DUPLICATE_ROOM", [15] = "TIMEOUT_BOOTSTRAP", [16] = "TIMEOUT_INPUT",
   [17] = "TIMEOUT_ROUND", [18] = "POOL_EXHAUSTED", [19] = "PEER_DEAD",
   [20] = "ABORTED", [21] = "TRANSPORT", [22] = "UNKNOWN_PEER",
+  [23] = "GEOMETRY", [24] = "UNREACHABLE", [25] = "NAME",
 }
 local kinds = { [0] = "embedding", [1] = "fill_ids", [2] = "mrope", [3] = "aux" }
 
@@ -32,6 +33,7 @@ f.flags = ProtoField.uint16("embgw.flags", "Flags", base.HEX)
 f.flag_dummy = ProtoField.bool("embgw.flags.dummy", "DUMMY (aux only)", 16, nil, 0x0001)
 f.flag_ack = ProtoField.bool("embgw.flags.ack", "ACK", 16, nil, 0x0002)
 f.flag_poll = ProtoField.bool("embgw.flags.poll", "POLL", 16, nil, 0x0004)
+f.flag_adopted = ProtoField.bool("embgw.flags.adopted", "ADOPTED", 16, nil, 0x0008)
 f.body_len = ProtoField.uint16("embgw.body_len", "Body length")
 f.rank = ProtoField.uint16("embgw.rank", "Rank")
 f.nranks = ProtoField.uint16("embgw.nranks", "Ranks")
@@ -43,6 +45,7 @@ f.seq = ProtoField.uint64("embgw.seq", "Sequence")
 f.block_tokens = ProtoField.uint32("embgw.block_tokens", "Block tokens")
 f.alloc_tokens = ProtoField.uint32("embgw.alloc_tokens", "Allocated tokens")
 f.nruns = ProtoField.uint16("embgw.nruns", "Runs")
+f.rkey = ProtoField.uint32("embgw.rkey", "Window rkey (0: the region's)", base.HEX)
 f.run = ProtoField.none("embgw.run", "Run")
 f.run_start = ProtoField.uint32("embgw.run.start", "Start block")
 f.run_count = ProtoField.uint32("embgw.run.count", "Blocks")
@@ -66,6 +69,9 @@ f.region = ProtoField.none("embgw.reg.region", "Region")
 f.region_addr = ProtoField.uint64("embgw.reg.region.addr", "Address", base.HEX)
 f.region_rkey = ProtoField.uint32("embgw.reg.region.rkey", "rkey", base.HEX)
 f.region_unit = ProtoField.uint32("embgw.reg.region.unit_bytes", "Unit bytes")
+f.peer_session = ProtoField.uint64("embgw.reg.peer_session", "Peer session (as heard)", base.HEX)
+f.ack_qpn = ProtoField.uint32("embgw.reg.ack_qpn", "Acknowledged QPN", base.HEX)
+f.ack_psn = ProtoField.uint32("embgw.reg.ack_psn", "Acknowledged PSN", base.HEX)
 f.tag = ProtoField.bytes("embgw.tag", "MAC tag (keyed BLAKE2b-128)")
 f.tag_len = ProtoField.uint8("embgw.tag_len", "MAC tag length")
 
@@ -75,7 +81,9 @@ local e_short = ProtoExpert.new("embgw.short", "Shorter than header and tag",
   expert.group.MALFORMED, expert.severity.ERROR)
 local e_magic = ProtoExpert.new("embgw.bad_magic", "Bad magic",
   expert.group.MALFORMED, expert.severity.ERROR)
-p.experts = { e_len, e_short, e_magic }
+local e_version = ProtoExpert.new("embgw.bad_version", "Not version 2",
+  expert.group.MALFORMED, expert.severity.ERROR)
+p.experts = { e_len, e_short, e_magic, e_version }
 
 local HDR, TAG = 48, 16
 
@@ -94,12 +102,17 @@ function p.dissector(buf, pinfo, tree)
   end
   local ty = buf(5, 1):uint()
   local body = buf(8, 2):uint()
-  t:add(f.version, buf(4, 1))
+  local ver = t:add(f.version, buf(4, 1))
+  if buf(4, 1):uint() ~= 2 then
+    ver:add_proto_expert_info(e_version)
+    return len
+  end
   t:add(f.type, buf(5, 1))
   local ft = t:add(f.flags, buf(6, 2))
   ft:add(f.flag_dummy, buf(6, 2))
   ft:add(f.flag_ack, buf(6, 2))
   ft:add(f.flag_poll, buf(6, 2))
+  ft:add(f.flag_adopted, buf(6, 2))
   local bl = t:add(f.body_len, buf(8, 2))
   t:add(f.rank, buf(10, 2))
   t:add(f.nranks, buf(12, 2))
@@ -117,9 +130,10 @@ function p.dissector(buf, pinfo, tree)
     t:add(f.block_tokens, buf(b, 4))
     t:add(f.alloc_tokens, buf(b + 4, 4))
     t:add(f.nruns, buf(b + 8, 2))
+    t:add(f.rkey, buf(b + 12, 4))
     local n = buf(b + 8, 2):uint()
     for i = 0, n - 1 do
-      local o = b + 12 + 8 * i
+      local o = b + 16 + 8 * i
       local r = t:add(f.run, buf(o, 8))
       r:add(f.run_start, buf(o, 4))
       r:add(f.run_count, buf(o + 4, 4))
@@ -146,7 +160,8 @@ function p.dissector(buf, pinfo, tree)
     end
   elseif ty == 5 then
     t:add(f.error, buf(b, 2))
-    info = info .. " " .. (errors[buf(b, 2):uint()] or "?")
+    info = info .. (bit.band(buf(6, 2):uint(), 2) ~= 0 and " ACK " or " ") ..
+      (errors[buf(b, 2):uint()] or "?")
   elseif ty == 6 then
     t:add(f.refused_type, buf(b, 1))
     t:add(f.error, buf(b + 2, 2))
@@ -172,8 +187,13 @@ function p.dissector(buf, pinfo, tree)
       r:add(f.region_rkey, buf(o + 8, 4))
       r:add(f.region_unit, buf(o + 12, 4))
     end
-    info = string.format("REGISTER%s %s", bit.band(buf(6, 2):uint(), 2) ~= 0 and " ACK" or "",
-      buf(b, 32):stringz())
+    t:add(f.peer_session, buf(b + 144, 8))
+    t:add(f.ack_qpn, buf(b + 152, 4))
+    t:add(f.ack_psn, buf(b + 156, 4))
+    local fl = buf(6, 2):uint()
+    info = string.format("REGISTER%s%s %s peer_session=%s",
+      bit.band(fl, 2) ~= 0 and " ACK" or "", bit.band(fl, 8) ~= 0 and " ADOPTED" or "",
+      buf(b, 32):stringz(), buf(b + 144, 8):uint64():tohex())
   end
   local tg = t:add(f.tag, buf(len - TAG, TAG))
   tg:add(f.tag_len, TAG):set_generated()

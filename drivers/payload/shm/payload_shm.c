@@ -155,6 +155,20 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	return 0;
 }
 
+static void
+shm_disconnect(struct egw_payload *p, uint32_t peer)
+{
+	struct shm_peer *sp;
+
+	if (peer >= EGW_CONF_MAX_PEERS)
+		return;
+	sp = &p->peers[peer];
+	if (sp->map != NULL)
+		munmap(sp->map, sp->len);
+	sp->map = NULL;
+	sp->len = 0;
+}
+
 static bool
 one_write(struct egw_payload *p, const struct shm_peer *sp,
 	  const struct egw_write *w)
@@ -242,6 +256,7 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.open = shm_open_,
 	.describe = shm_describe,
 	.connect = shm_connect,
+	.disconnect = shm_disconnect,
 	.post = shm_post,
 	.poll = shm_poll,
 	.stats = shm_stats,

@@ -380,7 +380,10 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 	if (peer >= p->npeers)
 		return -EINVAL;
 	v = &p->peers[peer];
-	v->unconfirmed = false; /* the peer has our current endpoint */
+	/* an ACK echoing our current endpoint: the peer's side expects our
+	 * PSN now (an older ACK, delayed, echoes an older one) */
+	if (r->ack_qpn == v->qp->qp_num && r->ack_psn == v->psn)
+		v->unconfirmed = false;
 	if (v->connected && v->reg.qpn == r->qpn && v->reg.psn == r->psn &&
 	    memcmp(v->reg.gid, r->gid, 16) == 0) {
 		v->reg = *r; /* same endpoint: only the regions may be news */
@@ -430,6 +433,27 @@ recover(struct egw_payload *p, uint32_t peer)
 	v->unconfirmed = true;
 	if (qp_connect(p, peer) != 0)
 		verr("QP for peer %s stays down after an error", v->reg.name);
+}
+
+/* The peer's incarnation is gone: its QP back to RESET (what was in
+ * flight or chained fails at once); connect() brings it up towards the
+ * new incarnation's endpoint. */
+static void
+verbs_disconnect(struct egw_payload *p, uint32_t peer)
+{
+	struct vpeer *v;
+	struct ibv_qp_attr a;
+
+	if (peer >= p->npeers)
+		return;
+	v = &p->peers[peer];
+	v->connected = false;
+	verbs_sq_restart(&p->fl, &v->sq, peer);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE) != 0)
+		verr("cannot reset the QP of peer %s", v->reg.name);
+	memset(&v->reg, 0, sizeof(v->reg));
 }
 
 static void
@@ -548,6 +572,7 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.describe = verbs_describe,
 	.endpoint = verbs_endpoint,
 	.connect = verbs_connect,
+	.disconnect = verbs_disconnect,
 	.post = verbs_post,
 	.changed = verbs_changed,
 	.inject_qp_error = verbs_inject_qp_error,

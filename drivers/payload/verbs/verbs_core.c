@@ -171,7 +171,9 @@ verbs_chain_batch(struct verbs_flight *f, struct verbs_sq *q,
 		wr->opcode = IBV_WR_RDMA_WRITE;
 		wr->wr.rdma.remote_addr = d->reg->region[w[i].kind].addr +
 					  (uint64_t)off;
-		wr->wr.rdma.rkey = d->reg->region[w[i].kind].rkey;
+		/* a window's own key, else the region's from REGISTER */
+		wr->wr.rdma.rkey = w[i].rkey != 0 ? w[i].rkey :
+				   d->reg->region[w[i].kind].rkey;
 		/* even unsignalled WRs name their peer and generation: one
 		 * that fails is reported, and must not pass for peer 0's */
 		wr->wr_id = verbs_wr_id_make(&(struct verbs_wr_id){
