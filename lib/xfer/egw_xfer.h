@@ -176,8 +176,9 @@ struct egw_msg {
 	uint32_t block_tokens; /**< INIT/RESUME: sender checks it equals its own */
 	uint32_t offset;       /**< INIT/RESUME: first token of the window; ERROR: echo */
 	uint32_t alloc_tokens; /**< INIT/RESUME: blocks x block_tokens */
-	uint32_t rkey;         /**< INIT/RESUME: the key admitting writes to the
-				 *   window (0: the region's, from REGISTER) */
+	/** INIT/RESUME: per kind, the key admitting writes to the window's
+	 *  blocks of that kind (0: the region's, from REGISTER) */
+	uint32_t rkeys[EGW_KIND_MAX];
 	uint32_t total_tokens; /**< STATUS: announced total, 0 = not yet known */
 	uint32_t landed_tokens;   /**< STATUS: tokens written and completed */
 	uint32_t accepted_tokens; /**< STATUS: end of the last accepted window */

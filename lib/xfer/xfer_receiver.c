@@ -199,9 +199,9 @@ receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
 		.block_tokens = r->core.conf.geom.block_tokens,
 		.offset = w->off,
 		.alloc_tokens = w->alloc,
-		.rkey = 0, /* the pool is registered whole: the region's key */
 	};
 
+	/* rkeys stay 0 (the regions' keys from REGISTER) */
 	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));
 	core_send(&r->core, x->peer, &m);
 }
