@@ -29,6 +29,8 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
 		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
 		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
+		"  --fault-stale-write N  test knob (verbs): once the Nth room sent has ended,\n"
+		"                         write its last write once more (its window is closed)\n"
 		"  --test-session N       test knob: session id N (N+i for identity i), not random\n"
 		"  --capture FILE         write every control frame in and out to a pcap file\n"
 		"                         (FILE.<port> when there are several ports)\n"
@@ -93,6 +95,7 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		{ "seed", required_argument, NULL, 's' },
 		{ "identities", required_argument, NULL, 'I' },
 		{ "fault-qp-error", required_argument, NULL, 'E' },
+		{ "fault-stale-write", required_argument, NULL, 'Z' },
 		{ "test-session", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -145,6 +148,7 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		case 'I': opt->identities = (uint16_t)atoi(optarg); break;
 		case 'E': k->qp_error_at = strtoull(optarg, NULL, 10); break;
+		case 'Z': k->stale_write_at = strtoull(optarg, NULL, 10); break;
 		case 'S':
 			k->session = strtoull(optarg, NULL, 0);
 			if (k->session == 0) {
@@ -174,7 +178,7 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	if (app->exit_when_driven && o->drive > 0)
 		opt->exit_when_done = true;
 	k->on = k->drop_pct || k->dup_pct || k->reorder_pct ||
-		k->junk_per_tick || k->qp_error_at;
+		k->junk_per_tick || k->qp_error_at || k->stale_write_at;
 	k->rng = o->seed ? o->seed : 1;
 	return 0;
 }
