@@ -86,6 +86,7 @@ struct egw_node {
 	 * window's first block (windows are single runs, never overlapping):
 	 * the window's size before the trim, 0 when none is held back */
 	uint32_t *held_count;
+	bool window_keys;        /* the receiver's windows have keys */
 	uint32_t emitting;       /* inside an engine's emit callback */
 	uint64_t now;
 	struct egw_node_stats st;
@@ -225,7 +226,7 @@ window_close(struct egw_node *n, uint64_t room, const struct egw_run *run)
 {
 	struct egw_run whole = *run;
 
-	if (n->ops.window_unbind == NULL)
+	if (!n->window_keys)
 		return;
 	n->ops.window_unbind(n->ops.ctx, run);
 	if (run->start < egw_pool_nblocks(n->pool) &&
@@ -248,7 +249,7 @@ window_open(struct egw_node *n, const struct egw_act *a, struct alloc_res *r)
 	memset(r->rkeys, 0, sizeof(r->rkeys));
 	r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
 					 a->max_runs);
-	if (n->ops.window_bind == NULL)
+	if (!n->window_keys)
 		return;
 	/* one run: when the free blocks are scattered, a smaller window now
 	 * (the rest goes in further windows) rather than none */
@@ -292,7 +293,7 @@ do_pool(struct egw_node *n, const struct egw_act *a)
 		}
 		break;
 	case EGW_ACT_SHRINK:
-		if (n->ops.window_unbind != NULL &&
+		if (n->window_keys &&
 		    a->runs[0].start < egw_pool_nblocks(n->pool)) {
 			/* the window's key still admits writes to the whole
 			 * run: its tail waits for the window to close */
@@ -460,6 +461,7 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 		if (ops->window_unbind == NULL)
 			rc = -EINVAL; /* keys that never close are no keys */
 		xc.window_keys = true;
+		n->window_keys = true;
 		n->held_count = calloc(egw_pool_nblocks(pool),
 				       sizeof(*n->held_count));
 		if (rc == 0 && n->held_count == NULL)

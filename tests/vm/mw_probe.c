@@ -150,7 +150,13 @@ static int mw_bind(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
 	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){ .mr = mr,
 		.addr = addr, .length = SLICE_LEN,
 		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
-	return post_wait(qp, &wr, "IBV_WR_BIND_MW");
+	int st = post_wait(qp, &wr, "IBV_WR_BIND_MW");
+
+	/* a bind names the MW by its current key; the device leaves
+	 * updating mw->rkey to the application */
+	if (st == IBV_WC_SUCCESS)
+		mw->rkey = rkey;
+	return st;
 }
 
 static int invalidate(struct ibv_qp *qp, uint32_t rkey)

@@ -63,10 +63,11 @@ struct vpeer {
 /* A window's memory windows, kept by its first block (windows are single
  * runs and never overlap). The MWs stay allocated for the next window
  * that starts at the same block; each bind moves the key's low byte on,
- * so a key of an earlier window there admits nothing. */
+ * so a key of an earlier window there admits nothing. mw->rkey is the
+ * MW's current key: a bind names the MW by it, and the device does not
+ * update it - the driver does, once the bind completed. */
 struct vwin {
 	struct ibv_mw *mw[EGW_KIND_MAX];
-	uint32_t rkey[EGW_KIND_MAX]; /* the key last bound (or allocated) */
 	uint32_t peer;
 	uint8_t gen;             /* the peer's QP generation at the bind */
 	bool open;
@@ -619,7 +620,6 @@ window_dealloc(struct egw_payload *p, struct vwin *e)
 		if (e->mw[k] != NULL && ibv_dealloc_mw(e->mw[k]) != 0)
 			verr("cannot free a memory window: %s", strerror(errno));
 		e->mw[k] = NULL;
-		e->rkey[k] = 0;
 	}
 	p->fl.st.window_unbind_deallocs++;
 }
@@ -658,11 +658,10 @@ verbs_window_bind(struct egw_payload *p, uint32_t peer,
 				     strerror(errno));
 				return -ENOMEM;
 			}
-			e->rkey[k] = e->mw[k]->rkey;
 		}
 		wr[n].opcode = IBV_WR_BIND_MW;
 		wr[n].bind_mw.mw = e->mw[k];
-		wr[n].bind_mw.rkey = ibv_inc_rkey(e->rkey[k]);
+		wr[n].bind_mw.rkey = ibv_inc_rkey(e->mw[k]->rkey);
 		wr[n].bind_mw.bind_info = (struct ibv_mw_bind_info){
 			.mr = p->mr, .addr = addr, .length = len,
 			.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
@@ -681,7 +680,7 @@ verbs_window_bind(struct egw_payload *p, uint32_t peer,
 	}
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		if (rkeys[k] != 0)
-			e->rkey[k] = rkeys[k];
+			e->mw[k]->rkey = rkeys[k];
 	e->open = true;
 	e->peer = peer;
 	e->gen = p->peers[peer].sq.gen;
@@ -709,7 +708,7 @@ verbs_window_unbind(struct egw_payload *p, const struct egw_run *run)
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		if (e->mw[k] != NULL) {
 			wr[n].opcode = IBV_WR_LOCAL_INV;
-			wr[n].invalidate_rkey = e->rkey[k];
+			wr[n].invalidate_rkey = e->mw[k]->rkey;
 			n++;
 		}
 	/* On the QP it was bound on, while that QP is the one it was bound

@@ -276,7 +276,7 @@ remote_ok(const struct ibv_qp *from, uint32_t rkey, uint64_t addr, uint32_t len)
 	for (int i = 0; i < IBV_STUB_MAX_MW; i++) {
 		const struct ibv_stub_mw *w = &ibv_stub.mw[i];
 
-		if (w->used && w->bound && w->mw.rkey == rkey)
+		if (w->used && w->bound && w->key == rkey)
 			return w->qp->qp_num == at && inside(w->addr, w->len, addr, len);
 	}
 	return false;
@@ -286,7 +286,7 @@ struct ibv_stub_mw *
 ibv_stub_mw_by_key(uint32_t rkey)
 {
 	for (int i = 0; i < IBV_STUB_MAX_MW; i++)
-		if (ibv_stub.mw[i].used && ibv_stub.mw[i].mw.rkey == rkey)
+		if (ibv_stub.mw[i].used && ibv_stub.mw[i].key == rkey)
 			return &ibv_stub.mw[i];
 	return NULL;
 }
@@ -304,7 +304,7 @@ stub_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 		w->mw.context = pd->context;
 		w->mw.pd = pd;
 		w->mw.type = type;
-		w->mw.rkey = (MW_KEY_BASE + i) << 8 | 0x10;
+		w->key = w->mw.rkey = (MW_KEY_BASE + i) << 8 | 0x10;
 		ibv_stub.mw_allocs++;
 		return &w->mw;
 	}
@@ -338,7 +338,7 @@ mw_op(const struct ibv_stub_wr *s)
 		return true;
 	}
 	if (!w->used || w->bound || w->mw.type != IBV_MW_TYPE_2 ||
-	    (s->rkey & ~0xffu) != (w->mw.rkey & ~0xffu))
+	    s->mw_rkey != w->key || (s->rkey & ~0xffu) != (w->key & ~0xffu))
 		return false;
 	for (int i = 0; i < MAX_MR; i++)
 		if (mrs[i] != NULL && mrs[i]->lkey == s->lkey &&
@@ -349,7 +349,7 @@ mw_op(const struct ibv_stub_wr *s)
 			w->qp = s->qp;
 			w->addr = s->remote;
 			w->len = s->len;
-			w->mw.rkey = s->rkey;
+			w->key = s->rkey;
 			ibv_stub.binds++;
 			return true;
 		}
@@ -464,6 +464,7 @@ stub_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			s->rkey = wr->wr.rdma.rkey;
 		} else if (wr->opcode == IBV_WR_BIND_MW) {
 			s->mw = wr->bind_mw.mw;
+			s->mw_rkey = wr->bind_mw.mw->rkey;
 			s->rkey = wr->bind_mw.rkey;
 			s->lkey = wr->bind_mw.bind_info.mr->lkey;
 			s->remote = wr->bind_mw.bind_info.addr;

@@ -16,8 +16,9 @@
  *    window that is bound, on the QP the write arrives at, over the
  *    destination;
  *  - memory windows of type 2: IBV_WR_BIND_MW (the region must have
- *    MW-bind access and hold the range; the window must be free; its key
- *    byte is the one the bind names) and IBV_WR_LOCAL_INV (a bound window
+ *    MW-bind access and hold the range; the window must be free and named
+ *    by its current key in mw->rkey, which the device does not update:
+ *    the application sets it to the new key after the bind) and IBV_WR_LOCAL_INV (a bound window
  *    of that QP) take effect when they complete, in order with the QP's
  *    other WRs; ibv_dealloc_mw invalidates at once.
  * The test sets the device up in `ibv_stub` and reads what happened back.
@@ -42,6 +43,8 @@ struct ibv_stub_wr {             /* one posted WR, as the device saw it */
 	uint32_t len, lkey, rkey;    /* bind: the range and the new key;
 				      * invalidation: rkey */
 	struct ibv_mw *mw;           /* bind */
+	uint32_t mw_rkey;            /* bind: mw->rkey when posted (names the
+				      * window, as rdma-core's providers do) */
 	bool done;                   /* completed, flushed or discarded */
 };
 
@@ -51,6 +54,9 @@ struct ibv_stub_mw {             /* a memory window as the device keeps it */
 	struct ibv_mw mw;            /* first: the driver holds &mw */
 	bool used;                   /* allocated */
 	bool bound;
+	uint32_t key;                /* the device's current key: a bind
+				      * must name it (mw.rkey is the
+				      * application's copy) */
 	struct ibv_qp *qp;           /* bound on */
 	uint64_t addr, len;
 };
