@@ -29,6 +29,8 @@ struct pattern_source {
 	struct gw_pattern_opts o;
 	uint64_t run_id;
 	uint64_t start_at;
+	uint64_t ready_wait_until; /* the first room waits for REGISTER until
+				    * then at most */
 	uint32_t peer;            /* the one peer rooms go to ... */
 	bool all_peers;           /* ... or all of them in turn */
 	uint32_t opened, active, finished;
@@ -194,8 +196,11 @@ done(struct gw_room_source *s, uint64_t room, uint16_t rank, enum egw_err e,
 }
 
 /* Before the first room: the peer's (or with --peer all, every peer's)
- * first REGISTER. After that rooms open even while a peer is away, and
- * fail at once if it was declared dead. */
+ * registration, for a bootstrap deadline at most: a peer that never
+ * registers (its REGISTERs refused, another key) must not hang the run -
+ * its rooms then open and fail by their own deadlines. After that rooms
+ * open even while a peer is away, and fail at once if it was declared
+ * dead. */
 static bool
 peers_ready(const struct pattern_source *ps)
 {
@@ -259,8 +264,14 @@ poll_rooms(struct gw_room_source *s, uint64_t now)
 	if (ps->o.drive == 0 || ps->opened == ps->o.drive || now < ps->start_at ||
 	    (ps->o.rate == 0 && ps->active >= ps->o.concurrency))
 		return 0;
-	if (ps->opened == 0 && !peers_ready(ps))
-		return 0;
+	if (ps->opened == 0 && !peers_ready(ps)) {
+		if (now < ps->ready_wait_until)
+			return 0;
+		GW_LOG(WARNING, "port %s: no registration of the peer%s after %lu ms: "
+		       "opening the rooms anyway (they fail by their deadlines)\n",
+		       s->id->cfg->name, ps->all_peers ? "s" : "",
+		       (unsigned long)(s->id->conf->timers.bootstrap_ns / 1000000));
+	}
 	/* open loop: the schedule decides, not completions (bounded by
 	 * --concurrency as a safety cap on rooms in flight) */
 	if (ps->o.rate > 0) {
@@ -384,6 +395,7 @@ gw_pattern_source_attach(struct gw_id *id, const struct gw_pattern_opts *o)
 	/* identities of one generator must not share room ids */
 	ps->run_id = (o->seed ? o->seed : (gw_now_ns() >> 10)) + o->identity;
 	ps->start_at = gw_now_ns() + (uint64_t)o->start_delay_ms * 1000000ull;
+	ps->ready_wait_until = ps->start_at + id->conf->timers.bootstrap_ns;
 	rc = gw_room_source_attach(id, &ps->base);
 	if (rc != 0)
 		close_source(&ps->base);

@@ -595,8 +595,8 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 
 	if (rc != 0) {
 		pe->reached = false;
-		snprintf(what, sizeof(what), "%s driver: %s",
-			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "its pool" : "its endpoint",
+		snprintf(what, sizeof(what), "cannot reach its %s: %s",
+			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "pool" : "endpoint",
 			 egw_strerror(rc));
 		refuse_register(n, peer, p, EGW_E_UNREACHABLE, what);
 		return false;
@@ -625,6 +625,7 @@ end_incarnation(struct egw_node *n, uint32_t peer)
 	pe->adopted = 0;
 	pe->confirmed = false;
 	pe->reached = false;
+	pe->was_registered = false; /* the new one is noted when registered */
 	n->st.peer_restarts++;
 }
 

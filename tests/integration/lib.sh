@@ -102,7 +102,7 @@ wait_line() {
 # its peer (before then a room asked for fails as the peer's)
 wait_registered() {
 	for _ in $(seq 1 $(($2 * 10))); do
-		grep -q "peer .* registered" "$1" && return 0
+		grep -q "peer .* registered" "$1" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	echo "     $1: no peer registered within $2 s" >&2

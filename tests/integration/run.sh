@@ -185,6 +185,197 @@ case_peer_killed() {
 	MSG="$(failed_count "$T/lang.log" p1 peer_dead) rooms failed as peer_dead, the other peer's 30 byte-exact, zero blocks in use, done $(((t1 - t0) / 1000000)) ms after the kill"
 }
 
+# ---- restarts: one side killed and started again, the other stays up -------
+# Each restart is a new incarnation (a new random session): the side that
+# stays up fails the rooms it shared with the old one, lets go of its
+# memory, and serves the new one; no room is ever corrupt.
+RESTART_GAPS="0 0.1 0.5 2"
+
+# memif_swap_roles: the language gateway serves the memif link and the
+# encode gateway connects to it, so that the encode side can restart (a
+# memif client does not reconnect to a restarted server by itself)
+memif_swap_roles() {
+	sed -i 's/role=server/role=client/' "$T/encode.cfg" &&
+		sed -i 's/role=client/role=server/' "$T/language.cfg"
+}
+
+# restarted_cleanly LOG PORT: every room of PORT's report is byte-exact or
+# failed with a reason, none unfinished, nothing leaked
+restarted_cleanly() {
+	expect "$1" language bad -eq 0 "$2" && expect "$1" language unfinished -eq 0 "$2" &&
+		expect "$1" result leaked -eq 0 "$2"
+}
+
+define restart-language "the language gateway SIGKILLed mid-transfer and started again, 4 times (gaps $RESTART_GAPS s), against an encode gateway that stays up: 4 peer restarts on the encode side, nothing leaked there, the last run's rooms byte-exact"
+case_restart_language() {
+	local i=0 lang
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	for gap in $RESTART_GAPS; do
+		start_gw lang 0 "$T/language.cfg" "$T/lang.$i.log" --drive 1000 \
+			--concurrency 2 --lengths 50000,2000
+		lang=${PIDS[-1]}
+		LOG=$T/lang.$i.log
+		wait_registered "$T/lang.$i.log" 20 || return 1
+		sleep 0.5 # rooms under way
+		kill_gw "$lang"
+		sleep "$gap"
+		i=$((i + 1))
+	done
+	language_client run_gw "$T/lang.$i.log" 60 --exit-when-done --drive 20 \
+		--concurrency 2 --lengths 50000,2000
+	MSG="lang: $(report "$T/lang.$i.log") enc: $(report "$T/enc.log")"
+	expect "$T/enc.log" node peer_restarts -eq 4 && expect "$T/enc.log" node adoptions -eq 5 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 &&
+		expect "$T/lang.$i.log" result errors -eq 0 &&
+		expect "$T/lang.$i.log" language ok -eq 20 &&
+		restarted_cleanly "$T/lang.$i.log" p0 || return 1
+	MSG="encode side: $(field "$T/enc.log" node peer_restarts) peer restarts, $(field "$T/enc.log" result-encode failed) of its rooms failed with them, nothing leaked; the last language run: 20 rooms byte-exact"
+}
+
+define restart-encode "the encode gateway SIGKILLed and started again, 4 times (gaps $RESTART_GAPS s), under a language gateway that stays up and drives rooms throughout: 4 peer restarts on the language side, every room byte-exact or failed with a reason, the ones after the last failure byte-exact, nothing leaked"
+case_restart_encode() {
+	local enc i=0 fails
+	# a process start can take seconds on a loaded machine: the encode
+	# side is not declared dead while it restarts, and a room opened
+	# meanwhile waits for the new incarnation rather than its deadline
+	scripts/gen-configs.sh "$T" 1024 262144 \
+		"peer_dead_ms = 30000; bootstrap_ms = 10000;" >/dev/null
+	memif_swap_roles || return 1
+	LOG=$T/lang.log
+	# 37 s of rooms on a schedule: the restarts fall in the first part,
+	# the rooms after the last one show the recovery
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 150 \
+		--concurrency 2 --rate 4 --lengths 50000,2000
+	wait_ready lang "$T/memif0.sock" || return 1
+	start_gw enc 1 "$T/encode.cfg" "$T/enc.$i.log" --produce
+	enc=${PIDS[-1]}
+	for gap in $RESTART_GAPS; do
+		# each incarnation serves before it is killed
+		wait_registered "$T/enc.$i.log" 20 || return 1
+		sleep 0.5 # rooms under way
+		kill_gw "$enc"
+		sleep "$gap"
+		i=$((i + 1))
+		start_gw enc 1 "$T/encode.cfg" "$T/enc.$i.log" --produce
+		enc=${PIDS[-1]}
+	done
+	wait_line "$T/lang.log" result 90
+	stop_all
+	fails=$(failures "$T/lang.log" p0 | tr '\n' ' ')
+	MSG="lang: $(report "$T/lang.log") failed: $fails enc: $(report "$T/enc.$i.log")"
+	expect "$T/lang.log" node peer_restarts -eq 4 &&
+		restarted_cleanly "$T/lang.log" p0 &&
+		expect "$T/lang.log" language rooms -eq 150 &&
+		expect "$T/lang.log" recovery after_last_failed -gt 0 &&
+		[ "$(field "$T/lang.log" recovery after_last_failed_ok)" = \
+		  "$(field "$T/lang.log" recovery after_last_failed)" ] &&
+		expect "$T/enc.$i.log" result-encode leaked -eq 0 || return 1
+	MSG="language side: $(field "$T/lang.log" node peer_restarts) peer restarts, $(field "$T/lang.log" language ok) rooms byte-exact, failed: ${fails:-none}, the $(field "$T/lang.log" recovery after_last_failed) after the last failure byte-exact, nothing leaked"
+}
+
+define restart-smaller-session "the language gateway restarted with a smaller session id than before (a clock set back): the encode gateway takes it as a new incarnation and serves it, byte-exact"
+case_restart_smaller_session() {
+	local lang
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	start_gw lang 0 "$T/language.cfg" "$T/lang.0.log" --drive 1000 \
+		--lengths 50000 --test-session 0x7000000000000000
+	lang=${PIDS[-1]}
+	LOG=$T/lang.0.log
+	wait_registered "$T/lang.0.log" 20 || return 1
+	sleep 0.5
+	kill_gw "$lang"
+	language_client run_gw "$T/lang.1.log" 60 --exit-when-done --drive 10 \
+		--lengths 50000,2000 --test-session 5
+	MSG="lang: $(report "$T/lang.1.log") enc: $(report "$T/enc.log")"
+	grep -q "session 0x5\$" "$T/lang.1.log" &&
+		grep -q "peer lang-0 restarted: session 0x5 replaces 0x7000000000000000" "$T/enc.log" &&
+		expect "$T/enc.log" node peer_restarts -eq 1 &&
+		expect "$T/lang.1.log" result errors -eq 0 &&
+		expect "$T/lang.1.log" language ok -eq 10 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="session 0x7000000000000000 then 0x5: a new incarnation all the same, 10 rooms byte-exact"
+}
+
+# ---- peers that cannot register --------------------------------------------
+# A peer that never registers: both sides log why once, count every
+# refusal, and the rooms towards it end by their deadlines (not a hang).
+MISMATCH_TIMERS="$SLACK bootstrap_ms = 1500;"
+
+# unregistered_rooms_end LOG: 3 rooms asked for, all failed with a reason,
+# none unfinished, nothing leaked, no peer registered
+unregistered_rooms_end() {
+	expect "$1" language failed -eq 3 && expect "$1" language unfinished -eq 0 &&
+		expect "$1" result leaked -eq 0 && ! grep -q "peer .* registered" "$1"
+}
+
+define block-tokens-mismatch "a language gateway with another block_tokens: both sides refuse each other's REGISTER as geometry, say so once with what differs, answer ERROR(GEOMETRY); its 3 rooms fail by their deadlines, nothing leaked"
+case_block_tokens_mismatch() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$MISMATCH_TIMERS" >/dev/null
+	sed -i 's/capacity_tokens = \([0-9]*\);/capacity_tokens = \1; block_tokens = 64;/' \
+		"$T/language.cfg" || return 1
+	grep -q "block_tokens = 64;" "$T/language.cfg" || return 1
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 3 --lengths 2000
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	unregistered_rooms_end "$T/lang.log" &&
+		[ "$(grep -c "refused, geometry: block_tokens 128 (ours 64)" "$T/lang.log")" = 1 ] &&
+		[ "$(grep -c "refused, geometry: block_tokens 64 (ours 128)" "$T/enc.log")" = 1 ] &&
+		[ "$(grep -c "refused our REGISTER: geometry" "$T/lang.log")" = 1 ] &&
+		expect "$T/lang.log" node register_refusals -gt 0 &&
+		expect "$T/lang.log" node register_refused -gt 0 &&
+		expect "$T/lang.log" node drop_geometry -gt 1 &&
+		expect "$T/enc.log" node register_refused -gt 0 &&
+		expect "$T/enc.log" node adoptions -eq 0 || return 1
+	MSG="refused both ways as geometry (logged once each, $(field "$T/lang.log" node drop_geometry) REGISTERs refused, $(field "$T/lang.log" node register_refusals) ERRORs sent), 3 rooms failed: $(failures "$T/lang.log" p0 | tr '\n' ' ')"
+}
+
+define unreachable-repaired "the encode gateway cannot reach the language gateway's pool file at first (its path names nothing yet): it answers ERROR(UNREACHABLE), both sides say so once; once the path names the pool, the language side's next REGISTER repairs the link and 5 rooms land byte-exact"
+case_unreachable_repaired() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i "s|path = \"$T/lang-pool-0\";|path = \"$T/late-pool\";|" "$T/encode.cfg" || return 1
+	grep -q "late-pool" "$T/encode.cfg" || return 1
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 5 \
+		--lengths 2000,50000
+	for _ in $(seq 1 100); do
+		grep -q "refused our REGISTER: unreachable" "$T/lang.log" && break
+		sleep 0.1
+	done
+	ln -s "$T/lang-pool-0" "$T/late-pool"
+	wait_line "$T/lang.log" result 60
+	stop_all
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	[ "$(grep -c "refused, unreachable: cannot reach its pool" "$T/enc.log")" = 1 ] &&
+		[ "$(grep -c "refused our REGISTER: unreachable" "$T/lang.log")" = 1 ] &&
+		expect "$T/enc.log" node drop_payload -gt 0 &&
+		expect "$T/lang.log" node register_refused -gt 0 &&
+		expect "$T/lang.log" result errors -eq 0 &&
+		expect "$T/lang.log" language ok -eq 5 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="$(field "$T/enc.log" node drop_payload) REGISTERs refused as unreachable (logged once a side), then repaired by the next one: 5 rooms byte-exact"
+}
+
+define key-mismatch "a language gateway with another key: its datagrams fail authentication at the encode gateway and the other way round, logged once per peer as a key mismatch and counted; its 3 rooms fail by their deadlines, nothing leaked"
+case_key_mismatch() {
+	scripts/gen-configs.sh "$T" 1024 262144 "$MISMATCH_TIMERS" >/dev/null
+	head -c 48 /dev/urandom > "$T/other.key"
+	chmod 600 "$T/other.key"
+	sed -i 's/key_file = "psk.key";/key_file = "other.key";/' "$T/language.cfg" || return 1
+	grep -q '"other.key"' "$T/language.cfg" || return 1
+	encode_server start_gw "$T/enc.log" || return 1
+	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 3 --lengths 2000
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	unregistered_rooms_end "$T/lang.log" &&
+		[ "$(grep -c "datagrams from peer enc-0 fail authentication: different key?" "$T/lang.log")" = 1 ] &&
+		[ "$(grep -c "datagrams from peer lang-0 fail authentication: different key?" "$T/enc.log")" = 1 ] &&
+		expect "$T/lang.log" node auth_failed -gt 1 &&
+		expect "$T/enc.log" node auth_failed -gt 1 || return 1
+	MSG="logged once per side, $(field "$T/enc.log" node auth_failed)/$(field "$T/lang.log" node auth_failed) datagrams failed authentication, 3 rooms failed: $(failures "$T/lang.log" p0 | tr '\n' ' ')"
+}
+
 # ---- the Wireshark dissector over a capture of real gateway traffic --------
 define dissector "tools/wireshark/embgw.lua decodes every control frame of a real capture, as many received as the gateway counted"
 case_dissector() {

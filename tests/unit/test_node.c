@@ -526,13 +526,19 @@ test_bad_datagrams_dropped_and_counted(void)
 	egw_node_rx(t.node[1], ENC_IP, PORT, junk, sizeof(junk), t.now);
 	d.b[d.len - 1] ^= 1; /* forged: the MAC no longer matches */
 	egw_node_rx(t.node[1], ENC_IP, PORT, d.b, d.len, t.now);
+	egw_node_rx(t.node[1], ENC_IP, PORT, d.b, d.len, t.now);
 	d.b[d.len - 1] ^= 1;
 	egw_node_rx(t.node[1], ENC_IP, PORT, d.b, d.len, t.now); /* replay */
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_UNKNOWN_PEER], 2);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_PROTO], 2);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_PROTO], 3);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_REPLAY], 1);
-	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_MAC], 1);
+	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_MAC], 2);
+	/* a configured peer's datagrams that fail authentication: noted
+	 * once (a different key?), counted every time */
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_AUTH], 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_AUTH],
+				      "peer enc fail authentication: different key?"));
 	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_REPLAY], 1);
 	/* and a transfer afterwards is unaffected */
 	assert_room_transfers(2000);
@@ -627,6 +633,27 @@ test_message_for_missing_role_dropped(void)
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 1);
+	/* an ABORT is the encode side's to hear; its ACK the receiver's,
+	 * flag and all */
+	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .rank = 0, .nranks = 1,
+			      .room = 5, .error = EGW_E_ABORTED };
+	len = egw_proto_encode(&t.conf[0].key, 1000, (1u << 30) + 1, &m, b, sizeof(b));
+	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 2);
+	{
+		struct egw_xfer_stats xs0, xs1;
+
+		egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs0);
+		m.flags = EGW_MSGF_ACK;
+		len = egw_proto_encode(&t.conf[0].key, 1000, (1u << 30) + 2, &m, b,
+				       sizeof(b));
+		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
+		egw_node_get_stats(t.node[1], &st);
+		CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 2);
+		egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs1);
+		CU_ASSERT_EQUAL(xs1.rx_msgs, xs0.rx_msgs + 1);
+	}
 	teardown();
 }
 
@@ -902,6 +929,7 @@ restart_encode_as(uint64_t session)
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
 	CU_ASSERT_EQUAL(t.peer_downs[1], 1);
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_RESTARTED], 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REGISTERED], 2);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.peer_restarts, 1);
 	CU_ASSERT_EQUAL(st.adoptions, 2);
@@ -1170,6 +1198,38 @@ test_window_keys_bind_failure_retried(void)
 	teardown();
 }
 
+/* Traffic from a session that is not the adopted one (a peer's next
+ * incarnation before its REGISTER got through) is dropped as SESSION and
+ * answered with our REGISTER - at most every 200 ms, not per datagram. */
+static void
+test_foreign_session_nudged_at_most_every_200ms(void)
+{
+	struct egw_msg hb = { .type = EGW_MSG_HEARTBEAT };
+	struct egw_node_stats st0, st;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+
+	setup(16);
+	run(5000000);
+	t.nq = 0;
+	egw_node_get_stats(t.node[1], &st0);
+	for (uint64_t q = 1; q <= 50; q++) {
+		int len = egw_proto_encode(&t.conf[0].key, 0x4444, q, &hb, b, sizeof(b));
+
+		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
+		t.now += 1000000; /* 50 ms in all */
+	}
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_SESSION] - st0.drops[EGW_ND_SESSION], 50);
+	CU_ASSERT_EQUAL(st.registers_tx - st0.registers_tx, 1);
+	CU_ASSERT_EQUAL(t.nq, 1);
+	CU_ASSERT_EQUAL(t.q[0].b[5], EGW_MSG_REGISTER);
+	/* the adopted incarnation is unaffected */
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	t.nq = 0;
+	teardown();
+}
+
 int
 main(void)
 {
@@ -1203,6 +1263,8 @@ main(void)
 		  test_unreachable_then_repaired_by_the_next_register },
 		{ "stale_ack_does_not_confirm_a_new_endpoint",
 		  test_stale_ack_does_not_confirm_a_new_endpoint },
+		{ "foreign_session_nudged_at_most_every_200ms",
+		  test_foreign_session_nudged_at_most_every_200ms },
 		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
 		{ NULL, NULL },
