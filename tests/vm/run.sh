@@ -224,15 +224,15 @@ $embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
 	-f /out/language.cfg --drive 40 --rate 2 --concurrency 4 --lengths 1000 \
 	--exit-when-done --duration-ms 300000 > /out/lang-gw2.log 2>&1
 touch /out/lang.done
-# phase 3: one room at a time, the encode side writes into the window of
-# its 3rd room once that room has ended
+# phase 3: one room at a time; the encode side writes into the window of
+# its 3rd room once the 4th has ended (the 3rd was delivered before)
 if wait_for enc3.up 60 "the encode gateway of phase 3"; then
 	dumpcap -i eth0 -f udp -w /run/wire3.pcapng > /run/dumpcap3.log 2>&1 &
 	cap=\$!
 	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/dumpcap3.log && break; sleep 0.1; done
 	grep -q "Capturing on" /run/dumpcap3.log || echo "dumpcap did not say it captures after 30 s"
 	$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang3 -- \
-		-f /out/language.cfg --drive 8 --lengths 1000 \
+		-f /out/language.cfg --drive 12 --lengths 1000 \
 		--exit-when-done --duration-ms 240000 > /out/lang-gw3.log 2>&1
 	sleep 1
 	kill -INT \$cap; wait \$cap

@@ -58,6 +58,8 @@ struct vpeer {
 	struct verbs_sq sq;      /* chain, send queue use, generation */
 	struct ibv_send_wr last_wr; /* the last write posted (a test knob) */
 	struct ibv_sge last_sge;
+	struct ibv_send_wr stale_wr; /* ... as remembered by the knob */
+	struct ibv_sge stale_sge;
 };
 
 /* A window's memory windows, kept by its first block (windows are single
@@ -721,19 +723,27 @@ verbs_window_unbind(struct egw_payload *p, const struct egw_run *run)
 	p->fl.st.window_unbind_ns += now_ns() - t0;
 }
 
-/* The last write posted to the peer once more, under its key then. */
+/* Remember the last write posted to the peer; or post the remembered one
+ * once more, under its key then. */
 static void
-verbs_inject_stale_write(struct egw_payload *p, uint32_t peer)
+verbs_inject_stale_write(struct egw_payload *p, uint32_t peer, bool arm)
 {
 	struct vpeer *v;
 	struct ibv_send_wr wr, *bad = NULL;
 	struct ibv_sge sge;
 
-	if (peer >= p->npeers || p->peers[peer].last_wr.num_sge == 0)
+	if (peer >= p->npeers)
 		return;
 	v = &p->peers[peer];
-	wr = v->last_wr;
-	sge = v->last_sge;
+	if (arm) {
+		v->stale_wr = v->last_wr;
+		v->stale_sge = v->last_sge;
+		return;
+	}
+	if (v->stale_wr.num_sge == 0)
+		return;
+	wr = v->stale_wr;
+	sge = v->stale_sge;
 	wr.sg_list = &sge;
 	wr.next = NULL;
 	wr.send_flags = IBV_SEND_SIGNALED;
