@@ -267,6 +267,13 @@ if [ -f build-vm/lang-gw.log ] && [ -f build-vm/ibbw-client.log ]; then
 				"ib_write_bw $vi Gb/s, 64 KiB, same rxe pair" "-"
 		fi
 	fi
+	wk=$(EMBGW_VM_JUDGE_ONLY=1 tests/vm/run.sh 2>/dev/null | grep "^bench vm-window-keys" || true)
+	v=$(sed -nE 's/^bench vm-window-keys: ([0-9.]+) us per window .* \(ratio ([0-9.]+) vs the mean window of the same run, ([0-9.]+) ms\)/\1 \2 \3/p' <<<"$wk")
+	if [ -n "$v" ]; then
+		read -r wu wr wm <<<"$v"
+		emit window-keys "$wu" "us to open and close a window (soft-RoCE, TCG guest: bind + invalidation, posted and completed)" \
+			"$wr" "the mean window (round) of the same run, $wm ms" "-"
+	fi
 else
 	echo "bench payload-rocev2: not measured (run tests/vm/run.sh first)"
 fi

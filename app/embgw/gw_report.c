@@ -132,6 +132,15 @@ report_payload(const struct gw_id *id, FILE *f)
 			(unsigned long)ds.bytes, (unsigned long)ds.failed_batches,
 			(unsigned long)ds.qp_resets,
 			ds.blocks ? (double)ds.cycles / ds.blocks : 0.0);
+	if (ds.window_binds > 0 || ds.window_bind_failed > 0)
+		fprintf(f, "windows: port=%s bound=%lu bind_failed=%lu "
+			"closed=%lu closed_by_free=%lu bind_us=%.1f close_us=%.1f\n",
+			id->cfg->name, (unsigned long)ds.window_binds,
+			(unsigned long)ds.window_bind_failed,
+			(unsigned long)ds.window_unbinds,
+			(unsigned long)ds.window_unbind_deallocs,
+			ds.window_binds ? ds.window_bind_ns / 1e3 / ds.window_binds : 0.0,
+			ds.window_unbinds ? ds.window_unbind_ns / 1e3 / ds.window_unbinds : 0.0);
 }
 
 /* One room source's rooms: encode and language sides, the result line. */

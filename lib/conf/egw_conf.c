@@ -675,7 +675,7 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const shm_keys[] = { "driver", "path", NULL };
 	static const char *const verbs_keys[] = { "driver", "device", "port",
-						  "gid_index", NULL };
+						  "gid_index", "window_keys", NULL };
 	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
 					  true);
 	const config_setting_t *gid;
@@ -713,6 +713,8 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	} else if (gid != NULL && get_int(l, g, "gid_index", 0, 255, false, &v)) {
 		p->payload.gid_index = (int)v;
 	}
+	p->payload.window_keys = true;
+	get_bool(l, g, "window_keys", &p->payload.window_keys);
 }
 
 static void

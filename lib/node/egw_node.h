@@ -63,6 +63,7 @@ struct egw_node_stats {
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	uint64_t posts_refused;   /**< batches the driver refused: failed */
 	uint64_t refused_overflow; /**< refused batches not queued (0) */
+	uint64_t window_bind_failed; /**< windows whose keys could not be made */
 	struct egw_proto_stats proto;
 };
 
@@ -129,6 +130,20 @@ struct egw_node_ops {
 	 *  optional. */
 	void (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
 			     uint64_t now);
+	/** Language side, per-window keys (optional; without it a window
+	 *  admits writes under the regions' keys from REGISTER): open the
+	 *  window over `run` - one run - to `peer` alone and put each kind's
+	 *  key in rkeys (0: a kind the window needs no key for). Return once
+	 *  the keys admit writes; 0 or -errno (the window is not offered, its
+	 *  blocks go back and the receiver asks again). With it, every window
+	 *  is a single run. */
+	int (*window_bind)(void *ctx, uint32_t peer, const struct egw_run *run,
+			   uint32_t rkeys[EGW_KIND_MAX]);
+	/** Close the window opened over `run` (run->start names it; nothing
+	 *  when none is open there): return once no write through its keys
+	 *  can land. Called when its room ends - delivered, failed, aborted -
+	 *  before any of its blocks is handed on. Required with window_bind. */
+	void (*window_unbind)(void *ctx, const struct egw_run *run);
 	void *ctx;
 };
 

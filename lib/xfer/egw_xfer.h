@@ -176,8 +176,9 @@ struct egw_msg {
 	uint32_t block_tokens; /**< INIT/RESUME: sender checks it equals its own */
 	uint32_t offset;       /**< INIT/RESUME: first token of the window; ERROR: echo */
 	uint32_t alloc_tokens; /**< INIT/RESUME: blocks x block_tokens */
-	uint32_t rkey;         /**< INIT/RESUME: the key admitting writes to the
-				 *   window (0: the region's, from REGISTER) */
+	/** INIT/RESUME: per kind, the key admitting writes to the window's
+	 *  blocks of that kind (0: the region's, from REGISTER) */
+	uint32_t rkeys[EGW_KIND_MAX];
 	uint32_t total_tokens; /**< STATUS: announced total, 0 = not yet known */
 	uint32_t landed_tokens;   /**< STATUS: tokens written and completed */
 	uint32_t accepted_tokens; /**< STATUS: end of the last accepted window */
@@ -293,6 +294,10 @@ struct egw_xfer_conf {
 	uint32_t max_blocks_per_round; /**< receiver: cap per window (0: none) */
 	uint32_t pipeline_depth;    /**< receiver: windows ahead (1..PIPE-1) */
 	bool announce_early;        /**< sender: total in the INIT answer */
+	/** receiver: every window is one run (one contiguous range per kind,
+	 *  which one memory window per kind can cover) and carries the keys
+	 *  given with its allocation (egw_receiver_alloc_done_keys) */
+	bool window_keys;
 	struct egw_xfer_timers timers;
 	egw_emit_fn emit;
 	void *emit_ctx;
@@ -346,6 +351,12 @@ int egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 int egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room,
 			    uint16_t rank, const struct egw_run *runs, int n,
 			    uint64_t now);
+/** The same with the window's keys, one per kind (0: the region's), for
+ *  its INIT/RESUME; rkeys NULL: all 0. With window_keys, n > 1 is refused
+ *  like any other answer that does not fit the request. */
+int egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
+				 uint16_t rank, const struct egw_run *runs, int n,
+				 const uint32_t rkeys[EGW_KIND_MAX], uint64_t now);
 /** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
  *  argument), or -enum egw_err: why the message was refused (counted in
  *  stats.rejected). */

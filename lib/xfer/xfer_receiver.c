@@ -22,6 +22,7 @@
 struct receiver_window {
 	uint32_t off, alloc;      /* tokens */
 	uint32_t first_run, nruns;
+	uint32_t rkeys[EGW_KIND_MAX]; /* for its INIT/RESUME (0: region's) */
 };
 
 struct receiver_room {
@@ -181,6 +182,8 @@ receiver_request_window(struct egw_receiver *r, struct receiver_room *x)
 	a.tokens = want;
 	a.max_runs = room_left < EGW_XFER_MAX_RUNS ? room_left
 						   : EGW_XFER_MAX_RUNS;
+	if (c->window_keys)
+		a.max_runs = 1; /* the rest goes in further windows */
 	x->alloc_pending = true;
 	core_emit(&r->core, &a);
 }
@@ -199,9 +202,9 @@ receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
 		.block_tokens = r->core.conf.geom.block_tokens,
 		.offset = w->off,
 		.alloc_tokens = w->alloc,
-		.rkey = 0, /* the pool is registered whole: the region's key */
 	};
 
+	memcpy(m.rkeys, w->rkeys, sizeof(m.rkeys));
 	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));
 	core_send(&r->core, x->peer, &m);
 }
@@ -361,6 +364,14 @@ int
 egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 			const struct egw_run *runs, int n, uint64_t now)
 {
+	return egw_receiver_alloc_done_keys(r, room, rank, runs, n, NULL, now);
+}
+
+int
+egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
+			     uint16_t rank, const struct egw_run *runs, int n,
+			     const uint32_t rkeys[EGW_KIND_MAX], uint64_t now)
+{
 	struct receiver_room *x = receiver_find(r, room, rank);
 	uint32_t bt = r->core.conf.geom.block_tokens;
 	uint64_t blocks = 0;
@@ -377,7 +388,8 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		blocks += runs[i].count;
 	if (n <= 0 || blocks == 0 ||
 	    (uint32_t)n > r->core.conf.max_runs_per_room - x->nruns ||
-	    n > EGW_XFER_MAX_RUNS || blocks * bt > EGW_XFER_MAX_TOKENS) {
+	    n > EGW_XFER_MAX_RUNS || blocks * bt > EGW_XFER_MAX_TOKENS ||
+	    (r->core.conf.window_keys && n > 1)) {
 		if (n > 0) {
 			/* an allocator that answers nonsense is refused */
 			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
@@ -397,6 +409,10 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	w->alloc = (uint32_t)(blocks * bt);
 	w->first_run = x->nruns;
 	w->nruns = (uint32_t)n;
+	if (rkeys != NULL)
+		memcpy(w->rkeys, rkeys, sizeof(w->rkeys));
+	else
+		memset(w->rkeys, 0, sizeof(w->rkeys));
 	memcpy(x->runs + x->nruns, runs, (size_t)n * sizeof(*runs));
 	x->nruns += (uint32_t)n;
 	x->alloc_end += w->alloc;

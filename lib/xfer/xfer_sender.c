@@ -20,7 +20,7 @@
 
 struct sender_window {
 	uint32_t off, alloc;
-	uint32_t rkey;            /* the window's, for its writes (0: region's) */
+	uint32_t rkeys[EGW_KIND_MAX]; /* the window's, per kind (0: region's) */
 	uint32_t seq;             /* per-rank window number, in the cookie */
 	uint16_t nruns;
 	bool posted, done;
@@ -456,7 +456,7 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 			s->scratch[n++] = (struct egw_write){
 				.kind = (uint32_t)k, .src_block = sblk,
 				.dst_block = dblk, .tokens = tokens,
-				.rkey = w->rkey,
+				.rkey = w->rkeys[k],
 				.bytes = (uint64_t)tokens * unit };
 		}
 		moved += tokens;
@@ -471,7 +471,7 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 		s->scratch[n++] = (struct egw_write){
 			.kind = EGW_KIND_AUX, .src_block = x->src[0].start,
 			.dst_block = w->runs[0].start, .tokens = 0,
-			.rkey = w->rkey, .bytes = g->aux_bytes };
+			.rkey = w->rkeys[EGW_KIND_AUX], .bytes = g->aux_bytes };
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s->core.stats.bytes += s->scratch[i].bytes;
@@ -636,7 +636,7 @@ sender_accept(struct sender_rank *rk, const struct egw_msg *m)
 	memset(w, 0, sizeof(*w));
 	w->off = m->offset;
 	w->alloc = m->alloc_tokens;
-	w->rkey = m->rkey;
+	memcpy(w->rkeys, m->rkeys, sizeof(w->rkeys));
 	w->seq = rk->nseq++;
 	w->nruns = m->nruns;
 	memcpy(w->runs, m->runs, m->nruns * sizeof(m->runs[0]));

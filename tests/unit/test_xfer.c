@@ -845,6 +845,87 @@ test_backward_shift_delete_keeps_every_chain(void)
 	}
 }
 
+/* ---- per-window keys: the receiver alone, its actions captured -------- */
+
+static struct {
+	struct egw_act act[16];
+	struct egw_msg msg[16];
+	unsigned n;
+} cap;
+
+static void
+capture(void *ctx, const struct egw_act *a)
+{
+	(void)ctx;
+	if (cap.n < 16) {
+		cap.act[cap.n] = *a;
+		if (a->msg != NULL)
+			cap.msg[cap.n] = *a->msg;
+		cap.n++;
+	}
+}
+
+static const struct egw_act *
+last_act(uint8_t type)
+{
+	for (unsigned i = cap.n; i-- > 0;)
+		if (cap.act[i].type == type)
+			return &cap.act[i];
+	return NULL;
+}
+
+/* With window_keys a window is asked for as one run, an answer of two is
+ * refused like any answer that does not fit, and the keys given with the
+ * one run go out in its INIT; without keys, all 0. */
+static void
+test_window_keys_single_run_and_keys_in_init(void)
+{
+	struct egw_pool_geom g = { .capacity_tokens = 1024 * 128,
+				   .block_tokens = 128, .hidden_size = 16,
+				   .dtype_bytes = 2, .aux_bytes = 64 };
+	const uint32_t keys[EGW_KIND_MAX] = { 0x1101, 0x2202, 0, 0x4404 };
+	const struct egw_run two[2] = { { 0, 2 }, { 4, 2 } }, one = { 8, 4 };
+	struct egw_xfer_conf c;
+	struct egw_policy pol;
+	struct egw_receiver *r;
+	struct egw_xfer_stats st;
+	const struct egw_act *a;
+
+	for (int keyed = 1; keyed >= 0; keyed--) {
+		memset(&cap, 0, sizeof(cap));
+		egw_xfer_conf_default(&c, &g);
+		c.emit = capture;
+		c.window_keys = keyed;
+		CU_ASSERT_FATAL(egw_policy_init_fixed(&pol, 128, 512) == 0);
+		CU_ASSERT_FATAL(egw_receiver_create(&c, &pol, &r) == 0);
+		CU_ASSERT_FATAL(egw_receiver_peer_add(r, 0, 0) == 0);
+		CU_ASSERT_FATAL(egw_receiver_open(r, 7, 0, 1, 0, false, 0) == 0);
+		a = last_act(EGW_ACT_ALLOC);
+		CU_ASSERT_FATAL(a != NULL);
+		CU_ASSERT_EQUAL(a->max_runs, keyed ? 1 : EGW_XFER_MAX_RUNS);
+		if (keyed) {
+			CU_ASSERT(egw_receiver_alloc_done_keys(r, 7, 0, two, 2, keys, 0) < 0);
+			egw_receiver_get_stats(r, &st);
+			CU_ASSERT_EQUAL(st.alloc_retries, 1);
+			CU_ASSERT(last_act(EGW_ACT_FREE) != NULL); /* given back */
+			CU_ASSERT(last_act(EGW_ACT_SEND) == NULL);
+			egw_receiver_tick(r, 2 * MS); /* asks again */
+			CU_ASSERT_EQUAL(egw_receiver_alloc_done_keys(r, 7, 0, &one, 1,
+								     keys, 2 * MS), 0);
+		} else {
+			CU_ASSERT_EQUAL(egw_receiver_alloc_done(r, 7, 0, &one, 1, 0), 0);
+		}
+		a = last_act(EGW_ACT_SEND);
+		CU_ASSERT_FATAL(a != NULL);
+		CU_ASSERT_EQUAL(cap.msg[a - cap.act].type, EGW_MSG_INIT);
+		CU_ASSERT_EQUAL(cap.msg[a - cap.act].nruns, 1);
+		for (int k = 0; k < EGW_KIND_MAX; k++)
+			CU_ASSERT_EQUAL(cap.msg[a - cap.act].rkeys[k],
+					keyed ? keys[k] : 0);
+		egw_receiver_destroy(r);
+	}
+}
+
 int
 main(void)
 {
@@ -875,6 +956,8 @@ main(void)
 		{ "dead_peer_fails_its_rooms_only", test_dead_peer_fails_its_rooms_only },
 		{ "bad_input_rejected_and_counted", test_bad_input_rejected_and_counted },
 		{ "refused_init_fails_receiver_room", test_refused_init_fails_receiver_room },
+		{ "window_keys_single_run_and_keys_in_init",
+		  test_window_keys_single_run_and_keys_in_init },
 		{ NULL, NULL },
 	};
 	return cu_run("xfer", tests);
