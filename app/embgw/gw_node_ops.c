@@ -77,10 +77,10 @@ on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 	gw_room_sources_done(ctx, room, rank, e, is_sender, gw_now_ns());
 }
 
-static void
+static int
 on_unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
-	gw_room_sources_unknown_room(ctx, room, nranks, now);
+	return gw_room_sources_unknown_room(ctx, room, nranks, now);
 }
 
 const struct egw_node_ops gw_node_ops = {

@@ -16,6 +16,7 @@
 #include "gw_pattern_source.h"
 
 #define MAX_SRC_RUNS 512
+#define PRODUCE_QUEUE 256 /* rooms waiting for source memory */
 
 struct room_rec {
 	uint64_t room;
@@ -43,6 +44,10 @@ struct pattern_source {
 	uint64_t first_open, last_done;
 	/* encode side */
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
+	uint64_t produce_busy, produce_queued;
+	uint32_t produce_queue_max;
+	uint64_t wait[PRODUCE_QUEUE];   /* rooms waiting for source blocks */
+	uint32_t wait_head, nwait;
 };
 
 static struct pattern_source *
@@ -53,36 +58,96 @@ pattern_of(struct gw_room_source *s)
 
 /* ---- encode side: producer -------------------------------------------- */
 
-static bool
+/*
+ * Backpressure: a room whose source blocks the pool cannot hold now is
+ * opened all the same (its ranks' INITs are accepted, the room waits for
+ * input under its WaitingForInput deadline) and queued here; poll() feeds
+ * the queue in order as blocks come free. A full queue answers BUSY,
+ * which the receiver retries: nothing is dropped silently.
+ */
+static int
+produce_feed(struct pattern_source *ps, uint64_t room, uint64_t now)
+{
+	struct gw_room_source *s = &ps->base;
+	struct egw_node *node = s->id->node;
+	struct egw_run runs[MAX_SRC_RUNS];
+	uint32_t total = (uint32_t)room;
+	int n = egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
+
+	if (n < 0)
+		return n;
+	if (egw_pattern_fill(s->id->pool, room, total, runs, (uint32_t)n) != 0 ||
+	    egw_node_input(node, room, total, runs, (uint32_t)n, now) != 0) {
+		egw_node_release(node, room, runs, (uint32_t)n);
+		ps->produce_refused++;
+		return 0; /* the room fails by its own deadline */
+	}
+	ps->produced++;
+	return 0;
+}
+
+static int
 produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct pattern_source *ps = pattern_of(s);
 	struct egw_node *node = s->id->node;
-	struct egw_run runs[MAX_SRC_RUNS];
+	const struct egw_pool_geom *g = egw_pool_geom(s->id->pool);
 	uint32_t total = (uint32_t)room;
-	int n;
+	int rc;
 
 	if (!ps->o.produce)
-		return false;
-	if (total == 0 || total > EGW_XFER_MAX_TOKENS) {
+		return -EGW_E_UNKNOWN_ROOM;
+	/* a room of no tokens: every window lies at or past its total */
+	if (total == 0) {
 		ps->produce_refused++;
-		return true;
+		return -EGW_E_BEYOND_TOTAL;
 	}
-	n = egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
-	if (n < 0) {
-		/* no memory now: INIT is refused as unknown and retried */
+	if (total > EGW_XFER_MAX_TOKENS ||
+	    egw_geom_blocks_for(g, total) > egw_pool_nblocks(s->id->pool)) {
 		ps->produce_refused++;
-		return true;
+		return -EGW_E_TOO_LARGE;
 	}
-	if (egw_pattern_fill(s->id->pool, room, total, runs, (uint32_t)n) != 0 ||
-	    egw_node_sender_open(node, room, nranks, now) != 0 ||
-	    egw_node_input(node, room, total, runs, (uint32_t)n, now) != 0) {
-		egw_node_release(node, room, runs, (uint32_t)n);
+	if (ps->nwait == PRODUCE_QUEUE) {
+		/* the rooms before it wait for memory: it would wait too */
+		ps->produce_busy++;
+		return -EGW_E_BUSY;
+	}
+	rc = egw_node_sender_open(node, room, nranks, now);
+	if (rc != 0) {
 		ps->produce_refused++;
-		return true;
+		return rc == -EGW_E_NO_SLOT ? rc : -EGW_E_BUSY;
 	}
-	ps->produced++;
-	return true;
+	/* fed in order: a room does not overtake those waiting before it */
+	if (ps->nwait == 0 && produce_feed(ps, room, now) == 0)
+		return 0;
+	ps->wait[(ps->wait_head + ps->nwait++) % PRODUCE_QUEUE] = room;
+	ps->produce_queued++;
+	if (ps->nwait > ps->produce_queue_max)
+		ps->produce_queue_max = ps->nwait;
+	return 0;
+}
+
+/* Feed the rooms waiting for source memory, oldest first. */
+static uint32_t
+produce_poll(struct pattern_source *ps, uint64_t now)
+{
+	struct egw_node *node = ps->base.id->node;
+	uint32_t fed = 0;
+
+	while (ps->nwait > 0) {
+		uint64_t room = ps->wait[ps->wait_head];
+		int st = egw_sender_state(egw_node_sender(node), room);
+
+		/* a room that ended meanwhile (its deadline, an abort) needs
+		 * nothing any more */
+		if (st >= EGW_ST_BOOTSTRAPPING && st < EGW_ST_TRANSFERRING &&
+		    produce_feed(ps, room, now) != 0)
+			break;
+		ps->wait_head = (ps->wait_head + 1) % PRODUCE_QUEUE;
+		ps->nwait--;
+		fed++;
+	}
+	return fed;
 }
 
 /* ---- language side: driver and verifier ------------------------------- */
@@ -251,16 +316,19 @@ static uint32_t
 poll_rooms(struct gw_room_source *s, uint64_t now)
 {
 	struct pattern_source *ps = pattern_of(s);
-	uint32_t before = ps->opened;
+	uint32_t before = ps->opened, fed = 0;
+
+	if (ps->nwait > 0)
+		fed = produce_poll(ps, now);
 
 	/* called every poll-loop iteration: leave early when nothing is due
 	 * (a closed loop refills as soon as a room finishes, not a tick
 	 * after, or the tick would cap the generator's rate) */
 	if (ps->o.drive == 0 || ps->opened == ps->o.drive || now < ps->start_at ||
 	    (ps->o.rate == 0 && ps->active >= ps->o.concurrency))
-		return 0;
+		return fed;
 	if (ps->opened == 0 && !peers_ready(ps))
-		return 0;
+		return fed;
 	/* open loop: the schedule decides, not completions (bounded by
 	 * --concurrency as a safety cap on rooms in flight) */
 	if (ps->o.rate > 0) {
@@ -274,7 +342,7 @@ poll_rooms(struct gw_room_source *s, uint64_t now)
 		while (ps->active < ps->o.concurrency && ps->opened < ps->o.drive)
 			open_room(ps, now);
 	}
-	return ps->opened - before;
+	return fed + ps->opened - before;
 }
 
 static uint64_t
@@ -294,6 +362,9 @@ report(struct gw_room_source *s, struct gw_room_stats *st)
 	st->encode = egw_node_sender(s->id->node) != NULL;
 	st->produced = ps->produced;
 	st->refused = ps->produce_refused;
+	st->queued = ps->produce_queued;
+	st->busy = ps->produce_busy;
+	st->queue_max = ps->produce_queue_max;
 	st->sent_ok = ps->tx_ok;
 	st->sent_failed = ps->tx_failed;
 	st->language = ps->o.drive > 0;

@@ -156,10 +156,12 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	}
 	if (st.encode)
 		fprintf(f, "encode: port=%s produced=%lu refused=%lu ok=%lu "
-			"failed=%lu blocks_in_use=%u\n", name,
+			"failed=%lu blocks_in_use=%u queued=%lu busy=%lu "
+			"queue_max=%u\n", name,
 			(unsigned long)st.produced, (unsigned long)st.refused,
 			(unsigned long)st.sent_ok, (unsigned long)st.sent_failed,
-			ps.blocks_in_use);
+			ps.blocks_in_use, (unsigned long)st.queued,
+			(unsigned long)st.busy, st.queue_max);
 	if (!st.language) {
 		fprintf(f, "result-encode: port=%s rooms=%lu ok=%lu failed=%lu "
 			"leaked=%u\n", name, (unsigned long)st.produced,

@@ -400,6 +400,23 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		n->st.drops[EGW_ND_PAYLOAD]++;
 }
 
+/* An INIT for a room the sender does not know: validate it first, then
+ * let the application open the room. true when the INIT was refused here
+ * (answered with ERROR; nothing was created). */
+static bool
+produce_on_demand(struct egw_node *n, uint32_t peer, const struct egw_msg *m,
+		  uint64_t now)
+{
+	int rc = egw_sender_check_init(n->sender, peer, m);
+
+	if (rc == 0)
+		rc = n->ops.unknown_room(n->ops.ctx, m->room, m->nranks, now);
+	if (rc == 0 || rc == -EGW_E_UNKNOWN_ROOM || !egw_rc_is_err(rc))
+		return false; /* the sender answers: STATUS, or unknown */
+	egw_sender_refuse(n->sender, peer, m, (enum egw_err)-rc, now);
+	return true;
+}
+
 void
 egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	    size_t len, uint64_t now)
@@ -455,9 +472,9 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 			break;
 		}
 		if (p.type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
-		    !egw_node_sender_has_room(n, p.msg.room))
-			n->ops.unknown_room(n->ops.ctx, p.msg.room,
-					    p.msg.nranks, now);
+		    !egw_node_sender_has_room(n, p.msg.room) &&
+		    produce_on_demand(n, (uint32_t)peer, &p.msg, now))
+			break;
 		egw_sender_on_msg(n->sender, (uint32_t)peer, &p.msg, now);
 		break;
 	case EGW_MSG_STATUS:

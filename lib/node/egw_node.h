@@ -89,11 +89,17 @@ struct egw_node_ops {
 	 *  QPs); optional - without it the create-time gid/qpn serve all. */
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
 			 uint16_t *mtu);
-	/** Encode side: an INIT names a room the sender does not know. The
-	 *  application may open it now (egw_node_sender_open, _input);
-	 *  optional. */
-	void (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
-			     uint64_t now);
+	/** Encode side: an INIT names a room the sender does not know, and
+	 *  the sender would accept it (egw_sender_check_init; a refused INIT
+	 *  never gets here, so it leaves no state). The application may open
+	 *  the room now (egw_node_sender_open, _input) and returns 0 then;
+	 *  -EGW_E_UNKNOWN_ROOM when the room is none of its own (the INIT is
+	 *  answered as unknown and retried); or the refusal the INIT is
+	 *  answered with: -EGW_E_NO_SLOT (room table full), -EGW_E_TOO_LARGE
+	 *  (the room can never fit), -EGW_E_BEYOND_TOTAL (a room of 0
+	 *  tokens), -EGW_E_BUSY (cannot take it now). Optional. */
+	int (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
+			    uint64_t now);
 	void *ctx;
 };
 

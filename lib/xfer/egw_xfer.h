@@ -393,6 +393,24 @@ int egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
  *  stats.rejected; the peer hears an ERROR where one is due). */
 int egw_sender_on_msg(struct egw_sender *s, uint32_t peer,
 		      const struct egw_msg *m, uint64_t now);
+/**
+ * Check an INIT for a room the sender does not know as the room would
+ * check it (peer, offset, rank/nranks, block_tokens, runs, alloc_tokens),
+ * without creating anything: a producer that opens rooms on demand calls
+ * this first, so a refused INIT leaves no state. 0 when the INIT would be
+ * accepted, -EINVAL (NULL argument), or the -enum egw_err it would get.
+ */
+int egw_sender_check_init(struct egw_sender *s, uint32_t peer,
+			  const struct egw_msg *m);
+/**
+ * Refuse a request with ERROR(e) echoing it (type, offset, room, rank),
+ * counted in stats.rejected: the answer for an INIT that a producer
+ * refused (EGW_E_NO_SLOT, EGW_E_TOO_LARGE, EGW_E_BEYOND_TOTAL, EGW_E_BUSY)
+ * or that egw_sender_check_init() refused. Returns -e, or -EINVAL (NULL
+ * argument, e not a code), -EGW_E_UNKNOWN_PEER.
+ */
+int egw_sender_refuse(struct egw_sender *s, uint32_t peer,
+		      const struct egw_msg *m, enum egw_err e, uint64_t now);
 /** Writes of an EGW_ACT_POST_WRITES completed; ok == false fails the room.
  *  0, or -enum egw_err for a cookie that is stale (EGW_E_UNKNOWN_ROOM),
  *  malformed (EGW_E_BAD_RANK) or already completed (EGW_E_STATE). */

@@ -496,9 +496,13 @@ receiver_on_error(struct egw_receiver *r, struct receiver_room *x, const struct 
 			return core_reject(&r->core, EGW_E_STATE); /* stale */
 	}
 	if (e == EGW_E_BUSY ||
-	    (e == EGW_E_UNKNOWN_ROOM && m->state == EGW_MSG_INIT)) {
-		/* retriable: the sender has not opened the room yet, or is
-		 * full; the retransmission timer tries again */
+	    ((e == EGW_E_UNKNOWN_ROOM || e == EGW_E_NO_SLOT) &&
+	     m->state == EGW_MSG_INIT)) {
+		/* retriable until the room's own deadline: the sender has not
+		 * opened the room yet, its room table is full, or it cannot
+		 * take the window now; the retransmission timer tries again.
+		 * TOO_LARGE and every other refusal of a live window are
+		 * final. */
 		r->core.stats.rejected[egw_err_to_wire(e)]++;
 		return 0;
 	}

@@ -42,6 +42,7 @@ struct sender_room {
 	uint8_t state;
 	uint16_t err;             /* enum egw_err */
 	bool have_input, src_freed;
+	bool started;             /* has been Transferring: total announced */
 	uint32_t total;
 	uint32_t inflight;        /* posted batches not completed */
 	uint64_t deadline, progress_at;
@@ -54,7 +55,7 @@ struct sender_room {
 struct sender_tomb {
 	uint64_t room;
 	uint64_t expires;
-	uint32_t total;
+	uint32_t total;           /* 0 when the room never announced it */
 	uint8_t state;
 	uint16_t err;             /* enum egw_err */
 	uint16_t nranks;
@@ -270,7 +271,7 @@ tomb_add(struct egw_sender *s, const struct sender_room *x, uint64_t now)
 	t->used = true;
 	t->room = x->room;
 	t->expires = now + s->core.conf.timers.linger_ns;
-	t->total = x->total;
+	t->total = x->started ? x->total : 0;
 	t->state = x->state;
 	t->err = x->err;
 	t->nranks = x->nranks;
@@ -281,6 +282,21 @@ tomb_add(struct egw_sender *s, const struct sender_room *x, uint64_t now)
 	}
 	s->tomb_fifo[(s->tomb_head + s->tomb_count) % cap] = x->room;
 	s->tomb_count++;
+}
+
+/*
+ * The counters of one rank as STATUS carries them. They only grow, in
+ * every state Failed included: the total once the room has started (and,
+ * unless it is announced early, once data has landed), landed only with a
+ * total, accepted always. A dummy rank's landed is 0 or the total.
+ */
+static void
+status_counters(struct egw_msg *m, bool early, uint32_t total, uint32_t landed,
+		uint32_t accepted)
+{
+	m->total_tokens = total != 0 && (early || landed > 0) ? total : 0;
+	m->landed_tokens = m->total_tokens != 0 ? landed : 0;
+	m->accepted_tokens = accepted;
 }
 
 /* A late request for a finished room: the same final answer. */
@@ -301,11 +317,8 @@ tomb_answer(struct egw_sender *s, const struct sender_tomb *t, uint32_t peer,
 	    (t->peer[m->rank] != peer &&
 	     !(t->peer[m->rank] == UINT32_MAX && t->state == EGW_ST_FAILED)))
 		return core_reject(&s->core, EGW_E_BAD_RANK);
-	if (t->state == EGW_ST_SUCCESS) {
-		a.total_tokens = t->total;
-		a.landed_tokens = t->landed[m->rank];
-		a.accepted_tokens = t->accepted[m->rank];
-	}
+	status_counters(&a, s->core.conf.announce_early, t->total,
+			t->landed[m->rank], t->accepted[m->rank]);
 	s->core.stats.duplicates++;
 	core_send(&s->core, peer, &a);
 	return 0;
@@ -323,8 +336,6 @@ sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
 		.rank = r,
 		.nranks = x->nranks,
 		.error = x->err,
-		.accepted_tokens = rk->accepted,
-		.landed_tokens = rk->landed,
 	};
 
 	/* A rank whose data is complete still reads Transferring until every
@@ -332,11 +343,8 @@ sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
 	m.state = x->state;
 	if (!sender_final(x) && rk->complete)
 		m.state = EGW_ST_TRANSFERRING;
-	if (x->state >= EGW_ST_TRANSFERRING && x->state != EGW_ST_FAILED &&
-	    (s->core.conf.announce_early || rk->landed > 0))
-		m.total_tokens = x->total;
-	if (m.total_tokens == 0)
-		m.landed_tokens = 0;
+	status_counters(&m, s->core.conf.announce_early,
+			x->started ? x->total : 0, rk->landed, rk->accepted);
 	core_send(&s->core, rk->peer, &m);
 }
 
@@ -502,6 +510,7 @@ static void
 sender_start(struct egw_sender *s, struct sender_room *x, uint64_t now)
 {
 	x->state = EGW_ST_TRANSFERRING;
+	x->started = true;
 	x->progress_at = now;
 	/* announce the total to every rank now: they allocate and resume
 	 * while the first windows are in flight */
@@ -724,6 +733,37 @@ sender_on_resume(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	sender_pump(s, x, m->rank);
 	sender_status(s, x, m->rank);
 	return 0;
+}
+
+int
+egw_sender_check_init(struct egw_sender *s, uint32_t peer,
+		      const struct egw_msg *m)
+{
+	int64_t blocks;
+
+	if (s == NULL || m == NULL)
+		return -EINVAL;
+	if (peer >= s->core.conf.max_peers || !s->core.peers[peer].used)
+		return -EGW_E_UNKNOWN_PEER;
+	if (m->type != EGW_MSG_INIT || m->offset != 0)
+		return -EGW_E_STATE;
+	if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
+	    m->rank >= m->nranks)
+		return -EGW_E_BAD_RANK;
+	blocks = sender_check_window(s, peer, m);
+	return blocks < 0 ? (int)blocks : 0;
+}
+
+int
+egw_sender_refuse(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
+		  enum egw_err e, uint64_t now)
+{
+	if (s == NULL || m == NULL || egw_err_to_wire(e) == UINT16_MAX ||
+	    e == EGW_E_OK)
+		return -EINVAL;
+	if (core_peer_heard(&s->core, peer, now) != 0)
+		return -EGW_E_UNKNOWN_PEER;
+	return sender_error(s, peer, m, e);
 }
 
 int

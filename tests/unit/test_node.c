@@ -49,6 +49,8 @@ static struct {
 	uint32_t lang_seen_psn;
 	bool hold_writes;     /* the driver completes nothing for now */
 	bool no_producer;     /* INITs for unknown rooms stay unknown */
+	int producer_says;    /* non-zero: the producer refuses with it */
+	unsigned unknown_calls; /* INITs handed to the producer */
 } t;
 
 /* The encode side's payload endpoint: a PSN the test can change, as the
@@ -140,7 +142,7 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 }
 
 /* The encode side's producer: length = low 32 bits of the room id. */
-static void
+static int
 unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct egw_run runs[64];
@@ -148,13 +150,17 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	int n;
 
 	(void)ctx;
+	t.unknown_calls++;
 	if (t.no_producer)
-		return;
+		return -EGW_E_UNKNOWN_ROOM;
+	if (t.producer_says != 0)
+		return t.producer_says;
 	n = egw_node_alloc_src(t.node[0], room, total, runs, 64);
 	CU_ASSERT_FATAL(n > 0);
 	CU_ASSERT_EQUAL(egw_pattern_fill(t.pool[0], room, total, runs, (uint32_t)n), 0);
 	CU_ASSERT_EQUAL(egw_node_sender_open(t.node[0], room, nranks, now), 0);
 	CU_ASSERT_EQUAL(egw_node_input(t.node[0], room, total, runs, (uint32_t)n, now), 0);
+	return 0;
 }
 
 static void
@@ -607,6 +613,56 @@ test_abort_before_input_reaches_every_rank(void)
 	teardown();
 }
 
+/* A producer's refusals reach the receiver with their codes: NO_SLOT and
+ * BUSY are retried (the room completes once the producer takes it),
+ * TOO_LARGE and BEYOND_TOTAL end the room at once; no refused room leaves
+ * anything on the encode side. */
+static void
+test_producer_refusals_have_their_codes(void)
+{
+	const struct egw_sender *snd;
+	struct egw_xfer_stats st;
+	unsigned calls;
+
+	setup(16);
+	run(5000000);
+	snd = egw_node_sender(t.node[0]);
+	t.producer_says = -EGW_E_NO_SLOT;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	calls = t.unknown_calls;
+	CU_ASSERT(calls > 1); /* retried */
+	CU_ASSERT_EQUAL(egw_receiver_state(egw_node_receiver(t.node[1]), 3000, 0),
+			EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3000), -EGW_E_UNKNOWN_ROOM);
+	t.producer_says = -EGW_E_BUSY;
+	run(20000000);
+	CU_ASSERT(t.unknown_calls > calls);
+	t.producer_says = 0;
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+
+	t.producer_says = -EGW_E_TOO_LARGE;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3001, 0, 1, 0, false, t.now), 0);
+	run(1000000);
+	t.producer_says = -EGW_E_BEYOND_TOTAL;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3002, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_BEYOND_TOTAL)], 1);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3001), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3002), -EGW_E_UNKNOWN_ROOM);
+	egw_sender_get_stats(snd, &st);
+	CU_ASSERT(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)] > 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
+	CU_ASSERT_EQUAL(st.rooms_failed, 0);
+	t.producer_says = 0;
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
 int
 main(void)
 {
@@ -623,6 +679,7 @@ main(void)
 		  test_refused_connect_is_retried_by_the_node },
 		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
+		{ "producer_refusals_have_their_codes", test_producer_refusals_have_their_codes },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);

@@ -780,6 +780,200 @@ test_refused_init_fails_receiver_room(void)
 	finish(w);
 }
 
+
+/* ---- STATUS counters, the dummy rank, refusals before a room ----------- */
+
+/* Every STATUS the sender sent to rank `r`: total, landed, accepted and
+ * state never went down, Failed ones included. Returns how many. */
+static uint32_t
+assert_status_monotonic(const struct world *w, uint16_t r,
+			struct egw_msg *last)
+{
+	uint32_t n = 0;
+
+	memset(last, 0, sizeof(*last));
+	for (uint32_t i = 0; i < w->nlog; i++) {
+		const struct w_log *l = &w->log[i];
+
+		if (l->who != TX || l->act.type != EGW_ACT_SEND ||
+		    l->msg.type != EGW_MSG_STATUS || l->msg.rank != r)
+			continue;
+		CU_ASSERT(l->msg.total_tokens >= last->total_tokens);
+		CU_ASSERT(l->msg.landed_tokens >= last->landed_tokens);
+		CU_ASSERT(l->msg.accepted_tokens >= last->accepted_tokens);
+		CU_ASSERT(l->msg.state >= last->state);
+		*last = l->msg;
+		n++;
+	}
+	return n;
+}
+
+/* A room fails mid-transfer: its Failed STATUS and the answer while it
+ * lingers carry the real counters, not zeros. */
+static void
+test_failed_status_keeps_its_counters(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg last, poll = { .type = EGW_MSG_STATUS,
+				      .flags = EGW_MSGF_POLL, .room = 12,
+				      .nranks = 1 };
+	uint32_t n;
+
+	c.net.hold_writes = true;
+	c.xc.max_blocks_per_round = 8; /* small windows, two ahead */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 12, 50000, false), 0);
+	w_run_for(w, 2 * MS);
+	w_release_writes(w, true); /* the windows accepted so far land */
+	w_run_for(w, 1 * MS);
+	CU_ASSERT_EQUAL(egw_sender_abort(w->tx, 12, w->now), 0);
+	w_run_for(w, 2 * MS);
+	n = assert_status_monotonic(w, 0, &last);
+	CU_ASSERT(n >= 3);
+	CU_ASSERT_EQUAL(last.state, EGW_ST_FAILED);
+	CU_ASSERT_EQUAL(last.total_tokens, 50000);
+	CU_ASSERT(last.landed_tokens >= 1024 && last.landed_tokens < 50000);
+	CU_ASSERT(last.accepted_tokens >= 1024);
+	/* the linger answer: the same numbers */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &poll), 0);
+	n = assert_status_monotonic(w, 0, &last);
+	CU_ASSERT_EQUAL(last.state, EGW_ST_FAILED);
+	CU_ASSERT_EQUAL(last.total_tokens, 50000);
+	CU_ASSERT(last.accepted_tokens >= 1024);
+	release_and_run(w);
+	finish(w);
+}
+
+/* A dummy rank's STATUS: accepted = its one window, landed 0 until its
+ * aux write completed, then = total (beyond accepted, as the receiver's
+ * checks allow for a dummy rank only); its Success is taken. The same
+ * STATUS is refused by a rank that is not dummy. */
+static void
+test_dummy_rank_status_is_consistent(void)
+{
+	struct w_conf c = conf(2, 1024);
+	struct world *w = w_create(&c);
+	struct egw_msg last, fake;
+
+	CU_ASSERT_EQUAL(w_open(w, 33, 3000, true), 0);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 2);
+	assert_status_monotonic(w, 1, &last);
+	CU_ASSERT_EQUAL(last.state, EGW_ST_SUCCESS);
+	CU_ASSERT_EQUAL(last.total_tokens, 3000);
+	CU_ASSERT_EQUAL(last.landed_tokens, 3000);
+	CU_ASSERT_EQUAL(last.accepted_tokens, c.xc.geom.block_tokens);
+	/* a rank that is not dummy refuses landed beyond accepted */
+	CU_ASSERT_EQUAL(w_open(w, 34, 3000, false), 0);
+	w_run_for(w, 100 * US);
+	fake = last;
+	fake.room = 34;
+	fake.rank = 0;
+	fake.state = EGW_ST_TRANSFERRING;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &fake), -EGW_E_BAD_STATUS);
+	w_run(w, 10 * SEC);
+	finish(w);
+}
+
+/* An INIT for a room the sender does not know is checked as the room
+ * would check it, without creating anything; a refusal echoes it. */
+static void
+test_init_checked_before_the_room_exists(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+	struct egw_msg m = { .type = EGW_MSG_INIT, .room = 77, .rank = 0,
+			     .nranks = 1, .nruns = 1, .alloc_tokens = 1024,
+			     .runs = { { 0, 8 } } };
+	struct egw_xfer_stats st;
+
+	m.block_tokens = c.xc.geom.block_tokens;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m), 0);
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, 99, &m), -EGW_E_UNKNOWN_PEER);
+	m.alloc_tokens = 1000;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_ALLOC_MISMATCH);
+	m.alloc_tokens = 1024;
+	m.block_tokens = 64;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_BLOCK_TOKENS);
+	m.block_tokens = c.xc.geom.block_tokens;
+	m.rank = 1;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_BAD_RANK);
+	m.rank = 0;
+	m.nruns = 0;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_ZERO_BLOCKS);
+	m.nruns = 1;
+	m.offset = 128;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_STATE);
+	m.offset = 0;
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 77), -EGW_E_UNKNOWN_ROOM);
+	/* a refusal is an ERROR echoing the request */
+	CU_ASSERT_EQUAL(egw_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
+					  EGW_E_NO_SLOT, w->now), -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(egw_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
+					  EGW_E_OK, w->now), -EINVAL);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.type, EGW_MSG_ERROR);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.error, EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.state, EGW_MSG_INIT);
+	egw_sender_get_stats(w->tx, &st);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)], 1);
+	CU_ASSERT_EQUAL(st.rooms_opened, 0);
+	finish(w);
+}
+
+/* The receiver retries NO_SLOT for its INIT until the room's deadline;
+ * TOO_LARGE ends it at once. */
+static void
+test_no_slot_retried_too_large_final(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+	struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
+			     .room = 40, .nranks = 1, .error = EGW_E_NO_SLOT };
+
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 40, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 41, 0, 1, 0, false, 0), 0);
+	w_run_for(w, 1 * MS);
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 40, 0), EGW_ST_BOOTSTRAPPING);
+	e.room = 41;
+	e.error = EGW_E_TOO_LARGE;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
+	CU_ASSERT_EQUAL(err_of(w, 41, 0), EGW_E_TOO_LARGE);
+	/* room 40 keeps asking, then fails by its own deadline */
+	w_run(w, 30 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 40, 0), EGW_E_TIMEOUT_BOOTSTRAP);
+	CU_ASSERT(w_count_sends(w, 0, EGW_MSG_INIT) > 10);
+	finish(w);
+}
+
+/* BEYOND_TOTAL is checked before "RESUME ahead of accepted": a RESUME
+ * both ahead and past the total is refused, not answered with STATUS. */
+static void
+test_beyond_total_before_ahead_of_accepted(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg m = { .type = EGW_MSG_RESUME, .room = 50, .nranks = 1,
+			     .nruns = 1, .alloc_tokens = 1024,
+			     .runs = { { 200, 8 } } };
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	m.block_tokens = c.xc.geom.block_tokens;
+	CU_ASSERT_EQUAL(w_open(w, 50, 3000, false), 0);
+	w_run_for(w, 1 * MS);
+	m.offset = 4096; /* ahead of accepted and past the total */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BEYOND_TOTAL);
+	release_and_run(w);
+	finish(w);
+}
+
 /* ---- the open-addressing deletion both tables use ---------------------- */
 
 struct probe_slot {
@@ -849,6 +1043,11 @@ int
 main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "failed_status_keeps_its_counters", test_failed_status_keeps_its_counters },
+		{ "dummy_rank_status_is_consistent", test_dummy_rank_status_is_consistent },
+		{ "init_checked_before_the_room_exists", test_init_checked_before_the_room_exists },
+		{ "no_slot_retried_too_large_final", test_no_slot_retried_too_large_final },
+		{ "beyond_total_before_ahead_of_accepted", test_beyond_total_before_ahead_of_accepted },
 		{ "states_move_forward_to_success", test_states_move_forward_to_success },
 		{ "backward_shift_delete_keeps_every_chain",
 		  test_backward_shift_delete_keeps_every_chain },
