@@ -663,6 +663,35 @@ test_producer_refusals_have_their_codes(void)
 	teardown();
 }
 
+/* An INIT the sender would refuse (here: another block size) for a room it
+ * does not know is refused before the producer is asked: nothing is
+ * created, no source block taken. */
+static void
+test_refused_init_creates_nothing(void)
+{
+	struct egw_msg m = { .type = EGW_MSG_INIT, .room = 4000, .nranks = 1,
+			     .block_tokens = 64, .alloc_tokens = 512, .nruns = 1,
+			     .runs = { { 0, 8 } } };
+	struct egw_xfer_stats st;
+	struct egw_pool_stats ps;
+	uint8_t buf[EGW_PROTO_MAX_LEN];
+	int len;
+
+	setup(16);
+	run(5000000);
+	len = egw_proto_encode(&t.conf[1].key, 1001, 1000000, &m, buf, sizeof(buf));
+	CU_ASSERT_FATAL(len > 0);
+	egw_node_rx(t.node[0], LANG_IP, PORT, buf, (size_t)len, t.now);
+	CU_ASSERT_EQUAL(t.unknown_calls, 0);
+	CU_ASSERT_EQUAL(egw_sender_state(egw_node_sender(t.node[0]), 4000),
+			-EGW_E_UNKNOWN_ROOM);
+	egw_sender_get_stats(egw_node_sender(t.node[0]), &st);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BLOCK_TOKENS)], 1);
+	egw_pool_get_stats(t.pool[0], &ps);
+	CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
+	teardown();
+}
+
 int
 main(void)
 {
@@ -680,6 +709,7 @@ main(void)
 		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
 		{ "producer_refusals_have_their_codes", test_producer_refusals_have_their_codes },
+		{ "refused_init_creates_nothing", test_refused_init_creates_nothing },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);
