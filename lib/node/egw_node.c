@@ -457,6 +457,8 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 		}
 		return;
 	}
+	/* the engines order a request against a restart of its rank by it */
+	p.msg.seq = p.seq;
 	switch (p.type) {
 	case EGW_MSG_HEARTBEAT:
 		if (n->sender != NULL)
@@ -464,9 +466,19 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 		if (n->receiver != NULL)
 			egw_receiver_on_msg(n->receiver, (uint32_t)peer, &p.msg, now);
 		break;
+	case EGW_MSG_ABORT:
+		if (p.flags & EGW_MSGF_ACK) {
+			/* the answer to the receiver's ABORT */
+			if (n->receiver == NULL)
+				n->st.drops[EGW_ND_ROLE]++;
+			else
+				egw_receiver_on_msg(n->receiver, (uint32_t)peer,
+						    &p.msg, now);
+			break;
+		}
+		__attribute__((fallthrough));
 	case EGW_MSG_INIT:
 	case EGW_MSG_RESUME:
-	case EGW_MSG_ABORT:
 		if (n->sender == NULL) {
 			n->st.drops[EGW_ND_ROLE]++;
 			break;

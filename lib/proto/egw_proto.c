@@ -135,6 +135,8 @@ allowed_flags(uint8_t type)
 		return EGW_MSGF_DUMMY;
 	case EGW_MSG_REGISTER:
 		return EGW_MSGF_ACK;
+	case EGW_MSG_ABORT:
+		return EGW_MSGF_ACK;
 	case EGW_MSG_STATUS:
 		return EGW_MSGF_POLL;
 	default:

@@ -200,6 +200,10 @@ net_send(struct world *w, enum w_ev_type t, uint16_t rank,
 	struct w_ev e = { .type = t, .rank = rank, .msg = *m };
 	int copies = 1;
 
+	/* what lib/node does: the datagram's sequence number, which only
+	 * grows per sender (one counter for all is that too) */
+	e.msg.seq = ++w->seq_out;
+
 	if (w->net.cut_mask & (1u << rank))
 		return;
 	if (w->net.drop_pct && w_rand(w) % 100 < w->net.drop_pct) {

@@ -71,6 +71,7 @@ struct world {
 	uint64_t delivered_bytes, verified_tokens, expected_bytes;
 	uint32_t deliveries, bad_bytes, pool_errors, oob_writes;
 	uint32_t msgs_dropped, msgs_duped;
+	uint64_t seq_out;            /* last datagram sequence number */
 	bool fail_next_alloc[W_MAX_RANKS]; /* inject one -ENOSPC */
 	uint64_t alloc_delay_ns;     /* allocation results arrive this late */
 	uint64_t link_busy[W_MAX_RANKS]; /* payload link busy until */

@@ -542,19 +542,55 @@ test_pool_exhausted_waits_and_completes(void)
 }
 
 static void
-test_pool_exhausted_fails_at_deadline(void)
+test_room_larger_than_pool_fails_at_once(void)
 {
 	struct w_conf c = conf(1, 1024);
 	struct world *w;
 
-	c.dst_capacity = 32 * 128; /* 4096 tokens cannot hold 6000 */
+	c.dst_capacity = 32 * 128; /* 4096 tokens can never hold 6000 */
 	w = w_create(&c);
 	CU_ASSERT_EQUAL(w_open(w, 42, 6000, false), 0);
 	w_run(w, 30 * SEC);
-	CU_ASSERT_EQUAL(err_of(w, 42, 0), EGW_E_POOL_EXHAUSTED);
+	CU_ASSERT_EQUAL(err_of(w, 42, 0), EGW_E_TOO_LARGE);
 	CU_ASSERT_EQUAL(err_of(w, 42, TX), EGW_E_ABORTED);
-	/* it failed at the allocation deadline, not at some later timer */
-	CU_ASSERT(w_result(w, 42, 0)->at <= c.xc.timers.alloc_ns + 10 * MS);
+	/* at the announce, not at some timer */
+	CU_ASSERT(w_result(w, 42, 0)->at <= 10 * MS);
+	CU_ASSERT_EQUAL(w->deliveries, 0);
+	finish(w);
+}
+
+/* A room that fits the pool, but whose memory another room holds (that
+ * one's writes never complete), waits in the admission queue and fails
+ * for memory exactly at its own deadline; the other room's blocks stay
+ * quarantined until its writes drained. */
+static void
+test_pool_exhausted_fails_at_its_own_deadline(void)
+{
+	struct w_conf c = conf(1, 8192);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.dst_capacity = 64 * 128;
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 44, 8000, false), 0);
+	w_run_for(w, 1 * SEC);
+	CU_ASSERT_EQUAL(w_open(w, 45, 3000, false), 0);
+	w_run_for(w, 40 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 44, 0), EGW_E_TIMEOUT_ROUND);
+	CU_ASSERT_EQUAL(err_of(w, 45, 0), EGW_E_POOL_EXHAUSTED);
+	CU_ASSERT(w_result(w, 45, 0)->at >= 1 * SEC + c.xc.timers.admit_ns &&
+		  w_result(w, 45, 0)->at <= 1 * SEC + c.xc.timers.admit_ns + 10 * MS);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.admitted, 1);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(st.quarantine_blocks >= 63);
+	CU_ASSERT(w_blocks_in_use(w, 0) >= 63);
+	release_and_run(w);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT_EQUAL(st.quarantine_acked, 1);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
 	finish(w);
 }
@@ -771,12 +807,15 @@ test_refused_init_fails_receiver_room(void)
 	struct world *w = w_create(&c);
 
 	/* sender expects 2 ranks, receiver says 1: refused, room fails
-	 * cleanly on the receiver, sender times out bootstrap */
+	 * cleanly on the receiver; the ABORT it sends to get its blocks
+	 * back fails the sender's room too, without waiting for the
+	 * bootstrap deadline */
 	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 80, 2, 0), 0);
 	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0), 0);
 	w_run(w, 30 * SEC);
 	CU_ASSERT_EQUAL(err_of(w, 80, 0), EGW_E_BAD_RANK);
-	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_TIMEOUT_BOOTSTRAP);
+	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_ABORTED);
+	CU_ASSERT(w_result(w, 80, TX)->at < 10 * MS);
 	finish(w);
 }
 
@@ -1066,7 +1105,9 @@ main(void)
 		{ "dummy_rank_gets_aux_only", test_dummy_rank_gets_aux_only },
 		{ "all_ranks_same_resume_decision", test_all_ranks_same_resume_decision },
 		{ "pool_exhausted_waits_and_completes", test_pool_exhausted_waits_and_completes },
-		{ "pool_exhausted_fails_at_deadline", test_pool_exhausted_fails_at_deadline },
+		{ "room_larger_than_pool_fails_at_once", test_room_larger_than_pool_fails_at_once },
+		{ "pool_exhausted_fails_at_its_own_deadline",
+		  test_pool_exhausted_fails_at_its_own_deadline },
 		{ "alloc_result_after_failure_is_returned", test_alloc_result_after_failure_is_returned },
 		{ "deadlines_on_every_state", test_deadlines_on_every_state },
 		{ "declared_dead_peer_fails_its_rooms_at_once",
