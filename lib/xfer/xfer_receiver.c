@@ -72,6 +72,7 @@ struct egw_receiver {
 	uint32_t qhead, qtail;
 	bool admit_pending;
 	uint64_t admit_retry_at;
+	uint64_t admit_blocked_since; /* the head has waited since (0: not) */
 	uint64_t open_seq;
 	bool closing;             /* abort_all: free at once */
 };
@@ -174,16 +175,25 @@ idx_of(const struct egw_receiver *r, const struct receiver_room *x)
 	return (uint32_t)(x - r->rooms);
 }
 
+static bool older(const struct receiver_room *a, const struct receiver_room *b);
+
+/* Into the queue: a new room at the tail (FIFO); a restarted one before
+ * the first younger room waiting (it keeps its age, and the rule that
+ * breaks deadlocks needs the oldest to go first). */
 static void
-queue_push(struct egw_receiver *r, struct receiver_room *x, bool front,
+queue_push(struct egw_receiver *r, struct receiver_room *x, bool restarted,
 	   uint64_t now)
 {
-	uint32_t i = idx_of(r, x);
+	uint32_t i = idx_of(r, x), next = QNIL;
 
+	if (restarted)
+		for (next = r->qhead; next != QNIL && !older(x, &r->rooms[next]);
+		     next = r->rooms[next].qnext)
+			;
 	x->queued = true;
 	x->queued_at = now;
-	x->qprev = front ? QNIL : r->qtail;
-	x->qnext = front ? r->qhead : QNIL;
+	x->qnext = next;
+	x->qprev = next == QNIL ? r->qtail : r->rooms[next].qprev;
 	if (x->qprev != QNIL)
 		r->rooms[x->qprev].qnext = i;
 	else
@@ -281,7 +291,10 @@ receiver_request_window(struct egw_receiver *r, struct receiver_room *x,
 	if (x->nwin == 0 && x->dummy) {
 		want = bt;
 	} else if (x->nwin == 0 && x->total == 0) {
+		/* never more than the whole pool could give */
 		want = egw_policy_tokens(&r->policy);
+		if (want > c->geom.capacity_tokens)
+			want = c->geom.capacity_tokens;
 	} else {
 		/* a resume, or the first window of a restarted room (its
 		 * total known): sized from the total */
@@ -465,37 +478,83 @@ static void
 receiver_maybe_resume(struct egw_receiver *r, struct receiver_room *x,
 		      uint64_t now)
 {
-	if (x->dummy || x->total == 0 || x->alloc_pending || x->queued ||
-	    x->wait_ack || x->alloc_failing || x->alloc_end >= x->total ||
-	    x->state >= EGW_ST_SUCCESS)
+	/* a restarted room knows its total before the sender has its INIT:
+	 * a RESUME waits for that, as it would on a first run */
+	if (x->dummy || x->total == 0 || x->accepted == 0 || x->alloc_pending ||
+	    x->queued || x->wait_ack || x->alloc_failing ||
+	    x->alloc_end >= x->total || x->state >= EGW_ST_SUCCESS)
 		return;
 	if (receiver_outstanding(x) < r->core.conf.pipeline_depth)
 		receiver_request_window(r, x, now);
 }
 
-/* Admitted rooms waiting for memory for a resume. */
+/* Blocks a room's first window asks for. */
 static uint32_t
-receiver_mem_waiters(const struct egw_receiver *r)
+first_window_blocks(const struct egw_receiver *r, const struct receiver_room *x)
 {
-	uint32_t n = 0;
+	const struct egw_xfer_conf *c = &r->core.conf;
+	uint32_t b;
+
+	if (x->dummy)
+		return 1;
+	if (x->total == 0) {
+		b = egw_geom_blocks_for(&c->geom, egw_policy_tokens(&r->policy));
+		return b < c->geom.capacity_tokens / c->geom.block_tokens
+			       ? b : c->geom.capacity_tokens / c->geom.block_tokens;
+	}
+	b = egw_geom_blocks_for(&c->geom, x->total);
+	return c->max_blocks_per_round != 0 && b > c->max_blocks_per_round
+		       ? c->max_blocks_per_round : b;
+}
+
+/*
+ * Whether the head of the queue may have its first window now: no
+ * admitted room waits for memory (resumes of admitted rooms come before
+ * new rooms' first windows), and the pool - as far as this engine knows
+ * it: blocks its rooms hold, quarantined ones included - keeps room for
+ * what the admitted rooms whose totals are known still need, besides the
+ * new window. Rooms whose totals are not known yet reserve nothing; if
+ * they turn out to need more than there is, the deadlock rule below sorts
+ * it out.
+ */
+static bool
+receiver_may_admit(const struct egw_receiver *r, const struct receiver_room *h)
+{
+	const struct egw_pool_geom *g = &r->core.conf.geom;
+	uint64_t held = 0, need = 0, pool = g->capacity_tokens / g->block_tokens;
 
 	for (uint32_t i = 0; i < r->core.nactive; i++) {
 		const struct receiver_room *x = &r->rooms[r->core.active[i]];
+		uint32_t b = held_blocks(x);
 
-		n += admitted_live(x) && x->alloc_failing;
+		held += b;
+		if (!admitted_live(x))
+			continue;
+		if (x->alloc_failing)
+			return false;
+		if (x->total != 0 && !x->dummy &&
+		    egw_geom_blocks_for(g, x->total) > b)
+			need += egw_geom_blocks_for(g, x->total) - b;
 	}
-	return n;
+	return held + need + first_window_blocks(r, h) <= pool;
 }
 
-/* Allocate the first window of the room at the head of the queue - one at
- * a time, and only while no admitted room waits for memory: resumes of
- * admitted rooms come before new rooms' first windows. */
+/* Allocate the first window of the room at the head of the queue, one at
+ * a time, when receiver_may_admit() says so. */
 static void
 receiver_admit(struct egw_receiver *r, uint64_t now)
 {
-	if (r->admit_pending || r->qhead == QNIL || now < r->admit_retry_at ||
-	    r->closing || receiver_mem_waiters(r) > 0)
+	if (r->qhead == QNIL) {
+		r->admit_blocked_since = 0;
 		return;
+	}
+	if (r->admit_pending || now < r->admit_retry_at || r->closing)
+		return;
+	if (!receiver_may_admit(r, &r->rooms[r->qhead])) {
+		if (r->admit_blocked_since == 0)
+			r->admit_blocked_since = now;
+		return;
+	}
 	r->admit_pending = true;
 	receiver_request_window(r, &r->rooms[r->qhead], now);
 }
@@ -608,6 +667,8 @@ receiver_alloc_refused(struct egw_receiver *r, struct receiver_room *x, int n,
 	if (x->queued) {
 		/* the head stays the head: no room overtakes it */
 		r->admit_retry_at = now + r->core.conf.timers.alloc_retry_ns;
+		if (r->admit_blocked_since == 0)
+			r->admit_blocked_since = now;
 	} else {
 		if (!x->alloc_failing)
 			x->alloc_fail_since = now;
@@ -652,6 +713,7 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	}
 	if (x->queued) {
 		queue_remove(r, x, now);
+		r->admit_blocked_since = 0;
 		r->core.stats.admitted++;
 		if (x->state == EGW_ST_BOOTSTRAPPING)
 			x->deadline = now + r->core.conf.timers.bootstrap_ns;
@@ -813,7 +875,7 @@ receiver_on_ack(struct egw_receiver *r, struct receiver_room *x,
 		receiver_admit(r, now);
 		return 0;
 	}
-	/* restart: the rank starts again from token 0, first in line */
+	/* restart: the rank starts again from token 0, in line by age */
 	x->restart = false;
 	x->ack_seq = m->seq != 0 ? m->seq : 1;
 	x->alloc_failing = false;
@@ -852,11 +914,28 @@ egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 		r->core.stats.duplicates++;
 		return 0;
 	}
+	if (x->wait_ack && x->restart && m->type == EGW_MSG_STATUS &&
+	    m->state == EGW_ST_SUCCESS && x->total != 0 &&
+	    m->total_tokens == x->total && m->landed_tokens == x->total &&
+	    m->accepted_tokens <= x->alloc_end) {
+		/* the room succeeded before the sender saw the ABORT: every
+		 * byte is in the blocks still held - deliver, no restart */
+		r->core.stats.quarantine_rooms--;
+		r->core.stats.quarantine_blocks -= held_blocks(x);
+		x->wait_ack = false;
+		x->restart = false;
+		x->landed = x->total;
+		receiver_deliver(r, x, now);
+		return 0;
+	}
 	if (x->wait_ack) {
-		/* only the ACK matters now; a failure seen meanwhile ends a
-		 * yielding room for good */
-		if (m->type != EGW_MSG_STATUS || m->state == EGW_ST_FAILED)
-			receiver_fail(r, x, EGW_E_ABORTED, false, now);
+		/* only the ACK matters now; the sender's failure seen
+		 * meanwhile ends a yielding room for good (an ERROR answers
+		 * a request made before the ABORT: nothing to act on) */
+		if (m->type == EGW_MSG_STATUS && m->state == EGW_ST_FAILED)
+			receiver_fail(r, x, egw_rc_is_err(-(int)m->error)
+					    ? (enum egw_err)m->error
+					    : EGW_E_ABORTED, false, now);
 		r->core.stats.duplicates++;
 		return 0;
 	}
@@ -955,33 +1034,60 @@ receiver_tick_room(struct egw_receiver *r, struct receiver_room *x,
 		receiver_retransmit(r, x, now);
 }
 
+/* The order rooms yield in: by (room id, rank), which every engine of
+ * every rank sees the same - an older room is never made to yield for a
+ * younger one, on any pool. */
+static bool
+older(const struct receiver_room *a, const struct receiver_room *b)
+{
+	return a->room < b->room || (a->room == b->room && a->rank < b->rank);
+}
+
 /*
- * No deadlock: when every admitted room waits for memory that only
- * admitted rooms hold, no allocation can succeed until one of them lets
- * go. The youngest gives its blocks back and restarts, so the oldest
- * ones finish. Waiting a few retry intervals first keeps a release that
- * is about to come (a delivered room the app frees) from costing a
- * restart.
+ * No deadlock (wound-wait): a room that has waited for memory a few retry
+ * intervals - an admitted room for a resume, or the head of the admission
+ * queue for its first window - makes the youngest admitted room younger
+ * than itself give its blocks back and restart. Rooms only ever wait for
+ * older rooms, which are never made to wait for younger ones, so there is
+ * no cycle, within one pool or across the pools of a room's ranks; a
+ * restarted room keeps its age and so ends up the oldest. Waiting a few
+ * retry intervals first keeps a release that is about to come (a
+ * delivered room the app frees) from costing a restart.
  */
 static void
-receiver_break_deadlock(struct egw_receiver *r, uint64_t now)
+receiver_wound(struct egw_receiver *r, uint64_t now)
 {
-	struct receiver_room *victim = NULL;
 	uint64_t grace = 8 * r->core.conf.timers.alloc_retry_ns;
+	struct receiver_room *waiter = NULL, *victim = NULL;
 
+	if (r->qhead != QNIL && r->admit_blocked_since != 0 &&
+	    now - r->admit_blocked_since >= grace)
+		waiter = &r->rooms[r->qhead];
 	for (uint32_t i = 0; i < r->core.nactive; i++) {
 		struct receiver_room *x = &r->rooms[r->core.active[i]];
 
-		if (!admitted_live(x))
-			continue;
-		if (!x->alloc_failing || now - x->alloc_fail_since < grace)
-			return; /* one can still make progress */
-		if (!x->alloc_pending &&
-		    (victim == NULL || x->open_seq > victim->open_seq))
+		if (admitted_live(x) && x->alloc_failing &&
+		    now - x->alloc_fail_since >= grace &&
+		    (waiter == NULL || older(x, waiter)))
+			waiter = x;
+	}
+	if (waiter == NULL)
+		return;
+	for (uint32_t i = 0; i < r->core.nactive; i++) {
+		struct receiver_room *x = &r->rooms[r->core.active[i]];
+
+		if (admitted_live(x) && !x->alloc_pending && older(waiter, x) &&
+		    (victim == NULL || older(victim, x)))
 			victim = x;
 	}
-	if (victim != NULL)
-		receiver_yield(r, victim, now);
+	if (victim == NULL)
+		return;
+	receiver_yield(r, victim, now);
+	/* one victim per grace period: its blocks come back with its ACK */
+	if (waiter->queued)
+		r->admit_blocked_since = now;
+	else
+		waiter->alloc_fail_since = now;
 }
 
 /* A room waiting for its ACK ends without it (peer dead, shutdown): the
@@ -1034,7 +1140,7 @@ egw_receiver_tick(struct egw_receiver *r, uint64_t now)
 	for (uint32_t i = r->core.nactive; i > 0; i--)
 		receiver_tick_room(r, &r->rooms[r->core.active[i - 1]], now);
 	core_peer_tick(&r->core, now, receiver_on_dead, r);
-	receiver_break_deadlock(r, now);
+	receiver_wound(r, now);
 	receiver_admit(r, now);
 }
 

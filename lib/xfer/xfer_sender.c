@@ -40,6 +40,7 @@ struct sender_rank {
 	uint16_t ack_err;         /* enum egw_err the ACK echoes */
 	uint32_t ack_peer;
 	uint64_t yield_seq;       /* requests up to this seq are stale */
+	uint64_t init_seq;        /* seq of the INIT that bound the rank */
 	uint8_t head, count;      /* ring of windows not yet landed */
 	struct sender_window win[EGW_XFER_PIPE];
 };
@@ -610,6 +611,18 @@ sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	    (x->rank[m->rank].inited && x->rank[m->rank].peer != peer))
 		return core_reject(&s->core, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
+	if (m->error == EGW_E_BUSY && m->seq != 0 &&
+	    (m->seq <= rk->yield_seq || m->seq < rk->init_seq)) {
+		/* a copy of a restart already done, or one from before the
+		 * INIT of the rank's current run: not this run's */
+		s->core.stats.duplicates++;
+		return 0;
+	}
+	if (m->error == EGW_E_BUSY && x->state == EGW_ST_SUCCESS) {
+		/* its data is all there: no restart, the Success instead */
+		sender_status(s, x, m->rank);
+		return 0;
+	}
 	if (rk->yield_seq < m->seq)
 		rk->yield_seq = m->seq;
 	rk->ack_peer = peer;
@@ -671,7 +684,12 @@ egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 	x->room = room;
 	x->nranks = nranks;
 	x->state = EGW_ST_BOOTSTRAPPING;
-	x->deadline = now + s->core.conf.timers.bootstrap_ns;
+	/* a rank's INIT may wait for admission on its receiver up to the
+	 * receiver's memory deadline */
+	x->deadline = now + (s->core.conf.timers.admit_ns >
+				     s->core.conf.timers.bootstrap_ns
+			     ? s->core.conf.timers.admit_ns
+			     : s->core.conf.timers.bootstrap_ns);
 	x->progress_at = now;
 	return 0;
 }
@@ -804,26 +822,25 @@ sender_on_init(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 		return sender_error(s, peer, m, (enum egw_err)-blocks);
 	rk->inited = true;
 	rk->peer = peer;
+	rk->init_seq = m->seq;
 	rk->dummy = (m->flags & EGW_MSGF_DUMMY) != 0;
 	sender_accept(rk, m);
 	s->core.stats.windows++;
 	x->progress_at = now;
 	if (rk->yielded) {
-		/* a restarted rank is back: its data flows again */
+		/* a restarted rank is back */
 		rk->yielded = false;
 		x->nyielded--;
-		x->ninit++;
-		sender_pump(s, x, m->rank);
-		sender_status(s, x, m->rank);
-		return 0;
 	}
-	if (++x->ninit == x->nranks) {
+	if (++x->ninit == x->nranks && x->state < EGW_ST_TRANSFERRING) {
 		if (x->have_input) {
 			sender_start(s, x, now); /* answers every rank */
 			return 0;
 		}
 		x->state = EGW_ST_WAITING_FOR_INPUT;
 		x->deadline = now + s->core.conf.timers.input_ns;
+	} else if (x->state == EGW_ST_TRANSFERRING) {
+		sender_pump(s, x, m->rank); /* a restarted rank's data flows */
 	}
 	sender_status(s, x, m->rank);
 	return 0;
@@ -935,6 +952,11 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 		const struct sender_tomb *t = tomb_find(s, m->room, now);
 
 		if (m->type == EGW_MSG_ABORT) {
+			/* a rank that wants to restart a room that succeeded
+			 * has its data: it hears the Success instead */
+			if (t != NULL && t->state == EGW_ST_SUCCESS &&
+			    m->error == EGW_E_BUSY)
+				return tomb_answer(s, t, peer, m);
 			/* a room that is gone has no write in flight */
 			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
 					m->error);
@@ -951,6 +973,10 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 	case EGW_MSG_RESUME:
 		return sender_on_resume(s, x, peer, m, now);
 	case EGW_MSG_STATUS:
+		if (m->rank < x->nranks && sender_stale(&x->rank[m->rank], m)) {
+			s->core.stats.duplicates++; /* from before a restart */
+			return 0;
+		}
 		if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
 		    x->rank[m->rank].peer != peer)
 			return sender_error(s, peer, m, EGW_E_BAD_RANK);
