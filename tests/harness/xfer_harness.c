@@ -20,6 +20,9 @@ struct w_ev {
 	int nruns;                 /* EV_ALLOC: runs, or -errno */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 	struct egw_msg msg;
+	struct egw_write *late;    /* EV_WDONE with late_writes: the writes,
+				    * which land when they complete */
+	uint32_t nlate;
 };
 
 struct w_ep {
@@ -138,12 +141,13 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 
 /* memcpy one batch of writes with the checks an rkey would impose */
 static void
-do_writes(struct world *w, int rank, const struct egw_act *a)
+do_writes(struct world *w, int rank, uint64_t room,
+	  const struct egw_write *writes, uint32_t nwrites)
 {
 	struct egw_pool *dp = w->dst_pool[rank];
 
-	for (uint32_t i = 0; i < a->nwrites; i++) {
-		const struct egw_write *x = &a->writes[i];
+	for (uint32_t i = 0; i < nwrites; i++) {
+		const struct egw_write *x = &writes[i];
 		enum egw_kind k = (enum egw_kind)x->kind;
 		uint8_t *s = egw_pool_addr(w->src_pool, k, x->src_block, x->src_token);
 		uint8_t *d = egw_pool_addr(dp, k, x->dst_block, x->dst_token);
@@ -157,6 +161,10 @@ do_writes(struct world *w, int rank, const struct egw_act *a)
 			w->oob_writes++; /* what an rkey check would refuse */
 			continue;
 		}
+		/* the canary: a write into blocks the room no longer owns
+		 * (freed, or another room's) */
+		if (egw_pool_owner(dp, x->dst_block) != room)
+			w->foreign_writes++;
 		memcpy(d, s, x->bytes);
 	}
 }
@@ -254,14 +262,28 @@ emit(void *ctx, const struct egw_act *a)
 		struct w_ev e = { .type = EV_WDONE, .cookie = a->cookie,
 				  .ok = true, .rank = rank };
 
-		do_writes(w, rank, a);
 		for (uint32_t i = 0; i < a->nwrites; i++)
 			bytes += a->writes[i].bytes;
-		/* one link per destination: batches complete in order, each
-		 * after the one before it, as on an RC queue pair */
-		e.at = (w->link_busy[rank] > w->now ? w->link_busy[rank] : w->now) +
-		       w->net.write_ns + w->net.write_ns_per_kb * (bytes / 1024);
-		w->link_busy[rank] = e.at;
+		if (w->net.late_writes) {
+			/* a late writer: the bytes land at completion, each
+			 * batch on its own time (completions may reorder) */
+			e.late = malloc(a->nwrites * sizeof(*e.late));
+			memcpy(e.late, a->writes, a->nwrites * sizeof(*e.late));
+			e.nlate = a->nwrites;
+			e.room = a->room;
+			e.at = w->now + w->net.write_ns +
+			       w->net.write_ns_per_kb * (bytes / 1024);
+		} else {
+			do_writes(w, rank, a->room, a->writes, a->nwrites);
+			/* one link per destination: batches complete in
+			 * order, each after the one before it, as on an RC
+			 * queue pair */
+			e.at = (w->link_busy[rank] > w->now ? w->link_busy[rank]
+							    : w->now) +
+			       w->net.write_ns +
+			       w->net.write_ns_per_kb * (bytes / 1024);
+			w->link_busy[rank] = e.at;
+		}
 		e.held = w->net.hold_writes || (w->net.hold_mask & (1u << rank)) ||
 			 (w->net.cut_mask & (1u << rank));
 		if (e.held)
@@ -376,6 +398,8 @@ w_create(const struct w_conf *c)
 void
 w_destroy(struct world *w)
 {
+	for (uint32_t i = 0; i < w->nev; i++)
+		free(w->ev[i].late);
 	egw_sender_destroy(w->tx);
 	egw_pool_destroy(w->src_pool);
 	for (uint16_t r = 0; r < w->nranks; r++) {
@@ -469,6 +493,11 @@ dispatch(struct world *w, struct w_ev *e)
 			e->at = UINT64_MAX;
 			ev_push(w, e);
 			break;
+		}
+		if (e->late != NULL) {
+			if (e->ok)
+				do_writes(w, e->rank, e->room, e->late, e->nlate);
+			free(e->late);
 		}
 		egw_sender_writes_done(w->tx, e->cookie, e->ok, w->now);
 		break;

@@ -186,7 +186,8 @@ struct sched_outcome {
  * One schedule: 3..10 rooms of random lengths (each fits the pool alone,
  * together they do not), opened at random times over a lossy, duplicating,
  * reordering network, with random first-window sizes, window caps and
- * write times, onto receiver pools of 8..24 blocks. The engines must end
+ * write times (half of them landing only when they complete, as a late
+ * writer's), onto receiver pools of 8..24 blocks. The engines must end
  * idle (no deadlock), every room must end on every side, a room may fail
  * only for memory at its own deadline (and the others of its ranks and
  * the sender then with it), and every pool must end empty.
@@ -213,6 +214,7 @@ run_schedule(uint64_t seed, struct sched_outcome *o)
 	c.net.dup_pct = (uint32_t)(mix_rand(&rs) % 11);
 	c.net.jitter_ns = (mix_rand(&rs) % 60) * US;
 	c.net.write_ns = (10 + mix_rand(&rs) % 300) * US;
+	c.net.late_writes = mix_rand(&rs) % 2 == 0;
 	c.seed = seed;
 	w = w_create(&c);
 	w->keep_log = false;
@@ -252,7 +254,7 @@ run_schedule(uint64_t seed, struct sched_outcome *o)
 			o->other++;
 	}
 	o->corrupt = w->bad_bytes != 0 || w->oob_writes != 0 ||
-		     w->pool_errors != 0;
+		     w->pool_errors != 0 || w->foreign_writes != 0;
 	o->leaked = w_blocks_in_use(w, -1) != 0;
 	for (uint16_t k = 0; k < c.nranks; k++) {
 		o->leaked |= w_blocks_in_use(w, k) != 0;

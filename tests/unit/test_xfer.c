@@ -49,6 +49,7 @@ finish(struct world *w)
 		CU_ASSERT_EQUAL(w_blocks_in_use(w, r), 0);
 	CU_ASSERT_EQUAL(w->pool_errors, 0);
 	CU_ASSERT_EQUAL(w->oob_writes, 0);
+	CU_ASSERT_EQUAL(w->foreign_writes, 0);
 	CU_ASSERT_EQUAL(w->bad_bytes, 0);
 	w_destroy(w);
 }
@@ -1013,6 +1014,180 @@ test_beyond_total_before_ahead_of_accepted(void)
 	finish(w);
 }
 
+
+/* ---- quarantine --------------------------------------------------------- */
+
+/*
+ * Late writers: three rooms whose writes land only after the receiver's
+ * round deadline fail there while their writes are still in flight. Their
+ * blocks stay out of the pool until the sender's ABORT ACK, which comes
+ * once those writes landed; the 300 rooms after them reuse the blocks and
+ * arrive byte-exact, and the canary (every write checked against the
+ * owner of its destination block when it lands) sees no write into a
+ * block its room no longer owned.
+ */
+static void
+test_late_writer_never_writes_into_reused_blocks(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st, tst;
+	uint64_t late_until;
+	uint32_t ok = 0, opened = 0;
+
+	c.dst_capacity = 48 * 128;
+	c.xc.max_blocks_per_round = 8;
+	c.net.late_writes = true;
+	c.net.write_ns = c.xc.timers.round_ns + 1 * SEC;
+	w = w_create(&c);
+	for (uint64_t i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(w_open(w, 60 + i, 2000, false), 0);
+	late_until = c.net.write_ns; /* posted at 0 or after */
+	w_run_for(w, 10 * MS);
+	w->net.write_ns = 50 * US;
+	for (uint64_t i = 0; i < 50; i++)
+		opened += w_open(w, 1000 + i, 100 + (uint32_t)(i * 37 % 2900),
+				 false) == 0;
+	w_run_for(w, c.xc.timers.round_ns + 100 * MS);
+	/* failed on the receiver, writes still in flight, blocks held */
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 3);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 48);
+	CU_ASSERT(w->now < late_until);
+	for (uint64_t i = 0; i < 3; i++)
+		CU_ASSERT(err_of(w, 60 + i, 0) == EGW_E_TIMEOUT_ROUND ||
+			  err_of(w, 60 + i, 0) == EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(w->deliveries, 0); /* nothing reused the blocks */
+	w_run(w, 120 * SEC);
+	/* and more after those, through the same blocks */
+	for (uint64_t i = 50; i < 300; i++) {
+		opened += w_open(w, 1000 + i, 100 + (uint32_t)(i * 37 % 2900),
+				 false) == 0;
+		if (i % 50 == 49)
+			w_run(w, 120 * SEC);
+	}
+	CU_ASSERT_EQUAL(opened, 300);
+	for (uint64_t i = 0; i < 300; i++) {
+		const struct w_room_result *r = w_result(w, 1000 + i, 0);
+
+		ok += r != NULL && r->error == 0;
+		if (i == 0)
+			CU_ASSERT(r != NULL && r->at > late_until);
+	}
+	CU_ASSERT_EQUAL(ok, 300);
+	egw_receiver_get_stats(w->rx[0], &st);
+	egw_sender_get_stats(w->tx, &tst);
+	/* the three, and the restarts of the rooms after them: each
+	 * quarantine ended by its ACK */
+	CU_ASSERT(st.quarantine_acked >= 3);
+	CU_ASSERT_EQUAL(st.quarantine_acked, st.quarantined);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT(tst.abort_acks >= 3);
+	finish(w); /* no foreign write, every byte right, pools empty */
+}
+
+/* The ABORT ACK rules on the sender: an ABORT for a room it does not know
+ * is acknowledged at once; for a live room only once the rank's writes
+ * drained; an ACK is never answered. */
+static void
+test_abort_ack_after_writes_drained(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg ab = { .type = EGW_MSG_ABORT, .room = 90, .nranks = 1,
+			      .error = EGW_E_ABORTED };
+	uint32_t acks;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &ab), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.type, EGW_MSG_ABORT);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.flags, EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.error, EGW_E_ABORTED);
+	ab.flags = EGW_MSGF_ACK;
+	acks = w_count_sends(w, TX, EGW_MSG_ABORT);
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &ab), -EGW_E_STATE);
+	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_ABORT), acks);
+	CU_ASSERT_EQUAL(w_open(w, 91, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 91, 0, w->now), 0);
+	w_run_for(w, 50 * MS);
+	/* writes held: no ACK yet, the blocks stay quarantined */
+	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_ABORT), acks);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	CU_ASSERT(w_count_sends(w, 0, EGW_MSG_ABORT) > 1); /* retransmitted */
+	release_and_run(w);
+	CU_ASSERT(w_count_sends(w, TX, EGW_MSG_ABORT) > acks);
+	CU_ASSERT_EQUAL(err_of(w, 91, 0), EGW_E_ABORTED);
+	finish(w);
+}
+
+/* A room that waited long for memory gives its blocks back and restarts
+ * from token 0: its data still arrives byte-exact, and requests from its
+ * first run that arrive late change nothing. */
+static void
+test_restart_from_token_zero(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.dst_capacity = 40 * 128;
+	c.xc.max_blocks_per_round = 4;
+	c.net.dup_pct = 20;
+	c.net.jitter_ns = 30 * US;
+	w = w_create(&c);
+	/* two rooms that each need 3/4 of the pool: one must restart */
+	CU_ASSERT_EQUAL(w_open(w, 70, 30 * 128, false), 0);
+	CU_ASSERT_EQUAL(w_open(w, 71, 30 * 128, false), 0);
+	w_run(w, 60 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 70, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 71, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 70, TX), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 71, TX), EGW_E_OK);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.restarts >= 1);
+	CU_ASSERT_EQUAL(w->verified_tokens, 2 * 30 * 128);
+	finish(w);
+}
+
+/* Rooms that the pool cannot hold now wait in the queue as Bootstrapping,
+ * never as an error, and are admitted in order of opening. */
+static void
+test_admission_queue_is_fifo(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+	uint64_t prev = 0;
+
+	c.dst_capacity = 16 * 128; /* two default windows */
+	c.net.write_ns = 5 * MS;
+	w = w_create(&c);
+	for (uint64_t i = 0; i < 20; i++)
+		CU_ASSERT_EQUAL(w_open(w, 200 + i, 900, false), 0);
+	w_run_for(w, 1 * MS);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.admit_queued >= 17);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 219, 0), EGW_ST_BOOTSTRAPPING);
+	w_run(w, 60 * SEC);
+	for (uint64_t i = 0; i < 20; i++) {
+		const struct w_room_result *r = w_result(w, 200 + i, 0);
+
+		CU_ASSERT_FATAL(r != NULL);
+		CU_ASSERT_EQUAL(r->error, EGW_E_OK);
+		CU_ASSERT(r->at >= prev);
+		prev = r->at;
+	}
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.admit_queued, 0);
+	CU_ASSERT(st.admit_queue_max >= 17);
+	CU_ASSERT(st.admit_wait_max_ns > 0);
+	CU_ASSERT(egw_xfer_wait_quantile(&st, 0.99) >= egw_xfer_wait_quantile(&st, 0.5));
+	finish(w);
+}
+
 /* ---- the open-addressing deletion both tables use ---------------------- */
 
 struct probe_slot {
@@ -1082,6 +1257,11 @@ int
 main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "late_writer_never_writes_into_reused_blocks",
+		  test_late_writer_never_writes_into_reused_blocks },
+		{ "abort_ack_after_writes_drained", test_abort_ack_after_writes_drained },
+		{ "restart_from_token_zero", test_restart_from_token_zero },
+		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },
 		{ "failed_status_keeps_its_counters", test_failed_status_keeps_its_counters },
 		{ "dummy_rank_status_is_consistent", test_dummy_rank_status_is_consistent },
 		{ "init_checked_before_the_room_exists", test_init_checked_before_the_room_exists },
