@@ -387,17 +387,21 @@ int egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room,
  *  stats.rejected). */
 int egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 			const struct egw_msg *m, uint64_t now);
-/** The local app gives up on a room (frees, tells the sender). 0 or
- *  -EGW_E_UNKNOWN_ROOM. */
+/** The local app gives up on a room: DONE(ABORTED) now; the sender hears
+ *  ABORT and the blocks go back once it answers with ABORT ACK (doc/xfer.md,
+ *  "Quarantine"). 0 or -EGW_E_UNKNOWN_ROOM (not open, or ended). */
 int egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		       uint64_t now);
 void egw_receiver_tick(struct egw_receiver *r, uint64_t now);
-/** Shutdown: abort every open room (frees, tells the peers). */
+/** Shutdown: abort every open room, tell the peers, and free every block
+ *  at once (quarantined ones too: the payload path goes with it). */
 void egw_receiver_abort_all(struct egw_receiver *r, uint64_t now);
 /** Declare a peer dead now (e.g. the transport lost it). */
 void egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer,
 			    uint64_t now);
-/** enum egw_state of a room, or -EGW_E_UNKNOWN_ROOM. */
+/** enum egw_state of a room (a queued one reads Bootstrapping), or
+ *  -EGW_E_UNKNOWN_ROOM (not open, or ended: a failed room waiting for its
+ *  ABORT ACK has ended for the app). */
 int egw_receiver_state(const struct egw_receiver *r, uint64_t room,
 		       uint16_t rank);
 void egw_receiver_get_stats(const struct egw_receiver *r,
