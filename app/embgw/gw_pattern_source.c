@@ -21,6 +21,7 @@
 struct room_rec {
 	uint64_t room;
 	uint64_t opened_at;
+	uint64_t waited;          /* admission wait, longest of its ranks */
 	uint16_t done, failed;
 	bool active;
 };
@@ -35,6 +36,7 @@ struct pattern_source {
 	uint32_t opened, active, finished;
 	struct room_rec *recs;
 	uint64_t *lat;
+	uint64_t *admit_wait;     /* admission waits, beside lat */
 	uint32_t nlat;
 	uint64_t bytes_verified, bad_bytes;
 	uint32_t ok, failed;
@@ -182,6 +184,7 @@ room_finished(struct pattern_source *ps, struct room_rec *r, uint64_t now)
 	ps->last_done = now;
 	if (r->failed == 0) {
 		ps->ok++;
+		ps->admit_wait[ps->nlat] = r->waited;
 		ps->lat[ps->nlat++] = now - r->opened_at;
 	} else {
 		uint32_t i = (uint32_t)(r - ps->recs);
@@ -214,6 +217,8 @@ deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
 	egw_node_release(s->id->node, a->room, a->runs, a->nruns);
 	if (!r->active)
 		return true;
+	if (a->waited_ns > r->waited)
+		r->waited = a->waited_ns;
 	if (bad)
 		r->failed++;
 	else
@@ -375,6 +380,7 @@ report(struct gw_room_source *s, struct gw_room_stats *st)
 	st->bytes = ps->bytes_verified;
 	st->bad = ps->bad_bytes;
 	st->latency_ns = ps->lat;
+	st->admit_wait_ns = ps->admit_wait;
 	st->nlatency = ps->nlat;
 	st->first_open_ns = ps->first_open;
 	st->last_done_ns = ps->last_done;
@@ -396,6 +402,7 @@ close_source(struct gw_room_source *s)
 
 	free(ps->recs);
 	free(ps->lat);
+	free(ps->admit_wait);
 	free(ps);
 }
 
@@ -447,7 +454,9 @@ gw_pattern_source_attach(struct gw_id *id, const struct gw_pattern_opts *o)
 	if (ps->o.drive > 0) {
 		ps->recs = calloc(ps->o.drive, sizeof(*ps->recs));
 		ps->lat = calloc(ps->o.drive, sizeof(*ps->lat));
-		if (ps->recs == NULL || ps->lat == NULL) {
+		ps->admit_wait = calloc(ps->o.drive, sizeof(*ps->admit_wait));
+		if (ps->recs == NULL || ps->lat == NULL ||
+		    ps->admit_wait == NULL) {
 			close_source(&ps->base);
 			return -ENOMEM;
 		}

@@ -46,6 +46,29 @@ print_latency(FILE *f, const char *section, const char *port,
 		secs > 0 ? ok / secs : 0.0, secs);
 }
 
+/* The language side's admission queue and quarantine: the queue's depth,
+ * each room's wait in it (exact percentiles over the rooms that
+ * succeeded), restarts, and what the quarantine held and holds. */
+static void
+print_admission(FILE *f, const char *port, const struct egw_xfer_stats *xs,
+		uint64_t *wait, uint32_t n)
+{
+	bool have = wait != NULL && n > 0;
+
+	if (have)
+		qsort(wait, n, sizeof(wait[0]), cmp_u64);
+	fprintf(f, "admission: port=%s queue_max=%lu admitted=%lu "
+		"restarts=%lu wait_p50_ms=%.3f wait_p99_ms=%.3f "
+		"wait_max_ms=%.3f quarantined=%lu quarantine_blocks=%lu\n",
+		port, (unsigned long)xs->admit_queue_max,
+		(unsigned long)xs->admitted, (unsigned long)xs->restarts,
+		have ? pct_ms(wait, n, 500) : 0.0,
+		have ? pct_ms(wait, n, 990) : 0.0,
+		have ? (double)wait[n - 1] / 1e6 : 0.0,
+		(unsigned long)xs->quarantined,
+		(unsigned long)xs->quarantine_blocks);
+}
+
 /* Node drop counters under their report keys (enum egw_node_drop). */
 static const char *const drop_keys[EGW_ND_MAX] = {
 	[EGW_ND_UNKNOWN_PEER] = "drop_unknown_peer",
@@ -181,6 +204,7 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);
+	print_admission(f, name, &xs, st.admit_wait_ns, st.nlatency);
 	for (uint16_t e = 1; e < EGW_E_COUNT; e++)
 		if (st.fail_reason[e])
 			fprintf(f, "failed: port=%s reason=%s count=%lu\n", name,

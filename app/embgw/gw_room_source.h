@@ -47,6 +47,8 @@ struct gw_room_stats {
 	uint64_t bad;            /* units that differed from what was sent */
 	uint64_t *latency_ns;    /* open -> delivered, per room that succeeded */
 	uint32_t nlatency;
+	uint64_t *admit_wait_ns; /* time in the admission queue, per room that
+				  * succeeded (its longest-waiting rank) */
 	uint64_t first_open_ns, last_done_ns;
 	uint64_t fail_reason[EGW_E_COUNT]; /* failed ranks, by egw_err_to_wire() */
 	/* after a failure: of the rooms opened after the last failed one,
