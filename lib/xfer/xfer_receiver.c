@@ -915,15 +915,23 @@ egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 		return 0;
 	}
 	if (x->wait_ack && x->restart && m->type == EGW_MSG_STATUS &&
-	    m->state == EGW_ST_SUCCESS && x->total != 0 &&
-	    m->total_tokens == x->total && m->landed_tokens == x->total &&
-	    m->accepted_tokens <= x->alloc_end) {
-		/* the room succeeded before the sender saw the ABORT: every
-		 * byte is in the blocks still held - deliver, no restart */
+	    m->state == EGW_ST_SUCCESS && m->total_tokens != 0 &&
+	    (x->total == 0 || m->total_tokens == x->total) &&
+	    m->landed_tokens == m->total_tokens &&
+	    m->accepted_tokens <= x->alloc_end &&
+	    (x->dummy || m->total_tokens <= x->alloc_end)) {
+		/* the room succeeded before the sender saw the ABORT (maybe
+		 * before this side heard its total): every byte is in the
+		 * blocks still held - deliver, no restart */
 		r->core.stats.quarantine_rooms--;
 		r->core.stats.quarantine_blocks -= held_blocks(x);
 		x->wait_ack = false;
 		x->restart = false;
+		if (x->total == 0) {
+			x->total = m->total_tokens;
+			egw_policy_observe(&r->policy, x->total);
+			receiver_trim(r, x);
+		}
 		x->landed = x->total;
 		receiver_deliver(r, x, now);
 		return 0;

@@ -110,6 +110,15 @@ w_pattern_bytes(const struct world *w, uint32_t total, bool dummy)
 }
 
 /* Check every byte the receiver got, in token order through its runs. */
+/* The canary's ledger: who owns each destination block, as the receiver's
+ * allocations, frees, shrinks and deliveries say (0: nobody). */
+static void
+shadow_set(struct world *w, int rank, struct egw_run run, uint64_t owner)
+{
+	for (uint32_t b = 0; b < run.count; b++)
+		w->blk_owner[rank][run.start + b] = owner;
+}
+
 static void
 verify_delivery(struct world *w, int rank, const struct egw_act *a)
 {
@@ -134,9 +143,11 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 	w->deliveries++;
 	w->delivered_bytes += w_pattern_bytes(w, a->tokens, a->dummy);
 	/* the consumer is done with the data: blocks go back to the pool */
-	for (uint32_t i = 0; i < a->nruns; i++)
+	for (uint32_t i = 0; i < a->nruns; i++) {
+		shadow_set(w, rank, a->runs[i], 0);
 		if (egw_pool_free(p, a->room, a->runs[i]) != 0)
 			w->pool_errors++;
+	}
 }
 
 /* memcpy one batch of writes with the checks an rkey would impose */
@@ -163,8 +174,16 @@ do_writes(struct world *w, int rank, uint64_t room,
 		}
 		/* the canary: a write into blocks the room no longer owns
 		 * (freed, or another room's) */
-		if (egw_pool_owner(dp, x->dst_block) != room)
-			w->foreign_writes++;
+		{
+			uint32_t bt = egw_pool_geom(dp)->block_tokens;
+			uint32_t nb = x->tokens == 0 ? 1 : (x->tokens + bt - 1) / bt;
+
+			for (uint32_t b = 0; b < nb; b++)
+				if (w->blk_owner[rank][x->dst_block + b] != room) {
+					w->foreign_writes++;
+					break;
+				}
+		}
 		memcpy(d, s, x->bytes);
 	}
 }
@@ -302,18 +321,27 @@ emit(void *ctx, const struct egw_act *a)
 		} else {
 			e.nruns = egw_pool_alloc_tokens(pool, a->room, a->tokens,
 						    e.runs, maxr);
+			for (int i = 0; i < e.nruns; i++)
+				shadow_set(w, ep->who, e.runs[i], a->room);
 		}
 		ev_push(w, &e);
 		break;
 	}
 	case EGW_ACT_FREE:
-		for (uint32_t i = 0; i < a->nruns; i++)
+		for (uint32_t i = 0; i < a->nruns; i++) {
 			if (egw_pool_free(pool, a->room, a->runs[i]) != 0)
 				w->pool_errors++;
+			else if (ep->who >= 0)
+				shadow_set(w, ep->who, a->runs[i], 0);
+		}
 		break;
 	case EGW_ACT_SHRINK:
 		if (egw_pool_shrink(pool, a->room, a->runs[0], a->keep) != 0)
 			w->pool_errors++;
+		else if (ep->who >= 0)
+			shadow_set(w, ep->who, (struct egw_run){
+				a->runs[0].start + a->keep,
+				a->runs[0].count - a->keep }, 0);
 		break;
 	case EGW_ACT_DELIVER:
 		verify_delivery(w, ep->who, a);
@@ -380,7 +408,10 @@ w_create(const struct w_conf *c)
 		egw_policy_init_fixed(&pol, g.block_tokens, c->default_tokens);
 	g.capacity_tokens = c->dst_capacity;
 	for (uint16_t r = 0; r < c->nranks; r++) {
-		if (egw_pool_create(&g, NULL, 0, &w->dst_pool[r]) != 0 ||
+		w->blk_owner[r] = calloc(g.capacity_tokens / g.block_tokens,
+					 sizeof(*w->blk_owner[r]));
+		if (w->blk_owner[r] == NULL ||
+		    egw_pool_create(&g, NULL, 0, &w->dst_pool[r]) != 0 ||
 		    egw_pool_cache_enable(w->dst_pool[r], EGW_POOL_CACHE_DEFAULT) != 0)
 			abort();
 		eps[r + 1] = (struct w_ep){ w, r };
@@ -405,6 +436,7 @@ w_destroy(struct world *w)
 	for (uint16_t r = 0; r < w->nranks; r++) {
 		egw_receiver_destroy(w->rx[r]);
 		egw_pool_destroy(w->dst_pool[r]);
+		free(w->blk_owner[r]);
 	}
 	free(w->ev);
 	free(w->log);

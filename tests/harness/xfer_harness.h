@@ -72,6 +72,7 @@ struct world {
 	uint64_t delivered_bytes, verified_tokens, expected_bytes;
 	uint32_t deliveries, bad_bytes, pool_errors, oob_writes;
 	uint32_t foreign_writes;     /* into blocks the room did not own */
+	uint64_t *blk_owner[W_MAX_RANKS]; /* room owning each block (0: none) */
 	uint32_t msgs_dropped, msgs_duped;
 	uint64_t seq_out;            /* last datagram sequence number */
 	bool fail_next_alloc[W_MAX_RANKS]; /* inject one -ENOSPC */
