@@ -106,15 +106,14 @@ case_pool_exhaustion() {
 }
 
 # ---- many rooms, tight pools on both sides ---------------------------------
-# The proof of admission and backpressure at scale, sized for this test
-# machine: ADMISSION_ROOMS rooms (default 400: 4 drivers x 100; the full
-# 2,000 takes ADMISSION_ROOMS=2000 and several minutes on 2 cores),
-# lengths cycling 500..50,000 tokens, all opened at once by 4 language
-# identities of one embgw-gen whose pools hold 10 rooms at the default of
-# 8192 tokens, against an encode gateway whose pool holds 20.
-define admission-many "ADMISSION_ROOMS (400) rooms of 500..50,000 tokens opened at once by 4 drivers, language pools of 10 default rooms, an encode pool of 20: all byte-exact, 0 failed, 0 leaked, admission wait p50/p99/max"
+# The proof of admission and backpressure at scale: 2,000 rooms (4 drivers
+# x 500; ADMISSION_ROOMS=N for another count), lengths cycling 500..50,000
+# tokens, all opened at once by 4 language identities of one embgw-gen
+# whose pools hold 10 rooms at the default of 8192 tokens each, against an
+# encode gateway whose pool holds 20. About 15 s on a 2-core machine.
+define admission-many "2,000 rooms of 500..50,000 tokens opened at once by 4 drivers, language pools of 10 default rooms, an encode pool of 20: all byte-exact, 0 failed, 0 leaked, admission wait p50/p99/max"
 case_admission_many() {
-	local rooms=${ADMISSION_ROOMS:-400} each=0 per
+	local rooms=${ADMISSION_ROOMS:-2000} each=0 per
 	per=$((rooms / 4))
 	scripts/gen-configs.sh --hidden 16 --enc-capacity $((20 * 8192)) "$T" 8192 \
 		$((10 * 8192)) "$SLACK" 1 4 >/dev/null
