@@ -166,14 +166,16 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 			egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
 		fprintf(f, "clients: port=%s attached=%u rooms=%lu ok=%lu "
 			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "
-			"alloc_waits=%lu blocks_in_use=%u rounds=%lu\n", name,
+			"alloc_waits=%lu busy=%lu blocks_in_use=%u rounds=%lu\n",
+			name,
 			st.client.attached, (unsigned long)st.client.rooms,
 			(unsigned long)st.client.ok,
 			(unsigned long)st.client.failed,
 			(unsigned long)st.client.commands,
 			(unsigned long)st.client.refused,
 			(unsigned long)st.client.cq_overflow,
-			(unsigned long)st.client.alloc_waits, ps.blocks_in_use,
+			(unsigned long)st.client.alloc_waits,
+			(unsigned long)st.client.busy, ps.blocks_in_use,
 			(unsigned long)xs.resumes);
 		return;
 	}

@@ -25,7 +25,7 @@
 struct gw_client_stats {
 	uint32_t attached;       /* at exit */
 	uint64_t rooms, ok, failed;
-	uint64_t commands, refused, cq_overflow, alloc_waits;
+	uint64_t commands, refused, cq_overflow, alloc_waits, busy;
 };
 
 /* What a source reports at exit (gw_report.c prints it). */

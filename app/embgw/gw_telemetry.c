@@ -224,6 +224,7 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "completions", st.completions);
 		add(c, "cq_overflow", st.cq_overflow);
 		add(c, "alloc_waits", st.alloc_waits);
+		add(c, "busy", st.busy);
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	return 0;
