@@ -572,7 +572,7 @@ case_engines_telemetry() {
 		[ "$(tel_value "$enc" /embgw/clients p0 rooms_ok)" = 3 ] || return 1
 	# what telemetry said is what the gateways report at exit
 	for k in rooms_ok:ok rooms_failed:failed commands:commands refused:refused \
-		cq_overflow:cq_overflow alloc_waits:alloc_waits rooms_opened:rooms; do
+		cq_overflow:cq_overflow alloc_waits:alloc_waits busy:busy rooms_opened:rooms; do
 		v=$(tel_value "$tel" /embgw/clients p0 "${k%%:*}")
 		expect "$T/lang.log" clients "${k#*:}" -eq "${v:-x}" ||
 			{ MSG="lang ${k%%:*}=$v, the exit report differs; $MSG"; return 1; }
