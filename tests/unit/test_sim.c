@@ -187,7 +187,8 @@ struct sched_outcome {
  * together they do not), opened at random times over a lossy, duplicating,
  * reordering network, with random first-window sizes, window caps and
  * write times (half of them landing only when they complete, as a late
- * writer's), onto receiver pools of 8..24 blocks. The engines must end
+ * writer's), and in a third of the schedules an encoder whose outputs
+ * come milliseconds after the opens, onto receiver pools of 8..24 blocks. The engines must end
  * idle (no deadlock), every room must end on every side, a room may fail
  * only for memory at its own deadline (and the others of its ranks and
  * the sender then with it), and every pool must end empty.
@@ -198,7 +199,8 @@ run_schedule(uint64_t seed, struct sched_outcome *o)
 	struct w_conf c;
 	struct world *w;
 	uint64_t rs = seed, opened_at[SCHED_ROOMS];
-	uint32_t nrooms, pool_blocks;
+	uint32_t nrooms, pool_blocks, totals_of[SCHED_ROOMS];
+	bool late_input;
 	struct egw_xfer_stats st;
 
 	memset(o, 0, sizeof(*o));
@@ -218,14 +220,20 @@ run_schedule(uint64_t seed, struct sched_outcome *o)
 	c.seed = seed;
 	w = w_create(&c);
 	w->keep_log = false;
+	late_input = mix_rand(&rs) % 3 == 0;
 	nrooms = 3 + (uint32_t)(mix_rand(&rs) % (SCHED_ROOMS - 2));
 	for (uint32_t i = 0; i < nrooms; i++) {
-		uint32_t total = 1 + (uint32_t)(mix_rand(&rs) % c.dst_capacity);
-
+		totals_of[i] = 1 + (uint32_t)(mix_rand(&rs) % c.dst_capacity);
 		w_run_for(w, (mix_rand(&rs) % 2000) * US);
 		opened_at[i] = w->now;
-		if (w_open(w, 100 + i, total, false) == 0)
+		if (w_open(w, 100 + i, late_input ? 0 : totals_of[i], false) == 0)
 			o->rooms++;
+	}
+	/* an encoder that takes its time: the receivers hold first windows
+	 * of rooms whose totals they do not know yet */
+	for (uint32_t i = 0; late_input && i < nrooms; i++) {
+		w_run_for(w, (mix_rand(&rs) % 3000) * US);
+		w_input(w, 100 + i, totals_of[i]);
 	}
 	w_run(w, 600 * SEC);
 	o->stuck = w->nev > 0;
