@@ -145,7 +145,9 @@ bool egw_node_peer_ready(const struct egw_node *n, uint32_t peer);
 int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 
 /* Language side */
-/** Open a room for one rank towards `peer` (egw_receiver_open): 0,
+/** Open a room for one rank towards `peer` (egw_receiver_open: it waits
+ *  in the admission queue, as Bootstrapping, until the pool can hold its
+ *  first window): 0,
  *  -ENOTSUP without the language role, -EINVAL for bad arguments, or
  *  -enum egw_err (EGW_E_UNKNOWN_PEER, EGW_E_PEER_DEAD, EGW_E_BAD_RANK,
  *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT). */

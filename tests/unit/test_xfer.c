@@ -1188,6 +1188,35 @@ test_admission_queue_is_fifo(void)
 	finish(w);
 }
 
+/* A quarantine also ends when the peer is declared dead (its writes can no
+ * longer land): the blocks come back without an ACK, counted. */
+static void
+test_quarantine_ends_when_the_peer_dies(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 95, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 95, 0, w->now), 0);
+	w_run_for(w, 10 * MS);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT_EQUAL(st.quarantine_dead, 1);
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
+	CU_ASSERT_EQUAL(err_of(w, 95, 0), EGW_E_ABORTED); /* reported once */
+	release_and_run(w);
+	finish(w);
+}
+
 /* ---- the open-addressing deletion both tables use ---------------------- */
 
 struct probe_slot {
@@ -1260,6 +1289,7 @@ main(void)
 		{ "late_writer_never_writes_into_reused_blocks",
 		  test_late_writer_never_writes_into_reused_blocks },
 		{ "abort_ack_after_writes_drained", test_abort_ack_after_writes_drained },
+		{ "quarantine_ends_when_the_peer_dies", test_quarantine_ends_when_the_peer_dies },
 		{ "restart_from_token_zero", test_restart_from_token_zero },
 		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },
 		{ "failed_status_keeps_its_counters", test_failed_status_keeps_its_counters },
