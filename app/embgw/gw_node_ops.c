@@ -119,10 +119,10 @@ on_window_unbind(void *ctx, const struct egw_run *run)
 	id->dops->window_unbind(id->drv, run);
 }
 
-static void
+static int
 on_unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
-	gw_room_sources_unknown_room(ctx, room, nranks, now);
+	return gw_room_sources_unknown_room(ctx, room, nranks, now);
 }
 
 const struct egw_node_ops gw_node_ops = {

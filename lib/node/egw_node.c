@@ -742,6 +742,22 @@ session_check(struct node_peer *pe, const struct egw_pkt *p, bool about_register
 	return egw_replay_check(&pe->heard_win, p->session, p->seq);
 }
 
+/* An INIT for a room the sender does not know: validate it first, then
+ * let the application open the room. true when the INIT was refused here
+ * (answered with ERROR; nothing was created). */
+static bool
+produce_on_demand(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
+{
+	int rc = egw_sender_check_init(n->sender, peer, m);
+
+	if (rc == 0)
+		rc = n->ops.unknown_room(n->ops.ctx, m->room, m->nranks, n->now);
+	if (rc == 0 || rc == -EGW_E_UNKNOWN_ROOM || !egw_rc_is_err(rc))
+		return false; /* the sender answers: STATUS, or unknown */
+	egw_sender_refuse(n->sender, peer, m, (enum egw_err)-rc, n->now);
+	return true;
+}
+
 static void
 dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 {
@@ -781,8 +797,9 @@ dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		return;
 	}
 	if (p->type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
-	    !egw_node_sender_has_room(n, p->msg.room))
-		n->ops.unknown_room(n->ops.ctx, p->msg.room, p->msg.nranks, n->now);
+	    !egw_node_sender_has_room(n, p->msg.room) &&
+	    produce_on_demand(n, peer, &p->msg))
+		return;
 	egw_sender_on_msg(n->sender, peer, &p->msg, n->now);
 }
 
@@ -828,6 +845,8 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 		nudge(n, peer);
 		return;
 	}
+	/* the engines order a request against a restart of its rank by it */
+	p.msg.seq = p.seq;
 	dispatch(n, peer, &p);
 }
 

@@ -77,6 +77,8 @@ static struct {
 	uint32_t next_key;
 	unsigned binds, unbinds, unbind_unknown, unbind_after_free;
 	unsigned key_violations, multi_run_windows, keyless_windows;
+	int producer_says;    /* non-zero: the producer refuses with it */
+	unsigned unknown_calls; /* INITs handed to the producer */
 } t;
 
 static void
@@ -277,7 +279,7 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 }
 
 /* The encode side's producer: length = low 32 bits of the room id. */
-static void
+static int
 unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct egw_run runs[64];
@@ -285,13 +287,17 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	int n;
 
 	(void)ctx;
+	t.unknown_calls++;
 	if (t.no_producer)
-		return;
+		return -EGW_E_UNKNOWN_ROOM;
+	if (t.producer_says != 0)
+		return t.producer_says;
 	n = egw_node_alloc_src(t.node[0], room, total, runs, 64);
 	CU_ASSERT_FATAL(n > 0);
 	CU_ASSERT_EQUAL(egw_pattern_fill(t.pool[0], room, total, runs, (uint32_t)n), 0);
 	CU_ASSERT_EQUAL(egw_node_sender_open(t.node[0], room, nranks, now), 0);
 	CU_ASSERT_EQUAL(egw_node_input(t.node[0], room, total, runs, (uint32_t)n, now), 0);
+	return 0;
 }
 
 static void
@@ -1198,6 +1204,56 @@ test_window_keys_bind_failure_retried(void)
 	teardown();
 }
 
+/* A producer's refusals reach the receiver with their codes: NO_SLOT and
+ * BUSY are retried (the room completes once the producer takes it),
+ * TOO_LARGE and BEYOND_TOTAL end the room at once; no refused room leaves
+ * anything on the encode side. */
+static void
+test_producer_refusals_have_their_codes(void)
+{
+	const struct egw_sender *snd;
+	struct egw_xfer_stats st;
+	unsigned calls;
+
+	setup(16);
+	run(5000000);
+	snd = egw_node_sender(t.node[0]);
+	t.producer_says = -EGW_E_NO_SLOT;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	calls = t.unknown_calls;
+	CU_ASSERT(calls > 1); /* retried */
+	CU_ASSERT_EQUAL(egw_receiver_state(egw_node_receiver(t.node[1]), 3000, 0),
+			EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3000), -EGW_E_UNKNOWN_ROOM);
+	t.producer_says = -EGW_E_BUSY;
+	run(20000000);
+	CU_ASSERT(t.unknown_calls > calls);
+	t.producer_says = 0;
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+
+	t.producer_says = -EGW_E_TOO_LARGE;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3001, 0, 1, 0, false, t.now), 0);
+	run(1000000);
+	t.producer_says = -EGW_E_BEYOND_TOTAL;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3002, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_BEYOND_TOTAL)], 1);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3001), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3002), -EGW_E_UNKNOWN_ROOM);
+	egw_sender_get_stats(snd, &st);
+	CU_ASSERT(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)] > 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
+	CU_ASSERT_EQUAL(st.rooms_failed, 0);
+	t.producer_says = 0;
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
 /* Traffic from a session that is not the adopted one (a peer's next
  * incarnation before its REGISTER got through) is dropped as SESSION and
  * answered with our REGISTER - at most every 200 ms, not per datagram. */
@@ -1227,6 +1283,35 @@ test_foreign_session_nudged_at_most_every_200ms(void)
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
 	t.nq = 0;
+	teardown();
+}
+
+/* An INIT the sender would refuse (here: another block size) for a room it
+ * does not know is refused before the producer is asked: nothing is
+ * created, no source block taken. */
+static void
+test_refused_init_creates_nothing(void)
+{
+	struct egw_msg m = { .type = EGW_MSG_INIT, .room = 4000, .nranks = 1,
+			     .block_tokens = 64, .alloc_tokens = 512, .nruns = 1,
+			     .runs = { { 0, 8 } } };
+	struct egw_xfer_stats st;
+	struct egw_pool_stats ps;
+	uint8_t buf[EGW_PROTO_MAX_LEN];
+	int len;
+
+	setup(16);
+	run(5000000);
+	len = egw_proto_encode(&t.conf[1].key, 1001, 1000000, &m, buf, sizeof(buf));
+	CU_ASSERT_FATAL(len > 0);
+	egw_node_rx(t.node[0], LANG_IP, PORT, buf, (size_t)len, t.now);
+	CU_ASSERT_EQUAL(t.unknown_calls, 0);
+	CU_ASSERT_EQUAL(egw_sender_state(egw_node_sender(t.node[0]), 4000),
+			-EGW_E_UNKNOWN_ROOM);
+	egw_sender_get_stats(egw_node_sender(t.node[0]), &st);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BLOCK_TOKENS)], 1);
+	egw_pool_get_stats(t.pool[0], &ps);
+	CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
 	teardown();
 }
 
@@ -1267,6 +1352,8 @@ main(void)
 		  test_foreign_session_nudged_at_most_every_200ms },
 		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
+		{ "producer_refusals_have_their_codes", test_producer_refusals_have_their_codes },
+		{ "refused_init_creates_nothing", test_refused_init_creates_nothing },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);
