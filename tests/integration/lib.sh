@@ -142,7 +142,7 @@ wait_line() {
 # its peer (before then a room asked for fails as the peer's)
 wait_registered() {
 	for _ in $(seq 1 $(($2 * 10))); do
-		grep -q "peer .* registered" "$1" && return 0
+		grep -q "peer .* registered" "$1" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	echo "     $1: no peer registered within $2 s" >&2
@@ -160,17 +160,36 @@ attach_lease() {
 	done
 }
 
-# kill_gw PID: SIGKILL the program under the timeout wrapper PID (one of
-# ours): no goodbye at all; the wrapper is reaped and forgotten
-kill_gw() {
+# end_gw SIG PID: signal SIG to the program under the timeout wrapper PID
+# (one of ours), which is then reaped (a program that does not end within
+# 30 s is killed) and forgotten
+end_gw() {
 	local child rest=()
-	child=$(pgrep -P "$1")
-	[ -n "$child" ] && kill -9 "$child"
-	wait "$1" 2>/dev/null
+	child=$(pgrep -P "$2")
+	[ -n "$child" ] && kill "-$1" "$child"
+	for _ in $(seq 1 300); do
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$2" 2>/dev/null; then
+		echo "     $2 did not end within 30 s of SIG$1" >&2
+		kill -9 "${child:-$2}"
+	fi
+	wait "$2" 2>/dev/null
 	for p in "${PIDS[@]}"; do
-		[ "$p" != "$1" ] && rest+=("$p")
+		[ "$p" != "$2" ] && rest+=("$p")
 	done
 	PIDS=("${rest[@]}")
+}
+
+# kill_gw PID: SIGKILL, no goodbye at all (end_gw)
+kill_gw() {
+	end_gw KILL "$1"
+}
+
+# alive PID: process PID (one of ours) is running, not a zombie
+alive() {
+	[ -r "/proc/$1/stat" ] && ! awk '{ exit !($3 == "Z" || $3 == "X") }' "/proc/$1/stat"
 }
 
 stop_all() {

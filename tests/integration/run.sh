@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Integration tests: real embgw processes (DPDK, --no-pci, net_memif, shm
-# payload) on this host. Each case is a function that sets up and tears
-# down its own processes in its own temporary directory, so any one runs
+# Integration tests: real embgw processes (DPDK, --no-pci, shm payload) on
+# this host, joined by net_af_packet on veth pairs that each case makes for
+# itself and removes (lib.sh's veth_up; doc/gateway.md, "Same-host
+# devices"). Each case is a function that sets up and tears down its own
+# processes and links in its own temporary directory, so any one runs
 # alone; each is bounded in time and in rooms. Checks read the key=value
 # report lines the gateways print when they stop.
+# EMBGW_IT_LINK=memif runs the cases over net_memif instead, to show what
+# that device does when a peer leaves (peer-exit-cycles, encode-restart).
 #
 #   tests/integration/run.sh --list        the cases, one a line
 #   tests/integration/run.sh CASE [CASE..] those cases
@@ -31,13 +35,22 @@ T=""
 # is dead all the same, 5 s later).
 SLACK="peer_dead_ms = 5000;"
 
+# gen_configs ARGS...: scripts/gen-configs.sh over this case's links
+gen_configs() {
+	if [ "${EMBGW_IT_LINK:-veth}" = memif ]; then
+		scripts/gen-configs.sh --memif "$@"
+	else
+		scripts/gen-configs.sh --veth "$VETH" "$@"
+	fi
+}
+
 # encode_server START LOG [args]: the encode side (START: start_gw or
 # start_gen) on lcore 1 with $T/encode.cfg, --produce, up once its port is
 encode_server() {
 	local start=$1 log=$2
 	shift 2
 	"$start" enc 1 "$T/encode.cfg" "$log" --produce "$@"
-	wait_ready enc "$T/memif0.sock"
+	wait_ready enc
 }
 
 # language_client RUN LOG SECONDS [args]: the language side (RUN: run_gw or
@@ -56,7 +69,7 @@ define scenarios-1024 "500, 2000, 10000, 50000 tokens against a default of 1024:
 define scenarios-8192 "the same against a default of 8192: byte-exact, 2 resume rounds"
 scenarios() { # default, resume rounds expected
 	local def=$1 want=$2
-	scripts/gen-configs.sh "$T" "$def" 262144 "$SLACK" >/dev/null
+	gen_configs "$T" "$def" 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done \
 		--drive 4 --lengths 500,2000,10000,50000
@@ -74,7 +87,7 @@ case_scenarios_8192() { scenarios 8192 2; }
 # ---- control-packet loss, duplication and reordering ----------------------
 define lossy-control "10% loss, duplication and reordering of control packets both ways: 40 rooms byte-exact"
 case_lossy_control() {
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" \
 		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 || return 1
 	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 40 \
@@ -93,7 +106,7 @@ define pool-exhaustion "8 rooms at once for 1 room's worth of memory: some compl
 case_pool_exhaustion() {
 	local other
 	# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
-	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
+	gen_configs "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 24 \
 		--concurrency 8 --lengths 10000,3000
@@ -111,7 +124,7 @@ case_pool_exhaustion() {
 # ---- malformed, forged, replayed and stranger datagrams --------------------
 define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
 case_junk() {
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" --inject-junk 3 --seed 3 || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 60 \
 		--concurrency 4 --lengths 2000,10000 --start-delay-ms 300
@@ -128,7 +141,7 @@ case_junk() {
 define telemetry "/embgw/stats, /embgw/rooms and /embgw/pool answer through dpdk-telemetry.py with the gateway's counts"
 case_telemetry() {
 	local stats rooms pool okr
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	LOG=$T/lang.log
 	# junk from the language side, so that the encode gateway counts drops
@@ -156,11 +169,11 @@ case_telemetry() {
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
 	local enc1 t0 t1
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" 2 >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" 2 >/dev/null
 	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
 	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
 	enc1=${PIDS[-1]}
-	wait_ready enc0 "$T/memif0.sock" && wait_ready enc1 "$T/memif1.sock" || return 1
+	wait_ready enc0 && wait_ready enc1 || return 1
 	LOG=$T/lang.log
 	start_gw lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
 		--concurrency 2 --lengths 50000,10000
@@ -183,12 +196,99 @@ case_peer_killed() {
 	MSG="$(failed_count "$T/lang.log" p1 peer_dead) rooms failed as peer_dead, the other peer's 30 byte-exact, zero blocks in use, done $(((t1 - t0) / 1000000)) ms after the kill"
 }
 
+# ---- a peer leaving, again and again: the survivor stays ---------------------
+define peer-exit-cycles "50 exits of an encode peer under junk and load, SIGTERM and SIGKILL in turn at random moments, each time started again at once: the language gateway stays alive throughout, no room corrupt, nothing leaked, and it serves the last peer"
+case_peer_exit_cycles() {
+	local i sig pid lang child rc ok0 term=0 kills=0 lives=0
+	RANDOM=13
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	# the survivor: rooms open-loop at 100/s from its start to its end,
+	# junk to its peer all along
+	start "$EMBGW" lang 0 "$T/language.cfg" "$T/lang.log" 400 --drive 40000 \
+		--rate 100 --concurrency 16 --lengths 129,2000,10000 --inject-junk 2 --seed 5
+	lang=${PIDS[-1]}
+	sleep 1
+	child=$(pgrep -P "$lang")
+	for i in $(seq 1 50); do
+		start_gw enc 1 "$T/encode.cfg" "$T/enc-$i.log" --produce --inject-junk 2 --seed "$i"
+		pid=${PIDS[-1]}
+		# the peer leaves while rooms and junk flow both ways: after it has
+		# registered, at a random moment in the next 0.4 s
+		wait_registered "$T/enc-$i.log" 30 || { MSG="peer $i never registered"; LOG=$T/enc-$i.log; return 1; }
+		sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+		if [ $((i % 2)) = 1 ]; then sig=KILL; kills=$((kills + 1)); else sig=TERM; term=$((term + 1)); fi
+		end_gw "$sig" "$pid"
+		[ -n "$child" ] && alive "$child" ||
+			{ MSG="the language gateway died after the peer's exit $i (SIG$sig)"; return 1; }
+		lives=$((lives + 1))
+		# a peer that left cleanly handed every block back
+		[ "$sig" = KILL ] || expect "$T/enc-$i.log" result-encode leaked -eq 0 ||
+			{ MSG="peer $i leaked: $(report "$T/enc-$i.log")"; LOG=$T/enc-$i.log; return 1; }
+	done
+	# the last peer stays: the survivor's rooms complete again
+	start_gw enc 1 "$T/encode.cfg" "$T/enc-last.log" --produce --inject-junk 2 --seed 99
+	wait_registered "$T/enc-last.log" 30 || { MSG="the last peer never registered"; return 1; }
+	ok0=$(tel_value "$(telemetry lang /embgw/rooms)" /embgw/rooms p0 language_rooms_ok)
+	wait_counter lang /embgw/rooms p0 language_rooms_ok $((${ok0:-0} + 50)) 30 ||
+		{ MSG="the survivor completes no rooms with the last peer (${ok0:-?} before)"; return 1; }
+	alive "$child" || { MSG="the language gateway died at the end"; return 1; }
+	kill -INT "$child"
+	wait "$lang"
+	rc=$?
+	stop_all
+	MSG="rc=$rc lang: $(report "$T/lang.log")"
+	# the survivor's own end: its report, written by its teardown
+	[ "$rc" -lt 124 ] && expect "$T/lang.log" language bad -eq 0 &&
+		expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/enc-last.log" result-encode leaked -eq 0 || return 1
+	MSG="the language gateway outlived $lives exits of its peer ($term SIGTERM, $kills SIGKILL) under junk: 0 rooms corrupt, $(field "$T/lang.log" language ok) ok, $(field "$T/lang.log" language failed) failed ($(failures "$T/lang.log" p0 | tr '\n' ' ')), 0 blocks leaked, and the last peer served"
+}
+
+# ---- a killed encode gateway comes back on its own ---------------------------
+define encode-restart "an encode gateway SIGKILLed under load and started again at once, nothing cleaned up: every language room opened after the restart completes byte-exact, none corrupt, nothing leaked"
+case_encode_restart() {
+	local enc at last after after_ok
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	enc=${PIDS[-1]}
+	LOG=$T/lang.log
+	# 400 rooms open-loop at 40/s: 10 s, the restart in the first quarter
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 400 \
+		--rate 40 --concurrency 16 --lengths 700,3000,10000
+	wait_counter lang /embgw/rooms p0 language_rooms_ok 40 30 ||
+		{ MSG="no rooms before the kill: $(report "$T/lang.log")"; return 1; }
+	kill_gw "$enc"
+	# the same configuration, the same EAL file prefix, at once
+	encode_server start_gw "$T/enc2.log" || { LOG=$T/enc2.log; MSG="no restart"; return 1; }
+	at=$(tel_value "$(telemetry lang /embgw/rooms)" /embgw/rooms p0 language_rooms_opened)
+	wait_line "$T/lang.log" result 60
+	stop_all
+	last=$(field "$T/lang.log" recovery last_failed)
+	after=$(field "$T/lang.log" recovery after_last_failed)
+	after_ok=$(field "$T/lang.log" recovery after_last_failed_ok)
+	MSG="restarted with ${at:-?} rooms opened; last failed ${last:-none}; lang: $(report "$T/lang.log") enc2: $(report "$T/enc2.log")"
+	[ -n "$at" ] && [ "$at" -le 350 ] &&
+		expect "$T/lang.log" language bad -eq 0 &&
+		expect "$T/lang.log" language unfinished -eq 0 &&
+		expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/enc2.log" result-encode leaked -eq 0 || return 1
+	# no room failed, or none since the restart: the rooms after the last
+	# failed one all completed
+	if [ -n "$last" ]; then
+		[ "$last" -le "$at" ] && [ "$after_ok" = "$after" ] || return 1
+	else
+		expect "$T/lang.log" language ok -eq 400 || return 1
+	fi
+	MSG="restart with $at rooms opened: the $((400 - at)) opened after it all byte-exact; $(field "$T/lang.log" language failed) failed around the kill ($(failures "$T/lang.log" p0 | tr '\n' ' ')), none corrupt, nothing leaked"
+}
+
 # ---- the Wireshark dissector over a capture of real gateway traffic --------
 define dissector "tools/wireshark/embgw.lua decodes every control frame of a real capture, as many received as the gateway counted"
 case_dissector() {
 	local udp dec bad types names rx want_rx tags
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 6 \
 		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
@@ -212,7 +312,7 @@ case_dissector() {
 # ---- embgw-gen: open loop with a flood, against an encode gateway ----------
 define gen-flood "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s junk flood against an encode gateway: byte-exact, junk dropped"
 case_gen_flood() {
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 90 --drive 300 --rate 1000 \
 		--concurrency 128 --lengths 700,3000 --flood-pps 10000
@@ -231,7 +331,7 @@ define gen-pcap "embgw-gen over net_pcap: every junk datagram it counts is in th
 case_gen_pcap() {
 	local sent frames
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
-	scripts/gen-configs.sh --pcap "$T" 1024 16384 "$SLACK" >/dev/null
+	gen_configs --pcap "$T" 1024 16384 "$SLACK" >/dev/null
 	LOG=$T/gen.log
 	run_gen genp 0 "$T/language.cfg" "$T/gen.log" 30 --flood-pps 5000 --duration-ms 1000
 	sent=$(field "$T/gen.log" flood sent)
@@ -247,7 +347,7 @@ case_gen_identities() {
 	local each=0
 	# the gateway under test lists 8 peers; the generator answers ARP for
 	# all 8 addresses and shares the rooms out
-	scripts/gen-configs.sh "$T" 1024 16384 "$SLACK" 1 8 >/dev/null
+	gen_configs "$T" 1024 16384 "$SLACK" 1 8 >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 90 --identities 8 --drive 400 \
 		--concurrency 32 --lengths 300,2500
@@ -272,7 +372,7 @@ case_gen_identities() {
 # ---- embgw-gen as the encode side, against a language gateway --------------
 define gen-encode "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks served to a language gateway, byte-exact"
 case_gen_encode() {
-	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gen "$T/gen.log" || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done \
 		--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
@@ -288,7 +388,7 @@ case_gen_encode() {
 define gen-encode-identities "embgw-gen --produce --identities 4: a language gateway with --peer all fetches 80 rooms, 20 from each encode identity"
 case_gen_encode_identities() {
 	local per=0
-	scripts/gen-configs.sh --encode-identities 4 "$T" 1024 65536 "$SLACK" >/dev/null
+	gen_configs --encode-identities 4 "$T" 1024 65536 "$SLACK" >/dev/null
 	encode_server start_gen "$T/gen.log" --identities 4 || return 1
 	language_client run_gw "$T/lang.log" 60 --exit-when-done --peer all \
 		--drive 80 --concurrency 8 --lengths 700,5000
@@ -345,13 +445,13 @@ engines_wait() {
 engine_gateways() {
 	# Python engines on two shared cores can stall a room's progress for
 	# seconds: 20 s before a round gives up (the default is 5 s)
-	scripts/gen-configs.sh --attach "$@" "$T" 1024 262144 \
+	gen_configs --attach "$@" "$T" 1024 262144 \
 		"${ENGINE_TIMERS:-$SLACK round_ms = 20000;}" >/dev/null
 	# ENGINE_LEASE: the clients' lease in ms, when not the default
 	[ -z "${ENGINE_LEASE:-}" ] ||
 		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
-	wait_ready enc "$T/memif0.sock" || return 1
+	wait_ready enc || return 1
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
 	wait_socket "$T/lang-0.sock" && wait_socket "$T/enc-0.sock"
 }
@@ -601,7 +701,7 @@ case_examples() {
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
-trap 'stop_all; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'stop_all; veth_down; [ -n "$T" ] && rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 
 run_case() {
@@ -609,9 +709,16 @@ run_case() {
 	T=$(mktemp -d "${TMPDIR:-/tmp}/embgw-it-$name.XXXXXX")
 	MSG=""
 	LOG=""
-	"case_${name//-/_}"
-	rc=$?
+	# two links: enough for every case (peer-killed has two encode peers)
+	if veth_up 2; then
+		"case_${name//-/_}"
+		rc=$?
+	else
+		MSG="no veth pair for the case"
+		rc=1
+	fi
 	stop_all
+	veth_down
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 		echo "ok   $name: $MSG"
