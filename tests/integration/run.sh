@@ -261,6 +261,9 @@ case_encode_restart() {
 	kill_gw "$enc"
 	# the same configuration, the same EAL file prefix, at once
 	encode_server start_gw "$T/enc2.log" || { LOG=$T/enc2.log; MSG="no restart"; return 1; }
+	# the restart is done once the language gateway has registered with
+	# the new process: every room opened from then on must complete
+	wait_registered "$T/enc2.log" 30 || { LOG=$T/enc2.log; MSG="the language gateway never registered again"; return 1; }
 	at=$(tel_value "$(telemetry lang /embgw/rooms)" /embgw/rooms p0 language_rooms_opened)
 	wait_line "$T/lang.log" result 60
 	stop_all
