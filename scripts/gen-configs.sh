@@ -64,6 +64,16 @@ lang_cap=${3:-131072}
 timers=${4:-}
 peers=${5:-1}
 ids=${6:-1}
+if [ "$link" = veth ]; then
+	for i in $(seq 0 $((peers - 1))); do
+		for e in "${veth}e$i" "${veth}l$i"; do
+			[ -e "/sys/class/net/$e" ] || {
+				echo "gen-configs.sh: no interface $e: make the veth pair first (tests/integration/lib.sh, veth_up)" >&2
+				exit 2
+			}
+		done
+	done
+fi
 mkdir -p "$dir"
 rm -f "$dir"/memif*.sock "$dir/out.pcap"
 # a pcap file with its header and no packets: nothing to receive
