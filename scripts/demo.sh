@@ -91,9 +91,12 @@ engine_phase() {
 	done
 	# a worker's exit status says whether all its rooms succeeded: the
 	# rooms are counted from the lines below
+	# (every process in the background, waited for: an interrupt ends the
+	# wait at once, and the EXIT trap stops them all)
 	timeout -s KILL "$PHASE_S" $PY examples/encode_worker.py "$d/enc-0.sock" \
 		--nranks 2 --lengths "$lengths" --repeat "$repeat" \
-		--base "$base" --concurrency "$conc" >"$d/encode.log" 2>&1 || :
+		--base "$base" --concurrency "$conc" >"$d/encode.log" 2>&1 &
+	WORKERS+=($!)
 	for p in "${WORKERS[@]}"; do
 		wait "$p" || :
 	done
@@ -127,14 +130,18 @@ engine_phase() {
 
 # builtin_phase TITLE DEFAULT LANGUAGE-ARGS...: the gateways alone
 builtin_phase() {
-	local title=$1 def=$2 d=$dir/builtin
+	local title=$1 def=$2 d=$dir/builtin pid rc
 	shift 2
 	echo "== $title (language default $def tokens)"
 	scripts/gen-configs.sh --veth "$VETH" "$d" "$def" 262144 "$TIMERS" >/dev/null
 	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce
 	wait_ready enc
-	if ! run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 \
-		--exit-when-done "$@"; then
+	# in the background, waited for: an interrupt ends the wait at once
+	start "$EMBGW" lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done "$@"
+	pid=${PIDS[-1]} rc=0
+	wait "$pid" || rc=$?
+	PIDS=("${PIDS[@]:0:${#PIDS[@]}-1}")
+	if [ "$rc" -ne 0 ]; then
 		echo "language gateway failed:"; tail -20 "$d/lang.log"
 		errors=$((errors + 1))
 	fi
