@@ -7,10 +7,10 @@
 # The gateways here are joined by net_memif, unlike the demo's and the
 # tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
 # is compared against is testpmd over memif, and every process here leaves
-# in order - the driving side once its rooms are done, its peer stopped
-# after it, nothing killed - so no survivor is in the middle of a burst
-# when a leaving peer's rings are unmapped (a crash would cost a bench run,
-# not a result).
+# only once the traffic is done - the driving side when its rooms are, the
+# others stopped with SIGINT after that, nothing killed - so no survivor is
+# in the middle of a burst when a leaving peer's rings are unmapped (a
+# crash would cost a bench run, not a result).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh # libzmq3-dev for the reference figures, among the rest
