@@ -130,18 +130,14 @@ engine_phase() {
 
 # builtin_phase TITLE DEFAULT LANGUAGE-ARGS...: the gateways alone
 builtin_phase() {
-	local title=$1 def=$2 d=$dir/builtin pid rc
+	local title=$1 def=$2 d=$dir/builtin
 	shift 2
 	echo "== $title (language default $def tokens)"
 	scripts/gen-configs.sh --veth "$VETH" "$d" "$def" 262144 "$TIMERS" >/dev/null
 	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce
 	wait_ready enc
-	# in the background, waited for: an interrupt ends the wait at once
-	start "$EMBGW" lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done "$@"
-	pid=${PIDS[-1]} rc=0
-	wait "$pid" || rc=$?
-	PIDS=("${PIDS[@]:0:${#PIDS[@]}-1}")
-	if [ "$rc" -ne 0 ]; then
+	if ! run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 \
+		--exit-when-done "$@"; then
 		echo "language gateway failed:"; tail -20 "$d/lang.log"
 		errors=$((errors + 1))
 	fi

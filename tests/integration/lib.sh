@@ -43,14 +43,26 @@ start_gen() {
 	start "$EMBGW_GEN" "$name" "$lcores" "$cfg" "$log" 120 "$@"
 }
 
-# run_gw NAME LCORES CFG LOG SECONDS [app args...]: the gateway, in the
-# foreground, interrupted (and so reporting) after SECONDS at the latest
+# wait_fg PID: its exit status, as if it had run in the foreground; it is
+# in PIDS meanwhile, so that an interrupt (which ends a wait at once, unlike
+# a foreground command's) leaves it to the caller's trap to stop
+wait_fg() {
+	local rc=0
+	PIDS+=("$1")
+	wait "$1" || rc=$?
+	PIDS=("${PIDS[@]:0:${#PIDS[@]}-1}")
+	return "$rc"
+}
+
+# run_gw NAME LCORES CFG LOG SECONDS [app args...]: the gateway until it
+# ends, interrupted (and so reporting) after SECONDS at the latest
 run_gw() {
 	local name=$1 lcores=$2 cfg=$3 log=$4 secs=$5
 	shift 5
 	# shellcheck disable=SC2046
 	timeout -s INT "$secs" "$EMBGW" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
-		>"$log" 2>&1
+		>"$log" 2>&1 &
+	wait_fg $!
 }
 
 # run_gen NAME LCORES CFG LOG SECONDS [app args...]: the generator, likewise
@@ -59,7 +71,8 @@ run_gen() {
 	shift 5
 	# shellcheck disable=SC2046
 	timeout -s INT "$secs" "$EMBGW_GEN" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
-		>"$log" 2>&1
+		>"$log" 2>&1 &
+	wait_fg $!
 }
 
 # ---- same-host links: veth pairs (doc/gateway.md, "Same-host devices") ----
