@@ -245,6 +245,51 @@ case_peer_exit_cycles() {
 	MSG="the language gateway outlived $lives exits of its peer ($term SIGTERM, $kills SIGKILL) under junk: 0 rooms corrupt, $(field "$T/lang.log" language ok) ok, $(field "$T/lang.log" language failed) failed ($(failures "$T/lang.log" p0 | tr '\n' ' ')), 0 blocks leaked, and the last peer served"
 }
 
+define language-exit-cycles "the mirror image: 50 exits of a language peer under junk and load (SIGTERM and SIGKILL in turn), each started again at once with nothing cleaned up: the encode gateway stays alive throughout, nothing leaked, and the last language peer's 50 rooms byte-exact"
+case_language_exit_cycles() {
+	local i sig pid enc child rc term=0 kills=0 lives=0
+	RANDOM=17
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	LOG=$T/enc.log
+	# the survivor: serves whatever rooms its peer opens, junk to it
+	start "$EMBGW" enc 1 "$T/encode.cfg" "$T/enc.log" 400 --produce \
+		--inject-junk 2 --seed 5
+	enc=${PIDS[-1]}
+	wait_ready enc || return 1
+	child=$(pgrep -P "$enc")
+	for i in $(seq 1 50); do
+		start_gw lang 0 "$T/language.cfg" "$T/lang-$i.log" --drive 40000 --rate 100 \
+			--concurrency 16 --lengths 129,2000,10000 --inject-junk 2 --seed "$i"
+		pid=${PIDS[-1]}
+		wait_registered "$T/lang-$i.log" 30 || { MSG="peer $i never registered"; LOG=$T/lang-$i.log; return 1; }
+		sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+		if [ $((i % 2)) = 1 ]; then sig=KILL; kills=$((kills + 1)); else sig=TERM; term=$((term + 1)); fi
+		end_gw "$sig" "$pid"
+		[ -n "$child" ] && alive "$child" ||
+			{ MSG="the encode gateway died after the peer's exit $i (SIG$sig)"; return 1; }
+		lives=$((lives + 1))
+		# a peer that left cleanly verified what it received and freed it
+		[ "$sig" = KILL ] || { expect "$T/lang-$i.log" language bad -eq 0 &&
+			expect "$T/lang-$i.log" result leaked -eq 0; } ||
+			{ MSG="peer $i: $(report "$T/lang-$i.log")"; LOG=$T/lang-$i.log; return 1; }
+	done
+	# the last peer: its rooms complete byte-exact against the survivor
+	LOG=$T/lang-last.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang-last.log" 60 --exit-when-done \
+		--drive 50 --concurrency 4 --lengths 129,2000,10000
+	alive "$child" || { MSG="the encode gateway died at the end"; return 1; }
+	kill -INT "$child"
+	wait "$enc"
+	rc=$?
+	stop_all
+	MSG="rc=$rc enc: $(report "$T/enc.log") last: $(report "$T/lang-last.log")"
+	expect "$T/lang-last.log" language ok -eq 50 && expect "$T/lang-last.log" language bad -eq 0 &&
+		expect "$T/lang-last.log" result leaked -eq 0 || return 1
+	LOG=$T/enc.log
+	[ "$rc" -lt 124 ] && expect "$T/enc.log" result-encode leaked -eq 0 || return 1
+	MSG="the encode gateway outlived $lives exits of its peer ($term SIGTERM, $kills SIGKILL) under junk: $(field "$T/enc.log" result-encode ok) rooms ok, $(field "$T/enc.log" result-encode failed) failed, 0 blocks leaked; the last peer's 50 rooms byte-exact"
+}
+
 # ---- a killed encode gateway comes back on its own ---------------------------
 define encode-restart "an encode gateway SIGKILLed under load and started again at once, nothing cleaned up: every language room opened after the restart completes byte-exact, none corrupt, nothing leaked"
 case_encode_restart() {
