@@ -136,16 +136,19 @@ builtin_phase() {
 	scripts/gen-configs.sh --veth "$VETH" "$d" "$def" 262144 "$TIMERS" >/dev/null
 	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce
 	wait_ready enc
-	if ! run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 \
-		--exit-when-done "$@"; then
-		echo "language gateway failed:"; tail -20 "$d/lang.log"
-		errors=$((errors + 1))
-	fi
+	local rc=0 failed
+	run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done "$@" || rc=$?
 	stop_all
 	grep -hE "^(language|latency|failed):" "$d/lang.log" | sed 's/^/   /' || :
 	grep -hE "^encode:" "$d/enc.log" | sed 's/^/   /' || :
-	errors=$((errors + $(field "$d/lang.log" result errors) +
-		$(field "$d/enc.log" result-encode failed)))
+	failed=$(field "$d/lang.log" result errors)
+	# a non-zero exit for failed rooms is counted by the report's errors;
+	# any other (no report, a crash, a timeout) is an error of its own
+	if [ "$rc" -ne 0 ] && [ "${failed:-0}" -eq 0 ]; then
+		echo "language gateway failed (exit $rc):"; tail -20 "$d/lang.log"
+		errors=$((errors + 1))
+	fi
+	errors=$((errors + ${failed:-0} + $(field "$d/enc.log" result-encode failed)))
 	leaked=$((leaked + $(field "$d/lang.log" result leaked) +
 		$(field "$d/enc.log" result-encode leaked)))
 }
