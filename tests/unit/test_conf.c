@@ -287,6 +287,11 @@ test_missing_and_cross_checks(void)
 	       "ports[0].peers[0].shm_path: must be an absolute path");
 	expect(edit("  pool = {", "  timers = { alloc_ms = 6000; }; #<\n  pool = {"),
 	       1, "gateway.timers.alloc_ms: must be below round_ms");
+	expect(edit("  pool = {", "  timers = { admit_ms = 7000; };\n  pool = {"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.timers.admit_ns, 7000000000ull);
+	expect(edit("  pool = {", "  timers = { admit_ms = 0; }; #<\n  pool = {"),
+	       1, "gateway.timers.admit_ms");
 	expect(edit("[\"language\"]", "[\"language\", \"prefill\"] #<\n"), 1,
 	       "gateway.roles[1]: unknown role 'prefill'");
 }
