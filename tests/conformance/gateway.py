@@ -23,7 +23,8 @@ SLACK = "peer_dead_ms = 5000; bootstrap_ms = 30000; round_ms = 30000;"
 
 def gen_configs(tmp, default=1024, lang_cap=131072, timers=SLACK,
                 hidden=32, dtype="bf16", enc_cap=262144):
-    subprocess.run([os.path.join(ROOT, "scripts/gen-configs.sh"),
+    # --memif: its link device is replaced by our tap below
+    subprocess.run([os.path.join(ROOT, "scripts/gen-configs.sh"), "--memif",
                     "--hidden", str(hidden), "--dtype", dtype,
                     "--enc-capacity", str(enc_cap), tmp, str(default),
                     str(lang_cap), timers], check=True,
