@@ -128,11 +128,11 @@ def crafted_cases(c):
     add("5 FLAGS INIT 0x8000", K.room_msg(flags=0x8000), PROTO)
     add("5 FLAGS STATUS DUMMY", K.room_msg(wire.STATUS, wire.status_body(),
                                            flags=wire.F_POLL | wire.F_DUMMY), PROTO)
-    add("6 LENGTH body_len+1", K.room_msg(body_len=24 + 1), PROTO)
+    add("6 LENGTH body_len+1", K.room_msg(body_len=wire.WINDOW.size + 8 + 1), PROTO)
     add("7 RESERVED header 14", K.room_msg(res14=1), PROTO)
     add("7 RESERVED header 36", K.room_msg(res36=1), PROTO)
     add("8 BODY HEARTBEAT with 4 bytes", K.msg(wire.HEARTBEAT, b"\0" * 4), PROTO)
-    add("8 BODY INIT 16+8n+4", K.room_msg(body=wire.window_body(128, 128, [(0, 1)]) + b"\0" * 4), PROTO)
+    add("8 BODY INIT 28+8n+4", K.room_msg(body=wire.window_body(128, 128, [(0, 1)]) + b"\0" * 4), PROTO)
     add("8 BODY INIT nruns=2, one run", K.room_msg(body=wire.window_body(128, 128, [(0, 1)], nruns=2)), PROTO)
     add("8 BODY STATUS 12 bytes", K.room_msg(wire.STATUS, b"\0" * 12, flags=wire.F_POLL), PROTO)
     add("8 BODY REGISTER 156 bytes", K.msg(wire.REGISTER, c.p.register_body()[:156]), PROTO)

@@ -32,7 +32,8 @@ ERR = dict(UNKNOWN_ROOM=1, BAD_RANK=2, BLOCK_TOKENS=3, ALLOC_MISMATCH=4,
            NAME=25)
 ERR_NAME = {v: k for k, v in ERR.items()}
 
-WINDOW = struct.Struct(">IIHHI")   # block_tokens alloc nruns reserved rkey
+WINDOW = struct.Struct(">IIHH4I")  # block_tokens alloc nruns reserved 4 rkeys
+assert WINDOW.size == 28
 RUN = struct.Struct(">II")
 STATUS_BODY = struct.Struct(">BBHIII")
 ABORT_BODY = struct.Struct(">HH")
@@ -115,17 +116,19 @@ def decode(key, data):
 
 # ---- bodies ---------------------------------------------------------------
 
-def window_body(block_tokens, alloc_tokens, runs, rkey=0, nruns=None,
-                reserved=0):
+def window_body(block_tokens, alloc_tokens, runs, rkeys=(0, 0, 0, 0),
+                nruns=None, reserved=0):
+    """INIT/RESUME body: 28 bytes, then 8 per run; rkeys one per kind
+    (embedding, fill_ids, mrope, aux), 0 = the region's (shm: always 0)."""
     b = WINDOW.pack(block_tokens, alloc_tokens,
-                    len(runs) if nruns is None else nruns, reserved, rkey)
+                    len(runs) if nruns is None else nruns, reserved, *rkeys)
     return b + b"".join(RUN.pack(s, c) for s, c in runs)
 
 
 def parse_window(body):
-    bt, alloc, nruns, res, rkey = WINDOW.unpack_from(body)
-    runs = [RUN.unpack_from(body, 16 + 8 * i) for i in range(nruns)]
-    return bt, alloc, runs, rkey
+    bt, alloc, nruns, res, *rkeys = WINDOW.unpack_from(body)
+    runs = [RUN.unpack_from(body, WINDOW.size + 8 * i) for i in range(nruns)]
+    return bt, alloc, runs, rkeys
 
 
 def status_body(state=0, error=0, total=0, landed=0, accepted=0, res=0):
