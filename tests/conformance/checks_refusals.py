@@ -508,9 +508,16 @@ def c_never_answered(ctx):
     c = Craft(env)
     problems = []
     err = c.msg(wire.ERROR, wire.error_body(wire.REGISTER, wire.ERR["GEOMETRY"]))
-    drops, _, answers = observe(env, c.send(err))
+    env.peer.heartbeat_on = False     # the counters then see this datagram alone
+    mark = len(env.peer.sent)
+    try:
+        drops, _, answers = observe(env, c.send(err))
+    finally:
+        env.peer.heartbeat_on = True
     if drops or answers:
-        problems.append("ERROR about a REGISTER: drops %r answers %r" % (drops, answers))
+        also = [wire.TYPE_NAMES[t] for ts, t in env.peer.sent[mark:]]
+        problems.append("ERROR about a REGISTER: drops %r answers %r (also sent meanwhile: %r)"
+                        % (drops, answers, also))
     problems.append(refused(env, "ERROR about a room (ROLE)", c.send(
         c.room_msg(wire.ERROR, wire.error_body(wire.INIT, wire.ERR["BUSY"]))), ROLE))
     problems.append(refused(env, "ABORT ACK from the language side (ROLE)", c.send(
@@ -519,3 +526,25 @@ def c_never_answered(ctx):
     expect(not problems, " | ".join(problems))
     return "unanswered: ERROR(REGISTER) taken, ERROR about a room %r, ABORT ACK %r" % (
         env.finer["ERROR about a room (ROLE)"][0], env.finer["ABORT ACK from the language side (ROLE)"][0])
+
+
+@check("c-registered-at-ack", "the handshake's last datagram (the gateway's ACK with ADOPTED to our REGISTER with ADOPTED) leaves the gateway registered: a poll sent at once is answered, never dropped as NOT_REGISTERED (three fresh gateways)")
+def c_registered_at_ack(ctx):
+    problems = []
+    for i in range(3):
+        env = LanguagePeerEnv(ctx, sub="reg")     # a fresh gateway, handshake done
+        try:
+            p = env.peer
+            p.heartbeat_on = False     # only the poll goes out
+            room = room_id(100)
+            drops, _, answers = observe(env, lambda: p.send(
+                wire.STATUS, wire.status_body(), flags=wire.F_POLL, rank=0, nranks=1, room=room),
+                wait=0.5, allow_register=True)
+            got = [m for m in answers if m.type == wire.ERROR and m.room == room]
+            if drops or not got:
+                problems.append("gateway %d: drops %r, answers %r" % (
+                    i + 1, drops, [m for m in answers if m.type != wire.REGISTER]))
+        finally:
+            env.close()
+    expect(not problems, " | ".join(problems))
+    return "3 fresh gateways: a poll right after the handshake answered UNKNOWN_ROOM each time"

@@ -21,14 +21,7 @@ CHECKS = []
 # doc being right): name -> (the finding, a text the failure must contain).
 # A failure without that text is a FAIL all the same; a pass is an XPASS,
 # counted as passed and shown loudly: the finding is fixed, its entry must go.
-XFAIL = {
-    "c-never-answered": (
-        "an ERROR about a REGISTER (type 7) sent right after registering is, in about one "
-        "run of three, counted as drop_not_registered although protocol.md's rule 12 "
-        "exempts it (\"any message but REGISTER (and an ERROR about a REGISTER)\"); what "
-        "a gateway does with one is not written down",
-        "ERROR about a REGISTER: drops {'drop_not_registered': 1}"),
-}
+XFAIL = {}
 
 
 def check(name, about):
@@ -123,6 +116,7 @@ class LanguagePeerEnv:
         if handshake:
             expect(self.peer.handshake(), "no registration with the gateway within 10 s: %s"
                    % self.gw.tail(5))
+        self.registered_at = time.monotonic()
 
     def node(self, key):
         return self.gw.stat(key)

@@ -57,6 +57,7 @@ class Peer:
         self.registers = []    # REGISTERs and ERRORs about REGISTER received
         self.heartbeats = 0
         self.send_errors = []
+        self.sent = []         # (time, type) of what we sent through send()
         self.auto_answer = auto_answer
         self.heartbeat_on = False
         self.stop = False
@@ -86,6 +87,7 @@ class Peer:
         if "seq" not in kw:
             kw["seq"] = self.next_seq()
         data = wire.encode(self.key, mtype, body, **kw)
+        self.sent.append((time.monotonic(), mtype))
         self.send_raw(data)
         return data
 
