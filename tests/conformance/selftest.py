@@ -23,7 +23,11 @@ GEO = dict(block_tokens=128, pool_blocks=2048, hidden_size=5, dtype_bytes=2,
 def main():
     payload.self_test()
     key = wire.derive_key(os.urandom(48))
-    tmp = tempfile.mkdtemp(prefix="egw-selftest-")
+    with tempfile.TemporaryDirectory(prefix="egw-selftest-") as tmp:
+        run(key, tmp)
+
+
+def run(key, tmp):
     lang_sess = int.from_bytes(os.urandom(8), "big") | 1
     pf = poolmod.PoolFile(os.path.join(tmp, "pool"), GEO, lang_sess)
     la, ea = ("127.0.0.1", 19471), ("127.0.0.1", 19472)
@@ -58,7 +62,6 @@ def main():
     lp.close()
     ep.close()
     pf.close()
-    os.rmdir(tmp)
 
 
 if __name__ == "__main__":
