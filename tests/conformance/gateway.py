@@ -70,7 +70,7 @@ class Gateway:
         cfg = os.path.join(tmp, "encode.cfg" if side == "encode" else "language.cfg")
         lcore = "1" if side == "encode" else "0"
         exe = os.path.join(build, "app/embgw/embgw")
-        cmd = ["timeout", "-s", "INT", str(secs), exe, "-l", lcore,
+        cmd = ["timeout", "-s", "INT", "-k", "10", str(secs), exe, "-l", lcore,
                "--no-huge", "-m", "400", "--no-pci", "--file-prefix",
                self.prefix, "--", "-f", cfg] + list(args)
         # the tap of a gateway that just ended may still be going away
@@ -145,15 +145,22 @@ class Gateway:
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+            self.kill()
+        if not self.log.closed:
+            self.log.close()
         return self.report()
 
     def kill(self):
+        """End it whatever its state: SIGINT (the timeout wrapper passes it
+        on to embgw, which tears down), SIGKILL only if that is not enough
+        (then embgw itself is ended by its wrapper's --kill-after)."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         if not self.log.closed:
             self.log.close()
 

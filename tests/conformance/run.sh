@@ -17,8 +17,22 @@ if [ "${1:-}" = --list ]; then exec /usr/bin/python3 tests/conformance/conforman
 /usr/bin/python3 tests/conformance/selftest.py || { echo "conformance: 0 passed, 1 failed, 0 expected failures (the peer's self-test)"; exit 1; }
 ns=egwconf-$$
 ip netns add "$ns" || { echo "conformance: cannot create network namespace $ns"; exit 2; }
-cleanup() { ip netns del "$ns" 2>/dev/null; }
+child=""
+cleanup() {
+	# the checks end their gateways on SIGINT; the namespace goes last
+	if [ -n "$child" ]; then
+		kill -INT "$child" 2>/dev/null
+		wait "$child" 2>/dev/null
+	fi
+	ip netns del "$ns" 2>/dev/null
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# bounded: every gateway runs under its own timeout too
-timeout -s INT 600 ip netns exec "$ns" /usr/bin/python3 tests/conformance/conformance.py "$build" "$@"
+# bounded: every gateway runs under its own timeout too; in the background
+# so that a signal to this script reaches the checks at once
+timeout -s INT -k 30 600 ip netns exec "$ns" /usr/bin/python3 tests/conformance/conformance.py "$build" "$@" &
+child=$!
+wait "$child"
+rc=$?
+child=""
+exit "$rc"
