@@ -33,10 +33,22 @@
 
 #define REGISTER_RETRY_NS 200000000ull /* REGISTER, nudges, refusals */
 #define NODE_RETIRED 4                 /* sessions refused for good */
+#define NODE_SENT 16                   /* our REGISTERs a proof may name */
+#define FRESH_NS 2000000000ull         /* how old a named REGISTER may be */
+
+/* One of our REGISTERs to a peer: what a peer's peer_seq may name. */
+struct sent_register {
+	uint64_t seq;
+	uint64_t at;
+};
 
 struct node_peer {
 	struct egw_conf_peer cfg;
 	uint64_t heard;          /* session of its last authenticated REGISTER */
+	uint64_t heard_seq;      /* ... and that REGISTER's seq */
+	uint64_t proof;          /* peer_seq that adopted the current session */
+	struct sent_register sent[NODE_SENT]; /* ring of our recent REGISTERs */
+	uint32_t nsent;
 	uint64_t adopted;        /* the incarnation served (0: none yet) */
 	uint64_t retired[NODE_RETIRED];
 	uint32_t nretired;       /* retired so far (ring position) */
@@ -139,6 +151,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 	struct node_peer *pe = &n->peers[peer];
 	struct egw_register r;
 	uint16_t flags = 0;
+	uint64_t seq = ++n->seq;
 
 	if (n->ops.endpoint != NULL)
 		n->ops.endpoint(n->ops.ctx, peer, &n->self.qpn, &n->self.psn,
@@ -147,6 +160,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 	pe->my_psn = n->self.psn;
 	r = n->self;
 	r.peer_session = pe->heard;
+	r.peer_seq = pe->heard_seq;
 	if (answer != NULL) {
 		flags |= EGW_MSGF_ACK;
 		r.peer_session = answer->session;
@@ -156,8 +170,9 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 	if (r.peer_session != 0 && r.peer_session == pe->adopted)
 		flags |= EGW_MSGF_ADOPTED;
 	n->st.registers_tx++;
+	pe->sent[pe->nsent++ % NODE_SENT] = (struct sent_register){ seq, n->now };
 	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
-						      n->session, ++n->seq,
+						      n->session, seq,
 						      flags, &r, n->buf,
 						      sizeof(n->buf)));
 }
@@ -435,6 +450,22 @@ peer_retired(const struct node_peer *pe, uint64_t session)
 	return false;
 }
 
+/* Rule 1's proof of freshness: `peer_seq` names a REGISTER we sent to
+ * this peer less than 2 s ago, made after the one that adopted the current
+ * incarnation. A REGISTER replayed from an old incarnation names an old
+ * seq of ours; one from a live incarnation names our recent one. */
+static bool
+fresh_proof(const struct egw_node *n, const struct node_peer *pe,
+	    uint64_t peer_seq)
+{
+	if (peer_seq == 0 || peer_seq <= pe->proof)
+		return false;
+	for (uint32_t i = 0; i < NODE_SENT; i++)
+		if (pe->sent[i].seq == peer_seq)
+			return n->now - pe->sent[i].at <= FRESH_NS;
+	return false;
+}
+
 /* What differs between a peer's pool and ours, into `what`; 0 when they
  * agree, else EGW_E_GEOMETRY. */
 static enum egw_err
@@ -501,6 +532,7 @@ same_content(const struct egw_register *a, const struct egw_register *b)
 
 	x.session = y.session = 0;
 	x.peer_session = y.peer_session = 0;
+	x.peer_seq = y.peer_seq = 0;
 	x.ack_qpn = y.ack_qpn = x.ack_psn = y.ack_psn = 0;
 	return memcmp(&x, &y, sizeof(x)) == 0;
 }
@@ -579,6 +611,7 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 
 	n->st.registers_rx++;
 	pe->heard = p->session;
+	pe->heard_seq = p->seq;
 	if (strncmp(r->name, pe->cfg.name, sizeof(r->name)) != 0) {
 		snprintf(what, sizeof(what), "name '%s' (configured '%s')",
 			 r->name, pe->cfg.name);
@@ -592,15 +625,18 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	if (p->session != pe->adopted) {
 		uint64_t old = pe->adopted;
 
-		/* no proof that it was made during our incarnation: answer,
-		 * adopt nothing (rule 1) */
-		if (!names_us) {
+		/* no proof that it is live now: answer, adopt nothing
+		 * (rule 1) */
+		if (!names_us || !fresh_proof(n, pe, r->peer_seq)) {
 			if (!ack)
 				send_register(n, peer, p);
 			return;
 		}
+		/* it is live now, so the old one is gone: ended even when
+		 * the new content cannot be applied */
 		if (old != 0)
 			end_incarnation(n, peer);
+		pe->proof = r->peer_seq;
 		if (!apply_register(n, peer, p))
 			return;
 		adopt(n, peer, p, old);

@@ -899,6 +899,101 @@ test_pre_start_register_replayed_does_not_adopt(void)
 	teardown();
 }
 
+/* The encode side restarts five times (more than the sessions retired are
+ * remembered); then the first incarnation's REGISTER, which named the
+ * language side, is replayed: it proves nothing fresh (the REGISTER of ours
+ * it names is seconds old), so nothing is adopted and the live encode side
+ * stays registered. */
+static void
+test_old_incarnation_replayed_after_many_restarts(void)
+{
+	struct egw_node_stats st;
+	struct dgram first;
+	struct egw_pkt p;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	first = t.last_reg[0];
+	decode(&first, &p);
+	CU_ASSERT_EQUAL_FATAL(p.reg.peer_session, 1001);
+	for (uint64_t i = 0; i < 5; i++) {
+		restart(0, 0x5000 + i);
+		run(600000000ull);
+		CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x5000 + i);
+	}
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	egw_node_rx(t.node[1], ENC_IP, PORT, first.b, first.len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.peer_restarts, 5);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x5004);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	run(20000000);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x5004);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	assert_room_transfers(2000);
+	teardown();
+}
+
+/* A REGISTER from `session` (the encode side's content) naming the language
+ * side, with `peer_seq`, handed to the language side. */
+static void
+register_from(uint64_t session, uint64_t peer_seq)
+{
+	static uint64_t seq;
+	struct egw_pkt p;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	int len;
+
+	decode(&t.last_reg[0], &p);
+	p.reg.peer_session = 1001;
+	p.reg.peer_seq = peer_seq;
+	p.reg.ack_qpn = p.reg.ack_psn = 0;
+	len = egw_proto_encode_register(&t.conf[0].key, session, ++seq, 0,
+					&p.reg, b, sizeof(b));
+	CU_ASSERT_FATAL(len > 0);
+	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
+}
+
+/* A REGISTER whose peer_seq names a REGISTER of ours older than 2 s adopts
+ * nothing; one naming the answer we just sent adopts. */
+static void
+test_register_with_stale_peer_seq_adopts_nothing(void)
+{
+	struct egw_pkt ours;
+	struct egw_node_stats st;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	decode(&t.last_reg[1], &ours);
+	run(2500000000ull);
+	t.nq = 0;
+	t.down[0] = true; /* the new session is played by hand */
+	register_from(0x6666, ours.seq);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.adoptions, 1);
+	CU_ASSERT_EQUAL(st.peer_restarts, 0);
+	/* our session named but no proof: answered (an ACK naming it) */
+	CU_ASSERT_FATAL(t.nq == 1);
+	decode(&t.q[0], &ours);
+	CU_ASSERT_EQUAL(ours.flags, EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(ours.reg.peer_session, 0x6666);
+	/* a seq we never sent proves nothing either */
+	register_from(0x6666, ours.seq + 1000);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	/* naming that fresh answer proves the session live: adopted */
+	register_from(0x6666, ours.seq);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x6666);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.peer_restarts, 1);
+	t.down[0] = false;
+	teardown();
+}
+
 /* The language side restarts while the encode side has a room in flight
  * to it: the encode side fails that room, has its driver let go of the
  * old memory, and only then connects to and writes for the new one. */
@@ -1049,6 +1144,10 @@ main(void)
 		{ "restart_with_a_smaller_session", test_restart_with_a_smaller_session },
 		{ "pre_start_register_replayed_does_not_adopt",
 		  test_pre_start_register_replayed_does_not_adopt },
+		{ "old_incarnation_replayed_after_many_restarts",
+		  test_old_incarnation_replayed_after_many_restarts },
+		{ "register_with_stale_peer_seq_adopts_nothing",
+		  test_register_with_stale_peer_seq_adopts_nothing },
 		{ "new_incarnation_lets_go_before_writing",
 		  test_new_incarnation_lets_go_before_writing },
 		{ "unreachable_then_repaired_by_the_next_register",
