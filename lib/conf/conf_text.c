@@ -483,10 +483,14 @@ scan(struct pass *p, const char *s, size_t n, int depth)
 		} else if (c == '/' && i + 1 < n && s[i + 1] == '*') {
 			uint32_t from = p->line;
 
+			/* a newline inside starts a line: libconfig takes
+			 * an @include after it for a directive too */
 			for (i += 2; rc == 0 && i < n &&
 			     !(s[i] == '*' && i + 1 < n && s[i + 1] == '/'); i++)
-				if (s[i] == '\n')
+				if (s[i] == '\n') {
 					rc = newline(p);
+					line_start = true;
+				}
 			if (rc == 0 && i >= n) {
 				p->line = from;
 				rc = fail(p, "a /* comment that does not end");
@@ -513,9 +517,18 @@ scan(struct pass *p, const char *s, size_t n, int depth)
 				rc = out(p, s + i, j + 1 - i);
 			i = j + 1;
 			line_start = false;
-		} else if (c == '@' && line_start && n - i >= 8 &&
-			   memcmp(s + i, "@include", 8) == 0) {
-			rc = include(p, s, n, &i, depth);
+		} else if (c == '@') {
+			/* only the directive is ours to read: any other '@'
+			 * would reach libconfig, which reads files itself */
+			if (line_start && n - i >= 9 &&
+			    memcmp(s + i, "@include", 8) == 0 &&
+			    (s[i + 8] == ' ' || s[i + 8] == '\t' ||
+			     s[i + 8] == '"'))
+				rc = include(p, s, n, &i, depth);
+			else
+				rc = fail(p, "%s: '@' outside a string: only "
+					  "@include \"file\" at the start of a "
+					  "line", where(p, at, sizeof(at)));
 		} else if (word_char(c)) {
 			size_t j = i;
 
