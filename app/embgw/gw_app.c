@@ -85,12 +85,14 @@ on_hangup(int sig)
 {
 	static const char msg[] = "embgw: SIGHUP ignored (kept for reloading "
 				  "the configuration)\n";
+	int saved = errno; /* the interrupted code may be about to read it */
 	ssize_t rc;
 
 	(void)sig;
 	/* write(2) is async-signal-safe, rte_log is not */
 	rc = write(STDERR_FILENO, msg, sizeof(msg) - 1);
 	(void)rc;
+	errno = saved;
 }
 
 /*
