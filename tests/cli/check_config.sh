@@ -79,6 +79,12 @@ if [ -n "$dev" ] && [ $gateway = 1 ]; then
 	[ $rc -eq 1 ] && grep -q "EAL argument --vdev $dev,x=1 names port .*'s device" <<<"$out" ||
 		{ echo "FAIL: --vdev $dev: exit $rc: $(tail -1 <<<"$out")"; fail=1; }
 fi
+# --test-session takes digits only: strtoull would read "-1" as 2^64 - 1
+for bad in -1 +5 " 7" 0; do
+	out=$("$embgw" -- -f "$src/config/language.cfg" --test-session "$bad" 2>&1); rc=$?
+	[ $rc -eq 2 ] && grep -q "test-session: '$bad' is not a non-zero 64-bit session id" <<<"$out" ||
+		{ echo "FAIL: --test-session '$bad': exit $rc: $out"; fail=1; }
+done
 "$embgw" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: no arguments should exit 2"; fail=1; }
 [ $fail -eq 0 ] && echo "check-config: all cases behaved"
 exit $fail
