@@ -15,9 +15,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cu_main.h"
@@ -386,6 +389,96 @@ test_refuses_a_live_gateways_file(void)
 	pp_close(&pp);
 }
 
+/* One descriptor over a UNIX socket, as the attach socket passes it. */
+static int
+send_fd(int sock, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char byte = 'f';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+}
+
+static int
+recv_fd(int sock)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &m, 0) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&m);
+	if (c == NULL || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* What a local client is handed (pool_fd, sent over SCM_RIGHTS) is not
+ * the description that holds the pool file's lock: a client that keeps it
+ * after the gateway exits does not keep the lock (the next gateway takes
+ * the path over), and a client that unlocks it cannot let a second
+ * gateway take a live pool. */
+static void
+test_clients_fd_holds_no_lock(void)
+{
+	struct egw_payload *drv = NULL, *drv2 = NULL;
+	struct egw_pool *pool;
+	uint64_t off, bytes;
+	int client, sv[2], status;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	CU_ASSERT_FATAL(open_lang(&drv, &pool) == 0);
+	/* SCM_RIGHTS passes the same open file description, as dup does */
+	client = dup(egw_payload_shm_ops.pool_fd(drv, &off, &bytes));
+	CU_ASSERT_FATAL(client >= 0);
+	CU_ASSERT_EQUAL(flock(client, LOCK_UN), 0);
+	CU_ASSERT_EQUAL(open_lang(&drv2, &pool), -EBUSY);
+	if (drv2 != NULL)
+		egw_payload_shm_ops.close(drv2);
+	close(client);
+	egw_payload_shm_ops.close(drv);
+
+	/* a gateway hands its pool fd to a client and is killed */
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		if (open_lang(&drv, &pool) != 0 ||
+		    send_fd(sv[1], egw_payload_shm_ops.pool_fd(drv, &off,
+								&bytes)) != 0)
+			_exit(1);
+		_exit(0); /* no teardown: its file stays at the path */
+	}
+	close(sv[1]);
+	client = recv_fd(sv[0]);
+	close(sv[0]);
+	CU_ASSERT_FATAL(waitpid(pid, &status, 0) == pid);
+	CU_ASSERT_FATAL(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CU_ASSERT_FATAL(client >= 0);
+	/* the client keeps its fd; a new gateway starts on the same path */
+	CU_ASSERT_EQUAL(open_lang(&drv2, &pool), 0);
+	if (drv2 != NULL)
+		egw_payload_shm_ops.close(drv2);
+	close(client);
+	unlink(path);
+}
+
 /* A pool larger than the file may grow (RLIMIT_FSIZE stands in for a
  * full filesystem): refused at start, and the file it created is gone. */
 static void
@@ -541,6 +634,8 @@ main(void)
 		  test_refuses_what_is_not_a_regular_file },
 		{ "a dead owner's file: taken over, a new inode",
 		  test_takes_over_a_dead_owners_file },
+		{ "a client's pool fd holds no lock of the pool file",
+		  test_clients_fd_holds_no_lock },
 		{ "a live gateway's file: refused, it keeps working",
 		  test_refuses_a_live_gateways_file },
 		{ "no room for the pool: a start error, no file left",

@@ -66,8 +66,13 @@ open_file(struct egw_payload *p, const struct egw_conf *c, uint64_t session,
 		return rc;
 	p->mem = p->file.map + SHM_FILE_HDR;
 	p->mem_len = need;
-	/* local engines map the whole file through it */
-	p->fd = p->file.fd;
+	/* local engines map the whole file through a description of its
+	 * own: the one holding the lock is never handed out, so a client
+	 * can neither keep the lock past our exit nor release it */
+	rc = shm_file_reopen(&p->file);
+	if (rc < 0)
+		return rc;
+	p->fd = rc;
 	p->fd_offset = SHM_FILE_HDR;
 	p->fd_bytes = p->file.bytes;
 	return 0;
@@ -241,6 +246,8 @@ shm_close(struct egw_payload *p)
 		unmap_peer(&p->peers[i]);
 	egw_pool_destroy(p->pool);
 	egw_payload_pool_mem_free(&p->own);
+	if (p->file.fd >= 0 && p->fd >= 0)
+		close(p->fd); /* the clients' description of our file */
 	shm_file_remove(p->path, &p->file);
 	free(p->ring.c);
 	free(p);

@@ -248,6 +248,30 @@ fail:
 	return rc;
 }
 
+int
+shm_file_reopen(const struct shm_file *f)
+{
+	char proc[64];
+	struct stat st;
+	int fd, rc;
+
+	/* through /proc: the same inode even if the path was replaced */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
+	fd = open(proc, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		shm_log("cannot open the pool file again for local clients "
+			"(%s): %s", proc, strerror(errno));
+		return rc;
+	}
+	if (fstat(fd, &st) != 0 || st.st_dev != f->dev || st.st_ino != f->ino) {
+		close(fd);
+		shm_log("%s is not the pool file: is /proc mounted?", proc);
+		return -ESTALE;
+	}
+	return fd;
+}
+
 void
 shm_file_remove(const char *path, struct shm_file *f)
 {

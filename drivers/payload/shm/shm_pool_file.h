@@ -55,6 +55,13 @@ void shm_file_hdr_get(const uint8_t *buf, struct shm_file_hdr *h);
 int shm_file_create(const char *path, const struct shm_file_hdr *h,
 		    uint64_t data_bytes, struct shm_file *f);
 
+/**
+ * A second open file description of our file (read-write, close-on-exec),
+ * for local clients: the lock stays on f->fd alone. The descriptor, or
+ * -errno (logged).
+ */
+int shm_file_reopen(const struct shm_file *f);
+
 /** Unmap and close; unlink `path` only while it still names our file. */
 void shm_file_remove(const char *path, struct shm_file *f);
 
