@@ -33,7 +33,7 @@ kind_of(mode_t m)
 
 int
 conf_read_file(const char *path, size_t max, char **buf, size_t *len,
-	       char *why, size_t why_len)
+	       mode_t *mode, char *why, size_t why_len)
 {
 	struct stat st;
 	size_t n = 0;
@@ -95,6 +95,8 @@ conf_read_file(const char *path, size_t max, char **buf, size_t *len,
 	b[n] = '\0';
 	*buf = b;
 	*len = n;
+	if (mode != NULL)
+		*mode = st.st_mode;
 	return 0;
 }
 
@@ -558,8 +560,8 @@ load_file(struct pass *p, const char *path, int depth)
 	if (t->nfiles == CONF_MAX_FILES)
 		return fail(p, "@include \"%s\": more than %d files", path,
 			    CONF_MAX_FILES);
-	rc = conf_read_file(path, CONF_MAX_BYTES - p->total, &buf, &len, why,
-			    sizeof(why));
+	rc = conf_read_file(path, CONF_MAX_BYTES - p->total, &buf, &len, NULL,
+			    why, sizeof(why));
 	if (rc != 0) {
 		if (t->nfiles == 0)
 			snprintf(t->err, sizeof(t->err), "%s: cannot read: %s",

@@ -144,14 +144,15 @@ take_over(const char *path)
 	    ls.st_ino == st.st_ino) {
 		if (unlink(path) != 0)
 			rc = -errno;
+		else
+			shm_log("payload.path %s: took over the pool file of a "
+				"stopped gateway (pid %u)", path, h.owner_pid);
 	}
+	/* else it went meanwhile: the exclusive creation decides */
 	close(fd);
 	if (rc != 0)
 		shm_log("cannot remove the stopped gateway's pool file %s: %s",
 			path, strerror(-rc));
-	else
-		shm_log("payload.path %s: took over the pool file of a stopped "
-			"gateway (pid %u)", path, h.owner_pid);
 	return rc;
 }
 
