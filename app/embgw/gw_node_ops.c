@@ -17,11 +17,15 @@ on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 
 /* The node notes failures once per peer (on_note), not per REGISTER. */
 static int
-on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r,
+	   char *why, size_t why_len)
 {
 	struct gw_id *id = ctx;
+	int rc = id->dops->connect(id->drv, peer, r);
 
-	return id->dops->connect(id->drv, peer, r);
+	if (rc != 0 && id->dops->why != NULL)
+		snprintf(why, why_len, "%s", id->dops->why(id->drv, peer));
+	return rc;
 }
 
 static void

@@ -18,7 +18,8 @@
  *    batch may be posted again once poll() has drained completions.
  *  - -EINVAL: a peer index the driver does not know.
  *  - open()/connect(): -errno of the call that failed (-ENOMEM, -ENODEV,
- *    -ENOENT, -ERANGE, ...), each also logged with its cause by verbs.
+ *    -ENOENT, -ERANGE, ...); open() logs its cause, connect() keeps it
+ *    for why() and logs nothing.
  * A batch the driver takes but cannot move (peer not connected, a write
  * outside the peer's regions, the link in error) is not an error return:
  * post() returns 0 and the batch completes with ok = false through poll().
@@ -222,6 +223,10 @@ struct egw_payload_ops {
 	 *  endpoint (the peer has rebuilt its side). */
 	int (*connect)(struct egw_payload *p, uint32_t peer,
 		       const struct egw_register *r);
+	/** Why the last connect() to `peer` failed, a sentence (it is the
+	 *  caller's to log: connect() logs nothing, as it is retried with
+	 *  every REGISTER of a peer it cannot reach). Optional. */
+	const char *(*why)(const struct egw_payload *p, uint32_t peer);
 	/** The peer's incarnation is gone (it restarted): let go of its
 	 *  memory now - nothing is written to it after this returns, nothing
 	 *  for the new incarnation before its connect() (shm: unmap; verbs:

@@ -542,15 +542,15 @@ static bool
 apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 {
 	struct node_peer *pe = &n->peers[peer];
-	char what[96];
+	char what[256], why[200] = "";
 	int rc = n->ops.peer_up != NULL ?
-		 n->ops.peer_up(n->ops.ctx, peer, &p->reg) : 0;
+		 n->ops.peer_up(n->ops.ctx, peer, &p->reg, why, sizeof(why)) : 0;
 
 	if (rc != 0) {
 		pe->reached = false;
 		snprintf(what, sizeof(what), "cannot reach its %s: %s",
 			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "pool" : "endpoint",
-			 egw_strerror(rc));
+			 why[0] ? why : egw_strerror(rc));
 		refuse_register(n, peer, p, EGW_E_UNREACHABLE, what);
 		return false;
 	}
@@ -656,7 +656,8 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 			/* our rebuilt endpoint is the peer's now: the driver
 			 * may write again */
 			if (pe->endpoint_unacked && n->ops.peer_up != NULL &&
-			    n->ops.peer_up(n->ops.ctx, peer, r) == 0)
+			    n->ops.peer_up(n->ops.ctx, peer, r, what,
+					   sizeof(what)) == 0)
 				pe->endpoint_unacked = false;
 		}
 	}

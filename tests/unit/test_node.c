@@ -60,7 +60,7 @@ static struct {
 	unsigned nev;
 	unsigned notes[2][EGW_NN_AUTH + 1];
 	enum egw_err note_code[2][EGW_NN_AUTH + 1]; /* the last of each kind */
-	char note_text[2][EGW_NN_AUTH + 1][224];
+	char note_text[2][EGW_NN_AUTH + 1][384];
 	unsigned peer_downs[2];
 } t;
 
@@ -107,13 +107,15 @@ endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
 
 /* The driver hears of a peer (new, or its endpoint changed). */
 static int
-peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
+	size_t why_len)
 {
 	(void)peer;
 	if ((intptr_t)ctx == 1) {
 		t.lang_connect_tries++;
 		if (t.lang_connect_refusals > 0) {
 			t.lang_connect_refusals--;
+			snprintf(why, why_len, "the driver's reason");
 			return -EAGAIN;
 		}
 		t.lang_peer_ups++;
@@ -1050,6 +1052,9 @@ test_unreachable_then_repaired_by_the_next_register(void)
 	CU_ASSERT(st.register_refusals >= 1 && st.register_refusals <= 3);
 	CU_ASSERT_EQUAL(st.adoptions, 1);
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REFUSED], 1);
+	/* the driver's own reason, noted once (the driver logs nothing) */
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+				      "cannot reach its endpoint: the driver's reason"));
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT(st.register_refused >= 1);
 	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_PEER_REFUSED], 1);

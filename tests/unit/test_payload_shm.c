@@ -553,6 +553,56 @@ test_connect_checks_file(void)
 	pp_close(&pp);
 }
 
+/* A connect that fails (the peer's file missing, retried with each of
+ * its REGISTERs) logs nothing: the reason goes back to the caller through
+ * why(), and the node notes it once. */
+static void
+test_connect_failure_is_not_logged(void)
+{
+	char log[64], buf[512];
+	struct egw_register r;
+	const char *why;
+	int saved, fd;
+	ssize_t n;
+
+	open_pair();
+	pp_register(&pp, PP_LANG, &r);
+	snprintf(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
+		 sizeof(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path),
+		 "%s.missing", path);
+	snprintf(log, sizeof(log), "/tmp/egw-test-shm-log-%ld", (long)getpid());
+	fd = open(log, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CU_ASSERT_FATAL(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	CU_ASSERT_FATAL(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
+	for (int i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r),
+				-ENOENT);
+	r.session = PP_SESSION + 7;
+	pp.side[PP_ENC].conf.ports[0].peers[0].shm_path[0] = '\0';
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ESTALE);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	unlink(log);
+	CU_ASSERT_EQUAL(n, 0);
+	if (n > 0) {
+		buf[n] = '\0';
+		printf("\n  logged: %s", buf);
+	}
+	CU_ASSERT_FATAL(pp.ops->why != NULL);
+	why = pp.ops->why(pp.side[PP_ENC].drv, 0);
+	CU_ASSERT(strstr(why, "belongs to session 0x5e55100000000001") != NULL);
+	pp_register(&pp, PP_LANG, &r);
+	r.hidden_size = 128;
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EINVAL);
+	CU_ASSERT(strstr(pp.ops->why(pp.side[PP_ENC].drv, 0), "geometry") != NULL);
+	pp_close(&pp);
+}
+
 static void
 test_close_removes_pool_file(void)
 {
@@ -642,6 +692,8 @@ main(void)
 		  test_no_room_is_a_start_error },
 		{ "connect checks session, geometry, regions of the file",
 		  test_connect_checks_file },
+		{ "a failed connect logs nothing, its reason is kept",
+		  test_connect_failure_is_not_logged },
 		{ "close removes the pool file", test_close_removes_pool_file },
 		{ "close leaves a file that replaced ours",
 		  test_close_leaves_a_replaced_file },

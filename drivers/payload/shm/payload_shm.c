@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +27,7 @@ struct shm_peer {
 	size_t len;
 	uint64_t data_offset;   /* file offset of map[0] */
 	struct egw_register reg;
+	char why[192];          /* why the last connect failed */
 };
 
 struct egw_payload {
@@ -159,7 +161,8 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	/* several receiving peers on one port: each names its own file */
 	fd = shm_file_open_peer(peer < p->port->npeers &&
 				p->port->peers[peer].shm_path[0] ?
-				p->port->peers[peer].shm_path : p->path, r, &h);
+				p->port->peers[peer].shm_path : p->path, r, &h,
+				sp->why, sizeof(sp->why));
 	if (fd < 0)
 		return fd;
 	sp->len = (size_t)(h.file_bytes - h.data_offset);
@@ -167,12 +170,23 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 		       (off_t)h.data_offset);
 	close(fd);
 	if (sp->map == MAP_FAILED) {
+		int rc = -errno;
+
+		snprintf(sp->why, sizeof(sp->why), "cannot map its pool file "
+			 "(%zu bytes): %s", sp->len, strerror(-rc));
 		sp->map = NULL;
-		return -errno;
+		sp->len = 0;
+		return rc;
 	}
 	sp->data_offset = h.data_offset;
 	sp->reg = *r;
 	return 0;
+}
+
+static const char *
+shm_why(const struct egw_payload *p, uint32_t peer)
+{
+	return peer < EGW_CONF_MAX_PEERS ? p->peers[peer].why : "no such peer";
 }
 
 static void
@@ -266,6 +280,7 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.open = shm_open_,
 	.describe = shm_describe,
 	.connect = shm_connect,
+	.why = shm_why,
 	.disconnect = shm_disconnect,
 	.post = shm_post,
 	.poll = shm_poll,

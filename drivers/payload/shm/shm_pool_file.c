@@ -310,7 +310,7 @@ regions_inside(const struct egw_register *r, const struct shm_file_hdr *h)
 
 int
 shm_file_open_peer(const char *path, const struct egw_register *r,
-		   struct shm_file_hdr *h)
+		   struct shm_file_hdr *h, char *why, size_t why_len)
 {
 	struct stat st;
 	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -318,39 +318,39 @@ shm_file_open_peer(const char *path, const struct egw_register *r,
 
 	if (fd < 0) {
 		rc = -errno;
-		shm_log("peer %s: cannot open its pool file %s: %s", r->name,
-			path, strerror(errno));
+		snprintf(why, why_len, "cannot open its pool file %s: %s",
+			 path, strerror(errno));
 		return rc;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !read_hdr(fd, h) ||
 	    h->data_offset != SHM_FILE_HDR) {
-		shm_log("peer %s: %s is not an embgw pool file", r->name, path);
+		snprintf(why, why_len, "%s is not an embgw pool file", path);
 		rc = -EBADMSG;
 	} else if (h->session != r->session) {
-		shm_log("peer %s: pool file %s belongs to session %#llx, the "
-			"REGISTER came from %#llx", r->name, path,
-			(unsigned long long)h->session,
-			(unsigned long long)r->session);
+		snprintf(why, why_len, "pool file %s belongs to session %#llx, "
+			 "the REGISTER came from %#llx", path,
+			 (unsigned long long)h->session,
+			 (unsigned long long)r->session);
 		rc = -ESTALE;
 	} else if (h->block_tokens != r->block_tokens ||
 		   h->pool_blocks != r->pool_blocks ||
 		   h->hidden_size != r->hidden_size ||
 		   h->dtype_bytes != r->dtype_bytes ||
 		   h->aux_bytes != r->aux_bytes) {
-		shm_log("peer %s: pool file %s: geometry %u/%u/%u/%u/%u, the "
-			"REGISTER says %u/%u/%u/%u/%u (block_tokens/pool_blocks/"
-			"hidden_size/dtype_bytes/aux_bytes)", r->name, path,
-			h->block_tokens, h->pool_blocks, h->hidden_size,
-			h->dtype_bytes, h->aux_bytes, r->block_tokens,
-			r->pool_blocks, r->hidden_size, r->dtype_bytes,
-			r->aux_bytes);
+		snprintf(why, why_len, "pool file %s: geometry %u/%u/%u/%u/%u, "
+			 "the REGISTER says %u/%u/%u/%u/%u (block_tokens/"
+			 "pool_blocks/hidden_size/dtype_bytes/aux_bytes)", path,
+			 h->block_tokens, h->pool_blocks, h->hidden_size,
+			 h->dtype_bytes, h->aux_bytes, r->block_tokens,
+			 r->pool_blocks, r->hidden_size, r->dtype_bytes,
+			 r->aux_bytes);
 		rc = -EINVAL;
 	} else if (h->file_bytes > (uint64_t)st.st_size ||
 		   h->file_bytes > SIZE_MAX || !regions_inside(r, h)) {
-		shm_log("peer %s: pool file %s (%llu bytes, header says %llu) "
-			"does not hold the regions its REGISTER names", r->name,
-			path, (unsigned long long)st.st_size,
-			(unsigned long long)h->file_bytes);
+		snprintf(why, why_len, "pool file %s (%llu bytes, header says "
+			 "%llu) does not hold the regions its REGISTER names",
+			 path, (unsigned long long)st.st_size,
+			 (unsigned long long)h->file_bytes);
 		rc = -ERANGE;
 	} else {
 		return fd;

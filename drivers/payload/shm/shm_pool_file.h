@@ -71,9 +71,11 @@ void shm_file_remove(const char *path, struct shm_file *f);
  * open descriptor (the caller maps [data_offset, file_bytes)) and the
  * header, or -errno: -ENOENT and the like (cannot open), -EBADMSG (not a
  * pool file), -ESTALE (another incarnation's file), -EINVAL (geometry
- * differs), -ERANGE (a region outside the file). Logs why.
+ * differs), -ERANGE (a region outside the file), the reason in `why`
+ * (nothing is logged: a peer that cannot be reached is tried again with
+ * each of its REGISTERs).
  */
 int shm_file_open_peer(const char *path, const struct egw_register *r,
-		       struct shm_file_hdr *h);
+		       struct shm_file_hdr *h, char *why, size_t why_len);
 
 #endif /* EGW_SHM_POOL_FILE_H */
