@@ -589,7 +589,13 @@ adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
 
 	pe->adopted = p->session;
 	pe->confirmed = false;
-	egw_replay_start(&pe->replay, p->session, p->seq);
+	/* what the session sent before this REGISTER was checked in the
+	 * window of sessions not adopted (this one included): it goes over,
+	 * so none of it is taken twice */
+	if (pe->heard_win.session == p->session)
+		pe->replay = pe->heard_win;
+	else
+		egw_replay_start(&pe->replay, p->session, p->seq);
 	if (n->receiver != NULL)
 		egw_receiver_peer_add(n->receiver, peer, n->now);
 	n->st.adoptions++;

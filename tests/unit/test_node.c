@@ -940,12 +940,13 @@ test_old_incarnation_replayed_after_many_restarts(void)
 
 /* A REGISTER from `session` (the encode side's content) naming the language
  * side, with `peer_seq`, handed to the language side. */
-static void
+static struct dgram
 register_from(uint64_t session, uint64_t peer_seq)
 {
 	static uint64_t seq;
 	struct egw_pkt p;
-	uint8_t b[EGW_PROTO_MAX_LEN];
+	struct dgram d = { .to = 1, .src = ENC_IP };
+	uint8_t *b = d.b;
 	int len;
 
 	decode(&t.last_reg[0], &p);
@@ -953,9 +954,11 @@ register_from(uint64_t session, uint64_t peer_seq)
 	p.reg.peer_seq = peer_seq;
 	p.reg.ack_qpn = p.reg.ack_psn = 0;
 	len = egw_proto_encode_register(&t.conf[0].key, session, ++seq, 0,
-					&p.reg, b, sizeof(b));
+					&p.reg, b, sizeof(d.b));
 	CU_ASSERT_FATAL(len > 0);
+	d.len = (size_t)len;
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
+	return d;
 }
 
 /* A REGISTER whose peer_seq names a REGISTER of ours older than 2 s adopts
@@ -992,6 +995,34 @@ test_register_with_stale_peer_seq_adopts_nothing(void)
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x6666);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.peer_restarts, 1);
+	t.down[0] = false;
+	teardown();
+}
+
+/* The datagrams a session sent before the one that adopted it, accepted
+ * in the window of sessions not adopted, stay refused as replays once it
+ * is adopted: the window goes over with the session. */
+static void
+test_adoption_keeps_the_sessions_window(void)
+{
+	struct dgram first;
+	struct egw_pkt ours;
+	struct egw_node_stats st0, st;
+
+	setup(16);
+	run(5000000);
+	t.nq = 0;
+	t.down[0] = true; /* the new session is played by hand */
+	first = register_from(0x7777, 0); /* no proof: answered */
+	CU_ASSERT_FATAL(t.nq == 1);
+	decode(&t.q[0], &ours);
+	register_from(0x7777, ours.seq);  /* adopts */
+	CU_ASSERT_EQUAL_FATAL(egw_node_peer_session(t.node[1], 0), 0x7777);
+	egw_node_get_stats(t.node[1], &st0);
+	egw_node_rx(t.node[1], ENC_IP, PORT, first.b, first.len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_REPLAY], st0.drops[EGW_ND_REPLAY] + 1);
+	CU_ASSERT_EQUAL(st.registers_rx, st0.registers_rx);
 	t.down[0] = false;
 	teardown();
 }
@@ -1153,6 +1184,8 @@ main(void)
 		  test_old_incarnation_replayed_after_many_restarts },
 		{ "register_with_stale_peer_seq_adopts_nothing",
 		  test_register_with_stale_peer_seq_adopts_nothing },
+		{ "adoption_keeps_the_sessions_window",
+		  test_adoption_keeps_the_sessions_window },
 		{ "new_incarnation_lets_go_before_writing",
 		  test_new_incarnation_lets_go_before_writing },
 		{ "unreachable_then_repaired_by_the_next_register",
