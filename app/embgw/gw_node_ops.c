@@ -29,10 +29,14 @@ on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r,
 }
 
 static void
-on_peer_down(void *ctx, uint32_t peer)
+on_peer_down(void *ctx, uint32_t peer, bool silent)
 {
 	struct gw_id *id = ctx;
 
+	/* a silent peer may be the same incarnation coming back: only a
+	 * driver that must give back what it holds of it lets go */
+	if (silent && !id->dops->disconnect_silent)
+		return;
 	if (id->dops->disconnect != NULL)
 		id->dops->disconnect(id->drv, peer);
 }

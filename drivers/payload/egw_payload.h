@@ -232,6 +232,15 @@ struct egw_payload_ops {
 	 *  for the new incarnation before its connect() (shm: unmap; verbs:
 	 *  reset the QP, which fails the batches in flight). Optional. */
 	void (*disconnect)(struct egw_payload *p, uint32_t peer);
+	/** disconnect() also when the peer was declared dead (silent past
+	 *  peer_dead_ms; its rooms failed), to be connected again by the
+	 *  same incarnation's next REGISTER. shm: yes, its mapping keeps a
+	 *  killed peer's pool file's space in use, and remapping the same
+	 *  file is safe. verbs: no, the QP holds nothing of the peer's, and
+	 *  bringing it back towards the same peer would need both sides to
+	 *  take new PSNs, which one side declaring the other dead does not
+	 *  give (the other may not have). */
+	bool disconnect_silent;
 	/** Post writes from the local pool to a peer; completion later. */
 	int (*post)(struct egw_payload *p, uint32_t peer,
 		    const struct egw_write *w, uint32_t n, uint64_t cookie);

@@ -56,6 +56,7 @@ struct node_peer {
 	bool reached;            /* its memory: the last apply succeeded */
 	bool was_registered;     /* for the REGISTERED note */
 	bool endpoint_unacked;   /* our endpoint changed: no ACK echoed it */
+	bool silent;             /* declared dead: let go after the engines */
 	struct egw_replay replay;    /* the adopted session's window */
 	struct egw_replay heard_win; /* REGISTERs from other sessions */
 	struct egw_register applied; /* content last applied (reached) */
@@ -291,8 +292,10 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		break;
 	case EGW_ACT_PEER_DEAD:
 		/* silent past its deadline: it must confirm us again (the
-		 * same incarnation at once, a new one through adoption) */
+		 * same incarnation at once, a new one through adoption); its
+		 * memory is let go once the engine call returns (let_go) */
 		n->peers[a->peer].confirmed = false;
+		n->peers[a->peer].silent = true;
 		n->peers[a->peer].next_register = n->now;
 		break;
 	default:
@@ -569,7 +572,7 @@ end_incarnation(struct egw_node *n, uint32_t peer)
 	struct node_peer *pe = &n->peers[peer];
 
 	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer);
+		n->ops.peer_down(n->ops.ctx, peer, false);
 	if (n->sender != NULL)
 		egw_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
@@ -832,6 +835,25 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	drain_deferred(n);
 }
 
+/* A peer declared dead: every room shared with it has failed (in both
+ * engines: one may not have noticed yet), then the driver lets go of its
+ * memory, and the memory counts as not reached, so the same incarnation's
+ * next REGISTER is applied anew (rule 7). */
+static void
+let_go(struct egw_node *n, uint32_t peer)
+{
+	struct node_peer *pe = &n->peers[peer];
+
+	pe->silent = false;
+	if (n->sender != NULL)
+		egw_sender_peer_dead(n->sender, peer, n->now);
+	if (n->receiver != NULL)
+		egw_receiver_peer_dead(n->receiver, peer, n->now);
+	if (n->ops.peer_down != NULL)
+		n->ops.peer_down(n->ops.ctx, peer, true);
+	pe->reached = false;
+}
+
 void
 egw_node_tick(struct egw_node *n, uint64_t now)
 {
@@ -849,6 +871,9 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 		egw_sender_tick(n->sender, now);
 	if (n->receiver != NULL)
 		egw_receiver_tick(n->receiver, now);
+	for (uint32_t i = 0; i < n->npeers; i++)
+		if (n->peers[i].silent)
+			let_go(n, i);
 	for (uint32_t i = 0; i < n->npeers; i++)
 		registered_check(n, i);
 	drain_deferred(n);

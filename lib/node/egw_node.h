@@ -103,10 +103,16 @@ struct egw_node_ops {
 	 *  is not logged with every REGISTER. */
 	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r,
 		       char *why, size_t why_len);
-	/** The peer's adopted incarnation is gone (it restarted): let go of
-	 *  its memory now (shm: unmap; verbs: reset the queue pair). Called
-	 *  before anything is written for the new incarnation; optional. */
-	void (*peer_down)(void *ctx, uint32_t peer);
+	/** Let go of the peer's memory. `silent` false: its adopted
+	 *  incarnation is gone (it restarted): called before anything is
+	 *  written for the new incarnation (shm: unmap; verbs: reset the
+	 *  queue pair). `silent` true: it was declared dead (no word past
+	 *  peer_dead_ms) and its rooms have failed; it may be the same
+	 *  incarnation, unreachable for a while, whose next REGISTER is then
+	 *  applied anew (peer_up) - a driver lets go only of what must not
+	 *  be held for a peer that may be gone (shm: the mapping, which
+	 *  keeps a killed peer's pool file's space in use). Optional. */
+	void (*peer_down)(void *ctx, uint32_t peer, bool silent);
 	/** A line worth logging (struct egw_node_note); optional. */
 	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt);
 	/** Post payload writes to a peer; report an accepted batch with

@@ -62,6 +62,7 @@ static struct {
 	enum egw_err note_code[2][EGW_NN_AUTH + 1]; /* the last of each kind */
 	char note_text[2][EGW_NN_AUTH + 1][384];
 	unsigned peer_downs[2];
+	unsigned fail_ev;     /* t.nev when a sender room first failed */
 } t;
 
 static void
@@ -74,9 +75,10 @@ event(char what, uint64_t session)
 }
 
 static void
-peer_down(void *ctx, uint32_t peer)
+peer_down(void *ctx, uint32_t peer, bool silent)
 {
 	(void)peer;
+	(void)silent;
 	t.peer_downs[(intptr_t)ctx]++;
 	if ((intptr_t)ctx == 0)
 		event('D', 0);
@@ -182,6 +184,8 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 	if (e == EGW_E_OK)
 		return;
 	t.done_err++;
+	if (is_sender && t.fail_ev == 0)
+		t.fail_ev = t.nev; /* events before the first failed room */
 	if (is_sender)
 		t.sender_failed[egw_err_to_wire(e)]++;
 	else
@@ -1027,6 +1031,44 @@ test_adoption_keeps_the_sessions_window(void)
 	teardown();
 }
 
+/* The language side falls silent past peer_dead_ms (the same incarnation,
+ * only unreachable): the encode side fails its room, then has its driver
+ * let go of the peer's memory (shm: the mapping that keeps a killed
+ * peer's pool file's space in use), and when the same incarnation is
+ * heard again its REGISTER is applied anew: registered, transfers go on. */
+static void
+test_silent_peer_let_go_and_reapplied(void)
+{
+	unsigned ups, downs, fail_at = 0, down_at = 0;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[0], 0));
+	open_held(50000);
+	ups = t.enc_peer_ups;
+	downs = t.peer_downs[0];
+	t.down[1] = true;
+	run(t.conf[0].timers.peer_dead_ns + 500000000ull);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
+	CU_ASSERT_EQUAL(t.peer_downs[0], downs + 1);
+	/* the room failed before the memory was let go */
+	for (unsigned i = 0; i < t.nev; i++)
+		if (t.ev[i].what == 'D')
+			down_at = i;
+	fail_at = t.fail_ev;
+	CU_ASSERT(fail_at > 0 && down_at >= fail_at);
+	t.hold_writes = false;
+	t.down[1] = false;
+	run(1000000000ull);
+	CU_ASSERT_EQUAL(t.enc_peer_ups, ups + 1);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[0], 0), 1001);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	assert_room_transfers(3000);
+	teardown();
+}
+
 /* The language side restarts while the encode side has a room in flight
  * to it: the encode side fails that room, has its driver let go of the
  * old memory, and only then connects to and writes for the new one. */
@@ -1186,6 +1228,8 @@ main(void)
 		  test_register_with_stale_peer_seq_adopts_nothing },
 		{ "adoption_keeps_the_sessions_window",
 		  test_adoption_keeps_the_sessions_window },
+		{ "silent_peer_let_go_and_reapplied",
+		  test_silent_peer_let_go_and_reapplied },
 		{ "new_incarnation_lets_go_before_writing",
 		  test_new_incarnation_lets_go_before_writing },
 		{ "unreachable_then_repaired_by_the_next_register",

@@ -62,7 +62,12 @@ open_file(struct egw_payload *p, const struct egw_conf *c, uint64_t session,
 		.dtype_bytes = c->geom.dtype_bytes,
 		.aux_bytes = c->geom.aux_bytes,
 	};
-	int rc = shm_file_create(p->path, &h, need, &p->file);
+	/* a peer lets go of a killed predecessor's file within
+	 * peer_dead_ms of its death: that long, and a second for the
+	 * unmapping to reach us */
+	int rc = shm_file_create(p->path, &h, need,
+				 c->timers.peer_dead_ns + 1000000000ull,
+				 &p->file);
 
 	if (rc != 0)
 		return rc;
@@ -282,6 +287,7 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.connect = shm_connect,
 	.why = shm_why,
 	.disconnect = shm_disconnect,
+	.disconnect_silent = true,
 	.post = shm_post,
 	.poll = shm_poll,
 	.stats = shm_stats,

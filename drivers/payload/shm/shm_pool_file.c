@@ -10,12 +10,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "egw_payload.h"
@@ -171,9 +173,52 @@ no_room(const char *path, int fd, uint64_t bytes, int err)
 			(unsigned long long)bytes, path, strerror(err));
 }
 
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reserve the file's whole size. ENOSPC is waited out for `wait_ns` when
+ * the pool would fit the filesystem at all: the space may be held by a
+ * killed gateway's pool file (unlinked at take-over) that a peer still
+ * maps until it declares that gateway dead and lets go. */
+static int
+reserve(const char *path, int fd, uint64_t bytes, uint64_t wait_ns)
+{
+	const struct timespec pause = { 0, 50000000 }; /* 50 ms */
+	uint64_t deadline = mono_ns() + wait_ns;
+	struct statvfs vs;
+	bool said = false;
+	int rc;
+
+	for (;;) {
+		rc = posix_fallocate(fd, 0, (off_t)bytes);
+		if (rc != ENOSPC || mono_ns() >= deadline ||
+		    fstatvfs(fd, &vs) != 0 ||
+		    (uint64_t)vs.f_blocks * vs.f_frsize < bytes)
+			break;
+		if (!said)
+			shm_log("pool file %s: no room for %llu bytes yet "
+				"(%llu free): waiting up to %llu ms for a "
+				"stopped gateway's pool file to be let go by "
+				"its peers", path, (unsigned long long)bytes,
+				(unsigned long long)vs.f_bavail * vs.f_frsize,
+				(unsigned long long)(wait_ns / 1000000));
+		said = true;
+		nanosleep(&pause, NULL);
+	}
+	if (rc != 0)
+		no_room(path, fd, bytes, rc);
+	return -rc;
+}
+
 int
 shm_file_create(const char *path, const struct shm_file_hdr *hdr,
-		uint64_t data_bytes, struct shm_file *f)
+		uint64_t data_bytes, uint64_t wait_ns, struct shm_file *f)
 {
 	struct shm_file_hdr h = *hdr;
 	struct stat st;
@@ -217,12 +262,9 @@ shm_file_create(const char *path, const struct shm_file_hdr *hdr,
 			strerror(errno));
 		goto fail;
 	}
-	rc = posix_fallocate(f->fd, 0, (off_t)bytes);
-	if (rc != 0) {
-		no_room(path, f->fd, bytes, rc);
-		rc = -rc;
+	rc = reserve(path, f->fd, bytes, wait_ns);
+	if (rc != 0)
 		goto fail;
-	}
 	f->map = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		      f->fd, 0);
 	if (f->map == MAP_FAILED) {
