@@ -273,6 +273,12 @@ extern const struct egw_payload_ops egw_payload_verbs_ops;
 #endif
 
 /** A driver's log line on stderr: "embgw: DRIVER: message". */
+/** Bytes a start would free on the filesystem of `path` by taking over
+ *  the shm pool file of a stopped gateway there (our header, its lock
+ *  free); 0 when there is none to take over (nothing, a live gateway's,
+ *  anything else). For --check-config: the start's own take-over. */
+uint64_t egw_payload_shm_reclaimable(const char *path);
+
 void egw_payload_log(const char *driver, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

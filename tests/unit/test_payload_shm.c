@@ -359,6 +359,31 @@ test_takes_over_a_dead_owners_file(void)
 	CU_ASSERT(access(path, F_OK) != 0);
 }
 
+/* --check-config counts a stopped gateway's pool file at the path as
+ * space the start frees (it takes it over); a live gateway's, a
+ * stranger's file, or nothing at all frees nothing. */
+static void
+test_reclaimable_bytes(void)
+{
+	uint8_t h[8192] = { 'E', 'G', 'W', 'P', 0, 1 };
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	unlink(path);
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path), 0);
+	write_file(path, h, sizeof(h));
+	CU_ASSERT_FATAL(stat(path, &st) == 0);
+	CU_ASSERT(st.st_blocks > 0);
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path),
+			(uint64_t)st.st_blocks * 512);
+	write_file(path, "not a pool", 10);
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path), 0);
+	unlink(path);
+	open_pair(); /* a live gateway's */
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path), 0);
+	pp_close(&pp);
+}
+
 /* A live gateway's pool file (its lock held): a second gateway with the
  * same path is refused and the first keeps its file, whole. */
 static void
@@ -686,6 +711,8 @@ main(void)
 		  test_takes_over_a_dead_owners_file },
 		{ "a client's pool fd holds no lock of the pool file",
 		  test_clients_fd_holds_no_lock },
+		{ "a stopped gateway's file counts as reclaimable space",
+		  test_reclaimable_bytes },
 		{ "a live gateway's file: refused, it keeps working",
 		  test_refuses_a_live_gateways_file },
 		{ "no room for the pool: a start error, no file left",

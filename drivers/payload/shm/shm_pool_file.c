@@ -158,6 +158,28 @@ take_over(const char *path)
 	return rc;
 }
 
+uint64_t
+egw_payload_shm_reclaimable(const char *path)
+{
+	struct shm_file_hdr h;
+	struct stat ls, st;
+	uint64_t bytes = 0;
+	int fd;
+
+	if (lstat(path, &ls) != 0 || !S_ISREG(ls.st_mode))
+		return 0;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* a shared lock is refused while a live owner holds its own */
+	if (fstat(fd, &st) == 0 && st.st_ino == ls.st_ino &&
+	    st.st_dev == ls.st_dev && read_hdr(fd, &h) &&
+	    flock(fd, LOCK_SH | LOCK_NB) == 0)
+		bytes = (uint64_t)st.st_blocks * 512;
+	close(fd);
+	return bytes;
+}
+
 static void
 no_room(const char *path, int fd, uint64_t bytes, int err)
 {
