@@ -850,6 +850,37 @@ case_pool_file_second_instance() {
 	MSG="the second gateway refused (exit 1, 'pool of a running gateway'); the first kept its pool file (inode $ino), its 30 rooms byte-exact, the file removed at its exit"
 }
 
+define restart-language-small-shm "the language gateway SIGKILLed and started again at once with its pool file on a tmpfs that holds one pool, not two: the encode gateway lets go of the killed one's file when it declares it dead, the new start waits for that space (one log line) instead of failing, registers, and its rooms are byte-exact"
+case_restart_language_small_shm() {
+	local small=$T/small lang ok=1
+	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
+	# a 132 MiB pool (262144 tokens x 512 B and the rest): one fits
+	mkdir "$small" && mount -t tmpfs -o size=200m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	scripts/gen-configs.sh "$small" 1024 262144 "$SLACK" >/dev/null
+	start_gw enc 1 "$small/encode.cfg" "$T/enc.log" --produce
+	wait_ready enc "$small/memif0.sock" || { stop_all; umount "$small"; return 1; }
+	start_gw lang 0 "$small/language.cfg" "$T/lang.0.log" --drive 1000 \
+		--concurrency 2 --lengths 50000,2000
+	lang=${PIDS[-1]}
+	LOG=$T/lang.0.log
+	wait_registered "$T/lang.0.log" 20 || { stop_all; umount "$small"; return 1; }
+	sleep 0.5 # rooms under way
+	kill_gw "$lang"
+	LOG=$T/lang.1.log
+	run_gw lang 0 "$small/language.cfg" "$T/lang.1.log" 60 --exit-when-done \
+		--drive 20 --concurrency 2 --lengths 50000,2000
+	stop_all
+	MSG="lang: $(grep -m1 'no room for' "$T/lang.1.log") $(report "$T/lang.1.log") enc: $(report "$T/enc.log")"
+	grep -q "pool file $small/lang-pool-0: no room for [0-9]* bytes yet ([0-9]* free): waiting up to 6000 ms" "$T/lang.1.log" &&
+		expect "$T/enc.log" node peer_restarts -eq 1 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 &&
+		expect "$T/lang.1.log" result errors -eq 0 &&
+		expect "$T/lang.1.log" language ok -eq 20 || ok=0
+	umount "$small"
+	[ "$ok" = 1 ] || return 1
+	MSG="the restart found the killed gateway's file still mapped, waited for the encode side to declare it dead and let go, then registered: 20 rooms byte-exact, nothing leaked"
+}
+
 define pool-no-room "pools larger than their memory: a language pool file on a 16 MiB tmpfs, an encode pool over the machine's available memory: each start refused with the size and what is free, --check-config refuses both, nothing left behind"
 case_pool_no_room() {
 	local small=$T/small rc rc2 chk chk2 ok=1 avail cap hidden=8192
