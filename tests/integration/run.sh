@@ -379,7 +379,7 @@ case_key_mismatch() {
 # ---- the Wireshark dissector over a capture of real gateway traffic --------
 define dissector "tools/wireshark/embgw.lua decodes every control frame of a real capture, as many received as the gateway counted"
 case_dissector() {
-	local udp dec bad types names rx want_rx tags
+	local udp dec bad types names rx want_rx tags regs proofs
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
 	scripts/gen-configs.sh "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gw "$T/enc.log" || return 1
@@ -395,8 +395,13 @@ case_dissector() {
 	rx=$(ts -Y "embgw && ip.src == 192.168.77.1" | wc -l)
 	want_rx=$(field "$T/lang.log" node rx_datagrams)
 	tags=$(ts -Y "embgw" -T fields -e embgw.tag_len | sort -u | tr '\n' ' ')
-	MSG="udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags'"
-	[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
+	# REGISTER's peer_seq at offset 160: non-zero where a
+	# REGISTER of the addressee was heard (all but the first ones)
+	regs=$(ts -Y "embgw.type == 7" | wc -l)
+	proofs=$(ts -Y "embgw.reg.peer_seq > 0" | wc -l)
+	MSG="udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags' registers=$regs with peer_seq=$proofs"
+	[ "$proofs" -gt 0 ] && [ "$proofs" -le "$regs" ] &&
+		[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
 		[ "$types" = "1 2 3 4 7 " ] && [ "$names" = "enc-0 lang-0 " ] &&
 		[ "$rx" = "$want_rx" ] && [ "$tags" = "16 " ] || return 1
 	MSG="$dec/$udp control frames decoded (types $types), MAC length 16 on all, $rx received = the gateway's own count"
