@@ -294,7 +294,8 @@ egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
 
 	if (key == NULL || r == NULL || buf == NULL ||
 	    (flags & ~allowed_flags(EGW_MSG_REGISTER)) != 0 ||
-	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0))
+	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0) ||
+	    (r->peer_session == 0) != (r->peer_seq == 0))
 		return -EINVAL;
 	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
@@ -399,10 +400,12 @@ parse_register(const uint8_t *p, uint16_t flags, struct egw_register *r)
 	r->ack_qpn = get32(p + R_ACK_QPN);
 	r->ack_psn = get32(p + R_ACK_PSN);
 	r->peer_seq = get64(p + R_PEER_SEQ);
-	/* only an ACK echoes an endpoint; ADOPTED must name a session */
+	/* only an ACK echoes an endpoint; ADOPTED must name a session;
+	 * peer_session and peer_seq come from the same REGISTER heard */
 	if (((flags & EGW_MSGF_ACK) == 0 && (r->ack_qpn || r->ack_psn)) ||
 	    r->ack_qpn > 0xffffffu || r->ack_psn > 0xffffffu ||
-	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0))
+	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0) ||
+	    (r->peer_session == 0) != (r->peer_seq == 0))
 		return EGW_PE_FIELD;
 	if (r->qpn > 0xffffffu || r->psn > 0xffffffu ||
 	    r->mtu < 256 || r->mtu > 4096 || (r->mtu & (r->mtu - 1)) != 0 ||

@@ -304,9 +304,27 @@ test_register_and_error_rules(void)
 	memset(b + 48 + 144, 0, 8);
 	remac(b, len);
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* peer_session and peer_seq name the same REGISTER heard: both 0
+	 * (none heard) or neither (forged past the encoder) */
+	r.ack_qpn = r.ack_psn = 0;
+	r.peer_session = 7;
+	r.peer_seq = 9;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, 0, &r, b,
+						  sizeof(b)), 48 + 168 + 16);
+	memset(b + 48 + 160, 0, 8);
+	remac(b, 48 + 168 + 16);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, 48 + 168 + 16, &pkt, NULL),
+			EGW_PE_FIELD);
+	r.peer_seq = 0;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, 0, &r, b,
+						  sizeof(b)), -EINVAL);
+	r.peer_session = 0;
+	r.peer_seq = 9;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, 0, &r, b,
+						  sizeof(b)), -EINVAL);
 	/* peer_session 0 without ADOPTED: a first REGISTER */
 	r.peer_session = 0;
-	r.ack_qpn = r.ack_psn = 0;
+	r.peer_seq = 0;
 	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
 	/* only an ACK echoes an endpoint */
