@@ -4,6 +4,13 @@
 #   bench <name>: <value> <unit> (ratio <r> vs <reference>)
 # The table goes to doc/benchmarks.md (or $EMBGW_BENCH_OUT) with the machine.
 # EMBGW_BENCH_QUICK=1: one small round of each (the test command's smoke run).
+# The gateways here are joined by net_memif, unlike the demo's and the
+# tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
+# is compared against is testpmd over memif, and every process here leaves
+# only once the traffic is done - the driving side when its rooms are, the
+# others stopped with SIGINT after that, nothing killed - so no survivor is
+# in the middle of a burst when a leaving peer's rings are unmapped (a
+# crash would cost a bench run, not a result).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh # libzmq3-dev for the reference figures, among the rest
@@ -61,7 +68,7 @@ emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or AB
 GEN=build/app/embgw-gen/embgw-gen
 drive=200000
 [ "$quick" = 1 ] && drive=5000
-scripts/gen-configs.sh "$W/ctl" 128 262144 >/dev/null
+scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
 gw_tx=() gw_dg=() gw_ns=()
 for r in $(seq 1 "$rounds"); do
 	start_gw enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce >/dev/null
@@ -134,8 +141,8 @@ emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
 # ---- resume cost: 50,000 tokens from an 8,192 default vs pre-allocated ---
 n=10
 [ "$quick" = 1 ] && n=2
-scripts/gen-configs.sh "$W/r8k" 8192 262144 >/dev/null
-scripts/gen-configs.sh "$W/rfull" 50048 262144 >/dev/null
+scripts/gen-configs.sh --memif "$W/r8k" 8192 262144 >/dev/null
+scripts/gen-configs.sh --memif "$W/rfull" 50048 262144 >/dev/null
 lat_r=() lat_f=()
 for r in $(seq 1 "$rounds"); do
 	for cfg in r8k rfull; do
@@ -160,7 +167,7 @@ emit resume-cost "$lr" "ms per 50,000-token room (default 8,192)" "$(ratio "$lr"
 drive=300
 [ "$quick" = 1 ] && drive=40
 flood=200000
-scripts/gen-configs.sh "$W/fl" 1024 262144 >/dev/null
+scripts/gen-configs.sh --memif "$W/fl" 1024 262144 >/dev/null
 rate() { # extra embgw-gen args...
 	start_gw enc 1 "$W/fl/encode.cfg" "$W/enc.log" --produce >/dev/null
 	wait_socket "$W/fl/memif0.sock"
@@ -194,7 +201,7 @@ emit under-flood "$q1" "rooms/s while embgw-gen floods ${flood} junk datagrams/s
 # room released; the clients' CPU per room from their own process times.
 n=16
 [ "$quick" = 1 ] && n=3
-scripts/gen-configs.sh --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024 65536 \
+scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024 65536 \
 	"peer_dead_ms = 5000;" >/dev/null
 ENGINE=(env "EMBGW_CLIENT_LIB=build/lib/client/libegw_client.so"
 	timeout -s KILL 300 /usr/bin/python3 tests/integration/engine.py)
@@ -203,7 +210,7 @@ eng_pair() { # the encode gateway [args], up
 	# other's pages already in memory
 	rm -f "$W/eng/lang-pool-0"
 	start_gw enc 1 "$W/eng/encode.cfg" "$W/enc.log" "$@" >/dev/null
-	wait_ready enc "$W/eng/memif0.sock" >/dev/null || true
+	{ wait_socket "$W/eng/memif0.sock" && wait_ready enc; } >/dev/null || true
 }
 en_r=() bi_r=() en_ce=() en_cl=() en_cp=()
 for r in $(seq 1 "$rounds"); do
@@ -266,6 +273,13 @@ if [ -f build-vm/lang-gw.log ] && [ -f build-vm/ibbw-client.log ]; then
 			emit payload-rocev2 "$vg" "MB/s (soft-RoCE, two TCG guests)" "$vr" \
 				"ib_write_bw $vi Gb/s, 64 KiB, same rxe pair" "-"
 		fi
+	fi
+	wk=$(EMBGW_VM_JUDGE_ONLY=1 tests/vm/run.sh 2>/dev/null | grep "^bench vm-window-keys" || true)
+	v=$(sed -nE 's/^bench vm-window-keys: ([0-9.]+) us per window .* \(ratio ([0-9.]+) vs the mean window of the same run, ([0-9.]+) ms\)/\1 \2 \3/p' <<<"$wk")
+	if [ -n "$v" ]; then
+		read -r wu wr wm <<<"$v"
+		emit window-keys "$wu" "us to open and close a window (soft-RoCE, TCG guest: bind + invalidation, posted and completed)" \
+			"$wr" "the mean window (round) of the same run, $wm ms" "-"
 	fi
 else
 	echo "bench payload-rocev2: not measured (run tests/vm/run.sh first)"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The demo: inference engines moving real PyTorch tensors through two embgw
 # gateways on this host - an encode gateway and a language gateway joined
-# by net_memif (DPDK, --no-pci, no hugepages needed), payload over the shm
-# driver, each with an attach socket (doc/client.md). A Python encode
+# by net_af_packet on a veth pair of the demo's own (DPDK, --no-pci, no
+# hugepages needed; the pair has no address and is removed at exit, see
+# doc/gateway.md, "Same-host devices"), payload over the shm driver, each
+# with an attach socket (doc/client.md). A Python encode
 # engine (examples/encode_worker.py: a small vision encoder over synthetic
 # images) sends each request's embeddings; two language rank processes
 # (examples/language_worker.py: tensor parallelism over 2 ranks) receive
@@ -39,6 +41,10 @@ TIMERS="bootstrap_ms = 60000; peer_dead_ms = 30000; round_ms = 30000;"
 
 rooms=0 bytes=0 rounds=0 errors=0 leaked=0
 dir=$(mktemp -d /tmp/embgw-demo.XXXXXX)
+# the link between the two gateways: one veth pair, removed on every exit
+trap 'veth_down; rm -rf "$dir"' EXIT
+trap 'exit 130' INT TERM HUP
+veth_up 1 || { echo "demo: cannot create a veth pair (the demo needs root, for ip link)"; exit 1; }
 WORKERS=()
 stop_workers() {
 	for p in "${WORKERS[@]}"; do
@@ -47,7 +53,7 @@ stop_workers() {
 	WORKERS=()
 }
 # the logs stay when something failed
-trap 'rc=$?; stop_workers; stop_all
+trap 'rc=$?; stop_workers; stop_all; veth_down
 	if [ $rc -eq 0 ]; then rm -rf "$dir"; else echo "demo: logs kept in $dir"; fi' EXIT
 
 # worker_sum SECTION KEY LOG...: KEY summed over the lines of the LOGs that
@@ -66,10 +72,10 @@ engine_phase() {
 	local title=$1 def=$2 base=$3 conc=$4 lengths=$5 repeat=${6:-1}
 	local d=$dir/engines-$base bad=0 r
 	echo "== $title (language default $def tokens)"
-	scripts/gen-configs.sh --attach "$d" "$def" 262144 "$TIMERS" >/dev/null
+	scripts/gen-configs.sh --veth "$VETH" --attach "$d" "$def" 262144 "$TIMERS" >/dev/null
 	attach_lease 60000 "$d/encode.cfg" "$d/language.cfg"
 	start "$EMBGW" enc 1 "$d/encode.cfg" "$d/enc.log" "$PHASE_S"
-	wait_ready enc "$d/memif0.sock"
+	wait_ready enc
 	start "$EMBGW" lang 0 "$d/language.cfg" "$d/lang.log" "$PHASE_S"
 	# the engines start once the gateways have registered with each other
 	wait_socket "$d/lang-0.sock" && wait_socket "$d/enc-0.sock" &&
@@ -85,9 +91,12 @@ engine_phase() {
 	done
 	# a worker's exit status says whether all its rooms succeeded: the
 	# rooms are counted from the lines below
+	# (every process in the background, waited for: an interrupt ends the
+	# wait at once, and the EXIT trap stops them all)
 	timeout -s KILL "$PHASE_S" $PY examples/encode_worker.py "$d/enc-0.sock" \
 		--nranks 2 --lengths "$lengths" --repeat "$repeat" \
-		--base "$base" --concurrency "$conc" >"$d/encode.log" 2>&1 || :
+		--base "$base" --concurrency "$conc" >"$d/encode.log" 2>&1 &
+	WORKERS+=($!)
 	for p in "${WORKERS[@]}"; do
 		wait "$p" || :
 	done
@@ -124,19 +133,22 @@ builtin_phase() {
 	local title=$1 def=$2 d=$dir/builtin
 	shift 2
 	echo "== $title (language default $def tokens)"
-	scripts/gen-configs.sh "$d" "$def" 262144 "$TIMERS" >/dev/null
+	scripts/gen-configs.sh --veth "$VETH" "$d" "$def" 262144 "$TIMERS" >/dev/null
 	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce
-	wait_socket "$d/memif0.sock"
-	if ! run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 \
-		--exit-when-done "$@"; then
-		echo "language gateway failed:"; tail -20 "$d/lang.log"
-		errors=$((errors + 1))
-	fi
+	wait_ready enc
+	local rc=0 failed
+	run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done "$@" || rc=$?
 	stop_all
 	grep -hE "^(language|latency|failed):" "$d/lang.log" | sed 's/^/   /' || :
 	grep -hE "^encode:" "$d/enc.log" | sed 's/^/   /' || :
-	errors=$((errors + $(field "$d/lang.log" result errors) +
-		$(field "$d/enc.log" result-encode failed)))
+	failed=$(field "$d/lang.log" result errors)
+	# a non-zero exit for failed rooms is counted by the report's errors;
+	# any other (no report, a crash, a timeout) is an error of its own
+	if [ "$rc" -ne 0 ] && [ "${failed:-0}" -eq 0 ]; then
+		echo "language gateway failed (exit $rc):"; tail -20 "$d/lang.log"
+		errors=$((errors + 1))
+	fi
+	errors=$((errors + ${failed:-0} + $(field "$d/enc.log" result-encode failed)))
 	leaked=$((leaked + $(field "$d/lang.log" result leaked) +
 		$(field "$d/enc.log" result-encode leaked)))
 }

@@ -3,6 +3,7 @@
 # once, before any suite starts (scripts/test.sh runs this first); the
 # suites themselves install nothing. clang is for the libFuzzer target, dpdk
 # for the gateway and its integration tests (dpdk-telemetry.py included),
+# iproute2 for the veth pairs that join the demo's and the tests' gateways,
 # rdma-core for the verbs payload driver, tshark for the captures, Debian's
 # NumPy, PyTorch and pytest (for /usr/bin/python3) for the embgw Python
 # package, its tests and the engine integration cases; QEMU,
@@ -17,10 +18,10 @@ cd "$(dirname "$0")/.."
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev
-	python3-numpy python3-torch python3-pytest)
+	python3-numpy python3-torch python3-pytest iproute2)
 vm=1
 [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
-[ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod iproute2)
+[ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod)
 
 fail() { echo "deps: FAILED - $*" >&2; exit 1; }
 SUDO=""

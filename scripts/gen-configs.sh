@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Write matching gateway configurations into DIR for processes on this host
-# joined by net_memif, with the shm payload driver:
-#   DIR/encode.cfg    enc-0: memif server on DIR/memif0.sock, lcore 1
-#   DIR/encode1.cfg   enc-1: memif server on DIR/memif1.sock, lcore 0 (PEERS=2)
+# Write matching gateway configurations into DIR for processes on this host,
+# with the shm payload driver, joined by one link per encode peer:
+#   DIR/encode.cfg    enc-0: link 0, lcore 1
+#   DIR/encode1.cfg   enc-1: link 1, lcore 0 (PEERS=2)
 #   DIR/language.cfg  lang-0: one port per encode peer (lcores 0, 1)
-# usage: gen-configs.sh [--encode-identities N] [--pcap] [--attach]
-#                       [--dtype T] [--hidden H] [--enc-capacity N] DIR
+# usage: gen-configs.sh (--veth PREFIX | --memif) [--encode-identities N]
+#                       [--pcap] [--attach] [--dtype T] [--hidden H]
+#                       [--enc-capacity N] DIR
 #                       [DEFAULT_TOKENS [LANG_CAPACITY [TIMERS [PEERS [IDS]]]]]
+# --veth PREFIX: link i is net_af_packet on the veth pair PREFIXe<i>
+# (enc-<i>'s end) and PREFIXl<i> (lang-0's end), which must exist and be up
+# (tests/integration/lib.sh's veth_up makes them; doc/gateway.md, "Same-host
+# devices"): either side may exit, be killed and restart on its own.
+# --memif: link i is net_memif, enc-<i> the server on DIR/memif<i>.sock -
+# for benchmarks whose processes exit in order only: a memif peer that
+# leaves can crash the survivor, and a killed server leaves its socket.
 # IDS > 1: enc-0 lists IDS language peers lang-0.0 .. lang-0.<IDS-1> at
 # consecutive addresses, each with its own shm pool file - the identities
 # `embgw-gen --identities IDS -f DIR/language.cfg` plays from one port.
@@ -14,7 +22,7 @@
 # enc-0.0 .. enc-0.<N-1>, the identities `embgw-gen --produce --identities N
 # -f DIR/encode.cfg` plays; enc-0's address moves to 192.168.77.101 so that
 # its identities' consecutive addresses stay clear of lang-0's.
-# --pcap: lang-0's port p0 is a net_pcap device instead of memif: it writes
+# --pcap: lang-0's port p0 is a net_pcap device instead of its link: it writes
 # what it sends to DIR/out.pcap, reads the empty DIR/empty.pcap, and knows
 # enc-0's MAC (nothing answers ARP from a file).
 # --attach: engines attach to enc-0 at DIR/enc-0.sock and to lang-0 at
@@ -23,6 +31,8 @@
 # (262144; with a large hidden size the pools are that many times larger).
 set -euo pipefail
 enc_ids=1
+link=""
+veth=""
 pcap=0
 attach=0
 dtype=bf16
@@ -30,6 +40,8 @@ hidden=256
 enc_cap=262144
 while [ $# -gt 0 ]; do
 	case $1 in
+	--veth) link=veth; veth=$2; shift 2 ;;
+	--memif) link=memif; shift ;;
 	--encode-identities) enc_ids=$2; shift 2 ;;
 	--pcap) pcap=1; shift ;;
 	--attach) attach=1; shift ;;
@@ -40,13 +52,28 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ $# -ge 1 ] || { sed -n '2,25s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] && [ -n "$link" ] || { sed -n '2,34s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+# an interface name has at most 15 characters
+if [ "$link" = veth ] && { [ -z "$veth" ] || [ "${#veth}" -gt 13 ]; }; then
+	echo "gen-configs.sh: --veth PREFIX: 1 to 13 characters" >&2
+	exit 2
+fi
 dir=$1
 default=${2:-1024}
 lang_cap=${3:-131072}
 timers=${4:-}
 peers=${5:-1}
 ids=${6:-1}
+if [ "$link" = veth ]; then
+	for i in $(seq 0 $((peers - 1))); do
+		for e in "${veth}e$i" "${veth}l$i"; do
+			[ -e "/sys/class/net/$e" ] || {
+				echo "gen-configs.sh: no interface $e: make the veth pair first (tests/integration/lib.sh, veth_up)" >&2
+				exit 2
+			}
+		done
+	done
+fi
 mkdir -p "$dir"
 rm -f "$dir"/memif*.sock "$dir/out.pcap"
 # a pcap file with its header and no packets: nothing to receive
@@ -57,6 +84,16 @@ chmod 600 "$dir/psk.key"
 attach_of() { # gateway name: its attach group, with --attach
 	[ "$attach" = 1 ] && echo "  attach = { path = \"$dir/$1.sock\"; };"
 	return 0
+}
+
+link_device() { # index side (e: the encode end, l: the language end)
+	if [ "$link" = veth ]; then
+		echo "net_af_packet$1,iface=$veth$2$1"
+	elif [ "$2" = e ]; then
+		echo "net_memif0,role=server,socket=$dir/memif$1.sock,socket-abstract=no"
+	else
+		echo "net_memif$1,role=client,socket=$dir/memif$1.sock,socket-abstract=no"
+	fi
 }
 
 encode_cfg() { # index lcore
@@ -71,7 +108,7 @@ $(attach_of "enc-$1")
 };
 ports = ( {
   name = "p0";
-  device = "net_memif0,role=server,socket=$dir/memif$1.sock,socket-abstract=no";
+  device = "$(link_device "$1" e)";
   address = "$(enc_addr "$1")/24";
   lcores = [$2];
   payload = { driver = "shm"; path = "$dir/lang-pool-$1"; };
@@ -104,7 +141,7 @@ lang_device() { # index
 	if [ "$1" = 0 ] && [ "$pcap" = 1 ]; then
 		echo "net_pcap0,tx_pcap=$dir/out.pcap,rx_pcap=$dir/empty.pcap"
 	else
-		echo "net_memif$1,role=client,socket=$dir/memif$1.sock,socket-abstract=no"
+		link_device "$1" l
 	fi
 }
 

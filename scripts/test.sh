@@ -74,7 +74,7 @@ else
 fi
 rm -rf "$corpus"
 
-# real gateways: DPDK processes over net_memif on this host
+# real gateways: DPDK processes on this host, joined by veth pairs (root)
 if tests/integration/run.sh >/tmp/embgw-it.log 2>&1; then :; fi
 grep -E "^(ok|FAIL|     )" /tmp/embgw-it.log | sed 's/^/[integration] /'
 it_pass=$(sed -nE 's/^integration: ([0-9]+) passed, ([0-9]+) failed$/\1/p' /tmp/embgw-it.log)

@@ -57,6 +57,9 @@ struct gw_test_knobs {
 	uint32_t drop_pct, dup_pct, reorder_pct; /* 0..50 */
 	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams */
 	uint64_t qp_error_at;    /* verbs: a QP error after this batch */
+	uint64_t stale_write_at; /* verbs: a write into the window of the
+				  * room sent this many rooms ago, once ended */
+	uint64_t rooms_sent;     /* rooms the sender finished successfully */
 	uint64_t session;        /* --test-session: this session id, not a
 				  * random one (0: random) */
 	uint64_t rng;
@@ -208,6 +211,7 @@ void gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
 			const uint8_t *buf, size_t len);
 void gw_test_knobs_tick(struct gw_id *id);
 void gw_test_knobs_after_post(struct gw_id *id, uint32_t peer);
+void gw_test_knobs_room_sent(struct gw_id *id);
 void gw_test_knobs_close(struct gw_id *id);
 
 /* gw_loop.c: the worker of one device */

@@ -388,6 +388,15 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	id->dops->describe(id->drv, regions, gid, &qpn);
 	ops = gw_node_ops;
 	ops.ctx = id;
+	if (id->dops->window_bind == NULL || id->dops->window_unbind == NULL ||
+	    !id->cfg->payload.window_keys) {
+		/* windows go out under the regions' keys */
+		ops.window_bind = NULL;
+		ops.window_unbind = NULL;
+	} else {
+		GW_LOG(INFO, "port %s: per-window keys: every window a peer is "
+		       "given is a memory window on its QP\n", id->cfg->name);
+	}
 	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
 			     id->session, gw_now_ns(), &id->node);
 	if (rc != 0)

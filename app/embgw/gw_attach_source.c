@@ -17,6 +17,11 @@
 #include "gw_attach.h"
 
 #define ATTACH_BUDGET 32  /* commands per client per poll */
+/* SEND_OPENs one engine may have waiting for encode memory at once; one
+ * more is answered busy (-EGW_E_BUSY), the analogue of an HTTP 503: the
+ * engine sheds the request or sends it elsewhere, nothing is dropped
+ * silently. */
+#define ATTACH_MAX_WAITING 8
 
 /* the clients' runs are handed to the node as they are */
 _Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
@@ -254,6 +259,7 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 	out->client.refused = st.refused;
 	out->client.cq_overflow = st.cq_overflow;
 	out->client.alloc_waits = st.alloc_waits;
+	out->client.busy = st.busy;
 }
 
 /* At exit, the worker and the control thread stopped: every client's
@@ -295,6 +301,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		.encode = (c->roles & EGW_ROLE_ENCODE) != 0,
 		.language = (c->roles & EGW_ROLE_LANGUAGE) != 0,
 		.alloc_ns = c->timers.alloc_ns,
+		.max_waiting = ATTACH_MAX_WAITING,
 		.lease_ns = (uint64_t)at->lease_ms * 1000000u,
 		.budget = ATTACH_BUDGET,
 		.ops = &clients_ops,

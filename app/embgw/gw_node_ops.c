@@ -103,13 +103,34 @@ on_deliver(void *ctx, const struct egw_act *a)
 static void
 on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 {
+	struct gw_id *id = ctx;
+
 	gw_room_sources_done(ctx, room, rank, e, is_sender, gw_now_ns());
+	if (id->knobs.on && is_sender && e == EGW_E_OK)
+		gw_test_knobs_room_sent(id);
+}
+
+static int
+on_window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
+	       uint32_t rkeys[EGW_KIND_MAX])
+{
+	struct gw_id *id = ctx;
+
+	return id->dops->window_bind(id->drv, peer, run, rkeys);
 }
 
 static void
+on_window_unbind(void *ctx, const struct egw_run *run)
+{
+	struct gw_id *id = ctx;
+
+	id->dops->window_unbind(id->drv, run);
+}
+
+static int
 on_unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
-	gw_room_sources_unknown_room(ctx, room, nranks, now);
+	return gw_room_sources_unknown_room(ctx, room, nranks, now);
 }
 
 const struct egw_node_ops gw_node_ops = {
@@ -122,6 +143,8 @@ const struct egw_node_ops gw_node_ops = {
 	.deliver = on_deliver,
 	.done = on_done,
 	.unknown_room = on_unknown_room,
+	.window_bind = on_window_bind,
+	.window_unbind = on_window_unbind,
 };
 
 /* Every completion the driver has, to the node. Returns how many. */

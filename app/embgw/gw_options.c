@@ -32,6 +32,8 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
 		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
 		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
+		"  --fault-stale-write N  test knob (verbs): once the room after the Nth has\n"
+		"                         been sent, write the Nth's last write once more\n"
 		"  --test-session N       test knob: session id N (N+i for the process's identity i,\n"
 		"                         counted across ports), not random\n"
 		"  --capture FILE         write every control frame in and out to a pcap file\n"
@@ -124,6 +126,7 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		{ "seed", required_argument, NULL, 's' },
 		{ "identities", required_argument, NULL, 'I' },
 		{ "fault-qp-error", required_argument, NULL, 'E' },
+		{ "fault-stale-write", required_argument, NULL, 'Z' },
 		{ "test-session", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -235,6 +238,10 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 			}
 			break;
 		}
+		case 'Z':
+			ok = number(app, "fault-stale-write", optarg, 0,
+				    UINT64_MAX, &k->stale_write_at);
+			break;
 		default:
 			return -1;
 		}
@@ -248,7 +255,7 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	if (app->exit_when_driven && o->drive > 0)
 		opt->exit_when_done = true;
 	k->on = k->drop_pct || k->dup_pct || k->reorder_pct ||
-		k->junk_per_tick || k->qp_error_at;
+		k->junk_per_tick || k->qp_error_at || k->stale_write_at;
 	k->rng = o->seed ? o->seed : 1;
 	return 0;
 }

@@ -16,10 +16,12 @@
 #include "gw_pattern_source.h"
 
 #define MAX_SRC_RUNS 512
+#define PRODUCE_QUEUE 256 /* rooms waiting for source memory */
 
 struct room_rec {
 	uint64_t room;
 	uint64_t opened_at;
+	uint64_t waited;          /* admission wait, longest of its ranks */
 	uint16_t done, failed;
 	bool active;
 };
@@ -36,6 +38,7 @@ struct pattern_source {
 	uint32_t opened, active, finished;
 	struct room_rec *recs;
 	uint64_t *lat;
+	uint64_t *admit_wait;     /* admission waits, beside lat */
 	uint32_t nlat;
 	uint64_t bytes_verified, bad_bytes;
 	uint32_t ok, failed;
@@ -45,6 +48,10 @@ struct pattern_source {
 	uint64_t first_open, last_done;
 	/* encode side */
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
+	uint64_t produce_busy, produce_queued;
+	uint32_t produce_queue_max;
+	uint64_t wait[PRODUCE_QUEUE];   /* rooms waiting for source blocks */
+	uint32_t wait_head, nwait;
 };
 
 static struct pattern_source *
@@ -55,36 +62,96 @@ pattern_of(struct gw_room_source *s)
 
 /* ---- encode side: producer -------------------------------------------- */
 
-static bool
+/*
+ * Backpressure: a room whose source blocks the pool cannot hold now is
+ * opened all the same (its ranks' INITs are accepted, the room waits for
+ * input under its WaitingForInput deadline) and queued here; poll() feeds
+ * the queue in order as blocks come free. A full queue answers BUSY,
+ * which the receiver retries: nothing is dropped silently.
+ */
+static int
+produce_feed(struct pattern_source *ps, uint64_t room, uint64_t now)
+{
+	struct gw_room_source *s = &ps->base;
+	struct egw_node *node = s->id->node;
+	struct egw_run runs[MAX_SRC_RUNS];
+	uint32_t total = (uint32_t)room;
+	int n = egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
+
+	if (n < 0)
+		return n;
+	if (egw_pattern_fill(s->id->pool, room, total, runs, (uint32_t)n) != 0 ||
+	    egw_node_input(node, room, total, runs, (uint32_t)n, now) != 0) {
+		egw_node_release(node, room, runs, (uint32_t)n);
+		ps->produce_refused++;
+		return 0; /* the room fails by its own deadline */
+	}
+	ps->produced++;
+	return 0;
+}
+
+static int
 produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct pattern_source *ps = pattern_of(s);
 	struct egw_node *node = s->id->node;
-	struct egw_run runs[MAX_SRC_RUNS];
+	const struct egw_pool_geom *g = egw_pool_geom(s->id->pool);
 	uint32_t total = (uint32_t)room;
-	int n;
+	int rc;
 
 	if (!ps->o.produce)
-		return false;
-	if (total == 0 || total > EGW_XFER_MAX_TOKENS) {
+		return -EGW_E_UNKNOWN_ROOM;
+	/* a room of no tokens: every window lies at or past its total */
+	if (total == 0) {
 		ps->produce_refused++;
-		return true;
+		return -EGW_E_BEYOND_TOTAL;
 	}
-	n = egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
-	if (n < 0) {
-		/* no memory now: INIT is refused as unknown and retried */
+	if (total > EGW_XFER_MAX_TOKENS ||
+	    egw_geom_blocks_for(g, total) > egw_pool_nblocks(s->id->pool)) {
 		ps->produce_refused++;
-		return true;
+		return -EGW_E_TOO_LARGE;
 	}
-	if (egw_pattern_fill(s->id->pool, room, total, runs, (uint32_t)n) != 0 ||
-	    egw_node_sender_open(node, room, nranks, now) != 0 ||
-	    egw_node_input(node, room, total, runs, (uint32_t)n, now) != 0) {
-		egw_node_release(node, room, runs, (uint32_t)n);
+	if (ps->nwait == PRODUCE_QUEUE) {
+		/* the rooms before it wait for memory: it would wait too */
+		ps->produce_busy++;
+		return -EGW_E_BUSY;
+	}
+	rc = egw_node_sender_open(node, room, nranks, now);
+	if (rc != 0) {
 		ps->produce_refused++;
-		return true;
+		return rc == -EGW_E_NO_SLOT ? rc : -EGW_E_BUSY;
 	}
-	ps->produced++;
-	return true;
+	/* fed in order: a room does not overtake those waiting before it */
+	if (ps->nwait == 0 && produce_feed(ps, room, now) == 0)
+		return 0;
+	ps->wait[(ps->wait_head + ps->nwait++) % PRODUCE_QUEUE] = room;
+	ps->produce_queued++;
+	if (ps->nwait > ps->produce_queue_max)
+		ps->produce_queue_max = ps->nwait;
+	return 0;
+}
+
+/* Feed the rooms waiting for source memory, oldest first. */
+static uint32_t
+produce_poll(struct pattern_source *ps, uint64_t now)
+{
+	struct egw_node *node = ps->base.id->node;
+	uint32_t fed = 0;
+
+	while (ps->nwait > 0) {
+		uint64_t room = ps->wait[ps->wait_head];
+		int st = egw_sender_state(egw_node_sender(node), room);
+
+		/* a room that ended meanwhile (its deadline, an abort) needs
+		 * nothing any more */
+		if (st >= EGW_ST_BOOTSTRAPPING && st < EGW_ST_TRANSFERRING &&
+		    produce_feed(ps, room, now) != 0)
+			break;
+		ps->wait_head = (ps->wait_head + 1) % PRODUCE_QUEUE;
+		ps->nwait--;
+		fed++;
+	}
+	return fed;
 }
 
 /* ---- language side: driver and verifier ------------------------------- */
@@ -119,6 +186,7 @@ room_finished(struct pattern_source *ps, struct room_rec *r, uint64_t now)
 	ps->last_done = now;
 	if (r->failed == 0) {
 		ps->ok++;
+		ps->admit_wait[ps->nlat] = r->waited;
 		ps->lat[ps->nlat++] = now - r->opened_at;
 	} else {
 		uint32_t i = (uint32_t)(r - ps->recs);
@@ -151,6 +219,8 @@ deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
 	egw_node_release(s->id->node, a->room, a->runs, a->nruns);
 	if (!r->active)
 		return true;
+	if (a->waited_ns > r->waited)
+		r->waited = a->waited_ns;
 	if (bad)
 		r->failed++;
 	else
@@ -256,17 +326,20 @@ static uint32_t
 poll_rooms(struct gw_room_source *s, uint64_t now)
 {
 	struct pattern_source *ps = pattern_of(s);
-	uint32_t before = ps->opened;
+	uint32_t before = ps->opened, fed = 0;
+
+	if (ps->nwait > 0)
+		fed = produce_poll(ps, now);
 
 	/* called every poll-loop iteration: leave early when nothing is due
 	 * (a closed loop refills as soon as a room finishes, not a tick
 	 * after, or the tick would cap the generator's rate) */
 	if (ps->o.drive == 0 || ps->opened == ps->o.drive || now < ps->start_at ||
 	    (ps->o.rate == 0 && ps->active >= ps->o.concurrency))
-		return 0;
+		return fed;
 	if (ps->opened == 0 && !peers_ready(ps)) {
 		if (now < ps->ready_wait_until)
-			return 0;
+			return fed;
 		GW_LOG(WARNING, "port %s: no registration of the peer%s after %lu ms: "
 		       "opening the rooms anyway (they fail by their deadlines)\n",
 		       s->id->cfg->name, ps->all_peers ? "s" : "",
@@ -285,7 +358,7 @@ poll_rooms(struct gw_room_source *s, uint64_t now)
 		while (ps->active < ps->o.concurrency && ps->opened < ps->o.drive)
 			open_room(ps, now);
 	}
-	return ps->opened - before;
+	return fed + ps->opened - before;
 }
 
 static uint64_t
@@ -305,6 +378,9 @@ report(struct gw_room_source *s, struct gw_room_stats *st)
 	st->encode = egw_node_sender(s->id->node) != NULL;
 	st->produced = ps->produced;
 	st->refused = ps->produce_refused;
+	st->queued = ps->produce_queued;
+	st->busy = ps->produce_busy;
+	st->queue_max = ps->produce_queue_max;
 	st->sent_ok = ps->tx_ok;
 	st->sent_failed = ps->tx_failed;
 	st->language = ps->o.drive > 0;
@@ -315,6 +391,7 @@ report(struct gw_room_source *s, struct gw_room_stats *st)
 	st->bytes = ps->bytes_verified;
 	st->bad = ps->bad_bytes;
 	st->latency_ns = ps->lat;
+	st->admit_wait_ns = ps->admit_wait;
 	st->nlatency = ps->nlat;
 	st->first_open_ns = ps->first_open;
 	st->last_done_ns = ps->last_done;
@@ -336,6 +413,7 @@ close_source(struct gw_room_source *s)
 
 	free(ps->recs);
 	free(ps->lat);
+	free(ps->admit_wait);
 	free(ps);
 }
 
@@ -387,7 +465,9 @@ gw_pattern_source_attach(struct gw_id *id, const struct gw_pattern_opts *o)
 	if (ps->o.drive > 0) {
 		ps->recs = calloc(ps->o.drive, sizeof(*ps->recs));
 		ps->lat = calloc(ps->o.drive, sizeof(*ps->lat));
-		if (ps->recs == NULL || ps->lat == NULL) {
+		ps->admit_wait = calloc(ps->o.drive, sizeof(*ps->admit_wait));
+		if (ps->recs == NULL || ps->lat == NULL ||
+		    ps->admit_wait == NULL) {
 			close_source(&ps->base);
 			return -ENOMEM;
 		}

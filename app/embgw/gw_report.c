@@ -46,6 +46,29 @@ print_latency(FILE *f, const char *section, const char *port,
 		secs > 0 ? ok / secs : 0.0, secs);
 }
 
+/* The language side's admission queue and quarantine: the queue's depth,
+ * each room's wait in it (exact percentiles over the rooms that
+ * succeeded), restarts, and what the quarantine held and holds. */
+static void
+print_admission(FILE *f, const char *port, const struct egw_xfer_stats *xs,
+		uint64_t *wait, uint32_t n)
+{
+	bool have = wait != NULL && n > 0;
+
+	if (have)
+		qsort(wait, n, sizeof(wait[0]), cmp_u64);
+	fprintf(f, "admission: port=%s queue_max=%lu admitted=%lu "
+		"restarts=%lu wait_p50_ms=%.3f wait_p99_ms=%.3f "
+		"wait_max_ms=%.3f quarantined=%lu quarantine_blocks=%lu\n",
+		port, (unsigned long)xs->admit_queue_max,
+		(unsigned long)xs->admitted, (unsigned long)xs->restarts,
+		have ? pct_ms(wait, n, 500) : 0.0,
+		have ? pct_ms(wait, n, 990) : 0.0,
+		have ? (double)wait[n - 1] / 1e6 : 0.0,
+		(unsigned long)xs->quarantined,
+		(unsigned long)xs->quarantine_blocks);
+}
+
 /* Node drop counters under their report keys (enum egw_node_drop). */
 static const char *const drop_keys[EGW_ND_MAX] = {
 	[EGW_ND_UNKNOWN_PEER] = "drop_unknown_peer",
@@ -132,6 +155,15 @@ report_payload(const struct gw_id *id, FILE *f)
 			(unsigned long)ds.bytes, (unsigned long)ds.failed_batches,
 			(unsigned long)ds.qp_resets,
 			ds.blocks ? (double)ds.cycles / ds.blocks : 0.0);
+	if (ds.window_binds > 0 || ds.window_bind_failed > 0)
+		fprintf(f, "windows: port=%s bound=%lu bind_failed=%lu "
+			"closed=%lu closed_by_free=%lu bind_us=%.1f close_us=%.1f\n",
+			id->cfg->name, (unsigned long)ds.window_binds,
+			(unsigned long)ds.window_bind_failed,
+			(unsigned long)ds.window_unbinds,
+			(unsigned long)ds.window_unbind_deallocs,
+			ds.window_binds ? ds.window_bind_ns / 1e3 / ds.window_binds : 0.0,
+			ds.window_unbinds ? ds.window_unbind_ns / 1e3 / ds.window_unbinds : 0.0);
 }
 
 /* One room source's rooms: encode and language sides, the result line. */
@@ -153,23 +185,27 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 			egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
 		fprintf(f, "clients: port=%s attached=%u rooms=%lu ok=%lu "
 			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "
-			"alloc_waits=%lu blocks_in_use=%u rounds=%lu\n", name,
+			"alloc_waits=%lu busy=%lu blocks_in_use=%u rounds=%lu\n",
+			name,
 			st.client.attached, (unsigned long)st.client.rooms,
 			(unsigned long)st.client.ok,
 			(unsigned long)st.client.failed,
 			(unsigned long)st.client.commands,
 			(unsigned long)st.client.refused,
 			(unsigned long)st.client.cq_overflow,
-			(unsigned long)st.client.alloc_waits, ps.blocks_in_use,
+			(unsigned long)st.client.alloc_waits,
+			(unsigned long)st.client.busy, ps.blocks_in_use,
 			(unsigned long)xs.resumes);
 		return;
 	}
 	if (st.encode)
 		fprintf(f, "encode: port=%s produced=%lu refused=%lu ok=%lu "
-			"failed=%lu blocks_in_use=%u\n", name,
+			"failed=%lu blocks_in_use=%u queued=%lu busy=%lu "
+			"queue_max=%u\n", name,
 			(unsigned long)st.produced, (unsigned long)st.refused,
 			(unsigned long)st.sent_ok, (unsigned long)st.sent_failed,
-			ps.blocks_in_use);
+			ps.blocks_in_use, (unsigned long)st.queued,
+			(unsigned long)st.busy, st.queue_max);
 	if (!st.language) {
 		fprintf(f, "result-encode: port=%s rooms=%lu ok=%lu failed=%lu "
 			"leaked=%u\n", name, (unsigned long)st.produced,
@@ -189,6 +225,7 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);
+	print_admission(f, name, &xs, st.admit_wait_ns, st.nlatency);
 	for (uint16_t e = 1; e < EGW_E_COUNT; e++)
 		if (st.fail_reason[e])
 			fprintf(f, "failed: port=%s reason=%s count=%lu\n", name,

@@ -28,18 +28,22 @@ gw_room_sources_poll(struct gw_id *id, uint64_t now)
 	return work;
 }
 
-void
+int
 gw_room_sources_unknown_room(struct gw_id *id, uint64_t room, uint16_t nranks,
 			     uint64_t now)
 {
 	for (uint16_t i = 0; i < id->nsources; i++) {
 		struct gw_room_source *s = id->sources[i];
+		int rc;
 
-		if (s->ops->unknown_room != NULL &&
-		    s->ops->unknown_room(s, room, nranks, now))
-			return;
+		if (s->ops->unknown_room == NULL)
+			continue;
+		rc = s->ops->unknown_room(s, room, nranks, now);
+		if (rc != -EGW_E_UNKNOWN_ROOM)
+			return rc;
 	}
 	/* nobody supplies it: the node answers the INIT as unknown */
+	return -EGW_E_UNKNOWN_ROOM;
 }
 
 bool

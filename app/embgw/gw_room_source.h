@@ -25,7 +25,7 @@
 struct gw_client_stats {
 	uint32_t attached;       /* at exit */
 	uint64_t rooms, ok, failed;
-	uint64_t commands, refused, cq_overflow, alloc_waits;
+	uint64_t commands, refused, cq_overflow, alloc_waits, busy;
 };
 
 /* What a source reports at exit (gw_report.c prints it). */
@@ -36,7 +36,10 @@ struct gw_room_stats {
 	struct gw_client_stats client;
 	/* encode side */
 	uint64_t produced;       /* rooms fed */
-	uint64_t refused;        /* asked for but not fed (memory, length) */
+	uint64_t refused;        /* refused (length, room table) or not fed */
+	uint64_t queued;         /* opened, then waited for source memory */
+	uint64_t busy;           /* refused as BUSY: the wait queue was full */
+	uint32_t queue_max;      /* most rooms waiting for source memory */
 	uint64_t sent_ok, sent_failed;
 	/* language side: rooms the source opened */
 	uint32_t rooms, ok, failed, unfinished;
@@ -44,6 +47,8 @@ struct gw_room_stats {
 	uint64_t bad;            /* units that differed from what was sent */
 	uint64_t *latency_ns;    /* open -> delivered, per room that succeeded */
 	uint32_t nlatency;
+	uint64_t *admit_wait_ns; /* time in the admission queue, per room that
+				  * succeeded (its longest-waiting rank) */
 	uint64_t first_open_ns, last_done_ns;
 	uint64_t fail_reason[EGW_E_COUNT]; /* failed ranks, by egw_err_to_wire() */
 	/* after a failure: of the rooms opened after the last failed one,
@@ -63,10 +68,13 @@ struct gw_room_source_ops {
 	/* Every poll-loop iteration: open the rooms that are due, feed data
 	 * that is ready. Returns the work done (0: nothing was due). */
 	uint32_t (*poll)(struct gw_room_source *s, uint64_t now);
-	/* Encode side: a peer asked for `room`, unknown to the node. Open
-	 * and feed it if this source can; true when it did. Optional. */
-	bool (*unknown_room)(struct gw_room_source *s, uint64_t room,
-			     uint16_t nranks, uint64_t now);
+	/* Encode side: a peer asked for `room`, unknown to the node, with an
+	 * INIT the node found valid. Open (and feed, or queue) it if this
+	 * source can: 0. -EGW_E_UNKNOWN_ROOM: not this source's room; any
+	 * other -enum egw_err: the refusal the INIT is answered with
+	 * (egw_node_ops.unknown_room). Optional. */
+	int (*unknown_room)(struct gw_room_source *s, uint64_t room,
+			    uint16_t nranks, uint64_t now);
 	/* Language side: one rank's data landed. False when the room is not
 	 * this source's; otherwise the runs are the source's to release. */
 	bool (*deliver)(struct gw_room_source *s, const struct egw_act *a,
@@ -91,8 +99,9 @@ struct gw_room_source {
  * in turn until one takes it */
 int gw_room_source_attach(struct gw_id *id, struct gw_room_source *s);
 uint32_t gw_room_sources_poll(struct gw_id *id, uint64_t now);
-void gw_room_sources_unknown_room(struct gw_id *id, uint64_t room,
-				  uint16_t nranks, uint64_t now);
+/* the first answer other than -EGW_E_UNKNOWN_ROOM, or that */
+int gw_room_sources_unknown_room(struct gw_id *id, uint64_t room,
+				 uint16_t nranks, uint64_t now);
 /* false: no source took the room (the caller releases its runs) */
 bool gw_room_sources_deliver(struct gw_id *id, const struct egw_act *a,
 			     uint64_t now);

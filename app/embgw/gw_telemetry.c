@@ -124,9 +124,25 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	X(alloc_retries);
 	X(bytes);
 	X(peers_dead);
+	X(admit_queued);
+	X(admit_queue_max);
+	X(admitted);
+	X(restarts);
+	X(admit_wait_max_ns);
+	X(quarantined);
+	X(quarantine_rooms);
+	X(quarantine_blocks);
+	X(quarantine_acked);
+	X(quarantine_dead);
+	X(abort_acks);
+	X(yields);
 #undef X
 	snprintf(k, sizeof(k), "%s_rejected", pre);
 	add(c, k, rej);
+	snprintf(k, sizeof(k), "%s_admit_wait_p50_ns", pre);
+	add(c, k, egw_xfer_wait_quantile(x, 0.50));
+	snprintf(k, sizeof(k), "%s_admit_wait_p99_ns", pre);
+	add(c, k, egw_xfer_wait_quantile(x, 0.99));
 }
 
 static void
@@ -213,6 +229,7 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "completions", st.completions);
 		add(c, "cq_overflow", st.cq_overflow);
 		add(c, "alloc_waits", st.alloc_waits);
+		add(c, "busy", st.busy);
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	return 0;

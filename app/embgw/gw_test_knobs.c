@@ -129,6 +129,28 @@ gw_test_knobs_after_post(struct gw_id *id, uint32_t peer)
 	id->dops->inject_qp_error(id->drv, peer);
 }
 
+/* A writer that writes into a window after its room ended: when the Nth
+ * room sent has succeeded here, its last write is remembered (with one
+ * room at a time, the last write posted is that room's); when the next
+ * one has succeeded - the receiver delivered the Nth, closing its windows,
+ * before it opened that one - the remembered write goes out once more,
+ * under the key it had. */
+void
+gw_test_knobs_room_sent(struct gw_id *id)
+{
+	uint64_t n = ++id->knobs.rooms_sent, at = id->knobs.stale_write_at;
+
+	if (at == 0 || (n != at && n != at + 1) ||
+	    id->dops->inject_stale_write == NULL)
+		return;
+	if (n == at + 1)
+		GW_LOG(WARNING, "port %s: test fault: room %lu has ended; writing "
+		       "into its window once more\n", id->cfg->name,
+		       (unsigned long)at);
+	for (uint32_t i = 0; i < id->cfg->npeers; i++)
+		id->dops->inject_stale_write(id->drv, i, n == at);
+}
+
 void
 gw_test_knobs_close(struct gw_id *id)
 {

@@ -65,6 +65,14 @@ struct egw_payload_stats {
 	uint64_t blocks;    /**< token blocks written (embedding kind) */
 	uint64_t cycles;    /**< CPU cycles spent in post() and poll() */
 	uint64_t qp_resets; /**< verbs: QPs brought back after an error */
+	/* verbs, per-window keys: windows opened and closed, and the time
+	 * spent doing it (posting the binds or invalidations and waiting for
+	 * their completions) */
+	uint64_t window_binds, window_bind_ns;
+	uint64_t window_unbinds, window_unbind_ns;
+	uint64_t window_unbind_deallocs; /**< closed by freeing the windows
+					  *   (the QP could not invalidate) */
+	uint64_t window_bind_failed;
 };
 
 /** Count one write moved to a peer that registered `r`. */
@@ -250,6 +258,25 @@ struct egw_payload_ops {
 	 *  new REGISTER to rebuild its side. Optional. */
 	uint32_t (*changed)(struct egw_payload *p, uint32_t *peers,
 			    uint32_t max);
+	/** Per-window keys (receiving side; optional, NULL: every window is
+	 *  written under the regions' keys). Open a window over the blocks of
+	 *  `run` to `peer` alone: for every kind present, a key admitting
+	 *  writes from that peer's link to exactly that run's bytes of that
+	 *  kind, in rkeys (0 for an absent kind). Returns once the keys admit
+	 *  writes: 0, or -errno (-ENOTCONN: the peer's link is down; the
+	 *  window is not offered). NULL as well when the port is configured
+	 *  without window keys. */
+	int (*window_bind)(struct egw_payload *p, uint32_t peer,
+			   const struct egw_run *run, uint32_t rkeys[EGW_KIND_MAX]);
+	/** Close the window opened over `run` (named by run->start; nothing
+	 *  when none is open there): returns once no write through its keys
+	 *  can land any more. */
+	void (*window_unbind)(struct egw_payload *p, const struct egw_run *run);
+	/** Test knob: a writer that writes into a window after it closed.
+	 *  `arm`: remember the last write posted to `peer`; otherwise post
+	 *  the remembered write once more, under the key it had. Optional. */
+	void (*inject_stale_write)(struct egw_payload *p, uint32_t peer,
+				   bool arm);
 	/** Test knob: put the link to `peer` in error now, as a failure on
 	 *  the wire would (verbs: QP to ERR; in-flight WRs flush). Optional. */
 	void (*inject_qp_error)(struct egw_payload *p, uint32_t peer);

@@ -342,7 +342,13 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 		     p->total, p->nruns, 0);
 		return;
 	}
-	if (n == -ENOSPC && p->phase == PH_FREE) {
+	if (n == -ENOSPC && p->phase == PH_FREE && s->c.max_waiting != 0 &&
+	    cl->nwait >= s->c.max_waiting) {
+		/* backpressure: the client has enough rooms waiting already;
+		 * a clear "busy", never a silent drop */
+		cl->st.busy++;
+		n = -EGW_E_BUSY;
+	} else if (n == -ENOSPC && p->phase == PH_FREE) {
 		/* queued, not refused: the engine sees Bootstrapping */
 		p->phase = PH_WAIT_MEM;
 		p->deadline = now + s->c.alloc_ns;

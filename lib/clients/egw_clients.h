@@ -82,6 +82,10 @@ struct egw_clients_conf {
 	uint16_t npeers;           /**< RECV_OPEN's peer below this */
 	bool encode, language;     /**< the port's roles */
 	uint64_t alloc_ns;         /**< SEND_OPEN waits this long for memory */
+	uint32_t max_waiting;      /**< SEND_OPENs of one client waiting for
+				    *   memory at once; one more is refused
+				    *   with -EGW_E_BUSY (0: no bound but the
+				    *   client's slots) */
 	uint64_t lease_ns;         /**< 0: no lease */
 	uint32_t budget;           /**< commands taken per client per poll */
 	const struct egw_clients_ops *ops;
@@ -98,6 +102,7 @@ struct egw_clients_stats {
 	uint64_t completions;      /**< posted */
 	uint64_t cq_overflow;      /**< lost to a full completion ring */
 	uint64_t alloc_waits;      /**< SEND_OPENs that waited for memory */
+	uint64_t busy;             /**< SEND_OPENs refused: max_waiting reached */
 };
 
 struct egw_clients;

@@ -507,11 +507,12 @@ load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 {
 	static const char *const keys[] = { "rto_ms", "rto_max_ms",
 		"bootstrap_ms", "input_ms", "round_ms", "alloc_retry_ms",
-		"alloc_ms", "heartbeat_ms", "peer_dead_ms", "linger_ms", NULL };
+		"alloc_ms", "admit_ms", "heartbeat_ms", "peer_dead_ms",
+		"linger_ms", NULL };
 	struct egw_xfer_timers *t = &c->timers;
 	uint64_t *dst[] = { &t->rto_ns, &t->rto_max_ns, &t->bootstrap_ns,
 		&t->input_ns, &t->round_ns, &t->alloc_retry_ns, &t->alloc_ns,
-		&t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns };
+		&t->admit_ns, &t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns };
 	const config_setting_t *p = typed(l, gw, "timers", CONFIG_TYPE_GROUP,
 					  false);
 
@@ -676,7 +677,7 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const shm_keys[] = { "driver", "path", NULL };
 	static const char *const verbs_keys[] = { "driver", "device", "port",
-						  "gid_index", NULL };
+						  "gid_index", "window_keys", NULL };
 	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
 					  true);
 	const config_setting_t *gid;
@@ -714,6 +715,8 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	} else if (gid != NULL && get_int(l, g, "gid_index", 0, 255, false, &v)) {
 		p->payload.gid_index = (int)v;
 	}
+	p->payload.window_keys = true;
+	get_bool(l, g, "window_keys", &p->payload.window_keys);
 }
 
 static void

@@ -53,6 +53,7 @@ struct egw_conf_payload {
 	char device[64];        /**< verbs: e.g. mlx5_0, rxe0 */
 	uint8_t port;           /**< verbs: 1-based port number */
 	int gid_index;          /**< verbs: -1 = auto (RoCEv2 GID of address) */
+	bool window_keys;       /**< verbs: a memory window per window and kind */
 	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
 };
 

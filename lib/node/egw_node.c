@@ -72,6 +72,7 @@ struct alloc_res {
 	uint16_t rank;
 	int nruns;               /* runs, or -errno: the pool's answer */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
+	uint32_t rkeys[EGW_KIND_MAX]; /* the window's keys (window_bind) */
 };
 
 struct egw_node {
@@ -93,6 +94,12 @@ struct egw_node {
 	 * sender, so there are never more than it can have in flight */
 	uint64_t *refusedq;
 	uint32_t nrefused, refusedq_len;
+	/* per-window keys (ops.window_bind): the blocks a trim gave up
+	 * inside a window still open to its peer wait here, indexed by the
+	 * window's first block (windows are single runs, never overlapping):
+	 * the window's size before the trim, 0 when none is held back */
+	uint32_t *held_count;
+	bool window_keys;        /* the receiver's windows have keys */
 	uint32_t emitting;       /* inside an engine's emit callback */
 	uint64_t now;
 	struct egw_node_stats st;
@@ -228,6 +235,53 @@ note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
 	n->ops.note(n->ops.ctx, peer, &nt);
 }
 
+/* Per-window keys: a window's keys are invalidated before its blocks can
+ * be anyone else's; a tail a trim held back goes back to the pool now. */
+static void
+window_close(struct egw_node *n, uint64_t room, const struct egw_run *run)
+{
+	struct egw_run whole = *run;
+
+	if (!n->window_keys)
+		return;
+	n->ops.window_unbind(n->ops.ctx, run);
+	if (run->start < egw_pool_nblocks(n->pool) &&
+	    n->held_count[run->start] != 0) {
+		whole.count = n->held_count[run->start];
+		n->held_count[run->start] = 0;
+		/* the trimmed tail, kept out of the pool while the window
+		 * admitted writes to it, goes back now */
+		egw_pool_shrink(n->pool, room, whole, run->count);
+	}
+}
+
+/* The allocation of one window, with its keys when windows have them;
+ * nruns < 0 when there is none now (the receiver retries). */
+static void
+window_open(struct egw_node *n, const struct egw_act *a, struct alloc_res *r)
+{
+	int rc;
+
+	memset(r->rkeys, 0, sizeof(r->rkeys));
+	r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
+					 a->max_runs);
+	if (!n->window_keys)
+		return;
+	/* one run: when the free blocks are scattered, a smaller window now
+	 * (the rest goes in further windows) rather than none */
+	for (uint64_t t = a->tokens / 2; r->nruns == -ENOSPC && t > 0; t /= 2)
+		r->nruns = egw_pool_alloc_tokens(n->pool, a->room, t, r->runs, 1);
+	if (r->nruns != 1)
+		return;
+	rc = n->ops.window_bind(n->ops.ctx, a->peer, &r->runs[0], r->rkeys);
+	if (rc != 0) {
+		/* never offered: the blocks go straight back */
+		n->st.window_bind_failed++;
+		egw_pool_free(n->pool, a->room, r->runs[0]);
+		r->nruns = rc < 0 ? rc : -EIO;
+	}
+}
+
 static void
 do_pool(struct egw_node *n, const struct egw_act *a)
 {
@@ -245,15 +299,24 @@ do_pool(struct egw_node *n, const struct egw_act *a)
 
 		r->room = a->room;
 		r->rank = a->rank;
-		r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
-					     a->max_runs);
+		window_open(n, a, r);
 		break;
 	}
 	case EGW_ACT_FREE:
-		for (uint32_t i = 0; i < a->nruns; i++)
+		for (uint32_t i = 0; i < a->nruns; i++) {
+			window_close(n, a->room, &a->runs[i]);
 			egw_pool_free(n->pool, a->room, a->runs[i]);
+		}
 		break;
 	case EGW_ACT_SHRINK:
+		if (n->window_keys &&
+		    a->runs[0].start < egw_pool_nblocks(n->pool)) {
+			/* the window's key still admits writes to the whole
+			 * run: its tail waits for the window to close */
+			if (n->held_count[a->runs[0].start] == 0)
+				n->held_count[a->runs[0].start] = a->runs[0].count;
+			break;
+		}
 		egw_pool_shrink(n->pool, a->room, a->runs[0], a->keep);
 		break;
 	default:
@@ -285,6 +348,9 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		n->refusedq[n->nrefused++] = a->cookie;
 		break;
 	case EGW_ACT_DELIVER:
+		/* the room ended: no write may land in what the app reads */
+		for (uint32_t i = 0; i < a->nruns; i++)
+			window_close(n, a->room, &a->runs[i]);
 		n->ops.deliver(n->ops.ctx, a);
 		break;
 	case EGW_ACT_DONE:
@@ -330,8 +396,9 @@ drain_deferred(struct egw_node *n)
 		for (uint32_t i = 0; i < n->nalloc; i++) {
 			struct alloc_res r = n->allocq[i];
 
-			egw_receiver_alloc_done(n->receiver, r.room, r.rank,
-						r.runs, r.nruns, n->now);
+			egw_receiver_alloc_done_keys(n->receiver, r.room,
+						     r.rank, r.runs, r.nruns,
+						     r.rkeys, n->now);
 		}
 		n->nalloc = 0;
 		for (uint32_t i = 0; i < n->nrefused; i++)
@@ -407,6 +474,17 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 		if (n->allocq == NULL)
 			rc = -ENOMEM;
 	}
+	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE) &&
+	    ops->window_bind != NULL) {
+		if (ops->window_unbind == NULL)
+			rc = -EINVAL; /* keys that never close are no keys */
+		xc.window_keys = true;
+		n->window_keys = true;
+		n->held_count = calloc(egw_pool_nblocks(pool),
+				       sizeof(*n->held_count));
+		if (rc == 0 && n->held_count == NULL)
+			rc = -ENOMEM;
+	}
 	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
 		rc = egw_receiver_create(&xc, &pol, &n->receiver);
@@ -430,6 +508,7 @@ egw_node_destroy(struct egw_node *n)
 	egw_receiver_destroy(n->receiver);
 	free(n->allocq);
 	free(n->refusedq);
+	free(n->held_count);
 	free(n);
 }
 
@@ -709,6 +788,22 @@ session_check(struct node_peer *pe, const struct egw_pkt *p, bool about_register
 	return egw_replay_check(&pe->heard_win, p->session, p->seq);
 }
 
+/* An INIT for a room the sender does not know: validate it first, then
+ * let the application open the room. true when the INIT was refused here
+ * (answered with ERROR; nothing was created). */
+static bool
+produce_on_demand(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
+{
+	int rc = egw_sender_check_init(n->sender, peer, m);
+
+	if (rc == 0)
+		rc = n->ops.unknown_room(n->ops.ctx, m->room, m->nranks, n->now);
+	if (rc == 0 || rc == -EGW_E_UNKNOWN_ROOM || !egw_rc_is_err(rc))
+		return false; /* the sender answers: STATUS, or unknown */
+	egw_sender_refuse(n->sender, peer, m, (enum egw_err)-rc, n->now);
+	return true;
+}
+
 static void
 dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 {
@@ -748,8 +843,9 @@ dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		return;
 	}
 	if (p->type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
-	    !egw_node_sender_has_room(n, p->msg.room))
-		n->ops.unknown_room(n->ops.ctx, p->msg.room, p->msg.nranks, n->now);
+	    !egw_node_sender_has_room(n, p->msg.room) &&
+	    produce_on_demand(n, peer, &p->msg))
+		return;
 	egw_sender_on_msg(n->sender, peer, &p->msg, n->now);
 }
 
@@ -795,6 +891,8 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 		nudge(n, peer);
 		return;
 	}
+	/* the engines order a request against a restart of its rank by it */
+	p.msg.seq = p.seq;
 	dispatch(n, peer, &p);
 }
 

@@ -63,6 +63,7 @@ struct egw_node_stats {
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	uint64_t posts_refused;   /**< batches the driver refused: failed */
 	uint64_t refused_overflow; /**< refused batches not queued (0) */
+	uint64_t window_bind_failed; /**< windows whose keys could not be made */
 	struct egw_proto_stats proto;
 };
 
@@ -134,11 +135,31 @@ struct egw_node_ops {
 	 *  QPs); optional - without it the create-time gid/qpn serve all. */
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
 			 uint16_t *mtu);
-	/** Encode side: an INIT names a room the sender does not know. The
-	 *  application may open it now (egw_node_sender_open, _input);
-	 *  optional. */
-	void (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
-			     uint64_t now);
+	/** Encode side: an INIT names a room the sender does not know, and
+	 *  the sender would accept it (egw_sender_check_init; a refused INIT
+	 *  never gets here, so it leaves no state). The application may open
+	 *  the room now (egw_node_sender_open, _input) and returns 0 then;
+	 *  -EGW_E_UNKNOWN_ROOM when the room is none of its own (the INIT is
+	 *  answered as unknown and retried); or the refusal the INIT is
+	 *  answered with: -EGW_E_NO_SLOT (room table full), -EGW_E_TOO_LARGE
+	 *  (the room can never fit), -EGW_E_BEYOND_TOTAL (a room of 0
+	 *  tokens), -EGW_E_BUSY (cannot take it now). Optional. */
+	int (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
+			    uint64_t now);
+	/** Language side, per-window keys (optional; without it a window
+	 *  admits writes under the regions' keys from REGISTER): open the
+	 *  window over `run` - one run - to `peer` alone and put each kind's
+	 *  key in rkeys (0: a kind the window needs no key for). Return once
+	 *  the keys admit writes; 0 or -errno (the window is not offered, its
+	 *  blocks go back and the receiver asks again). With it, every window
+	 *  is a single run. */
+	int (*window_bind)(void *ctx, uint32_t peer, const struct egw_run *run,
+			   uint32_t rkeys[EGW_KIND_MAX]);
+	/** Close the window opened over `run` (run->start names it; nothing
+	 *  when none is open there): return once no write through its keys
+	 *  can land. Called when its room ends - delivered, failed, aborted -
+	 *  before any of its blocks is handed on. Required with window_bind. */
+	void (*window_unbind)(void *ctx, const struct egw_run *run);
 	void *ctx;
 };
 
@@ -191,7 +212,9 @@ uint64_t egw_node_peer_session(const struct egw_node *n, uint32_t peer);
 int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 
 /* Language side */
-/** Open a room for one rank towards `peer` (egw_receiver_open): 0,
+/** Open a room for one rank towards `peer` (egw_receiver_open: it waits
+ *  in the admission queue, as Bootstrapping, until the pool can hold its
+ *  first window): 0,
  *  -ENOTSUP without the language role, -EINVAL for bad arguments, or
  *  -enum egw_err (EGW_E_UNKNOWN_PEER, EGW_E_PEER_DEAD, EGW_E_BAD_RANK,
  *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT). */

@@ -135,7 +135,7 @@ enum {
 	H_OFFSET = 32, H_RSV2 = 36, H_SEQ = 40,
 };
 
-#define WIN_FIXED 16u     /* INIT/RESUME body before the runs */
+#define WIN_FIXED 28u     /* INIT/RESUME body before the runs */
 #define STATUS_BODY 16u
 #define ABORT_BODY 4u
 #define ERROR_BODY 4u
@@ -259,7 +259,8 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		put32(p, m->block_tokens);
 		put32(p + 4, m->alloc_tokens);
 		put16(p + 8, m->nruns);
-		put32(p + 12, m->rkey);
+		for (int k = 0; k < EGW_KIND_MAX; k++)
+			put32(p + 12 + 4 * k, m->rkeys[k]);
 		for (uint16_t i = 0; i < m->nruns; i++) {
 			put32(p + WIN_FIXED + 8u * i, m->runs[i].start);
 			put32(p + WIN_FIXED + 8u * i + 4, m->runs[i].count);
@@ -455,7 +456,8 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		m->block_tokens = get32(p);
 		m->alloc_tokens = get32(p + 4);
 		m->nruns = get16(p + 8);
-		m->rkey = get32(p + 12);
+		for (int k = 0; k < EGW_KIND_MAX; k++)
+			m->rkeys[k] = get32(p + 12 + 4 * k);
 		if (get16(p + 10) != 0)
 			return EGW_PE_RESERVED;
 		if ((type == EGW_MSG_INIT) != (m->offset == 0))

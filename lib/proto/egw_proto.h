@@ -31,7 +31,7 @@ extern "C" {
 #define EGW_PROTO_MAX_LEN 512u
 /** Longest datagram we build: an INIT or RESUME with EGW_XFER_MAX_RUNS
  *  runs, under the IPv4 minimum reassembly size (576) with its headers. */
-#define EGW_PROTO_MAX_DGRAM 336u
+#define EGW_PROTO_MAX_DGRAM 348u
 #define EGW_PROTO_REPLAY_WINDOW 64u
 
 /** Message types: the xfer ones (1..6) plus REGISTER. */

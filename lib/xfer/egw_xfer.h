@@ -160,7 +160,8 @@ enum egw_msg_type {
 /** Header flags, on the wire as they are (doc/protocol.md); each belongs
  *  to one message type and lib/proto refuses it on any other. */
 #define EGW_MSGF_DUMMY 0x1u   /**< INIT: this rank wants the aux record only */
-#define EGW_MSGF_ACK 0x2u     /**< REGISTER (lib/proto): the answer to one */
+#define EGW_MSGF_ACK 0x2u     /**< REGISTER: the answer to one; ABORT E->L:
+				* none of the rank's writes is in flight */
 #define EGW_MSGF_POLL 0x4u    /**< STATUS L->E: a poll, not a report */
 
 struct egw_msg {
@@ -176,12 +177,18 @@ struct egw_msg {
 	uint32_t block_tokens; /**< INIT/RESUME: sender checks it equals its own */
 	uint32_t offset;       /**< INIT/RESUME: first token of the window; ERROR: echo */
 	uint32_t alloc_tokens; /**< INIT/RESUME: blocks x block_tokens */
-	uint32_t rkey;         /**< INIT/RESUME: the key admitting writes to the
-				 *   window (0: the region's, from REGISTER) */
+	/** INIT/RESUME: per kind, the key admitting writes to the window's
+	 *  blocks of that kind (0: the region's, from REGISTER) */
+	uint32_t rkeys[EGW_KIND_MAX];
 	uint32_t total_tokens; /**< STATUS: announced total, 0 = not yet known */
 	uint32_t landed_tokens;   /**< STATUS: tokens written and completed */
 	uint32_t accepted_tokens; /**< STATUS: end of the last accepted window */
 	struct egw_run runs[EGW_XFER_MAX_RUNS]; /**< INIT/RESUME: window blocks */
+	/** Not on the wire as such: the datagram's sequence number, set by
+	 *  whoever decoded it (lib/node), 0 when unknown. It only grows per
+	 *  peer, so it orders a request against a restart of its rank
+	 *  (doc/xfer.md, "Admission"). */
+	uint64_t seq;
 };
 
 /* ---- actions ----------------------------------------------------------- */
@@ -229,6 +236,9 @@ struct egw_act {
 	uint32_t keep;                /**< SHRINK: blocks kept of runs[0] */
 	uint32_t aux_block;           /**< DELIVER: block holding the aux record */
 	bool dummy;                   /**< DELIVER: aux-only rank */
+	uint64_t waited_ns;           /**< DELIVER, DONE (receiver): time the
+				       *   room waited for admission, all
+				       *   its restarts included */
 };
 
 typedef void (*egw_emit_fn)(void *ctx, const struct egw_act *a);
@@ -277,7 +287,13 @@ struct egw_xfer_timers {
 	uint64_t input_ns;        /**< until the total is known */
 	uint64_t round_ns;        /**< no progress while transferring */
 	uint64_t alloc_retry_ns;  /**< retry interval when the pool is exhausted */
-	uint64_t alloc_ns;        /**< give up allocating after this long */
+	uint64_t alloc_ns;        /**< receiver: an admitted room waiting this
+				   *   long for memory gives its blocks back
+				   *   and restarts (< round_ns) */
+	uint64_t admit_ns;        /**< receiver: a room waiting for memory
+				   *   (admission queue, resumes, restarts)
+				   *   fails this long after its open; sender:
+				   *   a restarted rank must INIT again within */
 	uint64_t heartbeat_ns;    /**< send a heartbeat this often */
 	uint64_t peer_dead_ns;    /**< no word from a peer this long: dead */
 	uint64_t linger_ns;       /**< final rooms answer duplicates this long */
@@ -293,6 +309,10 @@ struct egw_xfer_conf {
 	uint32_t max_blocks_per_round; /**< receiver: cap per window (0: none) */
 	uint32_t pipeline_depth;    /**< receiver: windows ahead (1..PIPE-1) */
 	bool announce_early;        /**< sender: total in the INIT answer */
+	/** receiver: every window is one run (one contiguous range per kind,
+	 *  which one memory window per kind can cover) and carries the keys
+	 *  given with its allocation (egw_receiver_alloc_done_keys) */
+	bool window_keys;
 	struct egw_xfer_timers timers;
 	egw_emit_fn emit;
 	void *emit_ctx;
@@ -300,6 +320,9 @@ struct egw_xfer_conf {
 
 void egw_xfer_conf_default(struct egw_xfer_conf *c,
 			   const struct egw_pool_geom *g);
+
+/** Buckets of egw_xfer_stats.admit_wait_hist. */
+#define EGW_XFER_WAIT_BUCKETS 40
 
 struct egw_xfer_stats {
 	uint64_t rx_msgs, tx_msgs;
@@ -318,7 +341,29 @@ struct egw_xfer_stats {
 	uint64_t write_batches, writes, bytes;
 	uint64_t rooms_active;
 	uint64_t peers_dead;
+	/* receiver: admission (doc/xfer.md, "Admission") */
+	uint64_t admit_queued;        /**< rooms waiting for a first window now */
+	uint64_t admit_queue_max;     /**< most rooms ever waiting at once */
+	uint64_t admitted;            /**< first windows granted (restarts too) */
+	uint64_t restarts;            /**< rooms that gave their blocks back */
+	uint64_t admit_wait_max_ns;   /**< longest wait of a room, restarts included */
+	/** admission waits of rooms that ended: bucket i counts waits in
+	 *  [2^i, 2^(i+1)) microseconds (bucket 0: below 2 us) */
+	uint64_t admit_wait_hist[EGW_XFER_WAIT_BUCKETS];
+	/* receiver: quarantine (doc/xfer.md, "Quarantine") */
+	uint64_t quarantined;         /**< rooms whose blocks were held for an ACK */
+	uint64_t quarantine_rooms;    /**< rooms held now */
+	uint64_t quarantine_blocks;   /**< blocks held now */
+	uint64_t quarantine_acked;    /**< released by ABORT ACK */
+	uint64_t quarantine_dead;     /**< released because the peer died */
+	/* sender */
+	uint64_t abort_acks;          /**< ABORT ACKs sent */
+	uint64_t yields;              /**< ranks restarted on the receiver's word */
 };
+
+/** The wait (ns) below which a fraction `q` (0..1] of the counted waits
+ *  lie, by the histogram: the upper edge of the bucket reached. */
+uint64_t egw_xfer_wait_quantile(const struct egw_xfer_stats *st, double q);
 
 /* Peers are small integers the application maps to addresses (below
  * max_peers); the sender also knows each peer's pool size, which window
@@ -336,9 +381,12 @@ void egw_receiver_destroy(struct egw_receiver *r);
 /** 0, or -EINVAL for peer >= max_peers. */
 int egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now);
 
-/** Open a room for one rank: allocates the first window and sends INIT.
- *  0, -EINVAL (NULL engine), or -enum egw_err: EGW_E_UNKNOWN_PEER,
- *  EGW_E_PEER_DEAD, EGW_E_BAD_RANK, EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT. */
+/** Open a room for one rank: it joins the admission queue (FIFO), which
+ *  allocates its first window and sends INIT as soon as the pool can hold
+ *  it and no admitted room waits for memory; until then it reads
+ *  Bootstrapping. 0, -EINVAL (NULL engine), or -enum egw_err:
+ *  EGW_E_UNKNOWN_PEER, EGW_E_PEER_DEAD, EGW_E_BAD_RANK,
+ *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT (room table full). */
 int egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		      uint16_t nranks, uint32_t peer, bool dummy, uint64_t now);
 /** Result of an EGW_ACT_ALLOC: n > 0 runs, or n = -errno (the pool's
@@ -346,22 +394,32 @@ int egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 int egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room,
 			    uint16_t rank, const struct egw_run *runs, int n,
 			    uint64_t now);
+/** The same with the window's keys, one per kind (0: the region's), for
+ *  its INIT/RESUME; rkeys NULL: all 0. With window_keys, n > 1 is refused
+ *  like any other answer that does not fit the request. */
+int egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
+				 uint16_t rank, const struct egw_run *runs, int n,
+				 const uint32_t rkeys[EGW_KIND_MAX], uint64_t now);
 /** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
  *  argument), or -enum egw_err: why the message was refused (counted in
  *  stats.rejected). */
 int egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 			const struct egw_msg *m, uint64_t now);
-/** The local app gives up on a room (frees, tells the sender). 0 or
- *  -EGW_E_UNKNOWN_ROOM. */
+/** The local app gives up on a room: DONE(ABORTED) now; the sender hears
+ *  ABORT and the blocks go back once it answers with ABORT ACK (doc/xfer.md,
+ *  "Quarantine"). 0 or -EGW_E_UNKNOWN_ROOM (not open, or ended). */
 int egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 		       uint64_t now);
 void egw_receiver_tick(struct egw_receiver *r, uint64_t now);
-/** Shutdown: abort every open room (frees, tells the peers). */
+/** Shutdown: abort every open room, tell the peers, and free every block
+ *  at once (quarantined ones too: the payload path goes with it). */
 void egw_receiver_abort_all(struct egw_receiver *r, uint64_t now);
 /** Declare a peer dead now (e.g. the transport lost it). */
 void egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer,
 			    uint64_t now);
-/** enum egw_state of a room, or -EGW_E_UNKNOWN_ROOM. */
+/** enum egw_state of a room (a queued one reads Bootstrapping), or
+ *  -EGW_E_UNKNOWN_ROOM (not open, or ended: a failed room waiting for its
+ *  ABORT ACK has ended for the app). */
 int egw_receiver_state(const struct egw_receiver *r, uint64_t room,
 		       uint16_t rank);
 void egw_receiver_get_stats(const struct egw_receiver *r,
@@ -400,6 +458,24 @@ int egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
  *  stats.rejected; the peer hears an ERROR where one is due). */
 int egw_sender_on_msg(struct egw_sender *s, uint32_t peer,
 		      const struct egw_msg *m, uint64_t now);
+/**
+ * Check an INIT for a room the sender does not know as the room would
+ * check it (peer, offset, rank/nranks, block_tokens, runs, alloc_tokens),
+ * without creating anything: a producer that opens rooms on demand calls
+ * this first, so a refused INIT leaves no state. 0 when the INIT would be
+ * accepted, -EINVAL (NULL argument), or the -enum egw_err it would get.
+ */
+int egw_sender_check_init(struct egw_sender *s, uint32_t peer,
+			  const struct egw_msg *m);
+/**
+ * Refuse a request with ERROR(e) echoing it (type, offset, room, rank),
+ * counted in stats.rejected: the answer for an INIT that a producer
+ * refused (EGW_E_NO_SLOT, EGW_E_TOO_LARGE, EGW_E_BEYOND_TOTAL, EGW_E_BUSY)
+ * or that egw_sender_check_init() refused. Returns -e, or -EINVAL (NULL
+ * argument, e not a code), -EGW_E_UNKNOWN_PEER.
+ */
+int egw_sender_refuse(struct egw_sender *s, uint32_t peer,
+		      const struct egw_msg *m, enum egw_err e, uint64_t now);
 /** Writes of an EGW_ACT_POST_WRITES completed; ok == false fails the room.
  *  0, or -enum egw_err for a cookie that is stale (EGW_E_UNKNOWN_ROOM),
  *  malformed (EGW_E_BAD_RANK) or already completed (EGW_E_STATE). */

@@ -145,6 +145,7 @@ egw_xfer_timers_default(struct egw_xfer_timers *t)
 	t->round_ns = 5000 * MS;
 	t->alloc_retry_ns = 1 * MS;
 	t->alloc_ns = 2000 * MS;
+	t->admit_ns = 30000 * MS;
 	t->heartbeat_ns = 100 * MS;
 	t->peer_dead_ns = 1000 * MS;
 	t->linger_ns = 2000 * MS;
@@ -444,4 +445,24 @@ core_check_runs(const struct egw_run *runs, uint32_t n, uint32_t pool_blocks)
 		blocks += runs[i].count;
 	}
 	return blocks;
+}
+
+uint64_t
+egw_xfer_wait_quantile(const struct egw_xfer_stats *st, double q)
+{
+	uint64_t n = 0, seen = 0, want;
+
+	for (int i = 0; i < EGW_XFER_WAIT_BUCKETS; i++)
+		n += st->admit_wait_hist[i];
+	if (n == 0)
+		return 0;
+	want = (uint64_t)(q * (double)n + 0.999999);
+	if (want == 0)
+		want = 1;
+	for (int i = 0; i < EGW_XFER_WAIT_BUCKETS; i++) {
+		seen += st->admit_wait_hist[i];
+		if (seen >= want)
+			return (2ull << i) * 1000ull;
+	}
+	return st->admit_wait_max_ns;
 }

@@ -22,7 +22,10 @@
 struct receiver_window {
 	uint32_t off, alloc;      /* tokens */
 	uint32_t first_run, nruns;
+	uint32_t rkeys[EGW_KIND_MAX]; /* for its INIT/RESUME (0: region's) */
 };
+
+#define QNIL UINT32_MAX       /* end of the admission queue */
 
 struct receiver_room {
 	uint64_t room;
@@ -35,12 +38,24 @@ struct receiver_room {
 	uint32_t landed;          /* tokens the sender reports complete */
 	uint32_t accepted;        /* end of the windows the sender accepted */
 	bool alloc_pending;
-	bool alloc_failing;       /* the pool said no; retrying */
+	bool alloc_failing;       /* the pool said no to a resume; retrying */
 	uint64_t alloc_fail_since;
 	uint64_t next_alloc;
 	uint64_t deadline;        /* of the current state */
 	uint64_t progress_at;
 	uint64_t next_tx, rto;
+	/* admission */
+	bool queued;              /* in the admission queue: holds no block */
+	uint32_t qprev, qnext;    /* queue links (room indices) */
+	uint64_t open_seq;        /* order of opening: the youngest yields */
+	uint64_t mem_deadline;    /* open + admit_ns: waiting for memory ends */
+	uint64_t queued_at;
+	uint64_t waited;          /* time spent in the queue so far */
+	/* quarantine: ABORT sent, blocks held until its ACK */
+	bool wait_ack;
+	bool restart;             /* a yield: back to the queue after the ACK */
+	uint16_t abort_err;       /* enum egw_err the ABORT carries */
+	uint64_t ack_seq;         /* messages sent before the ACK are stale */
 	struct egw_run *runs;     /* all runs, token order */
 	uint32_t nruns;
 	struct receiver_window *win;
@@ -53,10 +68,19 @@ struct egw_receiver {
 	struct receiver_room *rooms;
 	struct egw_run *run_store;
 	struct receiver_window *win_store;
+	/* the admission queue: FIFO of rooms without a window (restarted
+	 * rooms go to its front), one first-window allocation at a time */
+	uint32_t qhead, qtail;
+	bool admit_pending;
+	uint64_t admit_retry_at;
+	uint64_t admit_blocked_since; /* the head has waited since (0: not) */
+	uint64_t open_seq;
+	bool closing;             /* abort_all: free at once */
 };
 
-static void receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
-		    bool tell_peer);
+static void receiver_fail(struct egw_receiver *r, struct receiver_room *x,
+			  enum egw_err e, bool tell_peer, uint64_t now);
+static void receiver_admit(struct egw_receiver *r, uint64_t now);
 
 int
 egw_receiver_create(const struct egw_xfer_conf *c,
@@ -90,6 +114,7 @@ egw_receiver_create(const struct egw_xfer_conf *c,
 		r->rooms[i].runs = r->run_store + (size_t)i * c->max_runs_per_room;
 		r->rooms[i].win = r->win_store + (size_t)i * c->max_runs_per_room;
 	}
+	r->qhead = r->qtail = QNIL;
 	*out = r;
 	return 0;
 }
@@ -137,12 +162,110 @@ egw_receiver_state(const struct egw_receiver *r, uint64_t room, uint16_t rank)
 {
 	int32_t i = core_find(&r->core, room, rank);
 
-	return i < 0 ? -EGW_E_UNKNOWN_ROOM : r->rooms[i].state;
+	/* a failed room waiting for its ABORT ACK has ended for the app */
+	if (i < 0 || r->rooms[i].state == EGW_ST_FAILED)
+		return -EGW_E_UNKNOWN_ROOM;
+	return r->rooms[i].state;
+}
+
+/* ---- the admission queue ------------------------------------------------ */
+
+static uint32_t
+idx_of(const struct egw_receiver *r, const struct receiver_room *x)
+{
+	return (uint32_t)(x - r->rooms);
+}
+
+static bool older(const struct receiver_room *a, const struct receiver_room *b);
+
+/* Into the queue: a new room at the tail (FIFO); a restarted one before
+ * the first younger room waiting (it keeps its age, and the rule that
+ * breaks deadlocks needs the oldest to go first). */
+static void
+queue_push(struct egw_receiver *r, struct receiver_room *x, bool restarted,
+	   uint64_t now)
+{
+	uint32_t i = idx_of(r, x), next = QNIL;
+
+	if (restarted)
+		for (next = r->qhead; next != QNIL && !older(x, &r->rooms[next]);
+		     next = r->rooms[next].qnext)
+			;
+	x->queued = true;
+	x->queued_at = now;
+	x->qnext = next;
+	x->qprev = next == QNIL ? r->qtail : r->rooms[next].qprev;
+	if (x->qprev != QNIL)
+		r->rooms[x->qprev].qnext = i;
+	else
+		r->qhead = i;
+	if (x->qnext != QNIL)
+		r->rooms[x->qnext].qprev = i;
+	else
+		r->qtail = i;
+	if (++r->core.stats.admit_queued > r->core.stats.admit_queue_max)
+		r->core.stats.admit_queue_max = r->core.stats.admit_queued;
 }
 
 static void
-receiver_set_state(struct egw_receiver *r, struct receiver_room *x, enum egw_state s,
-	     uint64_t now)
+queue_remove(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+{
+	if (!x->queued)
+		return;
+	if (x->qprev != QNIL)
+		r->rooms[x->qprev].qnext = x->qnext;
+	else
+		r->qhead = x->qnext;
+	if (x->qnext != QNIL)
+		r->rooms[x->qnext].qprev = x->qprev;
+	else
+		r->qtail = x->qprev;
+	x->queued = false;
+	x->waited += now - x->queued_at;
+	r->core.stats.admit_queued--;
+	if (x->alloc_pending) /* its first window is being allocated */
+		r->admit_pending = false;
+}
+
+/* A room ends: its admission wait goes into the statistics. */
+static void
+record_wait(struct egw_receiver *r, const struct receiver_room *x)
+{
+	struct egw_xfer_stats *st = &r->core.stats;
+	uint64_t us = x->waited / 1000;
+	int b = 0;
+
+	while (us > 1 && b < EGW_XFER_WAIT_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	st->admit_wait_hist[b]++;
+	if (x->waited > st->admit_wait_max_ns)
+		st->admit_wait_max_ns = x->waited;
+}
+
+static uint32_t
+held_blocks(const struct receiver_room *x)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < x->nruns; i++)
+		n += x->runs[i].count;
+	return n;
+}
+
+/* Admitted and still able to use memory: has windows, not ended, not
+ * waiting for an ACK. */
+static bool
+admitted_live(const struct receiver_room *x)
+{
+	return x->nwin > 0 && !x->wait_ack && x->state < EGW_ST_SUCCESS;
+}
+
+
+static void
+receiver_set_state(struct egw_receiver *r, struct receiver_room *x,
+		   enum egw_state s, uint64_t now)
 {
 	const struct egw_xfer_timers *t = &r->core.conf.timers;
 
@@ -158,16 +281,24 @@ receiver_set_state(struct egw_receiver *r, struct receiver_room *x, enum egw_sta
 
 /* Ask the app for the next window's blocks. */
 static void
-receiver_request_window(struct egw_receiver *r, struct receiver_room *x)
+receiver_request_window(struct egw_receiver *r, struct receiver_room *x,
+			uint64_t now)
 {
 	const struct egw_xfer_conf *c = &r->core.conf;
 	uint32_t bt = c->geom.block_tokens, want, room_left;
 	struct egw_act a = { .type = EGW_ACT_ALLOC, .room = x->room,
 			     .rank = x->rank, .peer = x->peer };
 
-	if (x->nwin == 0) {
-		want = x->dummy ? bt : egw_policy_tokens(&r->policy);
+	if (x->nwin == 0 && x->dummy) {
+		want = bt;
+	} else if (x->nwin == 0 && x->total == 0) {
+		/* never more than the whole pool could give */
+		want = egw_policy_tokens(&r->policy);
+		if (want > c->geom.capacity_tokens)
+			want = c->geom.capacity_tokens;
 	} else {
+		/* a resume, or the first window of a restarted room (its
+		 * total known): sized from the total */
 		want = x->total - x->alloc_end;
 		if (c->max_blocks_per_round != 0 &&
 		    want > c->max_blocks_per_round * bt)
@@ -175,19 +306,21 @@ receiver_request_window(struct egw_receiver *r, struct receiver_room *x)
 	}
 	room_left = c->max_runs_per_room - x->nruns;
 	if (room_left == 0 || x->nwin == c->max_runs_per_room) {
-		receiver_fail(r, x, EGW_E_TOO_LARGE, true);
+		receiver_fail(r, x, EGW_E_TOO_LARGE, true, now);
 		return;
 	}
 	a.tokens = want;
 	a.max_runs = room_left < EGW_XFER_MAX_RUNS ? room_left
 						   : EGW_XFER_MAX_RUNS;
+	if (c->window_keys)
+		a.max_runs = 1; /* the rest goes in further windows */
 	x->alloc_pending = true;
 	core_emit(&r->core, &a);
 }
 
 static void
 receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
-	       const struct receiver_window *w)
+		     const struct receiver_window *w)
 {
 	struct egw_msg m = {
 		.type = w->off == 0 ? EGW_MSG_INIT : EGW_MSG_RESUME,
@@ -199,16 +332,16 @@ receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
 		.block_tokens = r->core.conf.geom.block_tokens,
 		.offset = w->off,
 		.alloc_tokens = w->alloc,
-		.rkey = 0, /* the pool is registered whole: the region's key */
 	};
 
+	memcpy(m.rkeys, w->rkeys, sizeof(m.rkeys));
 	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));
 	core_send(&r->core, x->peer, &m);
 }
 
 static void
-receiver_send_simple(struct egw_receiver *r, struct receiver_room *x, uint8_t type,
-	       enum egw_err e)
+receiver_send_simple(struct egw_receiver *r, struct receiver_room *x,
+		     uint8_t type, enum egw_err e)
 {
 	struct egw_msg m = { .type = type, .error = (uint16_t)e,
 			     .rank = x->rank, .nranks = x->nranks,
@@ -219,23 +352,116 @@ receiver_send_simple(struct egw_receiver *r, struct receiver_room *x, uint8_t ty
 }
 
 static void
-receiver_release(struct egw_receiver *r, struct receiver_room *x)
+receiver_release(struct egw_receiver *r, struct receiver_room *x,
+		 uint64_t now)
 {
-	core_release(&r->core, x->room, x->rank, (uint32_t)(x - r->rooms));
+	queue_remove(r, x, now);
+	core_release(&r->core, x->room, x->rank, idx_of(r, x));
+}
+
+/* Every block the room holds back to the pool; windows forgotten. */
+static void
+receiver_free_all(struct egw_receiver *r, struct receiver_room *x)
+{
+	core_free_runs(&r->core, x->room, x->rank, x->runs, x->nruns);
+	x->nruns = 0;
+	x->nwin = 0;
+	x->alloc_end = 0;
+	x->accepted = 0;
+	x->landed = 0;
 }
 
 static void
-receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
-	bool tell_peer)
+receiver_done(struct egw_receiver *r, struct receiver_room *x, enum egw_err e)
 {
+	struct egw_act a = { .type = EGW_ACT_DONE, .room = x->room,
+			     .rank = x->rank, .error = e,
+			     .waited_ns = x->waited };
+
+	record_wait(r, x);
+	if (e == EGW_E_OK) {
+		r->core.stats.rooms_ok++;
+	} else {
+		r->core.stats.rooms_failed++;
+		r->core.stats.failed[egw_err_to_wire(e)]++;
+	}
+	core_emit(&r->core, &a);
+}
+
+/* Send the room's ABORT now and again on the timer, until the ACK. */
+static void
+receiver_hold_for_ack(struct egw_receiver *r, struct receiver_room *x,
+		      enum egw_err e, uint64_t now)
+{
+	x->wait_ack = true;
+	x->abort_err = (uint16_t)e;
+	x->alloc_failing = false;
+	r->core.stats.quarantined++;
+	r->core.stats.quarantine_rooms++;
+	r->core.stats.quarantine_blocks += held_blocks(x);
+	receiver_send_simple(r, x, EGW_MSG_ABORT, e);
+	x->rto = r->core.conf.timers.rto_ns;
+	x->next_tx = now + x->rto;
+}
+
+/* The quarantine ends (ACK, or the peer is gone): blocks back to the pool. */
+static void
+receiver_unhold(struct egw_receiver *r, struct receiver_room *x)
+{
+	r->core.stats.quarantine_rooms--;
+	r->core.stats.quarantine_blocks -= held_blocks(x);
+	x->wait_ack = false;
+	receiver_free_all(r, x);
+}
+
+/*
+ * The room fails. The app hears it now (DONE); the blocks go back to the
+ * pool at once only when no write can still land in them - no window was
+ * ever announced, the peer is dead (its QP reset or its mapping gone), or
+ * the engine shuts down. Otherwise they are quarantined until the sender's
+ * ABORT ACK says none of the room's writes to this rank is in flight.
+ */
+static void
+receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
+	      bool tell_peer, uint64_t now)
+{
+	if (x->wait_ack) {
+		/* a yielding room fails before its ACK: the ACK now only
+		 * ends the quarantine, and the ABORT it repeats fails the
+		 * sender's room instead of restarting the rank */
+		if (x->restart) {
+			x->restart = false;
+			x->state = EGW_ST_FAILED;
+			x->abort_err = (uint16_t)e;
+			receiver_done(r, x, e);
+			receiver_send_simple(r, x, EGW_MSG_ABORT, e);
+		}
+		return;
+	}
+	queue_remove(r, x, now);
 	x->state = EGW_ST_FAILED;
-	core_free_runs(&r->core, x->room, x->rank, x->runs, x->nruns);
-	x->nruns = 0;
-	if (tell_peer)
-		receiver_send_simple(r, x, EGW_MSG_ABORT, e);
-	core_done(&r->core, x->room, x->rank, e);
-	/* An allocation still in flight finds no room and is freed then. */
-	receiver_release(r, x);
+	receiver_done(r, x, e);
+	if (x->nwin == 0 || e == EGW_E_PEER_DEAD || r->closing) {
+		receiver_free_all(r, x);
+		if (tell_peer)
+			receiver_send_simple(r, x, EGW_MSG_ABORT, e);
+		receiver_release(r, x, now);
+		receiver_admit(r, now);
+		return;
+	}
+	/* An allocation still in flight finds the room failed and is freed
+	 * then. */
+	receiver_hold_for_ack(r, x, e, now);
+}
+
+/* Give the room's blocks back and start it again from token 0 once
+ * admitted anew (doc/xfer.md, "Admission"): the sender resets the rank
+ * when none of its writes is in flight and answers with ABORT ACK. */
+static void
+receiver_yield(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+{
+	x->restart = true;
+	receiver_hold_for_ack(r, x, EGW_E_BUSY, now);
 }
 
 /* Windows allocated and not yet fully landed. */
@@ -253,14 +479,88 @@ receiver_outstanding(const struct receiver_room *x)
 }
 
 static void
-receiver_maybe_resume(struct egw_receiver *r, struct receiver_room *x)
+receiver_maybe_resume(struct egw_receiver *r, struct receiver_room *x,
+		      uint64_t now)
 {
-	if (x->dummy || x->total == 0 || x->alloc_pending ||
-	    x->alloc_failing || x->alloc_end >= x->total ||
-	    x->state >= EGW_ST_SUCCESS)
+	/* a restarted room knows its total before the sender has its INIT:
+	 * a RESUME waits for that, as it would on a first run */
+	if (x->dummy || x->total == 0 || x->accepted == 0 || x->alloc_pending ||
+	    x->queued || x->wait_ack || x->alloc_failing ||
+	    x->alloc_end >= x->total || x->state >= EGW_ST_SUCCESS)
 		return;
 	if (receiver_outstanding(x) < r->core.conf.pipeline_depth)
-		receiver_request_window(r, x);
+		receiver_request_window(r, x, now);
+}
+
+/* Blocks a room's first window asks for. */
+static uint32_t
+first_window_blocks(const struct egw_receiver *r, const struct receiver_room *x)
+{
+	const struct egw_xfer_conf *c = &r->core.conf;
+	uint32_t b;
+
+	if (x->dummy)
+		return 1;
+	if (x->total == 0) {
+		b = egw_geom_blocks_for(&c->geom, egw_policy_tokens(&r->policy));
+		return b < c->geom.capacity_tokens / c->geom.block_tokens
+			       ? b : c->geom.capacity_tokens / c->geom.block_tokens;
+	}
+	b = egw_geom_blocks_for(&c->geom, x->total);
+	return c->max_blocks_per_round != 0 && b > c->max_blocks_per_round
+		       ? c->max_blocks_per_round : b;
+}
+
+/*
+ * Whether the head of the queue may have its first window now: no
+ * admitted room waits for memory (resumes of admitted rooms come before
+ * new rooms' first windows), and the pool - as far as this engine knows
+ * it: blocks its rooms hold, quarantined ones included - keeps room for
+ * what the admitted rooms whose totals are known still need, besides the
+ * new window. Rooms whose totals are not known yet reserve nothing; if
+ * they turn out to need more than there is, the deadlock rule below sorts
+ * it out.
+ */
+static bool
+receiver_may_admit(const struct egw_receiver *r, const struct receiver_room *h)
+{
+	const struct egw_pool_geom *g = &r->core.conf.geom;
+	uint64_t held = 0, need = 0, pool = g->capacity_tokens / g->block_tokens;
+
+	for (uint32_t i = 0; i < r->core.nactive; i++) {
+		const struct receiver_room *x = &r->rooms[r->core.active[i]];
+		uint32_t b = held_blocks(x);
+
+		held += b;
+		if (!admitted_live(x))
+			continue;
+		if (x->alloc_failing)
+			return false;
+		if (x->total != 0 && !x->dummy &&
+		    egw_geom_blocks_for(g, x->total) > b)
+			need += egw_geom_blocks_for(g, x->total) - b;
+	}
+	return held + need + first_window_blocks(r, h) <= pool;
+}
+
+/* Allocate the first window of the room at the head of the queue, one at
+ * a time, when receiver_may_admit() says so. */
+static void
+receiver_admit(struct egw_receiver *r, uint64_t now)
+{
+	if (r->qhead == QNIL) {
+		r->admit_blocked_since = 0;
+		return;
+	}
+	if (r->admit_pending || now < r->admit_retry_at || r->closing)
+		return;
+	if (!receiver_may_admit(r, &r->rooms[r->qhead])) {
+		if (r->admit_blocked_since == 0)
+			r->admit_blocked_since = now;
+		return;
+	}
+	r->admit_pending = true;
+	receiver_request_window(r, &r->rooms[r->qhead], now);
 }
 
 /*
@@ -299,20 +599,21 @@ receiver_trim(struct egw_receiver *r, struct receiver_room *x)
 }
 
 static void
-receiver_deliver(struct egw_receiver *r, struct receiver_room *x)
+receiver_deliver(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 {
 	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
 			     .rank = x->rank, .peer = x->peer,
 			     .runs = x->runs, .nruns = x->nruns,
 			     .tokens = x->total, .aux_block = x->runs[0].start,
-			     .dummy = x->dummy };
+			     .dummy = x->dummy, .waited_ns = x->waited };
 
 	x->state = EGW_ST_SUCCESS;
 	/* ownership of the runs passes to the app with this action */
 	core_emit(&r->core, &a);
 	x->nruns = 0;
-	core_done(&r->core, x->room, x->rank, EGW_E_OK);
-	receiver_release(r, x);
+	receiver_done(r, x, EGW_E_OK);
+	receiver_release(r, x, now);
+	receiver_admit(r, now);
 }
 
 int
@@ -349,46 +650,87 @@ egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	x->peer = peer;
 	x->dummy = dummy;
 	x->state = EGW_ST_BOOTSTRAPPING;
-	x->deadline = now + r->core.conf.timers.bootstrap_ns;
+	x->open_seq = ++r->open_seq;
+	x->mem_deadline = now + r->core.conf.timers.admit_ns;
+	/* the bootstrap clock starts when the room is admitted */
+	x->deadline = x->mem_deadline;
 	x->progress_at = now;
 	x->rto = r->core.conf.timers.rto_ns;
 	x->next_tx = UINT64_MAX;
-	receiver_request_window(r, x);
+	queue_push(r, x, false, now);
+	receiver_admit(r, now);
 	return 0;
+}
+
+/* The pool said no (or answered nonsense). */
+static int
+receiver_alloc_refused(struct egw_receiver *r, struct receiver_room *x, int n,
+		       uint64_t now)
+{
+	r->core.stats.alloc_retries++;
+	if (x->queued) {
+		/* the head stays the head: no room overtakes it */
+		r->admit_retry_at = now + r->core.conf.timers.alloc_retry_ns;
+		if (r->admit_blocked_since == 0)
+			r->admit_blocked_since = now;
+	} else {
+		if (!x->alloc_failing)
+			x->alloc_fail_since = now;
+		x->alloc_failing = true;
+		x->next_alloc = now + r->core.conf.timers.alloc_retry_ns;
+	}
+	return n < 0 ? n : -ENOSPC;
 }
 
 int
 egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 			const struct egw_run *runs, int n, uint64_t now)
 {
+	return egw_receiver_alloc_done_keys(r, room, rank, runs, n, NULL, now);
+}
+
+int
+egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
+			     uint16_t rank, const struct egw_run *runs, int n,
+			     const uint32_t rkeys[EGW_KIND_MAX], uint64_t now)
+{
 	struct receiver_room *x = receiver_find(r, room, rank);
 	uint32_t bt = r->core.conf.geom.block_tokens;
 	uint64_t blocks = 0;
 	struct receiver_window *w;
 
-	if (x == NULL || !x->alloc_pending) {
+	if (x == NULL || !x->alloc_pending || x->wait_ack ||
+	    x->state >= EGW_ST_SUCCESS) {
 		/* the room ended meanwhile: hand the blocks straight back */
+		if (x != NULL)
+			x->alloc_pending = false;
 		if (n > 0)
 			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
 		return -EGW_E_UNKNOWN_ROOM;
 	}
 	x->alloc_pending = false;
+	if (x->queued)
+		r->admit_pending = false;
 	for (int i = 0; i < n; i++)
 		blocks += runs[i].count;
 	if (n <= 0 || blocks == 0 ||
 	    (uint32_t)n > r->core.conf.max_runs_per_room - x->nruns ||
-	    n > EGW_XFER_MAX_RUNS || blocks * bt > EGW_XFER_MAX_TOKENS) {
+	    n > EGW_XFER_MAX_RUNS || blocks * bt > EGW_XFER_MAX_TOKENS ||
+	    (r->core.conf.window_keys && n > 1)) {
 		if (n > 0) {
 			/* an allocator that answers nonsense is refused */
 			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
 			core_reject(&r->core, EGW_E_ZERO_BLOCKS);
 		}
-		r->core.stats.alloc_retries++;
-		if (!x->alloc_failing)
-			x->alloc_fail_since = now;
-		x->alloc_failing = true;
-		x->next_alloc = now + r->core.conf.timers.alloc_retry_ns;
-		return n < 0 ? n : -ENOSPC;
+		return receiver_alloc_refused(r, x, n, now);
+	}
+	if (x->queued) {
+		queue_remove(r, x, now);
+		r->admit_blocked_since = 0;
+		r->core.stats.admitted++;
+		if (x->state == EGW_ST_BOOTSTRAPPING)
+			x->deadline = now + r->core.conf.timers.bootstrap_ns;
+		x->progress_at = now;
 	}
 	x->alloc_failing = false;
 	w = &x->win[x->nwin++];
@@ -397,6 +739,10 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	w->alloc = (uint32_t)(blocks * bt);
 	w->first_run = x->nruns;
 	w->nruns = (uint32_t)n;
+	if (rkeys != NULL)
+		memcpy(w->rkeys, rkeys, sizeof(w->rkeys));
+	else
+		memset(w->rkeys, 0, sizeof(w->rkeys));
 	memcpy(x->runs + x->nruns, runs, (size_t)n * sizeof(*runs));
 	x->nruns += (uint32_t)n;
 	x->alloc_end += w->alloc;
@@ -406,19 +752,28 @@ egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	receiver_send_window(r, x, w);
 	x->rto = r->core.conf.timers.rto_ns;
 	x->next_tx = now + x->rto;
-	receiver_maybe_resume(r, x);
+	receiver_maybe_resume(r, x, now);
+	receiver_admit(r, now);
 	return 0;
 }
 
 static bool
-receiver_window_acked(const struct receiver_room *x, const struct receiver_window *w)
+receiver_window_acked(const struct receiver_room *x,
+		      const struct receiver_window *w)
 {
 	return w->off + w->alloc <= x->accepted;
 }
 
+/* Sent before the ACK that restarted the room: from its old life. */
+static bool
+receiver_stale(const struct receiver_room *x, const struct egw_msg *m)
+{
+	return x->ack_seq != 0 && m->seq <= x->ack_seq;
+}
+
 static int
 receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
-	     const struct egw_msg *m, uint64_t now)
+		   const struct egw_msg *m, uint64_t now)
 {
 	bool progress = false;
 
@@ -427,7 +782,7 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 					 ? (enum egw_err)m->error
 					 : EGW_E_ABORTED;
 
-		receiver_fail(r, x, e, false);
+		receiver_fail(r, x, e, false, now);
 		return 0;
 	}
 	if (m->state > EGW_ST_FAILED)
@@ -456,6 +811,13 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 	if (m->total_tokens != 0 && x->total == 0) {
 		x->total = m->total_tokens;
 		egw_policy_observe(&r->policy, x->total);
+		if (!x->dummy && egw_geom_blocks_for(&r->core.conf.geom, x->total) >
+		    r->core.conf.geom.capacity_tokens /
+			    r->core.conf.geom.block_tokens) {
+			/* more than the whole pool: it could never complete */
+			receiver_fail(r, x, EGW_E_TOO_LARGE, true, now);
+			return 0;
+		}
 		receiver_trim(r, x);
 		receiver_set_state(r, x, EGW_ST_TRANSFERRING, now);
 		progress = true;
@@ -466,7 +828,7 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 	}
 	if (m->state == EGW_ST_SUCCESS && x->total != 0 &&
 	    x->landed == x->total) {
-		receiver_deliver(r, x);
+		receiver_deliver(r, x, now);
 		return 0;
 	}
 	if (progress) {
@@ -476,12 +838,13 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 	} else {
 		r->core.stats.duplicates++;
 	}
-	receiver_maybe_resume(r, x);
+	receiver_maybe_resume(r, x, now);
 	return 0;
 }
 
 static int
-receiver_on_error(struct egw_receiver *r, struct receiver_room *x, const struct egw_msg *m)
+receiver_on_error(struct egw_receiver *r, struct receiver_room *x,
+		  const struct egw_msg *m, uint64_t now)
 {
 	enum egw_err e = egw_err_to_wire((enum egw_err)m->error) != UINT16_MAX
 				 ? (enum egw_err)m->error
@@ -497,9 +860,13 @@ receiver_on_error(struct egw_receiver *r, struct receiver_room *x, const struct 
 			return core_reject(&r->core, EGW_E_STATE); /* stale */
 	}
 	if (e == EGW_E_BUSY ||
-	    (e == EGW_E_UNKNOWN_ROOM && m->state == EGW_MSG_INIT)) {
-		/* retriable: the sender has not opened the room yet, or is
-		 * full; the retransmission timer tries again */
+	    ((e == EGW_E_UNKNOWN_ROOM || e == EGW_E_NO_SLOT) &&
+	     m->state == EGW_MSG_INIT)) {
+		/* retriable until the room's own deadline: the sender has not
+		 * opened the room yet, its room table is full, or it cannot
+		 * take the window now; the retransmission timer tries again.
+		 * TOO_LARGE and every other refusal of a live window are
+		 * final. */
 		r->core.stats.rejected[egw_err_to_wire(e)]++;
 		return 0;
 	}
@@ -507,7 +874,32 @@ receiver_on_error(struct egw_receiver *r, struct receiver_room *x, const struct 
 		return core_reject(&r->core, EGW_E_STATE);
 	if (e == EGW_E_OK)
 		e = EGW_E_BAD_STATUS;
-	receiver_fail(r, x, e, false);
+	receiver_fail(r, x, e, false, now);
+	return 0;
+}
+
+/* ABORT ACK: none of the room's writes to this rank is in flight. */
+static int
+receiver_on_ack(struct egw_receiver *r, struct receiver_room *x,
+		const struct egw_msg *m, uint64_t now)
+{
+	if (!x->wait_ack)
+		return core_reject(&r->core, EGW_E_STATE); /* a late duplicate */
+	r->core.stats.quarantine_acked++;
+	receiver_unhold(r, x);
+	if (!x->restart) {
+		receiver_release(r, x, now);
+		receiver_admit(r, now);
+		return 0;
+	}
+	/* restart: the rank starts again from token 0, in line by age */
+	x->restart = false;
+	x->ack_seq = m->seq != 0 ? m->seq : 1;
+	x->alloc_failing = false;
+	x->next_tx = UINT64_MAX;
+	r->core.stats.restarts++;
+	queue_push(r, x, true, now);
+	receiver_admit(r, now);
 	return 0;
 }
 
@@ -533,13 +925,52 @@ egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 		return core_reject(&r->core, EGW_E_UNKNOWN_ROOM);
 	if (x->peer != peer)
 		return core_reject(&r->core, EGW_E_BAD_RANK);
+	if (m->type == EGW_MSG_ABORT && (m->flags & EGW_MSGF_ACK))
+		return receiver_on_ack(r, x, m, now);
+	if (receiver_stale(x, m)) {
+		r->core.stats.duplicates++;
+		return 0;
+	}
+	if (x->wait_ack && x->restart && m->type == EGW_MSG_STATUS &&
+	    m->state == EGW_ST_SUCCESS && m->total_tokens != 0 &&
+	    (x->total == 0 || m->total_tokens == x->total) &&
+	    m->landed_tokens == m->total_tokens &&
+	    m->accepted_tokens <= x->alloc_end &&
+	    (x->dummy || m->total_tokens <= x->alloc_end)) {
+		/* the room succeeded before the sender saw the ABORT (maybe
+		 * before this side heard its total): every byte is in the
+		 * blocks still held - deliver, no restart */
+		r->core.stats.quarantine_rooms--;
+		r->core.stats.quarantine_blocks -= held_blocks(x);
+		x->wait_ack = false;
+		x->restart = false;
+		if (x->total == 0) {
+			x->total = m->total_tokens;
+			egw_policy_observe(&r->policy, x->total);
+			receiver_trim(r, x);
+		}
+		x->landed = x->total;
+		receiver_deliver(r, x, now);
+		return 0;
+	}
+	if (x->wait_ack) {
+		/* only the ACK matters now; the sender's failure seen
+		 * meanwhile ends a yielding room for good (an ERROR answers
+		 * a request made before the ABORT: nothing to act on) */
+		if (m->type == EGW_MSG_STATUS && m->state == EGW_ST_FAILED)
+			receiver_fail(r, x, egw_rc_is_err(-(int)m->error)
+					    ? (enum egw_err)m->error
+					    : EGW_E_ABORTED, false, now);
+		r->core.stats.duplicates++;
+		return 0;
+	}
 	switch (m->type) {
 	case EGW_MSG_STATUS:
 		return receiver_on_status(r, x, m, now);
 	case EGW_MSG_ERROR:
-		return receiver_on_error(r, x, m);
+		return receiver_on_error(r, x, m, now);
 	default: /* ABORT */
-		receiver_fail(r, x, EGW_E_ABORTED, false);
+		receiver_fail(r, x, EGW_E_ABORTED, false, now);
 		return 0;
 	}
 }
@@ -550,19 +981,24 @@ egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 {
 	struct receiver_room *x = receiver_find(r, room, rank);
 
-	(void)now;
-	if (x == NULL)
+	if (x == NULL || x->state == EGW_ST_FAILED)
 		return -EGW_E_UNKNOWN_ROOM;
-	receiver_fail(r, x, EGW_E_ABORTED, true);
+	receiver_fail(r, x, EGW_E_ABORTED, true, now);
 	return 0;
 }
 
 static void
-receiver_retransmit(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+receiver_retransmit(struct egw_receiver *r, struct receiver_room *x,
+		    uint64_t now)
 {
 	bool sent = false;
 
-	for (uint32_t i = 0; i < x->nwin; i++) {
+	if (x->wait_ack) {
+		receiver_send_simple(r, x, EGW_MSG_ABORT,
+				     (enum egw_err)x->abort_err);
+		sent = true;
+	}
+	for (uint32_t i = 0; !sent && i < x->nwin; i++) {
 		if (!receiver_window_acked(x, &x->win[i])) {
 			receiver_send_window(r, x, &x->win[i]);
 			sent = true;
@@ -576,35 +1012,122 @@ receiver_retransmit(struct egw_receiver *r, struct receiver_room *x, uint64_t no
 }
 
 static void
-receiver_tick_room(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+receiver_tick_room(struct egw_receiver *r, struct receiver_room *x,
+		   uint64_t now)
 {
 	const struct egw_xfer_timers *t = &r->core.conf.timers;
 
-	if (x->alloc_failing) {
-		/* pool exhausted: keep what we have, retry until the deadline;
-		 * the state deadlines wait while memory is the problem */
+	if (x->wait_ack) {
+		/* quarantined: no deadline of its own (the peer's death
+		 * ends it); a yielding room still has its memory deadline */
+		if (x->restart && now >= x->mem_deadline)
+			receiver_fail(r, x, EGW_E_POOL_EXHAUSTED, true, now);
+	} else if (x->queued) {
+		if (now >= x->mem_deadline)
+			receiver_fail(r, x, EGW_E_POOL_EXHAUSTED, true, now);
+		return; /* nothing announced, nothing to resend */
+	} else if (x->alloc_failing) {
+		/* waiting for memory: the state deadlines wait. Past
+		 * alloc_ns the room stops holding memory others may need
+		 * (before the sender's round timer could fire); past its
+		 * memory deadline it fails. */
+		if (now >= x->mem_deadline) {
+			receiver_fail(r, x, EGW_E_POOL_EXHAUSTED, true, now);
+			return;
+		}
 		if (now - x->alloc_fail_since >= t->alloc_ns) {
-			receiver_fail(r, x, EGW_E_POOL_EXHAUSTED, true);
+			receiver_yield(r, x, now);
 			return;
 		}
 		if (!x->alloc_pending && now >= x->next_alloc) {
-			receiver_request_window(r, x);
+			receiver_request_window(r, x, now);
 			if (x->state == EGW_ST_FAILED)
 				return;
 		}
 	} else if (x->state == EGW_ST_BOOTSTRAPPING && now >= x->deadline) {
-		receiver_fail(r, x, EGW_E_TIMEOUT_BOOTSTRAP, true);
+		receiver_fail(r, x, EGW_E_TIMEOUT_BOOTSTRAP, true, now);
 		return;
 	} else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline) {
-		receiver_fail(r, x, EGW_E_TIMEOUT_INPUT, true);
+		receiver_fail(r, x, EGW_E_TIMEOUT_INPUT, true, now);
 		return;
 	} else if (x->state == EGW_ST_TRANSFERRING &&
 		   now - x->progress_at >= t->round_ns) {
-		receiver_fail(r, x, EGW_E_TIMEOUT_ROUND, true);
+		receiver_fail(r, x, EGW_E_TIMEOUT_ROUND, true, now);
 		return;
 	}
-	if (x->nwin > 0 && now >= x->next_tx)
+	if ((x->nwin > 0 || x->wait_ack) && now >= x->next_tx)
 		receiver_retransmit(r, x, now);
+}
+
+/* The order rooms yield in: by (room id, rank), which every engine of
+ * every rank sees the same - an older room is never made to yield for a
+ * younger one, on any pool. */
+static bool
+older(const struct receiver_room *a, const struct receiver_room *b)
+{
+	return a->room < b->room || (a->room == b->room && a->rank < b->rank);
+}
+
+/*
+ * No deadlock (wound-wait): a room that has waited for memory a few retry
+ * intervals - an admitted room for a resume, or the head of the admission
+ * queue for its first window - makes the youngest admitted room younger
+ * than itself give its blocks back and restart. Rooms only ever wait for
+ * older rooms, which are never made to wait for younger ones, so there is
+ * no cycle, within one pool or across the pools of a room's ranks; a
+ * restarted room keeps its age and so ends up the oldest. Waiting a few
+ * retry intervals first keeps a release that is about to come (a
+ * delivered room the app frees) from costing a restart.
+ */
+static void
+receiver_wound(struct egw_receiver *r, uint64_t now)
+{
+	uint64_t grace = 8 * r->core.conf.timers.alloc_retry_ns;
+	struct receiver_room *waiter = NULL, *victim = NULL;
+
+	if (r->qhead != QNIL && r->admit_blocked_since != 0 &&
+	    now - r->admit_blocked_since >= grace)
+		waiter = &r->rooms[r->qhead];
+	for (uint32_t i = 0; i < r->core.nactive; i++) {
+		struct receiver_room *x = &r->rooms[r->core.active[i]];
+
+		if (admitted_live(x) && x->alloc_failing &&
+		    now - x->alloc_fail_since >= grace &&
+		    (waiter == NULL || older(x, waiter)))
+			waiter = x;
+	}
+	if (waiter == NULL)
+		return;
+	for (uint32_t i = 0; i < r->core.nactive; i++) {
+		struct receiver_room *x = &r->rooms[r->core.active[i]];
+
+		if (admitted_live(x) && !x->alloc_pending && older(waiter, x) &&
+		    (victim == NULL || older(victim, x)))
+			victim = x;
+	}
+	if (victim == NULL)
+		return;
+	receiver_yield(r, victim, now);
+	/* one victim per grace period: its blocks come back with its ACK */
+	if (waiter->queued)
+		r->admit_blocked_since = now;
+	else
+		waiter->alloc_fail_since = now;
+}
+
+/* A room waiting for its ACK ends without it (peer dead, shutdown): the
+ * blocks go back at once; a yielding room fails with `e`. */
+static void
+receiver_drop_held(struct egw_receiver *r, struct receiver_room *x,
+		   enum egw_err e, uint64_t now)
+{
+	receiver_unhold(r, x);
+	if (x->restart) {
+		x->restart = false;
+		x->state = EGW_ST_FAILED;
+		receiver_done(r, x, e);
+	}
+	receiver_release(r, x, now);
 }
 
 static void
@@ -612,14 +1135,22 @@ receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 {
 	struct egw_receiver *r = eng;
 
-	(void)now;
 	/* walk backwards: failing a room swaps the last one into its place */
 	for (uint32_t i = r->core.nactive; i > 0; i--) {
 		struct receiver_room *x = &r->rooms[r->core.active[i - 1]];
 
-		if (x->peer == peer)
-			receiver_fail(r, x, EGW_E_PEER_DEAD, false);
+		if (x->peer != peer)
+			continue;
+		if (x->wait_ack) {
+			/* its writes can no longer land: the node resets
+			 * the QP or unmaps the peer's file */
+			r->core.stats.quarantine_dead++;
+			receiver_drop_held(r, x, EGW_E_PEER_DEAD, now);
+			continue;
+		}
+		receiver_fail(r, x, EGW_E_PEER_DEAD, false, now);
 	}
+	receiver_admit(r, now);
 }
 
 void
@@ -634,12 +1165,23 @@ egw_receiver_tick(struct egw_receiver *r, uint64_t now)
 	for (uint32_t i = r->core.nactive; i > 0; i--)
 		receiver_tick_room(r, &r->rooms[r->core.active[i - 1]], now);
 	core_peer_tick(&r->core, now, receiver_on_dead, r);
+	receiver_wound(r, now);
+	receiver_admit(r, now);
 }
 
 void
 egw_receiver_abort_all(struct egw_receiver *r, uint64_t now)
 {
-	(void)now;
-	for (uint32_t i = r->core.nactive; i > 0; i--)
-		receiver_fail(r, &r->rooms[r->core.active[i - 1]], EGW_E_ABORTED, true);
+	/* shutdown: the payload path goes with the engine, so nothing is
+	 * held for an ACK */
+	r->closing = true;
+	for (uint32_t i = r->core.nactive; i > 0; i--) {
+		struct receiver_room *x = &r->rooms[r->core.active[i - 1]];
+
+		if (x->wait_ack) {
+			receiver_drop_held(r, x, EGW_E_ABORTED, now);
+		} else {
+			receiver_fail(r, x, EGW_E_ABORTED, true, now);
+		}
+	}
 }

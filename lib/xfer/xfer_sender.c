@@ -20,7 +20,7 @@
 
 struct sender_window {
 	uint32_t off, alloc;
-	uint32_t rkey;            /* the window's, for its writes (0: region's) */
+	uint32_t rkeys[EGW_KIND_MAX]; /* the window's, per kind (0: region's) */
 	uint32_t seq;             /* per-rank window number, in the cookie */
 	uint16_t nruns;
 	bool posted, done;
@@ -33,6 +33,15 @@ struct sender_rank {
 	uint32_t accepted;        /* end of accepted windows */
 	uint32_t landed;          /* completed prefix */
 	uint32_t nseq;
+	uint16_t inflight;        /* posted batches of this rank not completed */
+	bool ack_due;             /* ABORT ACK once inflight is 0 */
+	bool yield_pending;       /* the receiver gives its blocks back: reset
+				   * the rank once inflight is 0 */
+	bool yielded;             /* reset; waits for the rank's new INIT */
+	uint16_t ack_err;         /* enum egw_err the ACK echoes */
+	uint32_t ack_peer;
+	uint64_t yield_seq;       /* requests up to this seq are stale */
+	uint64_t init_seq;        /* seq of the INIT that bound the rank */
 	uint8_t head, count;      /* ring of windows not yet landed */
 	struct sender_window win[EGW_XFER_PIPE];
 };
@@ -43,8 +52,11 @@ struct sender_room {
 	uint8_t state;
 	uint16_t err;             /* enum egw_err */
 	bool have_input, src_freed;
+	bool started;             /* has been Transferring: total announced */
 	uint32_t total;
 	uint32_t inflight;        /* posted batches not completed */
+	uint16_t nyielded;        /* ranks reset, waiting for their INIT */
+	uint64_t yield_deadline;  /* ... which must come before this */
 	uint64_t deadline, progress_at;
 	struct egw_run *src;
 	uint32_t nsrc;
@@ -55,7 +67,7 @@ struct sender_room {
 struct sender_tomb {
 	uint64_t room;
 	uint64_t expires;
-	uint32_t total;
+	uint32_t total;           /* 0 when the room never announced it */
 	uint8_t state;
 	uint16_t err;             /* enum egw_err */
 	uint16_t nranks;
@@ -271,7 +283,7 @@ tomb_add(struct egw_sender *s, const struct sender_room *x, uint64_t now)
 	t->used = true;
 	t->room = x->room;
 	t->expires = now + s->core.conf.timers.linger_ns;
-	t->total = x->total;
+	t->total = x->started ? x->total : 0;
 	t->state = x->state;
 	t->err = x->err;
 	t->nranks = x->nranks;
@@ -282,6 +294,21 @@ tomb_add(struct egw_sender *s, const struct sender_room *x, uint64_t now)
 	}
 	s->tomb_fifo[(s->tomb_head + s->tomb_count) % cap] = x->room;
 	s->tomb_count++;
+}
+
+/*
+ * The counters of one rank as STATUS carries them. They only grow, in
+ * every state Failed included: the total once the room has started (and,
+ * unless it is announced early, once data has landed), landed only with a
+ * total, accepted always. A dummy rank's landed is 0 or the total.
+ */
+static void
+status_counters(struct egw_msg *m, bool early, uint32_t total, uint32_t landed,
+		uint32_t accepted)
+{
+	m->total_tokens = total != 0 && (early || landed > 0) ? total : 0;
+	m->landed_tokens = m->total_tokens != 0 ? landed : 0;
+	m->accepted_tokens = accepted;
 }
 
 /* A late request for a finished room: the same final answer. */
@@ -302,11 +329,8 @@ tomb_answer(struct egw_sender *s, const struct sender_tomb *t, uint32_t peer,
 	    (t->peer[m->rank] != peer &&
 	     !(t->peer[m->rank] == UINT32_MAX && t->state == EGW_ST_FAILED)))
 		return core_reject(&s->core, EGW_E_BAD_RANK);
-	if (t->state == EGW_ST_SUCCESS) {
-		a.total_tokens = t->total;
-		a.landed_tokens = t->landed[m->rank];
-		a.accepted_tokens = t->accepted[m->rank];
-	}
+	status_counters(&a, s->core.conf.announce_early, t->total,
+			t->landed[m->rank], t->accepted[m->rank]);
 	s->core.stats.duplicates++;
 	core_send(&s->core, peer, &a);
 	return 0;
@@ -324,8 +348,6 @@ sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
 		.rank = r,
 		.nranks = x->nranks,
 		.error = x->err,
-		.accepted_tokens = rk->accepted,
-		.landed_tokens = rk->landed,
 	};
 
 	/* A rank whose data is complete still reads Transferring until every
@@ -333,11 +355,8 @@ sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
 	m.state = x->state;
 	if (!sender_final(x) && rk->complete)
 		m.state = EGW_ST_TRANSFERRING;
-	if (x->state >= EGW_ST_TRANSFERRING && x->state != EGW_ST_FAILED &&
-	    (s->core.conf.announce_early || rk->landed > 0))
-		m.total_tokens = x->total;
-	if (m.total_tokens == 0)
-		m.landed_tokens = 0;
+	status_counters(&m, s->core.conf.announce_early,
+			x->started ? x->total : 0, rk->landed, rk->accepted);
 	core_send(&s->core, rk->peer, &m);
 }
 
@@ -456,7 +475,7 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 			s->scratch[n++] = (struct egw_write){
 				.kind = (uint32_t)k, .src_block = sblk,
 				.dst_block = dblk, .tokens = tokens,
-				.rkey = w->rkey,
+				.rkey = w->rkeys[k],
 				.bytes = (uint64_t)tokens * unit };
 		}
 		moved += tokens;
@@ -471,7 +490,7 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 		s->scratch[n++] = (struct egw_write){
 			.kind = EGW_KIND_AUX, .src_block = x->src[0].start,
 			.dst_block = w->runs[0].start, .tokens = 0,
-			.rkey = w->rkey, .bytes = g->aux_bytes };
+			.rkey = w->rkeys[EGW_KIND_AUX], .bytes = g->aux_bytes };
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s->core.stats.bytes += s->scratch[i].bytes;
@@ -479,6 +498,7 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 	s->core.stats.write_batches++;
 	w->posted = true;
 	x->inflight++;
+	rk->inflight++;
 	a.writes = s->scratch;
 	a.nwrites = n;
 	a.cookie = cookie_make(s, (uint32_t)(x - s->rooms), r, w->seq);
@@ -490,7 +510,7 @@ sender_pump(struct egw_sender *s, struct sender_room *x, uint16_t r)
 {
 	struct sender_rank *rk = &x->rank[r];
 
-	if (x->state != EGW_ST_TRANSFERRING)
+	if (x->state != EGW_ST_TRANSFERRING || rk->yield_pending)
 		return;
 	for (uint8_t i = 0; i < rk->count; i++) {
 		struct sender_window *w = &rk->win[(rk->head + i) % EGW_XFER_PIPE];
@@ -504,12 +524,138 @@ static void
 sender_start(struct egw_sender *s, struct sender_room *x, uint64_t now)
 {
 	x->state = EGW_ST_TRANSFERRING;
+	x->started = true;
 	x->progress_at = now;
 	/* announce the total to every rank now: they allocate and resume
 	 * while the first windows are in flight */
 	sender_status_all(s, x);
 	for (uint16_t r = 0; r < x->nranks; r++)
 		sender_pump(s, x, r);
+}
+
+/* ---- ABORT ACK and restarts ---------------------------------------------- */
+
+static void
+sender_send_ack(struct egw_sender *s, uint32_t peer, uint64_t room,
+		uint16_t rank, uint16_t nranks, uint16_t err)
+{
+	struct egw_msg m = { .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
+			     .room = room, .rank = rank, .nranks = nranks,
+			     .error = err };
+
+	s->core.stats.abort_acks++;
+	core_send(&s->core, peer, &m);
+}
+
+/* A rank's last write completed: answer an ABORT waiting for that, and
+ * reset a rank whose receiver gave its blocks back. */
+static void
+sender_rank_drained(struct egw_sender *s, struct sender_room *x, uint16_t r,
+		    uint64_t now)
+{
+	struct sender_rank *rk = &x->rank[r];
+
+	if (rk->inflight > 0)
+		return;
+	if (rk->yield_pending)
+		rk->ack_due = true;
+	if (rk->yield_pending && !sender_final(x)) {
+		/* the rank starts again from token 0 with a new INIT; the
+		 * source data stays until the room succeeds */
+		if (rk->complete) {
+			rk->complete = false;
+			x->ncomplete--;
+		}
+		rk->inited = false;
+		rk->dummy = false;
+		rk->accepted = 0;
+		rk->landed = 0;
+		rk->head = 0;
+		rk->count = 0;
+		rk->yield_pending = false;
+		rk->yielded = true;
+		x->ninit--;
+		x->nyielded++;
+		x->yield_deadline = now + s->core.conf.timers.admit_ns;
+	}
+	rk->yield_pending = false;
+	if (rk->ack_due) {
+		rk->ack_due = false;
+		sender_send_ack(s, rk->ack_peer, x->room, r, x->nranks,
+				rk->ack_err);
+	}
+}
+
+/* A request of a rank sent before the ABORT that restarted it. */
+static bool
+sender_stale(const struct sender_rank *rk, const struct egw_msg *m)
+{
+	return rk->yield_seq != 0 && m->seq <= rk->yield_seq;
+}
+
+/*
+ * ABORT from a rank's receiver. error BUSY on a live room: the receiver
+ * gives its blocks back to restart the rank later (doc/xfer.md,
+ * "Admission"); any other: the room fails. Either way the answer is an
+ * ABORT ACK, sent once none of the room's writes to that rank is in
+ * flight.
+ */
+static int
+sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
+		const struct egw_msg *m, uint64_t now)
+{
+	struct sender_rank *rk;
+
+	/* a rank that gave up before its INIT got through (e.g. no memory
+	 * for its first window) may abort too; once a rank is bound to a
+	 * peer, only that peer speaks for it */
+	if (m->rank >= x->nranks ||
+	    (x->rank[m->rank].inited && x->rank[m->rank].peer != peer))
+		return core_reject(&s->core, EGW_E_BAD_RANK);
+	rk = &x->rank[m->rank];
+	if (m->error == EGW_E_BUSY && m->seq != 0 &&
+	    (m->seq <= rk->yield_seq || m->seq < rk->init_seq)) {
+		/* a copy of a restart already done, or one from before the
+		 * INIT of the rank's current run: not this run's */
+		s->core.stats.duplicates++;
+		return 0;
+	}
+	if (m->error == EGW_E_BUSY && x->state == EGW_ST_SUCCESS) {
+		/* its data is all there: no restart, the Success instead */
+		sender_status(s, x, m->rank);
+		return 0;
+	}
+	if (rk->yield_seq < m->seq)
+		rk->yield_seq = m->seq;
+	rk->ack_peer = peer;
+	rk->ack_err = m->error;
+	if (m->error == EGW_E_BUSY && !sender_final(x)) {
+		if (!rk->inited) {
+			/* nothing of it to reset, nothing in flight */
+			sender_send_ack(s, peer, x->room, m->rank, x->nranks,
+					m->error);
+			return 0;
+		}
+		if (!rk->yield_pending)
+			s->core.stats.yields++;
+		rk->yield_pending = true;
+		sender_rank_drained(s, x, m->rank, now);
+		return 0;
+	}
+	/* the room fails for all ranks */
+	if (!sender_final(x)) {
+		bool drained = rk->inflight == 0;
+
+		rk->ack_due = !drained;
+		sender_finish(s, x, EGW_E_ABORTED, now);
+		if (drained) /* x may be released: answer from the message */
+			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
+					m->error);
+		return 0;
+	}
+	rk->ack_due = true;
+	sender_rank_drained(s, x, m->rank, now);
+	return 0;
 }
 
 /* ---- API --------------------------------------------------------------- */
@@ -540,7 +686,12 @@ egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 	x->room = room;
 	x->nranks = nranks;
 	x->state = EGW_ST_BOOTSTRAPPING;
-	x->deadline = now + s->core.conf.timers.bootstrap_ns;
+	/* a rank's INIT may wait for admission on its receiver up to the
+	 * receiver's memory deadline */
+	x->deadline = now + (s->core.conf.timers.admit_ns >
+				     s->core.conf.timers.bootstrap_ns
+			     ? s->core.conf.timers.admit_ns
+			     : s->core.conf.timers.bootstrap_ns);
 	x->progress_at = now;
 	return 0;
 }
@@ -636,7 +787,7 @@ sender_accept(struct sender_rank *rk, const struct egw_msg *m)
 	memset(w, 0, sizeof(*w));
 	w->off = m->offset;
 	w->alloc = m->alloc_tokens;
-	w->rkey = m->rkey;
+	memcpy(w->rkeys, m->rkeys, sizeof(w->rkeys));
 	w->seq = rk->nseq++;
 	w->nruns = m->nruns;
 	memcpy(w->runs, m->runs, m->nruns * sizeof(m->runs[0]));
@@ -654,6 +805,10 @@ sender_on_init(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	if (m->nranks != x->nranks || m->rank >= x->nranks)
 		return sender_error(s, peer, m, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
+	if (sender_stale(rk, m) || rk->yield_pending) {
+		s->core.stats.duplicates++; /* from before a restart */
+		return 0;
+	}
 	if (rk->inited) {
 		if (rk->peer != peer)
 			return sender_error(s, peer, m, EGW_E_BAD_RANK);
@@ -670,17 +825,25 @@ sender_on_init(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 		return sender_error(s, peer, m, (enum egw_err)-blocks);
 	rk->inited = true;
 	rk->peer = peer;
+	rk->init_seq = m->seq;
 	rk->dummy = (m->flags & EGW_MSGF_DUMMY) != 0;
 	sender_accept(rk, m);
 	s->core.stats.windows++;
 	x->progress_at = now;
-	if (++x->ninit == x->nranks) {
+	if (rk->yielded) {
+		/* a restarted rank is back */
+		rk->yielded = false;
+		x->nyielded--;
+	}
+	if (++x->ninit == x->nranks && x->state < EGW_ST_TRANSFERRING) {
 		if (x->have_input) {
 			sender_start(s, x, now); /* answers every rank */
 			return 0;
 		}
 		x->state = EGW_ST_WAITING_FOR_INPUT;
 		x->deadline = now + s->core.conf.timers.input_ns;
+	} else if (x->state == EGW_ST_TRANSFERRING) {
+		sender_pump(s, x, m->rank); /* a restarted rank's data flows */
 	}
 	sender_status(s, x, m->rank);
 	return 0;
@@ -693,10 +856,18 @@ sender_on_resume(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	struct sender_rank *rk;
 	int64_t blocks;
 
+	if (m->rank < x->nranks && sender_stale(&x->rank[m->rank], m)) {
+		s->core.stats.duplicates++; /* from before a restart */
+		return 0;
+	}
 	if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
 	    x->rank[m->rank].peer != peer || m->nranks != x->nranks)
 		return sender_error(s, peer, m, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
+	if (rk->yield_pending) {
+		s->core.stats.duplicates++; /* its receiver lets go */
+		return 0;
+	}
 	if (m->offset < rk->accepted || sender_final(x)) {
 		/* a duplicate (or late) request: same answer, no work */
 		s->core.stats.duplicates++;
@@ -730,6 +901,37 @@ sender_on_resume(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 }
 
 int
+egw_sender_check_init(struct egw_sender *s, uint32_t peer,
+		      const struct egw_msg *m)
+{
+	int64_t blocks;
+
+	if (s == NULL || m == NULL)
+		return -EINVAL;
+	if (peer >= s->core.conf.max_peers || !s->core.peers[peer].used)
+		return -EGW_E_UNKNOWN_PEER;
+	if (m->type != EGW_MSG_INIT || m->offset != 0)
+		return -EGW_E_STATE;
+	if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
+	    m->rank >= m->nranks)
+		return -EGW_E_BAD_RANK;
+	blocks = sender_check_window(s, peer, m);
+	return blocks < 0 ? (int)blocks : 0;
+}
+
+int
+egw_sender_refuse(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
+		  enum egw_err e, uint64_t now)
+{
+	if (s == NULL || m == NULL || egw_err_to_wire(e) == UINT16_MAX ||
+	    e == EGW_E_OK)
+		return -EINVAL;
+	if (core_peer_heard(&s->core, peer, now) != 0)
+		return -EGW_E_UNKNOWN_PEER;
+	return sender_error(s, peer, m, e);
+}
+
+int
 egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 		  uint64_t now)
 {
@@ -746,14 +948,26 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 	if (m->type != EGW_MSG_INIT && m->type != EGW_MSG_RESUME &&
 	    m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ABORT)
 		return core_reject(&s->core, EGW_E_STATE);
+	if (m->type == EGW_MSG_ABORT && (m->flags & EGW_MSGF_ACK))
+		return core_reject(&s->core, EGW_E_STATE); /* not ours */
 	x = sender_find(s, m->room);
 	if (x == NULL) {
 		const struct sender_tomb *t = tomb_find(s, m->room, now);
 
-		if (t != NULL && m->type != EGW_MSG_ABORT)
+		if (m->type == EGW_MSG_ABORT) {
+			/* a rank that wants to restart a room that succeeded
+			 * has its data: it hears the Success instead */
+			if (t != NULL && t->state == EGW_ST_SUCCESS &&
+			    m->error == EGW_E_BUSY)
+				return tomb_answer(s, t, peer, m);
+			/* a room that is gone has no write in flight */
+			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
+					m->error);
+			return t != NULL ? 0 : core_reject(&s->core,
+							   EGW_E_UNKNOWN_ROOM);
+		}
+		if (t != NULL)
 			return tomb_answer(s, t, peer, m);
-		if (m->type == EGW_MSG_ABORT)
-			return core_reject(&s->core, EGW_E_UNKNOWN_ROOM);
 		return sender_error(s, peer, m, EGW_E_UNKNOWN_ROOM);
 	}
 	switch (m->type) {
@@ -762,23 +976,17 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 	case EGW_MSG_RESUME:
 		return sender_on_resume(s, x, peer, m, now);
 	case EGW_MSG_STATUS:
+		if (m->rank < x->nranks && sender_stale(&x->rank[m->rank], m)) {
+			s->core.stats.duplicates++; /* from before a restart */
+			return 0;
+		}
 		if (m->rank >= x->nranks || !x->rank[m->rank].inited ||
 		    x->rank[m->rank].peer != peer)
 			return sender_error(s, peer, m, EGW_E_BAD_RANK);
 		sender_status(s, x, m->rank);
 		return 0;
-	default: /* ABORT from one rank fails the room for all ranks */
-		/* a rank that gave up before its INIT got through (e.g. no
-		 * memory for its first window) may abort too; once a rank is
-		 * bound to a peer, only that peer speaks for it */
-		if (m->rank >= x->nranks || (x->rank[m->rank].inited &&
-					     x->rank[m->rank].peer != peer))
-			return core_reject(&s->core, EGW_E_BAD_RANK);
-		if (!sender_final(x))
-			sender_finish(s, x, EGW_E_ABORTED, now);
-		else if (x->rank[m->rank].inited)
-			sender_status(s, x, m->rank);
-		return 0;
+	default:
+		return sender_on_abort(s, x, peer, m, now);
 	}
 }
 
@@ -810,7 +1018,9 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 		return -EGW_E_STATE; /* duplicate completion */
 	w->done = true;
 	x->inflight--;
+	rk->inflight--;
 	if (sender_final(x)) {
+		sender_rank_drained(s, x, (uint16_t)r, now);
 		sender_free_src(s, x); /* the last in-flight write releases src */
 		if (x->inflight == 0)
 			sender_release(s, x);
@@ -818,6 +1028,11 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 	}
 	if (!ok) {
 		sender_finish(s, x, EGW_E_TRANSPORT, now);
+		return 0;
+	}
+	if (rk->yield_pending) {
+		/* its receiver gave the blocks back: nothing lands any more */
+		sender_rank_drained(s, x, (uint16_t)r, now);
 		return 0;
 	}
 	x->progress_at = now;
@@ -862,8 +1077,13 @@ sender_tick_room(struct egw_sender *s, struct sender_room *x, uint64_t now)
 		sender_finish(s, x, EGW_E_TIMEOUT_BOOTSTRAP, now);
 	else if (x->state == EGW_ST_WAITING_FOR_INPUT && now >= x->deadline)
 		sender_finish(s, x, EGW_E_TIMEOUT_INPUT, now);
-	else if (x->state == EGW_ST_TRANSFERRING &&
-		 now - x->progress_at >= s->core.conf.timers.round_ns)
+	else if (x->state == EGW_ST_TRANSFERRING && x->nyielded > 0) {
+		/* a restarted rank waits for memory on its receiver: the
+		 * round timer waits with it, up to the restart's deadline */
+		if (now >= x->yield_deadline)
+			sender_finish(s, x, EGW_E_TIMEOUT_BOOTSTRAP, now);
+	} else if (x->state == EGW_ST_TRANSFERRING &&
+		   now - x->progress_at >= s->core.conf.timers.round_ns)
 		sender_finish(s, x, EGW_E_TIMEOUT_ROUND, now);
 }
 

@@ -73,7 +73,7 @@ for a in "--ranks 65537" "--identities 65537" "--duration-ms soon" \
 	[ $rc -eq 2 ] && grep -q "^embgw: $opt: '$val' is not a number in " <<<"$out" ||
 		{ echo "FAIL: $a: exit $rc: $(head -1 <<<"$out")"; fail=1; }
 done
-dev=$(sed -n 's/^ *device = "\(net_[a-z]*[0-9]*\).*/\1/p' "$src/config/language.cfg" | head -1)
+dev=$(sed -n 's/^ *device = "\(net_[a-z_]*[0-9]*\).*/\1/p' "$src/config/language.cfg" | head -1)
 if [ -n "$dev" ] && [ $gateway = 1 ]; then
 	out=$("$embgw" --vdev "$dev,x=1" -- -f "$src/config/language.cfg" 2>&1); rc=$?
 	[ $rc -eq 1 ] && grep -q "EAL argument --vdev $dev,x=1 names port .*'s device" <<<"$out" ||

@@ -38,7 +38,7 @@ main(int argc, char **argv)
 	memset(&m, 0, sizeof(m));
 	m = (struct egw_msg){ .type = EGW_MSG_INIT, .rank = 1, .nranks = 2,
 		.room = 77, .block_tokens = 128, .alloc_tokens = 1024, .nruns = 2,
-		.rkey = 0x5a5a,
+		.rkeys = { 0x5a5a, 0x5b5b, 0, 0x5c5c },
 		.runs = { { 0, 4 }, { 10, 4 } } };
 	bad |= put(argv[1], "init", b, egw_proto_encode(&key, 9, 1, &m, b, sizeof(b)));
 	m.type = EGW_MSG_RESUME;

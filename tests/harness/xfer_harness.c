@@ -20,6 +20,9 @@ struct w_ev {
 	int nruns;                 /* EV_ALLOC: runs, or -errno */
 	struct egw_run runs[EGW_XFER_MAX_RUNS];
 	struct egw_msg msg;
+	struct egw_write *late;    /* EV_WDONE with late_writes: the writes,
+				    * which land when they complete */
+	uint32_t nlate;
 };
 
 struct w_ep {
@@ -107,6 +110,15 @@ w_pattern_bytes(const struct world *w, uint32_t total, bool dummy)
 }
 
 /* Check every byte the receiver got, in token order through its runs. */
+/* The canary's ledger: who owns each destination block, as the receiver's
+ * allocations, frees, shrinks and deliveries say (0: nobody). */
+static void
+shadow_set(struct world *w, int rank, struct egw_run run, uint64_t owner)
+{
+	for (uint32_t b = 0; b < run.count; b++)
+		w->blk_owner[rank][run.start + b] = owner;
+}
+
 static void
 verify_delivery(struct world *w, int rank, const struct egw_act *a)
 {
@@ -131,19 +143,22 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 	w->deliveries++;
 	w->delivered_bytes += w_pattern_bytes(w, a->tokens, a->dummy);
 	/* the consumer is done with the data: blocks go back to the pool */
-	for (uint32_t i = 0; i < a->nruns; i++)
+	for (uint32_t i = 0; i < a->nruns; i++) {
+		shadow_set(w, rank, a->runs[i], 0);
 		if (egw_pool_free(p, a->room, a->runs[i]) != 0)
 			w->pool_errors++;
+	}
 }
 
 /* memcpy one batch of writes with the checks an rkey would impose */
 static void
-do_writes(struct world *w, int rank, const struct egw_act *a)
+do_writes(struct world *w, int rank, uint64_t room,
+	  const struct egw_write *writes, uint32_t nwrites)
 {
 	struct egw_pool *dp = w->dst_pool[rank];
 
-	for (uint32_t i = 0; i < a->nwrites; i++) {
-		const struct egw_write *x = &a->writes[i];
+	for (uint32_t i = 0; i < nwrites; i++) {
+		const struct egw_write *x = &writes[i];
 		enum egw_kind k = (enum egw_kind)x->kind;
 		uint8_t *s = egw_pool_addr(w->src_pool, k, x->src_block, x->src_token);
 		uint8_t *d = egw_pool_addr(dp, k, x->dst_block, x->dst_token);
@@ -156,6 +171,18 @@ do_writes(struct world *w, int rank, const struct egw_act *a)
 		    d + x->bytes > dend) {
 			w->oob_writes++; /* what an rkey check would refuse */
 			continue;
+		}
+		/* the canary: a write into blocks the room no longer owns
+		 * (freed, or another room's) */
+		{
+			uint32_t bt = egw_pool_geom(dp)->block_tokens;
+			uint32_t nb = x->tokens == 0 ? 1 : (x->tokens + bt - 1) / bt;
+
+			for (uint32_t b = 0; b < nb; b++)
+				if (w->blk_owner[rank][x->dst_block + b] != room) {
+					w->foreign_writes++;
+					break;
+				}
 		}
 		memcpy(d, s, x->bytes);
 	}
@@ -199,6 +226,10 @@ net_send(struct world *w, enum w_ev_type t, uint16_t rank,
 {
 	struct w_ev e = { .type = t, .rank = rank, .msg = *m };
 	int copies = 1;
+
+	/* what lib/node does: the datagram's sequence number, which only
+	 * grows per sender (one counter for all is that too) */
+	e.msg.seq = ++w->seq_out;
 
 	if (w->net.cut_mask & (1u << rank))
 		return;
@@ -250,14 +281,28 @@ emit(void *ctx, const struct egw_act *a)
 		struct w_ev e = { .type = EV_WDONE, .cookie = a->cookie,
 				  .ok = true, .rank = rank };
 
-		do_writes(w, rank, a);
 		for (uint32_t i = 0; i < a->nwrites; i++)
 			bytes += a->writes[i].bytes;
-		/* one link per destination: batches complete in order, each
-		 * after the one before it, as on an RC queue pair */
-		e.at = (w->link_busy[rank] > w->now ? w->link_busy[rank] : w->now) +
-		       w->net.write_ns + w->net.write_ns_per_kb * (bytes / 1024);
-		w->link_busy[rank] = e.at;
+		if (w->net.late_writes) {
+			/* a late writer: the bytes land at completion, each
+			 * batch on its own time (completions may reorder) */
+			e.late = malloc(a->nwrites * sizeof(*e.late));
+			memcpy(e.late, a->writes, a->nwrites * sizeof(*e.late));
+			e.nlate = a->nwrites;
+			e.room = a->room;
+			e.at = w->now + w->net.write_ns +
+			       w->net.write_ns_per_kb * (bytes / 1024);
+		} else {
+			do_writes(w, rank, a->room, a->writes, a->nwrites);
+			/* one link per destination: batches complete in
+			 * order, each after the one before it, as on an RC
+			 * queue pair */
+			e.at = (w->link_busy[rank] > w->now ? w->link_busy[rank]
+							    : w->now) +
+			       w->net.write_ns +
+			       w->net.write_ns_per_kb * (bytes / 1024);
+			w->link_busy[rank] = e.at;
+		}
 		e.held = w->net.hold_writes || (w->net.hold_mask & (1u << rank)) ||
 			 (w->net.cut_mask & (1u << rank));
 		if (e.held)
@@ -276,18 +321,27 @@ emit(void *ctx, const struct egw_act *a)
 		} else {
 			e.nruns = egw_pool_alloc_tokens(pool, a->room, a->tokens,
 						    e.runs, maxr);
+			for (int i = 0; i < e.nruns; i++)
+				shadow_set(w, ep->who, e.runs[i], a->room);
 		}
 		ev_push(w, &e);
 		break;
 	}
 	case EGW_ACT_FREE:
-		for (uint32_t i = 0; i < a->nruns; i++)
+		for (uint32_t i = 0; i < a->nruns; i++) {
 			if (egw_pool_free(pool, a->room, a->runs[i]) != 0)
 				w->pool_errors++;
+			else if (ep->who >= 0)
+				shadow_set(w, ep->who, a->runs[i], 0);
+		}
 		break;
 	case EGW_ACT_SHRINK:
 		if (egw_pool_shrink(pool, a->room, a->runs[0], a->keep) != 0)
 			w->pool_errors++;
+		else if (ep->who >= 0)
+			shadow_set(w, ep->who, (struct egw_run){
+				a->runs[0].start + a->keep,
+				a->runs[0].count - a->keep }, 0);
 		break;
 	case EGW_ACT_DELIVER:
 		verify_delivery(w, ep->who, a);
@@ -354,7 +408,10 @@ w_create(const struct w_conf *c)
 		egw_policy_init_fixed(&pol, g.block_tokens, c->default_tokens);
 	g.capacity_tokens = c->dst_capacity;
 	for (uint16_t r = 0; r < c->nranks; r++) {
-		if (egw_pool_create(&g, NULL, 0, &w->dst_pool[r]) != 0 ||
+		w->blk_owner[r] = calloc(g.capacity_tokens / g.block_tokens,
+					 sizeof(*w->blk_owner[r]));
+		if (w->blk_owner[r] == NULL ||
+		    egw_pool_create(&g, NULL, 0, &w->dst_pool[r]) != 0 ||
 		    egw_pool_cache_enable(w->dst_pool[r], EGW_POOL_CACHE_DEFAULT) != 0)
 			abort();
 		eps[r + 1] = (struct w_ep){ w, r };
@@ -372,11 +429,14 @@ w_create(const struct w_conf *c)
 void
 w_destroy(struct world *w)
 {
+	for (uint32_t i = 0; i < w->nev; i++)
+		free(w->ev[i].late);
 	egw_sender_destroy(w->tx);
 	egw_pool_destroy(w->src_pool);
 	for (uint16_t r = 0; r < w->nranks; r++) {
 		egw_receiver_destroy(w->rx[r]);
 		egw_pool_destroy(w->dst_pool[r]);
+		free(w->blk_owner[r]);
 	}
 	free(w->ev);
 	free(w->log);
@@ -465,6 +525,11 @@ dispatch(struct world *w, struct w_ev *e)
 			e->at = UINT64_MAX;
 			ev_push(w, e);
 			break;
+		}
+		if (e->late != NULL) {
+			if (e->ok)
+				do_writes(w, e->rank, e->room, e->late, e->nlate);
+			free(e->late);
 		}
 		egw_sender_writes_done(w->tx, e->cookie, e->ok, w->now);
 		break;

@@ -28,6 +28,7 @@ struct w_net {
 	bool hold_writes;            /* completions wait for w_release_writes */
 	uint32_t hold_mask;          /* same, only for writes to these engines */
 	uint32_t cut_mask;           /* engines whose link is cut both ways */
+	bool late_writes;            /* writes land when they complete */
 };
 
 struct w_log {                   /* a copy of one action */
@@ -70,7 +71,10 @@ struct world {
 	uint32_t nres, cap_res;
 	uint64_t delivered_bytes, verified_tokens, expected_bytes;
 	uint32_t deliveries, bad_bytes, pool_errors, oob_writes;
+	uint32_t foreign_writes;     /* into blocks the room did not own */
+	uint64_t *blk_owner[W_MAX_RANKS]; /* room owning each block (0: none) */
 	uint32_t msgs_dropped, msgs_duped;
+	uint64_t seq_out;            /* last datagram sequence number */
 	bool fail_next_alloc[W_MAX_RANKS]; /* inject one -ENOSPC */
 	uint64_t alloc_delay_ns;     /* allocation results arrive this late */
 	uint64_t link_busy[W_MAX_RANKS]; /* payload link busy until */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Helpers to run embgw processes on this host: DPDK with --no-pci (added by
 # embgw itself), --no-huge and a --file-prefix of their own, joined by
-# net_memif; nothing leaves the machine. Every process runs under timeout,
-# and only the processes started here (their PIDs in PIDS) are ever ended.
+# net_af_packet on veth pairs of their own (veth_up); nothing leaves the
+# machine. Every process runs under timeout, and only the processes and
+# links started here (PIDS, VETH) are ever ended.
 #
 # EMBGW_BUILD names the build directory (meson passes its own; default
 # build/); EMBGW and EMBGW_GEN override the two programs.
@@ -42,14 +43,26 @@ start_gen() {
 	start "$EMBGW_GEN" "$name" "$lcores" "$cfg" "$log" 120 "$@"
 }
 
-# run_gw NAME LCORES CFG LOG SECONDS [app args...]: the gateway, in the
-# foreground, interrupted (and so reporting) after SECONDS at the latest
+# wait_fg PID: its exit status, as if it had run in the foreground; it is
+# in PIDS meanwhile, so that an interrupt (which ends a wait at once, unlike
+# a foreground command's) leaves it to the caller's trap to stop
+wait_fg() {
+	local rc=0
+	PIDS+=("$1")
+	wait "$1" || rc=$?
+	PIDS=("${PIDS[@]:0:${#PIDS[@]}-1}")
+	return "$rc"
+}
+
+# run_gw NAME LCORES CFG LOG SECONDS [app args...]: the gateway until it
+# ends, interrupted (and so reporting) after SECONDS at the latest
 run_gw() {
 	local name=$1 lcores=$2 cfg=$3 log=$4 secs=$5
 	shift 5
 	# shellcheck disable=SC2046
 	timeout -s INT "$secs" "$EMBGW" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
-		>"$log" 2>&1
+		>"$log" 2>&1 &
+	wait_fg $!
 }
 
 # run_gen NAME LCORES CFG LOG SECONDS [app args...]: the generator, likewise
@@ -58,24 +71,64 @@ run_gen() {
 	shift 5
 	# shellcheck disable=SC2046
 	timeout -s INT "$secs" "$EMBGW_GEN" $(eal "$name" "$lcores") -- -f "$cfg" "$@" \
-		>"$log" 2>&1
+		>"$log" 2>&1 &
+	wait_fg $!
 }
 
-# wait_socket PATH: a memif server's socket exists (before its client starts)
+# ---- same-host links: veth pairs (doc/gateway.md, "Same-host devices") ----
+# Each end is one gateway's net_af_packet device. The pair belongs to this
+# shell, not to a gateway: either gateway may exit, be killed and start
+# again while the other keeps its device. The kernel keeps out of the
+# link: no address, no ARP, no IPv6, no forwarding on either end, so the
+# only frames on it are the gateways'.
+VETH=""
+
+# veth_up [PAIRS]: PAIRS (default 2) veth pairs VETHe<i> - VETHl<i> under a
+# fresh random prefix VETH, up; veth_down (or the caller's EXIT trap)
+# removes them
+veth_up() {
+	local n=${1:-2} i e
+	[ -z "$VETH" ] || veth_down
+	VETH=egw$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+	for i in $(seq 0 $((n - 1))); do
+		if ! ip link add "${VETH}e$i" type veth peer name "${VETH}l$i" 2>/dev/null; then
+			echo "     cannot create the veth pair ${VETH}e$i/${VETH}l$i (root and iproute2 needed)" >&2
+			veth_down
+			return 1
+		fi
+		for e in "${VETH}e$i" "${VETH}l$i"; do
+			# before the link is up, so that the kernel never speaks on it
+			[ -w "/proc/sys/net/ipv6/conf/$e/disable_ipv6" ] &&
+				echo 1 >"/proc/sys/net/ipv6/conf/$e/disable_ipv6"
+			echo 0 >"/proc/sys/net/ipv4/conf/$e/forwarding"
+			ip link set "$e" arp off up || { veth_down; return 1; }
+		done
+	done
+}
+
+# veth_down: the pairs veth_up made are gone (deleting one end deletes both)
+veth_down() {
+	local e
+	[ -n "$VETH" ] || return 0
+	for e in $(ip -o link show 2>/dev/null | sed -nE "s/^[0-9]+: (${VETH}e[0-9]+)@.*/\1/p"); do
+		ip link del "$e" 2>/dev/null
+	done
+	VETH=""
+}
+
+# wait_socket PATH: a socket file exists (an attach socket, a memif server's)
 wait_socket() {
 	for _ in $(seq 1 200); do
 		[ -S "$1" ] && return 0
 		sleep 0.05
 	done
-	echo "     no memif socket $1 after 10 s" >&2
+	echo "     no socket $1 after 10 s" >&2
 	return 1
 }
 
-# wait_ready NAME SOCKET: memif server NAME (one of ours) has its socket and
-# has set up its ports (/embgw/stats is registered then): a client that connects
-# before the server's port is started may never see the link come up
+# wait_ready NAME: gateway NAME (one of ours) has set up its ports
+# (/embgw/stats is registered then)
 wait_ready() {
-	wait_socket "$2" || return 1
 	for _ in $(seq 1 40); do
 		case $(telemetry "$1" /embgw/stats) in
 		'{"/embgw/stats": {'*) return 0 ;;
@@ -120,15 +173,24 @@ attach_lease() {
 	done
 }
 
-# kill_gw PID: SIGKILL the program under the timeout wrapper PID (one of
-# ours): no goodbye at all; the wrapper is reaped and forgotten
-kill_gw() {
+# end_gw SIG PID: signal SIG to the program under the timeout wrapper PID
+# (one of ours), which is then reaped (a program that does not end within
+# 30 s is killed) and forgotten
+end_gw() {
 	local child rest=()
-	child=$(pgrep -P "$1")
-	[ -n "$child" ] && kill -9 "$child"
-	wait "$1" 2>/dev/null
+	child=$(pgrep -P "$2")
+	[ -n "$child" ] && kill "-$1" "$child"
+	for _ in $(seq 1 300); do
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$2" 2>/dev/null; then
+		echo "     $2 did not end within 30 s of SIG$1" >&2
+		kill -9 "${child:-$2}"
+	fi
+	wait "$2" 2>/dev/null
 	for p in "${PIDS[@]}"; do
-		[ "$p" != "$1" ] && rest+=("$p")
+		[ "$p" != "$2" ] && rest+=("$p")
 	done
 	PIDS=("${rest[@]}")
 }
@@ -159,6 +221,16 @@ wait_exit() {
 	done
 	PIDS=("${rest[@]}")
 	return $rc
+}
+
+# kill_gw PID: SIGKILL, no goodbye at all (end_gw)
+kill_gw() {
+	end_gw KILL "$1"
+}
+
+# alive PID: process PID (one of ours) is running, not a zombie
+alive() {
+	[ -r "/proc/$1/stat" ] && ! awk '{ exit !($3 == "Z" || $3 == "X") }' "/proc/$1/stat"
 }
 
 stop_all() {

@@ -36,8 +36,9 @@ pp_conf(struct egw_conf *c, uint16_t roles, enum egw_payload_driver d,
 	p->peers[0].addr = lang ? PP_ENC_IP : PP_LANG_IP;
 }
 
-int
-pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
+static int
+open_pair(struct pp_pair *pp, const struct egw_payload_ops *ops,
+	  const char *path, bool window_keys)
 {
 	static const uint16_t roles[2] = { EGW_ROLE_ENCODE, EGW_ROLE_LANGUAGE };
 
@@ -49,6 +50,7 @@ pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
 
 		pp_conf(&sd->conf, roles[s], strcmp(ops->name, "shm") == 0 ?
 			EGW_PAYLOAD_SHM : EGW_PAYLOAD_VERBS, path);
+		sd->conf.ports[0].payload.window_keys = window_keys;
 		rc = ops->open(&sd->conf, &sd->conf.ports[0], PP_SESSION, &sd->drv,
 			      &sd->pool);
 		if (rc != 0) {
@@ -57,6 +59,18 @@ pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
 		}
 	}
 	return 0;
+}
+
+int
+pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops, const char *path)
+{
+	return open_pair(pp, ops, path, false);
+}
+
+int
+pp_open_window_keys(struct pp_pair *pp, const struct egw_payload_ops *ops)
+{
+	return open_pair(pp, ops, "", true);
 }
 
 void

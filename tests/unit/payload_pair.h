@@ -37,6 +37,8 @@ void pp_conf(struct egw_conf *c, uint16_t roles, enum egw_payload_driver d,
 /* Open both sides; 0 or the first open's error. */
 int pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops,
 	    const char *path);
+/* The same for verbs with payload.window_keys on both sides. */
+int pp_open_window_keys(struct pp_pair *pp, const struct egw_payload_ops *ops);
 void pp_close(struct pp_pair *pp);
 
 /* The REGISTER side `from` sends (as lib/node fills it). */

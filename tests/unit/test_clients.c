@@ -170,6 +170,8 @@ struct world {
 	uint64_t now;
 };
 
+static uint32_t w_max_waiting; /* the next w_init's max_waiting */
+
 static void
 w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 {
@@ -178,7 +180,7 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 		.max_total_tokens = 1u << 20, .npeers = 2,
 		.encode = true, .language = true,
 		.alloc_ns = 100 * MS, .lease_ns = 0, .budget = 64,
-		.ops = &fake_ops,
+		.max_waiting = w_max_waiting, .ops = &fake_ops,
 	};
 
 	memset(w, 0, sizeof(*w));
@@ -517,6 +519,44 @@ test_open_waits_for_memory_then_deadline(void)
 	w_fini(&w);
 }
 
+/* Backpressure: a client may have max_waiting SEND_OPENs waiting for
+ * memory; one more is answered busy at once (never dropped), and once a
+ * waiting room gets its blocks the next SEND_OPEN may wait again. */
+static void
+test_open_busy_past_the_waiting_bound(void)
+{
+	struct world w;
+	struct egw_clients_stats st;
+	struct egw_attach_cqe e;
+
+	w_max_waiting = 2;
+	w_init(&w, 64, 16);
+	w_max_waiting = 0;
+	w.f.enospc_left = 1000;
+	w_cmd(&w, send_open(10, 0, 300));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	w_cmd(&w, send_open(11, 1, 300));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	w_cmd(&w, send_open(12, 2, 300));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_BUSY);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 2)->room, 0); /* slot free */
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.busy, 1);
+	CU_ASSERT_EQUAL(st.alloc_waits, 2);
+	/* memory comes: the waiting rooms open, and a new one may wait */
+	w.f.enospc_left = 0;
+	w.now += MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	w.f.enospc_left = 1000;
+	w_cmd(&w, send_open(13, 2, 300));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	w_fini(&w);
+}
+
 static void
 test_abort_in_every_phase_frees_once(void)
 {
@@ -780,6 +820,7 @@ main(void)
 		{ "encode_room_open_commit_success", test_encode_room_open_commit_success },
 		{ "language_room_states_delivery_release", test_language_room_states_delivery_release },
 		{ "refusals_change_nothing", test_refusals_change_nothing },
+		{ "open_busy_past_the_waiting_bound", test_open_busy_past_the_waiting_bound },
 		{ "open_waits_for_memory_then_deadline", test_open_waits_for_memory_then_deadline },
 		{ "abort_in_every_phase_frees_once", test_abort_in_every_phase_frees_once },
 		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },

@@ -155,6 +155,26 @@ test_wrong_type(void)
 	       "ports[0].mtu: wrong type: expected an integer, got a string");
 	expect(edit("hidden_size = 64;", "hidden_size = 64.0; #<\n"), 1,
 	       "gateway.pool.hidden_size: wrong type: expected an integer, got a float");
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
+		    "  window_keys = \"yes\"; }; #<\n"), 1,
+	       "ports[0].payload.window_keys: wrong type: expected a boolean, got a string");
+}
+
+/* payload.window_keys: on by default for verbs, off when asked, unknown
+ * to shm. */
+static void
+test_window_keys(void)
+{
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\"; };"), 0, "");
+	CU_ASSERT_TRUE(conf.ports[0].payload.window_keys);
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
+		    "  window_keys = false; };"), 0, "");
+	CU_ASSERT_FALSE(conf.ports[0].payload.window_keys);
+	expect(edit("driver = \"shm\";", "driver = \"shm\"; window_keys = true; #<\n"),
+	       1, "ports[0].payload.window_keys: unknown setting (expected one of: driver, path)");
 }
 
 static void
@@ -267,6 +287,11 @@ test_missing_and_cross_checks(void)
 	       "ports[0].peers[0].shm_path: must be an absolute path");
 	expect(edit("  pool = {", "  timers = { alloc_ms = 6000; }; #<\n  pool = {"),
 	       1, "gateway.timers.alloc_ms: must be below round_ms");
+	expect(edit("  pool = {", "  timers = { admit_ms = 7000; };\n  pool = {"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.timers.admit_ns, 7000000000ull);
+	expect(edit("  pool = {", "  timers = { admit_ms = 0; }; #<\n  pool = {"),
+	       1, "gateway.timers.admit_ms");
 	expect(edit("[\"language\"]", "[\"language\", \"prefill\"] #<\n"), 1,
 	       "gateway.roles[1]: unknown role 'prefill'");
 }
@@ -586,6 +611,7 @@ main(int argc, char **argv)
 		{ "base_is_valid", test_base_is_valid },
 		{ "unknown_key", test_unknown_key },
 		{ "wrong_type", test_wrong_type },
+		{ "payload.window_keys", test_window_keys },
 		{ "out_of_range", test_out_of_range },
 		{ "duplicates_across_ports", test_duplicates_across_ports },
 		{ "key_file_problems", test_key_file_problems },

@@ -10,6 +10,9 @@
  * resume transfer through the wire format, that unknown, malformed,
  * replayed, unregistered and misdirected datagrams are dropped and counted
  * before the engines, and that refused posts fail their rooms at once.
+ * Per-window keys: every window is one run, opened on the driver before
+ * its INIT/RESUME names its keys, written under them, and closed on every
+ * way a room ends before any of its blocks goes back.
  */
 #include <errno.h>
 #include <string.h>
@@ -63,6 +66,20 @@ static struct {
 	char note_text[2][EGW_NN_AUTH + 1][384];
 	unsigned peer_downs[2];
 	unsigned fail_ev;     /* t.nev when a sender room first failed */
+	/* per-window keys on the language side: its driver's windows, by
+	 * first block, and what the test saw */
+	bool keys_on;
+	unsigned bind_fail;   /* fail this many binds */
+	struct twin {
+		bool open;
+		uint32_t peer, count;
+		uint32_t keys[EGW_KIND_MAX];
+	} win[2048];
+	uint32_t next_key;
+	unsigned binds, unbinds, unbind_unknown, unbind_after_free;
+	unsigned key_violations, multi_run_windows, keyless_windows;
+	int producer_says;    /* non-zero: the producer refuses with it */
+	unsigned unknown_calls; /* INITs handed to the producer */
 } t;
 
 static void
@@ -129,12 +146,84 @@ peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
 	return 0;
 }
 
+/* The language side's driver opens a window: a key per kind present. */
+static int
+window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
+	    uint32_t rkeys[EGW_KIND_MAX])
+{
+	struct twin *w = &t.win[run->start];
+
+	(void)ctx;
+	CU_ASSERT_FATAL(run->start + run->count <= egw_pool_nblocks(t.pool[1]));
+	CU_ASSERT(!w->open);
+	if (t.bind_fail > 0) {
+		t.bind_fail--;
+		return -EIO;
+	}
+	/* the run is allocated already (the pool knows owners by run) */
+	CU_ASSERT(egw_pool_owner(t.pool[1], run->start) != EGW_OWNER_NONE);
+	w->open = true;
+	w->peer = peer;
+	w->count = run->count;
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		w->keys[k] = rkeys[k] = egw_geom_unit_bytes(&t.conf[1].geom,
+							    (enum egw_kind)k)
+					? ++t.next_key << 8 | (uint32_t)k : 0;
+	t.binds++;
+	return 0;
+}
+
+/* ... and closes it: its blocks must not be back in the pool yet. */
+static void
+window_unbind(void *ctx, const struct egw_run *run)
+{
+	struct twin *w = &t.win[run->start];
+
+	(void)ctx;
+	if (!w->open) {
+		t.unbind_unknown++;
+		return;
+	}
+	if (egw_pool_owner(t.pool[1], run->start) == EGW_OWNER_NONE)
+		t.unbind_after_free++;
+	w->open = false;
+	t.unbinds++;
+}
+
+/* A write must go under the key of an open window that holds it. */
+static void
+check_write_key(const struct egw_write *w)
+{
+	uint32_t blocks = w->kind == EGW_KIND_AUX ? 1
+			  : (w->dst_token + w->tokens + t.conf[1].geom.block_tokens - 1) /
+			    t.conf[1].geom.block_tokens;
+
+	for (uint32_t s = 0; s <= w->dst_block && s < 2048; s++) {
+		const struct twin *x = &t.win[s];
+
+		if (x->open && s + x->count > w->dst_block) {
+			if (x->keys[w->kind] != w->rkey ||
+			    w->dst_block + blocks > s + x->count)
+				t.key_violations++;
+			return;
+		}
+	}
+	t.key_violations++;
+}
+
 static void
 tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 {
 	int from = (int)(intptr_t)ctx;
 	struct dgram *d = &t.q[t.nq++ % 4096];
 
+	if (t.keys_on && (buf[5] == EGW_MSG_INIT || buf[5] == EGW_MSG_RESUME)) {
+		/* the window body: nruns at 8, the rkeys at 12 */
+		const uint8_t *b = buf + EGW_PROTO_HDR_LEN;
+
+		t.multi_run_windows += (b[8] << 8 | b[9]) != 1;
+		t.keyless_windows += (b[12] | b[13] | b[14] | b[15]) == 0;
+	}
 	(void)port;
 	d->to = ip == ENC_IP ? 0 : 1;
 	d->src = from == 0 ? ENC_IP : LANG_IP;
@@ -152,6 +241,9 @@ post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
 	(void)ctx;
 	(void)peer;
 	event('P', 0);
+	if (t.keys_on)
+		for (uint32_t i = 0; i < n; i++)
+			check_write_key(&w[i]);
 	if (t.refuse_posts) {
 		t.posts_refused++;
 		return -EIO;
@@ -193,7 +285,7 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 }
 
 /* The encode side's producer: length = low 32 bits of the room id. */
-static void
+static int
 unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 {
 	struct egw_run runs[64];
@@ -201,13 +293,17 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	int n;
 
 	(void)ctx;
+	t.unknown_calls++;
 	if (t.no_producer)
-		return;
+		return -EGW_E_UNKNOWN_ROOM;
+	if (t.producer_says != 0)
+		return t.producer_says;
 	n = egw_node_alloc_src(t.node[0], room, total, runs, 64);
 	CU_ASSERT_FATAL(n > 0);
 	CU_ASSERT_EQUAL(egw_pattern_fill(t.pool[0], room, total, runs, (uint32_t)n), 0);
 	CU_ASSERT_EQUAL(egw_node_sender_open(t.node[0], room, nranks, now), 0);
 	CU_ASSERT_EQUAL(egw_node_input(t.node[0], room, total, runs, (uint32_t)n, now), 0);
+	return 0;
 }
 
 static void
@@ -247,6 +343,12 @@ start(int i, uint64_t session)
 		reg[k] = (struct egw_region){ 0, 0,
 			(uint32_t)egw_geom_unit_bytes(&t.conf[i].geom, (enum egw_kind)k) };
 	ops.ctx = (void *)(intptr_t)i;
+	/* both sides, as the gateway gives them to every verbs port: only
+	 * the receiving one opens windows */
+	if (t.keys_on) {
+		ops.window_bind = window_bind;
+		ops.window_unbind = window_unbind;
+	}
 	CU_ASSERT_FATAL(egw_node_create(&t.conf[i], 0, t.pool[i], reg, NULL, 0,
 					&ops, session, t.now, &t.node[i]) == 0);
 }
@@ -1170,6 +1272,161 @@ test_stale_ack_does_not_confirm_a_new_endpoint(void)
 	teardown();
 }
 
+/* ---- per-window keys ---------------------------------------------------- */
+
+static void
+setup_keys(void)
+{
+	memset(&t, 0, sizeof(t));
+	t.keys_on = true;
+	t.enc_psn = 111;
+	egw_proto_init();
+	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
+	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", 16);
+	t.conf[1].max_blocks_per_round = 8; /* many windows per room */
+	for (int i = 0; i < 2; i++)
+		start(i, 1000 + (uint64_t)i);
+	run(5000000);
+	CU_ASSERT_FATAL(egw_node_peer_ready(t.node[1], 0));
+}
+
+/* Every window the driver opened is closed, after nothing else and
+ * before any block went back; every write went under its window's key. */
+static void
+assert_windows_closed(void)
+{
+	CU_ASSERT(t.binds > 0);
+	CU_ASSERT_EQUAL(t.unbinds, t.binds);
+	CU_ASSERT_EQUAL(t.unbind_after_free, 0);
+	CU_ASSERT_EQUAL(t.key_violations, 0);
+	CU_ASSERT_EQUAL(t.multi_run_windows, 0);
+	CU_ASSERT_EQUAL(t.keyless_windows, 0);
+	for (uint32_t b = 0; b < 2048; b++)
+		CU_ASSERT(!t.win[b].open);
+}
+
+static void
+test_window_keys_delivered(void)
+{
+	struct egw_xfer_stats xs;
+
+	setup_keys();
+	/* resumes (8-block windows), and a room whose first window is
+	 * trimmed: its tail waits for the window to close */
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 10000, 0, 1, 0, false, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], (1ull << 32) | 300, 0, 1, 0, false, t.now), 0);
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 2);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+	egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs);
+	CU_ASSERT_EQUAL(t.binds, xs.windows);
+	CU_ASSERT(xs.resumes >= 2); /* 8192 tokens, then 8-block windows */
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+static void
+test_window_keys_closed_on_failure_and_abort(void)
+{
+	setup_keys();
+	/* failed: the driver refuses the batch, the room fails at once */
+	t.refuse_posts = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
+	t.refuse_posts = false;
+	/* aborted by either side while writes are held */
+	open_held(50000);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	open_held(40000);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[0], 40000, 0, true, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)], 2);
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+static void
+test_window_keys_bind_failure_retried(void)
+{
+	struct egw_node_stats st;
+
+	setup_keys();
+	/* windows that cannot be opened are not offered; the room asks
+	 * again and completes */
+	t.bind_fail = 3;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(200000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.window_bind_failed, 3);
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* A producer's refusals reach the receiver with their codes: NO_SLOT and
+ * BUSY are retried (the room completes once the producer takes it),
+ * TOO_LARGE and BEYOND_TOTAL end the room at once; no refused room leaves
+ * anything on the encode side. */
+static void
+test_producer_refusals_have_their_codes(void)
+{
+	const struct egw_sender *snd;
+	struct egw_xfer_stats st;
+	unsigned calls;
+
+	setup(16);
+	run(5000000);
+	snd = egw_node_sender(t.node[0]);
+	t.producer_says = -EGW_E_NO_SLOT;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	calls = t.unknown_calls;
+	CU_ASSERT(calls > 1); /* retried */
+	CU_ASSERT_EQUAL(egw_receiver_state(egw_node_receiver(t.node[1]), 3000, 0),
+			EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3000), -EGW_E_UNKNOWN_ROOM);
+	t.producer_says = -EGW_E_BUSY;
+	run(20000000);
+	CU_ASSERT(t.unknown_calls > calls);
+	t.producer_says = 0;
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+
+	t.producer_says = -EGW_E_TOO_LARGE;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3001, 0, 1, 0, false, t.now), 0);
+	run(1000000);
+	t.producer_says = -EGW_E_BEYOND_TOTAL;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3002, 0, 1, 0, false, t.now), 0);
+	run(20000000);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_BEYOND_TOTAL)], 1);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3001), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_sender_state(snd, 3002), -EGW_E_UNKNOWN_ROOM);
+	egw_sender_get_stats(snd, &st);
+	CU_ASSERT(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)] > 1);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
+	CU_ASSERT_EQUAL(st.rooms_failed, 0);
+	t.producer_says = 0;
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
 /* Traffic from a session that is not the adopted one (a peer's next
  * incarnation before its REGISTER got through) is dropped as SESSION and
  * answered with our REGISTER - at most every 200 ms, not per datagram. */
@@ -1202,11 +1459,47 @@ test_foreign_session_nudged_at_most_every_200ms(void)
 	teardown();
 }
 
+/* An INIT the sender would refuse (here: another block size) for a room it
+ * does not know is refused before the producer is asked: nothing is
+ * created, no source block taken. */
+static void
+test_refused_init_creates_nothing(void)
+{
+	struct egw_msg m = { .type = EGW_MSG_INIT, .room = 4000, .nranks = 1,
+			     .block_tokens = 64, .alloc_tokens = 512, .nruns = 1,
+			     .runs = { { 0, 8 } } };
+	struct egw_xfer_stats st;
+	struct egw_pool_stats ps;
+	uint8_t buf[EGW_PROTO_MAX_LEN];
+	int len;
+
+	setup(16);
+	run(5000000);
+	len = egw_proto_encode(&t.conf[1].key, 1001, 1000000, &m, buf, sizeof(buf));
+	CU_ASSERT_FATAL(len > 0);
+	egw_node_rx(t.node[0], LANG_IP, PORT, buf, (size_t)len, t.now);
+	CU_ASSERT_EQUAL(t.unknown_calls, 0);
+	CU_ASSERT_EQUAL(egw_sender_state(egw_node_sender(t.node[0]), 4000),
+			-EGW_E_UNKNOWN_ROOM);
+	egw_sender_get_stats(egw_node_sender(t.node[0]), &st);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BLOCK_TOKENS)], 1);
+	egw_pool_get_stats(t.pool[0], &ps);
+	CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
+	teardown();
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "register_then_resume_transfer", test_register_then_resume_transfer },
+		{ "window keys: single runs, keys in INIT/RESUME, writes under "
+		  "them, closed at delivery (a trimmed tail after)",
+		  test_window_keys_delivered },
+		{ "window keys: closed when a room fails or is aborted, before "
+		  "its blocks go back", test_window_keys_closed_on_failure_and_abort },
+		{ "window keys: a window that cannot be opened is asked again",
+		  test_window_keys_bind_failure_retried },
 		{ "reregister_after_endpoint_change", test_reregister_after_endpoint_change },
 		{ "bad_datagrams_dropped_and_counted", test_bad_datagrams_dropped_and_counted },
 		{ "mismatched_geometry_is_not_registered", test_mismatched_geometry_is_not_registered },
@@ -1240,6 +1533,8 @@ main(void)
 		  test_foreign_session_nudged_at_most_every_200ms },
 		{ "abort_one_room_either_side", test_abort_one_room_either_side },
 		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
+		{ "producer_refusals_have_their_codes", test_producer_refusals_have_their_codes },
+		{ "refused_init_creates_nothing", test_refused_init_creates_nothing },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);

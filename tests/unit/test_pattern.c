@@ -44,6 +44,20 @@ test_values_follow_the_definition(void)
 
 	/* splitmix64 seeded with 0: its first output, as published */
 	CU_ASSERT_EQUAL(ref_mix(0x9e3779b97f4a7c15ull), 0xe220a8397b1dcdafull);
+	/* the worked example the documentation gives a third party: room
+	 * 0x2710 (10000 tokens), token 0 */
+	{
+		static const uint8_t want[8] = { 0x18, 0x43, 0x1c, 0xea,
+						 0x58, 0x18, 0xbb, 0xcd };
+		int32_t m[3];
+
+		CU_ASSERT_EQUAL(ref_mix(0x2710), 0x994a0f4abab2e080ull);
+		egw_pattern_emb(0x2710, 0, out, 8);
+		CU_ASSERT_EQUAL(memcmp(out, want, 8), 0);
+		CU_ASSERT_EQUAL(egw_pattern_fill_id(0x2710, 0), 0x2710);
+		egw_pattern_mrope(0x2710, 0, m);
+		CU_ASSERT(m[0] == 0 && m[1] == 0 && m[2] == 0);
+	}
 	for (size_t r = 0; r < sizeof(rooms) / sizeof(rooms[0]); r++) {
 		for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
 			uint64_t room = rooms[r];

@@ -18,6 +18,7 @@
 static struct pp_pair pp;
 
 #define ENC (pp.side[PP_ENC].drv)
+#define LANG (pp.side[PP_LANG].drv)
 
 static void
 stub_device(void)
@@ -560,6 +561,239 @@ test_post_errors(void)
 	pp_close(&pp);
 }
 
+/* ---- per-window keys ---------------------------------------------------- */
+
+static void
+open_with_window_keys(void)
+{
+	stub_device();
+	ibv_stub.execute = true;
+	CU_ASSERT_FATAL(pp_open_window_keys(&pp, &egw_payload_verbs_ops) == 0);
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+}
+
+static struct egw_payload_stats
+lang_stats(void)
+{
+	struct egw_payload_stats st;
+
+	pp.ops->stats(LANG, &st);
+	return st;
+}
+
+/* The language side's QP towards the encode side (the one the encode
+ * side's writes arrive at). */
+static const struct ibv_qp *
+lang_qp(void)
+{
+	for (uint32_t i = 0; i < ibv_stub.nqp; i++)
+		if (ibv_stub.qp[i]->qp_num == ibv_stub_qp_dest(ibv_stub.qp[0]))
+			return ibv_stub.qp[i];
+	return NULL;
+}
+
+/* One EMB write of a whole block into `dst` under `rkey`; its batch's
+ * result. */
+static bool
+write_block(uint32_t dst, uint32_t rkey, uint64_t cookie)
+{
+	struct egw_payload_cpl c[4];
+	struct egw_write w = pp_emb(&pp, 0, dst, PP_BLOCK_TOKENS);
+
+	w.rkey = rkey;
+	CU_ASSERT_FATAL(pp.ops->post(ENC, 0, &w, 1, cookie) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].cookie, cookie);
+	return c[0].ok;
+}
+
+/* Both sides' QPs back after a refused write: the writer took a new PSN,
+ * the responder's QP is in error until the writer's new endpoint resets
+ * it; each side then hears the other. */
+static void
+reconnect(void)
+{
+	struct egw_register r;
+
+	pp_register(&pp, PP_ENC, &r);
+	CU_ASSERT(pp.ops->connect(LANG, 0, &r) == 0);
+	pp_register(&pp, PP_LANG, &r);
+	echo_endpoint(&r);
+	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
+}
+
+static void
+test_window_per_kind_on_peer_qp(void)
+{
+	const struct egw_pool_geom *g = &pp.side[PP_LANG].conf.geom;
+	struct egw_run run = { 2, 3 };
+	uint32_t keys[EGW_KIND_MAX];
+	struct egw_register r;
+	uint32_t kinds = 0;
+
+	open_with_window_keys();
+	/* the pool admits no remote access of its own, and REGISTER
+	 * carries no key to it */
+	CU_ASSERT(!(ibv_stub.last_mr_access & IBV_ACCESS_REMOTE_WRITE));
+	CU_ASSERT(ibv_stub.last_mr_access & IBV_ACCESS_MW_BIND);
+	pp_register(&pp, PP_LANG, &r);
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		CU_ASSERT_EQUAL(r.region[k].rkey, 0);
+
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		size_t unit = egw_geom_unit_bytes(g, (enum egw_kind)k);
+		uint64_t per_block = k == EGW_KIND_AUX ? unit : unit * g->block_tokens;
+		uint8_t *base = egw_pool_region(pp.side[PP_LANG].pool,
+						(enum egw_kind)k);
+		struct ibv_stub_mw *w;
+
+		if (unit == 0) {
+			CU_ASSERT_EQUAL(keys[k], 0); /* an absent kind: none */
+			continue;
+		}
+		kinds++;
+		w = ibv_stub_mw_by_key(keys[k]);
+		CU_ASSERT_FATAL(w != NULL);
+		CU_ASSERT(w->bound);
+		CU_ASSERT_EQUAL(w->mw.type, IBV_MW_TYPE_2);
+		/* on the QP the peer's writes arrive at */
+		CU_ASSERT(w->qp == lang_qp());
+		/* exactly the window's blocks of that kind */
+		CU_ASSERT_EQUAL(w->addr, (uint64_t)(uintptr_t)base + 2 * per_block);
+		CU_ASSERT_EQUAL(w->len, 3 * per_block);
+		for (int j = 0; j < k; j++)
+			CU_ASSERT_NOT_EQUAL(keys[j], keys[k]);
+	}
+	CU_ASSERT(kinds >= 3); /* embedding, fill_ids, aux at least */
+	CU_ASSERT_EQUAL(ibv_stub.binds, kinds);
+	CU_ASSERT_EQUAL(lang_stats().window_binds, 1);
+	/* the binds completed before window_bind returned */
+	for (uint32_t i = 0; i < ibv_stub.nwr; i++)
+		CU_ASSERT(ibv_stub.wr[i].done);
+	pp_close(&pp);
+}
+
+static void
+test_window_admits_writes_only_while_open(void)
+{
+	struct egw_run run = { 2, 3 };
+	uint32_t keys[EGW_KIND_MAX], again[EGW_KIND_MAX];
+
+	open_with_window_keys();
+	pp_fill(&pp, 0, 21);
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT(write_block(4, keys[EGW_KIND_EMB], 1)); /* its last block */
+	CU_ASSERT(pp_landed(&pp, 4, 21, PP_BLOCK_TOKENS));
+
+	/* the room ends: invalidated on the QP, before unbind returns */
+	pp.ops->window_unbind(LANG, &run);
+	CU_ASSERT_EQUAL(ibv_stub.invalidations, ibv_stub.binds);
+	CU_ASSERT(!ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
+	CU_ASSERT_EQUAL(lang_stats().window_unbinds, 1);
+	CU_ASSERT_EQUAL(lang_stats().window_unbind_deallocs, 0);
+	/* a late write under its key is refused by the responder */
+	pp_fill(&pp, 0, 22);
+	CU_ASSERT(!write_block(4, keys[EGW_KIND_EMB], 2));
+	CU_ASSERT(pp_landed(&pp, 4, 21, PP_BLOCK_TOKENS)); /* untouched */
+	CU_ASSERT_EQUAL(enc_stats().qp_resets, 1);
+	reconnect();
+
+	/* a new window at the same first block: new keys (the key byte moved
+	 * on), and the old key still admits nothing */
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, again) == 0);
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		if (keys[k] != 0)
+			CU_ASSERT_NOT_EQUAL(again[k], keys[k]);
+	CU_ASSERT(!write_block(4, keys[EGW_KIND_EMB], 3));
+	CU_ASSERT(pp_landed(&pp, 4, 21, PP_BLOCK_TOKENS));
+	pp_close(&pp);
+}
+
+static void
+test_window_bounds_and_region_key(void)
+{
+	struct egw_run run = { 2, 3 };
+	uint32_t keys[EGW_KIND_MAX];
+	uint8_t *before;
+
+	open_with_window_keys();
+	before = egw_pool_addr(pp.side[PP_LANG].pool, EGW_KIND_EMB, 1, 0);
+	pp_fill(&pp, 0, 31);
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	/* the block before and the block after the window: refused */
+	CU_ASSERT(!write_block(1, keys[EGW_KIND_EMB], 1));
+	CU_ASSERT(before[0] == 0);
+	reconnect();
+	/* the QP was rebuilt under the window: closing it frees the MWs */
+	pp.ops->window_unbind(LANG, &run);
+	CU_ASSERT_EQUAL(lang_stats().window_unbind_deallocs, 1);
+	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB]) == NULL);
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT(!write_block(5, keys[EGW_KIND_EMB], 2));
+	CU_ASSERT(!pp_landed(&pp, 5, 31, PP_BLOCK_TOKENS));
+	reconnect();
+	/* the region's own key (0 in REGISTER; the MR's real one here)
+	 * admits nothing either */
+	CU_ASSERT(!write_block(3, 0, 3));
+	CU_ASSERT(!pp_landed(&pp, 3, 31, PP_BLOCK_TOKENS));
+	pp_close(&pp);
+}
+
+static void
+test_window_bind_on_a_qp_in_error(void)
+{
+	struct egw_run run = { 0, 2 };
+	uint32_t keys[EGW_KIND_MAX];
+	struct egw_payload_cpl c[4];
+	uint32_t peers[4];
+
+	open_with_window_keys();
+	/* the responder's QP went to error (a refused write): the bind is
+	 * flushed, nothing stays bound, the QP is rebuilt with a new PSN
+	 * for the peer to hear */
+	pp.ops->inject_qp_error(LANG, 0);
+	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys) < 0);
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		CU_ASSERT_EQUAL(keys[k], 0);
+	for (int i = 0; i < IBV_STUB_MAX_MW; i++)
+		CU_ASSERT(!ibv_stub.mw[i].used || !ibv_stub.mw[i].bound);
+	CU_ASSERT_EQUAL(lang_stats().window_bind_failed, 1);
+	CU_ASSERT_EQUAL(lang_stats().qp_resets, 1);
+	CU_ASSERT_EQUAL(pp.ops->changed(LANG, peers, 4), 1);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 0); /* no batch of its */
+	/* the next window on the rebuilt QP is bound */
+	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
+	pp_close(&pp);
+}
+
+static void
+test_window_errors(void)
+{
+	uint32_t keys[EGW_KIND_MAX];
+	struct egw_run run = { 6, 2 }, past = { 7, 2 }, none = { 3, 1 };
+
+	stub_device();
+	CU_ASSERT_FATAL(pp_open_window_keys(&pp, &egw_payload_verbs_ops) == 0);
+	/* not connected yet: no window */
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys), -ENOTCONN);
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 1, &run, keys), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &past, keys), -EINVAL);
+	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys), -EBUSY);
+	pp.ops->window_unbind(LANG, &none); /* none open there: nothing */
+	CU_ASSERT_EQUAL(lang_stats().window_unbinds, 0);
+	pp_close(&pp);
+	/* without window keys the driver binds nothing */
+	stub_device();
+	open_connected();
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys), -EINVAL);
+	CU_ASSERT(ibv_stub.last_mr_access & IBV_ACCESS_REMOTE_WRITE);
+	pp_close(&pp);
+}
+
 int
 main(void)
 {
@@ -594,6 +828,19 @@ main(void)
 		{ "unknown peer -EINVAL; full ring (batches on the wire "
 		  "included) -ENOBUFS",
 		  test_post_errors },
+		{ "window keys: a type-2 MW per kind on the peer's QP over "
+		  "exactly the window; the region admits nothing itself",
+		  test_window_per_kind_on_peer_qp },
+		{ "window keys: writes land while the window is open, are "
+		  "refused once it is invalidated; a new window, a new key",
+		  test_window_admits_writes_only_while_open },
+		{ "window keys: outside the window and under the region's "
+		  "key refused; closed after a QP reset by freeing the MWs",
+		  test_window_bounds_and_region_key },
+		{ "window keys: a bind on a QP in error fails cleanly and the "
+		  "QP is rebuilt", test_window_bind_on_a_qp_in_error },
+		{ "window keys: not connected, bad runs, twice",
+		  test_window_errors },
 		{ NULL, NULL },
 	};
 

@@ -28,7 +28,7 @@ samples(struct egw_msg *m, struct egw_register *reg)
 	m[n] = (struct egw_msg){ .type = EGW_MSG_INIT, .flags = EGW_MSGF_DUMMY,
 		.rank = 7, .nranks = 8, .room = UINT64_MAX, .block_tokens = 128,
 		.alloc_tokens = 32 * 128, .nruns = EGW_XFER_MAX_RUNS,
-		.rkey = UINT32_MAX };
+		.rkeys = { UINT32_MAX, 1, 0, UINT32_MAX - 1 } };
 	for (int i = 0; i < EGW_XFER_MAX_RUNS; i++)
 		m[n].runs[i] = (struct egw_run){ UINT32_MAX - 1 - i, 1 };
 	n++;
@@ -127,7 +127,7 @@ test_round_trip_every_type(void)
 	 * fits a minimal IPv4 datagram */
 	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m[0], buf, sizeof(buf)),
 			(int)EGW_PROTO_MAX_DGRAM);
-	CU_ASSERT_EQUAL(EGW_PROTO_MAX_DGRAM, 336);
+	CU_ASSERT_EQUAL(EGW_PROTO_MAX_DGRAM, 348);
 	CU_ASSERT(egw_proto_encode(&key, 1, 1, &m[0], buf, sizeof(buf)) + 28 <= 576);
 	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m[0], buf, 100), -EMSGSIZE);
 }
@@ -157,7 +157,8 @@ test_v2_layout_every_field(void)
 	struct egw_msg m = { .type = EGW_MSG_RESUME, .rank = 0x0102,
 		.nranks = 0x0203, .room = 0x1112131415161718ull,
 		.offset = 0x21222324, .block_tokens = 0x31323334,
-		.alloc_tokens = 0x41424344, .rkey = 0x51525354, .nruns = 2,
+		.alloc_tokens = 0x41424344, .nruns = 2,
+		.rkeys = { 0x51525354, 0x55565758, 0x595a5b5c, 0x5d5e5f60 },
 		.runs = { { 0x61626364, 0x71727374 }, { 0x81828384, 0x91929394 } } };
 	struct egw_register r;
 	struct egw_msg ms[NSAMPLES];
@@ -166,12 +167,12 @@ test_v2_layout_every_field(void)
 
 	len = egw_proto_encode(&key, 0xa1a2a3a4a5a6a7a8ull,
 			       0xb1b2b3b4b5b6b7b8ull, &m, b, sizeof(b));
-	CU_ASSERT_EQUAL_FATAL(len, 48 + 16 + 2 * 8 + 16);
+	CU_ASSERT_EQUAL_FATAL(len, 48 + 28 + 2 * 8 + 16);
 	CU_ASSERT_EQUAL(be(b + 0, 4), 0x45475731);
 	CU_ASSERT_EQUAL(b[4], 2);
 	CU_ASSERT_EQUAL(b[5], EGW_MSG_RESUME);
 	CU_ASSERT_EQUAL(be(b + 6, 2), 0);
-	CU_ASSERT_EQUAL(be(b + 8, 2), 16 + 2 * 8);
+	CU_ASSERT_EQUAL(be(b + 8, 2), 28 + 2 * 8);
 	CU_ASSERT_EQUAL(be(b + 10, 2), 0x0102);
 	CU_ASSERT_EQUAL(be(b + 12, 2), 0x0203);
 	CU_ASSERT_EQUAL(be(b + 14, 2), 0);
@@ -180,16 +181,20 @@ test_v2_layout_every_field(void)
 	CU_ASSERT_EQUAL(be(b + 32, 4), 0x21222324);
 	CU_ASSERT_EQUAL(be(b + 36, 4), 0);
 	CU_ASSERT_EQUAL(be(b + 40, 8), 0xb1b2b3b4b5b6b7b8ull);
-	/* the window body: block_tokens, alloc_tokens, nruns, 0, rkey, runs */
+	/* the window body: block_tokens, alloc_tokens, nruns, 0, the rkeys
+	 * of embedding, fill_ids, mrope and aux, runs */
 	CU_ASSERT_EQUAL(be(b + 48, 4), 0x31323334);
 	CU_ASSERT_EQUAL(be(b + 52, 4), 0x41424344);
 	CU_ASSERT_EQUAL(be(b + 56, 2), 2);
 	CU_ASSERT_EQUAL(be(b + 58, 2), 0);
 	CU_ASSERT_EQUAL(be(b + 60, 4), 0x51525354);
-	CU_ASSERT_EQUAL(be(b + 64, 4), 0x61626364);
-	CU_ASSERT_EQUAL(be(b + 68, 4), 0x71727374);
-	CU_ASSERT_EQUAL(be(b + 72, 4), 0x81828384);
-	CU_ASSERT_EQUAL(be(b + 76, 4), 0x91929394);
+	CU_ASSERT_EQUAL(be(b + 64, 4), 0x55565758);
+	CU_ASSERT_EQUAL(be(b + 68, 4), 0x595a5b5c);
+	CU_ASSERT_EQUAL(be(b + 72, 4), 0x5d5e5f60);
+	CU_ASSERT_EQUAL(be(b + 76, 4), 0x61626364);
+	CU_ASSERT_EQUAL(be(b + 80, 4), 0x71727374);
+	CU_ASSERT_EQUAL(be(b + 84, 4), 0x81828384);
+	CU_ASSERT_EQUAL(be(b + 88, 4), 0x91929394);
 
 	samples(ms, &r);
 	r.peer_session = 0xc1c2c3c4c5c6c7c8ull;
@@ -393,9 +398,9 @@ test_register_and_error_rules(void)
 	b[13] = 1;
 	remac(b, len);
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
-	/* INIT/RESUME: body_len = 16 + 8 x nruns exactly */
+	/* INIT/RESUME: body_len = 28 + 8 x nruns exactly */
 	len = egw_proto_encode(&key, 1, 1, &ms[2], b, sizeof(b)); /* 0 runs */
-	CU_ASSERT_EQUAL(len, 48 + 16 + 16);
+	CU_ASSERT_EQUAL(len, 48 + 28 + 16);
 	b[57] = 1; /* claims a run the body does not hold */
 	remac(b, len);
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_BODY);

@@ -37,14 +37,17 @@ rs_poll(struct gw_room_source *s, uint64_t now)
 	return 1;
 }
 
-static bool
+/* a source takes its rooms; room 0 it refuses as a room of no tokens */
+static int
 rs_unknown(struct gw_room_source *s, uint64_t room, uint16_t nranks,
 	   uint64_t now)
 {
 	(void)nranks;
 	(void)now;
 	rec(s)->unknown++;
-	return room < rec(s)->mine;
+	if (room == 0)
+		return -EGW_E_BEYOND_TOTAL;
+	return room < rec(s)->mine ? 0 : -EGW_E_UNKNOWN_ROOM;
 }
 
 static bool
@@ -162,7 +165,7 @@ test_events_go_to_the_first_source_that_takes_them(void)
 	act.room = 5;
 	CU_ASSERT_TRUE(gw_room_sources_deliver(id, &act, 1));
 	gw_room_sources_done(id, 5, 0, EGW_E_OK, false, 1);
-	gw_room_sources_unknown_room(id, 5, 1, 1);
+	CU_ASSERT_EQUAL(gw_room_sources_unknown_room(id, 5, 1, 1), 0);
 	CU_ASSERT_EQUAL(a.delivered, 1);
 	CU_ASSERT_EQUAL(a.done, 1);
 	CU_ASSERT_EQUAL(a.unknown, 1);
@@ -172,14 +175,22 @@ test_events_go_to_the_first_source_that_takes_them(void)
 	act.room = 50;
 	CU_ASSERT_TRUE(gw_room_sources_deliver(id, &act, 1));
 	gw_room_sources_done(id, 50, 0, EGW_E_PEER_DEAD, false, 1);
-	gw_room_sources_unknown_room(id, 50, 1, 1);
+	CU_ASSERT_EQUAL(gw_room_sources_unknown_room(id, 50, 1, 1), 0);
 	CU_ASSERT_EQUAL(a.delivered, 1);
 	CU_ASSERT_EQUAL(b.delivered, 1);
 	CU_ASSERT_EQUAL(b.done, 1);
 	CU_ASSERT_EQUAL(a.unknown, 2);
 	CU_ASSERT_EQUAL(b.unknown, 1);
 
+	/* a source's refusal is the answer: the next one is not asked */
+	CU_ASSERT_EQUAL(gw_room_sources_unknown_room(id, 0, 1, 1),
+			-EGW_E_BEYOND_TOTAL);
+	CU_ASSERT_EQUAL(a.unknown, 3);
+	CU_ASSERT_EQUAL(b.unknown, 1);
+
 	/* room 500: nobody's - the caller is told, so it can free the runs */
+	CU_ASSERT_EQUAL(gw_room_sources_unknown_room(id, 500, 1, 1),
+			-EGW_E_UNKNOWN_ROOM);
 	act.room = 500;
 	CU_ASSERT_FALSE(gw_room_sources_deliver(id, &act, 1));
 	CU_ASSERT_EQUAL(a.delivered + b.delivered, 2);

@@ -49,6 +49,7 @@ finish(struct world *w)
 		CU_ASSERT_EQUAL(w_blocks_in_use(w, r), 0);
 	CU_ASSERT_EQUAL(w->pool_errors, 0);
 	CU_ASSERT_EQUAL(w->oob_writes, 0);
+	CU_ASSERT_EQUAL(w->foreign_writes, 0);
 	CU_ASSERT_EQUAL(w->bad_bytes, 0);
 	w_destroy(w);
 }
@@ -542,19 +543,55 @@ test_pool_exhausted_waits_and_completes(void)
 }
 
 static void
-test_pool_exhausted_fails_at_deadline(void)
+test_room_larger_than_pool_fails_at_once(void)
 {
 	struct w_conf c = conf(1, 1024);
 	struct world *w;
 
-	c.dst_capacity = 32 * 128; /* 4096 tokens cannot hold 6000 */
+	c.dst_capacity = 32 * 128; /* 4096 tokens can never hold 6000 */
 	w = w_create(&c);
 	CU_ASSERT_EQUAL(w_open(w, 42, 6000, false), 0);
 	w_run(w, 30 * SEC);
-	CU_ASSERT_EQUAL(err_of(w, 42, 0), EGW_E_POOL_EXHAUSTED);
+	CU_ASSERT_EQUAL(err_of(w, 42, 0), EGW_E_TOO_LARGE);
 	CU_ASSERT_EQUAL(err_of(w, 42, TX), EGW_E_ABORTED);
-	/* it failed at the allocation deadline, not at some later timer */
-	CU_ASSERT(w_result(w, 42, 0)->at <= c.xc.timers.alloc_ns + 10 * MS);
+	/* at the announce, not at some timer */
+	CU_ASSERT(w_result(w, 42, 0)->at <= 10 * MS);
+	CU_ASSERT_EQUAL(w->deliveries, 0);
+	finish(w);
+}
+
+/* A room that fits the pool, but whose memory another room holds (that
+ * one's writes never complete), waits in the admission queue and fails
+ * for memory exactly at its own deadline; the other room's blocks stay
+ * quarantined until its writes drained. */
+static void
+test_pool_exhausted_fails_at_its_own_deadline(void)
+{
+	struct w_conf c = conf(1, 8192);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.dst_capacity = 64 * 128;
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 44, 8000, false), 0);
+	w_run_for(w, 1 * SEC);
+	CU_ASSERT_EQUAL(w_open(w, 45, 3000, false), 0);
+	w_run_for(w, 40 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 44, 0), EGW_E_TIMEOUT_ROUND);
+	CU_ASSERT_EQUAL(err_of(w, 45, 0), EGW_E_POOL_EXHAUSTED);
+	CU_ASSERT(w_result(w, 45, 0)->at >= 1 * SEC + c.xc.timers.admit_ns &&
+		  w_result(w, 45, 0)->at <= 1 * SEC + c.xc.timers.admit_ns + 10 * MS);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.admitted, 1);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(st.quarantine_blocks >= 63);
+	CU_ASSERT(w_blocks_in_use(w, 0) >= 63);
+	release_and_run(w);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT_EQUAL(st.quarantine_acked, 1);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
 	finish(w);
 }
@@ -771,12 +808,412 @@ test_refused_init_fails_receiver_room(void)
 	struct world *w = w_create(&c);
 
 	/* sender expects 2 ranks, receiver says 1: refused, room fails
-	 * cleanly on the receiver, sender times out bootstrap */
+	 * cleanly on the receiver; the ABORT it sends to get its blocks
+	 * back fails the sender's room too, without waiting for the
+	 * bootstrap deadline */
 	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 80, 2, 0), 0);
 	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0), 0);
 	w_run(w, 30 * SEC);
 	CU_ASSERT_EQUAL(err_of(w, 80, 0), EGW_E_BAD_RANK);
-	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_TIMEOUT_BOOTSTRAP);
+	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_ABORTED);
+	CU_ASSERT(w_result(w, 80, TX)->at < 10 * MS);
+	finish(w);
+}
+
+
+/* ---- STATUS counters, the dummy rank, refusals before a room ----------- */
+
+/* Every STATUS the sender sent to rank `r`: total, landed, accepted and
+ * state never went down, Failed ones included. Returns how many. */
+static uint32_t
+assert_status_monotonic(const struct world *w, uint16_t r,
+			struct egw_msg *last)
+{
+	uint32_t n = 0;
+
+	memset(last, 0, sizeof(*last));
+	for (uint32_t i = 0; i < w->nlog; i++) {
+		const struct w_log *l = &w->log[i];
+
+		if (l->who != TX || l->act.type != EGW_ACT_SEND ||
+		    l->msg.type != EGW_MSG_STATUS || l->msg.rank != r)
+			continue;
+		CU_ASSERT(l->msg.total_tokens >= last->total_tokens);
+		CU_ASSERT(l->msg.landed_tokens >= last->landed_tokens);
+		CU_ASSERT(l->msg.accepted_tokens >= last->accepted_tokens);
+		CU_ASSERT(l->msg.state >= last->state);
+		*last = l->msg;
+		n++;
+	}
+	return n;
+}
+
+/* A room fails mid-transfer: its Failed STATUS and the answer while it
+ * lingers carry the real counters, not zeros. */
+static void
+test_failed_status_keeps_its_counters(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg last, poll = { .type = EGW_MSG_STATUS,
+				      .flags = EGW_MSGF_POLL, .room = 12,
+				      .nranks = 1 };
+	uint32_t n;
+
+	c.net.hold_writes = true;
+	c.xc.max_blocks_per_round = 8; /* small windows, two ahead */
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 12, 50000, false), 0);
+	w_run_for(w, 2 * MS);
+	w_release_writes(w, true); /* the windows accepted so far land */
+	w_run_for(w, 1 * MS);
+	CU_ASSERT_EQUAL(egw_sender_abort(w->tx, 12, w->now), 0);
+	w_run_for(w, 2 * MS);
+	n = assert_status_monotonic(w, 0, &last);
+	CU_ASSERT(n >= 3);
+	CU_ASSERT_EQUAL(last.state, EGW_ST_FAILED);
+	CU_ASSERT_EQUAL(last.total_tokens, 50000);
+	CU_ASSERT(last.landed_tokens >= 1024 && last.landed_tokens < 50000);
+	CU_ASSERT(last.accepted_tokens >= 1024);
+	/* the linger answer: the same numbers */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &poll), 0);
+	n = assert_status_monotonic(w, 0, &last);
+	CU_ASSERT_EQUAL(last.state, EGW_ST_FAILED);
+	CU_ASSERT_EQUAL(last.total_tokens, 50000);
+	CU_ASSERT(last.accepted_tokens >= 1024);
+	release_and_run(w);
+	finish(w);
+}
+
+/* A dummy rank's STATUS: accepted = its one window, landed 0 until its
+ * aux write completed, then = total (beyond accepted, as the receiver's
+ * checks allow for a dummy rank only); its Success is taken. The same
+ * STATUS is refused by a rank that is not dummy. */
+static void
+test_dummy_rank_status_is_consistent(void)
+{
+	struct w_conf c = conf(2, 1024);
+	struct world *w = w_create(&c);
+	struct egw_msg last, fake;
+
+	CU_ASSERT_EQUAL(w_open(w, 33, 3000, true), 0);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(w->deliveries, 2);
+	assert_status_monotonic(w, 1, &last);
+	CU_ASSERT_EQUAL(last.state, EGW_ST_SUCCESS);
+	CU_ASSERT_EQUAL(last.total_tokens, 3000);
+	CU_ASSERT_EQUAL(last.landed_tokens, 3000);
+	CU_ASSERT_EQUAL(last.accepted_tokens, c.xc.geom.block_tokens);
+	/* a rank that is not dummy refuses landed beyond accepted */
+	CU_ASSERT_EQUAL(w_open(w, 34, 3000, false), 0);
+	w_run_for(w, 100 * US);
+	fake = last;
+	fake.room = 34;
+	fake.rank = 0;
+	fake.state = EGW_ST_TRANSFERRING;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &fake), -EGW_E_BAD_STATUS);
+	w_run(w, 10 * SEC);
+	finish(w);
+}
+
+/* An INIT for a room the sender does not know is checked as the room
+ * would check it, without creating anything; a refusal echoes it. */
+static void
+test_init_checked_before_the_room_exists(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+	struct egw_msg m = { .type = EGW_MSG_INIT, .room = 77, .rank = 0,
+			     .nranks = 1, .nruns = 1, .alloc_tokens = 1024,
+			     .runs = { { 0, 8 } } };
+	struct egw_xfer_stats st;
+
+	m.block_tokens = c.xc.geom.block_tokens;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m), 0);
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, 99, &m), -EGW_E_UNKNOWN_PEER);
+	m.alloc_tokens = 1000;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_ALLOC_MISMATCH);
+	m.alloc_tokens = 1024;
+	m.block_tokens = 64;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_BLOCK_TOKENS);
+	m.block_tokens = c.xc.geom.block_tokens;
+	m.rank = 1;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_BAD_RANK);
+	m.rank = 0;
+	m.nruns = 0;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_ZERO_BLOCKS);
+	m.nruns = 1;
+	m.offset = 128;
+	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+			-EGW_E_STATE);
+	m.offset = 0;
+	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 77), -EGW_E_UNKNOWN_ROOM);
+	/* a refusal is an ERROR echoing the request */
+	CU_ASSERT_EQUAL(egw_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
+					  EGW_E_NO_SLOT, w->now), -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(egw_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
+					  EGW_E_OK, w->now), -EINVAL);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.type, EGW_MSG_ERROR);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.error, EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.state, EGW_MSG_INIT);
+	egw_sender_get_stats(w->tx, &st);
+	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)], 1);
+	CU_ASSERT_EQUAL(st.rooms_opened, 0);
+	finish(w);
+}
+
+/* The receiver retries NO_SLOT for its INIT until the room's deadline;
+ * TOO_LARGE ends it at once. */
+static void
+test_no_slot_retried_too_large_final(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w = w_create(&c);
+	struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
+			     .room = 40, .nranks = 1, .error = EGW_E_NO_SLOT };
+
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 40, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 41, 0, 1, 0, false, 0), 0);
+	w_run_for(w, 1 * MS);
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 40, 0), EGW_ST_BOOTSTRAPPING);
+	e.room = 41;
+	e.error = EGW_E_TOO_LARGE;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
+	CU_ASSERT_EQUAL(err_of(w, 41, 0), EGW_E_TOO_LARGE);
+	/* room 40 keeps asking, then fails by its own deadline */
+	w_run(w, 30 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 40, 0), EGW_E_TIMEOUT_BOOTSTRAP);
+	CU_ASSERT(w_count_sends(w, 0, EGW_MSG_INIT) > 10);
+	finish(w);
+}
+
+/* BEYOND_TOTAL is checked before "RESUME ahead of accepted": a RESUME
+ * both ahead and past the total is refused, not answered with STATUS. */
+static void
+test_beyond_total_before_ahead_of_accepted(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg m = { .type = EGW_MSG_RESUME, .room = 50, .nranks = 1,
+			     .nruns = 1, .alloc_tokens = 1024,
+			     .runs = { { 200, 8 } } };
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	m.block_tokens = c.xc.geom.block_tokens;
+	CU_ASSERT_EQUAL(w_open(w, 50, 3000, false), 0);
+	w_run_for(w, 1 * MS);
+	m.offset = 4096; /* ahead of accepted and past the total */
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BEYOND_TOTAL);
+	release_and_run(w);
+	finish(w);
+}
+
+
+/* ---- quarantine --------------------------------------------------------- */
+
+/*
+ * Late writers: three rooms whose writes land only after the receiver's
+ * round deadline fail there while their writes are still in flight. Their
+ * blocks stay out of the pool until the sender's ABORT ACK, which comes
+ * once those writes landed; the 300 rooms after them reuse the blocks and
+ * arrive byte-exact, and the canary (every write checked against the
+ * owner of its destination block when it lands) sees no write into a
+ * block its room no longer owned.
+ */
+static void
+test_late_writer_never_writes_into_reused_blocks(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st, tst;
+	uint64_t late_until;
+	uint32_t ok = 0, opened = 0;
+
+	c.dst_capacity = 48 * 128;
+	c.xc.max_blocks_per_round = 8;
+	c.net.late_writes = true;
+	c.net.write_ns = c.xc.timers.round_ns + 1 * SEC;
+	w = w_create(&c);
+	for (uint64_t i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(w_open(w, 60 + i, 2000, false), 0);
+	late_until = c.net.write_ns; /* posted at 0 or after */
+	w_run_for(w, 10 * MS);
+	w->net.write_ns = 50 * US;
+	for (uint64_t i = 0; i < 50; i++)
+		opened += w_open(w, 1000 + i, 100 + (uint32_t)(i * 37 % 2900),
+				 false) == 0;
+	w_run_for(w, c.xc.timers.round_ns + 100 * MS);
+	/* failed on the receiver, writes still in flight, blocks held */
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 3);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 48);
+	CU_ASSERT(w->now < late_until);
+	for (uint64_t i = 0; i < 3; i++)
+		CU_ASSERT(err_of(w, 60 + i, 0) == EGW_E_TIMEOUT_ROUND ||
+			  err_of(w, 60 + i, 0) == EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(w->deliveries, 0); /* nothing reused the blocks */
+	w_run(w, 120 * SEC);
+	/* and more after those, through the same blocks */
+	for (uint64_t i = 50; i < 300; i++) {
+		opened += w_open(w, 1000 + i, 100 + (uint32_t)(i * 37 % 2900),
+				 false) == 0;
+		if (i % 50 == 49)
+			w_run(w, 120 * SEC);
+	}
+	CU_ASSERT_EQUAL(opened, 300);
+	for (uint64_t i = 0; i < 300; i++) {
+		const struct w_room_result *r = w_result(w, 1000 + i, 0);
+
+		ok += r != NULL && r->error == 0;
+		if (i == 0)
+			CU_ASSERT(r != NULL && r->at > late_until);
+	}
+	CU_ASSERT_EQUAL(ok, 300);
+	egw_receiver_get_stats(w->rx[0], &st);
+	egw_sender_get_stats(w->tx, &tst);
+	/* the three, and the restarts of the rooms after them: each
+	 * quarantine ended by its ACK */
+	CU_ASSERT(st.quarantine_acked >= 3);
+	CU_ASSERT_EQUAL(st.quarantine_acked, st.quarantined);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT(tst.abort_acks >= 3);
+	finish(w); /* no foreign write, every byte right, pools empty */
+}
+
+/* The ABORT ACK rules on the sender: an ABORT for a room it does not know
+ * is acknowledged at once; for a live room only once the rank's writes
+ * drained; an ACK is never answered. */
+static void
+test_abort_ack_after_writes_drained(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_msg ab = { .type = EGW_MSG_ABORT, .room = 90, .nranks = 1,
+			      .error = EGW_E_ABORTED };
+	uint32_t acks;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &ab), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.type, EGW_MSG_ABORT);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.flags, EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.error, EGW_E_ABORTED);
+	ab.flags = EGW_MSGF_ACK;
+	acks = w_count_sends(w, TX, EGW_MSG_ABORT);
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &ab), -EGW_E_STATE);
+	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_ABORT), acks);
+	CU_ASSERT_EQUAL(w_open(w, 91, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 91, 0, w->now), 0);
+	w_run_for(w, 50 * MS);
+	/* writes held: no ACK yet, the blocks stay quarantined */
+	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_ABORT), acks);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	CU_ASSERT(w_count_sends(w, 0, EGW_MSG_ABORT) > 1); /* retransmitted */
+	release_and_run(w);
+	CU_ASSERT(w_count_sends(w, TX, EGW_MSG_ABORT) > acks);
+	CU_ASSERT_EQUAL(err_of(w, 91, 0), EGW_E_ABORTED);
+	finish(w);
+}
+
+/* A room that waited long for memory gives its blocks back and restarts
+ * from token 0: its data still arrives byte-exact, and requests from its
+ * first run that arrive late change nothing. */
+static void
+test_restart_from_token_zero(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.dst_capacity = 40 * 128;
+	c.xc.max_blocks_per_round = 4;
+	c.net.dup_pct = 20;
+	c.net.jitter_ns = 30 * US;
+	w = w_create(&c);
+	/* two rooms that each need 3/4 of the pool: one must restart */
+	CU_ASSERT_EQUAL(w_open(w, 70, 30 * 128, false), 0);
+	CU_ASSERT_EQUAL(w_open(w, 71, 30 * 128, false), 0);
+	w_run(w, 60 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 70, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 71, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 70, TX), EGW_E_OK);
+	CU_ASSERT_EQUAL(err_of(w, 71, TX), EGW_E_OK);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.restarts >= 1);
+	CU_ASSERT_EQUAL(w->verified_tokens, 2 * 30 * 128);
+	finish(w);
+}
+
+/* Rooms that the pool cannot hold now wait in the queue as Bootstrapping,
+ * never as an error, and are admitted in order of opening. */
+static void
+test_admission_queue_is_fifo(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+	uint64_t prev = 0;
+
+	c.dst_capacity = 16 * 128; /* two default windows */
+	c.net.write_ns = 5 * MS;
+	w = w_create(&c);
+	for (uint64_t i = 0; i < 20; i++)
+		CU_ASSERT_EQUAL(w_open(w, 200 + i, 900, false), 0);
+	w_run_for(w, 1 * MS);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.admit_queued >= 17);
+	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 219, 0), EGW_ST_BOOTSTRAPPING);
+	w_run(w, 60 * SEC);
+	for (uint64_t i = 0; i < 20; i++) {
+		const struct w_room_result *r = w_result(w, 200 + i, 0);
+
+		CU_ASSERT_FATAL(r != NULL);
+		CU_ASSERT_EQUAL(r->error, EGW_E_OK);
+		CU_ASSERT(r->at >= prev);
+		prev = r->at;
+	}
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.admit_queued, 0);
+	CU_ASSERT(st.admit_queue_max >= 17);
+	CU_ASSERT(st.admit_wait_max_ns > 0);
+	CU_ASSERT(egw_xfer_wait_quantile(&st, 0.99) >= egw_xfer_wait_quantile(&st, 0.5));
+	finish(w);
+}
+
+/* A quarantine also ends when the peer is declared dead (its writes can no
+ * longer land): the blocks come back without an ACK, counted. */
+static void
+test_quarantine_ends_when_the_peer_dies(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 95, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 95, 0, w->now), 0);
+	w_run_for(w, 10 * MS);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT_EQUAL(st.quarantine_dead, 1);
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
+	CU_ASSERT_EQUAL(err_of(w, 95, 0), EGW_E_ABORTED); /* reported once */
+	release_and_run(w);
 	finish(w);
 }
 
@@ -845,10 +1282,102 @@ test_backward_shift_delete_keeps_every_chain(void)
 	}
 }
 
+/* ---- per-window keys: the receiver alone, its actions captured -------- */
+
+static struct {
+	struct egw_act act[16];
+	struct egw_msg msg[16];
+	unsigned n;
+} cap;
+
+static void
+capture(void *ctx, const struct egw_act *a)
+{
+	(void)ctx;
+	if (cap.n < 16) {
+		cap.act[cap.n] = *a;
+		if (a->msg != NULL)
+			cap.msg[cap.n] = *a->msg;
+		cap.n++;
+	}
+}
+
+static const struct egw_act *
+last_act(uint8_t type)
+{
+	for (unsigned i = cap.n; i-- > 0;)
+		if (cap.act[i].type == type)
+			return &cap.act[i];
+	return NULL;
+}
+
+/* With window_keys a window is asked for as one run, an answer of two is
+ * refused like any answer that does not fit, and the keys given with the
+ * one run go out in its INIT; without keys, all 0. */
+static void
+test_window_keys_single_run_and_keys_in_init(void)
+{
+	struct egw_pool_geom g = { .capacity_tokens = 1024 * 128,
+				   .block_tokens = 128, .hidden_size = 16,
+				   .dtype_bytes = 2, .aux_bytes = 64 };
+	const uint32_t keys[EGW_KIND_MAX] = { 0x1101, 0x2202, 0, 0x4404 };
+	const struct egw_run two[2] = { { 0, 2 }, { 4, 2 } }, one = { 8, 4 };
+	struct egw_xfer_conf c;
+	struct egw_policy pol;
+	struct egw_receiver *r;
+	struct egw_xfer_stats st;
+	const struct egw_act *a;
+
+	for (int keyed = 1; keyed >= 0; keyed--) {
+		memset(&cap, 0, sizeof(cap));
+		egw_xfer_conf_default(&c, &g);
+		c.emit = capture;
+		c.window_keys = keyed;
+		CU_ASSERT_FATAL(egw_policy_init_fixed(&pol, 128, 512) == 0);
+		CU_ASSERT_FATAL(egw_receiver_create(&c, &pol, &r) == 0);
+		CU_ASSERT_FATAL(egw_receiver_peer_add(r, 0, 0) == 0);
+		CU_ASSERT_FATAL(egw_receiver_open(r, 7, 0, 1, 0, false, 0) == 0);
+		a = last_act(EGW_ACT_ALLOC);
+		CU_ASSERT_FATAL(a != NULL);
+		CU_ASSERT_EQUAL(a->max_runs, keyed ? 1 : EGW_XFER_MAX_RUNS);
+		if (keyed) {
+			CU_ASSERT(egw_receiver_alloc_done_keys(r, 7, 0, two, 2, keys, 0) < 0);
+			egw_receiver_get_stats(r, &st);
+			CU_ASSERT_EQUAL(st.alloc_retries, 1);
+			CU_ASSERT(last_act(EGW_ACT_FREE) != NULL); /* given back */
+			CU_ASSERT(last_act(EGW_ACT_SEND) == NULL);
+			egw_receiver_tick(r, 2 * MS); /* asks again */
+			CU_ASSERT_EQUAL(egw_receiver_alloc_done_keys(r, 7, 0, &one, 1,
+								     keys, 2 * MS), 0);
+		} else {
+			CU_ASSERT_EQUAL(egw_receiver_alloc_done(r, 7, 0, &one, 1, 0), 0);
+		}
+		a = last_act(EGW_ACT_SEND);
+		CU_ASSERT_FATAL(a != NULL);
+		CU_ASSERT_EQUAL(cap.msg[a - cap.act].type, EGW_MSG_INIT);
+		CU_ASSERT_EQUAL(cap.msg[a - cap.act].nruns, 1);
+		for (int k = 0; k < EGW_KIND_MAX; k++)
+			CU_ASSERT_EQUAL(cap.msg[a - cap.act].rkeys[k],
+					keyed ? keys[k] : 0);
+		egw_receiver_destroy(r);
+	}
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "late_writer_never_writes_into_reused_blocks",
+		  test_late_writer_never_writes_into_reused_blocks },
+		{ "abort_ack_after_writes_drained", test_abort_ack_after_writes_drained },
+		{ "quarantine_ends_when_the_peer_dies", test_quarantine_ends_when_the_peer_dies },
+		{ "restart_from_token_zero", test_restart_from_token_zero },
+		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },
+		{ "failed_status_keeps_its_counters", test_failed_status_keeps_its_counters },
+		{ "dummy_rank_status_is_consistent", test_dummy_rank_status_is_consistent },
+		{ "init_checked_before_the_room_exists", test_init_checked_before_the_room_exists },
+		{ "no_slot_retried_too_large_final", test_no_slot_retried_too_large_final },
+		{ "beyond_total_before_ahead_of_accepted", test_beyond_total_before_ahead_of_accepted },
 		{ "states_move_forward_to_success", test_states_move_forward_to_success },
 		{ "backward_shift_delete_keeps_every_chain",
 		  test_backward_shift_delete_keeps_every_chain },
@@ -867,7 +1396,9 @@ main(void)
 		{ "dummy_rank_gets_aux_only", test_dummy_rank_gets_aux_only },
 		{ "all_ranks_same_resume_decision", test_all_ranks_same_resume_decision },
 		{ "pool_exhausted_waits_and_completes", test_pool_exhausted_waits_and_completes },
-		{ "pool_exhausted_fails_at_deadline", test_pool_exhausted_fails_at_deadline },
+		{ "room_larger_than_pool_fails_at_once", test_room_larger_than_pool_fails_at_once },
+		{ "pool_exhausted_fails_at_its_own_deadline",
+		  test_pool_exhausted_fails_at_its_own_deadline },
 		{ "alloc_result_after_failure_is_returned", test_alloc_result_after_failure_is_returned },
 		{ "deadlines_on_every_state", test_deadlines_on_every_state },
 		{ "declared_dead_peer_fails_its_rooms_at_once",
@@ -875,6 +1406,8 @@ main(void)
 		{ "dead_peer_fails_its_rooms_only", test_dead_peer_fails_its_rooms_only },
 		{ "bad_input_rejected_and_counted", test_bad_input_rejected_and_counted },
 		{ "refused_init_fails_receiver_room", test_refused_init_fails_receiver_room },
+		{ "window_keys_single_run_and_keys_in_init",
+		  test_window_keys_single_run_and_keys_in_init },
 		{ NULL, NULL },
 	};
 	return cu_run("xfer", tests);

@@ -13,9 +13,15 @@
 # (--fault-qp-error; soft-RoCE does not give up on retries in a useful
 # time): the rooms in flight fail as payload errors, the driver rebuilds the
 # QP with a new PSN and re-registers, the language side rebuilds its end,
-# and the rooms opened after the last failure must land byte-exact. Afterwards
-# ib_write_bw runs between the same two rxe devices at the same message
-# size, for the benchmark ratio.
+# and the rooms opened after the last failure must land byte-exact. Then
+# (3) per-window keys: a fresh encode gateway writes once more into the
+# window of a room that has ended (--fault-stale-write): the language
+# side's responder must refuse it - the NAK (remote access error) is
+# looked for on the wire - the writer's QP recovers, and the rooms after
+# it land byte-exact. mw_probe checks first that the guest's soft-RoCE
+# enforces type-2 memory windows at all, and times one bind and one
+# invalidation. Afterwards ib_write_bw runs between the same two rxe
+# devices at the same message size, for the benchmark ratio.
 #
 # Last line: "vm: <rooms> rooms, <bytes> bytes verified over RoCEv2,
 #             <packets> RDMA WRITE packets on the wire"
@@ -41,6 +47,9 @@ judge_only=${EMBGW_VM_JUDGE_ONLY:-0} # 1: judge the last run's output again
 guests=${EMBGW_VM_GUESTS:-lang enc}
 peer_wait=${EMBGW_VM_PEER_WAIT:-60}
 embgw=$(realpath -m "${gw_arg:-build/app/embgw/embgw}")
+# built next to the gateway (tests/vm/meson.build)
+mw_probe=$(realpath -m "$(dirname "$embgw")/../../tests/vm/mw_probe")
+[ -x "$mw_probe" ] || { echo "vm: FAIL no $mw_probe (ninja -C build)"; exit 2; }
 [ -x "$embgw" ] || { echo "vm: FAIL no gateway binary $embgw (meson setup build && ninja -C build)"; exit 2; }
 if ! missing=$(vm_missing_programs); then
 	echo "vm: FAIL missing $missing - run scripts/deps.sh (it installs what the suites need)"
@@ -163,6 +172,17 @@ done_rc=\$?
 kill -INT \$gw; wait \$gw
 echo "encode gateway: \$?"
 [ \$done_rc -eq 0 ] || exit 1
+# phase 3: a writer that writes into a window after its room ended
+$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-enc3 -- \\
+	-f /out/encode.cfg --produce --duration-ms 300000 \\
+	--fault-stale-write 3 > /out/enc-gw3.log 2>&1 &
+gw=\$!
+touch /out/enc3.up
+wait_for lang3.done 300 "the language side's third phase"
+done_rc=\$?
+kill -INT \$gw; wait \$gw
+echo "encode gateway (phase 3): \$?"
+[ \$done_rc -eq 0 ] || exit 1
 # benchmark reference: ib_write_bw at the gateway's write size
 gid=\$(sh /out/gid.sh 10.88.0.1)
 # perftest's cycle-based clock sometimes reads 0 Gb/s under emulation:
@@ -185,6 +205,7 @@ peer=enc
 sh /out/net.sh 10.88.0.2
 touch /out/lang.up
 wait_for enc.up $peer_wait "the encode guest" || exit 1
+$mw_probe rxe0 \$(sh /out/gid.sh 10.88.0.2) > /out/mw_probe.log 2>&1
 dumpcap -i eth0 -f udp -w /run/wire.pcapng > /run/dumpcap.log 2>&1 &
 cap=\$!
 echo "waiting up to 30 s for dumpcap to capture"
@@ -203,6 +224,21 @@ $embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
 	-f /out/language.cfg --drive 40 --rate 2 --concurrency 4 --lengths 1000 \
 	--exit-when-done --duration-ms 300000 > /out/lang-gw2.log 2>&1
 touch /out/lang.done
+# phase 3: one room at a time; the encode side writes into the window of
+# its 3rd room once the 4th has ended (the 3rd was delivered before)
+if wait_for enc3.up 60 "the encode gateway of phase 3"; then
+	dumpcap -i eth0 -f udp -w /run/wire3.pcapng > /run/dumpcap3.log 2>&1 &
+	cap=\$!
+	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/dumpcap3.log && break; sleep 0.1; done
+	grep -q "Capturing on" /run/dumpcap3.log || echo "dumpcap did not say it captures after 30 s"
+	$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang3 -- \
+		-f /out/language.cfg --drive 12 --lengths 1000 \
+		--exit-when-done --duration-ms 240000 > /out/lang-gw3.log 2>&1
+	sleep 1
+	kill -INT \$cap; wait \$cap
+	cp /run/wire3.pcapng /out/wire3.pcapng
+fi
+touch /out/lang3.done
 gid=\$(sh /out/gid.sh 10.88.0.2)
 for run in 1 2 3; do
 	[ -f /out/enc.exited ] && { echo "no ib_write_bw server: the enc guest has stopped"; break; }
@@ -296,6 +332,35 @@ else
 	fail=1
 fi
 
+# per-window keys: soft-RoCE enforces type-2 memory windows (mw_probe), and
+# a write into the window of a room that had ended was refused by the
+# responder - a NAK with a remote access error on the wire - the writer's
+# QP recovered and the rooms after it landed byte-exact
+grep -h "^mw_probe: " "$out/mw_probe.log" 2>/dev/null
+grep -q "^mw_probe: type2 ok" "$out/mw_probe.log" 2>/dev/null ||
+	{ echo "vm: FAIL soft-RoCE does not enforce type-2 memory windows (mw_probe)"; fail=1; }
+nak=0
+[ -f "$out/wire3.pcapng" ] &&
+	nak=$(tshark -r "$out/wire3.pcapng" -Y "infiniband.aeth.syndrome.opcode == 3 &&
+		infiniband.aeth.syndrome.error_code == 2" 2>/dev/null | wc -l)
+res3=$(grep -E "^result: port=p0 " "$out/lang-gw3.log" 2>/dev/null | tail -1)
+rec3=$(kv "$out/lang-gw3.log" recovery after_last_failed_ok)
+other3=$(grep -E "^failed: port=p0 " "$out/lang-gw3.log" 2>/dev/null | grep -vc " reason=transport ")
+bad3=$(kv "$out/lang-gw3.log" language bad)
+unfin3=$(kv "$out/lang-gw3.log" language unfinished)
+resets3=$(kv "$out/enc-gw3.log" payload qp_resets)
+win3=$(grep -E "^windows: port=p0 " "$out/lang-gw3.log" 2>/dev/null | tail -1)
+if [ "$nak" -ge 1 ] && grep -q "test fault: .* written once more" "$out/enc-gw3.log" &&
+   grep -q "remote access error" "$out/enc-gw3.log" && [ "${resets3:-0}" -ge 1 ] &&
+   [ "${rec3:-0}" -ge 1 ] && [ "${other3:-1}" -eq 0 ] && [ "${bad3:-1}" -eq 0 ] &&
+   [ "${unfin3:-1}" -eq 0 ] && grep -q "leaked=0" <<<"$res3"; then
+	echo "windows: a write into an ended room's window was refused ($nak remote access error NAK(s) on the wire), $resets3 QP reset(s), $(grep -E '^failed: port=p0 ' "$out/lang-gw3.log" | sed 's/^failed: port=p0 //' | tr '\n' ' ')- $rec3 rooms opened after it landed byte-exact, nothing leaked"
+else
+	echo "vm: FAIL window keys: naks=$nak resets=${resets3:-?} recovered=${rec3:-?} other-failures=${other3:-?} bad=${bad3:-?} unfinished=${unfin3:-?} ${res3:-no result}"
+	tail -25 "$out/lang-gw3.log" "$out/enc-gw3.log" 2>/dev/null
+	fail=1
+fi
+
 # the wire: RDMA WRITE First(6)/Middle(7)/Last(8)/Only(10) packets, and the
 # bytes their RETH announce must account for every byte transferred
 pk=0 dma=0 ctl_other=0
@@ -331,5 +396,18 @@ if [ -n "$gw_mbps" ] && [ -n "$ib_gbps" ]; then
 	echo "bench vm-payload: $gw_mbps MB/s (ratio $ratio vs ib_write_bw ${ib_gbps} Gb/s, 64 KiB writes, same rxe pair)"
 fi
 [ -n "$cyc" ] && echo "bench vm-driver-cycles: $cyc cycles per block (encode side, post + completion)"
+# per-window keys: what opening and closing a window costs the language
+# side (binds and invalidations posted and completed), against the mean
+# time a window took in the same phase (its whole round)
+wb=$(kv "$out/lang-gw.log" windows bind_us)
+wc=$(kv "$out/lang-gw.log" windows close_us)
+wn=$(kv "$out/lang-gw.log" windows bound)
+ws=$(kv "$out/lang-gw.log" latency secs)
+if [ -n "$wb" ] && [ -n "$wc" ] && [ "${wn:-0}" -gt 0 ] && [ -n "$ws" ]; then
+	awk -v b="$wb" -v c="$wc" -v n="$wn" -v s="$ws" 'BEGIN {
+		w = s * 1e6 / n
+		printf "bench vm-window-keys: %.1f us per window (open %.1f + close %.1f, %d windows) (ratio %.4f vs the mean window of the same run, %.1f ms)\n",
+			b + c, b, c, n, (b + c) / w, w / 1000 }'
+fi
 echo "vm: ${rooms:-0} rooms, ${bytes:-0} bytes verified over RoCEv2, $pk RDMA WRITE packets on the wire"
 exit $fail

@@ -21,6 +21,14 @@
  *   A reset for a peer's new endpoint fails what was in flight the same
  *   way (a QP moved to RESET drops its WRs without completions).
  *
+ * - Per-window keys (payload.window_keys, doc/rdma.md): the pool is
+ *   registered with MW-bind access and no peer gets its rkey; a window a
+ *   peer is given is a type-2 memory window per kind, bound on that peer's
+ *   QP over exactly the window's blocks, and invalidated (LOCAL_INV) when
+ *   its room ends. Both wait for their completion before returning, so an
+ *   INIT/RESUME never names a key that does not admit writes yet, and no
+ *   block goes back to the pool while a key still admits writes to it.
+ *
  * The decisions themselves (GID choice, chaining and signalling, send
  * queue depth, what a completion means) live in verbs_core.c, free of
  * device calls; this file is the rdma-core glue around them.
@@ -49,6 +57,23 @@ struct vpeer {
 	struct egw_register reg; /* the peer's endpoint and regions */
 	struct verbs_sq sq;      /* chain, send queue use, generation */
 	char why[128];           /* why the last connect failed */
+	struct ibv_send_wr last_wr; /* the last write posted (a test knob) */
+	struct ibv_sge last_sge;
+	struct ibv_send_wr stale_wr; /* ... as remembered by the knob */
+	struct ibv_sge stale_sge;
+};
+
+/* A window's memory windows, kept by its first block (windows are single
+ * runs and never overlap). The MWs stay allocated for the next window
+ * that starts at the same block; each bind moves the key's low byte on,
+ * so a key of an earlier window there admits nothing. mw->rkey is the
+ * MW's current key: a bind names the MW by it, and the device does not
+ * update it - the driver does, once the bind completed. */
+struct vwin {
+	struct ibv_mw *mw[EGW_KIND_MAX];
+	uint32_t peer;
+	uint8_t gen;             /* the peer's QP generation at the bind */
+	bool open;
 };
 
 struct egw_payload {
@@ -68,9 +93,12 @@ struct egw_payload {
 	struct vpeer peers[EGW_CONF_MAX_PEERS];
 	uint32_t npeers;
 	struct verbs_flight fl;  /* batches in flight, completions, stats */
+	struct vwin *win;        /* per first block; NULL: no window keys */
+	uint32_t nblocks;
 };
 
 #define verr(...) egw_payload_log("verbs", __VA_ARGS__)
+#define WINDOW_WAIT_NS 2000000000ull /* a bind or invalidation completes */
 
 static uint16_t
 mtu_bytes(enum ibv_mtu m)
@@ -305,9 +333,14 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		return -ENOMEM;
 	}
 	memset(p->mem, 0, p->mem_len);
-	/* the whole pool, once: nothing is registered on the data path */
+	/* the whole pool, once: nothing is registered on the data path.
+	 * With window keys the region itself admits no remote access at all
+	 * (its rkey, guessable, opens nothing): peers write only through
+	 * memory windows, which local write access lets us bind. */
 	p->mr = ibv_reg_mr(p->pd, p->mem, p->mem_len,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+			   port->payload.window_keys
+			   ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND
+			   : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (p->mr == NULL) {
 		verr("cannot register %zu bytes of pool memory: %s", p->mem_len,
 		     strerror(errno));
@@ -337,6 +370,14 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		verbs_close(p);
 		return rc;
 	}
+	if (port->payload.window_keys) {
+		p->nblocks = egw_pool_nblocks(p->pool);
+		p->win = calloc(p->nblocks, sizeof(*p->win));
+		if (p->win == NULL) {
+			verbs_close(p);
+			return -ENOMEM;
+		}
+	}
 	*out = p;
 	*pool = p->pool;
 	return 0;
@@ -348,7 +389,8 @@ verbs_describe(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 {
 	memcpy(gid, p->gid.raw, 16);
 	*qpn = 0;
-	egw_payload_regions(p->pool, 0, p->mr->rkey, r);
+	/* with window keys there is no key to the whole region to give */
+	egw_payload_regions(p->pool, 0, p->win != NULL ? 0 : p->mr->rkey, r);
 }
 
 static void
@@ -481,6 +523,237 @@ verbs_changed(struct egw_payload *p, uint32_t *peers, uint32_t max)
 	return n;
 }
 
+/* One completion of any peer's QP: its batch, or the QP's recovery. */
+static void
+apply_wc(struct egw_payload *p, const struct ibv_wc *wc)
+{
+	struct verbs_wr_id id = verbs_wr_id_parse(wc->wr_id);
+	struct vpeer *v;
+
+	if (id.peer >= p->npeers)
+		return;
+	v = &p->peers[id.peer];
+	if (verbs_cpl_apply(&p->fl, &v->sq, &id, wc->status) ==
+	    VERBS_CPL_FAILED) {
+		verr("%s on the QP of peer %s failed: %s",
+		     id.slot == VERBS_WINDOW_SLOT ? "a window's bind or "
+		     "invalidation" : "a write", v->reg.name,
+		     ibv_wc_status_str(wc->status));
+		recover(p, id.peer);
+	}
+}
+
+/* ---- per-window keys --------------------------------------------------- */
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * Post `n` (1..EGW_KIND_MAX) bind or invalidation WRs on the peer's QP,
+ * the last signalled, and wait for that completion, applying every other
+ * completion the CQ gives meanwhile as poll() would. 0 when it completed
+ * successfully (RC completes in order: so did the ones before it), -EIO
+ * when it failed or the QP was reset under it (a reset discards WRs
+ * without completions), -ETIMEDOUT past WINDOW_WAIT_NS, or the post's
+ * -errno.
+ */
+static int
+window_post_wait(struct egw_payload *p, uint32_t peer, struct ibv_send_wr *wr,
+		 uint32_t n)
+{
+	struct vpeer *v = &p->peers[peer];
+	uint8_t gen = v->sq.gen;
+	uint64_t want = verbs_wr_id_make(&(struct verbs_wr_id){
+		.peer = peer, .gen = gen, .covered = n,
+		.slot = VERBS_WINDOW_SLOT });
+	uint64_t deadline = now_ns() + WINDOW_WAIT_NS;
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_wc wc[CQ_BATCH];
+	int rc;
+
+	if (v->sq.used + v->sq.nchain + n > v->sq.depth)
+		return -ENOBUFS; /* cannot happen while writes are signalled */
+	for (uint32_t i = 0; i < n; i++) {
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].wr_id = want;
+		wr[i].send_flags = i + 1 < n ? 0 : IBV_SEND_SIGNALED;
+	}
+	rc = neg_errno(ibv_post_send(v->qp, wr, &bad));
+	if (rc != 0)
+		return rc;
+	v->sq.used += n;
+	for (;;) {
+		int got = ibv_poll_cq(p->cq, CQ_BATCH, wc);
+		int res = 1;
+
+		for (int i = 0; i < got; i++) {
+			if (wc[i].wr_id == want)
+				res = wc[i].status == IBV_WC_SUCCESS ? 0 : -EIO;
+			apply_wc(p, &wc[i]);
+		}
+		if (res != 1)
+			return res;
+		if (v->sq.gen != gen)
+			return -EIO; /* reset: our WRs are gone */
+		if (now_ns() > deadline) {
+			verr("no completion for a window's bind or invalidation "
+			     "on the QP of peer %s within %llu ms", v->reg.name,
+			     WINDOW_WAIT_NS / 1000000ull);
+			return -ETIMEDOUT;
+		}
+	}
+}
+
+/* Free a window's MWs: the kernel invalidates a bound one at once, on any
+ * QP state. The slow way, for when the QP cannot invalidate them. */
+static void
+window_dealloc(struct egw_payload *p, struct vwin *e)
+{
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		if (e->mw[k] != NULL && ibv_dealloc_mw(e->mw[k]) != 0)
+			verr("cannot free a memory window: %s", strerror(errno));
+		e->mw[k] = NULL;
+	}
+	p->fl.st.window_unbind_deallocs++;
+}
+
+static int
+verbs_window_bind(struct egw_payload *p, uint32_t peer,
+		  const struct egw_run *run, uint32_t rkeys[EGW_KIND_MAX])
+{
+	struct ibv_send_wr wr[EGW_KIND_MAX];
+	uint64_t t0 = now_ns();
+	struct vwin *e;
+	uint32_t n = 0;
+	int rc;
+
+	if (p->win == NULL || peer >= p->npeers || run->count == 0 ||
+	    run->start >= p->nblocks || run->count > p->nblocks - run->start)
+		return -EINVAL;
+	if (!p->peers[peer].connected)
+		return -ENOTCONN;
+	e = &p->win[run->start];
+	if (e->open)
+		return -EBUSY; /* a window is never given twice */
+	memset(wr, 0, sizeof(wr));
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		uint64_t addr, len;
+
+		rkeys[k] = 0;
+		if (!verbs_window_range(p->pool, (enum egw_kind)k, run->start,
+					run->count, &addr, &len))
+			continue;
+		if (e->mw[k] == NULL) {
+			/* once per first block: later windows there reuse it */
+			e->mw[k] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_2);
+			if (e->mw[k] == NULL) {
+				verr("cannot allocate a memory window: %s",
+				     strerror(errno));
+				return -ENOMEM;
+			}
+		}
+		wr[n].opcode = IBV_WR_BIND_MW;
+		wr[n].bind_mw.mw = e->mw[k];
+		wr[n].bind_mw.rkey = ibv_inc_rkey(e->mw[k]->rkey);
+		wr[n].bind_mw.bind_info = (struct ibv_mw_bind_info){
+			.mr = p->mr, .addr = addr, .length = len,
+			.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+		rkeys[k] = wr[n].bind_mw.rkey;
+		n++;
+	}
+	if (n == 0)
+		return -EINVAL;
+	rc = window_post_wait(p, peer, wr, n);
+	if (rc != 0) {
+		/* whatever became of the binds, nothing of it stays open */
+		window_dealloc(p, e);
+		p->fl.st.window_bind_failed++;
+		memset(rkeys, 0, EGW_KIND_MAX * sizeof(*rkeys));
+		return rc;
+	}
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		if (rkeys[k] != 0)
+			e->mw[k]->rkey = rkeys[k];
+	e->open = true;
+	e->peer = peer;
+	e->gen = p->peers[peer].sq.gen;
+	p->fl.st.window_binds++;
+	p->fl.st.window_bind_ns += now_ns() - t0;
+	return 0;
+}
+
+static void
+verbs_window_unbind(struct egw_payload *p, const struct egw_run *run)
+{
+	struct ibv_send_wr wr[EGW_KIND_MAX];
+	uint64_t t0 = now_ns();
+	struct vwin *e;
+	struct vpeer *v;
+	uint32_t n = 0;
+
+	if (p->win == NULL || run->start >= p->nblocks ||
+	    !p->win[run->start].open)
+		return;
+	e = &p->win[run->start];
+	v = &p->peers[e->peer];
+	e->open = false;
+	memset(wr, 0, sizeof(wr));
+	for (int k = 0; k < EGW_KIND_MAX; k++)
+		if (e->mw[k] != NULL) {
+			wr[n].opcode = IBV_WR_LOCAL_INV;
+			wr[n].invalidate_rkey = e->mw[k]->rkey;
+			n++;
+		}
+	/* On the QP it was bound on, while that QP is the one it was bound
+	 * on (no reset since): LOCAL_INV. Otherwise - the QP was reset, is
+	 * down or fails the invalidation - free the MWs instead. */
+	if (n > 0 && (!v->connected || e->gen != v->sq.gen ||
+		      window_post_wait(p, e->peer, wr, n) != 0))
+		window_dealloc(p, e);
+	p->fl.st.window_unbinds++;
+	p->fl.st.window_unbind_ns += now_ns() - t0;
+}
+
+/* Remember the last write posted to the peer; or post the remembered one
+ * once more, under its key then. */
+static void
+verbs_inject_stale_write(struct egw_payload *p, uint32_t peer, bool arm)
+{
+	struct vpeer *v;
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+
+	if (peer >= p->npeers)
+		return;
+	v = &p->peers[peer];
+	if (arm) {
+		v->stale_wr = v->last_wr;
+		v->stale_sge = v->last_sge;
+		return;
+	}
+	if (v->stale_wr.num_sge == 0)
+		return;
+	wr = v->stale_wr;
+	sge = v->stale_sge;
+	wr.sg_list = &sge;
+	wr.next = NULL;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr_id = verbs_wr_id_make(&(struct verbs_wr_id){
+		.peer = peer, .gen = v->sq.gen, .covered = 1,
+		.slot = VERBS_NO_BATCH });
+	verr("test fault: %u bytes written once more to peer %s at %#llx "
+	     "under rkey %#x", sge.length, v->reg.name,
+	     (unsigned long long)wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
+	if (ibv_post_send(v->qp, &wr, &bad) == 0)
+		v->sq.used++;
+}
+
 static uint32_t
 verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 {
@@ -497,6 +770,8 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 
 		if (head == NULL)
 			continue;
+		v->last_wr = v->sq.wr[v->sq.nchain - 1];
+		v->last_sge = *v->last_wr.sg_list;
 		rc = neg_errno(ibv_post_send(v->qp, head, &bad));
 		verbs_chain_done(&v->sq, rc == 0);
 		if (rc != 0) {
@@ -506,20 +781,8 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 		}
 	}
 	got = ibv_poll_cq(p->cq, CQ_BATCH, wc);
-	for (int i = 0; i < got; i++) {
-		struct verbs_wr_id id = verbs_wr_id_parse(wc[i].wr_id);
-		struct vpeer *v;
-
-		if (id.peer >= p->npeers)
-			continue;
-		v = &p->peers[id.peer];
-		if (verbs_cpl_apply(&p->fl, &v->sq, &id, wc[i].status) ==
-		    VERBS_CPL_FAILED) {
-			verr("write to peer %s failed: %s", v->reg.name,
-			     ibv_wc_status_str(wc[i].status));
-			recover(p, id.peer);
-		}
-	}
+	for (int i = 0; i < got; i++)
+		apply_wc(p, &wc[i]);
 	n = egw_payload_ring_drain(&p->fl.ring, c, max);
 	/* an empty poll is the loop's idle spin, not cost per block */
 	if (got > 0 || n > 0)
@@ -546,6 +809,12 @@ verbs_close(struct egw_payload *p)
 {
 	if (p == NULL)
 		return;
+	/* MWs before the region they are bound to */
+	for (uint32_t b = 0; p->win != NULL && b < p->nblocks; b++)
+		for (int k = 0; k < EGW_KIND_MAX; k++)
+			if (p->win[b].mw[k] != NULL)
+				ibv_dealloc_mw(p->win[b].mw[k]);
+	free(p->win);
 	for (uint32_t i = 0; i < EGW_CONF_MAX_PEERS; i++) {
 		if (p->peers[i].qp != NULL)
 			ibv_destroy_qp(p->peers[i].qp);
@@ -577,6 +846,9 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.post = verbs_post,
 	.changed = verbs_changed,
 	.inject_qp_error = verbs_inject_qp_error,
+	.window_bind = verbs_window_bind,
+	.window_unbind = verbs_window_unbind,
+	.inject_stale_write = verbs_inject_stale_write,
 	.poll = verbs_poll,
 	.stats = verbs_stats,
 	.pool_fd = verbs_pool_fd,

@@ -59,6 +59,24 @@ verbs_sq_depth(int max_qp_wr)
 }
 
 /* wr_id bits: peer 63..56, generation 55..48, covered 47..32, slot 31..0 */
+bool
+verbs_window_range(const struct egw_pool *pool, enum egw_kind k,
+		   uint32_t start, uint32_t count, uint64_t *addr, uint64_t *len)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(pool);
+	uint8_t *base = egw_pool_region(pool, k);
+	size_t unit = egw_geom_unit_bytes(g, k);
+	uint64_t per_block = k == EGW_KIND_AUX ? unit : (uint64_t)unit * g->block_tokens;
+
+	if (base == NULL || unit == 0 || count == 0 ||
+	    start >= egw_pool_nblocks(pool) ||
+	    count > egw_pool_nblocks(pool) - start)
+		return false;
+	*addr = (uint64_t)(uintptr_t)base + (uint64_t)start * per_block;
+	*len = (uint64_t)count * per_block;
+	return true;
+}
+
 uint64_t
 verbs_wr_id_make(const struct verbs_wr_id *id)
 {

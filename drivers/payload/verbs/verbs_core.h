@@ -21,6 +21,7 @@
 #define VERBS_MAX_CHAIN 4096u   /* WRs chained per peer between two polls */
 #define VERBS_MAX_SQ 4096u      /* the deepest send queue asked for */
 #define VERBS_NO_BATCH 0xffffffffu /* wr_id slot of a WR that ends no batch */
+#define VERBS_WINDOW_SLOT 0xfffffffeu /* ... of a window's bind or invalidation */
 
 /** Index of the RoCEv2 entry whose GID is ::ffff:`addr` (IPv4, host
  *  order) in a GID table as read from the port, or -1. */
@@ -33,6 +34,13 @@ void verbs_gid_list(const struct ibv_gid_entry *t, uint32_t n, char *out,
 /** The send queue depth to create QPs with, given the device's
  *  max_qp_wr; 0 when the device allows none. */
 uint32_t verbs_sq_depth(int max_qp_wr);
+
+/** The bytes of kind `k` that a window over blocks [start, start + count)
+ *  of `pool` covers: its address and length; false for a kind the pool
+ *  does not have or a run outside it. */
+bool verbs_window_range(const struct egw_pool *pool, enum egw_kind k,
+			uint32_t start, uint32_t count, uint64_t *addr,
+			uint64_t *len);
 
 /** A work request's wr_id: which peer, QP generation and batch slot it
  *  completes, and how many WRs (itself and the unsignalled ones before

@@ -17,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 #define MAX_MR 8
+#define MW_KEY_BASE 0x800000u        /* MW keys: index << 8 | key byte */
 
 struct stub_qp {
 	struct ibv_qp qp;            /* first: the driver holds &qp */
@@ -31,11 +32,14 @@ struct ibv_stub ibv_stub;
 static struct ibv_device stub_device;
 static struct ibv_context stub_ctx;
 static struct ibv_mr *mrs[MAX_MR];
+static int mr_access[MAX_MR];
 static uint32_t next_qpn = 0x100, next_key = 0x1000;
 
 static int stub_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			  struct ibv_send_wr **bad);
 static int stub_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
+static struct ibv_mw *stub_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+static int stub_dealloc_mw(struct ibv_mw *mw);
 
 void
 ibv_stub_reset(void)
@@ -49,6 +53,8 @@ ibv_stub_reset(void)
 	stub_ctx.device = &stub_device;
 	stub_ctx.ops.post_send = stub_post_send;
 	stub_ctx.ops.poll_cq = stub_poll_cq;
+	stub_ctx.ops.alloc_mw = stub_alloc_mw;
+	stub_ctx.ops.dealloc_mw = stub_dealloc_mw;
 }
 
 void
@@ -219,6 +225,8 @@ struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t length,
 			mr->lkey = next_key++;
 			mr->rkey = next_key++;
 			mrs[i] = mr;
+			mr_access[i] = access;
+			ibv_stub.last_mr_access = access;
 			return mr;
 		}
 	errno = ENOMEM;
@@ -243,21 +251,108 @@ ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-/* The registered memory an RDMA WRITE lands in, or NULL: what the rkey
+static bool
+inside(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
+{
+	return addr >= base && len <= size && addr - base <= size - len;
+}
+
+/* Does the responder take an RDMA WRITE from `from` (a region with remote
+ * write access, or a window bound on the QP it arrives at)? What the rkey
  * check of a real responder does. */
 static bool
-remote_ok(uint32_t rkey, uint64_t addr, uint32_t len)
+remote_ok(const struct ibv_qp *from, uint32_t rkey, uint64_t addr, uint32_t len)
 {
+	uint32_t at = ((const struct stub_qp *)(const void *)from)->dest_qpn;
+
 	for (int i = 0; i < MAX_MR; i++) {
 		const struct ibv_mr *mr = mrs[i];
-		uint64_t base;
 
 		if (mr == NULL || mr->rkey != rkey)
 			continue;
-		base = (uint64_t)(uintptr_t)mr->addr;
-		return addr >= base && len <= mr->length &&
-		       addr - base <= mr->length - len;
+		return (mr_access[i] & IBV_ACCESS_REMOTE_WRITE) &&
+		       inside((uint64_t)(uintptr_t)mr->addr, mr->length, addr, len);
 	}
+	for (int i = 0; i < IBV_STUB_MAX_MW; i++) {
+		const struct ibv_stub_mw *w = &ibv_stub.mw[i];
+
+		if (w->used && w->bound && w->key == rkey)
+			return w->qp->qp_num == at && inside(w->addr, w->len, addr, len);
+	}
+	return false;
+}
+
+struct ibv_stub_mw *
+ibv_stub_mw_by_key(uint32_t rkey)
+{
+	for (int i = 0; i < IBV_STUB_MAX_MW; i++)
+		if (ibv_stub.mw[i].used && ibv_stub.mw[i].key == rkey)
+			return &ibv_stub.mw[i];
+	return NULL;
+}
+
+static struct ibv_mw *
+stub_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	for (uint32_t i = 0; i < IBV_STUB_MAX_MW; i++) {
+		struct ibv_stub_mw *w = &ibv_stub.mw[i];
+
+		if (w->used)
+			continue;
+		memset(w, 0, sizeof(*w));
+		w->used = true;
+		w->mw.context = pd->context;
+		w->mw.pd = pd;
+		w->mw.type = type;
+		w->key = w->mw.rkey = (MW_KEY_BASE + i) << 8 | 0x10;
+		ibv_stub.mw_allocs++;
+		return &w->mw;
+	}
+	errno = ENOMEM;
+	return NULL;
+}
+
+static int
+stub_dealloc_mw(struct ibv_mw *mw)
+{
+	struct ibv_stub_mw *w = (struct ibv_stub_mw *)(void *)mw;
+
+	w->used = w->bound = false;
+	ibv_stub.mw_deallocs++;
+	return 0;
+}
+
+/* A bind or an invalidation takes effect; false when the device refuses
+ * it (a completion error, the QP to error). */
+static bool
+mw_op(const struct ibv_stub_wr *s)
+{
+	struct ibv_stub_mw *w = (struct ibv_stub_mw *)(void *)s->mw;
+
+	if (s->opcode == IBV_WR_LOCAL_INV) {
+		w = ibv_stub_mw_by_key(s->rkey);
+		if (w == NULL || !w->bound || w->qp != s->qp)
+			return false;
+		w->bound = false;
+		ibv_stub.invalidations++;
+		return true;
+	}
+	if (!w->used || w->bound || w->mw.type != IBV_MW_TYPE_2 ||
+	    s->mw_rkey != w->key || (s->rkey & ~0xffu) != (w->key & ~0xffu))
+		return false;
+	for (int i = 0; i < MAX_MR; i++)
+		if (mrs[i] != NULL && mrs[i]->lkey == s->lkey &&
+		    (mr_access[i] & IBV_ACCESS_MW_BIND) &&
+		    inside((uint64_t)(uintptr_t)mrs[i]->addr, mrs[i]->length,
+			   s->remote, s->len)) {
+			w->bound = true;
+			w->qp = s->qp;
+			w->addr = s->remote;
+			w->len = s->len;
+			w->key = s->rkey;
+			ibv_stub.binds++;
+			return true;
+		}
 	return false;
 }
 
@@ -344,7 +439,10 @@ stub_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		struct ibv_stub_wr *s;
 
 		if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) ||
-		    wr->opcode != IBV_WR_RDMA_WRITE || wr->num_sge != 1) {
+		    (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge != 1) ||
+		    (wr->opcode != IBV_WR_RDMA_WRITE &&
+		     wr->opcode != IBV_WR_BIND_MW &&
+		     wr->opcode != IBV_WR_LOCAL_INV)) {
 			*bad = wr;
 			return EINVAL;
 		}
@@ -355,12 +453,25 @@ stub_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		}
 		s = &ibv_stub.wr[ibv_stub.nwr++];
 		*s = (struct ibv_stub_wr){
-			.qp = qp, .wr_id = wr->wr_id,
+			.qp = qp, .wr_id = wr->wr_id, .opcode = wr->opcode,
 			.signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0,
-			.src = wr->sg_list[0].addr, .len = wr->sg_list[0].length,
-			.lkey = wr->sg_list[0].lkey,
-			.remote = wr->wr.rdma.remote_addr, .rkey = wr->wr.rdma.rkey,
 		};
+		if (wr->opcode == IBV_WR_RDMA_WRITE) {
+			s->src = wr->sg_list[0].addr;
+			s->len = wr->sg_list[0].length;
+			s->lkey = wr->sg_list[0].lkey;
+			s->remote = wr->wr.rdma.remote_addr;
+			s->rkey = wr->wr.rdma.rkey;
+		} else if (wr->opcode == IBV_WR_BIND_MW) {
+			s->mw = wr->bind_mw.mw;
+			s->mw_rkey = wr->bind_mw.mw->rkey;
+			s->rkey = wr->bind_mw.rkey;
+			s->lkey = wr->bind_mw.bind_info.mr->lkey;
+			s->remote = wr->bind_mw.bind_info.addr;
+			s->len = (uint32_t)wr->bind_mw.bind_info.length;
+		} else {
+			s->rkey = wr->invalidate_rkey;
+		}
 		q->sq_used++;
 	}
 	ibv_stub.post_calls++;
@@ -376,17 +487,30 @@ complete_one(struct ibv_stub_wr *s, struct ibv_wc *wc)
 	s->done = true;
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = s->wr_id;
-	wc->opcode = IBV_WC_RDMA_WRITE;
+	wc->opcode = s->opcode == IBV_WR_BIND_MW ? IBV_WC_BIND_MW :
+		     s->opcode == IBV_WR_LOCAL_INV ? IBV_WC_LOCAL_INV :
+		     IBV_WC_RDMA_WRITE;
 	wc->qp_num = s->qp->qp_num;
 	if (s->qp->state == IBV_QPS_ERR) {
 		wc->status = IBV_WC_WR_FLUSH_ERR; /* every WR, signalled or not */
 		q->sq_used--;
 		return true;
 	}
-	if (ibv_stub.execute) {
-		if (!remote_ok(s->rkey, s->remote, s->len)) {
+	if (s->opcode != IBV_WR_RDMA_WRITE && !mw_op(s)) {
+		wc->status = s->opcode == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR
+							 : IBV_WC_LOC_PROT_ERR;
+		s->qp->state = IBV_QPS_ERR;
+		q->sq_used--;
+		return true;
+	}
+	if (s->opcode == IBV_WR_RDMA_WRITE && ibv_stub.execute) {
+		if (!remote_ok(s->qp, s->rkey, s->remote, s->len)) {
 			wc->status = IBV_WC_REM_ACCESS_ERR;
 			s->qp->state = IBV_QPS_ERR;
+			/* the responder's QP too (what soft-RoCE does) */
+			for (uint32_t i = 0; i < ibv_stub.nqp; i++)
+				if (ibv_stub.qp[i]->qp_num == q->dest_qpn)
+					ibv_stub.qp[i]->state = IBV_QPS_ERR;
 			q->sq_used--;
 			return true;
 		}

@@ -11,7 +11,16 @@
  *    with IBV_WC_WR_FLUSH_ERR; moving a QP to RESET discards its WRs;
  *  - with `execute`, an RDMA WRITE copies its bytes when it completes,
  *    after checking the destination against the memory registered under
- *    its rkey (a bad one fails with IBV_WC_REM_ACCESS_ERR, QP to error).
+ *    its rkey (a bad one fails with IBV_WC_REM_ACCESS_ERR, QP to error):
+ *    a region registered with remote write access, or a type-2 memory
+ *    window that is bound, on the QP the write arrives at, over the
+ *    destination;
+ *  - memory windows of type 2: IBV_WR_BIND_MW (the region must have
+ *    MW-bind access and hold the range; the window must be free and named
+ *    by its current key in mw->rkey, which the device does not update:
+ *    the application sets it to the new key after the bind) and IBV_WR_LOCAL_INV (a bound window
+ *    of that QP) take effect when they complete, in order with the QP's
+ *    other WRs; ibv_dealloc_mw invalidates at once.
  * The test sets the device up in `ibv_stub` and reads what happened back.
  */
 #ifndef EGW_IBV_STUB_H
@@ -28,10 +37,28 @@
 struct ibv_stub_wr {             /* one posted WR, as the device saw it */
 	struct ibv_qp *qp;
 	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
 	bool signaled;
 	uint64_t src, remote;
-	uint32_t len, lkey, rkey;
+	uint32_t len, lkey, rkey;    /* bind: the range and the new key;
+				      * invalidation: rkey */
+	struct ibv_mw *mw;           /* bind */
+	uint32_t mw_rkey;            /* bind: mw->rkey when posted (names the
+				      * window, as rdma-core's providers do) */
 	bool done;                   /* completed, flushed or discarded */
+};
+
+#define IBV_STUB_MAX_MW 64
+
+struct ibv_stub_mw {             /* a memory window as the device keeps it */
+	struct ibv_mw mw;            /* first: the driver holds &mw */
+	bool used;                   /* allocated */
+	bool bound;
+	uint32_t key;                /* the device's current key: a bind
+				      * must name it (mw.rkey is the
+				      * application's copy) */
+	struct ibv_qp *qp;           /* bound on */
+	uint64_t addr, len;
 };
 
 struct ibv_stub {
@@ -54,6 +81,9 @@ struct ibv_stub {
 	uint32_t nqp;
 	struct ibv_stub_wr wr[IBV_STUB_MAX_WR];
 	uint32_t nwr;
+	struct ibv_stub_mw mw[IBV_STUB_MAX_MW];
+	uint32_t mw_allocs, mw_deallocs, binds, invalidations;
+	int last_mr_access;          /* access flags of the last region */
 };
 
 extern struct ibv_stub ibv_stub;
@@ -68,5 +98,8 @@ void ibv_stub_gid(uint32_t i, uint32_t ipv4, enum ibv_gid_type type);
 /** QP state and the peer it was brought to RTR towards. */
 enum ibv_qp_state ibv_stub_qp_state(const struct ibv_qp *qp);
 uint32_t ibv_stub_qp_dest(const struct ibv_qp *qp);
+
+/** The allocated memory window whose current key is `rkey`, or NULL. */
+struct ibv_stub_mw *ibv_stub_mw_by_key(uint32_t rkey);
 
 #endif /* EGW_IBV_STUB_H */
