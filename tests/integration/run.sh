@@ -1033,9 +1033,9 @@ case_restart_language_small_shm() {
 	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
 	# a 132 MiB pool (262144 tokens x 512 B and the rest): one fits
 	mkdir "$small" && mount -t tmpfs -o size=200m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
-	scripts/gen-configs.sh "$small" 1024 262144 "$SLACK" >/dev/null
+	gen_configs "$small" 1024 262144 "$SLACK" >/dev/null
 	start_gw enc 1 "$small/encode.cfg" "$T/enc.log" --produce
-	wait_ready enc "$small/memif0.sock" || { stop_all; umount "$small"; return 1; }
+	wait_ready enc || { stop_all; umount "$small"; return 1; }
 	start_gw lang 0 "$small/language.cfg" "$T/lang.0.log" --drive 1000 \
 		--concurrency 2 --lengths 50000,2000
 	lang=${PIDS[-1]}
