@@ -85,12 +85,14 @@ on_hangup(int sig)
 {
 	static const char msg[] = "embgw: SIGHUP ignored (kept for reloading "
 				  "the configuration)\n";
+	int saved = errno; /* the interrupted code may be about to read it */
 	ssize_t rc;
 
 	(void)sig;
 	/* write(2) is async-signal-safe, rte_log is not */
 	rc = write(STDERR_FILENO, msg, sizeof(msg) - 1);
 	(void)rc;
+	errno = saved;
 }
 
 /*
@@ -360,9 +362,19 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		return -ENOTSUP;
 	}
 	/* this incarnation: random, whatever the clock says (a test may
-	 * force it: --test-session, one more per identity) */
+	 * force it: --test-session, one more per identity of the process,
+	 * counted across ports, so no two identities share one) */
+	if (opt.knobs.session != 0 &&
+	    opt.knobs.session > UINT64_MAX - (uint64_t)(nids - 1)) {
+		GW_LOG(ERR, "port %s: --test-session %#lx + identity %u "
+		       "passes 2^64 - 1: the session would wrap to 0 or "
+		       "repeat\n", id->cfg->name,
+		       (unsigned long)opt.knobs.session, nids - 1u);
+		return -EINVAL;
+	}
 	id->session = opt.knobs.session != 0 ?
-		      opt.knobs.session + d->nids - 1 : egw_proto_session_new();
+		      opt.knobs.session + (uint64_t)(nids - 1) :
+		      egw_proto_session_new();
 	GW_LOG(INFO, "port %s: session %#lx\n", id->cfg->name,
 	       (unsigned long)id->session);
 	rc = id->dops->open(c, id->cfg, id->session, &id->drv, &id->pool);

@@ -17,18 +17,26 @@ on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 
 /* The node notes failures once per peer (on_note), not per REGISTER. */
 static int
-on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r,
+	   char *why, size_t why_len)
 {
 	struct gw_id *id = ctx;
+	int rc = id->dops->connect(id->drv, peer, r);
 
-	return id->dops->connect(id->drv, peer, r);
+	if (rc != 0 && id->dops->why != NULL)
+		snprintf(why, why_len, "%s", id->dops->why(id->drv, peer));
+	return rc;
 }
 
 static void
-on_peer_down(void *ctx, uint32_t peer)
+on_peer_down(void *ctx, uint32_t peer, bool silent)
 {
 	struct gw_id *id = ctx;
 
+	/* a silent peer may be the same incarnation coming back: only a
+	 * driver that must give back what it holds of it lets go */
+	if (silent && !id->dops->disconnect_silent)
+		return;
 	if (id->dops->disconnect != NULL)
 		id->dops->disconnect(id->drv, peer);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The command line after `--`: options, their ranges, the usage text. */
+#include <ctype.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,7 +34,8 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
 		"  --fault-stale-write N  test knob (verbs): once the room after the Nth has\n"
 		"                         been sent, write the Nth's last write once more\n"
-		"  --test-session N       test knob: session id N (N+i for identity i), not random\n"
+		"  --test-session N       test knob: session id N (N+i for the process's identity i,\n"
+		"                         counted across ports), not random\n"
 		"  --capture FILE         write every control frame in and out to a pcap file\n"
 		"                         (FILE.<port> when there are several ports)\n"
 		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
@@ -224,8 +226,10 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 			char *end = NULL;
 
 			errno = 0;
+			/* strtoull takes "-1" for UINT64_MAX: digits only */
 			k->session = strtoull(optarg, &end, 0);
 			if (errno != 0 || end == optarg || *end != '\0' ||
+			    !isdigit((unsigned char)optarg[0]) ||
 			    k->session == 0) {
 				fprintf(stderr, "%s: --test-session: '%s' is not a "
 					"non-zero 64-bit session id\n", app->name,

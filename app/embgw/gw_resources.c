@@ -45,6 +45,10 @@ gw_check_resources(const struct egw_conf *c, FILE *err)
 			continue;
 		}
 		rc = space_for(p->payload.path, &room);
+		/* a stopped gateway's pool file there is taken over at start:
+		 * its space is ours (once its peers let go of it) */
+		if (rc == 0)
+			room += egw_payload_shm_reclaimable(p->payload.path);
 		if (rc != 0) {
 			fprintf(err, "%s: port %s: payload.path %s: its directory: "
 				"%s\n", c->file, p->name, p->payload.path,

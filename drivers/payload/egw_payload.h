@@ -18,7 +18,8 @@
  *    batch may be posted again once poll() has drained completions.
  *  - -EINVAL: a peer index the driver does not know.
  *  - open()/connect(): -errno of the call that failed (-ENOMEM, -ENODEV,
- *    -ENOENT, -ERANGE, ...), each also logged with its cause by verbs.
+ *    -ENOENT, -ERANGE, ...); open() logs its cause, connect() keeps it
+ *    for why() and logs nothing.
  * A batch the driver takes but cannot move (peer not connected, a write
  * outside the peer's regions, the link in error) is not an error return:
  * post() returns 0 and the batch completes with ok = false through poll().
@@ -230,11 +231,24 @@ struct egw_payload_ops {
 	 *  endpoint (the peer has rebuilt its side). */
 	int (*connect)(struct egw_payload *p, uint32_t peer,
 		       const struct egw_register *r);
+	/** Why the last connect() to `peer` failed, a sentence (it is the
+	 *  caller's to log: connect() logs nothing, as it is retried with
+	 *  every REGISTER of a peer it cannot reach). Optional. */
+	const char *(*why)(const struct egw_payload *p, uint32_t peer);
 	/** The peer's incarnation is gone (it restarted): let go of its
 	 *  memory now - nothing is written to it after this returns, nothing
 	 *  for the new incarnation before its connect() (shm: unmap; verbs:
 	 *  reset the QP, which fails the batches in flight). Optional. */
 	void (*disconnect)(struct egw_payload *p, uint32_t peer);
+	/** disconnect() also when the peer was declared dead (silent past
+	 *  peer_dead_ms; its rooms failed), to be connected again by the
+	 *  same incarnation's next REGISTER. shm: yes, its mapping keeps a
+	 *  killed peer's pool file's space in use, and remapping the same
+	 *  file is safe. verbs: no, the QP holds nothing of the peer's, and
+	 *  bringing it back towards the same peer would need both sides to
+	 *  take new PSNs, which one side declaring the other dead does not
+	 *  give (the other may not have). */
+	bool disconnect_silent;
 	/** Post writes from the local pool to a peer; completion later. */
 	int (*post)(struct egw_payload *p, uint32_t peer,
 		    const struct egw_write *w, uint32_t n, uint64_t cookie);
@@ -286,6 +300,12 @@ extern const struct egw_payload_ops egw_payload_verbs_ops;
 #endif
 
 /** A driver's log line on stderr: "embgw: DRIVER: message". */
+/** Bytes a start would free on the filesystem of `path` by taking over
+ *  the shm pool file of a stopped gateway there (our header, its lock
+ *  free); 0 when there is none to take over (nothing, a live gateway's,
+ *  anything else). For --check-config: the start's own take-over. */
+uint64_t egw_payload_shm_reclaimable(const char *path);
+
 void egw_payload_log(const char *driver, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

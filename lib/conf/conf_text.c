@@ -33,7 +33,7 @@ kind_of(mode_t m)
 
 int
 conf_read_file(const char *path, size_t max, char **buf, size_t *len,
-	       char *why, size_t why_len)
+	       mode_t *mode, char *why, size_t why_len)
 {
 	struct stat st;
 	size_t n = 0;
@@ -95,6 +95,8 @@ conf_read_file(const char *path, size_t max, char **buf, size_t *len,
 	b[n] = '\0';
 	*buf = b;
 	*len = n;
+	if (mode != NULL)
+		*mode = st.st_mode;
 	return 0;
 }
 
@@ -483,10 +485,14 @@ scan(struct pass *p, const char *s, size_t n, int depth)
 		} else if (c == '/' && i + 1 < n && s[i + 1] == '*') {
 			uint32_t from = p->line;
 
+			/* a newline inside starts a line: libconfig takes
+			 * an @include after it for a directive too */
 			for (i += 2; rc == 0 && i < n &&
 			     !(s[i] == '*' && i + 1 < n && s[i + 1] == '/'); i++)
-				if (s[i] == '\n')
+				if (s[i] == '\n') {
 					rc = newline(p);
+					line_start = true;
+				}
 			if (rc == 0 && i >= n) {
 				p->line = from;
 				rc = fail(p, "a /* comment that does not end");
@@ -513,9 +519,18 @@ scan(struct pass *p, const char *s, size_t n, int depth)
 				rc = out(p, s + i, j + 1 - i);
 			i = j + 1;
 			line_start = false;
-		} else if (c == '@' && line_start && n - i >= 8 &&
-			   memcmp(s + i, "@include", 8) == 0) {
-			rc = include(p, s, n, &i, depth);
+		} else if (c == '@') {
+			/* only the directive is ours to read: any other '@'
+			 * would reach libconfig, which reads files itself */
+			if (line_start && n - i >= 9 &&
+			    memcmp(s + i, "@include", 8) == 0 &&
+			    (s[i + 8] == ' ' || s[i + 8] == '\t' ||
+			     s[i + 8] == '"'))
+				rc = include(p, s, n, &i, depth);
+			else
+				rc = fail(p, "%s: '@' outside a string: only "
+					  "@include \"file\" at the start of a "
+					  "line", where(p, at, sizeof(at)));
 		} else if (word_char(c)) {
 			size_t j = i;
 
@@ -545,8 +560,8 @@ load_file(struct pass *p, const char *path, int depth)
 	if (t->nfiles == CONF_MAX_FILES)
 		return fail(p, "@include \"%s\": more than %d files", path,
 			    CONF_MAX_FILES);
-	rc = conf_read_file(path, CONF_MAX_BYTES - p->total, &buf, &len, why,
-			    sizeof(why));
+	rc = conf_read_file(path, CONF_MAX_BYTES - p->total, &buf, &len, NULL,
+			    why, sizeof(why));
 	if (rc != 0) {
 		if (t->nfiles == 0)
 			snprintf(t->err, sizeof(t->err), "%s: cannot read: %s",

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define CONF_MAX_BYTES (16u << 20)  /* all files together */
 #define CONF_MAX_FILES 32           /* the file and what it includes */
@@ -48,10 +49,11 @@ const char *conf_text_where(const struct conf_text *t, int line,
 
 /**
  * Read a whole regular file of at most `max` bytes, without blocking on
- * a FIFO or a device: *buf (malloc'd, NUL-terminated) and *len. 0, or
- * -errno with `why` filled in: -EINVAL (not a regular file), -EFBIG.
+ * a FIFO or a device: *buf (malloc'd, NUL-terminated), *len and, when
+ * `mode` is not NULL, the mode of the very file read. 0, or -errno with
+ * `why` filled in: -EINVAL (not a regular file), -EFBIG.
  */
 int conf_read_file(const char *path, size_t max, char **buf, size_t *len,
-		   char *why, size_t why_len);
+		   mode_t *mode, char *why, size_t why_len);
 
 #endif /* EGW_CONF_TEXT_H */

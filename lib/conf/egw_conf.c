@@ -304,11 +304,12 @@ static void
 load_key(struct ld *l, const config_setting_t *s, struct egw_conf *c)
 {
 	char why[160];
-	struct stat st;
+	mode_t mode = 0;
 	char *buf;
 	size_t n;
-	int rc = conf_read_file(c->key_file, MAX_KEY_FILE, &buf, &n, why,
-				sizeof(why));
+	/* the mode of the file read, not of whatever the path names now */
+	int rc = conf_read_file(c->key_file, MAX_KEY_FILE, &buf, &n, &mode,
+				why, sizeof(why));
 
 	if (rc == -EFBIG) {
 		err(l, s, NULL, "key file '%s' too long (at most %u bytes)",
@@ -320,7 +321,7 @@ load_key(struct ld *l, const config_setting_t *s, struct egw_conf *c)
 		    why);
 		return;
 	}
-	if (stat(c->key_file, &st) == 0 && (st.st_mode & 077) != 0)
+	if ((mode & 077) != 0)
 		c->key_loose_perms = true;
 	if (egw_proto_key_derive(&c->key, (const uint8_t *)buf, n) != 0)
 		err(l, s, NULL,

@@ -33,10 +33,22 @@
 
 #define REGISTER_RETRY_NS 200000000ull /* REGISTER, nudges, refusals */
 #define NODE_RETIRED 4                 /* sessions refused for good */
+#define NODE_SENT 16                   /* our REGISTERs a proof may name */
+#define FRESH_NS 2000000000ull         /* how old a named REGISTER may be */
+
+/* One of our REGISTERs to a peer: what a peer's peer_seq may name. */
+struct sent_register {
+	uint64_t seq;
+	uint64_t at;
+};
 
 struct node_peer {
 	struct egw_conf_peer cfg;
 	uint64_t heard;          /* session of its last authenticated REGISTER */
+	uint64_t heard_seq;      /* ... and that REGISTER's seq */
+	uint64_t proof;          /* peer_seq that adopted the current session */
+	struct sent_register sent[NODE_SENT]; /* ring of our recent REGISTERs */
+	uint32_t nsent;
 	uint64_t adopted;        /* the incarnation served (0: none yet) */
 	uint64_t retired[NODE_RETIRED];
 	uint32_t nretired;       /* retired so far (ring position) */
@@ -44,6 +56,7 @@ struct node_peer {
 	bool reached;            /* its memory: the last apply succeeded */
 	bool was_registered;     /* for the REGISTERED note */
 	bool endpoint_unacked;   /* our endpoint changed: no ACK echoed it */
+	bool silent;             /* declared dead: let go after the engines */
 	struct egw_replay replay;    /* the adopted session's window */
 	struct egw_replay heard_win; /* REGISTERs from other sessions */
 	struct egw_register applied; /* content last applied (reached) */
@@ -146,6 +159,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 	struct node_peer *pe = &n->peers[peer];
 	struct egw_register r;
 	uint16_t flags = 0;
+	uint64_t seq = ++n->seq;
 
 	if (n->ops.endpoint != NULL)
 		n->ops.endpoint(n->ops.ctx, peer, &n->self.qpn, &n->self.psn,
@@ -154,6 +168,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 	pe->my_psn = n->self.psn;
 	r = n->self;
 	r.peer_session = pe->heard;
+	r.peer_seq = pe->heard_seq;
 	if (answer != NULL) {
 		flags |= EGW_MSGF_ACK;
 		r.peer_session = answer->session;
@@ -163,8 +178,9 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 	if (r.peer_session != 0 && r.peer_session == pe->adopted)
 		flags |= EGW_MSGF_ADOPTED;
 	n->st.registers_tx++;
+	pe->sent[pe->nsent++ % NODE_SENT] = (struct sent_register){ seq, n->now };
 	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
-						      n->session, ++n->seq,
+						      n->session, seq,
 						      flags, &r, n->buf,
 						      sizeof(n->buf)));
 }
@@ -342,8 +358,10 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		break;
 	case EGW_ACT_PEER_DEAD:
 		/* silent past its deadline: it must confirm us again (the
-		 * same incarnation at once, a new one through adoption) */
+		 * same incarnation at once, a new one through adoption); its
+		 * memory is let go once the engine call returns (let_go) */
 		n->peers[a->peer].confirmed = false;
+		n->peers[a->peer].silent = true;
 		n->peers[a->peer].next_register = n->now;
 		break;
 	default:
@@ -514,6 +532,22 @@ peer_retired(const struct node_peer *pe, uint64_t session)
 	return false;
 }
 
+/* Rule 1's proof of freshness: `peer_seq` names a REGISTER we sent to
+ * this peer less than 2 s ago, made after the one that adopted the current
+ * incarnation. A REGISTER replayed from an old incarnation names an old
+ * seq of ours; one from a live incarnation names our recent one. */
+static bool
+fresh_proof(const struct egw_node *n, const struct node_peer *pe,
+	    uint64_t peer_seq)
+{
+	if (peer_seq == 0 || peer_seq <= pe->proof)
+		return false;
+	for (uint32_t i = 0; i < NODE_SENT; i++)
+		if (pe->sent[i].seq == peer_seq)
+			return n->now - pe->sent[i].at <= FRESH_NS;
+	return false;
+}
+
 /* What differs between a peer's pool and ours, into `what`; 0 when they
  * agree, else EGW_E_GEOMETRY. */
 static enum egw_err
@@ -580,6 +614,7 @@ same_content(const struct egw_register *a, const struct egw_register *b)
 
 	x.session = y.session = 0;
 	x.peer_session = y.peer_session = 0;
+	x.peer_seq = y.peer_seq = 0;
 	x.ack_qpn = y.ack_qpn = x.ack_psn = y.ack_psn = 0;
 	return memcmp(&x, &y, sizeof(x)) == 0;
 }
@@ -589,15 +624,15 @@ static bool
 apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 {
 	struct node_peer *pe = &n->peers[peer];
-	char what[96];
+	char what[256], why[200] = "";
 	int rc = n->ops.peer_up != NULL ?
-		 n->ops.peer_up(n->ops.ctx, peer, &p->reg) : 0;
+		 n->ops.peer_up(n->ops.ctx, peer, &p->reg, why, sizeof(why)) : 0;
 
 	if (rc != 0) {
 		pe->reached = false;
 		snprintf(what, sizeof(what), "cannot reach its %s: %s",
 			 (p->reg.roles & EGW_ROLE_LANGUAGE) ? "pool" : "endpoint",
-			 egw_strerror(rc));
+			 why[0] ? why : egw_strerror(rc));
 		refuse_register(n, peer, p, EGW_E_UNREACHABLE, what);
 		return false;
 	}
@@ -616,7 +651,7 @@ end_incarnation(struct egw_node *n, uint32_t peer)
 	struct node_peer *pe = &n->peers[peer];
 
 	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer);
+		n->ops.peer_down(n->ops.ctx, peer, false);
 	if (n->sender != NULL)
 		egw_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
@@ -636,7 +671,13 @@ adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
 
 	pe->adopted = p->session;
 	pe->confirmed = false;
-	egw_replay_start(&pe->replay, p->session, p->seq);
+	/* what the session sent before this REGISTER was checked in the
+	 * window of sessions not adopted (this one included): it goes over,
+	 * so none of it is taken twice */
+	if (pe->heard_win.session == p->session)
+		pe->replay = pe->heard_win;
+	else
+		egw_replay_start(&pe->replay, p->session, p->seq);
 	if (n->receiver != NULL)
 		egw_receiver_peer_add(n->receiver, peer, n->now);
 	n->st.adoptions++;
@@ -658,6 +699,7 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 
 	n->st.registers_rx++;
 	pe->heard = p->session;
+	pe->heard_seq = p->seq;
 	if (strncmp(r->name, pe->cfg.name, sizeof(r->name)) != 0) {
 		snprintf(what, sizeof(what), "name '%s' (configured '%s')",
 			 r->name, pe->cfg.name);
@@ -671,15 +713,18 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	if (p->session != pe->adopted) {
 		uint64_t old = pe->adopted;
 
-		/* no proof that it was made during our incarnation: answer,
-		 * adopt nothing (rule 1) */
-		if (!names_us) {
+		/* no proof that it is live now: answer, adopt nothing
+		 * (rule 1) */
+		if (!names_us || !fresh_proof(n, pe, r->peer_seq)) {
 			if (!ack)
 				send_register(n, peer, p);
 			return;
 		}
+		/* it is live now, so the old one is gone: ended even when
+		 * the new content cannot be applied */
 		if (old != 0)
 			end_incarnation(n, peer);
+		pe->proof = r->peer_seq;
 		if (!apply_register(n, peer, p))
 			return;
 		adopt(n, peer, p, old);
@@ -699,7 +744,8 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 			/* our rebuilt endpoint is the peer's now: the driver
 			 * may write again */
 			if (pe->endpoint_unacked && n->ops.peer_up != NULL &&
-			    n->ops.peer_up(n->ops.ctx, peer, r) == 0)
+			    n->ops.peer_up(n->ops.ctx, peer, r, what,
+					   sizeof(what)) == 0)
 				pe->endpoint_unacked = false;
 		}
 	}
@@ -887,6 +933,25 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	drain_deferred(n);
 }
 
+/* A peer declared dead: every room shared with it has failed (in both
+ * engines: one may not have noticed yet), then the driver lets go of its
+ * memory, and the memory counts as not reached, so the same incarnation's
+ * next REGISTER is applied anew (rule 7). */
+static void
+let_go(struct egw_node *n, uint32_t peer)
+{
+	struct node_peer *pe = &n->peers[peer];
+
+	pe->silent = false;
+	if (n->sender != NULL)
+		egw_sender_peer_dead(n->sender, peer, n->now);
+	if (n->receiver != NULL)
+		egw_receiver_peer_dead(n->receiver, peer, n->now);
+	if (n->ops.peer_down != NULL)
+		n->ops.peer_down(n->ops.ctx, peer, true);
+	pe->reached = false;
+}
+
 void
 egw_node_tick(struct egw_node *n, uint64_t now)
 {
@@ -904,6 +969,9 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 		egw_sender_tick(n->sender, now);
 	if (n->receiver != NULL)
 		egw_receiver_tick(n->receiver, now);
+	for (uint32_t i = 0; i < n->npeers; i++)
+		if (n->peers[i].silent)
+			let_go(n, i);
 	for (uint32_t i = 0; i < n->npeers; i++)
 		registered_check(n, i);
 	drain_deferred(n);

@@ -83,7 +83,7 @@ enum egw_node_note_kind {
 struct egw_node_note {
 	enum egw_node_note_kind kind;
 	enum egw_err code;       /**< refusals: the code on the wire */
-	char text[224];          /**< the sentence: who, what, what differs */
+	char text[384];          /**< the sentence: who, what, what differs */
 };
 
 /** What the node asks of the application and the payload driver. */
@@ -98,12 +98,22 @@ struct egw_node_ops {
 	 *  and r->ack_psn then name it: the peer's side is rebuilt). Return
 	 *  0, or -errno when the memory cannot be reached: the peer hears
 	 *  ERROR(UNREACHABLE) and stays unregistered; its next REGISTER tries
-	 *  again. r->session is the registering incarnation. */
-	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r);
-	/** The peer's adopted incarnation is gone (it restarted): let go of
-	 *  its memory now (shm: unmap; verbs: reset the queue pair). Called
-	 *  before anything is written for the new incarnation; optional. */
-	void (*peer_down)(void *ctx, uint32_t peer);
+	 *  again. r->session is the registering incarnation. On failure
+	 *  the reason goes into `why` (a sentence, `why_len` bytes at
+	 *  most): the node notes it once, so a peer that stays unreachable
+	 *  is not logged with every REGISTER. */
+	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r,
+		       char *why, size_t why_len);
+	/** Let go of the peer's memory. `silent` false: its adopted
+	 *  incarnation is gone (it restarted): called before anything is
+	 *  written for the new incarnation (shm: unmap; verbs: reset the
+	 *  queue pair). `silent` true: it was declared dead (no word past
+	 *  peer_dead_ms) and its rooms have failed; it may be the same
+	 *  incarnation, unreachable for a while, whose next REGISTER is then
+	 *  applied anew (peer_up) - a driver lets go only of what must not
+	 *  be held for a peer that may be gone (shm: the mapping, which
+	 *  keeps a killed peer's pool file's space in use). Optional. */
+	void (*peer_down)(void *ctx, uint32_t peer, bool silent);
 	/** A line worth logging (struct egw_node_note); optional. */
 	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt);
 	/** Post payload writes to a peer; report an accepted batch with

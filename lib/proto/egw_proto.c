@@ -139,14 +139,14 @@ enum {
 #define STATUS_BODY 16u
 #define ABORT_BODY 4u
 #define ERROR_BODY 4u
-#define REGISTER_BODY 160u
+#define REGISTER_BODY 168u
 
 /* REGISTER body offsets (doc/protocol.md) */
 enum {
 	R_NAME = 0, R_GID = 32, R_QPN = 48, R_PSN = 52, R_MTU = 56, R_ROLES = 58,
 	R_BLOCK_TOKENS = 60, R_POOL_BLOCKS = 64, R_HIDDEN = 68, R_DTYPE = 72,
 	R_AUX = 76, R_REGIONS = 80, R_PEER_SESSION = 144, R_ACK_QPN = 152,
-	R_ACK_PSN = 156,
+	R_ACK_PSN = 156, R_PEER_SEQ = 160,
 };
 
 _Static_assert(EGW_PROTO_HDR_LEN + WIN_FIXED + 8u * EGW_XFER_MAX_RUNS +
@@ -295,7 +295,8 @@ egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
 
 	if (key == NULL || r == NULL || buf == NULL ||
 	    (flags & ~allowed_flags(EGW_MSG_REGISTER)) != 0 ||
-	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0))
+	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0) ||
+	    (r->peer_session == 0) != (r->peer_seq == 0))
 		return -EINVAL;
 	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
@@ -321,6 +322,7 @@ egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
 	put64(p + R_PEER_SESSION, r->peer_session);
 	put32(p + R_ACK_QPN, r->ack_qpn);
 	put32(p + R_ACK_PSN, r->ack_psn);
+	put64(p + R_PEER_SEQ, r->peer_seq);
 	return finish(key, buf, REGISTER_BODY);
 }
 
@@ -398,10 +400,13 @@ parse_register(const uint8_t *p, uint16_t flags, struct egw_register *r)
 	r->peer_session = get64(p + R_PEER_SESSION);
 	r->ack_qpn = get32(p + R_ACK_QPN);
 	r->ack_psn = get32(p + R_ACK_PSN);
-	/* only an ACK echoes an endpoint; ADOPTED must name a session */
+	r->peer_seq = get64(p + R_PEER_SEQ);
+	/* only an ACK echoes an endpoint; ADOPTED must name a session;
+	 * peer_session and peer_seq come from the same REGISTER heard */
 	if (((flags & EGW_MSGF_ACK) == 0 && (r->ack_qpn || r->ack_psn)) ||
 	    r->ack_qpn > 0xffffffu || r->ack_psn > 0xffffffu ||
-	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0))
+	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0) ||
+	    (r->peer_session == 0) != (r->peer_seq == 0))
 		return EGW_PE_FIELD;
 	if (r->qpn > 0xffffffu || r->psn > 0xffffffu ||
 	    r->mtu < 256 || r->mtu > 4096 || (r->mtu & (r->mtu - 1)) != 0 ||

@@ -90,6 +90,11 @@ struct egw_register {
 	/** In an ACK: the qpn and psn of the REGISTER it answers, else 0. */
 	uint32_t ack_qpn;
 	uint32_t ack_psn;
+	/** The header seq of the last REGISTER (ACK or not) the sender heard
+	 *  from the addressee, 0 if none: the proof that this REGISTER was
+	 *  made after the addressee's recent one (adoption needs it). 0
+	 *  exactly when peer_session is 0. */
+	uint64_t peer_seq;
 	/** Not in the body: the header's session of the REGISTER that
 	 *  carried this (the registering incarnation), set by decode. */
 	uint64_t session;

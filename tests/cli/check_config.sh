@@ -73,12 +73,18 @@ for a in "--ranks 65537" "--identities 65537" "--duration-ms soon" \
 	[ $rc -eq 2 ] && grep -q "^embgw: $opt: '$val' is not a number in " <<<"$out" ||
 		{ echo "FAIL: $a: exit $rc: $(head -1 <<<"$out")"; fail=1; }
 done
-dev=$(sed -n 's/^ *device = "\(net_[a-z]*[0-9]*\).*/\1/p' "$src/config/language.cfg" | head -1)
+dev=$(sed -n 's/^ *device = "\(net_[a-z_]*[0-9]*\).*/\1/p' "$src/config/language.cfg" | head -1)
 if [ -n "$dev" ] && [ $gateway = 1 ]; then
 	out=$("$embgw" --vdev "$dev,x=1" -- -f "$src/config/language.cfg" 2>&1); rc=$?
 	[ $rc -eq 1 ] && grep -q "EAL argument --vdev $dev,x=1 names port .*'s device" <<<"$out" ||
 		{ echo "FAIL: --vdev $dev: exit $rc: $(tail -1 <<<"$out")"; fail=1; }
 fi
+# --test-session takes digits only: strtoull would read "-1" as 2^64 - 1
+for bad in -1 +5 " 7" 0; do
+	out=$("$embgw" -- -f "$src/config/language.cfg" --test-session "$bad" 2>&1); rc=$?
+	[ $rc -eq 2 ] && grep -q "test-session: '$bad' is not a non-zero 64-bit session id" <<<"$out" ||
+		{ echo "FAIL: --test-session '$bad': exit $rc: $out"; fail=1; }
+done
 "$embgw" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: no arguments should exit 2"; fail=1; }
 [ $fail -eq 0 ] && echo "check-config: all cases behaved"
 exit $fail

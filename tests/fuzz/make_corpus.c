@@ -70,6 +70,7 @@ main(int argc, char **argv)
 	r.peer_session = 0x1122334455667788ull;
 	r.ack_qpn = 0x4321;
 	r.ack_psn = 0xabcdef;
+	r.peer_seq = 7;
 	bad |= put(argv[1], "register-ack-adopted", b,
 		   egw_proto_encode_register(&key, 9, 8,
 					     EGW_MSGF_ACK | EGW_MSGF_ADOPTED, &r,

@@ -520,6 +520,34 @@ test_input_files(void)
 	remove_in_tmp("fifo");
 }
 
+/* An @include on the line after a block comment's newline is a directive
+ * of the configuration (found next to it, not in the working directory);
+ * an '@' anywhere else outside a string is refused, never left to
+ * libconfig. */
+static void
+test_include_after_block_comment(void)
+{
+	char cwd[512];
+
+	write_in_tmp("pool.inc", "pool = { capacity_tokens = 32768; hidden_size = 32; };\n");
+	CU_ASSERT_FATAL(getcwd(cwd, sizeof(cwd)) != NULL);
+	CU_ASSERT_FATAL(chdir("/") == 0);
+	expect(edit("  key_file = \"KEY\";\n  pool = { capacity_tokens = 65536; hidden_size = 64; };\n",
+		    "  key_file = \"KEY\"; /* the pool,\n   kept apart */ @include \"pool.inc\"\n"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.geom.capacity_tokens, 32768);
+	CU_ASSERT_EQUAL(conf.geom.hidden_size, 32);
+	/* not at a line start */
+	expect(edit("  key_file = \"KEY\";\n  pool = { capacity_tokens = 65536; hidden_size = 64; };\n",
+		    "  key_file = \"KEY\"; @include \"pool.inc\" #<\n"),
+	       1, "'@' outside a string");
+	/* not a directive */
+	expect(edit("  name = \"gw\";\n", "  name = \"gw\";\n  @includes \"pool.inc\" #<\n"),
+	       1, "'@' outside a string");
+	CU_ASSERT_FATAL(chdir(cwd) == 0);
+	remove_in_tmp("pool.inc");
+}
+
 /* Large inputs are read in time linear in their size: a 6 MB
  * configuration (a 4 MB comment line, a 1 MB blank run, a 1 MB block
  * comment) loads, with the values it sets; a group with more settings
@@ -594,6 +622,7 @@ main(int argc, char **argv)
 		{ "unusable_addresses", test_unusable_addresses },
 		{ "same_device_or_pool_file", test_same_device_or_pool_file },
 		{ "input_files", test_input_files },
+		{ "include_after_block_comment", test_include_after_block_comment },
 		{ "large_inputs", test_large_inputs },
 		{ NULL, NULL },
 	};

@@ -63,8 +63,9 @@ static struct {
 	unsigned nev;
 	unsigned notes[2][EGW_NN_AUTH + 1];
 	enum egw_err note_code[2][EGW_NN_AUTH + 1]; /* the last of each kind */
-	char note_text[2][EGW_NN_AUTH + 1][224];
+	char note_text[2][EGW_NN_AUTH + 1][384];
 	unsigned peer_downs[2];
+	unsigned fail_ev;     /* t.nev when a sender room first failed */
 	/* per-window keys on the language side: its driver's windows, by
 	 * first block, and what the test saw */
 	bool keys_on;
@@ -91,9 +92,10 @@ event(char what, uint64_t session)
 }
 
 static void
-peer_down(void *ctx, uint32_t peer)
+peer_down(void *ctx, uint32_t peer, bool silent)
 {
 	(void)peer;
+	(void)silent;
 	t.peer_downs[(intptr_t)ctx]++;
 	if ((intptr_t)ctx == 0)
 		event('D', 0);
@@ -124,13 +126,15 @@ endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
 
 /* The driver hears of a peer (new, or its endpoint changed). */
 static int
-peer_up(void *ctx, uint32_t peer, const struct egw_register *r)
+peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
+	size_t why_len)
 {
 	(void)peer;
 	if ((intptr_t)ctx == 1) {
 		t.lang_connect_tries++;
 		if (t.lang_connect_refusals > 0) {
 			t.lang_connect_refusals--;
+			snprintf(why, why_len, "the driver's reason");
 			return -EAGAIN;
 		}
 		t.lang_peer_ups++;
@@ -272,6 +276,8 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 	if (e == EGW_E_OK)
 		return;
 	t.done_err++;
+	if (is_sender && t.fail_ev == 0)
+		t.fail_ev = t.nev; /* events before the first failed room */
 	if (is_sender)
 		t.sender_failed[egw_err_to_wire(e)]++;
 	else
@@ -1001,6 +1007,170 @@ test_pre_start_register_replayed_does_not_adopt(void)
 	teardown();
 }
 
+/* The encode side restarts five times (more than the sessions retired are
+ * remembered); then the first incarnation's REGISTER, which named the
+ * language side, is replayed: it proves nothing fresh (the REGISTER of ours
+ * it names is seconds old), so nothing is adopted and the live encode side
+ * stays registered. */
+static void
+test_old_incarnation_replayed_after_many_restarts(void)
+{
+	struct egw_node_stats st;
+	struct dgram first;
+	struct egw_pkt p;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	first = t.last_reg[0];
+	decode(&first, &p);
+	CU_ASSERT_EQUAL_FATAL(p.reg.peer_session, 1001);
+	for (uint64_t i = 0; i < 5; i++) {
+		restart(0, 0x5000 + i);
+		run(600000000ull);
+		CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x5000 + i);
+	}
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	egw_node_rx(t.node[1], ENC_IP, PORT, first.b, first.len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.peer_restarts, 5);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x5004);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	run(20000000);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x5004);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	assert_room_transfers(2000);
+	teardown();
+}
+
+/* A REGISTER from `session` (the encode side's content) naming the language
+ * side, with `peer_seq`, handed to the language side. */
+static struct dgram
+register_from(uint64_t session, uint64_t peer_seq)
+{
+	static uint64_t seq;
+	struct egw_pkt p;
+	struct dgram d = { .to = 1, .src = ENC_IP };
+	uint8_t *b = d.b;
+	int len;
+
+	decode(&t.last_reg[0], &p);
+	p.reg.peer_session = 1001;
+	p.reg.peer_seq = peer_seq;
+	p.reg.ack_qpn = p.reg.ack_psn = 0;
+	len = egw_proto_encode_register(&t.conf[0].key, session, ++seq, 0,
+					&p.reg, b, sizeof(d.b));
+	CU_ASSERT_FATAL(len > 0);
+	d.len = (size_t)len;
+	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
+	return d;
+}
+
+/* A REGISTER whose peer_seq names a REGISTER of ours older than 2 s adopts
+ * nothing; one naming the answer we just sent adopts. */
+static void
+test_register_with_stale_peer_seq_adopts_nothing(void)
+{
+	struct egw_pkt ours;
+	struct egw_node_stats st;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	decode(&t.last_reg[1], &ours);
+	run(2500000000ull);
+	t.nq = 0;
+	t.down[0] = true; /* the new session is played by hand */
+	register_from(0x6666, ours.seq);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.adoptions, 1);
+	CU_ASSERT_EQUAL(st.peer_restarts, 0);
+	/* our session named but no proof: answered (an ACK naming it) */
+	CU_ASSERT_FATAL(t.nq == 1);
+	decode(&t.q[0], &ours);
+	CU_ASSERT_EQUAL(ours.flags, EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(ours.reg.peer_session, 0x6666);
+	/* a seq we never sent proves nothing either */
+	register_from(0x6666, ours.seq + 1000);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
+	/* naming that fresh answer proves the session live: adopted */
+	register_from(0x6666, ours.seq);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0x6666);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.peer_restarts, 1);
+	t.down[0] = false;
+	teardown();
+}
+
+/* The datagrams a session sent before the one that adopted it, accepted
+ * in the window of sessions not adopted, stay refused as replays once it
+ * is adopted: the window goes over with the session. */
+static void
+test_adoption_keeps_the_sessions_window(void)
+{
+	struct dgram first;
+	struct egw_pkt ours;
+	struct egw_node_stats st0, st;
+
+	setup(16);
+	run(5000000);
+	t.nq = 0;
+	t.down[0] = true; /* the new session is played by hand */
+	first = register_from(0x7777, 999999); /* no proof: answered */
+	CU_ASSERT_FATAL(t.nq == 1);
+	decode(&t.q[0], &ours);
+	register_from(0x7777, ours.seq);  /* adopts */
+	CU_ASSERT_EQUAL_FATAL(egw_node_peer_session(t.node[1], 0), 0x7777);
+	egw_node_get_stats(t.node[1], &st0);
+	egw_node_rx(t.node[1], ENC_IP, PORT, first.b, first.len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_ND_REPLAY], st0.drops[EGW_ND_REPLAY] + 1);
+	CU_ASSERT_EQUAL(st.registers_rx, st0.registers_rx);
+	t.down[0] = false;
+	teardown();
+}
+
+/* The language side falls silent past peer_dead_ms (the same incarnation,
+ * only unreachable): the encode side fails its room, then has its driver
+ * let go of the peer's memory (shm: the mapping that keeps a killed
+ * peer's pool file's space in use), and when the same incarnation is
+ * heard again its REGISTER is applied anew: registered, transfers go on. */
+static void
+test_silent_peer_let_go_and_reapplied(void)
+{
+	unsigned ups, downs, fail_at = 0, down_at = 0;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[0], 0));
+	open_held(50000);
+	ups = t.enc_peer_ups;
+	downs = t.peer_downs[0];
+	t.down[1] = true;
+	run(t.conf[0].timers.peer_dead_ns + 500000000ull);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
+	CU_ASSERT_EQUAL(t.peer_downs[0], downs + 1);
+	/* the room failed before the memory was let go */
+	for (unsigned i = 0; i < t.nev; i++)
+		if (t.ev[i].what == 'D')
+			down_at = i;
+	fail_at = t.fail_ev;
+	CU_ASSERT(fail_at > 0 && down_at >= fail_at);
+	t.hold_writes = false;
+	t.down[1] = false;
+	run(1000000000ull);
+	CU_ASSERT_EQUAL(t.enc_peer_ups, ups + 1);
+	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[0], 0), 1001);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	assert_room_transfers(3000);
+	teardown();
+}
+
 /* The language side restarts while the encode side has a room in flight
  * to it: the encode side fails that room, has its driver let go of the
  * old memory, and only then connects to and writes for the new one. */
@@ -1057,6 +1227,9 @@ test_unreachable_then_repaired_by_the_next_register(void)
 	CU_ASSERT(st.register_refusals >= 1 && st.register_refusals <= 3);
 	CU_ASSERT_EQUAL(st.adoptions, 1);
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REFUSED], 1);
+	/* the driver's own reason, noted once (the driver logs nothing) */
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+				      "cannot reach its endpoint: the driver's reason"));
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT(st.register_refused >= 1);
 	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_PEER_REFUSED], 1);
@@ -1342,6 +1515,14 @@ main(void)
 		{ "restart_with_a_smaller_session", test_restart_with_a_smaller_session },
 		{ "pre_start_register_replayed_does_not_adopt",
 		  test_pre_start_register_replayed_does_not_adopt },
+		{ "old_incarnation_replayed_after_many_restarts",
+		  test_old_incarnation_replayed_after_many_restarts },
+		{ "register_with_stale_peer_seq_adopts_nothing",
+		  test_register_with_stale_peer_seq_adopts_nothing },
+		{ "adoption_keeps_the_sessions_window",
+		  test_adoption_keeps_the_sessions_window },
+		{ "silent_peer_let_go_and_reapplied",
+		  test_silent_peer_let_go_and_reapplied },
 		{ "new_incarnation_lets_go_before_writing",
 		  test_new_incarnation_lets_go_before_writing },
 		{ "unreachable_then_repaired_by_the_next_register",

@@ -15,9 +15,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cu_main.h"
@@ -356,6 +359,31 @@ test_takes_over_a_dead_owners_file(void)
 	CU_ASSERT(access(path, F_OK) != 0);
 }
 
+/* --check-config counts a stopped gateway's pool file at the path as
+ * space the start frees (it takes it over); a live gateway's, a
+ * stranger's file, or nothing at all frees nothing. */
+static void
+test_reclaimable_bytes(void)
+{
+	uint8_t h[8192] = { 'E', 'G', 'W', 'P', 0, 1 };
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	unlink(path);
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path), 0);
+	write_file(path, h, sizeof(h));
+	CU_ASSERT_FATAL(stat(path, &st) == 0);
+	CU_ASSERT(st.st_blocks > 0);
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path),
+			(uint64_t)st.st_blocks * 512);
+	write_file(path, "not a pool", 10);
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path), 0);
+	unlink(path);
+	open_pair(); /* a live gateway's */
+	CU_ASSERT_EQUAL(egw_payload_shm_reclaimable(path), 0);
+	pp_close(&pp);
+}
+
 /* A live gateway's pool file (its lock held): a second gateway with the
  * same path is refused and the first keeps its file, whole. */
 static void
@@ -384,6 +412,96 @@ test_refuses_a_live_gateways_file(void)
 		CU_ASSERT(pp_landed(&pp, 2, 77, 4));
 	}
 	pp_close(&pp);
+}
+
+/* One descriptor over a UNIX socket, as the attach socket passes it. */
+static int
+send_fd(int sock, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char byte = 'f';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+}
+
+static int
+recv_fd(int sock)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &m, 0) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&m);
+	if (c == NULL || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* What a local client is handed (pool_fd, sent over SCM_RIGHTS) is not
+ * the description that holds the pool file's lock: a client that keeps it
+ * after the gateway exits does not keep the lock (the next gateway takes
+ * the path over), and a client that unlocks it cannot let a second
+ * gateway take a live pool. */
+static void
+test_clients_fd_holds_no_lock(void)
+{
+	struct egw_payload *drv = NULL, *drv2 = NULL;
+	struct egw_pool *pool;
+	uint64_t off, bytes;
+	int client, sv[2], status;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "/tmp/egw-test-shm-%ld", (long)getpid());
+	CU_ASSERT_FATAL(open_lang(&drv, &pool) == 0);
+	/* SCM_RIGHTS passes the same open file description, as dup does */
+	client = dup(egw_payload_shm_ops.pool_fd(drv, &off, &bytes));
+	CU_ASSERT_FATAL(client >= 0);
+	CU_ASSERT_EQUAL(flock(client, LOCK_UN), 0);
+	CU_ASSERT_EQUAL(open_lang(&drv2, &pool), -EBUSY);
+	if (drv2 != NULL)
+		egw_payload_shm_ops.close(drv2);
+	close(client);
+	egw_payload_shm_ops.close(drv);
+
+	/* a gateway hands its pool fd to a client and is killed */
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		if (open_lang(&drv, &pool) != 0 ||
+		    send_fd(sv[1], egw_payload_shm_ops.pool_fd(drv, &off,
+								&bytes)) != 0)
+			_exit(1);
+		_exit(0); /* no teardown: its file stays at the path */
+	}
+	close(sv[1]);
+	client = recv_fd(sv[0]);
+	close(sv[0]);
+	CU_ASSERT_FATAL(waitpid(pid, &status, 0) == pid);
+	CU_ASSERT_FATAL(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CU_ASSERT_FATAL(client >= 0);
+	/* the client keeps its fd; a new gateway starts on the same path */
+	CU_ASSERT_EQUAL(open_lang(&drv2, &pool), 0);
+	if (drv2 != NULL)
+		egw_payload_shm_ops.close(drv2);
+	close(client);
+	unlink(path);
 }
 
 /* A pool larger than the file may grow (RLIMIT_FSIZE stands in for a
@@ -457,6 +575,56 @@ test_connect_checks_file(void)
 		   "not a pool", 10);
 	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EBADMSG);
 	unlink(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path);
+	pp_close(&pp);
+}
+
+/* A connect that fails (the peer's file missing, retried with each of
+ * its REGISTERs) logs nothing: the reason goes back to the caller through
+ * why(), and the node notes it once. */
+static void
+test_connect_failure_is_not_logged(void)
+{
+	char log[64], buf[512];
+	struct egw_register r;
+	const char *why;
+	int saved, fd;
+	ssize_t n;
+
+	open_pair();
+	pp_register(&pp, PP_LANG, &r);
+	snprintf(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
+		 sizeof(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path),
+		 "%s.missing", path);
+	snprintf(log, sizeof(log), "/tmp/egw-test-shm-log-%ld", (long)getpid());
+	fd = open(log, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CU_ASSERT_FATAL(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	CU_ASSERT_FATAL(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
+	for (int i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r),
+				-ENOENT);
+	r.session = PP_SESSION + 7;
+	pp.side[PP_ENC].conf.ports[0].peers[0].shm_path[0] = '\0';
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ESTALE);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	unlink(log);
+	CU_ASSERT_EQUAL(n, 0);
+	if (n > 0) {
+		buf[n] = '\0';
+		printf("\n  logged: %s", buf);
+	}
+	CU_ASSERT_FATAL(pp.ops->why != NULL);
+	why = pp.ops->why(pp.side[PP_ENC].drv, 0);
+	CU_ASSERT(strstr(why, "belongs to session 0x5e55100000000001") != NULL);
+	pp_register(&pp, PP_LANG, &r);
+	r.hidden_size = 128;
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EINVAL);
+	CU_ASSERT(strstr(pp.ops->why(pp.side[PP_ENC].drv, 0), "geometry") != NULL);
 	pp_close(&pp);
 }
 
@@ -541,12 +709,18 @@ main(void)
 		  test_refuses_what_is_not_a_regular_file },
 		{ "a dead owner's file: taken over, a new inode",
 		  test_takes_over_a_dead_owners_file },
+		{ "a client's pool fd holds no lock of the pool file",
+		  test_clients_fd_holds_no_lock },
+		{ "a stopped gateway's file counts as reclaimable space",
+		  test_reclaimable_bytes },
 		{ "a live gateway's file: refused, it keeps working",
 		  test_refuses_a_live_gateways_file },
 		{ "no room for the pool: a start error, no file left",
 		  test_no_room_is_a_start_error },
 		{ "connect checks session, geometry, regions of the file",
 		  test_connect_checks_file },
+		{ "a failed connect logs nothing, its reason is kept",
+		  test_connect_failure_is_not_logged },
 		{ "close removes the pool file", test_close_removes_pool_file },
 		{ "close leaves a file that replaced ours",
 		  test_close_leaves_a_replaced_file },

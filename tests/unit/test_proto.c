@@ -77,6 +77,7 @@ samples(struct egw_msg *m, struct egw_register *reg)
 						      0x80000000u + (uint32_t)k,
 						      (uint32_t)(k + 1) * 4 };
 	reg->peer_session = UINT64_MAX;
+	reg->peer_seq = UINT64_MAX - 1;
 	reg->ack_qpn = 0xffffff;
 	reg->ack_psn = 1;
 	CU_ASSERT_FATAL(n <= NSAMPLES);
@@ -111,7 +112,7 @@ test_round_trip_every_type(void)
 						    &reg, buf, sizeof(buf));
 
 		CU_ASSERT_FATAL(len > 0);
-		CU_ASSERT_EQUAL(len, 48 + 160 + 16);
+		CU_ASSERT_EQUAL(len, 48 + 168 + 16);
 		CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
 				EGW_PE_OK);
 		CU_ASSERT_EQUAL(pkt.type, EGW_MSG_REGISTER);
@@ -199,11 +200,13 @@ test_v2_layout_every_field(void)
 	r.peer_session = 0xc1c2c3c4c5c6c7c8ull;
 	r.ack_qpn = 0xd1d2d3;
 	r.ack_psn = 0xe1e2e3;
+	r.peer_seq = 0xf1f2f3f4f5f6f7f8ull;
 	len = egw_proto_encode_register(&key, 5, 6, EGW_MSGF_ACK | EGW_MSGF_ADOPTED,
 					&r, b, sizeof(b));
-	CU_ASSERT_EQUAL_FATAL(len, 48 + 160 + 16);
+	CU_ASSERT_EQUAL_FATAL(len, 48 + 168 + 16);
+	CU_ASSERT_EQUAL(len, 232);
 	CU_ASSERT_EQUAL(be(b + 6, 2), 0x000a);
-	CU_ASSERT_EQUAL(be(b + 8, 2), 160);
+	CU_ASSERT_EQUAL(be(b + 8, 2), 168);
 	/* room, rank, nranks and offset are 0 for REGISTER */
 	CU_ASSERT_EQUAL(be(b + 10, 4) | be(b + 24, 8) | be(b + 32, 4), 0);
 	CU_ASSERT_EQUAL(memcmp(b + 48, r.name, 32), 0);
@@ -225,6 +228,7 @@ test_v2_layout_every_field(void)
 	CU_ASSERT_EQUAL(be(b + 48 + 144, 8), 0xc1c2c3c4c5c6c7c8ull);
 	CU_ASSERT_EQUAL(be(b + 48 + 152, 4), 0xd1d2d3);
 	CU_ASSERT_EQUAL(be(b + 48 + 156, 4), 0xe1e2e3);
+	CU_ASSERT_EQUAL(be(b + 48 + 160, 8), 0xf1f2f3f4f5f6f7f8ull);
 
 	/* an ERROR answering a REGISTER: type 7, code, room fields 0 */
 	m = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
@@ -305,9 +309,27 @@ test_register_and_error_rules(void)
 	memset(b + 48 + 144, 0, 8);
 	remac(b, len);
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_FIELD);
+	/* peer_session and peer_seq name the same REGISTER heard: both 0
+	 * (none heard) or neither (forged past the encoder) */
+	r.ack_qpn = r.ack_psn = 0;
+	r.peer_session = 7;
+	r.peer_seq = 9;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, 0, &r, b,
+						  sizeof(b)), 48 + 168 + 16);
+	memset(b + 48 + 160, 0, 8);
+	remac(b, 48 + 168 + 16);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, 48 + 168 + 16, &pkt, NULL),
+			EGW_PE_FIELD);
+	r.peer_seq = 0;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, 0, &r, b,
+						  sizeof(b)), -EINVAL);
+	r.peer_session = 0;
+	r.peer_seq = 9;
+	CU_ASSERT_EQUAL(egw_proto_encode_register(&key, 1, 1, 0, &r, b,
+						  sizeof(b)), -EINVAL);
 	/* peer_session 0 without ADOPTED: a first REGISTER */
 	r.peer_session = 0;
-	r.ack_qpn = r.ack_psn = 0;
+	r.peer_seq = 0;
 	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PE_OK);
 	/* only an ACK echoes an endpoint */

@@ -75,6 +75,7 @@ f.region_unit = ProtoField.uint32("embgw.reg.region.unit_bytes", "Unit bytes")
 f.peer_session = ProtoField.uint64("embgw.reg.peer_session", "Peer session (as heard)", base.HEX)
 f.ack_qpn = ProtoField.uint32("embgw.reg.ack_qpn", "Acknowledged QPN", base.HEX)
 f.ack_psn = ProtoField.uint32("embgw.reg.ack_psn", "Acknowledged PSN", base.HEX)
+f.peer_seq = ProtoField.uint64("embgw.reg.peer_seq", "Peer seq (last REGISTER heard)")
 f.tag = ProtoField.bytes("embgw.tag", "MAC tag (keyed BLAKE2b-128)")
 f.tag_len = ProtoField.uint8("embgw.tag_len", "MAC tag length")
 
@@ -196,10 +197,12 @@ function p.dissector(buf, pinfo, tree)
     t:add(f.peer_session, buf(b + 144, 8))
     t:add(f.ack_qpn, buf(b + 152, 4))
     t:add(f.ack_psn, buf(b + 156, 4))
+    t:add(f.peer_seq, buf(b + 160, 8))
     local fl = buf(6, 2):uint()
-    info = string.format("REGISTER%s%s %s peer_session=%s",
+    info = string.format("REGISTER%s%s %s peer_session=%s peer_seq=%s",
       bit.band(fl, 2) ~= 0 and " ACK" or "", bit.band(fl, 8) ~= 0 and " ADOPTED" or "",
-      buf(b, 32):stringz(), buf(b + 144, 8):uint64():tohex())
+      buf(b, 32):stringz(), buf(b + 144, 8):uint64():tohex(),
+      tostring(buf(b + 160, 8):uint64()))
   end
   local tg = t:add(f.tag, buf(len - TAG, TAG))
   tg:add(f.tag_len, TAG):set_generated()

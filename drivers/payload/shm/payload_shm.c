@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +27,7 @@ struct shm_peer {
 	size_t len;
 	uint64_t data_offset;   /* file offset of map[0] */
 	struct egw_register reg;
+	char why[192];          /* why the last connect failed */
 };
 
 struct egw_payload {
@@ -60,14 +62,24 @@ open_file(struct egw_payload *p, const struct egw_conf *c, uint64_t session,
 		.dtype_bytes = c->geom.dtype_bytes,
 		.aux_bytes = c->geom.aux_bytes,
 	};
-	int rc = shm_file_create(p->path, &h, need, &p->file);
+	/* a peer lets go of a killed predecessor's file within
+	 * peer_dead_ms of its death: that long, and a second for the
+	 * unmapping to reach us */
+	int rc = shm_file_create(p->path, &h, need,
+				 c->timers.peer_dead_ns + 1000000000ull,
+				 &p->file);
 
 	if (rc != 0)
 		return rc;
 	p->mem = p->file.map + SHM_FILE_HDR;
 	p->mem_len = need;
-	/* local engines map the whole file through it */
-	p->fd = p->file.fd;
+	/* local engines map the whole file through a description of its
+	 * own: the one holding the lock is never handed out, so a client
+	 * can neither keep the lock past our exit nor release it */
+	rc = shm_file_reopen(&p->file);
+	if (rc < 0)
+		return rc;
+	p->fd = rc;
 	p->fd_offset = SHM_FILE_HDR;
 	p->fd_bytes = p->file.bytes;
 	return 0;
@@ -154,7 +166,8 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	/* several receiving peers on one port: each names its own file */
 	fd = shm_file_open_peer(peer < p->port->npeers &&
 				p->port->peers[peer].shm_path[0] ?
-				p->port->peers[peer].shm_path : p->path, r, &h);
+				p->port->peers[peer].shm_path : p->path, r, &h,
+				sp->why, sizeof(sp->why));
 	if (fd < 0)
 		return fd;
 	sp->len = (size_t)(h.file_bytes - h.data_offset);
@@ -162,12 +175,23 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 		       (off_t)h.data_offset);
 	close(fd);
 	if (sp->map == MAP_FAILED) {
+		int rc = -errno;
+
+		snprintf(sp->why, sizeof(sp->why), "cannot map its pool file "
+			 "(%zu bytes): %s", sp->len, strerror(-rc));
 		sp->map = NULL;
-		return -errno;
+		sp->len = 0;
+		return rc;
 	}
 	sp->data_offset = h.data_offset;
 	sp->reg = *r;
 	return 0;
+}
+
+static const char *
+shm_why(const struct egw_payload *p, uint32_t peer)
+{
+	return peer < EGW_CONF_MAX_PEERS ? p->peers[peer].why : "no such peer";
 }
 
 static void
@@ -241,6 +265,8 @@ shm_close(struct egw_payload *p)
 		unmap_peer(&p->peers[i]);
 	egw_pool_destroy(p->pool);
 	egw_payload_pool_mem_free(&p->own);
+	if (p->file.fd >= 0 && p->fd >= 0)
+		close(p->fd); /* the clients' description of our file */
 	shm_file_remove(p->path, &p->file);
 	free(p->ring.c);
 	free(p);
@@ -259,7 +285,9 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.open = shm_open_,
 	.describe = shm_describe,
 	.connect = shm_connect,
+	.why = shm_why,
 	.disconnect = shm_disconnect,
+	.disconnect_silent = true,
 	.post = shm_post,
 	.poll = shm_poll,
 	.stats = shm_stats,

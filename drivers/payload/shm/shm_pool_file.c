@@ -10,12 +10,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "egw_payload.h"
@@ -144,15 +146,38 @@ take_over(const char *path)
 	    ls.st_ino == st.st_ino) {
 		if (unlink(path) != 0)
 			rc = -errno;
+		else
+			shm_log("payload.path %s: took over the pool file of a "
+				"stopped gateway (pid %u)", path, h.owner_pid);
 	}
+	/* else it went meanwhile: the exclusive creation decides */
 	close(fd);
 	if (rc != 0)
 		shm_log("cannot remove the stopped gateway's pool file %s: %s",
 			path, strerror(-rc));
-	else
-		shm_log("payload.path %s: took over the pool file of a stopped "
-			"gateway (pid %u)", path, h.owner_pid);
 	return rc;
+}
+
+uint64_t
+egw_payload_shm_reclaimable(const char *path)
+{
+	struct shm_file_hdr h;
+	struct stat ls, st;
+	uint64_t bytes = 0;
+	int fd;
+
+	if (lstat(path, &ls) != 0 || !S_ISREG(ls.st_mode))
+		return 0;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* a shared lock is refused while a live owner holds its own */
+	if (fstat(fd, &st) == 0 && st.st_ino == ls.st_ino &&
+	    st.st_dev == ls.st_dev && read_hdr(fd, &h) &&
+	    flock(fd, LOCK_SH | LOCK_NB) == 0)
+		bytes = (uint64_t)st.st_blocks * 512;
+	close(fd);
+	return bytes;
 }
 
 static void
@@ -170,9 +195,52 @@ no_room(const char *path, int fd, uint64_t bytes, int err)
 			(unsigned long long)bytes, path, strerror(err));
 }
 
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reserve the file's whole size. ENOSPC is waited out for `wait_ns` when
+ * the pool would fit the filesystem at all: the space may be held by a
+ * killed gateway's pool file (unlinked at take-over) that a peer still
+ * maps until it declares that gateway dead and lets go. */
+static int
+reserve(const char *path, int fd, uint64_t bytes, uint64_t wait_ns)
+{
+	const struct timespec pause = { 0, 50000000 }; /* 50 ms */
+	uint64_t deadline = mono_ns() + wait_ns;
+	struct statvfs vs;
+	bool said = false;
+	int rc;
+
+	for (;;) {
+		rc = posix_fallocate(fd, 0, (off_t)bytes);
+		if (rc != ENOSPC || mono_ns() >= deadline ||
+		    fstatvfs(fd, &vs) != 0 ||
+		    (uint64_t)vs.f_blocks * vs.f_frsize < bytes)
+			break;
+		if (!said)
+			shm_log("pool file %s: no room for %llu bytes yet "
+				"(%llu free): waiting up to %llu ms for a "
+				"stopped gateway's pool file to be let go by "
+				"its peers", path, (unsigned long long)bytes,
+				(unsigned long long)vs.f_bavail * vs.f_frsize,
+				(unsigned long long)(wait_ns / 1000000));
+		said = true;
+		nanosleep(&pause, NULL);
+	}
+	if (rc != 0)
+		no_room(path, fd, bytes, rc);
+	return -rc;
+}
+
 int
 shm_file_create(const char *path, const struct shm_file_hdr *hdr,
-		uint64_t data_bytes, struct shm_file *f)
+		uint64_t data_bytes, uint64_t wait_ns, struct shm_file *f)
 {
 	struct shm_file_hdr h = *hdr;
 	struct stat st;
@@ -216,12 +284,9 @@ shm_file_create(const char *path, const struct shm_file_hdr *hdr,
 			strerror(errno));
 		goto fail;
 	}
-	rc = posix_fallocate(f->fd, 0, (off_t)bytes);
-	if (rc != 0) {
-		no_room(path, f->fd, bytes, rc);
-		rc = -rc;
+	rc = reserve(path, f->fd, bytes, wait_ns);
+	if (rc != 0)
 		goto fail;
-	}
 	f->map = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		      f->fd, 0);
 	if (f->map == MAP_FAILED) {
@@ -246,6 +311,30 @@ shm_file_create(const char *path, const struct shm_file_hdr *hdr,
 fail:
 	shm_file_remove(path, f);
 	return rc;
+}
+
+int
+shm_file_reopen(const struct shm_file *f)
+{
+	char proc[64];
+	struct stat st;
+	int fd, rc;
+
+	/* through /proc: the same inode even if the path was replaced */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
+	fd = open(proc, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		shm_log("cannot open the pool file again for local clients "
+			"(%s): %s", proc, strerror(errno));
+		return rc;
+	}
+	if (fstat(fd, &st) != 0 || st.st_dev != f->dev || st.st_ino != f->ino) {
+		close(fd);
+		shm_log("%s is not the pool file: is /proc mounted?", proc);
+		return -ESTALE;
+	}
+	return fd;
 }
 
 void
@@ -285,7 +374,7 @@ regions_inside(const struct egw_register *r, const struct shm_file_hdr *h)
 
 int
 shm_file_open_peer(const char *path, const struct egw_register *r,
-		   struct shm_file_hdr *h)
+		   struct shm_file_hdr *h, char *why, size_t why_len)
 {
 	struct stat st;
 	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -293,39 +382,39 @@ shm_file_open_peer(const char *path, const struct egw_register *r,
 
 	if (fd < 0) {
 		rc = -errno;
-		shm_log("peer %s: cannot open its pool file %s: %s", r->name,
-			path, strerror(errno));
+		snprintf(why, why_len, "cannot open its pool file %s: %s",
+			 path, strerror(errno));
 		return rc;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !read_hdr(fd, h) ||
 	    h->data_offset != SHM_FILE_HDR) {
-		shm_log("peer %s: %s is not an embgw pool file", r->name, path);
+		snprintf(why, why_len, "%s is not an embgw pool file", path);
 		rc = -EBADMSG;
 	} else if (h->session != r->session) {
-		shm_log("peer %s: pool file %s belongs to session %#llx, the "
-			"REGISTER came from %#llx", r->name, path,
-			(unsigned long long)h->session,
-			(unsigned long long)r->session);
+		snprintf(why, why_len, "pool file %s belongs to session %#llx, "
+			 "the REGISTER came from %#llx", path,
+			 (unsigned long long)h->session,
+			 (unsigned long long)r->session);
 		rc = -ESTALE;
 	} else if (h->block_tokens != r->block_tokens ||
 		   h->pool_blocks != r->pool_blocks ||
 		   h->hidden_size != r->hidden_size ||
 		   h->dtype_bytes != r->dtype_bytes ||
 		   h->aux_bytes != r->aux_bytes) {
-		shm_log("peer %s: pool file %s: geometry %u/%u/%u/%u/%u, the "
-			"REGISTER says %u/%u/%u/%u/%u (block_tokens/pool_blocks/"
-			"hidden_size/dtype_bytes/aux_bytes)", r->name, path,
-			h->block_tokens, h->pool_blocks, h->hidden_size,
-			h->dtype_bytes, h->aux_bytes, r->block_tokens,
-			r->pool_blocks, r->hidden_size, r->dtype_bytes,
-			r->aux_bytes);
+		snprintf(why, why_len, "pool file %s: geometry %u/%u/%u/%u/%u, "
+			 "the REGISTER says %u/%u/%u/%u/%u (block_tokens/"
+			 "pool_blocks/hidden_size/dtype_bytes/aux_bytes)", path,
+			 h->block_tokens, h->pool_blocks, h->hidden_size,
+			 h->dtype_bytes, h->aux_bytes, r->block_tokens,
+			 r->pool_blocks, r->hidden_size, r->dtype_bytes,
+			 r->aux_bytes);
 		rc = -EINVAL;
 	} else if (h->file_bytes > (uint64_t)st.st_size ||
 		   h->file_bytes > SIZE_MAX || !regions_inside(r, h)) {
-		shm_log("peer %s: pool file %s (%llu bytes, header says %llu) "
-			"does not hold the regions its REGISTER names", r->name,
-			path, (unsigned long long)st.st_size,
-			(unsigned long long)h->file_bytes);
+		snprintf(why, why_len, "pool file %s (%llu bytes, header says "
+			 "%llu) does not hold the regions its REGISTER names",
+			 path, (unsigned long long)st.st_size,
+			 (unsigned long long)h->file_bytes);
 		rc = -ERANGE;
 	} else {
 		return fd;

@@ -48,12 +48,21 @@ void shm_file_hdr_get(const uint8_t *buf, struct shm_file_hdr *h);
  * Create `path` for a pool of `data_bytes` with header `h` (file_bytes,
  * data_offset and owner_pid are filled in; the session is written last):
  * take over a dead gateway's file, refuse anything else that is there,
- * reserve the whole size. Logs why on failure and leaves no file of its
+ * reserve the whole size - waiting up to `wait_ns` (one log line) while
+ * the filesystem lacks the room it could have (a killed gateway's file
+ * still mapped by a peer). Logs why on failure and leaves no file of its
  * own behind. 0 or -errno: -EEXIST (something else at the path), -EBUSY
  * (a live gateway's pool), -ENOSPC/-EFBIG/... (no room for it).
  */
 int shm_file_create(const char *path, const struct shm_file_hdr *h,
-		    uint64_t data_bytes, struct shm_file *f);
+		    uint64_t data_bytes, uint64_t wait_ns, struct shm_file *f);
+
+/**
+ * A second open file description of our file (read-write, close-on-exec),
+ * for local clients: the lock stays on f->fd alone. The descriptor, or
+ * -errno (logged).
+ */
+int shm_file_reopen(const struct shm_file *f);
 
 /** Unmap and close; unlink `path` only while it still names our file. */
 void shm_file_remove(const char *path, struct shm_file *f);
@@ -64,9 +73,11 @@ void shm_file_remove(const char *path, struct shm_file *f);
  * open descriptor (the caller maps [data_offset, file_bytes)) and the
  * header, or -errno: -ENOENT and the like (cannot open), -EBADMSG (not a
  * pool file), -ESTALE (another incarnation's file), -EINVAL (geometry
- * differs), -ERANGE (a region outside the file). Logs why.
+ * differs), -ERANGE (a region outside the file), the reason in `why`
+ * (nothing is logged: a peer that cannot be reached is tried again with
+ * each of its REGISTERs).
  */
 int shm_file_open_peer(const char *path, const struct egw_register *r,
-		       struct shm_file_hdr *h);
+		       struct shm_file_hdr *h, char *why, size_t why_len);
 
 #endif /* EGW_SHM_POOL_FILE_H */

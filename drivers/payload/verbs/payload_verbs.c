@@ -56,6 +56,7 @@ struct vpeer {
 	bool unconfirmed;        /* ... and has not confirmed it yet */
 	struct egw_register reg; /* the peer's endpoint and regions */
 	struct verbs_sq sq;      /* chain, send queue use, generation */
+	char why[128];           /* why the last connect failed */
 	struct ibv_send_wr last_wr; /* the last write posted (a test knob) */
 	struct ibv_sge last_sge;
 	struct ibv_send_wr stale_wr; /* ... as remembered by the knob */
@@ -423,10 +424,17 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 	}
 	v->reg = *r;
 	rc = qp_connect(p, peer);
+	/* not logged: retried with every REGISTER; the node notes it */
 	if (rc != 0)
-		verr("cannot bring the QP for peer %s to RTS: %s", r->name,
-		     strerror(-rc));
+		snprintf(v->why, sizeof(v->why), "cannot bring the QP to RTS "
+			 "towards qpn %#x: %s", r->qpn, strerror(-rc));
 	return rc;
+}
+
+static const char *
+verbs_why(const struct egw_payload *p, uint32_t peer)
+{
+	return peer < p->npeers ? p->peers[peer].why : "no such peer";
 }
 
 static int
@@ -833,6 +841,7 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.describe = verbs_describe,
 	.endpoint = verbs_endpoint,
 	.connect = verbs_connect,
+	.why = verbs_why,
 	.disconnect = verbs_disconnect,
 	.post = verbs_post,
 	.changed = verbs_changed,
