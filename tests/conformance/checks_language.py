@@ -16,7 +16,7 @@ def a_handshake(ctx):
     env.start_peer(handshake=False, psn=0x123456)
     p = env.peer
     p.auto_answer = False
-    p.send_register(peer_session=0)
+    first = p.send_register(peer_session=0)
     end = time.monotonic() + ANSWER_S
     ack = None
     while time.monotonic() < end and ack is None:
@@ -31,6 +31,8 @@ def a_handshake(ctx):
            "the first ACK says ADOPTED although our REGISTER named no session of the gateway")
     expect((r["ack_qpn"], r["ack_psn"]) == (0, 0x123456),
            "ack_qpn/ack_psn %d/%#x, not our 0/0x123456" % (r["ack_qpn"], r["ack_psn"]))
+    my_seq = int.from_bytes(first[40:48], "big")
+    expect(r["peer_seq"] == my_seq, "peer_seq %d, not our REGISTER's seq %d" % (r["peer_seq"], my_seq))
     expect(r["name"] == "enc-0" and r["roles"] == peermod.ROLE_ENCODE,
            "name %r roles %d" % (r["name"], r["roles"]))
     for k in ("block_tokens", "hidden_size", "dtype_bytes", "aux_bytes"):

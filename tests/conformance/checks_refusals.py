@@ -163,6 +163,10 @@ def crafted_cases(c):
     add("10 FIELD REGISTER name with a space", K.msg(wire.REGISTER, c.p.register_body(name="lang 0")), PROTO)
     add("10 FIELD REGISTER ADOPTED without peer_session",
         K.msg(wire.REGISTER, c.p.register_body(peer_session=0), flags=wire.F_ADOPTED), PROTO)
+    add("10 FIELD REGISTER peer_seq without peer_session",
+        K.msg(wire.REGISTER, c.p.register_body(peer_session=0, peer_seq=5)), PROTO)
+    add("10 FIELD REGISTER peer_session without peer_seq",
+        K.msg(wire.REGISTER, c.p.register_body(peer_session=c.p.adopted, peer_seq=0)), PROTO)
     add("10 FIELD REGISTER with room", K.msg(wire.REGISTER, c.p.register_body(), room=1), PROTO)
     add("10 RESERVED INIT body", K.room_msg(body=wire.window_body(128, 128, [(0, 1)], reserved=1)), PROTO)
     add("10 RESERVED STATUS body", K.room_msg(wire.STATUS, wire.status_body(res=1), flags=wire.F_POLL), PROTO)

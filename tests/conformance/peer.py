@@ -46,6 +46,9 @@ class Peer:
                                  int.from_bytes(os.urandom(3), "big"))
         self.seq = 0
         self.heard = self.adopted = 0
+        self.heard_seq = 0     # the seq of the REGISTER `heard` came from
+        self.reg_sent = {}     # seq -> send time of our recent REGISTERs (16)
+        self.proof = 0         # the last peer_seq taken as proof of freshness
         self.retired = []
         self.confirmed = False
         self.win = ReplayWindow()
@@ -93,18 +96,26 @@ class Peer:
 
     def register_body(self, peer_session=None, ack_of=None, name=None,
                       geo=None, regions=None, roles=None, qpn=None, psn=None,
-                      mtu=4096):
-        """Our REGISTER's body; every field can be overridden."""
+                      mtu=4096, peer_seq=None):
+        """Our REGISTER's body; every field can be overridden. peer_seq:
+        the seq of the REGISTER answered (an ACK), else of the one `heard`
+        came from; 0 with peer_session 0."""
         ack = (ack_of["qpn"], ack_of["psn"]) if ack_of is not None else (0, 0)
+        ps = self.heard if peer_session is None else peer_session
+        if peer_seq is None:
+            if ack_of is not None:
+                peer_seq = ack_of["seq"]
+            else:
+                peer_seq = self.heard_seq if ps and ps == self.heard else 0
         return wire.register_body(
             self.name if name is None else name,
             self.roles if roles is None else roles,
             self.geo if geo is None else geo,
             self.regions if regions is None else regions,
-            peer_session=self.heard if peer_session is None else peer_session,
+            peer_session=ps,
             qpn=self.qpn if qpn is None else qpn,
             psn=self.psn if psn is None else psn, mtu=mtu,
-            ack_qpn=ack[0], ack_psn=ack[1])
+            ack_qpn=ack[0], ack_psn=ack[1], peer_seq=peer_seq)
 
     def send_register(self, ack_of=None, flags=None, **over):
         ps = over.pop("peer_session", self.heard)
@@ -113,7 +124,11 @@ class Peer:
             if ack_of is not None:
                 flags |= wire.F_ACK
         body = self.register_body(peer_session=ps, ack_of=ack_of, **over)
-        return self.send(wire.REGISTER, body, flags=flags)
+        seq = self.next_seq()
+        self.reg_sent[seq] = time.monotonic()
+        if len(self.reg_sent) > 16:
+            del self.reg_sent[min(self.reg_sent)]
+        return self.send(wire.REGISTER, body, flags=flags, seq=seq)
 
     # ---- receiving ----------------------------------------------------
     def _rx(self):
@@ -184,14 +199,19 @@ class Peer:
                 return
             self.heard_win.update(m.seq)
         r = wire.parse_register(m.body)
+        r["seq"] = m.seq
         m.reg = r
-        self.heard = s
-        if r["peer_session"] == self.session and s != self.adopted:
+        self.heard, self.heard_seq = s, m.seq
+        sent_at = self.reg_sent.get(r["peer_seq"])
+        fresh = (sent_at is not None and time.monotonic() - sent_at < 2.0
+                 and r["peer_seq"] > self.proof)
+        if r["peer_session"] == self.session and s != self.adopted and fresh:
+            self.proof = r["peer_seq"]
             if self.adopted:
                 self.retired = (self.retired + [self.adopted])[-4:]
             self.adopted = s
             self.confirmed = False
-            self.win = ReplayWindow(m.seq)
+            self.win = self.heard_win   # the window this REGISTER passed
             if self.auto_answer and m.flags & wire.F_ACK:
                 self.send_register()
         if (s == self.adopted and m.flags & wire.F_ADOPTED

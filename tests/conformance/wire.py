@@ -40,9 +40,9 @@ ABORT_BODY = struct.Struct(">HH")
 ERROR_BODY = struct.Struct(">BBH")
 REGION = struct.Struct(">QII")
 REG_HEAD = struct.Struct(">32s16sIIHHIIIII")
-REG_TAIL = struct.Struct(">QII")
+REG_TAIL = struct.Struct(">QIIQ")  # peer_session ack_qpn ack_psn peer_seq
 REGISTER_LEN = REG_HEAD.size + 4 * REGION.size + REG_TAIL.size
-assert REGISTER_LEN == 160
+assert REGISTER_LEN == 168
 MAX_RUNS = 32
 
 
@@ -155,7 +155,7 @@ def parse_error(body):
 
 
 def register_body(name, roles, geo, regions, peer_session=0, qpn=0, psn=0,
-                  mtu=4096, gid=b"\0" * 16, ack_qpn=0, ack_psn=0):
+                  mtu=4096, gid=b"\0" * 16, ack_qpn=0, ack_psn=0, peer_seq=0):
     """geo: dict block_tokens pool_blocks hidden_size dtype_bytes aux_bytes;
     regions: 4 x (addr, rkey, unit_bytes) for embedding, fill_ids, mrope,
     aux."""
@@ -164,7 +164,7 @@ def register_body(name, roles, geo, regions, peer_session=0, qpn=0, psn=0,
                       geo["hidden_size"], geo["dtype_bytes"],
                       geo["aux_bytes"])
     b += b"".join(REGION.pack(*r) for r in regions)
-    return b + REG_TAIL.pack(peer_session, ack_qpn, ack_psn)
+    return b + REG_TAIL.pack(peer_session, ack_qpn, ack_psn, peer_seq)
 
 
 def parse_register(body):
@@ -172,13 +172,14 @@ def parse_register(body):
      aux) = REG_HEAD.unpack_from(body)
     regions = [REGION.unpack_from(body, REG_HEAD.size + REGION.size * i)
                for i in range(4)]
-    peer_session, ack_qpn, ack_psn = REG_TAIL.unpack_from(
+    peer_session, ack_qpn, ack_psn, peer_seq = REG_TAIL.unpack_from(
         body, REG_HEAD.size + 4 * REGION.size)
     return dict(name_raw=name, name=name.rstrip(b"\0").decode("ascii", "replace"),
                 gid=gid, qpn=qpn, psn=psn, mtu=mtu, roles=roles,
                 block_tokens=bt, pool_blocks=pb, hidden_size=hidden,
                 dtype_bytes=dtype, aux_bytes=aux, regions=regions,
-                peer_session=peer_session, ack_qpn=ack_qpn, ack_psn=ack_psn)
+                peer_session=peer_session, ack_qpn=ack_qpn, ack_psn=ack_psn,
+                peer_seq=peer_seq)
 
 
 def parse_abort(body):
