@@ -66,7 +66,7 @@ def a_handshake(ctx):
            "a registered peer's REGISTER answered %r" % again)
     time.sleep(0.3)
     mark = len(p.registers)
-    p.send_register(ack_of=wire.parse_register(again[0].body))
+    p.send_register(ack_of=dict(wire.parse_register(again[0].body), seq=again[0].seq))
     time.sleep(0.5)
     expect(len(p.registers) == mark, "our REGISTER ACK was answered: %r" % p.registers[mark:])
     transfer(env, [300], 1024)

@@ -552,3 +552,38 @@ def c_registered_at_ack(ctx):
             env.close()
     expect(not problems, " | ".join(problems))
     return "3 fresh gateways: a poll right after the handshake answered UNKNOWN_ROOM each time"
+
+
+@check("c-stale-proof", "a REGISTER naming the gateway's session with a peer_seq of a REGISTER the gateway sent more than 2 s ago adopts nothing (ACK without ADOPTED); one naming a fresh one adopts")
+def c_stale_proof(ctx):
+    env = LanguagePeerEnv(ctx, sub="proof", handshake=False, auto_answer=False)
+    try:
+        p = env.peer
+        end = time.monotonic() + ANSWER_S
+        while time.monotonic() < end and not p.heard:
+            p.send_register(peer_session=0)
+            time.sleep(0.25)
+        expect(p.heard, "no REGISTER from the gateway")
+        gw, old_seq = p.heard, p.heard_seq
+        time.sleep(2.5)
+
+        def answer(peer_seq):
+            mark = len(p.registers)
+            p.send_register(peer_session=gw, peer_seq=peer_seq, flags=0)
+            end = time.monotonic() + ANSWER_S
+            while time.monotonic() < end:
+                acks = [m for m in p.registers[mark:] if m.type == wire.REGISTER
+                        and m.flags & wire.F_ACK]
+                if acks:
+                    return acks[0]
+                time.sleep(0.02)
+            return None
+        stale = answer(old_seq)
+        expect(stale is not None, "no ACK to a REGISTER with a stale proof")
+        expect(not stale.flags & wire.F_ADOPTED, "a stale proof (peer_seq %d, 2.5 s old) was adopted" % old_seq)
+        fresh = answer(p.heard_seq)
+        expect(fresh is not None and fresh.flags & wire.F_ADOPTED,
+               "a fresh proof (peer_seq %d) was not adopted: %r" % (p.heard_seq, fresh))
+        return "stale proof: ACK without ADOPTED; fresh proof: ACK with ADOPTED"
+    finally:
+        env.close()
