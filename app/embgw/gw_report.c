@@ -70,17 +70,6 @@ print_admission(FILE *f, const char *port, const struct egw_xfer_stats *xs,
 }
 
 /* Node drop counters under their report keys (enum egw_node_drop). */
-static const char *const drop_keys[EGW_ND_MAX] = {
-	[EGW_ND_UNKNOWN_PEER] = "drop_unknown_peer",
-	[EGW_ND_PROTO] = "drop_proto",
-	[EGW_ND_REPLAY] = "drop_replay",
-	[EGW_ND_NOT_REGISTERED] = "drop_not_registered",
-	[EGW_ND_GEOMETRY] = "drop_geometry",
-	[EGW_ND_ROLE] = "drop_role",
-	[EGW_ND_PAYLOAD] = "drop_payload",
-	[EGW_ND_SESSION] = "drop_session",
-	[EGW_ND_NAME] = "drop_name",
-};
 
 static void
 report_node(const struct gw_id *id, FILE *f)
@@ -95,7 +84,9 @@ report_node(const struct gw_id *id, FILE *f)
 		id->cfg->name, (unsigned long)ns.rx_datagrams,
 		(unsigned long)ns.tx_datagrams, (unsigned long)drops);
 	for (int i = 0; i < EGW_ND_MAX; i++)
-		fprintf(f, " %s=%lu", drop_keys[i], (unsigned long)ns.drops[i]);
+		fprintf(f, " drop_%s=%lu",
+			egw_node_drop_name((enum egw_node_drop)i),
+			(unsigned long)ns.drops[i]);
 	fprintf(f, " arp_miss=%lu", (unsigned long)id->st.arp_miss);
 	/* peers' incarnations and refused REGISTERs, both ways */
 	fprintf(f, " adoptions=%lu peer_restarts=%lu register_refusals=%lu "

@@ -108,14 +108,14 @@ struct egw_node {
 
 static const char *const drop_names[EGW_ND_MAX] = {
 	[EGW_ND_UNKNOWN_PEER] = "unknown_peer",
-	[EGW_ND_PROTO] = "malformed_or_unauthenticated",
+	[EGW_ND_PROTO] = "proto",
 	[EGW_ND_REPLAY] = "replay",
 	[EGW_ND_NOT_REGISTERED] = "not_registered",
-	[EGW_ND_GEOMETRY] = "geometry_mismatch",
-	[EGW_ND_ROLE] = "wrong_role",
-	[EGW_ND_PAYLOAD] = "payload_unreachable",
+	[EGW_ND_GEOMETRY] = "geometry",
+	[EGW_ND_ROLE] = "role",
+	[EGW_ND_PAYLOAD] = "payload",
 	[EGW_ND_SESSION] = "session",
-	[EGW_ND_NAME] = "name_mismatch",
+	[EGW_ND_NAME] = "name",
 };
 
 const char *

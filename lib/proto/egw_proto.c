@@ -247,6 +247,9 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 	if ((m->type == EGW_MSG_STATUS || m->type == EGW_MSG_ABORT ||
 	     m->type == EGW_MSG_ERROR) &&
 	    egw_err_to_wire((enum egw_err)m->error) == UINT16_MAX)
+		return -EINVAL;
+	if ((m->type == EGW_MSG_ABORT || m->type == EGW_MSG_ERROR) &&
+	    m->error == EGW_E_OK)
 		return -EINVAL; /* no code: nothing the peer could read */
 	if (cap < EGW_PROTO_HDR_LEN + body + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
@@ -483,7 +486,8 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		wire_err = get16(p);
 		if (get16(p + 2) != 0)
 			return EGW_PE_RESERVED;
-		if (wire_err >= EGW_E_COUNT)
+		/* an ABORT says why: like ERROR's, its code is never 0 */
+		if (wire_err == 0 || wire_err >= EGW_E_COUNT)
 			return EGW_PE_FIELD;
 		break;
 	case EGW_MSG_ERROR:

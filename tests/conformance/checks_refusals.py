@@ -17,17 +17,16 @@ import wire
 from harness import (ANSWER_S, GEO, LanguagePeerEnv, check, expect, lang_env, room_id,
                      transfer)
 
-# telemetry's names of the documented drop reasons (doc/gateway.md:
-# "malformed or unauthenticated, replay, not registered, geometry mismatch,
-# wrong role, payload unreachable", "unknown peer")
-PROTO = "drop_malformed_or_unauthenticated"
+# the documented drop reasons: the node: line's keys, which /embgw/stats
+# carries as well (doc/gateway.md)
+PROTO = "drop_proto"
 REPLAY = "drop_replay"
 NOTREG = "drop_not_registered"
-ROLE = "drop_wrong_role"
-GEOM = "drop_geometry_mismatch"
-PAYLOAD = "drop_payload_unreachable"
+ROLE = "drop_role"
+GEOM = "drop_geometry"
+PAYLOAD = "drop_payload"
 UNKNOWN = "drop_unknown_peer"
-SESSION = "drop_session"   # the report's key (doc/gateway.md) in telemetry too
+SESSION = "drop_session"
 ANY = "any single drop counter"
 
 

@@ -195,9 +195,9 @@ case_telemetry() {
 	stop_all
 	[ "${okr:-0}" -eq 20 ] &&
 		[ "$(tel_value "$rooms" /embgw/rooms p0 encode_rooms_opened)" = 20 ] &&
-		[ "$(tel_value "$stats" /embgw/stats p0 drop_malformed_or_unauthenticated)" -gt 0 ] &&
+		[ "$(tel_value "$stats" /embgw/stats p0 drop_proto)" -gt 0 ] &&
 		[ "$(tel_value "$pool" /embgw/pool p0 blocks_total)" -gt 0 ] || return 1
-	MSG="the encode gateway answered: 20 rooms opened and ok, $(tel_value "$stats" /embgw/stats p0 drop_malformed_or_unauthenticated) junk datagrams dropped, $(tel_value "$pool" /embgw/pool p0 blocks_total) blocks in its pool"
+	MSG="the encode gateway answered: 20 rooms opened and ok, $(tel_value "$stats" /embgw/stats p0 drop_proto) junk datagrams dropped, $(tel_value "$pool" /embgw/pool p0 blocks_total) blocks in its pool"
 }
 
 # ---- a peer killed in the middle of a transfer -----------------------------

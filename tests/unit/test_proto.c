@@ -597,6 +597,17 @@ test_error_codes_on_the_wire_and_in_text(void)
 				     .room = 9, .error = 20 };
 
 		CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)), -EINVAL);
+		/* an ABORT or ERROR without a reason is not sent, nor taken */
+		m.error = EGW_E_OK;
+		CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)), -EINVAL);
+		m.error = EGW_E_ABORTED;
+		CU_ASSERT_FATAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)) > 0);
+		b[EGW_PROTO_HDR_LEN] = 0;
+		b[EGW_PROTO_HDR_LEN + 1] = 0;
+		remac(b, EGW_PROTO_HDR_LEN + 4 + EGW_PROTO_TAG_LEN);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, EGW_PROTO_HDR_LEN + 4 +
+						 EGW_PROTO_TAG_LEN, &pkt, NULL),
+				EGW_PE_FIELD);
 	}
 	/* the values that used to collide are told apart, and named */
 	CU_ASSERT_FALSE(egw_rc_is_err(-EINVAL));
