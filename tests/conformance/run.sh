@@ -16,7 +16,7 @@ if [ "${1:-}" = --list ]; then exec /usr/bin/python3 tests/conformance/conforman
 # against the gateway is then not the peer's own mistake
 /usr/bin/python3 tests/conformance/selftest.py || { echo "conformance: 0 passed, 1 failed, 0 expected failures (the peer's self-test)"; exit 1; }
 ns=egwconf-$$
-ip netns add "$ns" || { echo "conformance: cannot create network namespace $ns"; exit 2; }
+ip netns add "$ns" || { echo "conformance: cannot create network namespace $ns (iproute2 needed: scripts/deps.sh installs it)"; exit 2; }
 child=""
 cleanup() {
 	# the checks end their gateways on SIGINT; the namespace goes last

@@ -92,7 +92,7 @@ veth_up() {
 	VETH=egw$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 	for i in $(seq 0 $((n - 1))); do
 		if ! ip link add "${VETH}e$i" type veth peer name "${VETH}l$i" 2>/dev/null; then
-			echo "     cannot create the veth pair ${VETH}e$i/${VETH}l$i (root and iproute2 needed)" >&2
+			echo "     cannot create the veth pair ${VETH}e$i/${VETH}l$i (root and iproute2 needed: scripts/deps.sh installs it)" >&2
 			veth_down
 			return 1
 		fi
