@@ -278,6 +278,7 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		break;
 	case EGW_MSG_ABORT:
 		put16(p, egw_err_to_wire((enum egw_err)m->error));
+		put16(p + 2, m->abort_id);
 		break;
 	case EGW_MSG_ERROR:
 		p[0] = m->state; /* the refused request's type */
@@ -484,8 +485,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		break;
 	case EGW_MSG_ABORT:
 		wire_err = get16(p);
-		if (get16(p + 2) != 0)
-			return EGW_PE_RESERVED;
+		m->abort_id = get16(p + 2);
 		/* an ABORT says why: like ERROR's, its code is never 0 */
 		if (wire_err == 0 || wire_err >= EGW_E_COUNT)
 			return EGW_PE_FIELD;

@@ -183,6 +183,10 @@ struct egw_msg {
 	uint32_t total_tokens; /**< STATUS: announced total, 0 = not yet known */
 	uint32_t landed_tokens;   /**< STATUS: tokens written and completed */
 	uint32_t accepted_tokens; /**< STATUS: end of the last accepted window */
+	/** ABORT from a receiver: names its quarantine of the rank (the same
+	 *  in every retransmission, 0 never); its ACK echoes it, so an ACK
+	 *  answering an earlier ABORT ends nothing later (doc/protocol.md) */
+	uint16_t abort_id;
 	struct egw_run runs[EGW_XFER_MAX_RUNS]; /**< INIT/RESUME: window blocks */
 	/** Not on the wire as such: the datagram's sequence number, set by
 	 *  whoever decoded it (lib/node), 0 when unknown. It only grows per

@@ -55,6 +55,7 @@ struct receiver_room {
 	bool wait_ack;
 	bool restart;             /* a yield: back to the queue after the ACK */
 	uint16_t abort_err;       /* enum egw_err the ABORT carries */
+	uint16_t abort_id;        /* names the ABORT's quarantine (ACK echo) */
 	uint64_t ack_seq;         /* messages sent before the ACK are stale */
 	struct egw_run *runs;     /* all runs, token order */
 	uint32_t nruns;
@@ -74,6 +75,7 @@ struct egw_receiver {
 	bool admit_pending;
 	uint64_t admit_retry_at;
 	uint64_t admit_blocked_since; /* the head has waited since (0: not) */
+	uint16_t abort_ids;       /* the last abort_id handed out */
 	uint64_t open_seq;
 	bool closing;             /* abort_all: free at once */
 };
@@ -346,7 +348,8 @@ receiver_send_simple(struct egw_receiver *r, struct receiver_room *x,
 	struct egw_msg m = { .type = type, .error = (uint16_t)e,
 			     .rank = x->rank, .nranks = x->nranks,
 			     .room = x->room,
-			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0 };
+			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0,
+			     .abort_id = type == EGW_MSG_ABORT ? x->abort_id : 0 };
 
 	core_send(&r->core, x->peer, &m);
 }
@@ -388,12 +391,23 @@ receiver_done(struct egw_receiver *r, struct receiver_room *x, enum egw_err e)
 	core_emit(&r->core, &a);
 }
 
+/* A new ABORT's name (never 0): only an ACK echoing it ends the
+ * quarantine, not one answering an earlier ABORT of the same rank. */
+static uint16_t
+next_abort_id(struct egw_receiver *r)
+{
+	if (++r->abort_ids == 0)
+		r->abort_ids = 1;
+	return r->abort_ids;
+}
+
 /* Send the room's ABORT now and again on the timer, until the ACK. */
 static void
 receiver_hold_for_ack(struct egw_receiver *r, struct receiver_room *x,
 		      enum egw_err e, uint64_t now)
 {
 	x->wait_ack = true;
+	x->abort_id = next_abort_id(r);
 	x->abort_err = (uint16_t)e;
 	x->alloc_failing = false;
 	r->core.stats.quarantined++;
@@ -422,8 +436,8 @@ receiver_unhold(struct egw_receiver *r, struct receiver_room *x)
  * ABORT ACK says none of the room's writes to this rank is in flight.
  */
 static void
-receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
-	      bool tell_peer, uint64_t now)
+receiver_fail_(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
+	       bool tell_peer, bool peer_gone, uint64_t now)
 {
 	if (x->wait_ack) {
 		/* a yielding room fails before its ACK: the ACK now only
@@ -441,8 +455,12 @@ receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
 	queue_remove(r, x, now);
 	x->state = EGW_ST_FAILED;
 	receiver_done(r, x, e);
-	if (x->nwin == 0 || e == EGW_E_PEER_DEAD || r->closing) {
+	/* peer_gone: our own peer-dead path (its QP reset, its mapping
+	 * gone); a PEER_DEAD the sender reports about another rank's peer
+	 * says nothing of writes still in flight to this one */
+	if (x->nwin == 0 || peer_gone || r->closing) {
 		receiver_free_all(r, x);
+		x->abort_id = next_abort_id(r);
 		if (tell_peer)
 			receiver_send_simple(r, x, EGW_MSG_ABORT, e);
 		receiver_release(r, x, now);
@@ -452,6 +470,13 @@ receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
 	/* An allocation still in flight finds the room failed and is freed
 	 * then. */
 	receiver_hold_for_ack(r, x, e, now);
+}
+
+static void
+receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
+	      bool tell_peer, uint64_t now)
+{
+	receiver_fail_(r, x, e, tell_peer, false, now);
 }
 
 /* Give the room's blocks back and start it again from token 0 once
@@ -883,8 +908,10 @@ static int
 receiver_on_ack(struct egw_receiver *r, struct receiver_room *x,
 		const struct egw_msg *m, uint64_t now)
 {
-	if (!x->wait_ack)
-		return core_reject(&r->core, EGW_E_STATE); /* a late duplicate */
+	/* a late duplicate, or the answer to an earlier ABORT of this rank
+	 * (a quarantine it did not end) */
+	if (!x->wait_ack || m->abort_id != x->abort_id)
+		return core_reject(&r->core, EGW_E_STATE);
 	r->core.stats.quarantine_acked++;
 	receiver_unhold(r, x);
 	if (!x->restart) {
@@ -1148,7 +1175,7 @@ receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 			receiver_drop_held(r, x, EGW_E_PEER_DEAD, now);
 			continue;
 		}
-		receiver_fail(r, x, EGW_E_PEER_DEAD, false, now);
+		receiver_fail_(r, x, EGW_E_PEER_DEAD, false, true, now);
 	}
 	receiver_admit(r, now);
 }

@@ -39,6 +39,7 @@ struct sender_rank {
 				   * the rank once inflight is 0 */
 	bool yielded;             /* reset; waits for the rank's new INIT */
 	uint16_t ack_err;         /* enum egw_err the ACK echoes */
+	uint16_t ack_abort_id;    /* the ABORT it answers (abort_id) */
 	uint32_t ack_peer;
 	uint64_t yield_seq;       /* requests up to this seq are stale */
 	uint64_t init_seq;        /* seq of the INIT that bound the rank */
@@ -537,11 +538,11 @@ sender_start(struct egw_sender *s, struct sender_room *x, uint64_t now)
 
 static void
 sender_send_ack(struct egw_sender *s, uint32_t peer, uint64_t room,
-		uint16_t rank, uint16_t nranks, uint16_t err)
+		uint16_t rank, uint16_t nranks, uint16_t err, uint16_t abort_id)
 {
 	struct egw_msg m = { .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
 			     .room = room, .rank = rank, .nranks = nranks,
-			     .error = err };
+			     .error = err, .abort_id = abort_id };
 
 	s->core.stats.abort_acks++;
 	core_send(&s->core, peer, &m);
@@ -582,7 +583,7 @@ sender_rank_drained(struct egw_sender *s, struct sender_room *x, uint16_t r,
 	if (rk->ack_due) {
 		rk->ack_due = false;
 		sender_send_ack(s, rk->ack_peer, x->room, r, x->nranks,
-				rk->ack_err);
+				rk->ack_err, rk->ack_abort_id);
 	}
 }
 
@@ -629,11 +630,12 @@ sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 		rk->yield_seq = m->seq;
 	rk->ack_peer = peer;
 	rk->ack_err = m->error;
+	rk->ack_abort_id = m->abort_id;
 	if (m->error == EGW_E_BUSY && !sender_final(x)) {
 		if (!rk->inited) {
 			/* nothing of it to reset, nothing in flight */
 			sender_send_ack(s, peer, x->room, m->rank, x->nranks,
-					m->error);
+					m->error, m->abort_id);
 			return 0;
 		}
 		if (!rk->yield_pending)
@@ -650,7 +652,7 @@ sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 		sender_finish(s, x, EGW_E_ABORTED, now);
 		if (drained) /* x may be released: answer from the message */
 			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
-					m->error);
+					m->error, m->abort_id);
 		return 0;
 	}
 	rk->ack_due = true;
@@ -962,7 +964,7 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 				return tomb_answer(s, t, peer, m);
 			/* a room that is gone has no write in flight */
 			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
-					m->error);
+					m->error, m->abort_id);
 			return t != NULL ? 0 : core_reject(&s->core,
 							   EGW_E_UNKNOWN_ROOM);
 		}

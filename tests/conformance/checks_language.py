@@ -178,10 +178,12 @@ def a_abort_unknown(ctx):
     p = env.peer
     room = room_id(100)
     p.drain()
-    p.send(wire.ABORT, wire.abort_body(wire.ERR["ABORTED"]), rank=0, nranks=1, room=room)
+    p.send(wire.ABORT, wire.abort_body(wire.ERR["ABORTED"], abort_id=0x1234), rank=0,
+           nranks=1, room=room)
     m = p.recv(ANSWER_S, lambda m: m.room == room)
     expect(m is not None and m.type == wire.ABORT and m.flags == wire.F_ACK and
            wire.parse_abort(m.body)["code"] == wire.ERR["ABORTED"] and
+           wire.parse_abort(m.body)["abort_id"] == 0x1234 and
            (m.rank, m.nranks) == (0, 1),
            "ABORT of an unknown room answered %r" % m)
     return "ACK(ABORTED) at once"

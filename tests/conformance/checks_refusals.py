@@ -169,7 +169,7 @@ def crafted_cases(c):
     add("10 FIELD REGISTER with room", K.msg(wire.REGISTER, c.p.register_body(), room=1), PROTO)
     add("10 RESERVED INIT body", K.room_msg(body=wire.window_body(128, 128, [(0, 1)], reserved=1)), PROTO)
     add("10 RESERVED STATUS body", K.room_msg(wire.STATUS, wire.status_body(res=1), flags=wire.F_POLL), PROTO)
-    add("10 RESERVED ABORT body", K.room_msg(wire.ABORT, wire.abort_body(20, res=1)), PROTO)
+    add("10 FIELD ABORT code 0", K.room_msg(wire.ABORT, wire.abort_body(0, abort_id=1)), PROTO)
     return cases
 
 

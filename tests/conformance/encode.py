@@ -75,12 +75,14 @@ class EncodeSide:
             if m.flags & wire.F_ACK:
                 self.problems.append("an ABORT ACK from the language side: %r" % m)
                 return
-            code = wire.parse_abort(m.body)["code"]
+            ab = wire.parse_abort(m.body)
+            code = ab["code"]
             room = self.rooms.get(m.room)
             if room is not None and room.state < wire.SUCCESS:
                 self._fail(room, code, skip=m.rank)
             # writes are synchronous here: nothing of the room is in flight
-            self.peer.send(wire.ABORT, wire.abort_body(code), flags=wire.F_ACK,
+            # the ACK echoes the ABORT's abort_id (the quarantine it ends)
+            self.peer.send(wire.ABORT, wire.abort_body(code, ab["abort_id"]), flags=wire.F_ACK,
                            rank=m.rank, nranks=m.nranks, room=m.room)
         else:
             self.problems.append("unexpected %r" % m)

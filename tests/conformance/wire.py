@@ -141,8 +141,8 @@ def parse_status(body):
                 landed=landed, accepted=accepted)
 
 
-def abort_body(code, res=0):
-    return ABORT_BODY.pack(code, res)
+def abort_body(code, abort_id=0):
+    return ABORT_BODY.pack(code, abort_id)
 
 
 def error_body(rtype, code, res=0):
@@ -183,5 +183,5 @@ def parse_register(body):
 
 
 def parse_abort(body):
-    code, res = ABORT_BODY.unpack(body)
-    return dict(code=code, reserved=res)
+    code, abort_id = ABORT_BODY.unpack(body)
+    return dict(code=code, abort_id=abort_id)

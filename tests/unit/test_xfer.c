@@ -1217,6 +1217,81 @@ test_quarantine_ends_when_the_peer_dies(void)
 	finish(w);
 }
 
+/* The abort_id of the receiver's last ABORT for `room` (0: none). */
+static uint16_t
+last_abort_id(const struct world *w, uint64_t room)
+{
+	for (uint32_t i = w->nlog; i > 0; i--)
+		if (w->log[i - 1].who == 0 && w->log[i - 1].msg.type == EGW_MSG_ABORT &&
+		    w->log[i - 1].msg.room == room)
+			return w->log[i - 1].msg.abort_id;
+	return 0;
+}
+
+/* An ACK ends only the quarantine whose ABORT it answers: one echoing
+ * another abort_id (an earlier ABORT of the same rank, late) ends nothing;
+ * the one echoing this quarantine's ends it. */
+static void
+test_ack_of_another_abort_ends_nothing(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+	struct egw_msg ack = { .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
+			       .room = 96, .nranks = 1, .error = EGW_E_ABORTED };
+	uint16_t id;
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 96, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 96, 0, w->now), 0);
+	w_run_for(w, 10 * MS);
+	id = last_abort_id(w, 96);
+	CU_ASSERT_NOT_EQUAL_FATAL(id, 0);
+	ack.abort_id = (uint16_t)(id - 1 == 0 ? 0xffff : id - 1);
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &ack), -EGW_E_STATE);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	ack.abort_id = id;
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &ack), 0);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_acked, 1);
+	release_and_run(w);
+	finish(w);
+}
+
+/* A room failed by the sender's report of PEER_DEAD (another rank's peer
+ * died; ours is alive and its writes may be in flight) is quarantined like
+ * any failure: only our own peer-dead path frees at once. */
+static void
+test_reported_peer_dead_is_quarantined(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+	struct egw_msg failed = { .type = EGW_MSG_STATUS, .room = 97, .nranks = 1,
+				  .state = EGW_ST_FAILED, .error = EGW_E_PEER_DEAD };
+
+	c.net.hold_writes = true;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 97, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &failed), 0);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	CU_ASSERT_EQUAL(err_of(w, 97, 0), EGW_E_PEER_DEAD);
+	release_and_run(w);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
+	finish(w);
+}
+
 /* ---- the open-addressing deletion both tables use ---------------------- */
 
 struct probe_slot {
@@ -1370,6 +1445,8 @@ main(void)
 		{ "late_writer_never_writes_into_reused_blocks",
 		  test_late_writer_never_writes_into_reused_blocks },
 		{ "abort_ack_after_writes_drained", test_abort_ack_after_writes_drained },
+		{ "ack_of_another_abort_ends_nothing", test_ack_of_another_abort_ends_nothing },
+		{ "reported_peer_dead_is_quarantined", test_reported_peer_dead_is_quarantined },
 		{ "quarantine_ends_when_the_peer_dies", test_quarantine_ends_when_the_peer_dies },
 		{ "restart_from_token_zero", test_restart_from_token_zero },
 		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },

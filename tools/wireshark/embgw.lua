@@ -54,6 +54,7 @@ f.run_start = ProtoField.uint32("embgw.run.start", "Start block")
 f.run_count = ProtoField.uint32("embgw.run.count", "Blocks")
 f.state = ProtoField.uint8("embgw.state", "State", base.DEC, states)
 f.error = ProtoField.uint16("embgw.error", "Error", base.DEC, errors)
+f.abort_id = ProtoField.uint16("embgw.abort_id", "Abort id (the quarantine an ACK ends)", base.HEX)
 f.total = ProtoField.uint32("embgw.total_tokens", "Total tokens")
 f.landed = ProtoField.uint32("embgw.landed_tokens", "Landed tokens")
 f.accepted = ProtoField.uint32("embgw.accepted_tokens", "Accepted tokens")
@@ -167,8 +168,10 @@ function p.dissector(buf, pinfo, tree)
     end
   elseif ty == 5 then
     t:add(f.error, buf(b, 2))
+    t:add(f.abort_id, buf(b + 2, 2))
     info = info .. (bit.band(buf(6, 2):uint(), 2) ~= 0 and " ACK " or " ") ..
-      (errors[buf(b, 2):uint()] or "?")
+      (errors[buf(b, 2):uint()] or "?") ..
+      string.format(" id=%d", buf(b + 2, 2):uint())
   elseif ty == 6 then
     t:add(f.refused_type, buf(b, 1))
     t:add(f.error, buf(b + 2, 2))
