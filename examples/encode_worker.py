@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
 """An encode engine: runs a small vision encoder (examples/toy_models.py,
-random weights from a fixed seed) over one synthetic image per request and
+random weights from a fixed generator state) over one synthetic image per request and
 sends each request's embeddings, fill ids and mrope positions through the
 local embgw gateway to the language ranks, with embgw.connector's
 EmbeddingSender, from a scheduler-style loop.

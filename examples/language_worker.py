@@ -15,7 +15,7 @@ torch.distributed (gloo, CPU). Run one process per rank:
 digest of the received embeddings, fill ids and mrope positions equals the
 aux record's cookie (the encoder's digest of what it sent) and the aux
 record's total and mrope delta are the request's; --recompute also runs
-the encoder here, from the same seed, and compares bit for bit. The ranks
+the encoder here, from the same generator state, and compares bit for bit. The ranks
 prefill a request only when every rank holds it good. Last line:
 `language-worker: rank= rooms= ok= bad= failed= bytes= prefill_tokens=
 secs=`; exit status 0 only when every room was good on this rank.

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The two small models the example workers run, CPU-only, random weights
-from fixed random-number seeds (nothing is downloaded):
+from fixed random-number generator states (nothing is downloaded):
 
 - VisionEncoder: a vision-encoder-shaped module - patch embedding,
   convolution-and-MLP blocks over the patch grid, and a 2x2 patch merger

@@ -197,8 +197,8 @@ void gw_id_payload_changes(struct gw_id *id, uint64_t now);
 /* teardown: abort the open rooms, drain the driver, free the blocks */
 void gw_id_drain(struct gw_id *id, uint64_t linger_ns);
 
-/* 0..99 from a test knob's own generator (an LCG: reproducible with
- * --seed, not for anything but tests) */
+/* 0..99 from a test knob's own generator (an LCG whose start value the
+ * command line sets, so a run can be repeated; for tests only) */
 static inline uint32_t
 gw_rand_pct(uint64_t *rng)
 {
