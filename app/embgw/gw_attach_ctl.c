@@ -412,6 +412,14 @@ welcome(struct conn *k)
 	w.max_total_tokens = g->capacity_tokens;
 	w.lease_ms = ctl.c->attach.lease_ms;
 	w.npeers = id->cfg->npeers;
+	if ((ctl.c->roles & EGW_ROLE_LANGUAGE) != 0) {
+		const struct egw_conf_attach *at = &ctl.c->attach;
+
+		w.cache_entries = at->cache_entries;
+		w.cache_tokens = at->cache_tokens == EGW_CONF_CACHE_HALF ?
+				 g->capacity_tokens / 2 : at->cache_tokens;
+	}
+	w.held_warn_ms = ctl.c->attach.held_warn_ms;
 	w.client_id = (uint32_t)k->client;
 	for (uint16_t i = 0; i < id->cfg->npeers && i < EGW_ATTACH_MAX_PEERS; i++)
 		snprintf(w.peers[i], sizeof(w.peers[i]), "%s",

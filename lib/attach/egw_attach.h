@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define EGW_ATTACH_MAGIC 0x43574745u   /**< "EGWC" in memory */
-#define EGW_ATTACH_VERSION 1u
+#define EGW_ATTACH_VERSION 2u
 #define EGW_ATTACH_CACHE_LINE 64u
 #define EGW_ATTACH_ENTRY_BYTES 64u      /**< every command and completion */
 #define EGW_ATTACH_HEADER_BYTES 4096u   /**< the area's first page */
@@ -66,6 +66,35 @@ struct egw_attach_ring {
 /** cq: the client sleeps on its eventfd and wants a write to it. */
 #define EGW_RING_F_NEED_WAKEUP 0x1u
 
+/**
+ * What the gateway publishes for its clients to read (backpressure and the
+ * content cache), at offset 512 of the area's header. Written by the
+ * gateway about once a millisecond as a sequence lock: `seq` is odd while
+ * it writes; a reader copies the record between two equal, even reads of
+ * `seq`.
+ */
+struct egw_attach_stats {
+	uint32_t seq;              /**< odd while being written */
+	uint32_t reserved0;
+	uint64_t updated_ns;       /**< the gateway's clock at the snapshot */
+	uint32_t pool_blocks;      /**< the port's pool */
+	uint32_t free_blocks;
+	uint32_t quarantined_blocks; /**< held until a peer's ABORT ACK */
+	uint32_t admission_queue;  /**< rooms waiting for memory now */
+	uint32_t cache_entries;    /**< content entries (landed or in flight) */
+	uint32_t cache_blocks;     /**< blocks the landed entries hold */
+	uint32_t cache_pinned;     /**< landed entries some room holds now */
+	uint32_t held_long;        /**< rooms held past the port's held_warn_ms */
+	uint64_t cache_hits;       /**< RECV_OPENs served from a landed entry */
+	uint64_t cache_misses;     /**< RECV_OPENs with a content key that
+				     *   started a transfer */
+	uint64_t cache_shared;     /**< RECV_OPENs that joined a transfer
+				     *   already under way */
+	uint64_t cache_evictions;  /**< landed entries given back to the pool */
+};
+
+#define EGW_ATTACH_STATS_OFFSET 512u
+
 /** The client area's header (its first EGW_ATTACH_HEADER_BYTES). */
 struct egw_attach_area {
 	uint32_t magic;            /**< EGW_ATTACH_MAGIC */
@@ -80,6 +109,8 @@ struct egw_attach_area {
 	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 40];
 	struct egw_attach_ring sq; /**< commands, client -> gateway */
 	struct egw_attach_ring cq; /**< completions, gateway -> client */
+	uint8_t pad1[EGW_ATTACH_STATS_OFFSET - 448];
+	struct egw_attach_stats stats; /**< written by the gateway only */
 };
 
 /** Commands (egw_attach_cmd.op). */
@@ -90,8 +121,12 @@ enum egw_attach_op {
 	EGW_OP_RECV_OPEN,     /**< language: receive a room as one rank */
 	EGW_OP_RELEASE,       /**< language: done reading, free the blocks */
 	EGW_OP_ABORT,         /**< either side: end the room, the peer hears */
+	EGW_OP_LOOKUP,        /**< language: does the port hold a content key? */
 	EGW_OP_MAX
 };
+
+/** Bytes of a content key: the engine's hash of what a room holds. */
+#define EGW_ATTACH_CONTENT_BYTES 16u
 
 /** RECV_OPEN: this rank wants the aux record only (a dummy rank). */
 #define EGW_CMDF_AUX_ONLY 0x1u
@@ -110,9 +145,12 @@ struct egw_attach_cmd {
 	uint32_t slot;             /**< the room's slot: for an OPEN, a free
 				     * one the client picks */
 	int32_t mrope_delta;       /**< SEND_OPEN: written to the aux record */
-	uint32_t reserved0;        /**< zero */
+	uint32_t attempt;          /**< SEND_OPEN, RECV_OPEN: 0 for the first
+				     *   try of a room, n for its n-th retry
+				     *   (both sides agree; egw_attach_room_id) */
 	uint64_t cookie;           /**< SEND_OPEN: written to the aux record */
-	uint8_t reserved[16];      /**< zero */
+	uint8_t content[EGW_ATTACH_CONTENT_BYTES]; /**< RECV_OPEN, LOOKUP: the
+				     * content key (all zero: none) */
 };
 
 /** Room states in completions: the KVPoll order of the reference design. */
@@ -126,6 +164,40 @@ enum egw_attach_state {
 
 /** cqe.flags: more completions will follow for this command's room. */
 #define EGW_CQEF_MORE 0x1u
+/** cqe.flags: the room's data came from the port's content cache or from
+ *  another room's transfer of the same content: nothing crossed the wire
+ *  for this room. */
+#define EGW_CQEF_CACHED 0x2u
+
+/** LOOKUP's result: what the port holds for a content key. */
+enum egw_attach_lookup {
+	EGW_LOOKUP_NONE = 0,      /**< nothing: a RECV_OPEN transfers */
+	EGW_LOOKUP_LANDED = 1,    /**< landed data: a RECV_OPEN is served now */
+	EGW_LOOKUP_IN_FLIGHT = 2, /**< a transfer is under way: a RECV_OPEN
+				   *   shares it */
+};
+
+/**
+ * The room id a room uses inside the gateway and on the wire, from the
+ * engine's request id and attempt (doc/client.md, "Attempts"): the id
+ * itself for attempt 0, else the SplitMix64 finalizer of
+ * room ^ (attempt * 0x9e3779b97f4a7c15), with 0 mapped to 1. A retry thus
+ * never meets what is left of an earlier attempt (a lingering sender, a
+ * quarantine) in either gateway.
+ */
+static inline uint64_t
+egw_attach_room_id(uint64_t room, uint32_t attempt)
+{
+	uint64_t z;
+
+	if (attempt == 0)
+		return room;
+	z = room ^ ((uint64_t)attempt * 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return z != 0 ? z : 1;
+}
 
 /** A completion: 64 bytes in the completion ring. */
 struct egw_attach_cqe {
@@ -316,7 +388,13 @@ struct egw_attach_welcome {
 	uint32_t npeers;           /**< names in peers[] */
 	uint32_t client_id;        /**< the gateway's number for this client */
 	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
-	uint8_t reserved[240];     /**< zero */
+	uint32_t cache_entries;    /**< content entries the port keeps (0: no
+				     *   content cache; keys still share
+				     *   transfers in flight) */
+	uint32_t cache_tokens;     /**< landed tokens the cache may keep */
+	uint32_t held_warn_ms;     /**< a Success room held longer is reported */
+	uint8_t reserved1[52];     /**< zero */
+	uint8_t reserved[176];     /**< zero */
 };
 
 /**

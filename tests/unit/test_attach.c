@@ -80,7 +80,10 @@ test_bad_counts_and_headers_refused(void)
 	a->magic ^= 1;
 	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
 	*a = save;
-	a->version = 2;
+	a->version = EGW_ATTACH_VERSION + 1;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
+	*a = save;
+	a->version = EGW_ATTACH_VERSION - 1;
 	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
 	*a = save;
 	a->cq.offset -= 64; /* cq over the last sq entry */
@@ -282,6 +285,11 @@ op(uint8_t o)
 	c.slot = 15;
 	if (o == EGW_OP_NOP)
 		c.room = 0;
+	if (o == EGW_OP_LOOKUP) {
+		c.room = 0;
+		c.slot = 0;
+		c.content[3] = 7;
+	}
 	return c;
 }
 
@@ -296,12 +304,18 @@ test_command_fields_checked(void)
 	for (uint8_t o = 0; o < EGW_OP_MAX; o++) {
 		c = op(o);
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
-		c.reserved[15] = 1;
-		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		/* a content key: RECV_OPEN's and LOOKUP's field only */
+		c.content[15] = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both),
+				o == EGW_OP_RECV_OPEN || o == EGW_OP_LOOKUP ?
+				0 : -EINVAL);
+		/* an attempt: the OPENs' field only */
 		c = op(o);
-		c.reserved0 = 1;
-		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
-		if (o == EGW_OP_NOP)
+		c.attempt = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both),
+				o == EGW_OP_RECV_OPEN || o == EGW_OP_SEND_OPEN ?
+				0 : -EINVAL);
+		if (o == EGW_OP_NOP || o == EGW_OP_LOOKUP)
 			continue;
 		c = op(o);
 		c.room = 0;
@@ -324,6 +338,24 @@ test_command_fields_checked(void)
 	c = op(EGW_OP_ABORT);
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), 0);
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), 0);
+	c = op(EGW_OP_LOOKUP);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), -EOPNOTSUPP);
+
+	/* LOOKUP: a key and nothing else */
+	c = op(EGW_OP_LOOKUP);
+	memset(c.content, 0, sizeof(c.content));
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
+	c = op(EGW_OP_LOOKUP);
+	c.room = 5;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
+	c = op(EGW_OP_LOOKUP);
+	c.slot = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
+	/* a keyed aux-only rank: it could not share another room's blocks */
+	c = op(EGW_OP_RECV_OPEN);
+	c.flags = EGW_CMDF_AUX_ONLY;
+	c.content[0] = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
 
 	/* SEND_OPEN */
 	c = op(EGW_OP_SEND_OPEN);
@@ -375,7 +407,7 @@ test_command_fields_checked(void)
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 
 	/* every room op names a slot in range */
-	for (uint8_t o = EGW_OP_SEND_OPEN; o < EGW_OP_MAX; o++) {
+	for (uint8_t o = EGW_OP_SEND_OPEN; o <= EGW_OP_ABORT; o++) {
 		c = op(o);
 		c.slot = 16;
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
@@ -414,6 +446,21 @@ hello(void)
 	return h;
 }
 
+/* doc/client.md's worked examples of a retry's room id, computed by a
+ * second implementation of the documented formula */
+static void
+test_attempt_room_ids_are_the_documented_ones(void)
+{
+	CU_ASSERT_EQUAL(egw_attach_room_id(42, 0), 42);
+	CU_ASSERT_EQUAL(egw_attach_room_id(42, 1), 0xbdd732262feb6e95ull);
+	CU_ASSERT_EQUAL(egw_attach_room_id(42, 2), 0xd9639a006c85adb0ull);
+	CU_ASSERT_EQUAL(egw_attach_room_id(0x123456789abcdef0ull, 7),
+			0xac2812bf0089648full);
+	/* never 0: room 0 means "no room" everywhere */
+	for (uint32_t a = 1; a < 1000; a++)
+		CU_ASSERT_NOT_EQUAL(egw_attach_room_id(a, a), 0);
+}
+
 static void
 test_hello_checked_with_reasons(void)
 {
@@ -429,7 +476,7 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
 			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 2"));
 	h = hello();
 	h.flags = 2;
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
@@ -469,6 +516,7 @@ main(void)
 		{ "two_threads_keep_order_and_content", test_two_threads_keep_order_and_content },
 		{ "command_fields_checked", test_command_fields_checked },
 		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
+		{ "attempt_room_ids_are_the_documented_ones", test_attempt_room_ids_are_the_documented_ones },
 		{ NULL, NULL },
 	};
 
