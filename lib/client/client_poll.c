@@ -44,7 +44,8 @@ event_from(struct egw_client_event *ev, const struct egw_attach_cqe *q)
 	*ev = (struct egw_client_event){
 		.tag = q->tag, .room = q->room, .result = q->result,
 		.slot = q->slot, .op = q->op, .state = q->state,
-		.flags = q->flags & EGW_CQEF_MORE ? EGW_CLIENT_EV_MORE : 0,
+		.flags = (q->flags & EGW_CQEF_MORE ? EGW_CLIENT_EV_MORE : 0) |
+			 (q->flags & EGW_CQEF_CACHED ? EGW_CLIENT_EV_CACHED : 0),
 		.total_tokens = q->total_tokens, .nruns = q->nruns,
 		.landed_tokens = q->landed_tokens,
 	};
@@ -68,8 +69,8 @@ take_cqe(struct egw_client *c, const struct egw_attach_cqe *q,
 			c->barrier_sent = false;
 		return false; /* the library's own */
 	}
-	if (q->op == EGW_OP_NOP)
-		return true;
+	if (q->op == EGW_OP_NOP || q->op == EGW_OP_LOOKUP)
+		return true; /* no room: the engine matches the tag */
 	if (refused(q->result)) {
 		ev->flags = EGW_CLIENT_EV_REFUSED;
 		/* a refused OPEN never took the slot: the room is over */

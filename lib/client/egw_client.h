@@ -107,11 +107,15 @@ enum egw_client_op {
 	EGW_CLIENT_RECV_OPEN = 3,
 	EGW_CLIENT_RELEASE = 4,
 	EGW_CLIENT_ABORT = 5,
+	EGW_CLIENT_LOOKUP = 6,      /**< result: enum egw_client_lookup */
 	EGW_CLIENT_RECOVERED = 255, /**< made from the slot after an overflow */
 };
 
 /** egw_client_event.flags */
 #define EGW_CLIENT_EV_MORE 0x1u      /**< the room goes on */
+#define EGW_CLIENT_EV_CACHED 0x2u    /**< Success from the port's content
+				       * cache or another room's transfer:
+				       * nothing crossed the wire for it */
 #define EGW_CLIENT_EV_END 0x100u     /**< the room ended, its slot is free */
 #define EGW_CLIENT_EV_REFUSED 0x200u /**< the command was refused (result is
 				       * a negated errno), nothing changed */
@@ -219,6 +223,69 @@ int egw_client_send_commit(struct egw_client *c, uint32_t slot, uint64_t tag);
 int egw_client_recv_open(struct egw_client *c, uint64_t room, uint16_t peer,
 			 uint16_t rank, uint16_t nranks, uint32_t flags,
 			 uint64_t tag);
+
+/** Bytes of a content key (egw_client_recv_open_ex). */
+#define EGW_CLIENT_CONTENT_BYTES 16u
+
+/**
+ * egw_client_send_open() for attempt `attempt` of the room (0: the first;
+ * a retry of a failed room uses the next number, and the language side
+ * opens the same attempt: doc/client.md, "Attempts"). `content` must be
+ * NULL: content keys are the language side's.
+ */
+int egw_client_send_open_ex(struct egw_client *c, uint64_t room,
+			    uint32_t total_tokens, uint16_t nranks,
+			    int32_t mrope_delta, uint64_t cookie,
+			    uint32_t attempt, const uint8_t *content,
+			    uint64_t tag);
+
+/**
+ * egw_client_recv_open() for attempt `attempt`, naming its content by a
+ * 16-byte key (NULL or all zero: none). A keyed room is served from data
+ * the port already holds for the key, or shares a transfer of it already
+ * under way, without a transfer of its own (its Success event carries
+ * EGW_CLIENT_EV_CACHED); else it transfers as usual and its data is kept
+ * for the key (doc/client.md, "Content keys").
+ */
+int egw_client_recv_open_ex(struct egw_client *c, uint64_t room,
+			    uint16_t peer, uint16_t rank, uint16_t nranks,
+			    uint32_t flags, uint32_t attempt,
+			    const uint8_t *content, uint64_t tag);
+
+/** What a LOOKUP's event says in `result`. */
+enum egw_client_lookup {
+	EGW_CLIENT_LOOKUP_NONE = 0,      /**< nothing held: a room transfers */
+	EGW_CLIENT_LOOKUP_LANDED = 1,    /**< landed data: served at once */
+	EGW_CLIENT_LOOKUP_IN_FLIGHT = 2, /**< a transfer of it is under way */
+};
+
+/**
+ * Language side: ask what the port holds for a content key. The answer
+ * is an event with op EGW_CLIENT_LOOKUP, room 0, this tag and the
+ * enum egw_client_lookup in `result`.
+ * @return 0, -EAGAIN (ring full), -EINVAL (an all-zero key),
+ *   -EOPNOTSUPP (an encode-only port).
+ */
+int egw_client_lookup(struct egw_client *c, const uint8_t content[16],
+		      uint64_t tag);
+
+/** The port's state as the gateway last published it (about once a
+ * millisecond): backpressure and the content cache. */
+struct egw_client_stats {
+	uint64_t updated_ns;        /**< the gateway's clock at the snapshot */
+	uint32_t pool_blocks, free_blocks, quarantined_blocks;
+	uint32_t admission_queue;   /**< rooms waiting for memory */
+	uint32_t cache_entries, cache_blocks, cache_pinned;
+	uint32_t reserved;
+	uint64_t cache_hits, cache_misses, cache_shared, cache_evictions;
+};
+
+/**
+ * Read the published stats (a consistent snapshot).
+ * @return 0; -EAGAIN when the gateway was writing them on every try
+ *   (try again); -ENODATA before the gateway published anything.
+ */
+int egw_client_stats(struct egw_client *c, struct egw_client_stats *out);
 
 /** Language side: done with a Success room's blocks. */
 int egw_client_release(struct egw_client *c, uint32_t slot, uint64_t tag);
