@@ -86,6 +86,7 @@ struct egw_clients {
 	struct cache_entry *cache;
 	struct egw_attach_run *cache_runs;
 	uint64_t use_clock;
+	uint32_t pinned_blocks;    /* of landed entries some room holds */
 	struct egw_clients_cache_stats cst;
 	struct client *clients;
 	uint32_t nattached;
@@ -343,10 +344,12 @@ cache_evict_one(struct egw_clients *s)
 	return true;
 }
 
+/* The bound is on blocks no room holds: held ones cannot go anyway. */
 static void
 cache_trim(struct egw_clients *s)
 {
-	while (s->cst.blocks > s->c.cache_blocks && cache_evict_one(s))
+	while (s->cst.blocks - s->pinned_blocks > s->c.cache_blocks &&
+	       cache_evict_one(s))
 		;
 }
 
@@ -384,6 +387,7 @@ cache_unref(struct egw_clients *s, struct cache_entry *e)
 	e->used = ++s->use_clock;
 	if (--e->refs == 0) {
 		s->cst.pinned--;
+		s->pinned_blocks -= e->blocks;
 		cache_trim(s);
 	}
 }
@@ -450,8 +454,10 @@ entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
 	p->state = EGW_AST_SUCCESS;
 	p->held_at = s->now;
 	p->warned = false;
-	if (e->refs++ == 0)
+	if (e->refs++ == 0) {
 		s->cst.pinned++;
+		s->pinned_blocks += e->blocks;
+	}
 	e->used = ++s->use_clock;
 	cl->st.rooms_ok++;
 	publish_slot(cl, slot, 0);
@@ -460,8 +466,7 @@ entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
 	return 0;
 }
 
-/* The leader's transfer landed: the entry keeps its blocks, the rooms
- * that waited for it are served from them. */
+/* The leader's transfer landed: the entry keeps its blocks. */
 static void
 entry_landed(struct egw_clients *s, struct cache_entry *e, uint32_t total,
 	     const struct egw_attach_run *runs, uint32_t nruns)
@@ -475,6 +480,12 @@ entry_landed(struct egw_clients *s, struct cache_entry *e, uint32_t total,
 	e->state = CE_LANDED;
 	e->used = ++s->use_clock;
 	s->cst.blocks += e->blocks;
+}
+
+/* The rooms that waited for a landed entry's transfer get its blocks. */
+static void
+serve_followers(struct egw_clients *s, struct cache_entry *e)
+{
 	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
 		struct client *cl = &s->clients[c];
 
@@ -1217,6 +1228,7 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 			entry_landed(s, e, total, runs, nruns);
 			p->entry = NO_ENTRY;
 			rc = entry_deliver(s, cid, slot, e, 0);
+			serve_followers(s, e);
 			cache_trim(s);
 			return rc;
 		}
