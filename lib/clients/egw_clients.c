@@ -1195,7 +1195,7 @@ egw_clients_room_state(struct egw_clients *s, enum egw_attach_side side,
 	if (total != 0)
 		p->total = total;
 	publish_slot(&s->clients[cid], slot, 0);
-	post(s, cid, p->tag, room, 0, p->op, p->state, EGW_CQEF_MORE, slot, p->total,
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot, p->total,
 	     p->nruns, landed);
 }
 
@@ -1243,7 +1243,7 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 	p->warned = false;
 	cl->st.rooms_ok++;
 	publish_slot(cl, slot, 0);
-	post(s, cid, p->tag, room, 0, p->op, p->state, EGW_CQEF_MORE, slot, total,
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot, total,
 	     nruns, total);
 	return 0;
 }

@@ -32,6 +32,7 @@ class Room:
         self.ended = False
         self.total_tokens = 0
         self.refusals = []     # (op, result) of commands the gateway refused
+        self.cached = False    # Success without a transfer of its own
         self._runs = None
 
     def __repr__(self):
@@ -61,6 +62,8 @@ class Room:
             ev.state = KVPoll.Failed
         if ev.total_tokens:
             self.total_tokens = ev.total_tokens
+        if ev.flags & _lib.EV_CACHED:
+            self.cached = True
         self.state = KVPoll(ev.state)
         if ev.result != 0:
             self.result = ev.result

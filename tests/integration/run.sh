@@ -768,6 +768,46 @@ case_engines() {
 	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
 }
 
+define engines-content "Content keys: rooms keyed by their data land once; later requests of the same content on both ranks are looked up as landed and served from the language gateway's cache without a transfer, bit-identical; two requests of one content in flight share one transfer; attempt 1 of a room id goes through both gateways; nothing leaked"
+case_engines_content() {
+	local a b c1 c2 d r
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	a=$(room_ids 1 2000 10000)
+	for r in 0 1; do
+		engine "$T/rank$r.log" language "$T/lang-0.sock" --rooms "$a" --rank $r --nranks 2 --keyed
+	done
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$a" --nranks 2
+	engines_wait || { MSG="first transfer: $(cat "$T"/rank?.log "$T/encode.log" | tr '\n' ' ')"; return 1; }
+	# the same content under new request ids, and no encoder at all
+	b=$(room_ids 2 2000 10000)
+	for r in 0 1; do
+		engine "$T/rank$r-b.log" language "$T/lang-0.sock" --rooms "$b" --same-as "$a" --rank $r --nranks 2 --lookup --expect-cached 2
+	done
+	engines_wait || { MSG="from the cache: $(cat "$T"/rank?-b.log | tr '\n' ' ')"; return 1; }
+	# two requests of one content open before its data is sent
+	c1=$(room_ids 3 3000)
+	c2=$(room_ids 4 3000)
+	engine "$T/rank0-c.log" language "$T/lang-0.sock" --rooms "$c1,$c2" --same-as "$c1,$c1" --rank 0 --nranks 1 --expect-cached 1
+	sleep 1
+	engine "$T/encode-c.log" encode "$T/enc-0.sock" --rooms "$c1" --nranks 1
+	engines_wait || { MSG="shared in flight: $(cat "$T/rank0-c.log" "$T/encode-c.log" | tr '\n' ' ')"; return 1; }
+	# a retry's room id, the same on both gateways
+	d=$(room_ids 5 500)
+	engine "$T/rank0-d.log" language "$T/lang-0.sock" --rooms "$d" --rank 0 --nranks 1 --attempt 1
+	engine "$T/encode-d.log" encode "$T/enc-0.sock" --rooms "$d" --nranks 1 --attempt 1
+	engines_wait || { MSG="attempt 1: $(cat "$T/rank0-d.log" "$T/encode-d.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	expect "$T/enc.log" clients ok -eq 4 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients ok -eq 11 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients cache_hits -eq 4 &&
+		expect "$T/lang.log" clients cache_shared -eq 1 &&
+		expect "$T/lang.log" clients cache_misses -eq 3 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
+	MSG="2 rooms transferred once to 2 ranks, then served 4 times from the cache and 1 time by a shared transfer, bit-identical; attempt 1 served; zero blocks in use on both gateways"
+}
+
 define engine-killed "SIGKILL of a language rank, then of the encode engine, while their rooms are open: the survivors see Failed with the reason, every block comes back on both gateways"
 case_engine_killed() {
 	local rooms victim

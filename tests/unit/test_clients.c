@@ -1113,6 +1113,7 @@ test_without_a_cache_keys_change_nothing(void)
 static void
 test_attempt_is_a_new_room_inside_the_gateway(void)
 {
+	struct egw_attach_run runs[1] = { { 3, 1 } };
 	struct world w;
 	struct egw_attach_cmd c;
 	struct egw_attach_cqe e;
@@ -1140,6 +1141,20 @@ test_attempt_is_a_new_room_inside_the_gateway(void)
 	c.attempt = 3;
 	w_cmd(&w, c);
 	CU_ASSERT_EQUAL(w.f.last_room, egw_attach_room_id(5, 3));
+	CU_ASSERT_EQUAL(w_cqe(&w).room, 5);
+	/* what the gateway says of the attempt's id reaches the engine
+	 * under its own id */
+	egw_clients_room_state(w.srv, EGW_SIDE_RECV, egw_attach_room_id(5, 3),
+			       0, EGW_AST_TRANSFERRING, 100, 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 5);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv,
+						   egw_attach_room_id(5, 3), 0,
+						   100, runs, 1), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 5);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
 	w_fini(&w);
 }
 
