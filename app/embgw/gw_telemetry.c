@@ -230,6 +230,9 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "cq_overflow", st.cq_overflow);
 		add(c, "alloc_waits", st.alloc_waits);
 		add(c, "busy", st.busy);
+		add(c, "lost", st.lost);
+		add(c, "held_rooms", st.held_rooms);
+		add(c, "held_blocks", egw_clients_held_blocks(ap->clients));
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	return 0;

@@ -17,6 +17,8 @@ enum phase {
 	PH_OPEN,       /* send: blocks given, not committed; recv: opened */
 	PH_COMMITTED,  /* send: the engine owns the runs */
 	PH_DELIVERED,  /* recv: the client owns the blocks until RELEASE */
+	PH_HELD,       /* the client was given up while it may still map
+			* these blocks: out of the pool until it is removed */
 };
 
 struct slot_state {
@@ -39,6 +41,7 @@ struct client {
 	struct egw_attach_run *run_store;
 	uint32_t nwait;            /* slots in PH_WAIT_MEM */
 	uint64_t beat, beat_at;
+	uint32_t held_blocks;      /* in PH_HELD rooms */
 	struct egw_clients_stats st;
 };
 
@@ -58,6 +61,7 @@ struct egw_clients {
 	struct index_entry *tab;
 	uint32_t tab_mask, nrooms;
 	struct egw_clients_stats removed; /* counters of removed clients */
+	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -139,7 +143,6 @@ unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
 
 /* ---- completions and shared slots --------------------------------------- */
 
-static void lose(struct egw_clients *s, uint32_t cid, const char *why);
 
 static void
 post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
@@ -248,12 +251,24 @@ err_code(int err)
  * Take the room out of the index first: the gateway may report the end
  * of the room from inside the ops call, and must find nothing then.
  */
+static uint32_t
+blocks_of(const struct slot_state *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nruns; i++)
+		n += p->runs[i].count;
+	return n;
+}
+
 static void
 end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 	const struct egw_clients_ops *ops = s->c.ops;
-	unindex(s, p->room, rank_side(p->rank, p->side));
+
+	if (p->phase != PH_HELD)
+		unindex(s, p->room, rank_side(p->rank, p->side));
 	switch (p->phase) {
 	case PH_OPEN:
 		if (p->side == EGW_SIDE_SEND)
@@ -269,6 +284,18 @@ end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 		ops->recv_release(s->c.ctx, p->room, p->rank, p->runs,
 				  p->nruns);
 		break;
+	case PH_HELD:
+		/* ended at the node when the client was given up; now the
+		 * blocks go back (ending it again is no error) */
+		if (p->side == EGW_SIDE_SEND)
+			ops->send_abort(s->c.ctx, p->room, false, p->runs,
+					p->nruns);
+		else
+			ops->recv_release(s->c.ctx, p->room, p->rank, p->runs,
+					  p->nruns);
+		s->held_blocks -= blocks_of(p);
+		s->clients[cid].held_blocks -= blocks_of(p);
+		return; /* out of the index already */
 	default: /* PH_WAIT_MEM: nothing was given yet */
 		break;
 	}
@@ -282,24 +309,74 @@ end_all(struct egw_clients *s, uint32_t cid)
 	for (uint32_t i = 0; i < cl->m.nslots; i++) {
 		if (cl->slots[i].room == 0)
 			continue;
-		end_room(s, cid, i);
-		if (cl->slots[i].phase != PH_DELIVERED)
+		if (cl->slots[i].phase != PH_DELIVERED &&
+		    cl->slots[i].phase != PH_HELD)
 			cl->st.rooms_failed++;
+		end_room(s, cid, i);
 		cl->slots[i].room = 0;
 		cl->slots[i].phase = PH_FREE;
 	}
 	cl->nwait = 0;
 }
 
+/*
+ * A room whose blocks the client may be reading or writing right now (a
+ * delivered language room, an encode room before its commit) ends at the
+ * node (the peers hear ABORT) but keeps its blocks out of the pool: a
+ * client given up while it was stopped finds its own room's bytes, never
+ * another room's, until it is removed (its socket closed).
+ */
 static void
-lose(struct egw_clients *s, uint32_t cid, const char *why)
+hold_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 {
 	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+
+	unindex(s, p->room, rank_side(p->rank, p->side));
+	if (p->side == EGW_SIDE_SEND) {
+		s->c.ops->send_abort(s->c.ctx, p->room, true, NULL, 0);
+		cl->st.rooms_failed++;
+	}
+	p->phase = PH_HELD;
+	cl->held_blocks += blocks_of(p);
+	s->held_blocks += blocks_of(p);
+	cl->st.held_rooms++;
+	cl->st.held_blocks += blocks_of(p);
+}
+
+static void
+lose(struct egw_clients *s, uint32_t cid, const char *why,
+     enum egw_attach_lost reason, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct egw_attach_trust *t = egw_attach_trust_of(cl->m.area);
 
 	if (cl->lost)
 		return;
 	cl->lost = true;
-	end_all(s, cid);
+	cl->st.lost++;
+	for (uint32_t i = 0; i < cl->m.nslots; i++) {
+		struct slot_state *p = &cl->slots[i];
+
+		if (p->room == 0)
+			continue;
+		if (p->phase == PH_DELIVERED ||
+		    (p->phase == PH_OPEN && p->side == EGW_SIDE_SEND &&
+		     p->nruns > 0)) {
+			hold_room(s, cid, i);
+			continue;
+		}
+		if (p->phase != PH_DELIVERED)
+			cl->st.rooms_failed++;
+		end_room(s, cid, i);
+		p->room = 0;
+		p->phase = PH_FREE;
+	}
+	cl->nwait = 0;
+	/* the client's word: checked by its library on every call */
+	t->held_blocks = cl->held_blocks;
+	t->lost_ns = now;
+	__atomic_store_n(&t->lost, (uint32_t)reason, __ATOMIC_RELEASE);
 	s->c.ops->client_lost(s->c.ctx, cid, why);
 }
 
@@ -668,14 +745,15 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		if (rc == 0)
 			break;
 		if (rc < 0) {
-			lose(s, cid, "submission ring tail out of range");
+			lose(s, cid, "submission ring tail out of range",
+			     EGW_LOST_RING, now);
 			return done + 1;
 		}
 		command(s, cid, &c, now);
 		done++;
 	}
 	if (cl->broken != NULL)
-		lose(s, cid, cl->broken);
+		lose(s, cid, cl->broken, EGW_LOST_RING, now);
 	if (cl->lost)
 		return done;
 	beat = __atomic_load_n(&cl->m.area->client_beat, __ATOMIC_ACQUIRE);
@@ -683,7 +761,8 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		cl->beat = beat;
 		cl->beat_at = now;
 	} else if (s->c.lease_ns > 0 && now - cl->beat_at > s->c.lease_ns) {
-		lose(s, cid, "lease expired (client_beat did not move)");
+		lose(s, cid, "lease expired (client_beat did not move)",
+		     EGW_LOST_LEASE, now);
 		return done + 1;
 	}
 	if (cl->wake) {
@@ -840,4 +919,18 @@ uint32_t
 egw_clients_rooms(const struct egw_clients *s)
 {
 	return s->nrooms;
+}
+
+uint32_t
+egw_clients_held_blocks(const struct egw_clients *s)
+{
+	return s->held_blocks;
+}
+
+uint32_t
+egw_clients_client_held(const struct egw_clients *s, uint32_t client)
+{
+	if (client >= s->c.max_clients || !s->clients[client].used)
+		return 0;
+	return s->clients[client].held_blocks;
 }

@@ -80,7 +80,7 @@ test_bad_counts_and_headers_refused(void)
 	a->magic ^= 1;
 	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
 	*a = save;
-	a->version = 2;
+	a->version = 3;
 	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
 	*a = save;
 	a->cq.offset -= 64; /* cq over the last sq entry */
@@ -429,7 +429,7 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
 			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 2"));
 	h = hello();
 	h.flags = 2;
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
