@@ -184,7 +184,8 @@ op_client_lost(void *ctx, uint32_t client, const char *why)
 
 	GW_LOG(WARNING, "port %s: client %u given up: %s\n",
 	       ap->base.id->cfg->name, client, why);
-	tell_ctl(ap, GW_AM_LOST, (int32_t)client, 0);
+	tell_ctl(ap, GW_AM_LOST, (int32_t)client,
+		 egw_clients_client_held(ap->clients, client));
 }
 
 static const struct egw_clients_ops clients_ops = {
@@ -308,6 +309,8 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 	out->client.cq_overflow = st.cq_overflow;
 	out->client.alloc_waits = st.alloc_waits;
 	out->client.busy = st.busy;
+	out->client.lost = st.lost;
+	out->client.held_blocks = egw_clients_held_blocks(ap->clients);
 }
 
 /* At exit, the worker and the control thread stopped: every client's

@@ -178,7 +178,8 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "
 			"alloc_waits=%lu busy=%lu blocks_in_use=%u rounds=%lu "
 			"cache_hits=%lu cache_misses=%lu cache_shared=%lu "
-			"cache_evictions=%lu held_long=%lu\n",
+			"cache_evictions=%lu held_long=%lu "
+			"lost=%lu held_blocks=%u\n",
 			name,
 			st.client.attached, (unsigned long)st.client.rooms,
 			(unsigned long)st.client.ok,
@@ -193,7 +194,8 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 			(unsigned long)st.client.cache_misses,
 			(unsigned long)st.client.cache_shared,
 			(unsigned long)st.client.cache_evictions,
-			(unsigned long)st.client.held_long);
+			(unsigned long)st.client.held_long,
+			(unsigned long)st.client.lost, st.client.held_blocks);
 		return;
 	}
 	if (st.encode)

@@ -240,6 +240,9 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "cache_shared", st.cache_shared);
 		add(c, "cache_evictions", cs.evictions);
 		add(c, "held_long", st.held_long);
+		add(c, "lost", st.lost);
+		add(c, "held_rooms", st.held_rooms);
+		add(c, "held_blocks", egw_clients_held_blocks(ap->clients));
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	return 0;

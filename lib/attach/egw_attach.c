@@ -49,13 +49,18 @@ _Static_assert(sizeof(struct egw_attach_hello) == 128, "hello: 128 bytes");
 _Static_assert(offsetof(struct egw_attach_hello, sq_entries) == 72,
 	       "hello layout as in doc/client.md");
 _Static_assert(sizeof(struct egw_attach_welcome) == 1536, "welcome: 1536 bytes");
+_Static_assert(offsetof(struct egw_attach_welcome, trust_flags) == 1360,
+	       "welcome: trust_flags at 1360");
+_Static_assert(EGW_ATTACH_TRUST_OFFSET >= sizeof(struct egw_attach_area) &&
+	       EGW_ATTACH_TRUST_OFFSET + sizeof(struct egw_attach_trust) <= 2048,
+	       "the trust word lies in the header's bytes 1024..2047");
 _Static_assert(offsetof(struct egw_attach_welcome, capacity_tokens) == 144 &&
 	       offsetof(struct egw_attach_welcome, pool_bytes) == 176 &&
 	       offsetof(struct egw_attach_welcome, area_bytes) == 248 &&
 	       offsetof(struct egw_attach_welcome, peers) == 272 &&
 	       offsetof(struct egw_attach_welcome, cache_entries) == 1296 &&
 	       offsetof(struct egw_attach_welcome, held_warn_ms) == 1304 &&
-	       offsetof(struct egw_attach_welcome, reserved) == 1360,
+	       offsetof(struct egw_attach_welcome, reserved) == 1308,
 	       "welcome layout as in doc/client.md");
 
 #define MAX_SLOTS (1u << 20)

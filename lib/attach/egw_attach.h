@@ -27,7 +27,8 @@
  *
  * Everything is in the host's byte order (client and gateway share the
  * host); sizes and offsets are pinned by static assertions, so the layout
- * is what doc/client.md says, byte by byte. Pure C, no system calls.
+ * is what doc/client.md says, byte by byte. Pure C, no system calls, but
+ * for egw_attach_peer_check() (egw_attach_cred.c).
  */
 
 #include <stddef.h>
@@ -112,6 +113,40 @@ struct egw_attach_area {
 	uint8_t pad1[EGW_ATTACH_STATS_OFFSET - 448];
 	struct egw_attach_stats stats; /**< written by the gateway only */
 };
+
+/**
+ * The gateway's word to the client about its standing (bytes 1024.. of the
+ * area's header, written by the gateway only). A client checks `lost` on
+ * every call before it acts on pool memory: once it is non-zero the
+ * gateway has given the client up (its rooms are ended) and the client's
+ * views of the pool must not be used as room data any more.
+ */
+#define EGW_ATTACH_TRUST_OFFSET 1024u
+
+struct egw_attach_trust {
+	uint32_t lost;             /**< 0, or enum egw_attach_lost: why the
+				     * gateway gave the client up */
+	uint32_t held_blocks;      /**< blocks the gateway keeps out of the
+				     * pool while the lost client may still
+				     * map them (until its socket closes) */
+	uint64_t lost_ns;          /**< the gateway's clock when it gave up */
+};
+
+/** egw_attach_trust.lost */
+enum egw_attach_lost {
+	EGW_LOST_NONE = 0,
+	EGW_LOST_LEASE = 1,        /**< client_beat did not move for lease_ms */
+	EGW_LOST_RING = 2,         /**< a ring index was impossible */
+	EGW_LOST_STOP = 3,         /**< the gateway is stopping */
+};
+
+/** The trust word of a mapped area. */
+static inline struct egw_attach_trust *
+egw_attach_trust_of(struct egw_attach_area *a)
+{
+	return (struct egw_attach_trust *)(void *)((uint8_t *)a +
+						   EGW_ATTACH_TRUST_OFFSET);
+}
 
 /** Commands (egw_attach_cmd.op). */
 enum egw_attach_op {
@@ -357,6 +392,10 @@ enum egw_attach_dtype {
 #define EGW_WELCOME_F_LANGUAGE 0x2u /**< RECV_OPEN and RELEASE allowed */
 #define EGW_WELCOME_F_WAKEUP 0x4u   /**< an eventfd came with it */
 
+/** welcome.trust_flags: the pool's fd is open read-only (a language
+ * port): map it PROT_READ; a writable mapping fails with EACCES. */
+#define EGW_WELCOME_T_POOL_RDONLY 0x1u
+
 /**
  * The gateway's answer, 1536 bytes. With status 0 it carries, as
  * SCM_RIGHTS, the pool's fd, the client area's fd and (with
@@ -388,13 +427,13 @@ struct egw_attach_welcome {
 	uint32_t npeers;           /**< names in peers[] */
 	uint32_t client_id;        /**< the gateway's number for this client */
 	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
-	uint32_t cache_entries;    /**< content entries the port keeps (0: no
-				     *   content cache; keys still share
-				     *   transfers in flight) */
+	uint32_t cache_entries;    /**< content entries the port keeps (0:
+				     *   content keys are ignored) */
 	uint32_t cache_tokens;     /**< landed tokens the cache may keep */
 	uint32_t held_warn_ms;     /**< a Success room held longer is reported */
-	uint8_t reserved1[52];     /**< zero */
-	uint8_t reserved[176];     /**< zero */
+	uint8_t reserved[52];      /**< zero (1308..1359) */
+	uint32_t trust_flags;      /**< EGW_WELCOME_T_* (1360) */
+	uint8_t reserved2[172];    /**< zero (1364..1535) */
 };
 
 /**
@@ -429,6 +468,32 @@ int egw_attach_cmd_check(const struct egw_attach_cmd *c,
 
 /** The op's name ("send_open", ...), "unknown" out of range. */
 const char *egw_attach_op_name(uint8_t op);
+
+/* ---- who may attach (egw_attach_cred.c: the one file with system calls) */
+
+/** An attach socket's credentials policy. */
+struct egw_attach_policy {
+	uint32_t self_uid;         /**< always allowed (the gateway's euid) */
+	const uint32_t *uids;      /**< allowed uids */
+	uint16_t nuids;
+	const uint32_t *gids;      /**< allowed groups: primary or supplementary */
+	uint16_t ngids;
+};
+
+/** What SO_PEERCRED said of a connected peer. */
+struct egw_attach_peer {
+	int32_t pid;
+	uint32_t uid, gid;
+};
+
+/**
+ * Check the peer of a connected Unix socket against `pol`: its uid, its
+ * primary gid (SO_PEERCRED) and its supplementary groups (SO_PEERGROUPS,
+ * as the peer held them when it connected). `who` is filled in any case.
+ * @return 1 allowed, 0 refused, or a negative errno of getsockopt(2).
+ */
+int egw_attach_peer_check(int fd, const struct egw_attach_policy *pol,
+			  struct egw_attach_peer *who);
 
 #ifdef __cplusplus
 }

@@ -16,10 +16,9 @@ submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
 	int rc;
 
 	egw_client_beat(c);
-	if (c->gone != 0) {
-		client_error("the gateway detached this client");
-		return c->gone;
-	}
+	rc = client_gone_check(c, false);
+	if (rc != 0)
+		return rc;
 	rc = egw_attach_cmd_check(cmd, &c->limits);
 	if (rc != 0) {
 		client_error("%s refused before sending: %s (room %llu, slot "
@@ -39,6 +38,7 @@ submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
 	if (rc == -EBADMSG) {
 		client_error("the gateway's submission ring head is impossible");
 		c->gone = rc;
+		client_revoke(c);
 	}
 	return rc;
 }

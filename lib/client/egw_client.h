@@ -64,6 +64,8 @@ enum egw_client_kind {
 #define EGW_CLIENT_G_ENCODE 0x1u
 #define EGW_CLIENT_G_LANGUAGE 0x2u
 #define EGW_CLIENT_G_WAKEUP 0x4u
+#define EGW_CLIENT_G_POOL_RDONLY 0x8u /**< the pool is mapped read-only (a
+				       * language port): a write faults */
 
 /** The port's pool and the client's limits, as the welcome stated them. */
 struct egw_client_geometry {
@@ -324,6 +326,31 @@ int egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
  *   the socket; another negative errno from poll(2).
  */
 int egw_client_wait(struct egw_client *c, unsigned int timeout_ms);
+
+/**
+ * Whether the gateway still holds this client (doc/client.md, "Trust"):
+ * every call of the library checks it before it touches a room. Once the
+ * client is lost (the gateway gave it up: lease, broken ring; or the
+ * gateway closed the socket) the pool's mapping is revoked - the same
+ * addresses hold private zero pages, never another room's bytes - and
+ * every call fails with -ECONNRESET, egw_client_last_error() saying why.
+ * @return 0, or -ECONNRESET.
+ */
+int egw_client_check(struct egw_client *c);
+
+/** Why the gateway gave this client up: 0 (it did not), or
+ * EGW_LOST_LEASE (1), EGW_LOST_RING (2), EGW_LOST_STOP (3). */
+uint32_t egw_client_lost(const struct egw_client *c);
+
+/**
+ * egw_client_detach(), except that the pool's address range stays
+ * reserved, revoked (private zero pages), and is returned: for a language
+ * binding whose views of the pool may outlive the client. Unmap it with
+ * egw_client_unmap_kept() once nothing points into it.
+ */
+void egw_client_detach_keep(struct egw_client *c, void **pool,
+			    size_t *bytes);
+void egw_client_unmap_kept(void *pool, size_t bytes);
 
 /** Add 1 to the lease counter (every call above does it too). */
 void egw_client_beat(struct egw_client *c);

@@ -19,6 +19,8 @@ enum phase {
 	PH_DELIVERED,  /* recv: the client owns the blocks until RELEASE */
 	PH_FOLLOW,     /* recv: waits for another room's transfer of the
 			* same content (no receive of its own) */
+	PH_HELD,       /* the client was given up while it may still map
+			* these blocks: out of the pool until it is removed */
 };
 
 #define NO_ENTRY UINT32_MAX
@@ -48,6 +50,7 @@ struct client {
 	uint32_t nwait;            /* slots in PH_WAIT_MEM */
 	uint32_t pub_seq;          /* the published stats' sequence */
 	uint64_t beat, beat_at;
+	uint32_t held_blocks;      /* in PH_HELD rooms */
 	struct egw_clients_stats st;
 };
 
@@ -93,6 +96,7 @@ struct egw_clients {
 	struct index_entry *tab;
 	uint32_t tab_mask, nrooms;
 	struct egw_clients_stats removed; /* counters of removed clients */
+	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -174,7 +178,6 @@ unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
 
 /* ---- completions and shared slots --------------------------------------- */
 
-static void lose(struct egw_clients *s, uint32_t cid, const char *why);
 
 static void
 post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
@@ -413,7 +416,7 @@ entry_leave(struct egw_clients *s, uint32_t cid, uint32_t slot, int code)
 		return;
 	}
 	if (e->state == CE_LANDED) {
-		if (p->phase == PH_DELIVERED)
+		if (p->phase == PH_DELIVERED || p->phase == PH_HELD)
 			cache_unref(s, e);
 		return;
 	}
@@ -511,6 +514,16 @@ serve_followers(struct egw_clients *s, struct cache_entry *e)
  * Take the room out of the index first: the gateway may report the end
  * of the room from inside the ops call, and must find nothing then.
  */
+static uint32_t
+blocks_of(const struct slot_state *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nruns; i++)
+		n += p->runs[i].count;
+	return n;
+}
+
 static void
 end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 {
@@ -519,7 +532,8 @@ end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 	bool shared = p->entry != NO_ENTRY &&
 		      s->cache[p->entry].state == CE_LANDED;
 
-	unindex(s, p->wire, rank_side(p->rank, p->side));
+	if (p->phase != PH_HELD)
+		unindex(s, p->wire, rank_side(p->rank, p->side));
 	/* blocks of a landed entry are the cache's, not this room's */
 	entry_leave(s, cid, slot, -EGW_E_ABORTED);
 	switch (p->phase) {
@@ -538,6 +552,18 @@ end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 			ops->recv_release(s->c.ctx, p->wire, p->rank, p->runs,
 					  p->nruns);
 		break;
+	case PH_HELD:
+		/* ended at the node when the client was given up; now the
+		 * blocks go back (ending it again is no error) */
+		if (p->side == EGW_SIDE_SEND)
+			ops->send_abort(s->c.ctx, p->wire, false, p->runs,
+					p->nruns);
+		else if (!shared)
+			ops->recv_release(s->c.ctx, p->wire, p->rank, p->runs,
+					  p->nruns);
+		s->held_blocks -= blocks_of(p);
+		s->clients[cid].held_blocks -= blocks_of(p);
+		return; /* out of the index already */
 	default: /* PH_WAIT_MEM, PH_FOLLOW: nothing was given yet */
 		break;
 	}
@@ -551,24 +577,74 @@ end_all(struct egw_clients *s, uint32_t cid)
 	for (uint32_t i = 0; i < cl->m.nslots; i++) {
 		if (cl->slots[i].room == 0)
 			continue;
-		end_room(s, cid, i);
-		if (cl->slots[i].phase != PH_DELIVERED)
+		if (cl->slots[i].phase != PH_DELIVERED &&
+		    cl->slots[i].phase != PH_HELD)
 			cl->st.rooms_failed++;
+		end_room(s, cid, i);
 		cl->slots[i].room = 0;
 		cl->slots[i].phase = PH_FREE;
 	}
 	cl->nwait = 0;
 }
 
+/*
+ * A room whose blocks the client may be reading or writing right now (a
+ * delivered language room, an encode room before its commit) ends at the
+ * node (the peers hear ABORT) but keeps its blocks out of the pool: a
+ * client given up while it was stopped finds its own room's bytes, never
+ * another room's, until it is removed (its socket closed).
+ */
 static void
-lose(struct egw_clients *s, uint32_t cid, const char *why)
+hold_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 {
 	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+
+	unindex(s, p->wire, rank_side(p->rank, p->side));
+	if (p->side == EGW_SIDE_SEND) {
+		s->c.ops->send_abort(s->c.ctx, p->wire, true, NULL, 0);
+		cl->st.rooms_failed++;
+	}
+	p->phase = PH_HELD;
+	cl->held_blocks += blocks_of(p);
+	s->held_blocks += blocks_of(p);
+	cl->st.held_rooms++;
+	cl->st.held_blocks += blocks_of(p);
+}
+
+static void
+lose(struct egw_clients *s, uint32_t cid, const char *why,
+     enum egw_attach_lost reason, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct egw_attach_trust *t = egw_attach_trust_of(cl->m.area);
 
 	if (cl->lost)
 		return;
 	cl->lost = true;
-	end_all(s, cid);
+	cl->st.lost++;
+	for (uint32_t i = 0; i < cl->m.nslots; i++) {
+		struct slot_state *p = &cl->slots[i];
+
+		if (p->room == 0)
+			continue;
+		if (p->phase == PH_DELIVERED ||
+		    (p->phase == PH_OPEN && p->side == EGW_SIDE_SEND &&
+		     p->nruns > 0)) {
+			hold_room(s, cid, i);
+			continue;
+		}
+		if (p->phase != PH_DELIVERED)
+			cl->st.rooms_failed++;
+		end_room(s, cid, i);
+		p->room = 0;
+		p->phase = PH_FREE;
+	}
+	cl->nwait = 0;
+	/* the client's word: checked by its library on every call */
+	t->held_blocks = cl->held_blocks;
+	t->lost_ns = now;
+	__atomic_store_n(&t->lost, (uint32_t)reason, __ATOMIC_RELEASE);
 	s->c.ops->client_lost(s->c.ctx, cid, why);
 }
 
@@ -1024,14 +1100,15 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		if (rc == 0)
 			break;
 		if (rc < 0) {
-			lose(s, cid, "submission ring tail out of range");
+			lose(s, cid, "submission ring tail out of range",
+			     EGW_LOST_RING, now);
 			return done + 1;
 		}
 		command(s, cid, &c, now);
 		done++;
 	}
 	if (cl->broken != NULL)
-		lose(s, cid, cl->broken);
+		lose(s, cid, cl->broken, EGW_LOST_RING, now);
 	if (cl->lost)
 		return done;
 	beat = __atomic_load_n(&cl->m.area->client_beat, __ATOMIC_ACQUIRE);
@@ -1039,7 +1116,8 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		cl->beat = beat;
 		cl->beat_at = now;
 	} else if (s->c.lease_ns > 0 && now - cl->beat_at > s->c.lease_ns) {
-		lose(s, cid, "lease expired (client_beat did not move)");
+		lose(s, cid, "lease expired (client_beat did not move)",
+		     EGW_LOST_LEASE, now);
 		return done + 1;
 	}
 	if (cl->wake) {
@@ -1321,4 +1399,18 @@ uint32_t
 egw_clients_rooms(const struct egw_clients *s)
 {
 	return s->nrooms;
+}
+
+uint32_t
+egw_clients_held_blocks(const struct egw_clients *s)
+{
+	return s->held_blocks;
+}
+
+uint32_t
+egw_clients_client_held(const struct egw_clients *s, uint32_t client)
+{
+	if (client >= s->c.max_clients || !s->clients[client].used)
+		return 0;
+	return s->clients[client].held_blocks;
 }

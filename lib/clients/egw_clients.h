@@ -70,8 +70,12 @@ struct egw_clients_ops {
 	 * thread that may block; the server asks once per poll at most). */
 	void (*wake)(void *ctx, uint32_t client);
 	/** The server gave a client up (ring indices broken, lease expired):
-	 * its rooms are already ended; close its socket, then call
-	 * egw_clients_remove(). `why` is for the log. */
+	 * its rooms are already ended at the node and the area's trust word
+	 * says so, but the blocks of rooms the client may still map
+	 * (delivered, or opened and not committed) are held out of the pool
+	 * until egw_clients_remove(): call it once the client's process can
+	 * no longer map them (its socket closed) or a bound passed. `why`
+	 * is for the log. */
 	void (*client_lost)(void *ctx, uint32_t client, const char *why);
 	/** Optional: the port's memory as the clients' published stats say
 	 * it (pool, quarantine, admission queue). Asked about once a
@@ -123,6 +127,10 @@ struct egw_clients_stats {
 	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
 	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */
 	uint64_t held_long;        /**< delivered rooms held past held_warn_ns */
+	uint64_t lost;             /**< clients given up (lease, broken ring) */
+	uint64_t held_rooms;       /**< rooms whose blocks were held for a
+				    *   given-up client until its removal */
+	uint64_t held_blocks;      /**< ... and their blocks */
 };
 
 /** The content cache of a port (doc/client.md, "Content keys"). */
@@ -218,6 +226,11 @@ uint32_t egw_clients_cache_flush(struct egw_clients *s);
 /** Clients attached, rooms held. */
 uint32_t egw_clients_attached(const struct egw_clients *s);
 uint32_t egw_clients_rooms(const struct egw_clients *s);
+/** Blocks kept out of the pool now for given-up clients not yet removed
+ * (all clients; or one client, 0 for an unknown id). */
+uint32_t egw_clients_held_blocks(const struct egw_clients *s);
+uint32_t egw_clients_client_held(const struct egw_clients *s,
+				 uint32_t client);
 
 #ifdef __cplusplus
 }

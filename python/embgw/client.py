@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _trust
 from ._lib import lib, check
 from .room import EncodeRoom, LanguageRoom
 
@@ -89,12 +89,18 @@ class Client:
         self.peers = [lib.egw_client_peer(handle, i).decode()
                       for i in range(g.npeers)]
         self._regions = {}
+        # views outlive close(): the range stays mapped (revoked) for them
+        self._keeper = _trust.PoolKeeper()
+        self.pool_readonly = bool(g.flags & _trust.G_POOL_RDONLY)
         for kind, k in _lib.KINDS.items():
             size = _lib.c_u64()
             ptr = lib.egw_client_region(handle, k, ctypes.byref(size))
             if ptr:
-                buf = (ctypes.c_uint8 * size.value).from_address(ptr)
+                buf = self._keeper.buffer(ptr, size.value)
                 self._regions[kind] = np.frombuffer(buf, dtype=np.uint8)
+                # a language port's pool is mapped read-only: a write
+                # through a view raises instead of faulting
+                self._regions[kind].flags.writeable = not self.pool_readonly
         cap = g.capacity_tokens
         self.pool = {"embedding": self._regions["embedding"]
                      [:cap * g.hidden_size * g.dtype_bytes]
@@ -114,9 +120,10 @@ class Client:
     # ---- lifetime -------------------------------------------------------
     def close(self):
         """Detach: the gateway aborts every room still held. Views of the
-        pool must not be used afterwards."""
+        pool made before stay valid memory but hold zeros (never another
+        room's bytes); rooms' views(), tensors() and gather() raise."""
         if self._c:
-            lib.egw_client_detach(self._c)
+            _trust.detach(self._c, self._keeper)
             self._c = None
             for r in self._rooms.values():
                 r._gone(0, "the client detached")

@@ -848,6 +848,39 @@ case_engine_killed() {
 	MSG="a killed rank: its peer rank and the encoder saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0.log")); a killed encoder: the rank saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0-2.log")); zero blocks in use on both gateways"
 }
 
+define attach-trust "the attach boundary: a refused uid's flood of silent connections while 12 engines attach (all do); a language engine's pool is read-only (r--s, a write faults); an engine that stops past its lease with a landed room finds its own bytes (the gateway held the blocks while other rooms filled the pool), then release(), poll() and views() raise and its views hold zeros; the held blocks come back"
+case_attach_trust() {
+	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+		timeout -s KILL 120 /usr/bin/python3 tests/integration/trust.py)
+	local held others
+	ENGINE_LEASE=1000 engine_gateways || return 1
+	LOG=$T/lang.log
+	# a socket anyone may reach and connect to: credentials alone decide
+	chmod 0711 "$T" && chmod 0666 "$T/lang-0.sock"
+	"${TRUST[@]}" flood "$T/lang-0.sock" --seconds 5 --engines 12 >"$T/flood.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/flood.log")"; return 1; }
+	"${TRUST[@]}" readonly "$T/lang-0.sock" >"$T/ro.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/ro.log")"; return 1; }
+	# the held room, then 5 rooms of 50,000 for another engine: together
+	# more than the pool, so freed blocks would be taken at once
+	held=$(room_ids 7 50000)
+	others=$(room_ids 8 50000 50000 50000 50000 50000)
+	"${TRUST[@]}" lost "$T/lang-0.sock" --room "$held" --hold-s 4 >"$T/lost.log" 2>&1 &
+	ENGINE_PIDS+=($!)
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$held" --nranks 1
+	wait_line "$T/lost.log" trust-lost 60 || { MSG="$(tr '\n' ' ' <"$T/lost.log")"; return 1; }
+	engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$others" --rank 0 --nranks 1
+	engine "$T/encode2.log" encode "$T/enc-0.sock" --rooms "$others" --nranks 1
+	engines_wait || { MSG="$(cat "$T/lost.log" "$T/rank0.log" "$T/encode2.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="lang: $(report "$T/lang.log")"
+	expect "$T/lang.log" clients lost -eq 1 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+		grep -q "block(s) of its rooms held until it closes its socket" "$T/lang.log" &&
+		grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" || return 1
+	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')"
+}
+
 define engines-dtypes "Python engines in fp16 and in fp32 (a gateway pair each): lengths 1, 127, 128, 129, 50000 bit-identical, nothing leaked"
 case_engines_dtypes() {
 	local base=$T d rooms

@@ -5,9 +5,14 @@
  * and the field checks of every command.
  */
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cu_main.h"
 #include "egw_attach.h"
@@ -503,6 +508,80 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
 }
 
+/*
+ * Connect from a child process running as uid/gid 65534 with `group` as
+ * its only supplementary group, and check the accepted socket against
+ * the policy. @return egw_attach_peer_check()'s answer.
+ */
+static int
+check_peer_with_group(const uint32_t *gids, uint16_t ngids, gid_t group,
+		      struct egw_attach_peer *who)
+{
+	const struct egw_attach_policy pol = {
+		.self_uid = 0, .gids = gids, .ngids = ngids,
+	};
+	int afd, rc, status;
+	pid_t pid;
+	char b;
+
+	/* a socketpair's peer credentials are those of its creator: the
+	 * child connects to an abstract listening socket instead */
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "egw-peer-%d",
+		 (int)getpid());
+	CU_ASSERT_FATAL(lfd >= 0);
+	CU_ASSERT_FATAL(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	CU_ASSERT_FATAL(listen(lfd, 1) == 0);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (setgroups(1, &group) != 0 || setgid(65534) != 0 ||
+		    setuid(65534) != 0)
+			_exit(2);
+		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa,
+				      sizeof(sa)) != 0)
+			_exit(3);
+		(void)!read(fd, &b, 1); /* until the parent is done */
+		_exit(0);
+	}
+	afd = accept(lfd, NULL, NULL);
+	close(lfd);
+	CU_ASSERT_FATAL(afd >= 0);
+	rc = egw_attach_peer_check(afd, &pol, who);
+	close(afd);
+	waitpid(pid, &status, 0);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return rc;
+}
+
+/* allow_gids counts the groups a process is in by a supplementary group
+ * (as `id -G` lists them), not only its primary gid. */
+static void
+test_peer_supplementary_group_allowed(void)
+{
+	const uint32_t inference[] = { 4242 }, other[] = { 4343 };
+	struct egw_attach_peer who;
+
+	CU_ASSERT_FATAL(geteuid() == 0); /* the child changes its ids */
+	CU_ASSERT_EQUAL(check_peer_with_group(inference, 1, 4242, &who), 1);
+	CU_ASSERT_EQUAL(who.uid, 65534);
+	CU_ASSERT_EQUAL(who.gid, 65534);
+	CU_ASSERT(who.pid > 0);
+	CU_ASSERT_EQUAL(check_peer_with_group(other, 1, 4242, &who), 0);
+	CU_ASSERT_EQUAL(check_peer_with_group(NULL, 0, 4242, &who), 0);
+	/* the primary gid still counts */
+	{
+		const uint32_t nobody[] = { 65534 };
+
+		CU_ASSERT_EQUAL(check_peer_with_group(nobody, 1, 4242, &who), 1);
+	}
+}
+
 int
 main(void)
 {
@@ -517,6 +596,7 @@ main(void)
 		{ "command_fields_checked", test_command_fields_checked },
 		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
 		{ "attempt_room_ids_are_the_documented_ones", test_attempt_room_ids_are_the_documented_ones },
+		{ "peer_supplementary_group_allowed", test_peer_supplementary_group_allowed },
 		{ NULL, NULL },
 	};
 

@@ -203,6 +203,7 @@ static uint32_t w_max_waiting; /* the next w_init's max_waiting */
 /* the next w_init's content cache: entries, blocks kept unheld */
 static uint32_t w_cache_entries, w_cache_blocks;
 static uint64_t w_held_warn_ns;
+static uint64_t w_lease_ns;    /* the next w_init's lease */
 
 static void
 w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
@@ -211,7 +212,7 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 		.max_clients = 4, .max_rooms = max_rooms,
 		.max_total_tokens = 1u << 20, .npeers = 2,
 		.encode = true, .language = true,
-		.alloc_ns = 100 * MS, .lease_ns = 0, .budget = 64,
+		.alloc_ns = 100 * MS, .lease_ns = w_lease_ns, .budget = 64,
 		.max_waiting = w_max_waiting, .ops = &fake_ops,
 		.cache_entries = w_cache_entries,
 		.cache_blocks = w_cache_blocks, .cache_max_runs = 4,
@@ -741,11 +742,17 @@ test_broken_ring_or_silent_client_is_lost(void)
 	egw_clients_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why, "submission ring tail out of range");
-	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(a)->lost, EGW_LOST_RING);
+	/* the uncommitted room's blocks stay out of the pool while the
+	 * client may still write them: until it is removed */
+	CU_ASSERT_EQUAL(w.f.blocks_out, 4);
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 4);
 	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
 	egw_clients_poll(w.srv, w.now); /* given up: not polled again */
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 0);
 	w_fini(&w);
 
 	/* the lease: a moving beat keeps the client, a still one loses it */
@@ -773,6 +780,51 @@ test_broken_ring_or_silent_client_is_lost(void)
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why,
 			       "lease expired (client_beat did not move)");
+	w_fini(&w);
+}
+
+/* A client whose lease ran out while it held a delivered room (a stopped
+ * process with views of it): the room's blocks are not freed, so they
+ * cannot go to another room, until the client is removed (its socket
+ * closed); the trust word says why it was given up, the counters say
+ * what was held. */
+static void
+test_lease_lost_holds_delivered_blocks(void)
+{
+	struct world w;
+	struct egw_attach_run runs[2] = { { 10, 3 }, { 20, 2 } };
+	struct egw_clients_stats st;
+
+	w_lease_ns = 3000 * MS;
+	w_init(&w, 64, 16);
+	w_lease_ns = 0;
+	w_cmd(&w, recv_open(4, 0, 0));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 0, 600, runs, 2), 0);
+	(void)w_cqe(&w);
+	w_cmd(&w, recv_open(5, 1, 0)); /* not delivered: ended at once */
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->lost, EGW_LOST_NONE);
+	w.now += 10 * 1000 * MS; /* no beat for longer than the lease */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->lost, EGW_LOST_LEASE);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->held_blocks, 5);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);   /* room 5 */
+	CU_ASSERT_EQUAL(w.f.releases, 0);      /* room 4's blocks held */
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 5);
+	CU_ASSERT_EQUAL(egw_clients_client_held(w.srv, 0), 5);
+	/* the gateway reporting about the room finds nothing to do */
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_RECV, 4, 0,
+					      EGW_E_ABORTED), -ENOENT);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.lost, 1);
+	CU_ASSERT_EQUAL(st.held_rooms, 1);
+	CU_ASSERT_EQUAL(st.held_blocks, 5);
+	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 0);
 	w_fini(&w);
 }
 
@@ -1192,6 +1244,33 @@ test_held_rooms_reported_once_and_stats_published(void)
 	w_fini(&w);
 }
 
+/* A given-up client's hold on a landed entry lasts until it is removed:
+ * its process may still read those blocks. */
+static void
+test_lost_client_keeps_its_cached_room_until_removed(void)
+{
+	struct world w;
+	struct egw_clients_cache_stats cs;
+
+	w_lease_ns = 3000 * MS;
+	w_cache_init(&w, 8, 0); /* nothing kept unheld */
+	w_lease_ns = 0;
+	land(&w, 1, 0, 1, 100);
+	w.now += 4000 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 0);
+	CU_ASSERT_EQUAL(w.f.releases, 0);
+	egw_clients_remove(w.srv, (uint32_t)w.cid, w.now);
+	/* the hold is dropped, and with no bound the entry goes at once */
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
+	egw_clients_cache(w.srv, &cs);
+	CU_ASSERT_EQUAL(cs.entries, 0);
+	w_fini(&w);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
+}
+
 int
 main(void)
 {
@@ -1205,6 +1284,7 @@ main(void)
 		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },
 		{ "full_completion_ring_never_blocks", test_full_completion_ring_never_blocks },
 		{ "broken_ring_or_silent_client_is_lost", test_broken_ring_or_silent_client_is_lost },
+		{ "lease_lost_holds_delivered_blocks", test_lease_lost_holds_delivered_blocks },
 		{ "broken_completion_ring_ends_rooms_once", test_broken_completion_ring_ends_rooms_once },
 		{ "sleeping_client_is_woken_once_per_sleep", test_sleeping_client_is_woken_once_per_sleep },
 		{ "delivery_too_long_for_the_slot_fails", test_delivery_too_long_for_the_slot_fails },
@@ -1215,6 +1295,7 @@ main(void)
 		{ "without_a_cache_keys_change_nothing", test_without_a_cache_keys_change_nothing },
 		{ "attempt_is_a_new_room_inside_the_gateway", test_attempt_is_a_new_room_inside_the_gateway },
 		{ "held_rooms_reported_once_and_stats_published", test_held_rooms_reported_once_and_stats_published },
+		{ "lost_client_keeps_its_cached_room_until_removed", test_lost_client_keeps_its_cached_room_until_removed },
 		{ NULL, NULL },
 	};
 
