@@ -765,7 +765,7 @@ case_engines() {
 		expect "$T/lang.log" clients ok -eq 30 && expect "$T/lang.log" clients failed -eq 0 &&
 		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
 		expect "$T/lang.log" clients refused -eq 0 || return 1
-	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
+	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
 }
 
 define engines-content "Content keys: rooms keyed by their data land once; later requests of the same content on both ranks are looked up as landed and served from the language gateway's cache without a transfer, bit-identical; two requests of one content in flight share one transfer; attempt 1 of a room id goes through both gateways; nothing leaked"
@@ -901,7 +901,7 @@ case_engines_dtypes() {
 			{ T=$base; return 1; }
 	done
 	T=$base
-	MSG="5 rooms each in fp16 ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/fp16/rank0.log") bytes) and fp32 ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/fp32/rank0.log") bytes), bit-identical; zero blocks in use on both gateways"
+	MSG="5 rooms each in fp16 ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/fp16/rank0.log") bytes) and fp32 ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/fp32/rank0.log") bytes), bit-identical; zero blocks in use on both gateways"
 }
 
 define engines-concurrent "100 rooms open at once: 4 language processes opening their 25 each at once, then 4 encode processes x 25 rooms: byte-exact, nothing leaked, the clients counters agree"
