@@ -16,7 +16,7 @@ submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
 	int rc;
 
 	egw_client_beat(c);
-	rc = client_gone_check(c);
+	rc = client_gone_check(c, false);
 	if (rc != 0)
 		return rc;
 	rc = egw_attach_cmd_check(cmd, &c->limits);

@@ -21,7 +21,6 @@
 
 #include "client_priv.h"
 
-#define SOCKET_CHECK_NS 10000000u   /* poll() looks at the socket 100/s */
 #define SPIN_STEP_MIN_NS 20000u     /* sleeping without an eventfd */
 #define SPIN_STEP_MAX_NS 1000000u
 
@@ -225,7 +224,7 @@ egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
 	/* a client given up (or gone) hears no event any more: an event
 	 * would lead it to pool memory that holds no room of its own */
 	if (c->gone != 0 || egw_client_lost(c) != EGW_LOST_NONE)
-		return client_gone_check(c);
+		return client_gone_check(c, false);
 	while (n < max && (rc = egw_attach_ring_get(&c->map.cq, &q)) == 1)
 		if (take_cqe(c, &q, &ev[n]))
 			n++;
@@ -249,7 +248,7 @@ egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
 		uint64_t now = client_now_ns();
 
 		if (now >= c->sock_check_ns) {
-			c->sock_check_ns = now + SOCKET_CHECK_NS;
+			c->sock_check_ns = now + CLIENT_SOCKET_CHECK_NS;
 			client_check_socket(c);
 		}
 	}
@@ -313,7 +312,7 @@ egw_client_wait(struct egw_client *c, unsigned int timeout_ms)
 
 	for (;;) {
 		egw_client_beat(c);
-		rc = client_gone_check(c);
+		rc = client_gone_check(c, true);
 		if (rc != 0)
 			return rc;
 		if (ready(c))

@@ -71,11 +71,15 @@ uint64_t client_now_ns(void);
 int client_check_socket(struct egw_client *c);
 
 /* client_trust.c: 0 while the gateway holds the client; else -ECONNRESET
- * (the trust word, the socket's end, a latched loss) with the reason in
- * egw_client_last_error(). client_gone_check() also latches the loss and
- * revokes the pool's mapping. */
-int client_alive(const struct egw_client *c);
-int client_gone_check(struct egw_client *c);
+ * (the trust word, the socket's end when `socket`, a latched loss) with
+ * the reason in egw_client_last_error(). client_gone_check() also latches
+ * the loss and revokes the pool's mapping; it looks at the socket when
+ * `force` or CLIENT_SOCKET_CHECK_NS passed since it last did. */
+int client_alive(const struct egw_client *c, bool socket);
+
+/* How often a call looks at the socket (the trust word: every call). */
+#define CLIENT_SOCKET_CHECK_NS 10000000u
+int client_gone_check(struct egw_client *c, bool force);
 void client_revoke(struct egw_client *c);
 
 /* The lease thread: started at attach when asked, stopped at detach. */

@@ -38,7 +38,7 @@ int
 egw_client_room_info(const struct egw_client *c, uint32_t slot,
 		     struct egw_client_room *r)
 {
-	int rc = client_alive(c);
+	int rc = client_alive(c, false);
 	const struct egw_attach_slot *sl = rc != 0 ? NULL :
 					   our_slot_rc(c, slot, &rc);
 
@@ -56,7 +56,7 @@ int
 egw_client_room_runs(const struct egw_client *c, uint32_t slot,
 		     struct egw_client_run *runs, uint32_t max)
 {
-	int rc = client_alive(c);
+	int rc = client_alive(c, false);
 	const struct egw_attach_slot *sl = rc != 0 ? NULL :
 					   our_slot_rc(c, slot, &rc);
 	uint64_t blocks = 0;
@@ -103,7 +103,7 @@ int
 egw_client_room_aux(const struct egw_client *c, uint32_t slot,
 		    struct egw_client_aux *aux)
 {
-	int rc = client_alive(c);
+	int rc = client_alive(c, false);
 	const struct egw_attach_slot *sl = rc != 0 ? NULL :
 					   our_slot_rc(c, slot, &rc);
 	uint64_t bytes;
