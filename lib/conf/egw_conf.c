@@ -1230,6 +1230,16 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			" (none listed: the gateway's own uid only)",
 			c->attach.max_clients, c->attach.sq_entries,
 			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms);
+	for (uint16_t t = 0; t < c->attach.ntenants; t++) {
+		const struct egw_conf_tenant *tn = &c->attach.tenants[t];
+
+		fprintf(f, "attach tenant %u: %s mode %04o, %u uid(s) and %u "
+			"gid(s) allowed, ports", t, tn->path, tn->mode,
+			tn->nuids, tn->ngids);
+		for (uint16_t i = 0; i < tn->nports; i++)
+			fprintf(f, "%s%s", i ? "," : " ", tn->ports[i]);
+		fprintf(f, "\n");
+	}
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 
