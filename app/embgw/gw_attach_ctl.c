@@ -833,9 +833,20 @@ gw_attach_stop(void)
 		pthread_join(ctl.thread, NULL);
 		ctl.running = false;
 	}
-	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++)
-		if (ctl.conns[i].state != C_FREE)
-			conn_free(&ctl.conns[i]);
+	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++) {
+		struct conn *k = &ctl.conns[i];
+		uint32_t none = EGW_LOST_NONE;
+
+		/* the client's word before its socket closes (the workers
+		 * have stopped: nothing else writes the area now) */
+		if (k->area != NULL && k->state != C_HELLO)
+			__atomic_compare_exchange_n(
+				&egw_attach_trust_of(k->area)->lost, &none,
+				EGW_LOST_STOP, false, __ATOMIC_RELEASE,
+				__ATOMIC_RELAXED);
+		if (k->state != C_FREE)
+			conn_free(k);
+	}
 	free(ctl.conns);
 	ctl.conns = NULL;
 	for (uint16_t i = 0; ctl.ro_fd != NULL && i < ctl.nids; i++)
