@@ -838,7 +838,7 @@ case_attach_trust() {
 		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
 		grep -q "block(s) of its rooms held until it closes its socket" "$T/lang.log" &&
 		grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" || return 1
-	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')"
+	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')$(grep -o 'attach: refused=.*' "$T/lang.log")"
 }
 
 define attach-tenants "a tenant's attach socket of its own for port p0, allowing uid 65534: that uid attaches there and is refused (EACCES) on the attach group's socket, which serves no p0 (ENOENT) to the gateway's own uid"
