@@ -64,18 +64,33 @@ struct conn {
 	uid_t uid;
 	bool wakeup;
 	int refuse_rc;          /* refused at accept: said after the hello */
+	uint16_t ls;            /* the listening socket it came through */
 	bool lost;              /* given up by the worker: socket half shut,
 				 * waiting for the client's end */
 	uint64_t lost_deadline; /* LOST_HOLD_NS after it was given up */
 };
 
+/* A listening socket: the attach group's (0) or a tenant's (1..), each
+ * with its own credentials and the ports it serves. */
+struct lsock {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	const char *path;
+	uint32_t mode;
+	const char *group;
+	struct egw_attach_policy pol;
+};
+
+#define MAX_LS (1 + EGW_CONF_MAX_TENANTS)
+
 static struct {
 	const struct egw_conf *c;
 	struct gw_id *const *ids;
 	uint16_t nids;
-	int lfd;
-	dev_t dev;
-	ino_t ino;
+	struct lsock ls[MAX_LS];
+	uint16_t nls;
+	uint16_t *ls_of;        /* per identity: the socket that serves it */
 	struct conn *conns;
 	uint32_t nconns;
 	int *ro_fd;             /* per identity: a read-only pool fd or -1 */
@@ -86,7 +101,7 @@ static struct {
 	pthread_t thread;
 	bool running;
 	volatile bool stop;
-} ctl = { .lfd = -1 };
+} ctl;
 
 /* ---- the socket file ------------------------------------------------------ */
 
@@ -129,51 +144,51 @@ claim_path(const char *path)
 }
 
 static int
-listen_on(const struct egw_conf_attach *a)
+listen_on(struct lsock *l)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, rc;
 
-	rc = claim_path(a->path);
+	rc = claim_path(l->path);
 	if (rc != 0)
 		return rc;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", a->path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", l->path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    lstat(a->path, &st) != 0) {
+	    lstat(l->path, &st) != 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
 	/* ours from here: removed at stop only if it is still this inode */
-	ctl.dev = st.st_dev;
-	ctl.ino = st.st_ino;
-	ctl.lfd = fd;
-	if (a->group[0] != '\0') {
-		struct group *g = getgrnam(a->group);
+	l->dev = st.st_dev;
+	l->ino = st.st_ino;
+	l->fd = fd;
+	if (l->group[0] != '\0') {
+		struct group *g = getgrnam(l->group);
 
-		if (g == NULL || chown(a->path, (uid_t)-1, g->gr_gid) != 0) {
+		if (g == NULL || chown(l->path, (uid_t)-1, g->gr_gid) != 0) {
 			GW_LOG(ERR, "attach: cannot give %s to group %s\n",
-			       a->path, a->group);
+			       l->path, l->group);
 			return -EPERM;
 		}
 	}
-	if (chmod(a->path, a->mode) != 0 || listen(fd, SOMAXCONN) != 0)
+	if (chmod(l->path, l->mode) != 0 || listen(fd, SOMAXCONN) != 0)
 		return -errno;
 	return 0;
 }
 
 static void
-unlink_if_ours(const char *path)
+unlink_if_ours(const struct lsock *l)
 {
 	struct stat st;
 
-	if (lstat(path, &st) == 0 && st.st_dev == ctl.dev &&
-	    st.st_ino == ctl.ino)
-		unlink(path);
+	if (lstat(l->path, &st) == 0 && st.st_dev == l->dev &&
+	    st.st_ino == l->ino)
+		unlink(l->path);
 }
 
 /* ---- connections ----------------------------------------------------------- */
@@ -181,16 +196,9 @@ unlink_if_ours(const char *path)
 /* 1 allowed, 0 refused (uid, primary and supplementary groups), <0 the
  * credentials could not be read (refused too) */
 static int
-allowed(int fd, struct egw_attach_peer *who)
+allowed(int fd, uint16_t ls, struct egw_attach_peer *who)
 {
-	const struct egw_conf_attach *a = &ctl.c->attach;
-	const struct egw_attach_policy pol = {
-		.self_uid = (uint32_t)geteuid(),
-		.uids = a->allow_uids, .nuids = a->nuids,
-		.gids = a->allow_gids, .ngids = a->ngids,
-	};
-
-	return egw_attach_peer_check(fd, &pol, who);
+	return egw_attach_peer_check(fd, &ctl.ls[ls].pol, who);
 }
 
 static void refuse(int fd, int status, const char *fmt, ...)
@@ -253,16 +261,17 @@ hellos_of(uid_t uid)
  * @return false when nothing was waiting to be accepted.
  */
 static bool
-accept_one(uint64_t now)
+accept_one(uint16_t ls, uint64_t now)
 {
 	struct egw_attach_peer who;
 	struct conn *k = NULL;
-	int fd = accept4(ctl.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(ctl.ls[ls].fd, NULL, NULL,
+			 SOCK_NONBLOCK | SOCK_CLOEXEC);
 	int ok;
 
 	if (fd < 0)
 		return false;
-	ok = allowed(fd, &who);
+	ok = allowed(fd, ls, &who);
 	if (ok != 1) {
 		ctl.st_refused++;
 		if (ctl.nrefused >= REFUSED_CONNS) {
@@ -298,6 +307,7 @@ accept_one(uint64_t now)
 	}
 	k->state = C_HELLO;
 	k->fd = fd;
+	k->ls = ls;
 	k->pid = (pid_t)who.pid;
 	k->uid = (uid_t)who.uid;
 	k->deadline = now + HELLO_DEADLINE_NS;
@@ -375,13 +385,15 @@ hello(struct conn *k)
 		return;
 	}
 	memcpy(&h, buf, sizeof(h));
+	/* a port is served on its tenant's socket only */
 	for (k->port = 0; k->port < ctl.nids; k->port++)
 		if (ctl.ids[k->port]->attach != NULL &&
+		    ctl.ls_of[k->port] == k->ls &&
 		    !strcmp(ctl.ids[k->port]->cfg->name, h.port))
 			break;
 	if (k->port == ctl.nids) {
 		refuse(k->fd, -ENOENT, "no port '%s' with an attach point on "
-		       "this gateway", h.port);
+		       "this socket (%s)", h.port, ctl.ls[k->ls].path);
 		conn_free(k);
 		return;
 	}
@@ -616,8 +628,8 @@ from_worker(uint16_t port)
 static void *
 ctl_main(void *arg)
 {
-	struct pollfd *pfd = calloc(ctl.nconns + 1, sizeof(*pfd));
-	uint32_t *who = calloc(ctl.nconns + 1, sizeof(*who));
+	struct pollfd *pfd = calloc(ctl.nconns + MAX_LS, sizeof(*pfd));
+	uint32_t *who = calloc(ctl.nconns + MAX_LS, sizeof(*who));
 
 	(void)arg;
 	if (pfd == NULL || who == NULL) {
@@ -628,9 +640,11 @@ ctl_main(void *arg)
 	}
 	while (!ctl.stop) {
 		uint64_t now = gw_now_ns();
-		nfds_t n = 1;
+		nfds_t n = ctl.nls;
 
-		pfd[0] = (struct pollfd){ .fd = ctl.lfd, .events = POLLIN };
+		for (uint16_t l = 0; l < ctl.nls; l++)
+			pfd[l] = (struct pollfd){ .fd = ctl.ls[l].fd,
+						  .events = POLLIN };
 		for (uint32_t i = 0; i < ctl.nconns; i++) {
 			struct conn *k = &ctl.conns[i];
 
@@ -640,10 +654,11 @@ ctl_main(void *arg)
 			who[n++] = i;
 		}
 		if (poll(pfd, n, POLL_MS) > 0) {
-			for (uint32_t a = 0; (pfd[0].revents & POLLIN) &&
-			     a < ACCEPT_BURST && accept_one(now); a++)
-				;
-			for (nfds_t j = 1; j < n; j++) {
+			for (uint16_t l = 0; l < ctl.nls; l++)
+				for (uint32_t a = 0; (pfd[l].revents & POLLIN) &&
+				     a < ACCEPT_BURST && accept_one(l, now); a++)
+					;
+			for (nfds_t j = ctl.nls; j < n; j++) {
 				struct conn *k = &ctl.conns[who[j]];
 
 				if (pfd[j].revents == 0 || k->fd != pfd[j].fd)
@@ -686,6 +701,56 @@ ctl_main(void *arg)
 	free(pfd);
 	free(who);
 	return NULL;
+}
+
+/*
+ * The attach group's socket and one per tenant, each with its policy;
+ * every identity served on its tenant's socket, the others on the attach
+ * group's (the configuration checked that tenants name known ports).
+ */
+static int
+sockets(const struct egw_conf *c)
+{
+	const struct egw_conf_attach *a = &c->attach;
+	uint32_t self = (uint32_t)geteuid();
+	int rc;
+
+	ctl.ls[0] = (struct lsock){
+		.fd = -1, .path = a->path, .mode = a->mode, .group = a->group,
+		.pol = { .self_uid = self, .uids = a->allow_uids,
+			 .nuids = a->nuids, .gids = a->allow_gids,
+			 .ngids = a->ngids },
+	};
+	for (uint16_t t = 0; t < a->ntenants; t++) {
+		const struct egw_conf_tenant *tn = &a->tenants[t];
+
+		ctl.ls[1 + t] = (struct lsock){
+			.fd = -1, .path = tn->path, .mode = tn->mode,
+			.group = tn->group,
+			.pol = { .self_uid = self, .uids = tn->allow_uids,
+				 .nuids = tn->nuids, .gids = tn->allow_gids,
+				 .ngids = tn->ngids },
+		};
+	}
+	ctl.nls = (uint16_t)(1 + a->ntenants);
+	ctl.ls_of = calloc(ctl.nids, sizeof(*ctl.ls_of));
+	if (ctl.ls_of == NULL)
+		return -ENOMEM;
+	for (uint16_t i = 0; i < ctl.nids; i++)
+		for (uint16_t t = 0; t < a->ntenants; t++)
+			for (uint16_t j = 0; j < a->tenants[t].nports; j++)
+				if (!strcmp(a->tenants[t].ports[j],
+					    ctl.ids[i]->cfg->name))
+					ctl.ls_of[i] = (uint16_t)(1 + t);
+	for (uint16_t l = 0; l < ctl.nls; l++) {
+		rc = listen_on(&ctl.ls[l]);
+		if (rc != 0) {
+			GW_LOG(ERR, "attach: cannot serve %s: %s\n",
+			       ctl.ls[l].path, strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
 }
 
 int
@@ -750,18 +815,18 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 		return -ENOMEM;
 	for (uint32_t i = 0; i < ctl.nconns; i++)
 		ctl.conns[i].fd = ctl.conns[i].area_fd = ctl.conns[i].efd = -1;
-	rc = listen_on(&c->attach);
+	rc = sockets(c);
 	if (rc == 0)
 		rc = -pthread_create(&ctl.thread, NULL, ctl_main, NULL);
 	if (rc != 0) {
-		GW_LOG(ERR, "attach: cannot serve %s: %s\n", c->attach.path,
-		       strerror(-rc));
 		gw_attach_stop();
 		return rc;
 	}
 	pthread_setname_np(ctl.thread, "embgw-attach");
 	ctl.running = true;
-	GW_LOG(INFO, "attach: engines attach at %s\n", c->attach.path);
+	for (uint16_t l = 0; l < ctl.nls; l++)
+		GW_LOG(INFO, "attach: engines attach at %s%s\n", ctl.ls[l].path,
+		       l == 0 ? "" : " (a tenant's socket)");
 	return 0;
 }
 
@@ -776,9 +841,20 @@ gw_attach_stop(void)
 		pthread_join(ctl.thread, NULL);
 		ctl.running = false;
 	}
-	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++)
-		if (ctl.conns[i].state != C_FREE)
-			conn_free(&ctl.conns[i]);
+	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++) {
+		struct conn *k = &ctl.conns[i];
+		uint32_t none = EGW_LOST_NONE;
+
+		/* the client's word before its socket closes (the workers
+		 * have stopped: nothing else writes the area now) */
+		if (k->area != NULL && k->state != C_HELLO)
+			__atomic_compare_exchange_n(
+				&egw_attach_trust_of(k->area)->lost, &none,
+				EGW_LOST_STOP, false, __ATOMIC_RELEASE,
+				__ATOMIC_RELAXED);
+		if (k->state != C_FREE)
+			conn_free(k);
+	}
 	free(ctl.conns);
 	ctl.conns = NULL;
 	for (uint16_t i = 0; ctl.ro_fd != NULL && i < ctl.nids; i++)
@@ -796,10 +872,14 @@ gw_attach_stop(void)
 		       (unsigned long long)ctl.st_hello_timeouts,
 		       (unsigned long long)ctl.st_lost,
 		       (unsigned long long)ctl.st_lost_expired);
-	if (ctl.lfd >= 0) {
-		close(ctl.lfd);
-		ctl.lfd = -1;
-		unlink_if_ours(ctl.c->attach.path);
-	}
+	for (uint16_t l = 0; l < ctl.nls; l++)
+		if (ctl.ls[l].fd >= 0) {
+			close(ctl.ls[l].fd);
+			ctl.ls[l].fd = -1;
+			unlink_if_ours(&ctl.ls[l]);
+		}
+	ctl.nls = 0;
+	free(ctl.ls_of);
+	ctl.ls_of = NULL;
 	ctl.c = NULL;
 }

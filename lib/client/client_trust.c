@@ -16,6 +16,10 @@
 
 #include "client_priv.h"
 
+_Static_assert(EGW_CLIENT_LOST_LEASE == EGW_LOST_LEASE &&
+	       EGW_CLIENT_LOST_RING == EGW_LOST_RING &&
+	       EGW_CLIENT_LOST_STOP == EGW_LOST_STOP, "one set of codes");
+
 static const char *
 lost_why(uint32_t lost)
 {

@@ -338,8 +338,14 @@ int egw_client_wait(struct egw_client *c, unsigned int timeout_ms);
  */
 int egw_client_check(struct egw_client *c);
 
-/** Why the gateway gave this client up: 0 (it did not), or
- * EGW_LOST_LEASE (1), EGW_LOST_RING (2), EGW_LOST_STOP (3). */
+/** egw_client_lost(): why the gateway gave the client up (the area's
+ * trust word, doc/client.md section 2) */
+#define EGW_CLIENT_LOST_LEASE 1u  /**< the lease expired */
+#define EGW_CLIENT_LOST_RING 2u   /**< a ring index was impossible */
+#define EGW_CLIENT_LOST_STOP 3u   /**< the gateway is stopping */
+
+/** Why the gateway gave this client up: 0 (it did not), or one of
+ * EGW_CLIENT_LOST_*. */
 uint32_t egw_client_lost(const struct egw_client *c);
 
 /**

@@ -124,6 +124,7 @@ class Client:
         room's bytes); rooms' views(), tensors() and gather() raise."""
         if self._c:
             _trust.detach(self._c, self._keeper)
+            self._keeper = None   # the views keep it while they live
             self._c = None
             for r in self._rooms.values():
                 r._gone(0, "the client detached")

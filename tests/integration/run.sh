@@ -878,7 +878,25 @@ case_attach_trust() {
 		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
 		grep -q "block(s) of its rooms held until it closes its socket" "$T/lang.log" &&
 		grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" || return 1
-	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')"
+	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')$(grep -o 'attach: refused=.*' "$T/lang.log")"
+}
+
+define attach-tenants "a tenant's attach socket of its own for port p0, allowing uid 65534: that uid attaches there and is refused (EACCES) on the attach group's socket, which serves no p0 (ENOENT) to the gateway's own uid"
+case_attach_tenants() {
+	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+		timeout -s KILL 60 /usr/bin/python3 tests/integration/trust.py)
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i "s|^\(  attach = { path = \"[^\"]*\";\) };|\1 tenants = ( { path = \"$T/tenant.sock\"; mode = \"0666\"; allow_uids = [65534]; ports = [\"p0\"]; } ); };|" "$T/language.cfg"
+	grep -q "tenant.sock" "$T/language.cfg" || { MSG="no attach group in language.cfg"; return 1; }
+	chmod 0711 "$T"
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
+	LOG=$T/lang.log
+	wait_socket "$T/tenant.sock" && wait_socket "$T/lang-0.sock" || return 1
+	chmod 0666 "$T/lang-0.sock"
+	"${TRUST[@]}" tenants "$T/lang-0.sock" "$T/tenant.sock" >"$T/tenants.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/tenants.log")"; return 1; }
+	stop_all
+	MSG="$(grep -h '^trust-' "$T/tenants.log")"
 }
 
 define engines-dtypes "Python engines in fp16 and in fp32 (a gateway pair each): lengths 1, 127, 128, 129, 50000 bit-identical, nothing leaked"

@@ -15,9 +15,14 @@ exits 0 when the check holds.
         the library for S s (longer than the lease); then, before any
         call, the view still holds ROOM's bytes (the gateway held the
         blocks); release() and views() raise; the view holds zeros after
+    trust.py tenants MAIN TENANT
+        port p0 is served on the tenant's socket only, which allows uid
+        65534: uid 65534 attaches there and is refused on MAIN; the
+        gateway's own uid attaches on TENANT and finds no p0 on MAIN
 """
 import argparse
 import ctypes
+import errno
 import os
 import signal
 import socket
@@ -136,16 +141,49 @@ def lost(a):
     return 0 if held and len(raised) == 3 and zeros else 1
 
 
+def attach_result(path):
+    """'ok', or the errno name of the refusal."""
+    try:
+        with embgw.Client(path, "p0", timeout_ms=3000) as c:
+            return "ok" if c.nop() == 0 else "nop-failed"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def tenants(a):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+        out = "%s %s" % (attach_result(a.tenant), attach_result(a.socket))
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    child = os.read(r, 256).decode().split()
+    os.waitpid(pid, 0)
+    own = [attach_result(a.tenant), attach_result(a.socket)]
+    print("trust-tenants: uid65534 tenant=%s main=%s; own uid tenant=%s "
+          "main=%s" % (tuple(child + ["-", "-"])[:2] + tuple(own)),
+          flush=True)
+    return 0 if child == ["ok", "EACCES"] and own == ["ok", "ENOENT"] \
+        else 1
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("check", choices=["flood", "readonly", "lost"])
+    p.add_argument("check", choices=["flood", "readonly", "lost", "tenants"])
     p.add_argument("socket")
+    p.add_argument("tenant", nargs="?")
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--engines", type=int, default=12)
     p.add_argument("--room", type=int, default=0)
     p.add_argument("--hold-s", type=float, default=3)
     a = p.parse_args()
-    return {"flood": flood, "readonly": readonly, "lost": lost}[a.check](a)
+    return {"flood": flood, "readonly": readonly, "lost": lost,
+            "tenants": tenants}[a.check](a)
 
 
 if __name__ == "__main__":
