@@ -239,7 +239,10 @@ enum {
 };
 
 struct gw_outcome {
-	uint64_t failed, bad, unfinished; /* driven rooms */
+	uint64_t rooms;                   /* driven rooms with a source */
+	uint64_t failed, bad, unfinished; /* of those; unfinished also
+					   * the rooms of identities never
+					   * made (a signal in the start) */
 	unsigned captures_failed;
 };
 
@@ -248,5 +251,8 @@ void gw_report_driven(struct gw_id *id, struct gw_outcome *o);
 
 /* gw_telemetry.c */
 void gw_telemetry_init(struct gw_id *const *ids, uint16_t nids);
+/* Before the teardown frees what the commands read: they answer no
+ * ports from then on (a read in progress finishes first). */
+void gw_telemetry_stop(void);
 
 #endif

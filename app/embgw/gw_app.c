@@ -497,6 +497,20 @@ tear_down(struct gw_outcome *out)
 	}
 }
 
+/* The driven rooms asked for that no room source accounts for: a signal
+ * during the start can stop it before an identity (and its source) is
+ * made. --drive N is each port's with one identity per port, shared out
+ * among --identities K. */
+static uint64_t
+rooms_never_sourced(const struct gw_outcome *o)
+{
+	uint64_t asked = opt.rooms.drive;
+
+	if (opt.identities == 1)
+		asked *= conf.nports;
+	return asked > o->rooms ? asked - o->rooms : 0;
+}
+
 /* The exit status, on the report's last line too: 1 (could not start:
  * the log says why), 4 (driven rooms failed or were corrupt), 3 (driven
  * rooms left unfinished), 5 (a capture stopped short), else 0 - never a
@@ -637,6 +651,12 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		       signame(quit_signal), interrupted ? " during the start" : "");
 	status = rc != 0 && !interrupted ? GW_EXIT_START : GW_EXIT_OK;
 	tear_down(&out);
+	/* rooms of identities a signal kept from being made are unfinished
+	 * as much as those of a started one */
+	out.unfinished += rooms_never_sourced(&out);
+	/* the telemetry thread may still read: it lets go of the identities
+	 * before the attach points and the identities are freed */
+	gw_telemetry_stop();
 	/* the clients' sockets close after their rooms were aborted (they
 	 * read Failed), before the room sources let go of them */
 	gw_attach_stop();

@@ -324,6 +324,7 @@ gw_report_driven(struct gw_id *id, struct gw_outcome *o)
 		id->sources[i]->ops->report(id->sources[i], &st);
 		if (!st.language || st.clients)
 			continue;
+		o->rooms += st.rooms;
 		o->failed += st.failed;
 		o->bad += st.bad;
 		o->unfinished += st.unfinished;

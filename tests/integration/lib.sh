@@ -254,6 +254,41 @@ start = text.find("{")
 print(json.dumps(json.JSONDecoder().raw_decode(text[start:])[0]) if start >= 0 else "")'
 }
 
+# tel_hammer NAME PATH OUT: in the background, PATH asked of process NAME
+# (one of ours) over its telemetry socket, again and again on one
+# connection, until the process closes it; OUT then holds the number of
+# answers that named a port. TEL_HAMMER is the reader's PID.
+TEL_HAMMER=""
+tel_hammer() {
+	/usr/bin/python3 - "/var/run/dpdk/egw-$1-$$/dpdk_telemetry.v2" "$2" "$3" <<'PY' &
+import socket, sys, time
+path, cmd, out = sys.argv[1:4]
+deadline = time.monotonic() + 60
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+while True:
+    try:
+        s.connect(path)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit(1)
+        time.sleep(0.01)
+answers = 0
+try:
+    s.recv(16384)  # the greeting
+    while time.monotonic() < deadline:
+        s.send(cmd.encode())
+        reply = s.recv(1 << 20)
+        if not reply:
+            break
+        answers += b'"p0"' in reply
+except OSError:
+    pass
+open(out, "w").write("%d\n" % answers)
+PY
+	TEL_HAMMER=$!
+}
+
 # tel_value JSON PATH PORT KEY: one counter of a telemetry answer
 tel_value() {
 	/usr/bin/python3 -c '

@@ -200,6 +200,36 @@ case_telemetry() {
 	MSG="the encode gateway answered: 20 rooms opened and ok, $(tel_value "$stats" /embgw/stats p0 drop_proto) junk datagrams dropped, $(tel_value "$pool" /embgw/pool p0 blocks_total) blocks in its pool"
 }
 
+define telemetry-stop "/embgw/rooms and /embgw/clients read in a loop while the language gateway stops mid-transfer, 6 times: each stop a clean one (status 3 or 4, its exit line), never a crash"
+case_telemetry_stop() {
+	local i pid gw rc cmd n seen=""
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	for i in 1 2 3 4 5 6; do
+		LOG=$T/lang-$i.log
+		start_gw lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
+			--concurrency 2 --lengths 20000
+		pid=${PIDS[-1]}
+		wait_registered "$LOG" 20 || return 1
+		gw=$(child_of "$pid") || return 1
+		# the commands that walk the identities, the pool and the clients
+		cmd=/embgw/rooms
+		[ $((i % 2)) = 0 ] && cmd=/embgw/clients
+		tel_hammer lang "$cmd" "$T/answers-$i"
+		sleep 0.5
+		kill -TERM "$gw"
+		wait_exit "$pid"
+		rc=$?
+		wait "$TEL_HAMMER"
+		n=$(cat "$T/answers-$i" 2>/dev/null)
+		MSG="stop $i (reading $cmd): exit $rc, ${n:-no} answers, last line: $(tail -1 "$LOG")"
+		{ [ "$rc" -eq 3 ] || [ "$rc" -eq 4 ]; } && [ "${n:-0}" -gt 0 ] &&
+			tail -1 "$LOG" | grep -q "^exit: status=$rc .* signal=SIGTERM$" || return 1
+		seen="$seen $rc"
+	done
+	MSG="6 stops under a telemetry read loop (/embgw/rooms, /embgw/clients): exit statuses$seen, each with its exit line"
+}
+
 # ---- a peer killed in the middle of a transfer -----------------------------
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
@@ -1131,7 +1161,7 @@ case_signals() {
 	MSG="SIGHUP ignored (logged);$seen each: report, exit line naming it, status 3/4, pool file gone; the encode side failed $enc_failed aborted rooms and leaked nothing"
 }
 
-define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into the start: a clean stop each time - exit line, no pool file left, no core"
+define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into the start of a --drive gateway: a clean stop each time - exit 3 with its rooms unfinished, exit line, no pool file left, no core"
 case_signal_during_start() {
 	local sig at pid gw rc n=0
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
@@ -1139,7 +1169,9 @@ case_signal_during_start() {
 	for sig in TERM QUIT; do
 		for at in 0 0.02 0.1 0.3; do
 			LOG=$T/lang-$sig-$at.log
-			start_gw lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000
+			# no room opens before the signal: all 10 are left
+			start_gw lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000 \
+				--start-delay-ms 5000
 			pid=${PIDS[-1]}
 			gw=$(child_of "$pid") || return 1
 			sleep "$at"
@@ -1147,12 +1179,12 @@ case_signal_during_start() {
 			wait_exit "$pid"
 			rc=$?
 			MSG="SIG$sig at $at s: exit $rc, last line: $(tail -1 "$LOG")"
-			[ "$rc" -lt 128 ] && [ "$rc" -ne 1 ] && [ ! -e "$T/lang-pool-0" ] &&
-				tail -1 "$LOG" | grep -q "^exit: status=$rc .* signal=SIG$sig$" || return 1
+			[ "$rc" -eq 3 ] && [ ! -e "$T/lang-pool-0" ] &&
+				tail -1 "$LOG" | grep -q "^exit: status=3 reason=rooms_unfinished failed=0 bad=0 unfinished=10 .* signal=SIG$sig$" || return 1
 			n=$((n + 1))
 		done
 	done
-	MSG="$n starts stopped by SIGTERM/SIGQUIT at 0..300 ms: each with its exit line, status 0/3/4 (never a kill), no pool file left"
+	MSG="$n starts stopped by SIGTERM/SIGQUIT at 0..300 ms: each exit 3 with its 10 rooms unfinished and its exit line (never a kill), no pool file left"
 }
 
 define exit-status "the exit status and the report's last line: 0 and 'reason=ok' when every driven room is byte-exact, 4 and 'reason=rooms_failed' when some failed (rooms larger than the pool)"
