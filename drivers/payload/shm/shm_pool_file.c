@@ -95,9 +95,12 @@ read_hdr(int fd, struct shm_file_hdr *h)
 }
 
 /* Something at `path` already: unlink it when it is a stopped gateway's
- * pool file, refuse (and leave it as it is) otherwise. */
+ * pool file, refuse (and leave it as it is) otherwise. With `take` false
+ * only what the start would refuse whatever runs is refused, with the
+ * start's words (--check-config): the lock a live owner holds is left
+ * out, that owner may be gone by the start. */
 static int
-take_over(const char *path)
+inspect(const char *path, bool take)
 {
 	struct stat ls, st;
 	struct shm_file_hdr h;
@@ -131,6 +134,10 @@ take_over(const char *path)
 			"path)", path);
 		return -EEXIST;
 	}
+	if (!take) {
+		close(fd);
+		return 0;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		close(fd);
@@ -156,6 +163,12 @@ take_over(const char *path)
 		shm_log("cannot remove the stopped gateway's pool file %s: %s",
 			path, strerror(-rc));
 	return rc;
+}
+
+int
+egw_payload_shm_path_check(const char *path)
+{
+	return inspect(path, false);
 }
 
 uint64_t
@@ -256,7 +269,7 @@ shm_file_create(const char *path, const struct shm_file_hdr *hdr,
 			(unsigned long long)bytes);
 		return -EFBIG;
 	}
-	rc = take_over(path);
+	rc = inspect(path, true);
 	if (rc != 0)
 		return rc;
 	f->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
