@@ -8,6 +8,7 @@
  * arguments name none, so DPDK never touches a NIC it was not given.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +285,41 @@ find_port_id(const char *device, uint16_t *id)
 	return rte_eth_dev_get_port_by_name(name, id);
 }
 
+/* A net_af_packet device that did not probe: the usual cause on one host
+ * is DPDK 22.11's PACKET_FANOUT group, (getpid() ^ ifindex) & 0xffff in
+ * the network namespace, already made by another process's socket on
+ * another interface (the kernel refuses it: EINVAL, no port). Say so with
+ * the numbers and the fix; the PMD's own line above says only "could not
+ * set PACKET_FANOUT". */
+static void
+explain_af_packet(const struct egw_conf_port *cfg)
+{
+	const char *iface = strstr(cfg->device, ",iface=");
+	char name[IF_NAMESIZE];
+	unsigned ifindex;
+
+	if (strncmp(cfg->device, "net_af_packet", 13) != 0 || iface == NULL)
+		return;
+	iface += strlen(",iface=");
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(iface, ","), iface);
+	ifindex = if_nametoindex(name);
+	if (ifindex == 0) {
+		GW_LOG(ERR, "port %s: net_af_packet: interface %s: %s\n",
+		       cfg->name, name, strerror(errno));
+		return;
+	}
+	GW_LOG(ERR, "port %s: net_af_packet on %s (ifindex %u) most likely "
+	       "could not join its PACKET_FANOUT group (getpid() %d ^ "
+	       "ifindex) & 0xffff = %u: another process's af_packet socket "
+	       "on another interface made that group first (the two ends of "
+	       "a veth pair have neighbouring ifindexes, so two gateways "
+	       "started one after the other often meet). Start again (another "
+	       "PID), or give the pair ifindexes equal modulo 65536: ip link "
+	       "add A index N type veth peer name B index N+65536*K "
+	       "(doc/gateway.md, \"Same-host devices\")\n", cfg->name, name,
+	       ifindex, (int)getpid(), (unsigned)((getpid() ^ ifindex) & 0xffff));
+}
+
 /* A device for configured port `cfg`: its DPDK port, lcore, mbuf pool.
  * Started once its identities are made (gw_dev_start). */
 static int
@@ -309,6 +345,7 @@ make_dev(struct gw_dev *d, const struct egw_conf_port *cfg)
 		GW_LOG(ERR, "port %s: no DPDK port for device '%s' "
 			"(%u ports probed)\n", cfg->name, cfg->device,
 			rte_eth_dev_count_avail());
+		explain_af_packet(cfg);
 		return -ENODEV;
 	}
 	/* one mbuf pool per socket, shared by that socket's devices */

@@ -1120,6 +1120,36 @@ case_pool_no_room() {
 	MSG="a 64 MiB language pool on a 16 MiB tmpfs and a $((cap / 1024))Ki-token encode pool over the machine's free memory: --check-config and the start refuse both (exit 1, the size and what is free in the log), no pool file left"
 }
 
+define af-packet-fanout "a language gateway whose net_af_packet PACKET_FANOUT group another process's socket on another interface holds (as a veth pair with neighbouring ifindexes gives two gateways with neighbouring PIDs): refused at start with a line that names PACKET_FANOUT, the interface's ifindex, the group and the fix"
+case_af_packet_fanout() {
+	local rc ifx group
+	gen_configs "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	ifx=$(cat "/sys/class/net/${VETH}l0/ifindex")
+	# the group the gateway will ask for, made first by a socket on the
+	# other pair's end, in the process that then becomes the gateway
+	# (exec keeps the PID and the socket)
+	# shellcheck disable=SC2046 # eal's words are separate arguments
+	timeout -s INT 30 /usr/bin/python3 - "$ifx" "${VETH}e1" "$EMBGW" $(eal lang 0) \
+		-- -f "$T/language.cfg" --drive 1 >"$LOG" 2>&1 <<'PY'
+import os, socket, sys
+ifx, other, prog = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((other, 0))
+SOL_PACKET, PACKET_FANOUT = 263, 18
+s.setsockopt(SOL_PACKET, PACKET_FANOUT, (os.getpid() ^ ifx) & 0xffff)
+s.set_inheritable(True)
+os.execv(prog, [prog] + sys.argv[4:])
+PY
+	rc=$?
+	group=$(sed -n 's/.*(getpid() \([0-9]*\) ^ ifindex) & 0xffff = \([0-9]*\).*/\1 \2/p' "$LOG" | head -1)
+	MSG="exit $rc, $(grep -m1 'PACKET_FANOUT group' "$LOG")"
+	[ "$rc" -eq 1 ] && [ -n "$group" ] &&
+		[ "${group#* }" = $(( (${group% *} ^ ifx) & 0xffff )) ] &&
+		grep -q "port p0: net_af_packet on ${VETH}l0 (ifindex $ifx) most likely could not join its PACKET_FANOUT group .* ip link add A index N type veth peer name B index N+65536\*K" "$LOG" || return 1
+	MSG="refused (exit 1): the line names PACKET_FANOUT, ifindex $ifx, the group ${group#* } of PID ${group% *} and the fix (ifindexes equal modulo 65536)"
+}
+
 # ---- signals, the exit status, a capture on a full disk --------------------
 define signals "SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGALRM mid-transfer: the same teardown as SIGINT (report, exit line, peers told, pool file gone); SIGHUP ignored with a log line"
 case_signals() {
