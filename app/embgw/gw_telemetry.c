@@ -101,6 +101,7 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	add(c, "reregisters", ns.reregisters);
 	add(c, "adoptions", ns.adoptions);
 	add(c, "peer_restarts", ns.peer_restarts);
+	add(c, "peers_fenced", ns.peers_fenced);
 	add(c, "register_refusals", ns.register_refusals);
 	add(c, "register_refused", ns.register_refused);
 	add(c, "inj_dropped", id->st.inj_dropped);
@@ -148,6 +149,7 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	X(quarantine_blocks);
 	X(quarantine_acked);
 	X(quarantine_dead);
+	X(quarantine_expired);
 	X(abort_acks);
 	X(yields);
 #undef X

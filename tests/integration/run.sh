@@ -1088,6 +1088,43 @@ case_restart_language_small_shm() {
 	MSG="the restart found the killed gateway's file still mapped, waited for the encode side to declare it dead and let go, then registered: 20 rooms byte-exact, nothing leaked"
 }
 
+define pool-wait-no-fill "a language start that waits for room for its pool file on a 200 MiB tmpfs that another file fills to 100 MiB: while it waits, 1 MiB writes by others there never fail (the start does not try to reserve what cannot fit); once the other file goes, the start reserves its 132 MiB and comes up"
+case_pool_wait_no_fill() {
+	local small=$T/small ok=1 fails=0 tries=0 lang
+	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
+	mkdir "$small" && mount -t tmpfs -o size=200m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	# a 132 MiB pool; 100 MiB taken by another file: it fits the
+	# filesystem, not its free space, so the start waits peer_dead_ms + 1 s
+	gen_configs "$small" 1024 262144 "$SLACK" >/dev/null
+	head -c 104857600 /dev/zero >"$small/other" || { umount "$small"; return 1; }
+	LOG=$T/lang.log
+	start_gw lang 0 "$small/language.cfg" "$T/lang.log"
+	lang=${PIDS[-1]}
+	for _ in $(seq 1 100); do
+		grep -q "no room for [0-9]* bytes yet" "$T/lang.log" && break
+		sleep 0.1
+	done
+	grep -q "no room for [0-9]* bytes yet" "$T/lang.log" || ok=0
+	# others write there while the start waits: 40 writes of 1 MiB
+	for _ in $(seq 1 40); do
+		tries=$((tries + 1))
+		head -c 1048576 /dev/zero >"$small/probe" 2>/dev/null || fails=$((fails + 1))
+		rm -f "$small/probe"
+		sleep 0.05
+	done
+	rm -f "$small/other"
+	for _ in $(seq 1 100); do
+		grep -q "worker on lcore" "$T/lang.log" && break
+		sleep 0.1
+	done
+	grep -q "worker on lcore" "$T/lang.log" || ok=0
+	end_gw INT "$lang"
+	umount "$small"
+	MSG="$fails of $tries writes by others failed while the start waited; $(grep -m1 -e 'no room for' "$T/lang.log"); $(grep -m1 -e 'worker on lcore' -e 'cannot reserve' "$T/lang.log")"
+	[ "$ok" = 1 ] && [ "$fails" -eq 0 ] || return 1
+	MSG="the start waited for room (logged once) without touching the filesystem's free space: 0 of $tries writes by others failed; once room was made it reserved its pool file and came up"
+}
+
 define pool-no-room "pools larger than their memory: a language pool file on a 16 MiB tmpfs, an encode pool over the machine's available memory: each start refused with the size and what is free, --check-config refuses both, nothing left behind"
 case_pool_no_room() {
 	local small=$T/small rc rc2 chk chk2 ok=1 avail cap hidden=8192

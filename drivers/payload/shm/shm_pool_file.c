@@ -217,31 +217,54 @@ mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Reserve the file's whole size. ENOSPC is waited out for `wait_ns` when
- * the pool would fit the filesystem at all: the space may be held by a
- * killed gateway's pool file (unlinked at take-over) that a peer still
- * maps until it declares that gateway dead and lets go. */
+/* Bytes the file could have on its filesystem now: what is free to us
+ * and what the file holds already (a failed try may leave some). */
+static int
+could_hold(int fd, uint64_t *bytes, uint64_t *fs_bytes)
+{
+	struct statvfs vs;
+	struct stat st;
+
+	if (fstatvfs(fd, &vs) != 0 || fstat(fd, &st) != 0)
+		return -errno;
+	*bytes = (uint64_t)vs.f_bavail * vs.f_frsize +
+		 (uint64_t)st.st_blocks * 512;
+	*fs_bytes = (uint64_t)vs.f_blocks * vs.f_frsize;
+	return 0;
+}
+
+/* Reserve the file's whole size. Lack of space is waited out for
+ * `wait_ns` when the pool would fit the filesystem at all: the space may
+ * be held by a killed gateway's pool file (unlinked at take-over) that a
+ * peer still maps until it declares that gateway dead and lets go. Free
+ * space is checked before every try and nothing is allocated while the
+ * file cannot fit: a try that fails fills the filesystem up to its last
+ * block for as long as it runs, and everything else writing there would
+ * get ENOSPC meanwhile. */
 static int
 reserve(const char *path, int fd, uint64_t bytes, uint64_t wait_ns)
 {
 	const struct timespec pause = { 0, 50000000 }; /* 50 ms */
-	uint64_t deadline = mono_ns() + wait_ns;
-	struct statvfs vs;
+	uint64_t deadline = mono_ns() + wait_ns, room = 0, fs = 0;
 	bool said = false;
 	int rc;
 
 	for (;;) {
-		rc = posix_fallocate(fd, 0, (off_t)bytes);
-		if (rc != ENOSPC || mono_ns() >= deadline ||
-		    fstatvfs(fd, &vs) != 0 ||
-		    (uint64_t)vs.f_blocks * vs.f_frsize < bytes)
+		rc = could_hold(fd, &room, &fs);
+		if (rc != 0)
+			rc = -rc;
+		else if (room < bytes)
+			rc = ENOSPC; /* not tried: it cannot fit now */
+		else
+			rc = posix_fallocate(fd, 0, (off_t)bytes);
+		if (rc != ENOSPC || mono_ns() >= deadline || fs < bytes)
 			break;
 		if (!said)
 			shm_log("pool file %s: no room for %llu bytes yet "
 				"(%llu free): waiting up to %llu ms for a "
 				"stopped gateway's pool file to be let go by "
 				"its peers", path, (unsigned long long)bytes,
-				(unsigned long long)vs.f_bavail * vs.f_frsize,
+				(unsigned long long)room,
 				(unsigned long long)(wait_ns / 1000000));
 		said = true;
 		nanosleep(&pause, NULL);
