@@ -446,6 +446,10 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		rc = gw_attach_source_attach(id, &id->attach);
 	if (rc == 0)
 		rc = gw_pattern_source_attach(id, rooms);
+	/* after the payload driver: a second gateway with the same pool file
+	 * hears that refusal, which says more */
+	if (rc == 0)
+		rc = gw_port_lock(id);
 	if (rc == 0 && opt.capture != NULL) {
 		char path[512];
 
@@ -488,6 +492,7 @@ set_up(const struct gw_app *app)
 				break;
 			}
 			ids[nids]->cap.fd = -1;
+			ids[nids]->lock_fd = -1;
 			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
 				     &share, app);
 			if (rc == 0 && gw_force_quit)
@@ -588,6 +593,8 @@ free_all(bool report_total)
 		egw_node_destroy(ids[i]->node);
 		if (ids[i]->drv != NULL)
 			ids[i]->dops->close(ids[i]->drv);
+		if (ids[i]->lock_fd >= 0)
+			close(ids[i]->lock_fd);
 		free(ids[i]);
 	}
 	free(id_confs);

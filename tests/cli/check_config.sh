@@ -132,5 +132,11 @@ for bad in -1 +5 " 7" 0; do
 		{ echo "FAIL: --test-session '$bad': exit $rc: $out"; fail=1; }
 done
 "$embgw" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: no arguments should exit 2"; fail=1; }
+# one configuration: -f twice is refused, naming both
+if [ $gateway = 1 ]; then
+	out=$("$embgw" -- -f "$src/config/language.cfg" -f "$src/config/encode.cfg" 2>&1); rc=$?
+	[ $rc -eq 2 ] && grep -qF "embgw: -f given twice ($src/config/language.cfg and $src/config/encode.cfg)" <<<"$out" ||
+		{ echo "FAIL: -f twice: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+fi
 [ $fail -eq 0 ] && echo "check-config: all cases behaved"
 exit $fail

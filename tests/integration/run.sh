@@ -157,6 +157,23 @@ case_admission_many() {
 }
 
 # ---- malformed, forged, replayed and stranger datagrams --------------------
+define room-table-burst "120 rooms opened at once (--concurrency 120) against a language max_rooms of 16: the rooms beyond the table wait for a slot (as rooms short of memory wait for admission) instead of failing NO_SLOT; all 120 byte-exact"
+case_room_table_burst() {
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i 's/^  timers = {/  limits = { max_rooms = 16; };\n  timers = {/' "$T/language.cfg"
+	grep -q "max_rooms = 16" "$T/language.cfg" || { MSG="no limits group written"; return 1; }
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 120 \
+		--concurrency 120 --lengths 500,2000
+	stop_all
+	MSG="lang: $(report "$T/lang.log")"
+	expect "$T/lang.log" language ok -eq 120 && expect "$T/lang.log" language failed -eq 0 &&
+		expect "$T/lang.log" language slot_waits -gt 0 && expect "$T/lang.log" result errors -eq 0 &&
+		grep -q "the room table is full (max_rooms 16): rooms wait for a slot" "$T/lang.log" || return 1
+	MSG="120 rooms at once into a table of 16: $(field "$T/lang.log" language slot_waits) waits for a slot, 120 byte-exact, none failed"
+}
+
 define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
 case_junk() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
@@ -1055,6 +1072,32 @@ case_pool_file_second_instance() {
 		expect "$T/lang.log" language ok -eq 30 && expect "$T/lang.log" language bad -eq 0 &&
 		expect "$T/lang.log" result errors -eq 0 && [ ! -e "$pool" ] || return 1
 	MSG="the second gateway refused (exit 1, 'pool of a running gateway'); the first kept its pool file (inode $ino), its 30 rooms byte-exact, the file removed at its exit"
+}
+
+define port-second-instance "a second language gateway on the same interface and address (its own pool file): refused at start naming the first one's pid and the lock; the first's rooms go on byte-exact"
+case_port_second_instance() {
+	local rc first
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	sed "s|$T/lang-pool-0|$T/lang-pool-b|" "$T/language.cfg" >"$T/language2.cfg"
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 20 \
+		--concurrency 2 --lengths 10000 --start-delay-ms 2000
+	first=${PIDS[-1]}
+	wait_registered "$T/lang.log" 20 || return 1
+	first=$(child_of "$first") || return 1
+	LOG=$T/lang2.log
+	run_gw lang2 0 "$T/language2.cfg" "$T/lang2.log" 20 --drive 1
+	rc=$?
+	LOG=$T/lang.log
+	wait_line "$T/lang.log" result 60
+	stop_all
+	MSG="second: exit $rc, $(grep -m1 'another gateway' "$T/lang2.log"); lang: $(report "$T/lang.log")"
+	[ "$rc" -eq 1 ] &&
+		grep -q "port p0: another gateway (pid $first) runs on net_af_packet0,iface=${VETH}l0 with address 192.168.77.2 (it holds .*iface-${VETH}l0@192.168.77.2.lock): refused" "$T/lang2.log" &&
+		[ ! -e "$T/lang-pool-b" ] &&
+		expect "$T/lang.log" language ok -eq 20 && expect "$T/lang.log" result errors -eq 0 || return 1
+	MSG="the second gateway refused (exit 1) naming the first's pid $first and the lock; the first's 20 rooms byte-exact"
 }
 
 define restart-language-small-shm "the language gateway SIGKILLed and started again at once with its pool file on a tmpfs that holds one pool, not two: the encode gateway lets go of the killed one's file when it declares it dead, the new start waits for that space (one log line) instead of failing, registers, and its rooms are byte-exact"
