@@ -7,7 +7,9 @@
  * (--vdev), and --no-pci when no port is a PCI device and the EAL
  * arguments name none, so DPDK never touches a NIC it was not given.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <net/if.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -600,6 +602,38 @@ free_all(bool report_total)
 	free(id_confs);
 }
 
+/* EAL's files under its runtime directory (/var/run/dpdk/PREFIX: the
+ * shared config, the memory segments' arrays - megabytes with
+ * --no-huge -, the multi-process and telemetry sockets) outlive
+ * rte_eal_cleanup(), one directory per exited gateway. The prefix is
+ * ours alone as primary (EAL refuses a second primary on it), so at our
+ * exit we remove what EAL puts there, by name, and the directory if
+ * that empties it; anything else there is left alone. */
+static void
+remove_runtime_dir(const char *dir)
+{
+	static const char *const ours[] = { "config", "hugepage_info",
+		"mp_socket", "fbarray_", "dpdk_telemetry.", NULL };
+	struct dirent *e;
+	DIR *d;
+
+	if (dir[0] == '\0' || rte_eal_process_type() != RTE_PROC_PRIMARY)
+		return;
+	d = opendir(dir);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+		for (int i = 0; ours[i] != NULL; i++)
+			if (strncmp(e->d_name, ours[i], strlen(ours[i])) == 0) {
+				unlinkat(dirfd(d), e->d_name, 0);
+				break;
+			}
+	closedir(d);
+	if (rmdir(dir) != 0 && errno != ENOENT)
+		GW_LOG(INFO, "EAL runtime directory %s kept: %s\n", dir,
+		       strerror(errno));
+}
+
 static void
 run_workers(const struct gw_app *app)
 {
@@ -635,6 +669,7 @@ int
 gw_app_main(int argc, char **argv, const struct gw_app *app)
 {
 	char *eal[MAX_EAL_ARGS];
+	char rundir[PATH_MAX];
 	struct gw_outcome out = { 0 };
 	int sep = -1, neal, rc, status;
 
@@ -705,6 +740,8 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	 * read Failed), before the room sources let go of them */
 	gw_attach_stop();
 	free_all(status != GW_EXIT_START && opt.identities > 1);
+	snprintf(rundir, sizeof(rundir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	remove_runtime_dir(rundir);
 	return exit_line(status, &out);
 }

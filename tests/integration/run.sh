@@ -1297,7 +1297,7 @@ case_signal_during_start() {
 	MSG="$n starts stopped by SIGTERM/SIGQUIT at 0..300 ms: each exit 3 with its 10 rooms unfinished and its exit line (never a kill), no pool file left"
 }
 
-define exit-status "the exit status and the report's last line: 0 and 'reason=ok' when every driven room is byte-exact, 4 and 'reason=rooms_failed' when some failed (rooms larger than the pool)"
+define exit-status "the exit status and the report's last line: 0 and 'reason=ok' when every driven room is byte-exact (and no EAL runtime directory left), 4 and 'reason=rooms_failed' when some failed (rooms larger than the pool)"
 case_exit_status() {
 	local rc
 	gen_configs "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
@@ -1305,8 +1305,10 @@ case_exit_status() {
 	LOG=$T/ok.log
 	run_gw lang 0 "$T/language.cfg" "$T/ok.log" 60 --exit-when-done --drive 4 --lengths 2000
 	rc=$?
-	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log")"
-	[ "$rc" -eq 0 ] && tail -1 "$T/ok.log" | grep -q "^exit: status=0 reason=ok failed=0 bad=0 unfinished=0 " || return 1
+	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log"); EAL runtime files: $(ls /var/run/dpdk/egw-lang-$$ 2>&1 | tr '\n' ' ')"
+	# a clean exit leaves no EAL runtime directory behind
+	[ "$rc" -eq 0 ] && tail -1 "$T/ok.log" | grep -q "^exit: status=0 reason=ok failed=0 bad=0 unfinished=0 " &&
+		[ ! -e "/var/run/dpdk/egw-lang-$$" ] || return 1
 	# every other room is larger than the whole language pool (16384
 	# tokens): it fails as too large, the others are byte-exact
 	LOG=$T/fail.log
