@@ -137,6 +137,7 @@ struct gw_id {
 	struct egw_node *node;
 	uint64_t session;        /* this identity's incarnation (REGISTER) */
 	int lock_fd;             /* its interface and address (gw_port_lock) */
+	char lock_path[EGW_CONF_PATH_LEN + 128];
 	struct gw_room_source *sources[GW_MAX_SOURCES];
 	uint16_t nsources;
 	struct gw_attach_port *attach; /* engines attach here (or NULL) */
@@ -253,6 +254,8 @@ void gw_report_driven(struct gw_id *id, struct gw_outcome *o);
 /* gw_port_lock.c: hold the lock on the identity's interface and address
  * for the process's life (-EBUSY, logged: another gateway holds it). */
 int gw_port_lock(struct gw_id *id);
+/* At exit: the lock file removed (still holding it), then let go. */
+void gw_port_unlock(struct gw_id *id);
 
 /* gw_telemetry.c */
 void gw_telemetry_init(struct gw_id *const *ids, uint16_t nids);

@@ -595,8 +595,7 @@ free_all(bool report_total)
 		egw_node_destroy(ids[i]->node);
 		if (ids[i]->drv != NULL)
 			ids[i]->dops->close(ids[i]->drv);
-		if (ids[i]->lock_fd >= 0)
-			close(ids[i]->lock_fd);
+		gw_port_unlock(ids[i]);
 		free(ids[i]);
 	}
 	free(id_confs);

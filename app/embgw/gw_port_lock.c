@@ -8,8 +8,12 @@
  * gateway of the host (/run/embgw, or /tmp/embgw-locks-UID where /run is
  * not writable), for its whole life: the kernel drops the lock when the
  * process ends however it ends, so a killed gateway never blocks the next
- * start. The file holds the owner's PID, for the refusal's message; it is
- * left in place (removing it would race with the next owner's lock).
+ * start. The file holds the owner's PID, for the refusal's message. The
+ * owner removes it at its exit while it still holds the lock; a start
+ * that locked a file removed meanwhile (it opened the name before the
+ * removal) sees another inode at the name and tries again, so no two
+ * gateways ever hold locks for one name. A killed gateway's file stays
+ * (its lock is gone) and is taken by the next start.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,13 +78,30 @@ gw_port_lock(struct gw_id *id)
 	device_key(id->cfg->device, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/%s@%u.%u.%u.%u.lock", d, key,
 		 a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
-	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		GW_LOG(ERR, "port %s: cannot open the lock %s: %s\n",
-		       id->cfg->name, path, strerror(errno));
-		return -errno;
+	for (int tries = 0;; tries++) {
+		struct stat fs, ps;
+
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			GW_LOG(ERR, "port %s: cannot open the lock %s: %s\n",
+			       id->cfg->name, path, strerror(errno));
+			return -errno;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+			break;
+		/* locked: still the file at the name? (its owner removes it
+		 * at exit, holding the lock) */
+		if (fstat(fd, &fs) == 0 && stat(path, &ps) == 0 &&
+		    fs.st_dev == ps.st_dev && fs.st_ino == ps.st_ino)
+			goto locked;
+		close(fd);
+		if (tries == 8) {
+			GW_LOG(ERR, "port %s: the lock %s keeps being replaced\n",
+			       id->cfg->name, path);
+			return -EAGAIN;
+		}
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+	{
 		int e = errno;
 
 		n = pread(fd, pid, sizeof(pid) - 1, 0);
@@ -102,11 +123,24 @@ gw_port_lock(struct gw_id *id)
 		       path);
 		return -EBUSY;
 	}
+locked:
 	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) != 0 ||
 	    pwrite(fd, pid, strlen(pid), 0) != (ssize_t)strlen(pid))
 		GW_LOG(WARNING, "port %s: cannot write our pid into %s: %s\n",
 		       id->cfg->name, path, strerror(errno));
 	id->lock_fd = fd;
+	snprintf(id->lock_path, sizeof(id->lock_path), "%s", path);
 	return 0;
+}
+
+void
+gw_port_unlock(struct gw_id *id)
+{
+	if (id->lock_fd < 0)
+		return;
+	/* removed while still ours: see the top of this file */
+	unlink(id->lock_path);
+	close(id->lock_fd);
+	id->lock_fd = -1;
 }
