@@ -136,6 +136,8 @@ struct gw_id {
 	struct egw_pool *pool;
 	struct egw_node *node;
 	uint64_t session;        /* this identity's incarnation (REGISTER) */
+	int lock_fd;             /* its interface and address (gw_port_lock) */
+	char lock_path[EGW_CONF_PATH_LEN + 128];
 	struct gw_room_source *sources[GW_MAX_SOURCES];
 	uint16_t nsources;
 	struct gw_attach_port *attach; /* engines attach here (or NULL) */
@@ -239,14 +241,26 @@ enum {
 };
 
 struct gw_outcome {
-	uint64_t failed, bad, unfinished; /* driven rooms */
+	uint64_t rooms;                   /* driven rooms with a source */
+	uint64_t failed, bad, unfinished; /* of those; unfinished also
+					   * the rooms of identities never
+					   * made (a signal in the start) */
 	unsigned captures_failed;
 };
 
 /* Add an identity's driven rooms (its language sources) to `o`. */
 void gw_report_driven(struct gw_id *id, struct gw_outcome *o);
 
+/* gw_port_lock.c: hold the lock on the identity's interface and address
+ * for the process's life (-EBUSY, logged: another gateway holds it). */
+int gw_port_lock(struct gw_id *id);
+/* At exit: the lock file removed (still holding it), then let go. */
+void gw_port_unlock(struct gw_id *id);
+
 /* gw_telemetry.c */
 void gw_telemetry_init(struct gw_id *const *ids, uint16_t nids);
+/* Before the teardown frees what the commands read: they answer no
+ * ports from then on (a read in progress finishes first). */
+void gw_telemetry_stop(void);
 
 #endif

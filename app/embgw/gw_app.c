@@ -7,7 +7,10 @@
  * (--vdev), and --no-pci when no port is a PCI device and the EAL
  * arguments name none, so DPDK never touches a NIC it was not given.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +287,41 @@ find_port_id(const char *device, uint16_t *id)
 	return rte_eth_dev_get_port_by_name(name, id);
 }
 
+/* A net_af_packet device that did not probe: the usual cause on one host
+ * is DPDK 22.11's PACKET_FANOUT group, (getpid() ^ ifindex) & 0xffff in
+ * the network namespace, already made by another process's socket on
+ * another interface (the kernel refuses it: EINVAL, no port). Say so with
+ * the numbers and the fix; the PMD's own line above says only "could not
+ * set PACKET_FANOUT". */
+static void
+explain_af_packet(const struct egw_conf_port *cfg)
+{
+	const char *iface = strstr(cfg->device, ",iface=");
+	char name[IF_NAMESIZE];
+	unsigned ifindex;
+
+	if (strncmp(cfg->device, "net_af_packet", 13) != 0 || iface == NULL)
+		return;
+	iface += strlen(",iface=");
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(iface, ","), iface);
+	ifindex = if_nametoindex(name);
+	if (ifindex == 0) {
+		GW_LOG(ERR, "port %s: net_af_packet: interface %s: %s\n",
+		       cfg->name, name, strerror(errno));
+		return;
+	}
+	GW_LOG(ERR, "port %s: net_af_packet on %s (ifindex %u) most likely "
+	       "could not join its PACKET_FANOUT group (getpid() %d ^ "
+	       "ifindex) & 0xffff = %u: another process's af_packet socket "
+	       "on another interface made that group first (the two ends of "
+	       "a veth pair have neighbouring ifindexes, so two gateways "
+	       "started one after the other often meet). Start again (another "
+	       "PID), or give the pair ifindexes equal modulo 65536: ip link "
+	       "add A index N type veth peer name B index N+65536*K "
+	       "(doc/gateway.md, \"Same-host devices\")\n", cfg->name, name,
+	       ifindex, (int)getpid(), (unsigned)((getpid() ^ ifindex) & 0xffff));
+}
+
 /* A device for configured port `cfg`: its DPDK port, lcore, mbuf pool.
  * Started once its identities are made (gw_dev_start). */
 static int
@@ -309,6 +347,7 @@ make_dev(struct gw_dev *d, const struct egw_conf_port *cfg)
 		GW_LOG(ERR, "port %s: no DPDK port for device '%s' "
 			"(%u ports probed)\n", cfg->name, cfg->device,
 			rte_eth_dev_count_avail());
+		explain_af_packet(cfg);
 		return -ENODEV;
 	}
 	/* one mbuf pool per socket, shared by that socket's devices */
@@ -409,6 +448,10 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		rc = gw_attach_source_attach(id, &id->attach);
 	if (rc == 0)
 		rc = gw_pattern_source_attach(id, rooms);
+	/* after the payload driver: a second gateway with the same pool file
+	 * hears that refusal, which says more */
+	if (rc == 0)
+		rc = gw_port_lock(id);
 	if (rc == 0 && opt.capture != NULL) {
 		char path[512];
 
@@ -451,6 +494,7 @@ set_up(const struct gw_app *app)
 				break;
 			}
 			ids[nids]->cap.fd = -1;
+			ids[nids]->lock_fd = -1;
 			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
 				     &share, app);
 			if (rc == 0 && gw_force_quit)
@@ -497,6 +541,20 @@ tear_down(struct gw_outcome *out)
 	}
 }
 
+/* The driven rooms asked for that no room source accounts for: a signal
+ * during the start can stop it before an identity (and its source) is
+ * made. --drive N is each port's with one identity per port, shared out
+ * among --identities K. */
+static uint64_t
+rooms_never_sourced(const struct gw_outcome *o)
+{
+	uint64_t asked = opt.rooms.drive;
+
+	if (opt.identities == 1)
+		asked *= conf.nports;
+	return asked > o->rooms ? asked - o->rooms : 0;
+}
+
 /* The exit status, on the report's last line too: 1 (could not start:
  * the log says why), 4 (driven rooms failed or were corrupt), 3 (driven
  * rooms left unfinished), 5 (a capture stopped short), else 0 - never a
@@ -537,9 +595,42 @@ free_all(bool report_total)
 		egw_node_destroy(ids[i]->node);
 		if (ids[i]->drv != NULL)
 			ids[i]->dops->close(ids[i]->drv);
+		gw_port_unlock(ids[i]);
 		free(ids[i]);
 	}
 	free(id_confs);
+}
+
+/* EAL's files under its runtime directory (/var/run/dpdk/PREFIX: the
+ * shared config, the memory segments' arrays - megabytes with
+ * --no-huge -, the multi-process and telemetry sockets) outlive
+ * rte_eal_cleanup(), one directory per exited gateway. The prefix is
+ * ours alone as primary (EAL refuses a second primary on it), so at our
+ * exit we remove what EAL puts there, by name, and the directory if
+ * that empties it; anything else there is left alone. */
+static void
+remove_runtime_dir(const char *dir)
+{
+	static const char *const ours[] = { "config", "hugepage_info",
+		"mp_socket", "fbarray_", "dpdk_telemetry.", NULL };
+	struct dirent *e;
+	DIR *d;
+
+	if (dir[0] == '\0' || rte_eal_process_type() != RTE_PROC_PRIMARY)
+		return;
+	d = opendir(dir);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+		for (int i = 0; ours[i] != NULL; i++)
+			if (strncmp(e->d_name, ours[i], strlen(ours[i])) == 0) {
+				unlinkat(dirfd(d), e->d_name, 0);
+				break;
+			}
+	closedir(d);
+	if (rmdir(dir) != 0 && errno != ENOENT)
+		GW_LOG(INFO, "EAL runtime directory %s kept: %s\n", dir,
+		       strerror(errno));
 }
 
 static void
@@ -577,6 +668,7 @@ int
 gw_app_main(int argc, char **argv, const struct gw_app *app)
 {
 	char *eal[MAX_EAL_ARGS];
+	char rundir[PATH_MAX];
 	struct gw_outcome out = { 0 };
 	int sep = -1, neal, rc, status;
 
@@ -637,10 +729,18 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		       signame(quit_signal), interrupted ? " during the start" : "");
 	status = rc != 0 && !interrupted ? GW_EXIT_START : GW_EXIT_OK;
 	tear_down(&out);
+	/* rooms of identities a signal kept from being made are unfinished
+	 * as much as those of a started one */
+	out.unfinished += rooms_never_sourced(&out);
+	/* the telemetry thread may still read: it lets go of the identities
+	 * before the attach points and the identities are freed */
+	gw_telemetry_stop();
 	/* the clients' sockets close after their rooms were aborted (they
 	 * read Failed), before the room sources let go of them */
 	gw_attach_stop();
 	free_all(status != GW_EXIT_START && opt.identities > 1);
+	snprintf(rundir, sizeof(rundir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	remove_runtime_dir(rundir);
 	return exit_line(status, &out);
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gw_attach.h"
+#include "gw_resources.h"
 
 #define HELLO_DEADLINE_NS 1000000000ull  /* a connection says hello in 1 s */
 #define POLL_MS 1                         /* wake-ups within a millisecond */
@@ -757,6 +758,7 @@ int
 gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 		uint16_t nids)
 {
+	char why[GW_ATTACH_WHY_LEN];
 	int rc;
 
 	ctl.c = c;
@@ -815,7 +817,14 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 		return -ENOMEM;
 	for (uint32_t i = 0; i < ctl.nconns; i++)
 		ctl.conns[i].fd = ctl.conns[i].area_fd = ctl.conns[i].efd = -1;
-	rc = sockets(c);
+	/* the refusals --check-config makes too, in the same words */
+	rc = gw_attach_path_check(&c->attach, why, sizeof(why));
+	if (rc != 0)
+		GW_LOG(ERR, "%s\n", why);
+	else if (gw_attach_mode_warning(&c->attach, why, sizeof(why)))
+		GW_LOG(WARNING, "%s\n", why);
+	if (rc == 0)
+		rc = sockets(c);
 	if (rc == 0)
 		rc = -pthread_create(&ctl.thread, NULL, ctl_main, NULL);
 	if (rc != 0) {

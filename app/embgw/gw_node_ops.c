@@ -52,6 +52,7 @@ on_note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
 		GW_LOG(INFO, "port %s: %s\n", id->cfg->name, nt->text);
 		break;
 	case EGW_NN_RESTARTED:
+	case EGW_NN_FENCED:
 		GW_LOG(WARNING, "port %s: %s\n", id->cfg->name, nt->text);
 		break;
 	default:

@@ -147,7 +147,17 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	optind = 1;
 	while (ok && (c = getopt_long(argc, argv, "f:h", lo, NULL)) != -1) {
 		switch (c) {
-		case 'f': opt->config = optarg; break;
+		case 'f':
+			/* one configuration: a second would silently win */
+			if (opt->config != NULL) {
+				fprintf(stderr, "%s: -f given twice (%s and %s): "
+					"one configuration per gateway\n",
+					app->name, opt->config, optarg);
+				ok = false;
+				break;
+			}
+			opt->config = optarg;
+			break;
 		case 'P': o->produce = true; break;
 		case 'D':
 			ok = number(app, "drive", optarg, 0, GW_MAX_DRIVE, &v);

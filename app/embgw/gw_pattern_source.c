@@ -46,6 +46,9 @@ struct pattern_source {
 				   * failed (0: none) */
 	uint64_t fail_reason[EGW_E_COUNT]; /* by egw_err_to_wire() */
 	uint64_t first_open, last_done;
+	uint64_t slot_wait_since; /* the next room waits for a slot (0: not) */
+	uint64_t slot_waits;      /* rooms that waited for one */
+	bool slot_said;           /* the wait was logged */
 	/* encode side */
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
 	uint64_t produce_busy, produce_queued;
@@ -322,6 +325,45 @@ open_room(struct pattern_source *ps, uint64_t now)
 		room_finished(ps, r, now);
 }
 
+/*
+ * The receiver's room table (max_rooms) is full for the next room's ranks:
+ * it waits for slots like a room short of memory waits in the admission
+ * queue, until its admission deadline (admit_ns from when it was due),
+ * then it is opened all the same and fails at once (NO_SLOT). The table
+ * cannot hold the wait itself: a queued room is a slot (doc/xfer.md,
+ * "Admission"). true: open it now.
+ */
+static bool
+slots_free(struct pattern_source *ps, uint64_t now)
+{
+	const struct gw_id *id = ps->base.id;
+	const struct egw_receiver *rx = egw_node_receiver(id->node);
+	struct egw_xfer_stats st;
+
+	if (rx == NULL)
+		return true;
+	egw_receiver_get_stats(rx, &st);
+	if (st.rooms_active + ps->o.ranks <= id->conf->max_rooms) {
+		ps->slot_wait_since = 0;
+		return true;
+	}
+	if (ps->slot_wait_since == 0) {
+		ps->slot_wait_since = now;
+		ps->slot_waits++;
+		if (!ps->slot_said)
+			GW_LOG(NOTICE, "port %s: the room table is full "
+			       "(max_rooms %u): rooms wait for a slot, up to "
+			       "admit_ms (%lu ms) each\n", id->cfg->name,
+			       id->conf->max_rooms,
+			       (unsigned long)(id->conf->timers.admit_ns / 1000000));
+		ps->slot_said = true;
+	}
+	if (now - ps->slot_wait_since < id->conf->timers.admit_ns)
+		return false;
+	ps->slot_wait_since = 0; /* past its deadline: NO_SLOT */
+	return true;
+}
+
 static uint32_t
 poll_rooms(struct gw_room_source *s, uint64_t now)
 {
@@ -352,10 +394,12 @@ poll_rooms(struct gw_room_source *s, uint64_t now)
 
 		if (due > ps->o.drive)
 			due = ps->o.drive;
-		while (ps->opened < due && ps->active < ps->o.concurrency)
+		while (ps->opened < due && ps->active < ps->o.concurrency &&
+		       slots_free(ps, now))
 			open_room(ps, now);
 	} else {
-		while (ps->active < ps->o.concurrency && ps->opened < ps->o.drive)
+		while (ps->active < ps->o.concurrency && ps->opened < ps->o.drive &&
+		       slots_free(ps, now))
 			open_room(ps, now);
 	}
 	return fed + ps->opened - before;
@@ -388,6 +432,7 @@ report(struct gw_room_source *s, struct gw_room_stats *st)
 	st->ok = ps->ok;
 	st->failed = ps->failed;
 	st->unfinished = ps->o.drive - ps->finished;
+	st->slot_waits = ps->slot_waits;
 	st->bytes = ps->bytes_verified;
 	st->bad = ps->bad_bytes;
 	st->latency_ns = ps->lat;

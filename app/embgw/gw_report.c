@@ -59,14 +59,16 @@ print_admission(FILE *f, const char *port, const struct egw_xfer_stats *xs,
 		qsort(wait, n, sizeof(wait[0]), cmp_u64);
 	fprintf(f, "admission: port=%s queue_max=%lu admitted=%lu "
 		"restarts=%lu wait_p50_ms=%.3f wait_p99_ms=%.3f "
-		"wait_max_ms=%.3f quarantined=%lu quarantine_blocks=%lu\n",
+		"wait_max_ms=%.3f quarantined=%lu quarantine_blocks=%lu "
+		"quarantine_expired=%lu\n",
 		port, (unsigned long)xs->admit_queue_max,
 		(unsigned long)xs->admitted, (unsigned long)xs->restarts,
 		have ? pct_ms(wait, n, 500) : 0.0,
 		have ? pct_ms(wait, n, 990) : 0.0,
 		have ? (double)wait[n - 1] / 1e6 : 0.0,
 		(unsigned long)xs->quarantined,
-		(unsigned long)xs->quarantine_blocks);
+		(unsigned long)xs->quarantine_blocks,
+		(unsigned long)xs->quarantine_expired);
 }
 
 /* Node drop counters under their report keys (enum egw_node_drop). */
@@ -90,11 +92,12 @@ report_node(const struct gw_id *id, FILE *f)
 	fprintf(f, " arp_miss=%lu", (unsigned long)id->st.arp_miss);
 	/* peers' incarnations and refused REGISTERs, both ways */
 	fprintf(f, " adoptions=%lu peer_restarts=%lu register_refusals=%lu "
-		"register_refused=%lu auth_failed=%lu\n",
+		"register_refused=%lu auth_failed=%lu peers_fenced=%lu\n",
 		(unsigned long)ns.adoptions, (unsigned long)ns.peer_restarts,
 		(unsigned long)ns.register_refusals,
 		(unsigned long)ns.register_refused,
-		(unsigned long)ns.proto.refused[EGW_PE_MAC]);
+		(unsigned long)ns.proto.refused[EGW_PE_MAC],
+		(unsigned long)ns.peers_fenced);
 }
 
 /* The device's lines, under the name of the identity that owns it (the
@@ -218,10 +221,11 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	secs = st.last_done_ns > st.first_open_ns ?
 	       (double)(st.last_done_ns - st.first_open_ns) / 1e9 : 0;
 	fprintf(f, "language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
-		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu\n", name,
-		st.rooms, st.ok, st.failed, st.unfinished,
+		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu slot_waits=%lu\n",
+		name, st.rooms, st.ok, st.failed, st.unfinished,
 		(unsigned long)st.bytes, (unsigned long)st.bad,
-		(unsigned long)xs.resumes, (unsigned long)xs.retransmits);
+		(unsigned long)xs.resumes, (unsigned long)xs.retransmits,
+		(unsigned long)st.slot_waits);
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);
@@ -333,6 +337,7 @@ gw_report_driven(struct gw_id *id, struct gw_outcome *o)
 		id->sources[i]->ops->report(id->sources[i], &st);
 		if (!st.language || st.clients)
 			continue;
+		o->rooms += st.rooms;
 		o->failed += st.failed;
 		o->bad += st.bad;
 		o->unfinished += st.unfinished;

@@ -7,7 +7,9 @@
  * so --check-config can refuse what the start would.
  */
 #include <errno.h>
+#include <grp.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "egw_payload.h"
@@ -32,7 +34,7 @@ space_for(const char *path, uint64_t *free_bytes)
 unsigned
 gw_check_resources(const struct egw_conf *c, FILE *err)
 {
-	uint64_t pool = egw_geom_mem_bytes(&c->geom), mem = 0, avail, room;
+	uint64_t pool = egw_geom_mem_bytes(&c->geom), mem = 0, avail, room = 0;
 	unsigned bad = 0;
 	int rc;
 
@@ -42,6 +44,11 @@ gw_check_resources(const struct egw_conf *c, FILE *err)
 		if (p->payload.driver != EGW_PAYLOAD_SHM ||
 		    !(c->roles & EGW_ROLE_LANGUAGE)) {
 			mem += pool;
+			continue;
+		}
+		/* what is at the path: the start's refusal, in its words */
+		if (egw_payload_shm_path_check(p->payload.path) != 0) {
+			bad++;
 			continue;
 		}
 		rc = space_for(p->payload.path, &room);
@@ -63,6 +70,16 @@ gw_check_resources(const struct egw_conf *c, FILE *err)
 			bad++;
 		}
 	}
+	if (c->attach.enabled) {
+		char why[GW_ATTACH_WHY_LEN];
+
+		if (gw_attach_path_check(&c->attach, why, sizeof(why)) != 0) {
+			fprintf(err, "%s: %s\n", c->file, why);
+			bad++;
+		} else if (gw_attach_mode_warning(&c->attach, why, sizeof(why))) {
+			fprintf(err, "%s: warning: %s\n", c->file, why);
+		}
+	}
 	if (mem > 0 && egw_payload_mem_available(&avail) == 0 && mem > avail) {
 		fprintf(err, "%s: the pools in the gateway's memory take %llu "
 			"bytes, the machine has %llu available\n", c->file,
@@ -70,4 +87,53 @@ gw_check_resources(const struct egw_conf *c, FILE *err)
 		bad++;
 	}
 	return bad;
+}
+
+int
+gw_attach_path_check(const struct egw_conf_attach *a, char *why, size_t n)
+{
+	char dir[EGW_CONF_SOCK_PATH_LEN];
+	const char *slash = strrchr(a->path, '/');
+	struct stat st;
+
+	/* attach.path is absolute (the configuration says so) */
+	snprintf(dir, sizeof(dir), "%.*s", slash == a->path ? 1 :
+		 (int)(slash - a->path), a->path);
+	if (stat(dir, &st) != 0) {
+		int e = errno;
+
+		snprintf(why, n, "attach: cannot serve %s: its directory %s: %s "
+			 "(attach.path: create the directory or choose another "
+			 "path)", a->path, dir, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, n, "attach: cannot serve %s: %s is not a "
+			 "directory (attach.path)", a->path, dir);
+		return -ENOTDIR;
+	}
+	if (a->group[0] != '\0' && getgrnam(a->group) == NULL) {
+		snprintf(why, n, "attach: cannot give %s to group %s: no such "
+			 "group (attach.group)", a->path, a->group);
+		return -ENOENT;
+	}
+	if (lstat(a->path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		snprintf(why, n, "attach: %s exists and is not a socket; not "
+			 "replacing it (attach.path)", a->path);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+bool
+gw_attach_mode_warning(const struct egw_conf_attach *a, char *why, size_t n)
+{
+	/* any local user may then attach: SO_PEERCRED still applies the
+	 * allow lists, but nothing else keeps strangers off the socket */
+	if ((a->mode & 0002) == 0)
+		return false;
+	snprintf(why, n, "attach: %s gets mode %04o: every local user can "
+		 "connect to it (attach.mode; 0660 with attach.group keeps "
+		 "the socket to that group)", a->path, a->mode);
+	return true;
 }

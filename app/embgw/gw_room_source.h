@@ -47,6 +47,7 @@ struct gw_room_stats {
 	uint64_t sent_ok, sent_failed;
 	/* language side: rooms the source opened */
 	uint32_t rooms, ok, failed, unfinished;
+	uint64_t slot_waits;     /* rooms that waited for a room table slot */
 	uint64_t bytes;          /* delivered and consumed (verified) */
 	uint64_t bad;            /* units that differed from what was sent */
 	uint64_t *latency_ns;    /* open -> delivered, per room that succeeded */

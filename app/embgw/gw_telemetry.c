@@ -12,11 +12,19 @@
  * The counters are plain per-lcore integers read from the telemetry
  * thread: a read may be one update behind, never torn (aligned 64-bit).
  */
+#include <pthread.h>
+
 #include <rte_telemetry.h>
 
 #include "gw.h"
 #include "gw_attach.h"
 
+/* DPDK 22.11 cannot unregister a command: the telemetry thread may call
+ * one until the process exits, while the teardown frees the identities,
+ * their pools and their client tables. Every command runs under `lock`
+ * and gw_telemetry_stop() empties the table under it, so a read either
+ * finishes before the teardown frees anything or answers no ports. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gw_id *const *tids;
 static uint16_t ntids;
 
@@ -31,17 +39,23 @@ static int
 per_port(struct rte_tel_data *d,
 	 void (*fill)(const struct gw_id *id, struct rte_tel_data *c))
 {
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
 	rte_tel_data_start_dict(d);
 	for (uint16_t i = 0; i < ntids; i++) {
 		struct rte_tel_data *c = rte_tel_data_alloc();
 
-		if (c == NULL)
-			return -1;
+		if (c == NULL) {
+			rc = -1;
+			break;
+		}
 		rte_tel_data_start_dict(c);
 		fill(tids[i], c);
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
-	return 0;
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 static void
@@ -87,6 +101,7 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	add(c, "reregisters", ns.reregisters);
 	add(c, "adoptions", ns.adoptions);
 	add(c, "peer_restarts", ns.peer_restarts);
+	add(c, "peers_fenced", ns.peers_fenced);
 	add(c, "register_refusals", ns.register_refusals);
 	add(c, "register_refused", ns.register_refused);
 	add(c, "inj_dropped", id->st.inj_dropped);
@@ -134,6 +149,7 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	X(quarantine_blocks);
 	X(quarantine_acked);
 	X(quarantine_dead);
+	X(quarantine_expired);
 	X(abort_acks);
 	X(yields);
 #undef X
@@ -202,8 +218,11 @@ cmd_pool(const char *cmd, const char *params, struct rte_tel_data *d)
 static int
 cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	int rc = 0;
+
 	(void)cmd;
 	(void)params;
+	pthread_mutex_lock(&lock);
 	rte_tel_data_start_dict(d);
 	for (uint16_t i = 0; i < ntids; i++) {
 		const struct gw_attach_port *ap = tids[i]->attach;
@@ -214,8 +233,10 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		if (ap == NULL)
 			continue;
 		c = rte_tel_data_alloc();
-		if (c == NULL)
-			return -1;
+		if (c == NULL) {
+			rc = -1;
+			break;
+		}
 		egw_clients_stats(ap->clients, &st);
 		rte_tel_data_start_dict(c);
 		add(c, "attached", egw_clients_attached(ap->clients));
@@ -245,14 +266,17 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "held_blocks", egw_clients_held_blocks(ap->clients));
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
-	return 0;
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 void
 gw_telemetry_init(struct gw_id *const *ids, uint16_t nids)
 {
+	pthread_mutex_lock(&lock);
 	tids = ids;
 	ntids = nids;
+	pthread_mutex_unlock(&lock);
 	rte_telemetry_register_cmd("/embgw/stats", cmd_stats,
 				   "Per-port packet counters and drops by reason");
 	rte_telemetry_register_cmd("/embgw/rooms", cmd_rooms,
@@ -261,4 +285,14 @@ gw_telemetry_init(struct gw_id *const *ids, uint16_t nids)
 				   "Block pool geometry and occupancy");
 	rte_telemetry_register_cmd("/embgw/clients", cmd_clients,
 				   "Attached engines: rooms, commands, refusals by reason");
+}
+
+void
+gw_telemetry_stop(void)
+{
+	/* waits for a read in progress; later reads answer no ports */
+	pthread_mutex_lock(&lock);
+	tids = NULL;
+	ntids = 0;
+	pthread_mutex_unlock(&lock);
 }

@@ -306,6 +306,13 @@ extern const struct egw_payload_ops egw_payload_verbs_ops;
  *  anything else). For --check-config: the start's own take-over. */
 uint64_t egw_payload_shm_reclaimable(const char *path);
 
+/** What the shm driver's start refuses at `path` whatever else runs,
+ *  logged in the start's words: something that is not a regular file, a
+ *  file that is not an embgw pool file, one that cannot be opened.
+ *  0 for nothing there or a pool file (a live owner's lock is not
+ *  checked: it may be gone by the start). For --check-config. */
+int egw_payload_shm_path_check(const char *path);
+
 void egw_payload_log(const char *driver, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

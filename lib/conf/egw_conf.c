@@ -511,11 +511,12 @@ load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 	static const char *const keys[] = { "rto_ms", "rto_max_ms",
 		"bootstrap_ms", "input_ms", "round_ms", "alloc_retry_ms",
 		"alloc_ms", "admit_ms", "heartbeat_ms", "peer_dead_ms",
-		"linger_ms", NULL };
+		"linger_ms", "quarantine_ms", NULL };
 	struct egw_xfer_timers *t = &c->timers;
 	uint64_t *dst[] = { &t->rto_ns, &t->rto_max_ns, &t->bootstrap_ns,
 		&t->input_ns, &t->round_ns, &t->alloc_retry_ns, &t->alloc_ns,
-		&t->admit_ns, &t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns };
+		&t->admit_ns, &t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns,
+		&t->quarantine_ns };
 	const config_setting_t *p = typed(l, gw, "timers", CONFIG_TYPE_GROUP,
 					  false);
 
@@ -535,6 +536,9 @@ load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		    "waiting for memory fails as pool-exhausted");
 	if (t->peer_dead_ns <= t->heartbeat_ns)
 		err(l, p, "peer_dead_ms", "must exceed heartbeat_ms");
+	if (t->quarantine_ns <= t->rto_max_ns)
+		err(l, p, "quarantine_ms", "must exceed rto_max_ms, so that the "
+		    "ABORT is resent before the peer is fenced");
 }
 
 /* An array of small non-negative integers (uids, gids). */

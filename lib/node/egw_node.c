@@ -57,6 +57,9 @@ struct node_peer {
 	bool was_registered;     /* for the REGISTERED note */
 	bool endpoint_unacked;   /* our endpoint changed: no ACK echoed it */
 	bool silent;             /* declared dead: let go after the engines */
+	bool fence;              /* a quarantine expired: fence after them */
+	uint64_t fence_room;     /* ... the first such room, for the note */
+	uint16_t fence_rank;
 	struct egw_replay replay;    /* the adopted session's window */
 	struct egw_replay heard_win; /* REGISTERs from other sessions */
 	struct egw_register applied; /* content last applied (reached) */
@@ -363,6 +366,14 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		n->peers[a->peer].confirmed = false;
 		n->peers[a->peer].silent = true;
 		n->peers[a->peer].next_register = n->now;
+		break;
+	case EGW_ACT_PEER_FENCE:
+		/* fenced once the engine call returns (fence) */
+		if (!n->peers[a->peer].fence) {
+			n->peers[a->peer].fence = true;
+			n->peers[a->peer].fence_room = a->room;
+			n->peers[a->peer].fence_rank = a->rank;
+		}
 		break;
 	default:
 		do_pool(n, a);
@@ -952,6 +963,46 @@ let_go(struct egw_node *n, uint32_t peer)
 	pe->reached = false;
 }
 
+/* A peer alive but holding a quarantine past quarantine_ns: broken for
+ * that memory (doc/xfer.md, "Quarantine"). Treated as a restart of its
+ * incarnation, which it did not make: the driver lets go first (verbs:
+ * its QP reset - nothing of it lands after this returns; shm: our
+ * mapping of its pool), then every room shared with it fails and the
+ * quarantined blocks come back, and its session is retired for good:
+ * whatever it sends under it is refused (SESSION) until it starts anew
+ * with a new session, which is adopted as any new incarnation. */
+static void
+fence(struct egw_node *n, uint32_t peer)
+{
+	struct node_peer *pe = &n->peers[peer];
+	uint64_t old = pe->adopted;
+
+	pe->fence = false;
+	note(n, peer, EGW_NN_FENCED, EGW_E_ABORTED, false,
+	     "peer %s (session %#lx) did not answer the ABORT of room %#lx "
+	     "rank %u within quarantine_ms (%lu ms): fenced - its rooms "
+	     "failed, its writes cut off (%s), its quarantined blocks back "
+	     "in the pool, its session retired: it is served again once it "
+	     "starts anew", pe->cfg.name, (unsigned long)old,
+	     (unsigned long)pe->fence_room, pe->fence_rank,
+	     (unsigned long)(n->conf->timers.quarantine_ns / 1000000),
+	     "a verbs QP is reset; shm cannot unmap it from our pool");
+	if (n->ops.peer_down != NULL)
+		n->ops.peer_down(n->ops.ctx, peer, false);
+	if (n->sender != NULL)
+		egw_sender_peer_dead(n->sender, peer, n->now);
+	if (n->receiver != NULL)
+		egw_receiver_peer_dead(n->receiver, peer, n->now);
+	if (old != 0)
+		pe->retired[pe->nretired++ % NODE_RETIRED] = old;
+	pe->adopted = 0;
+	pe->confirmed = false;
+	pe->reached = false;
+	pe->silent = false;
+	pe->was_registered = false;
+	n->st.peers_fenced++;
+}
+
 void
 egw_node_tick(struct egw_node *n, uint64_t now)
 {
@@ -969,6 +1020,9 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 		egw_sender_tick(n->sender, now);
 	if (n->receiver != NULL)
 		egw_receiver_tick(n->receiver, now);
+	for (uint32_t i = 0; i < n->npeers; i++)
+		if (n->peers[i].fence)
+			fence(n, i);
 	for (uint32_t i = 0; i < n->npeers; i++)
 		if (n->peers[i].silent)
 			let_go(n, i);

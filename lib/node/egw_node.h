@@ -58,6 +58,8 @@ struct egw_node_stats {
 	uint64_t reregisters;   /**< endpoint changes announced to a peer */
 	uint64_t adoptions;     /**< peer incarnations adopted */
 	uint64_t peer_restarts; /**< ... of which replaced an adopted one */
+	uint64_t peers_fenced;  /**< incarnations fenced: a quarantine of
+				 *   theirs passed quarantine_ns unanswered */
 	uint64_t register_refusals; /**< ERRORs we sent refusing a REGISTER */
 	uint64_t register_refused;  /**< ERRORs a peer sent refusing ours */
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
@@ -75,6 +77,9 @@ enum egw_node_note_kind {
 	EGW_NN_REFUSED,       /**< we refused a peer's REGISTER (error) */
 	EGW_NN_PEER_REFUSED,  /**< a peer refused our REGISTER (error) */
 	EGW_NN_AUTH,          /**< a peer's datagrams fail authentication */
+	EGW_NN_FENCED,        /**< a peer left a quarantine unanswered past
+			       *   quarantine_ns: fenced, its session
+			       *   retired (warning) */
 };
 
 /** One line worth logging about a peer. Refusals and authentication

@@ -221,6 +221,14 @@ enum egw_act_type {
 	EGW_ACT_DELIVER,      /**< receiver: room complete, runs[] cover total */
 	EGW_ACT_DONE,         /**< room final: error == EGW_E_OK is success */
 	EGW_ACT_PEER_DEAD,    /**< no word from peer within the heartbeat deadline */
+	EGW_ACT_PEER_FENCE,   /**< receiver: a quarantine of `peer` passed
+			       *   quarantine_ns without its ABORT ACK: the
+			       *   peer is broken for that memory. The
+			       *   application makes sure no write of the
+			       *   peer can land any more (verbs: reset its
+			       *   QP), then calls egw_receiver_peer_dead,
+			       *   which returns the blocks (doc/xfer.md,
+			       *   "Quarantine") */
 };
 
 struct egw_act {
@@ -301,6 +309,9 @@ struct egw_xfer_timers {
 	uint64_t heartbeat_ns;    /**< send a heartbeat this often */
 	uint64_t peer_dead_ns;    /**< no word from a peer this long: dead */
 	uint64_t linger_ns;       /**< final rooms answer duplicates this long */
+	uint64_t quarantine_ns;   /**< receiver: a quarantine not ended by its
+				   *   ABORT ACK this long fences the peer
+				   *   (EGW_ACT_PEER_FENCE) */
 };
 
 void egw_xfer_timers_default(struct egw_xfer_timers *t);
@@ -359,7 +370,10 @@ struct egw_xfer_stats {
 	uint64_t quarantine_rooms;    /**< rooms held now */
 	uint64_t quarantine_blocks;   /**< blocks held now */
 	uint64_t quarantine_acked;    /**< released by ABORT ACK */
-	uint64_t quarantine_dead;     /**< released because the peer died */
+	uint64_t quarantine_dead;     /**< released because the peer died (or
+				       *   was fenced) */
+	uint64_t quarantine_expired;  /**< rooms whose quarantine passed
+				       *   quarantine_ns: their peer fenced */
 	/* sender */
 	uint64_t abort_acks;          /**< ABORT ACKs sent */
 	uint64_t yields;              /**< ranks restarted on the receiver's word */

@@ -149,6 +149,9 @@ egw_xfer_timers_default(struct egw_xfer_timers *t)
 	t->heartbeat_ns = 100 * MS;
 	t->peer_dead_ns = 1000 * MS;
 	t->linger_ns = 2000 * MS;
+	/* an ACK comes within a round trip of a live, correct sender (its
+	 * writes done); a few seconds cover many ABORT resends */
+	t->quarantine_ns = 5000 * MS;
 }
 
 void

@@ -57,6 +57,8 @@ struct receiver_room {
 	uint16_t abort_err;       /* enum egw_err the ABORT carries */
 	uint16_t abort_id;        /* names the ABORT's quarantine (ACK echo) */
 	uint64_t ack_seq;         /* messages sent before the ACK are stale */
+	uint64_t hold_until;      /* past it without the ACK: fence the peer */
+	bool expired;             /* ... which was asked for */
 	struct egw_run *runs;     /* all runs, token order */
 	uint32_t nruns;
 	struct receiver_window *win;
@@ -407,6 +409,8 @@ receiver_hold_for_ack(struct egw_receiver *r, struct receiver_room *x,
 		      enum egw_err e, uint64_t now)
 {
 	x->wait_ack = true;
+	x->expired = false;
+	x->hold_until = now + r->core.conf.timers.quarantine_ns;
 	x->abort_id = next_abort_id(r);
 	x->abort_err = (uint16_t)e;
 	x->alloc_failing = false;
@@ -1045,8 +1049,21 @@ receiver_tick_room(struct egw_receiver *r, struct receiver_room *x,
 	const struct egw_xfer_timers *t = &r->core.conf.timers;
 
 	if (x->wait_ack) {
-		/* quarantined: no deadline of its own (the peer's death
-		 * ends it); a yielding room still has its memory deadline */
+		/* quarantined: the peer's death or, past quarantine_ns
+		 * without the ACK, its fence ends it; a yielding room still
+		 * has its memory deadline */
+		if (!x->expired && now >= x->hold_until) {
+			struct egw_act a = { .type = EGW_ACT_PEER_FENCE,
+					     .peer = x->peer, .room = x->room,
+					     .rank = x->rank };
+
+			/* asked once a room; the blocks come back when the
+			 * application has fenced the peer (peer_dead) */
+			x->expired = true;
+			r->core.stats.quarantine_expired++;
+			core_emit(&r->core, &a);
+			return;
+		}
 		if (x->restart && now >= x->mem_deadline)
 			receiver_fail(r, x, EGW_E_POOL_EXHAUSTED, true, now);
 	} else if (x->queued) {

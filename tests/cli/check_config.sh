@@ -61,6 +61,52 @@ out=$("$embgw" --check-config "$t/huge.cfg" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "huge.cfg: port p: payload.path $t/pool: the pool file takes [0-9]* bytes, its filesystem has [0-9]* free" <<<"$out" ||
 	{ echo "FAIL: a pool file over the free space: exit $rc: $out"; fail=1; }
 
+# what is at payload.path and at the attach path: --check-config refuses
+# what the start refuses, in the start's words (the start calls the same
+# checks; tests/integration pool-file-stranger shows the start's)
+mkdir "$t/adir"
+echo "a stranger's data" >"$t/stranger"
+# pool_at PATH [ATTACH]: a language configuration with its pool file at
+# PATH and an attach group ATTACH
+pool_at() {
+	cat >"$t/at.cfg" <<CFG
+gateway = { name = "x"; roles = ["language"]; key_file = "k";
+  pool = { capacity_tokens = 65536; hidden_size = 64; }; ${2-} };
+ports = ( { name = "p"; device = "net_ring0"; address = "10.0.0.1/24";
+  lcores = [1]; payload = { driver = "shm"; path = "$1"; }; } );
+CFG
+}
+for c in "$t/adir:a directory" "$t/stranger:not an embgw pool file" \
+	 "/dev/null:a character device"; do
+	path=${c%%:*} what=${c#*:}
+	pool_at "$path"
+	out=$("$embgw" --check-config "$t/at.cfg" 2>&1); rc=$?
+	case $what in
+	not*) msg="payload.path $path exists and is not an embgw pool file: refused, left untouched" ;;
+	*) msg="payload.path $path exists and is $what: refused, left untouched" ;;
+	esac
+	[ $rc -eq 1 ] && grep -qF "$msg" <<<"$out" ||
+		{ echo "FAIL: payload.path $path ($what): exit $rc: $out"; fail=1; }
+done
+[ "$(cat "$t/stranger")" = "a stranger's data" ] || { echo "FAIL: the stranger's file changed"; fail=1; }
+echo "not a socket" >"$t/file.sock"
+for c in "path = \"$t/nodir/a.sock\";|attach: cannot serve $t/nodir/a.sock: its directory $t/nodir: No such file or directory" \
+	 "path = \"$t/a.sock\"; group = \"egw-no-such-group\";|attach: cannot give $t/a.sock to group egw-no-such-group: no such group" \
+	 "path = \"$t/file.sock\";|attach: $t/file.sock exists and is not a socket; not replacing it"; do
+	pool_at "$t/pool" "attach = { ${c%%|*} };"
+	out=$("$embgw" --check-config "$t/at.cfg" 2>&1); rc=$?
+	[ $rc -eq 1 ] && grep -qF "at.cfg: ${c#*|}" <<<"$out" ||
+		{ echo "FAIL: attach { ${c%%|*} }: exit $rc: $out"; fail=1; }
+done
+# a socket mode every local user can connect to: a warning, not a refusal
+pool_at "$t/pool" "attach = { path = \"$t/a.sock\"; mode = \"0777\"; };"
+out=$("$embgw" --check-config "$t/at.cfg" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -qF "at.cfg: warning: attach: $t/a.sock gets mode 0777: every local user can connect to it" <<<"$out" ||
+	{ echo "FAIL: attach mode 0777: exit $rc: $out"; fail=1; }
+pool_at "$t/pool" "attach = { path = \"$t/a.sock\"; };"
+out=$("$embgw" --check-config "$t/at.cfg" 2>&1); rc=$?
+[ $rc -eq 0 ] && ! grep -q "warning" <<<"$out" || { echo "FAIL: a good attach group: exit $rc: $out"; fail=1; }
+
 # command-line numbers: refused whole, never wrapped or read as 0; an EAL
 # --vdev naming a configured device: refused (before EAL starts)
 gateway=0
@@ -86,5 +132,11 @@ for bad in -1 +5 " 7" 0; do
 		{ echo "FAIL: --test-session '$bad': exit $rc: $out"; fail=1; }
 done
 "$embgw" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: no arguments should exit 2"; fail=1; }
+# one configuration: -f twice is refused, naming both
+if [ $gateway = 1 ]; then
+	out=$("$embgw" -- -f "$src/config/language.cfg" -f "$src/config/encode.cfg" 2>&1); rc=$?
+	[ $rc -eq 2 ] && grep -qF "embgw: -f given twice ($src/config/language.cfg and $src/config/encode.cfg)" <<<"$out" ||
+		{ echo "FAIL: -f twice: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+fi
 [ $fail -eq 0 ] && echo "check-config: all cases behaved"
 exit $fail

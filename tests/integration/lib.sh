@@ -83,6 +83,45 @@ run_gen() {
 # only frames on it are the gateways'.
 VETH=""
 
+# Each end gets an ifindex of its own choosing (veth_add): DPDK 22.11's
+# net_af_packet joins the PACKET_FANOUT group (getpid() ^ ifindex) & 0xffff
+# of its network namespace, and a group already made by another process's
+# socket on another interface refuses it ("could not set PACKET_FANOUT
+# ... Invalid argument": no port). With the kernel's neighbouring
+# ifindexes two gateways whose PIDs differ in the low bits that the
+# indexes differ in collide (PIDs of processes started one after the
+# other often do). Every index chosen here is VETH_IFX_LOW modulo 65536,
+# so two of our gateways collide only when their PIDs are equal modulo
+# 65536: never where pid_max is 65536 or less, and elsewhere only for
+# PIDs a multiple of 65536 apart. The indexes of a pair also differ by
+# more than 4194304 (the largest pid_max) in their whole value.
+VETH_IFX_LOW=4660
+
+# veth_add A B: the veth pair A - B with ifindexes k * 65536 +
+# VETH_IFX_LOW for random k in 64..32767, the two k's apart in a bit of
+# 64 or more; an index taken (by a pair of another run) is drawn again
+veth_add() {
+	local try ka kb err
+	for try in $(seq 1 20); do
+		ka=$((64 + RANDOM % 32704))
+		kb=$((64 + RANDOM % 32704))
+		[ $((ka ^ kb)) -ge 64 ] || continue
+		if err=$(ip link add "$1" index $((ka * 65536 + VETH_IFX_LOW)) type veth \
+			peer name "$2" index $((kb * 65536 + VETH_IFX_LOW)) 2>&1); then
+			return 0
+		fi
+		# a taken index says "File exists": draw again; anything else
+		# (no root, no iproute2, no veth) is final
+		case $err in
+		*"File exists"*) ;;
+		*) echo "     ip link add $1: $err" >&2; return 1 ;;
+		esac
+		ip link show "$1" >/dev/null 2>&1 && { echo "     $1 exists already" >&2; return 1; }
+	done
+	echo "     no free ifindexes for $1/$2 after 20 tries" >&2
+	return 1
+}
+
 # veth_up [PAIRS]: PAIRS (default 2) veth pairs VETHe<i> - VETHl<i> under a
 # fresh random prefix VETH, up; veth_down (or the caller's EXIT trap)
 # removes them
@@ -91,7 +130,7 @@ veth_up() {
 	[ -z "$VETH" ] || veth_down
 	VETH=egw$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 	for i in $(seq 0 $((n - 1))); do
-		if ! ip link add "${VETH}e$i" type veth peer name "${VETH}l$i" 2>/dev/null; then
+		if ! veth_add "${VETH}e$i" "${VETH}l$i"; then
 			echo "     cannot create the veth pair ${VETH}e$i/${VETH}l$i (root and iproute2 needed: scripts/deps.sh installs it)" >&2
 			veth_down
 			return 1
@@ -252,6 +291,41 @@ import json, sys
 text = sys.stdin.read()
 start = text.find("{")
 print(json.dumps(json.JSONDecoder().raw_decode(text[start:])[0]) if start >= 0 else "")'
+}
+
+# tel_hammer NAME PATH OUT: in the background, PATH asked of process NAME
+# (one of ours) over its telemetry socket, again and again on one
+# connection, until the process closes it; OUT then holds the number of
+# answers that named a port. TEL_HAMMER is the reader's PID.
+TEL_HAMMER=""
+tel_hammer() {
+	/usr/bin/python3 - "/var/run/dpdk/egw-$1-$$/dpdk_telemetry.v2" "$2" "$3" <<'PY' &
+import socket, sys, time
+path, cmd, out = sys.argv[1:4]
+deadline = time.monotonic() + 60
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+while True:
+    try:
+        s.connect(path)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit(1)
+        time.sleep(0.01)
+answers = 0
+try:
+    s.recv(16384)  # the greeting
+    while time.monotonic() < deadline:
+        s.send(cmd.encode())
+        reply = s.recv(1 << 20)
+        if not reply:
+            break
+        answers += b'"p0"' in reply
+except OSError:
+    pass
+open(out, "w").write("%d\n" % answers)
+PY
+	TEL_HAMMER=$!
 }
 
 # tel_value JSON PATH PORT KEY: one counter of a telemetry answer

@@ -157,6 +157,23 @@ case_admission_many() {
 }
 
 # ---- malformed, forged, replayed and stranger datagrams --------------------
+define room-table-burst "120 rooms opened at once (--concurrency 120) against a language max_rooms of 16: the rooms beyond the table wait for a slot (as rooms short of memory wait for admission) instead of failing NO_SLOT; all 120 byte-exact"
+case_room_table_burst() {
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i 's/^  timers = {/  limits = { max_rooms = 16; };\n  timers = {/' "$T/language.cfg"
+	grep -q "max_rooms = 16" "$T/language.cfg" || { MSG="no limits group written"; return 1; }
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 120 \
+		--concurrency 120 --lengths 500,2000
+	stop_all
+	MSG="lang: $(report "$T/lang.log")"
+	expect "$T/lang.log" language ok -eq 120 && expect "$T/lang.log" language failed -eq 0 &&
+		expect "$T/lang.log" language slot_waits -gt 0 && expect "$T/lang.log" result errors -eq 0 &&
+		grep -q "the room table is full (max_rooms 16): rooms wait for a slot" "$T/lang.log" || return 1
+	MSG="120 rooms at once into a table of 16: $(field "$T/lang.log" language slot_waits) waits for a slot, 120 byte-exact, none failed"
+}
+
 define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
 case_junk() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
@@ -198,6 +215,36 @@ case_telemetry() {
 		[ "$(tel_value "$stats" /embgw/stats p0 drop_proto)" -gt 0 ] &&
 		[ "$(tel_value "$pool" /embgw/pool p0 blocks_total)" -gt 0 ] || return 1
 	MSG="the encode gateway answered: 20 rooms opened and ok, $(tel_value "$stats" /embgw/stats p0 drop_proto) junk datagrams dropped, $(tel_value "$pool" /embgw/pool p0 blocks_total) blocks in its pool"
+}
+
+define telemetry-stop "/embgw/rooms and /embgw/clients read in a loop while the language gateway stops mid-transfer, 6 times: each stop a clean one (status 3 or 4, its exit line), never a crash"
+case_telemetry_stop() {
+	local i pid gw rc cmd n seen=""
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	encode_server start_gw "$T/enc.log" || return 1
+	for i in 1 2 3 4 5 6; do
+		LOG=$T/lang-$i.log
+		start_gw lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
+			--concurrency 2 --lengths 20000
+		pid=${PIDS[-1]}
+		wait_registered "$LOG" 20 || return 1
+		gw=$(child_of "$pid") || return 1
+		# the commands that walk the identities, the pool and the clients
+		cmd=/embgw/rooms
+		[ $((i % 2)) = 0 ] && cmd=/embgw/clients
+		tel_hammer lang "$cmd" "$T/answers-$i"
+		sleep 0.5
+		kill -TERM "$gw"
+		wait_exit "$pid"
+		rc=$?
+		wait "$TEL_HAMMER"
+		n=$(cat "$T/answers-$i" 2>/dev/null)
+		MSG="stop $i (reading $cmd): exit $rc, ${n:-no} answers, last line: $(tail -1 "$LOG")"
+		{ [ "$rc" -eq 3 ] || [ "$rc" -eq 4 ]; } && [ "${n:-0}" -gt 0 ] &&
+			tail -1 "$LOG" | grep -q "^exit: status=$rc .* signal=SIGTERM$" || return 1
+		seen="$seen $rc"
+	done
+	MSG="6 stops under a telemetry read loop (/embgw/rooms, /embgw/clients): exit statuses$seen, each with its exit line"
 }
 
 # ---- a peer killed in the middle of a transfer -----------------------------
@@ -1118,6 +1165,32 @@ case_pool_file_second_instance() {
 	MSG="the second gateway refused (exit 1, 'pool of a running gateway'); the first kept its pool file (inode $ino), its 30 rooms byte-exact, the file removed at its exit"
 }
 
+define port-second-instance "a second language gateway on the same interface and address (its own pool file): refused at start naming the first one's pid and the lock; the first's rooms go on byte-exact"
+case_port_second_instance() {
+	local rc first
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	sed "s|$T/lang-pool-0|$T/lang-pool-b|" "$T/language.cfg" >"$T/language2.cfg"
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 20 \
+		--concurrency 2 --lengths 10000 --start-delay-ms 2000
+	first=${PIDS[-1]}
+	wait_registered "$T/lang.log" 20 || return 1
+	first=$(child_of "$first") || return 1
+	LOG=$T/lang2.log
+	run_gw lang2 0 "$T/language2.cfg" "$T/lang2.log" 20 --drive 1
+	rc=$?
+	LOG=$T/lang.log
+	wait_line "$T/lang.log" result 60
+	stop_all
+	MSG="second: exit $rc, $(grep -m1 'another gateway' "$T/lang2.log"); lang: $(report "$T/lang.log")"
+	[ "$rc" -eq 1 ] &&
+		grep -q "port p0: another gateway (pid $first) runs on net_af_packet0,iface=${VETH}l0 with address 192.168.77.2 (it holds .*iface-${VETH}l0@192.168.77.2.lock): refused" "$T/lang2.log" &&
+		[ ! -e "$T/lang-pool-b" ] &&
+		expect "$T/lang.log" language ok -eq 20 && expect "$T/lang.log" result errors -eq 0 || return 1
+	MSG="the second gateway refused (exit 1) naming the first's pid $first and the lock; the first's 20 rooms byte-exact"
+}
+
 define restart-language-small-shm "the language gateway SIGKILLed and started again at once with its pool file on a tmpfs that holds one pool, not two: the encode gateway lets go of the killed one's file when it declares it dead, the new start waits for that space (one log line) instead of failing, registers, and its rooms are byte-exact"
 case_restart_language_small_shm() {
 	local small=$T/small lang ok=1
@@ -1147,6 +1220,43 @@ case_restart_language_small_shm() {
 	umount "$small"
 	[ "$ok" = 1 ] || return 1
 	MSG="the restart found the killed gateway's file still mapped, waited for the encode side to declare it dead and let go, then registered: 20 rooms byte-exact, nothing leaked"
+}
+
+define pool-wait-no-fill "a language start that waits for room for its pool file on a 200 MiB tmpfs that another file fills to 100 MiB: while it waits, 1 MiB writes by others there never fail (the start does not try to reserve what cannot fit); once the other file goes, the start reserves its 132 MiB and comes up"
+case_pool_wait_no_fill() {
+	local small=$T/small ok=1 fails=0 tries=0 lang
+	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
+	mkdir "$small" && mount -t tmpfs -o size=200m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
+	# a 132 MiB pool; 100 MiB taken by another file: it fits the
+	# filesystem, not its free space, so the start waits peer_dead_ms + 1 s
+	gen_configs "$small" 1024 262144 "$SLACK" >/dev/null
+	head -c 104857600 /dev/zero >"$small/other" || { umount "$small"; return 1; }
+	LOG=$T/lang.log
+	start_gw lang 0 "$small/language.cfg" "$T/lang.log"
+	lang=${PIDS[-1]}
+	for _ in $(seq 1 100); do
+		grep -q "no room for [0-9]* bytes yet" "$T/lang.log" && break
+		sleep 0.1
+	done
+	grep -q "no room for [0-9]* bytes yet" "$T/lang.log" || ok=0
+	# others write there while the start waits: 40 writes of 1 MiB
+	for _ in $(seq 1 40); do
+		tries=$((tries + 1))
+		head -c 1048576 /dev/zero >"$small/probe" 2>/dev/null || fails=$((fails + 1))
+		rm -f "$small/probe"
+		sleep 0.05
+	done
+	rm -f "$small/other"
+	for _ in $(seq 1 100); do
+		grep -q "worker on lcore" "$T/lang.log" && break
+		sleep 0.1
+	done
+	grep -q "worker on lcore" "$T/lang.log" || ok=0
+	end_gw INT "$lang"
+	umount "$small"
+	MSG="$fails of $tries writes by others failed while the start waited; $(grep -m1 -e 'no room for' "$T/lang.log"); $(grep -m1 -e 'worker on lcore' -e 'cannot reserve' "$T/lang.log")"
+	[ "$ok" = 1 ] && [ "$fails" -eq 0 ] || return 1
+	MSG="the start waited for room (logged once) without touching the filesystem's free space: 0 of $tries writes by others failed; once room was made it reserved its pool file and came up"
 }
 
 define pool-no-room "pools larger than their memory: a language pool file on a 16 MiB tmpfs, an encode pool over the machine's available memory: each start refused with the size and what is free, --check-config refuses both, nothing left behind"
@@ -1179,6 +1289,36 @@ case_pool_no_room() {
 	[ "$chk2" -eq 1 ] && [ "$rc2" -eq 1 ] &&
 		grep -q "cannot reserve [0-9]* bytes of pool memory: only [0-9]* bytes of memory are available" "$T/enc.log" || return 1
 	MSG="a 64 MiB language pool on a 16 MiB tmpfs and a $((cap / 1024))Ki-token encode pool over the machine's free memory: --check-config and the start refuse both (exit 1, the size and what is free in the log), no pool file left"
+}
+
+define af-packet-fanout "a language gateway whose net_af_packet PACKET_FANOUT group another process's socket on another interface holds (as a veth pair with neighbouring ifindexes gives two gateways with neighbouring PIDs): refused at start with a line that names PACKET_FANOUT, the interface's ifindex, the group and the fix"
+case_af_packet_fanout() {
+	local rc ifx group
+	gen_configs "$T" 1024 16384 "$SLACK" >/dev/null
+	LOG=$T/lang.log
+	ifx=$(cat "/sys/class/net/${VETH}l0/ifindex")
+	# the group the gateway will ask for, made first by a socket on the
+	# other pair's end, in the process that then becomes the gateway
+	# (exec keeps the PID and the socket)
+	# shellcheck disable=SC2046 # eal's words are separate arguments
+	timeout -s INT 30 /usr/bin/python3 - "$ifx" "${VETH}e1" "$EMBGW" $(eal lang 0) \
+		-- -f "$T/language.cfg" --drive 1 >"$LOG" 2>&1 <<'PY'
+import os, socket, sys
+ifx, other, prog = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((other, 0))
+SOL_PACKET, PACKET_FANOUT = 263, 18
+s.setsockopt(SOL_PACKET, PACKET_FANOUT, (os.getpid() ^ ifx) & 0xffff)
+s.set_inheritable(True)
+os.execv(prog, [prog] + sys.argv[4:])
+PY
+	rc=$?
+	group=$(sed -n 's/.*(getpid() \([0-9]*\) ^ ifindex) & 0xffff = \([0-9]*\).*/\1 \2/p' "$LOG" | head -1)
+	MSG="exit $rc, $(grep -m1 'PACKET_FANOUT group' "$LOG")"
+	[ "$rc" -eq 1 ] && [ -n "$group" ] &&
+		[ "${group#* }" = $(( (${group% *} ^ ifx) & 0xffff )) ] &&
+		grep -q "port p0: net_af_packet on ${VETH}l0 (ifindex $ifx) most likely could not join its PACKET_FANOUT group .* ip link add A index N type veth peer name B index N+65536\*K" "$LOG" || return 1
+	MSG="refused (exit 1): the line names PACKET_FANOUT, ifindex $ifx, the group ${group#* } of PID ${group% *} and the fix (ifindexes equal modulo 65536)"
 }
 
 # ---- signals, the exit status, a capture on a full disk --------------------
@@ -1222,7 +1362,7 @@ case_signals() {
 	MSG="SIGHUP ignored (logged);$seen each: report, exit line naming it, status 3/4, pool file gone; the encode side failed $enc_failed aborted rooms and leaked nothing"
 }
 
-define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into the start: a clean stop each time - exit line, no pool file left, no core"
+define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into the start of a --drive gateway: a clean stop each time - exit 3 with its rooms unfinished, exit line, no pool file left, no core"
 case_signal_during_start() {
 	local sig at pid gw rc n=0
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
@@ -1230,7 +1370,9 @@ case_signal_during_start() {
 	for sig in TERM QUIT; do
 		for at in 0 0.02 0.1 0.3; do
 			LOG=$T/lang-$sig-$at.log
-			start_gw lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000
+			# no room opens before the signal: all 10 are left
+			start_gw lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000 \
+				--start-delay-ms 5000
 			pid=${PIDS[-1]}
 			gw=$(child_of "$pid") || return 1
 			sleep "$at"
@@ -1238,15 +1380,15 @@ case_signal_during_start() {
 			wait_exit "$pid"
 			rc=$?
 			MSG="SIG$sig at $at s: exit $rc, last line: $(tail -1 "$LOG")"
-			[ "$rc" -lt 128 ] && [ "$rc" -ne 1 ] && [ ! -e "$T/lang-pool-0" ] &&
-				tail -1 "$LOG" | grep -q "^exit: status=$rc .* signal=SIG$sig$" || return 1
+			[ "$rc" -eq 3 ] && [ ! -e "$T/lang-pool-0" ] &&
+				tail -1 "$LOG" | grep -q "^exit: status=3 reason=rooms_unfinished failed=0 bad=0 unfinished=10 .* signal=SIG$sig$" || return 1
 			n=$((n + 1))
 		done
 	done
-	MSG="$n starts stopped by SIGTERM/SIGQUIT at 0..300 ms: each with its exit line, status 0/3/4 (never a kill), no pool file left"
+	MSG="$n starts stopped by SIGTERM/SIGQUIT at 0..300 ms: each exit 3 with its 10 rooms unfinished and its exit line (never a kill), no pool file left"
 }
 
-define exit-status "the exit status and the report's last line: 0 and 'reason=ok' when every driven room is byte-exact, 4 and 'reason=rooms_failed' when some failed (rooms larger than the pool)"
+define exit-status "the exit status and the report's last line: 0 and 'reason=ok' when every driven room is byte-exact (and no EAL runtime directory left), 4 and 'reason=rooms_failed' when some failed (rooms larger than the pool)"
 case_exit_status() {
 	local rc
 	gen_configs "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
@@ -1254,8 +1396,10 @@ case_exit_status() {
 	LOG=$T/ok.log
 	run_gw lang 0 "$T/language.cfg" "$T/ok.log" 60 --exit-when-done --drive 4 --lengths 2000
 	rc=$?
-	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log")"
-	[ "$rc" -eq 0 ] && tail -1 "$T/ok.log" | grep -q "^exit: status=0 reason=ok failed=0 bad=0 unfinished=0 " || return 1
+	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log"); EAL runtime files: $(ls /var/run/dpdk/egw-lang-$$ 2>&1 | tr '\n' ' ')"
+	# a clean exit leaves no EAL runtime directory behind
+	[ "$rc" -eq 0 ] && tail -1 "$T/ok.log" | grep -q "^exit: status=0 reason=ok failed=0 bad=0 unfinished=0 " &&
+		[ ! -e "/var/run/dpdk/egw-lang-$$" ] || return 1
 	# every other room is larger than the whole language pool (16384
 	# tokens): it fails as too large, the others are byte-exact
 	LOG=$T/fail.log

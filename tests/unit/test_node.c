@@ -61,9 +61,9 @@ static struct {
 	 * (with the session), 'D' let go, 'P' a post */
 	struct { char what; uint64_t session; } ev[8192];
 	unsigned nev;
-	unsigned notes[2][EGW_NN_AUTH + 1];
-	enum egw_err note_code[2][EGW_NN_AUTH + 1]; /* the last of each kind */
-	char note_text[2][EGW_NN_AUTH + 1][384];
+	unsigned notes[2][EGW_NN_FENCED + 1];
+	enum egw_err note_code[2][EGW_NN_FENCED + 1]; /* the last of each kind */
+	char note_text[2][EGW_NN_FENCED + 1][384];
 	unsigned peer_downs[2];
 	unsigned fail_ev;     /* t.nev when a sender room first failed */
 	/* per-window keys on the language side: its driver's windows, by
@@ -1171,6 +1171,61 @@ test_silent_peer_let_go_and_reapplied(void)
 	teardown();
 }
 
+/* The encode side is alive (heartbeats, REGISTERs) but never answers the
+ * language side's ABORT (its writes never complete): past quarantine_ns
+ * the language side fences it - noted, its driver told to let go as for
+ * a restart (verbs: the QP reset), the quarantined blocks back in the
+ * pool, counted, its session retired (what it sends is refused) - and
+ * serves it again once it restarts. */
+static void
+test_quarantine_deadline_fences_a_live_peer(void)
+{
+	const struct egw_receiver *rx;
+	struct egw_node_stats ns;
+	struct egw_xfer_stats xs;
+	struct egw_pool_stats ps;
+	unsigned downs;
+
+	setup(16);
+	run(5000000);
+	open_held(50000);
+	downs = t.peer_downs[1];
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
+	run(t.conf[1].timers.quarantine_ns - 100000000ull);
+	egw_pool_get_stats(t.pool[1], &ps);
+	CU_ASSERT(ps.blocks_in_use > 0); /* quarantined, no ACK */
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 0);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0)); /* alive */
+	run(200000000ull);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_FENCED],
+				      "did not answer the ABORT of room 0xc350"));
+	CU_ASSERT_EQUAL(t.peer_downs[1], downs + 1);
+	egw_pool_get_stats(t.pool[1], &ps);
+	CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
+	egw_node_get_stats(t.node[1], &ns);
+	CU_ASSERT_EQUAL(ns.peers_fenced, 1);
+	rx = egw_node_receiver(t.node[1]);
+	egw_receiver_get_stats(rx, &xs);
+	CU_ASSERT_EQUAL(xs.quarantine_expired, 1);
+	CU_ASSERT_EQUAL(xs.quarantine_rooms, 0);
+	/* its session is retired: it is not served again as it is */
+	run(1000000000ull);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
+	egw_node_get_stats(t.node[1], &ns);
+	CU_ASSERT(ns.drops[EGW_ND_SESSION] > 0);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 1);
+	/* a new incarnation is */
+	restart(0, 0x4444);
+	t.hold_writes = false;
+	run(100000000ull);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	assert_room_transfers(3000);
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+	teardown();
+}
+
 /* The language side restarts while the encode side has a room in flight
  * to it: the encode side fails that room, has its driver let go of the
  * old memory, and only then connects to and writes for the new one. */
@@ -1523,6 +1578,8 @@ main(void)
 		  test_adoption_keeps_the_sessions_window },
 		{ "silent_peer_let_go_and_reapplied",
 		  test_silent_peer_let_go_and_reapplied },
+		{ "quarantine_deadline_fences_a_live_peer",
+		  test_quarantine_deadline_fences_a_live_peer },
 		{ "new_incarnation_lets_go_before_writing",
 		  test_new_incarnation_lets_go_before_writing },
 		{ "unreachable_then_repaired_by_the_next_register",

@@ -1217,6 +1217,52 @@ test_quarantine_ends_when_the_peer_dies(void)
 	finish(w);
 }
 
+/* A peer alive (its heartbeats come) that never ACKs an ABORT: past
+ * quarantine_ns the receiver asks once that the peer be fenced
+ * (EGW_ACT_PEER_FENCE), counted; the blocks stay out until the
+ * application has fenced it (peer_dead), then come back. */
+static void
+test_quarantine_deadline_fences_the_peer(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+	struct egw_xfer_stats st;
+
+	c.net.hold_writes = true;
+	c.xc.timers.quarantine_ns = 300 * MS;
+	w = w_create(&c);
+	w->keep_log = true;
+	CU_ASSERT_EQUAL(w_open(w, 96, 3000, false), 0);
+	w_run_for(w, 2 * MS);
+	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 96, 0, w->now), 0);
+	/* ABORTs resent, no ACK (the writes are held): before the deadline
+	 * nothing is asked */
+	w_run_for(w, 250 * MS);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_FENCE), 0);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT_EQUAL(st.quarantine_expired, 0);
+	CU_ASSERT_EQUAL(st.peers_dead, 0); /* alive: heartbeats flow */
+	w_run_for(w, 100 * MS);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_FENCE), 1);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_expired, 1);
+	/* not yet fenced: still held */
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
+	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
+	/* asked once, however long the fence takes */
+	w_run_for(w, 500 * MS);
+	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_FENCE), 1);
+	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	egw_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
+	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
+	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
+	CU_ASSERT_EQUAL(err_of(w, 96, 0), EGW_E_ABORTED); /* reported once */
+	release_and_run(w);
+	finish(w);
+}
+
 /* The abort_id of the receiver's last ABORT for `room` (0: none). */
 static uint16_t
 last_abort_id(const struct world *w, uint64_t room)
@@ -1448,6 +1494,7 @@ main(void)
 		{ "ack_of_another_abort_ends_nothing", test_ack_of_another_abort_ends_nothing },
 		{ "reported_peer_dead_is_quarantined", test_reported_peer_dead_is_quarantined },
 		{ "quarantine_ends_when_the_peer_dies", test_quarantine_ends_when_the_peer_dies },
+		{ "quarantine_deadline_fences_the_peer", test_quarantine_deadline_fences_the_peer },
 		{ "restart_from_token_zero", test_restart_from_token_zero },
 		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },
 		{ "failed_status_keeps_its_counters", test_failed_status_keeps_its_counters },

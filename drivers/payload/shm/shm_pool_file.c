@@ -95,9 +95,12 @@ read_hdr(int fd, struct shm_file_hdr *h)
 }
 
 /* Something at `path` already: unlink it when it is a stopped gateway's
- * pool file, refuse (and leave it as it is) otherwise. */
+ * pool file, refuse (and leave it as it is) otherwise. With `take` false
+ * only what the start would refuse whatever runs is refused, with the
+ * start's words (--check-config): the lock a live owner holds is left
+ * out, that owner may be gone by the start. */
 static int
-take_over(const char *path)
+inspect(const char *path, bool take)
 {
 	struct stat ls, st;
 	struct shm_file_hdr h;
@@ -131,6 +134,10 @@ take_over(const char *path)
 			"path)", path);
 		return -EEXIST;
 	}
+	if (!take) {
+		close(fd);
+		return 0;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		close(fd);
@@ -156,6 +163,12 @@ take_over(const char *path)
 		shm_log("cannot remove the stopped gateway's pool file %s: %s",
 			path, strerror(-rc));
 	return rc;
+}
+
+int
+egw_payload_shm_path_check(const char *path)
+{
+	return inspect(path, false);
 }
 
 uint64_t
@@ -204,31 +217,54 @@ mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Reserve the file's whole size. ENOSPC is waited out for `wait_ns` when
- * the pool would fit the filesystem at all: the space may be held by a
- * killed gateway's pool file (unlinked at take-over) that a peer still
- * maps until it declares that gateway dead and lets go. */
+/* Bytes the file could have on its filesystem now: what is free to us
+ * and what the file holds already (a failed try may leave some). */
+static int
+could_hold(int fd, uint64_t *bytes, uint64_t *fs_bytes)
+{
+	struct statvfs vs;
+	struct stat st;
+
+	if (fstatvfs(fd, &vs) != 0 || fstat(fd, &st) != 0)
+		return -errno;
+	*bytes = (uint64_t)vs.f_bavail * vs.f_frsize +
+		 (uint64_t)st.st_blocks * 512;
+	*fs_bytes = (uint64_t)vs.f_blocks * vs.f_frsize;
+	return 0;
+}
+
+/* Reserve the file's whole size. Lack of space is waited out for
+ * `wait_ns` when the pool would fit the filesystem at all: the space may
+ * be held by a killed gateway's pool file (unlinked at take-over) that a
+ * peer still maps until it declares that gateway dead and lets go. Free
+ * space is checked before every try and nothing is allocated while the
+ * file cannot fit: a try that fails fills the filesystem up to its last
+ * block for as long as it runs, and everything else writing there would
+ * get ENOSPC meanwhile. */
 static int
 reserve(const char *path, int fd, uint64_t bytes, uint64_t wait_ns)
 {
 	const struct timespec pause = { 0, 50000000 }; /* 50 ms */
-	uint64_t deadline = mono_ns() + wait_ns;
-	struct statvfs vs;
+	uint64_t deadline = mono_ns() + wait_ns, room = 0, fs = 0;
 	bool said = false;
 	int rc;
 
 	for (;;) {
-		rc = posix_fallocate(fd, 0, (off_t)bytes);
-		if (rc != ENOSPC || mono_ns() >= deadline ||
-		    fstatvfs(fd, &vs) != 0 ||
-		    (uint64_t)vs.f_blocks * vs.f_frsize < bytes)
+		rc = could_hold(fd, &room, &fs);
+		if (rc != 0)
+			rc = -rc;
+		else if (room < bytes)
+			rc = ENOSPC; /* not tried: it cannot fit now */
+		else
+			rc = posix_fallocate(fd, 0, (off_t)bytes);
+		if (rc != ENOSPC || mono_ns() >= deadline || fs < bytes)
 			break;
 		if (!said)
 			shm_log("pool file %s: no room for %llu bytes yet "
 				"(%llu free): waiting up to %llu ms for a "
 				"stopped gateway's pool file to be let go by "
 				"its peers", path, (unsigned long long)bytes,
-				(unsigned long long)vs.f_bavail * vs.f_frsize,
+				(unsigned long long)room,
 				(unsigned long long)(wait_ns / 1000000));
 		said = true;
 		nanosleep(&pause, NULL);
@@ -256,7 +292,7 @@ shm_file_create(const char *path, const struct shm_file_hdr *hdr,
 			(unsigned long long)bytes);
 		return -EFBIG;
 	}
-	rc = take_over(path);
+	rc = inspect(path, true);
 	if (rc != 0)
 		return rc;
 	f->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
