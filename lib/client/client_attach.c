@@ -457,6 +457,7 @@ egw_client_attach(const char *socket_path, const char *port,
 	}
 	c->sock = -1;
 	c->efd = -1;
+	c->epfd = -1;
 	rc = attach_on(c, socket_path, port, o != NULL ? o : &defaults);
 	if (rc != 0) {
 		egw_client_detach(c);
@@ -477,6 +478,8 @@ egw_client_detach(struct egw_client *c)
 		close(c->sock);
 	if (c->efd >= 0)
 		close(c->efd);
+	if (c->epfd >= 0)
+		close(c->epfd);
 	if (c->pool != NULL)
 		munmap(c->pool, c->pool_map_bytes);
 	if (c->area_mem != NULL)

@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Moving a room's tokens between the pool and tensors on any device.
+
+The pool is host memory the gateway shares with the engine. A device
+tensor copies to and from it at PCIe speed only when that memory is
+pinned for CUDA: register() pins a mapping (cudaHostRegister, where
+torch.cuda.is_available()), and the copies below run asynchronously on a
+given stream, returning a handle (query(), synchronize()) that says when
+the bytes have moved. Without CUDA, or with CPU tensors, the copies are
+synchronous and the handle is done at once.
+
+Everything here takes the mapping and the views (NumPy arrays over the
+pool) as arguments: the Client and its rooms use it on the gateway's
+pool, and it runs alone on any buffer - importing embgw.cuda loads no
+library of embgw's.
+"""
+import numpy as np
+
+__all__ = ["Done", "Pending", "Registration", "available", "copy_in",
+           "copy_out", "register", "torch_views"]
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def available():
+    """CUDA can be used: PyTorch is installed, built with CUDA, and sees a
+    device."""
+    try:
+        torch = _torch()
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+class Registration:
+    """A host mapping pinned for CUDA (cudaHostRegister); close()
+    unregisters it. The mapping must stay mapped until then."""
+
+    def __init__(self, ptr, nbytes):
+        torch = _torch()
+        cudart = torch.cuda.cudart()
+        # portable: pinned for every CUDA context of the process
+        rc = cudart.cudaHostRegister(ptr, nbytes, 1)
+        torch.cuda.check_error(rc)
+        self.ptr = ptr
+        self.nbytes = nbytes
+
+    def close(self):
+        if self.ptr is not None:
+            torch = _torch()
+            torch.cuda.check_error(
+                torch.cuda.cudart().cudaHostUnregister(self.ptr))
+            self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def register(mapping, required=False):
+    """Pin `mapping` (a NumPy array over the whole host mapping) for CUDA
+    copies. @return a Registration, or None where CUDA is not available
+    (copies then go through pageable memory: correct, slower) - unless
+    `required`, which raises RuntimeError instead."""
+    if not available():
+        if required:
+            raise RuntimeError("CUDA pinning asked for, but torch.cuda is "
+                               "not available")
+        return None
+    ptr = mapping.__array_interface__["data"][0]
+    return Registration(ptr, mapping.nbytes)
+
+
+class Done:
+    """The handle of a copy that has completed."""
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+
+class Pending:
+    """The handle of asynchronous copies: a CUDA event recorded after them
+    on their stream."""
+
+    def __init__(self, event):
+        self.event = event
+
+    def query(self):
+        return self.event.query()
+
+    def synchronize(self):
+        self.event.synchronize()
+
+
+def torch_views(views, bf16=False):
+    """Tensors over the same memory as the NumPy views, no copy. NumPy has
+    no bfloat16: a bf16 pool's views are uint16 and become torch.bfloat16
+    (the same bits)."""
+    torch = _torch()
+    out = []
+    for v in views:
+        if bf16:
+            if v.dtype != np.uint16:
+                raise TypeError("a bf16 view is uint16, got %s" % v.dtype)
+            out.append(torch.from_numpy(v.view(np.int16))
+                       .view(torch.bfloat16))
+        else:
+            out.append(torch.from_numpy(v))
+    return out
+
+
+def as_tensor(x, bf16=False):
+    """A tensor or a NumPy array as a tensor: a bf16 pool's uint16 arrays
+    (what views() gives) are taken bitwise as torch.bfloat16."""
+    if not isinstance(x, np.ndarray):
+        return x
+    torch = _torch()
+    if bf16 and x.dtype == np.uint16:
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)) \
+            .view(torch.bfloat16)
+    return torch.from_numpy(x)
+
+
+def _split(ranges, total):
+    if sum(n for n, _ in ranges) != total:
+        raise ValueError("the views hold %d tokens, the tensor %d"
+                         % (sum(n for n, _ in ranges), total))
+
+
+def _stream_for(tensor, stream):
+    torch = _torch()
+    if stream is not None:
+        return stream
+    return torch.cuda.current_stream(tensor.device)
+
+
+def copy_in(views, ranges, src, stream=None):
+    """Copy `src` ((total, ...) tensor on any device) into the pool views:
+    src[first:first + n] into views[i] for (n, first) = ranges[i]. A CUDA
+    tensor is copied on `stream` (default: its device's current stream, so
+    after whatever produced it there) without waiting. @return a handle:
+    the pool holds the bytes once handle.query() is True."""
+    _split(ranges, src.shape[0])
+    if not getattr(src, "is_cuda", False):
+        for v, (n, first) in zip(views, ranges):
+            v.copy_(src[first:first + n])
+        return Done()
+    torch = _torch()
+    s = _stream_for(src, stream)
+    with torch.cuda.stream(s):
+        for v, (n, first) in zip(views, ranges):
+            v.copy_(src[first:first + n], non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(s)
+    # the caching allocator may reuse src's memory once the engine drops
+    # it: keep it alive for the copy's stream
+    src.record_stream(s)
+    return Pending(ev)
+
+
+def copy_out(views, ranges, out, stream=None):
+    """Copy the pool views into `out` ((total, ...), contiguous, any
+    device); on `stream` for a CUDA `out`. @return a handle: `out` holds
+    the bytes, and the views may be let go, once handle.query() is True."""
+    _split(ranges, out.shape[0])
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    if not getattr(out, "is_cuda", False):
+        for v, (n, first) in zip(views, ranges):
+            out[first:first + n].copy_(v)
+        return Done()
+    torch = _torch()
+    s = _stream_for(out, stream)
+    with torch.cuda.stream(s):
+        for v, (n, first) in zip(views, ranges):
+            out[first:first + n].copy_(v, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(s)
+    return Pending(ev)
