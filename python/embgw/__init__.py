@@ -9,14 +9,17 @@
         embeddings = room.gather()
         room.release()
 
-ctypes over libegw_client.so (lib/client); the contract is doc/client.md.
+ctypes over libegw_client.so (lib/client), loaded on first use; the
+contract is doc/client.md. embgw.aio waits in an asyncio loop; embgw.cuda
+moves rooms' tokens to and from CUDA devices.
 """
-from .client import Client, DTYPES
+from .client import Client, DTYPES, HeldRoomWarning, RoleError
 from .room import EncodeRoom, KVPoll, LanguageRoom, Room
 from ._lib import strerror
 from .connector import (EmbeddingReceiver, EmbeddingSender,
                         EmbeddingTransferError, Received)
 
 __all__ = ["Client", "DTYPES", "EmbeddingReceiver", "EmbeddingSender",
-           "EmbeddingTransferError", "EncodeRoom", "KVPoll", "LanguageRoom",
-           "Received", "Room", "strerror"]
+           "EmbeddingTransferError", "EncodeRoom", "HeldRoomWarning",
+           "KVPoll", "LanguageRoom", "Received", "RoleError", "Room",
+           "strerror"]

@@ -375,8 +375,13 @@ class Client:
             del self._rooms[ev.slot]
 
     def _fail_all(self, code):
+        reason = ("the gateway went away: its attach socket closed (it "
+                  "stopped, or detached this client)"
+                  if code == -errno.ECONNRESET else
+                  "the gateway broke the completion ring: %s"
+                  % _lib.strerror(code))
         for r in list(self._rooms.values()):
-            r._gone(code)
+            r._gone(code, reason)
         self._rooms.clear()
 
     def wait(self, timeout_ms):
