@@ -129,6 +129,11 @@ def as_tensor(x, bf16=False):
     return torch.from_numpy(x)
 
 
+def _same(views, t):
+    if views and views[0].dtype != t.dtype:
+        raise TypeError("expected %s, got %s" % (views[0].dtype, t.dtype))
+
+
 def _split(ranges, total):
     if sum(n for n, _ in ranges) != total:
         raise ValueError("the views hold %d tokens, the tensor %d"
@@ -154,6 +159,7 @@ def copy_in(views, ranges, src, stream=None):
             v.copy_(src[first:first + n])
         return Done()
     torch = _torch()
+    _same(views, src)
     s = _stream_for(src, stream)
     with torch.cuda.stream(s):
         for v, (n, first) in zip(views, ranges):
@@ -178,6 +184,7 @@ def copy_out(views, ranges, out, stream=None):
             out[first:first + n].copy_(v)
         return Done()
     torch = _torch()
+    _same(views, out)
     s = _stream_for(out, stream)
     with torch.cuda.stream(s):
         for v, (n, first) in zip(views, ranges):

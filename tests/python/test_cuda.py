@@ -65,6 +65,17 @@ def pattern(n, seed):
     return torch.randn(n, HIDDEN, generator=g).to(torch.bfloat16)
 
 
+def warm_up(t, tv, ranges, s):
+    """The kernels and copies below once, so that loading them (which
+    waits for the whole device) is not what a later call waits for."""
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(1000)
+        t.fill_(1.0)
+        (t.float() * 2).sum()
+    ec.copy_in(tv, ranges, t, s).synchronize()
+    ec.copy_out(tv, ranges, t, s).synchronize()
+
+
 def bits(t):
     return t.cpu().view(torch.int16).numpy().view(np.uint16)
 
@@ -201,11 +212,13 @@ def test_stream_ordering_send():
         tv = ec.torch_views(views, bf16=True)
         s = torch.cuda.Stream()
         t = torch.zeros(TOTAL, HIDDEN, dtype=torch.bfloat16, device="cuda")
-        torch.cuda.synchronize()
+        warm_up(t, tv, ranges, s)
         with torch.cuda.stream(s):
-            torch.cuda._sleep(200_000_000)      # the kernel runs late
+            torch.cuda._sleep(1_000_000_000)    # the kernel runs late
             t.fill_(3.0)
         h = ec.copy_in(tv, ranges, t, stream=s)
+        # queued behind the kernel, not waited for by this thread
+        assert not h.query()
         h.synchronize()
         assert torch.equal(torch.cat([v.clone() for v in tv]),
                            torch.full((TOTAL, HIDDEN), 3.0,
@@ -225,11 +238,12 @@ def test_stream_ordering_recv_and_release():
         views, ranges = pool.runs(SPANS)
         tv = ec.torch_views(views, bf16=True)
         src = pattern(TOTAL, 2)
-        ec.copy_in(tv, ranges, src)
         s = torch.cuda.Stream()
         out = torch.empty(TOTAL, HIDDEN, dtype=torch.bfloat16, device="cuda")
+        warm_up(out, tv, ranges, s)
+        ec.copy_in(tv, ranges, src)
         with torch.cuda.stream(s):
-            torch.cuda._sleep(200_000_000)
+            torch.cuda._sleep(1_000_000_000)
         h = ec.copy_out(tv, ranges, out, stream=s)
         with torch.cuda.stream(s):
             doubled = out.float() * 2
@@ -237,8 +251,7 @@ def test_stream_ordering_recv_and_release():
         released = []
         c._defer(h, lambda: released.append(True))
         c._run_deferred()
-        if not h.query():
-            assert released == []       # the blocks are still ours
+        assert not h.query() and released == []   # the blocks stay ours
         h.synchronize()
         c._run_deferred()
         assert released == [True]
