@@ -395,9 +395,6 @@ egw_client_prepare(struct egw_client *c, uint32_t *max_sleep_ms)
 	int rc;
 
 	egw_client_beat(c);
-	rc = client_check_socket(c);
-	if (rc != 0)
-		return rc;
 	if (c->efd < 0) {
 		client_error("the gateway granted no wake-up eventfd (attach "
 			     "with EGW_CLIENT_F_WAKEUP)");
@@ -407,8 +404,13 @@ egw_client_prepare(struct egw_client *c, uint32_t *max_sleep_ms)
 	 * ring: ready() below sees them */
 	if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
 		(void)!read(c->efd, &v, sizeof(v));
+	/* what the gateway posted before it went is reported first (the
+	 * rooms' reasons), as egw_client_wait() does */
 	if (ready(c))
 		return 1;
+	rc = client_check_socket(c);
+	if (rc != 0)
+		return rc;
 	if (c->g.lease_ms)
 		limit = c->g.lease_ms / 4 ? c->g.lease_ms / 4 : 1;
 	if (c->recovering)

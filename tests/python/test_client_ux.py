@@ -365,3 +365,60 @@ def test_held_room_warned_once(fake_gateway, caplog):
                 c.wait(100)
                 c.progress()
         assert not r.warned
+
+
+# ---- D. commands that wait for a copy (the CUDA path's, without CUDA) --------
+
+class Flag:
+    """A copy's handle that is done when told."""
+
+    def __init__(self):
+        self.done = False
+
+    def query(self):
+        return self.done
+
+    def synchronize(self):
+        self.done = True
+
+
+def test_commit_and_release_wait_for_copies(fake_gateway):
+    enc = fake_gateway("--mode", "encode", "--port", "enc0",
+                       "--hidden", HIDDEN)
+    lang = fake_gateway("--step-ms", 5)
+    with embgw.Client(enc.path, "enc0") as c:
+        room = c.send_room(51, 100)
+        room.wait(KVPoll.WaitingForInput)
+        room.scatter(torch.from_numpy(pat_embedding(51, 100, HIDDEN * 2)
+                                      .view(np.int16)).view(torch.bfloat16))
+        room.scatter(pat_fill(51, 100), kind="fill_ids")
+        room.scatter(pat_mrope(51, 100), kind="mrope")
+        copy = Flag()
+        room.commit(after=copy)
+        for _ in range(5):      # the copy runs: nothing is committed
+            c.wait(20)
+            c.progress()
+        assert room.state == KVPoll.WaitingForInput
+        copy.done = True
+        assert room.wait(KVPoll.Success) == KVPoll.Success
+        enc.expect("room 51: success, 100 tokens checked")
+    with embgw.Client(lang.path, "lang0") as c:
+        room = c.recv_room(52)
+        room.wait(KVPoll.Success)
+        out, h = room.gather_async()
+        assert h.query()        # a CPU tensor is filled at once
+        copy = Flag()
+        room.release(after=copy)
+        for _ in range(5):
+            c.wait(20)
+            c.progress()
+        assert not room.ended   # the blocks are still this client's
+        copy.done = True
+        c.wait_until(lambda: room.ended)
+        assert room.state == KVPoll.Success
+        # close() waits for copies still running, then detaches
+        other = c.recv_room(53)
+        other.wait(KVPoll.Success)
+        late = Flag()
+        other.release(after=late)
+    assert late.done
