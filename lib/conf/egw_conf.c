@@ -296,6 +296,9 @@ egw_conf_defaults(struct egw_conf *c)
 	c->attach.cq_entries = 1024;
 	c->attach.slots = 256;
 	c->attach.lease_ms = 10000;
+	c->attach.cache_entries = 256;
+	c->attach.cache_tokens = EGW_CONF_CACHE_HALF;
+	c->attach.held_warn_ms = 30000;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -580,7 +583,8 @@ load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 {
 	static const char *const keys[] = { "path", "mode", "group",
 		"allow_uids", "allow_gids", "max_clients", "sq_entries",
-		"cq_entries", "slots", "lease_ms", NULL };
+		"cq_entries", "slots", "lease_ms", "cache_entries",
+		"cache_tokens", "held_warn_ms", NULL };
 	struct egw_conf_attach *a = &c->attach;
 	const config_setting_t *p = typed(l, gw, "attach", CONFIG_TYPE_GROUP,
 					  false);
@@ -616,6 +620,14 @@ load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		err(l, member(p, "cq_entries"), NULL, "not a power of two");
 	get_int(l, p, "slots", 1, 65536, false, &a->slots);
 	get_int(l, p, "lease_ms", 0, 3600 * 1000, false, &a->lease_ms);
+	get_int(l, p, "cache_entries", 0, 65536, false, &a->cache_entries);
+	if (get_int(l, p, "cache_tokens", 0, INT32_MAX, false,
+		    &a->cache_tokens) &&
+	    a->cache_tokens > c->geom.capacity_tokens)
+		err(l, member(p, "cache_tokens"), NULL, "%u tokens, more than "
+		    "the pool's capacity_tokens %u", a->cache_tokens,
+		    c->geom.capacity_tokens);
+	get_int(l, p, "held_warn_ms", 0, 3600 * 1000, false, &a->held_warn_ms);
 }
 
 /* ---- ports ( ) --------------------------------------------------------- */
@@ -1112,11 +1124,13 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 	if (c->attach.enabled)
 		fprintf(f, "attach: %s mode %04o, %u uid(s) and %u gid(s) "
 			"allowed%s, %u clients, rings %u/%u, %u slots, lease "
-			"%u ms\n", c->attach.path, c->attach.mode, c->attach.nuids,
+			"%u ms, content cache %u entries\n", c->attach.path,
+			c->attach.mode, c->attach.nuids,
 			c->attach.ngids, c->attach.nuids + c->attach.ngids ? "" :
 			" (none listed: the gateway's own uid only)",
 			c->attach.max_clients, c->attach.sq_entries,
-			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms);
+			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms,
+			c->attach.cache_entries);
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 

@@ -97,7 +97,13 @@ struct egw_conf_attach {
 	uint32_t max_clients;
 	uint32_t sq_entries, cq_entries, slots; /**< defaults per client */
 	uint32_t lease_ms;      /**< 0: no lease */
+	uint32_t cache_entries; /**< content entries (0: keys ignored) */
+	uint32_t cache_tokens;  /**< landed tokens kept unheld;
+				 *   EGW_CONF_CACHE_HALF: half the pool */
+	uint32_t held_warn_ms;  /**< report rooms held longer (0: never) */
 };
+
+#define EGW_CONF_CACHE_HALF UINT32_MAX
 
 struct egw_conf {
 	char file[EGW_CONF_PATH_LEN];

@@ -13,13 +13,15 @@ ctypes over libegw_client.so (lib/client), loaded on first use; the
 contract is doc/client.md. embgw.aio waits in an asyncio loop; embgw.cuda
 moves rooms' tokens to and from CUDA devices.
 """
-from .client import Client, DTYPES, HeldRoomWarning, RoleError
+from .client import (Client, DTYPES, LOOKUP_IN_FLIGHT, LOOKUP_LANDED,
+                     LOOKUP_NONE, HeldRoomWarning, RoleError, content_key)
 from .room import EncodeRoom, KVPoll, LanguageRoom, Room
 from ._lib import strerror
 from .connector import (EmbeddingReceiver, EmbeddingSender,
                         EmbeddingTransferError, Received)
 
-__all__ = ["Client", "DTYPES", "EmbeddingReceiver", "EmbeddingSender",
+__all__ = ["Client", "DTYPES", "LOOKUP_IN_FLIGHT", "LOOKUP_LANDED",
+           "LOOKUP_NONE", "content_key", "EmbeddingReceiver", "EmbeddingSender",
            "EmbeddingTransferError", "EncodeRoom", "HeldRoomWarning",
            "KVPoll", "LanguageRoom", "Received", "RoleError", "Room",
            "strerror"]

@@ -14,7 +14,13 @@ pool) as arguments: the Client and its rooms use it on the gateway's
 pool, and it runs alone on any buffer - importing embgw.cuda loads no
 library of embgw's.
 """
+import logging
+
 import numpy as np
+
+log = logging.getLogger("embgw")
+HOST_REGISTER_PORTABLE = 0x1
+HOST_REGISTER_READ_ONLY = 0x8
 
 __all__ = ["Done", "Pending", "Registration", "available", "copy_in",
            "copy_out", "register", "torch_views"]
@@ -39,12 +45,14 @@ class Registration:
     """A host mapping pinned for CUDA (cudaHostRegister); close()
     unregisters it. The mapping must stay mapped until then."""
 
-    def __init__(self, ptr, nbytes):
+    def __init__(self, ptr, nbytes, readonly=False):
         torch = _torch()
         cudart = torch.cuda.cudart()
-        # portable: pinned for every CUDA context of the process
-        rc = cudart.cudaHostRegister(ptr, nbytes, 1)
-        torch.cuda.check_error(rc)
+        # portable: pinned for every CUDA context of the process; a
+        # read-only mapping (a language port's pool) must say so
+        flags = HOST_REGISTER_PORTABLE | \
+            (HOST_REGISTER_READ_ONLY if readonly else 0)
+        torch.cuda.check_error(cudart.cudaHostRegister(ptr, nbytes, flags))
         self.ptr = ptr
         self.nbytes = nbytes
 
@@ -62,18 +70,26 @@ class Registration:
         self.close()
 
 
-def register(mapping, required=False):
-    """Pin `mapping` (a NumPy array over the whole host mapping) for CUDA
-    copies. @return a Registration, or None where CUDA is not available
-    (copies then go through pageable memory: correct, slower) - unless
-    `required`, which raises RuntimeError instead."""
+def register(mapping, required=False, readonly=False):
+    """Pin `mapping` (a NumPy array over the whole host mapping; mapped
+    read-only when `readonly`) for CUDA copies. @return a Registration,
+    or None where CUDA is not available or refuses (copies then go through
+    pageable memory: correct, slower) - unless `required`, which raises
+    RuntimeError instead."""
     if not available():
         if required:
             raise RuntimeError("CUDA pinning asked for, but torch.cuda is "
                                "not available")
         return None
     ptr = mapping.__array_interface__["data"][0]
-    return Registration(ptr, mapping.nbytes)
+    try:
+        return Registration(ptr, mapping.nbytes, readonly)
+    except RuntimeError as e:
+        if required:
+            raise
+        log.warning("embgw: the pool stays unpinned for CUDA (copies at "
+                    "pageable speed): %s", e)
+        return None
 
 
 class Done:

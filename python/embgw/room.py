@@ -3,10 +3,11 @@
 import ctypes
 import enum
 import time
+import warnings
 
 import numpy as np
 
-from . import _lib, cuda
+from . import _lib, _trust, cuda
 from ._lib import lib, check
 
 
@@ -33,6 +34,7 @@ class Room:
         self.ended = False
         self.total_tokens = 0
         self.refusals = []     # (op, result) of commands the gateway refused
+        self.cached = False    # Success without a transfer of its own
         self._runs = None
         self.success_at = None  # monotonic time Success was seen
         self.warned = False     # the held-too-long warning was given
@@ -64,6 +66,8 @@ class Room:
             ev.state = KVPoll.Failed
         if ev.total_tokens:
             self.total_tokens = ev.total_tokens
+        if ev.flags & _lib.EV_CACHED:
+            self.cached = True
         self.state = KVPoll(ev.state)
         if self.state == KVPoll.Success and self.success_at is None:
             self.success_at = time.monotonic()
@@ -125,6 +129,8 @@ class Room:
         bf16), fill_ids (tokens,) int32, mrope (tokens, 3) int32."""
         if getattr(self, "aux_only", False):
             raise ValueError("an aux-only rank holds only the aux record")
+        # every time: a client the gateway gave up holds no room data
+        _trust.check(self.client)
         pool = self.client.pool[kind]
         return [pool[p:p + n] for p, n, _ in self._token_ranges()]
 
@@ -133,7 +139,12 @@ class Room:
 
     def tensors(self, kind="embedding"):
         """The same views as PyTorch tensors (torch.bfloat16 for bf16)."""
-        return cuda.torch_views(self.views(kind), self._bf16(kind))
+        views = self.views(kind)
+        with warnings.catch_warnings():
+            # a read-only pool (language): torch warns that it cannot mark
+            # the tensor read-only; a write through it faults
+            warnings.simplefilter("ignore", UserWarning)
+            return cuda.torch_views(views, self._bf16(kind))
 
     def _ranges(self):
         return [(n, first) for _, n, first in self._token_ranges()]

@@ -67,7 +67,7 @@ test_attach_geometry_nop(void)
 static void
 test_attach_refusals(void)
 {
-	const char *v2[] = { "--speak-version", "2", NULL };
+	const char *v2[] = { "--speak-version", "3", NULL };
 	const char *one[] = { "--max-clients", "1", NULL };
 	struct egw_client *c = NULL, *c2 = NULL;
 	struct fake f;
@@ -82,8 +82,8 @@ test_attach_refusals(void)
 
 	CU_ASSERT_FATAL(fake_start(&f, v2) == 0);
 	CU_ASSERT(fake_attach(&f, "lang0", 0, &c) == -EPROTONOSUPPORT);
-	CU_ASSERT(strstr(egw_client_last_error(), "version 1") != NULL);
 	CU_ASSERT(strstr(egw_client_last_error(), "version 2") != NULL);
+	CU_ASSERT(strstr(egw_client_last_error(), "version 3") != NULL);
 	fake_stop(&f);
 
 	CU_ASSERT_FATAL(fake_start(&f, one) == 0);

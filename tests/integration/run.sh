@@ -804,6 +804,46 @@ case_client_gateway_restart() {
 	MSG="SIGTERM: $(sed -n 's/^client-reset: \(after_stop_s=[0-9.]*\).*/\1/p' "$T/client1.log"), $(sed -n 's/^client-reattached: \(after_s=[0-9.]*\).*/reattached \1/p' "$T/client1.log"); SIGKILL: $(sed -n 's/^client-reset: \(after_stop_s=[0-9.]*\).*/\1/p' "$T/client2.log"), $(sed -n 's/^client-reattached: \(after_s=[0-9.]*\).*/reattached \1/p' "$T/client2.log"); the old rooms Failed: $(sed -n 's/^client-reset: .*reason=//p' "$T/client1.log")"
 }
 
+define engines-content "Content keys: rooms keyed by their data land once; later requests of the same content on both ranks are looked up as landed and served from the language gateway's cache without a transfer, bit-identical; two requests of one content in flight share one transfer; attempt 1 of a room id goes through both gateways; nothing leaked"
+case_engines_content() {
+	local a b c1 c2 d r
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	a=$(room_ids 1 2000 10000)
+	for r in 0 1; do
+		engine "$T/rank$r.log" language "$T/lang-0.sock" --rooms "$a" --rank $r --nranks 2 --keyed
+	done
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$a" --nranks 2
+	engines_wait || { MSG="first transfer: $(cat "$T"/rank?.log "$T/encode.log" | tr '\n' ' ')"; return 1; }
+	# the same content under new request ids, and no encoder at all
+	b=$(room_ids 2 2000 10000)
+	for r in 0 1; do
+		engine "$T/rank$r-b.log" language "$T/lang-0.sock" --rooms "$b" --same-as "$a" --rank $r --nranks 2 --lookup --expect-cached 2
+	done
+	engines_wait || { MSG="from the cache: $(cat "$T"/rank?-b.log | tr '\n' ' ')"; return 1; }
+	# two requests of one content open before its data is sent
+	c1=$(room_ids 3 3000)
+	c2=$(room_ids 4 3000)
+	engine "$T/rank0-c.log" language "$T/lang-0.sock" --rooms "$c1,$c2" --same-as "$c1,$c1" --rank 0 --nranks 1 --expect-cached 1
+	sleep 1
+	engine "$T/encode-c.log" encode "$T/enc-0.sock" --rooms "$c1" --nranks 1
+	engines_wait || { MSG="shared in flight: $(cat "$T/rank0-c.log" "$T/encode-c.log" | tr '\n' ' ')"; return 1; }
+	# a retry's room id, the same on both gateways
+	d=$(room_ids 5 500)
+	engine "$T/rank0-d.log" language "$T/lang-0.sock" --rooms "$d" --rank 0 --nranks 1 --attempt 1
+	engine "$T/encode-d.log" encode "$T/enc-0.sock" --rooms "$d" --nranks 1 --attempt 1
+	engines_wait || { MSG="attempt 1: $(cat "$T/rank0-d.log" "$T/encode-d.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	expect "$T/enc.log" clients ok -eq 4 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients ok -eq 11 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients cache_hits -eq 4 &&
+		expect "$T/lang.log" clients cache_shared -eq 1 &&
+		expect "$T/lang.log" clients cache_misses -eq 3 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
+	MSG="2 rooms transferred once to 2 ranks, then served 4 times from the cache and 1 time by a shared transfer, bit-identical; attempt 1 served; zero blocks in use on both gateways"
+}
+
 define engine-killed "SIGKILL of a language rank, then of the encode engine, while their rooms are open: the survivors see Failed with the reason, every block comes back on both gateways"
 case_engine_killed() {
 	local rooms victim
@@ -842,6 +882,39 @@ case_engine_killed() {
 		expect "$T/enc.log" clients attached -eq 0 &&
 		expect "$T/lang.log" clients attached -eq 0 || return 1
 	MSG="a killed rank: its peer rank and the encoder saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0.log")); a killed encoder: the rank saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0-2.log")); zero blocks in use on both gateways"
+}
+
+define attach-trust "the attach boundary: a refused uid's flood of silent connections while 12 engines attach (all do); a language engine's pool is read-only (r--s, a write faults); an engine that stops past its lease with a landed room finds its own bytes (the gateway held the blocks while other rooms filled the pool), then release(), poll() and views() raise and its views hold zeros; the held blocks come back"
+case_attach_trust() {
+	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+		timeout -s KILL 120 /usr/bin/python3 tests/integration/trust.py)
+	local held others
+	ENGINE_LEASE=1000 engine_gateways || return 1
+	LOG=$T/lang.log
+	# a socket anyone may reach and connect to: credentials alone decide
+	chmod 0711 "$T" && chmod 0666 "$T/lang-0.sock"
+	"${TRUST[@]}" flood "$T/lang-0.sock" --seconds 5 --engines 12 >"$T/flood.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/flood.log")"; return 1; }
+	"${TRUST[@]}" readonly "$T/lang-0.sock" >"$T/ro.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/ro.log")"; return 1; }
+	# the held room, then 5 rooms of 50,000 for another engine: together
+	# more than the pool, so freed blocks would be taken at once
+	held=$(room_ids 7 50000)
+	others=$(room_ids 8 50000 50000 50000 50000 50000)
+	"${TRUST[@]}" lost "$T/lang-0.sock" --room "$held" --hold-s 4 >"$T/lost.log" 2>&1 &
+	ENGINE_PIDS+=($!)
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$held" --nranks 1
+	wait_line "$T/lost.log" trust-lost 60 || { MSG="$(tr '\n' ' ' <"$T/lost.log")"; return 1; }
+	engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$others" --rank 0 --nranks 1
+	engine "$T/encode2.log" encode "$T/enc-0.sock" --rooms "$others" --nranks 1
+	engines_wait || { MSG="$(cat "$T/lost.log" "$T/rank0.log" "$T/encode2.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="lang: $(report "$T/lang.log")"
+	expect "$T/lang.log" clients lost -eq 1 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+		grep -q "block(s) of its rooms held until it closes its socket" "$T/lang.log" &&
+		grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" || return 1
+	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')"
 }
 
 define engines-dtypes "Python engines in fp16 and in fp32 (a gateway pair each): lengths 1, 127, 128, 129, 50000 bit-identical, nothing leaked"

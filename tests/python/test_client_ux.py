@@ -223,11 +223,22 @@ def test_stats(fake_gateway):
             with pytest.raises(NotImplementedError):
                 c.stats()
             return
+        # the fake publishes the pool's blocks as it steps its rooms
+        c.wait_until(lambda: c.stats() is not None)
         s = c.stats()
-        for k in ("pool_blocks", "free_blocks", "admission_queue",
-                  "cache_hits", "used_blocks", "updated_ns"):
+        for k in ("admission_queue", "cache_entries", "cache_hits",
+                  "cache_misses", "cache_shared", "cache_evictions",
+                  "quarantined_blocks", "cache_pinned", "updated_ns"):
             assert k in s
-        assert 0 <= s["free_blocks"] <= s["pool_blocks"]
+        assert s["pool_blocks"] == 1024 and s["free_blocks"] == 1024
+        assert s["used_blocks"] == 0 and s["updated_ns"] > 0
+        room = c.recv_room(300)         # 300 tokens: 3 blocks of 128
+        room.wait(KVPoll.Success)
+        c.wait_until(lambda: c.stats()["used_blocks"] > 0)
+        s = c.stats()
+        assert s["used_blocks"] == 3 and s["free_blocks"] == 1021
+        room.release()
+        c.wait_until(lambda: c.stats()["used_blocks"] == 0)
 
 
 # ---- C. arguments refused early, naming the rule -----------------------------
