@@ -102,16 +102,23 @@ def candidates():
     return out
 
 
-def _open():
+def _open(required):
+    """The first candidate that loads and has every call in `required`;
+    an installed copy older than this package is passed over."""
     tried = []
     for how, path in candidates():
         try:
-            return ctypes.CDLL(path), path
+            lib = ctypes.CDLL(path)
+            missing = [n for n in required if not hasattr(lib, n)]
+            if missing:
+                raise OSError("an older library than this package (no %s)"
+                              % ", ".join(missing[:3]))
+            return lib, path
         except OSError as e:
             if how == "$EMBGW_CLIENT_LIB":
                 # a path the user named is not second-guessed
                 raise OSError(e.errno, "EMBGW_CLIENT_LIB=%s cannot be "
-                              "loaded: %s" % (path, e)) from None
+                              "used: %s" % (path, e)) from None
             tried.append("%s (%s): %s" % (path, how, e))
     raise OSError("libegw_client.so not found: set EMBGW_CLIENT_LIB to its "
                   "path, install it (meson install), or build this checkout "
@@ -120,7 +127,6 @@ def _open():
 
 
 def _load():
-    lib, path = _open()
     P = ctypes.c_void_p
     sigs = {
         "egw_client_attach": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
@@ -174,13 +180,11 @@ def _load():
         "egw_client_prepare": (ctypes.c_int, [P, ctypes.POINTER(c_u32)]),
         "egw_client_stats": (ctypes.c_int, [P, ctypes.POINTER(Stats)]),
     }
+    lib, path = _open(sigs)
     for name, (res, args) in list(sigs.items()) + list(optional.items()):
         f = getattr(lib, name, None)
-        if f is None and name in optional:
-            continue
         if f is None:
-            raise OSError("%s (%s) has no %s: an older library than this "
-                          "package" % (path, "libegw_client.so", name))
+            continue
         f.restype = res
         f.argtypes = args
     lib.path = path
