@@ -156,11 +156,26 @@ def _split(ranges, total):
                          % (sum(n for n, _ in ranges), total))
 
 
-def _stream_for(tensor, stream):
+def _copy(pairs, device_tensor, stream):
+    """dst.copy_(src) for each (dst, src): at once, or for a CUDA
+    `device_tensor` queued on `stream` (default: its device's current
+    stream) with an event after them. @return the handle."""
+    if not getattr(device_tensor, "is_cuda", False):
+        for dst, src in pairs:
+            dst.copy_(src)
+        return Done()
     torch = _torch()
-    if stream is not None:
-        return stream
-    return torch.cuda.current_stream(tensor.device)
+    s = stream if stream is not None else \
+        torch.cuda.current_stream(device_tensor.device)
+    with torch.cuda.stream(s):
+        for dst, src in pairs:
+            dst.copy_(src, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(s)
+    # the caching allocator may reuse the tensor's memory once the engine
+    # drops it: keep it alive for the copy's stream
+    device_tensor.record_stream(s)
+    return Pending(ev)
 
 
 def copy_in(views, ranges, src, stream=None):
@@ -170,22 +185,9 @@ def copy_in(views, ranges, src, stream=None):
     after whatever produced it there) without waiting. @return a handle:
     the pool holds the bytes once handle.query() is True."""
     _split(ranges, src.shape[0])
-    if not getattr(src, "is_cuda", False):
-        for v, (n, first) in zip(views, ranges):
-            v.copy_(src[first:first + n])
-        return Done()
-    torch = _torch()
     _same(views, src)
-    s = _stream_for(src, stream)
-    with torch.cuda.stream(s):
-        for v, (n, first) in zip(views, ranges):
-            v.copy_(src[first:first + n], non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(s)
-    # the caching allocator may reuse src's memory once the engine drops
-    # it: keep it alive for the copy's stream
-    src.record_stream(s)
-    return Pending(ev)
+    return _copy([(v, src[first:first + n])
+                  for v, (n, first) in zip(views, ranges)], src, stream)
 
 
 def copy_out(views, ranges, out, stream=None):
@@ -195,16 +197,6 @@ def copy_out(views, ranges, out, stream=None):
     _split(ranges, out.shape[0])
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
-    if not getattr(out, "is_cuda", False):
-        for v, (n, first) in zip(views, ranges):
-            out[first:first + n].copy_(v)
-        return Done()
-    torch = _torch()
     _same(views, out)
-    s = _stream_for(out, stream)
-    with torch.cuda.stream(s):
-        for v, (n, first) in zip(views, ranges):
-            out[first:first + n].copy_(v, non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(s)
-    return Pending(ev)
+    return _copy([(out[first:first + n], v)
+                  for v, (n, first) in zip(views, ranges)], out, stream)
