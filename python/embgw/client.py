@@ -4,6 +4,7 @@ import ctypes
 import errno
 import hashlib
 import logging
+import sys
 import time
 import warnings
 
@@ -73,8 +74,8 @@ class Client:
     long gets one HeldRoomWarning (warnings, and the "embgw" logger); None
     turns it off.
     cuda: pin the pool for CUDA copies (embgw.cuda.register): None where
-    torch.cuda.is_available(), True always (RuntimeError without CUDA),
-    False never.
+    the process has imported torch and torch.cuda.is_available(), True
+    always (RuntimeError without CUDA), False never.
     Refusals raise OSError with the gateway's message (FileNotFoundError
     for an unknown port, errno EPROTONOSUPPORT for a version mismatch...).
     The pool views of rooms are valid until close() or reconnect().
@@ -151,7 +152,10 @@ class Client:
                 .view(np.int32).reshape(cap, 3)
         self._aux_bytes = g.aux_bytes
         self.max_total_tokens = g.max_total_tokens
-        if self._want_cuda is not False:
+        # auto: only a process that uses torch already (importing it here
+        # would cost every other client seconds)
+        if self._want_cuda or (self._want_cuda is None and
+                               "torch" in sys.modules):
             try:
                 self._pinned = cuda.register(self._pool_mapping(g),
                                              required=bool(self._want_cuda),
