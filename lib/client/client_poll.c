@@ -406,17 +406,17 @@ egw_client_prepare(struct egw_client *c, uint32_t *max_sleep_ms)
 			     "with EGW_CLIENT_F_WAKEUP)");
 		return -EOPNOTSUPP;
 	}
+	/* a client given up (or gone) hears no event any more, as in
+	 * egw_client_wait(): the socket is looked at on every call */
+	rc = client_gone_check(c, true);
+	if (rc != 0)
+		return rc;
 	/* a write consumed here is one whose completions are already in the
 	 * ring: ready() below sees them */
 	if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
 		(void)!read(c->efd, &v, sizeof(v));
-	/* what the gateway posted before it went is reported first (the
-	 * rooms' reasons), as egw_client_wait() does */
 	if (ready(c))
 		return 1;
-	rc = client_check_socket(c);
-	if (rc != 0)
-		return rc;
 	if (c->g.lease_ms)
 		limit = c->g.lease_ms / 4 ? c->g.lease_ms / 4 : 1;
 	if (c->recovering)

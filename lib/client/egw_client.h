@@ -341,13 +341,12 @@ int egw_client_poll_fd(struct egw_client *c);
  * Arm the wake-up before sleeping on egw_client_poll_fd() (doc/client.md
  * section 5): empties the eventfd, sets NEED_WAKEUP and looks at the
  * completion ring once more. Bumps the lease.
- * @return 1 events are waiting: egw_client_poll() now, do not sleep
- *   (also after the gateway went: what it posted before comes first);
+ * @return 1 events are waiting: egw_client_poll() now, do not sleep;
  *   0 armed: sleep on the descriptor for at most *max_sleep_ms (a quarter
  *   lease, so that the beat goes on; 1 while a dropped completion is being
  *   recovered from the slots, which no eventfd write announces;
- *   UINT32_MAX: no limit); -ECONNRESET the gateway closed the socket;
- *   -EOPNOTSUPP no eventfd.
+ *   UINT32_MAX: no limit); -ECONNRESET the gateway closed the socket or
+ *   gave this client up (egw_client_check()); -EOPNOTSUPP no eventfd.
  */
 int egw_client_prepare(struct egw_client *c, uint32_t *max_sleep_ms);
 

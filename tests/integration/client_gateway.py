@@ -57,8 +57,6 @@ def main():
     give_up = time.monotonic() + 120
     while True:
         try:
-            # what the gateway posted as it stopped comes first, then the
-            # reset
             if c.arm():
                 c.progress()
                 continue
