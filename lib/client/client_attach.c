@@ -465,6 +465,7 @@ egw_client_attach(const char *socket_path, const char *port,
 	}
 	c->sock = -1;
 	c->efd = -1;
+	c->epfd = -1;
 	rc = attach_on(c, socket_path, port, o != NULL ? o : &defaults);
 	if (rc != 0) {
 		egw_client_detach(c);
@@ -489,6 +490,8 @@ egw_client_detach(struct egw_client *c)
 		close(c->sock);
 	if (c->efd >= 0)
 		close(c->efd);
+	if (c->epfd >= 0)
+		close(c->epfd);
 	if (c->area_mem != NULL)
 		munmap(c->area_mem, c->area_map_bytes);
 	free(c->slots);

@@ -15,7 +15,9 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -348,4 +350,85 @@ egw_client_wait(struct egw_client *c, unsigned int timeout_ms)
 			return rc;
 		}
 	}
+}
+
+int
+egw_client_poll_fd(struct egw_client *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd, rc;
+
+	if (c->epfd >= 0)
+		return c->epfd;
+	if (c->efd < 0) {
+		client_error("the gateway granted no wake-up eventfd (attach "
+			     "with EGW_CLIENT_F_WAKEUP): nothing would wake a "
+			     "sleeper on completions");
+		return -EOPNOTSUPP;
+	}
+	fd = epoll_create1(EPOLL_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		client_error("epoll_create1: %s", strerror(errno));
+		return rc;
+	}
+	ev.data.fd = c->efd;
+	rc = epoll_ctl(fd, EPOLL_CTL_ADD, c->efd, &ev);
+	if (rc == 0) {
+		/* the gateway sends nothing after the welcome: readable or
+		 * hung up is its end of the socket closing */
+		ev = (struct epoll_event){
+			.events = EPOLLIN | EPOLLRDHUP | EPOLLHUP,
+			.data.fd = c->sock };
+		rc = epoll_ctl(fd, EPOLL_CTL_ADD, c->sock, &ev);
+	}
+	if (rc != 0) {
+		rc = -errno;
+		client_error("epoll_ctl: %s", strerror(errno));
+		close(fd);
+		return rc;
+	}
+	c->epfd = fd;
+	return fd;
+}
+
+int
+egw_client_prepare(struct egw_client *c, uint32_t *max_sleep_ms)
+{
+	struct pollfd p = { .fd = c->efd, .events = POLLIN };
+	uint32_t limit = UINT32_MAX;
+	uint64_t v;
+	int rc;
+
+	egw_client_beat(c);
+	if (c->efd < 0) {
+		client_error("the gateway granted no wake-up eventfd (attach "
+			     "with EGW_CLIENT_F_WAKEUP)");
+		return -EOPNOTSUPP;
+	}
+	/* a client given up (or gone) hears no event any more, as in
+	 * egw_client_wait(): the socket is looked at on every call */
+	rc = client_gone_check(c, true);
+	if (rc != 0)
+		return rc;
+	/* a write consumed here is one whose completions are already in the
+	 * ring: ready() below sees them */
+	if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+		(void)!read(c->efd, &v, sizeof(v));
+	if (ready(c))
+		return 1;
+	if (c->g.lease_ms)
+		limit = c->g.lease_ms / 4 ? c->g.lease_ms / 4 : 1;
+	if (c->recovering)
+		limit = 1;
+	__atomic_fetch_or(&c->map.cq.ctl->flags, EGW_RING_F_NEED_WAKEUP,
+			  __ATOMIC_SEQ_CST);
+	/* a completion posted before the gateway saw the bit wakes nobody:
+	 * look once more after setting it */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (ready(c))
+		return 1;
+	if (max_sleep_ms != NULL)
+		*max_sleep_ms = limit;
+	return 0;
 }

@@ -24,6 +24,7 @@ struct client_slot {
 struct egw_client {
 	int sock;
 	int efd;                        /* wake-up eventfd, -1 without */
+	int epfd;                       /* egw_client_poll_fd's, -1 before */
 	uint8_t *pool;
 	size_t pool_map_bytes;
 	int pool_prot;                  /* PROT_READ for a read-only pool */

@@ -328,6 +328,29 @@ int egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
 int egw_client_wait(struct egw_client *c, unsigned int timeout_ms);
 
 /**
+ * One descriptor for an engine's own poll/epoll/asyncio loop: readable
+ * when the gateway wrote the wake-up eventfd or closed the attach socket
+ * (an epoll descriptor watching both, made on the first call, closed at
+ * detach). Sleep on it only after egw_client_prepare() returned 0.
+ * @return the descriptor; -EOPNOTSUPP the gateway granted no eventfd
+ *   (attach with EGW_CLIENT_F_WAKEUP); another negative errno of epoll.
+ */
+int egw_client_poll_fd(struct egw_client *c);
+
+/**
+ * Arm the wake-up before sleeping on egw_client_poll_fd() (doc/client.md
+ * section 5): empties the eventfd, sets NEED_WAKEUP and looks at the
+ * completion ring once more. Bumps the lease.
+ * @return 1 events are waiting: egw_client_poll() now, do not sleep;
+ *   0 armed: sleep on the descriptor for at most *max_sleep_ms (a quarter
+ *   lease, so that the beat goes on; 1 while a dropped completion is being
+ *   recovered from the slots, which no eventfd write announces;
+ *   UINT32_MAX: no limit); -ECONNRESET the gateway closed the socket or
+ *   gave this client up (egw_client_check()); -EOPNOTSUPP no eventfd.
+ */
+int egw_client_prepare(struct egw_client *c, uint32_t *max_sleep_ms);
+
+/**
  * Whether the gateway still holds this client (doc/client.md, "Trust"):
  * every call of the library checks it before it touches a room. Once the
  * client is lost (the gateway gave it up: lease, broken ring; or the

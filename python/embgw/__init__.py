@@ -9,10 +9,12 @@
         embeddings = room.gather()
         room.release()
 
-ctypes over libegw_client.so (lib/client); the contract is doc/client.md.
+ctypes over libegw_client.so (lib/client), loaded on first use; the
+contract is doc/client.md. embgw.aio waits in an asyncio loop; embgw.cuda
+moves rooms' tokens to and from CUDA devices.
 """
 from .client import (Client, DTYPES, LOOKUP_IN_FLIGHT, LOOKUP_LANDED,
-                     LOOKUP_NONE, content_key)
+                     LOOKUP_NONE, HeldRoomWarning, RoleError, content_key)
 from .room import EncodeRoom, KVPoll, LanguageRoom, Room
 from ._lib import strerror
 from .connector import (EmbeddingReceiver, EmbeddingSender,
@@ -20,5 +22,6 @@ from .connector import (EmbeddingReceiver, EmbeddingSender,
 
 __all__ = ["Client", "DTYPES", "LOOKUP_IN_FLIGHT", "LOOKUP_LANDED",
            "LOOKUP_NONE", "content_key", "EmbeddingReceiver", "EmbeddingSender",
-           "EmbeddingTransferError", "EncodeRoom", "KVPoll", "LanguageRoom",
-           "Received", "Room", "strerror"]
+           "EmbeddingTransferError", "EncodeRoom", "HeldRoomWarning",
+           "KVPoll", "LanguageRoom", "Received", "RoleError", "Room",
+           "strerror"]

@@ -1,12 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """ctypes bindings of libegw_client.so (lib/client/egw_client.h).
 
-The library is found through $EMBGW_CLIENT_LIB (a path), else the system's
-library path (libegw_client.so, as installed with its pkg-config file).
+The library is loaded on first use (importing embgw, or embgw.cuda alone,
+loads nothing) from the first of: $EMBGW_CLIENT_LIB (a path); the system's
+library path (libegw_client.so as installed, found by
+ctypes.util.find_library); the build tree of the checkout this package
+sits in (build*/lib/client/libegw_client.so next to python/).
 """
 import ctypes
 import ctypes.util
+import errno
+import glob
 import os
+import threading
 
 c_u8, c_u16, c_u32, c_i32, c_u64 = (ctypes.c_uint8, ctypes.c_uint16,
                                     ctypes.c_uint32, ctypes.c_int32,
@@ -64,10 +70,63 @@ class Aux(ctypes.Structure):
                 ("cookie", c_u64)]
 
 
+class Stats(ctypes.Structure):
+    _fields_ = [("updated_ns", c_u64), ("pool_blocks", c_u32),
+                ("free_blocks", c_u32), ("quarantined_blocks", c_u32),
+                ("admission_queue", c_u32), ("cache_entries", c_u32),
+                ("cache_blocks", c_u32), ("cache_pinned", c_u32),
+                ("reserved", c_u32), ("cache_hits", c_u64),
+                ("cache_misses", c_u64), ("cache_shared", c_u64),
+                ("cache_evictions", c_u64)]
+
+
+def candidates():
+    """Where the library is looked for, in order, as (how, path)."""
+    out = []
+    env = os.environ.get("EMBGW_CLIENT_LIB")
+    if env:
+        out.append(("$EMBGW_CLIENT_LIB", env))
+    found = ctypes.util.find_library("egw_client")
+    if found:
+        out.append(("the system's library path", found))
+    # <checkout>/python/embgw/_lib.py -> <checkout>/build*/lib/client/;
+    # build/ first, then the other build directories, newest first
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    tree = glob.glob(os.path.join(root, "build*", "lib", "client",
+                                  "libegw_client.so"))
+    tree.sort(key=lambda p: (os.path.basename(os.path.dirname(
+        os.path.dirname(os.path.dirname(p)))) != "build",
+        -os.path.getmtime(p)))
+    out.extend(("the build tree", p) for p in tree)
+    return out
+
+
+def _open(required):
+    """The first candidate that loads and has every call in `required`;
+    an installed copy older than this package is passed over."""
+    tried = []
+    for how, path in candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            missing = [n for n in required if not hasattr(lib, n)]
+            if missing:
+                raise OSError("an older library than this package (no %s)"
+                              % ", ".join(missing[:3]))
+            return lib, path
+        except OSError as e:
+            if how == "$EMBGW_CLIENT_LIB":
+                # a path the user named is not second-guessed
+                raise OSError(e.errno, "EMBGW_CLIENT_LIB=%s cannot be "
+                              "used: %s" % (path, e)) from None
+            tried.append("%s (%s): %s" % (path, how, e))
+    raise OSError("libegw_client.so not found: set EMBGW_CLIENT_LIB to its "
+                  "path, install it (meson install), or build this checkout "
+                  "(meson setup build; ninja -C build)%s"
+                  % ("; tried " + "; ".join(tried) if tried else ""))
+
+
 def _load():
-    path = os.environ.get("EMBGW_CLIENT_LIB") or \
-        ctypes.util.find_library("egw_client") or "libegw_client.so"
-    lib = ctypes.CDLL(path)
     P = ctypes.c_void_p
     sigs = {
         "egw_client_attach": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
@@ -108,15 +167,49 @@ def _load():
                                                ctypes.POINTER(Aux)]),
         "egw_client_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "egw_client_state_name": (ctypes.c_char_p, [c_u32]),
+        # _trust's
+        "egw_client_check": (ctypes.c_int, [P]),
+        "egw_client_lost": (c_u32, [P]),
+        "egw_client_detach_keep": (None, [P, ctypes.POINTER(P),
+                                          ctypes.POINTER(ctypes.c_size_t)]),
+        "egw_client_unmap_kept": (None, [P, ctypes.c_size_t]),
     }
-    for name, (res, args) in sigs.items():
-        f = getattr(lib, name)
+    # newer calls: a library without them still loads (hasattr says)
+    optional = {
+        "egw_client_poll_fd": (ctypes.c_int, [P]),
+        "egw_client_prepare": (ctypes.c_int, [P, ctypes.POINTER(c_u32)]),
+        "egw_client_stats": (ctypes.c_int, [P, ctypes.POINTER(Stats)]),
+    }
+    lib, path = _open(sigs)
+    for name, (res, args) in list(sigs.items()) + list(optional.items()):
+        f = getattr(lib, name, None)
+        if f is None:
+            continue
         f.restype = res
         f.argtypes = args
+    lib.path = path
     return lib
 
 
-lib = _load()
+class _Lazy:
+    """The library, loaded on the first attribute asked for."""
+
+    _lock = threading.Lock()
+    _lib = None
+
+    def __getattr__(self, name):
+        if _Lazy._lib is None:
+            with _Lazy._lock:
+                if _Lazy._lib is None:
+                    _Lazy._lib = _load()
+        return getattr(_Lazy._lib, name)
+
+    @staticmethod
+    def loaded():
+        return _Lazy._lib is not None
+
+
+lib = _Lazy()
 
 
 def last_error():
@@ -127,10 +220,44 @@ def strerror(code):
     return lib.egw_client_strerror(code).decode()
 
 
-def check(rc, what):
+# the rule behind a refusal's errno, with the limit from the welcome
+_RULES = {
+    errno.EFBIG: "total_tokens above the port's max_total_tokens "
+                 "(%(max_total_tokens)d)",
+    errno.ENOSPC: "every one of the client's %(nslots)d slots holds a room "
+                  "(end or release one first)",
+    errno.EAGAIN: "the submission ring (%(sq_entries)d entries) is full: "
+                  "progress() and try again",
+    errno.ERANGE: "rank or nranks outside 0 <= rank < nranks <= 8",
+    errno.EOPNOTSUPP: "the port does not serve this side (encode %(enc)s, "
+                      "language %(lang)s)",
+}
+
+
+def explain(code, geometry=None):
+    """A result code as text; a refused command's errno also names the
+    rule and the limit (from the client's geometry)."""
+    text = strerror(code)
+    rule = _RULES.get(-code) if -4096 < code < 0 else None
+    if rule and geometry is not None:
+        g = dict(geometry)
+        g.setdefault("enc", bool(g.get("flags", 0) & G_ENCODE))
+        g.setdefault("lang", bool(g.get("flags", 0) & G_LANGUAGE))
+        try:
+            text = "%s: %s" % (text, rule % g)
+        except (KeyError, TypeError):
+            pass
+    return text
+
+
+def check(rc, what, geometry=None):
     """A negative errno becomes an OSError (FileNotFoundError for ENOENT,
-    BlockingIOError for EAGAIN, ...) carrying the library's message."""
+    BlockingIOError for EAGAIN, ...) carrying the library's message and,
+    given the client's geometry, the rule with its limit."""
     if rc < 0:
-        raise OSError(-rc, "%s: %s" % (what, last_error() or
-                                       os.strerror(-rc)))
+        msg = last_error() or os.strerror(-rc)
+        rule = explain(rc, geometry) if geometry is not None else ""
+        if rule and rule != strerror(rc):
+            msg = "%s [%s]" % (msg, rule[len(strerror(rc)) + 2:])
+        raise OSError(-rc, "%s: %s" % (what, msg))
     return rc

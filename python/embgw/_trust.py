@@ -9,16 +9,9 @@ import errno
 
 from ._lib import lib, last_error
 
+# the calls' signatures are set where the library is loaded (_lib), on
+# first use: importing embgw loads nothing
 _P = ctypes.c_void_p
-for _name, _res, _args in (
-        ("egw_client_check", ctypes.c_int, [_P]),
-        ("egw_client_lost", ctypes.c_uint32, [_P]),
-        ("egw_client_detach_keep", None, [_P, ctypes.POINTER(_P),
-                                          ctypes.POINTER(ctypes.c_size_t)]),
-        ("egw_client_unmap_kept", None, [_P, ctypes.c_size_t])):
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
 
 G_POOL_RDONLY = 0x8
 

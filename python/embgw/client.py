@@ -3,22 +3,18 @@
 import ctypes
 import errno
 import hashlib
+import logging
+import sys
 import time
+import warnings
 
 import numpy as np
 
-from . import _lib, _trust
+from . import _lib, _trust, cuda
 from ._lib import lib, check
-from .room import EncodeRoom, LanguageRoom
+from .room import EncodeRoom, KVPoll, LanguageRoom
 
-# welcome dtype -> (name, NumPy element type, torch element type name)
-DTYPES = {
-    1: ("fp8", np.uint8, "uint8"),       # e4m3: bytes in both
-    2: ("int8", np.int8, "int8"),
-    3: ("bf16", np.uint16, "bfloat16"),  # NumPy has no bfloat16
-    4: ("fp16", np.float16, "float16"),
-    5: ("fp32", np.float32, "float32"),
-}
+log = logging.getLogger("embgw")
 
 
 LOOKUP_NONE, LOOKUP_LANDED, LOOKUP_IN_FLIGHT = 0, 1, 2
@@ -48,33 +44,77 @@ def _attempt(attempt):
     return attempt
 
 
+class RoleError(OSError, ValueError):
+    """A room asked of a port that does not serve that side: errno
+    EOPNOTSUPP (what the library answers), and a ValueError (the engine's
+    own mistake)."""
+
+
+class HeldRoomWarning(ResourceWarning):
+    """A language room stayed Success, its blocks unreleased, longer than
+    the client's held_warning_s: the pool fills with data nobody reads."""
+
+# welcome dtype -> (name, NumPy element type, torch element type name)
+DTYPES = {
+    1: ("fp8", np.uint8, "uint8"),       # e4m3: bytes in both
+    2: ("int8", np.int8, "int8"),
+    3: ("bf16", np.uint16, "bfloat16"),  # NumPy has no bfloat16
+    4: ("fp16", np.float16, "float16"),
+    5: ("fp32", np.float32, "float32"),
+}
+
+
 class Client:
     """Attach to the gateway at `socket_path` as a client of `port`.
 
     wakeup: ask for the eventfd so that wait() sleeps instead of polling.
     lease_thread: keep the lease from a thread (for an engine that may stay
     away from this object longer than half the lease).
+    held_warning_s: a language room left Success and unreleased for this
+    long gets one HeldRoomWarning (warnings, and the "embgw" logger); None
+    turns it off.
+    cuda: pin the pool for CUDA copies (embgw.cuda.register): None where
+    the process has imported torch and torch.cuda.is_available(), True
+    always (RuntimeError without CUDA), False never.
     Refusals raise OSError with the gateway's message (FileNotFoundError
     for an unknown port, errno EPROTONOSUPPORT for a version mismatch...).
-    The pool views of rooms are valid until close().
+    The pool views of rooms are valid until close() or reconnect().
     """
 
     def __init__(self, socket_path, port, name="embgw-python", wakeup=True,
                  lease_thread=False, sq_entries=0, cq_entries=0, nslots=0,
-                 timeout_ms=5000):
-        opts = _lib.Opts(name.encode(),
-                         (_lib.F_WAKEUP if wakeup else 0) |
-                         (_lib.F_LEASE_THREAD if lease_thread else 0),
-                         sq_entries, cq_entries, nslots, timeout_ms)
-        handle = ctypes.c_void_p()
-        check(lib.egw_client_attach(str(socket_path).encode(), port.encode(),
-                                    ctypes.byref(opts), ctypes.byref(handle)),
-              "attach to %s port %s" % (socket_path, port))
-        self._c = handle
+                 timeout_ms=5000, held_warning_s=30.0, cuda=None):
+        if not isinstance(port, str) or not port:
+            raise ValueError("port must be the port's name, got %r"
+                             % (port,))
+        self.socket_path = str(socket_path)
+        self.port = port
+        self.name = name
+        self.held_warning_s = held_warning_s
+        self._want_cuda = cuda
+        self._pinned = None
+        self._opts = (name.encode(),
+                      (_lib.F_WAKEUP if wakeup else 0) |
+                      (_lib.F_LEASE_THREAD if lease_thread else 0),
+                      sq_entries, cq_entries, nslots, timeout_ms)
+        self._c = None
         self._rooms = {}      # slot -> Room
         self._nops = {}       # tag -> result
+        self._deferred = []   # (handle, fn): fn() once handle.query()
         self._tag = 0
+        self._held_check = 0.0
         self._events = (_lib.Event * 64)()
+        self._attach()
+
+    def _attach(self):
+        opts = _lib.Opts(*self._opts)
+        handle = ctypes.c_void_p()
+        check(lib.egw_client_attach(self.socket_path.encode(),
+                                    self.port.encode(), ctypes.byref(opts),
+                                    ctypes.byref(handle)),
+              "attach to %s port %s" % (self.socket_path, self.port))
+        self._c = handle
+        self.max_sleep_ms = None
         g = lib.egw_client_geometry(handle).contents
         self.geometry = {f: getattr(g, f) for f, _ in g._fields_
                          if f not in ("region_offset", "region_bytes")}
@@ -111,6 +151,29 @@ class Client:
             self.pool["mrope"] = self._regions["mrope"][:cap * 12] \
                 .view(np.int32).reshape(cap, 3)
         self._aux_bytes = g.aux_bytes
+        self.max_total_tokens = g.max_total_tokens
+        # auto: only a process that uses torch already (importing it here
+        # would cost every other client seconds)
+        if self._want_cuda or (self._want_cuda is None and
+                               "torch" in sys.modules):
+            try:
+                self._pinned = cuda.register(self._pool_mapping(g),
+                                             required=bool(self._want_cuda),
+                                             readonly=self.pool_readonly)
+            except Exception:
+                self.close()
+                raise
+
+    def _pool_mapping(self, g):
+        """The whole pool mapping as one uint8 array (what CUDA pins)."""
+        ptr = lib.egw_client_region(self._c, 0, None) - g.region_offset[0]
+        return np.frombuffer((ctypes.c_uint8 * g.pool_bytes)
+                             .from_address(ptr), dtype=np.uint8)
+
+    @property
+    def pinned(self):
+        """The pool is pinned for CUDA copies."""
+        return self._pinned is not None
 
     @property
     def torch_dtype(self):
@@ -121,16 +184,74 @@ class Client:
     def close(self):
         """Detach: the gateway aborts every room still held. Views of the
         pool made before stay valid memory but hold zeros (never another
-        room's bytes); rooms' views(), tensors() and gather() raise."""
+        room's bytes); rooms' views(), tensors() and gather() raise.
+        Copies still running into or out of the pool are waited for
+        first."""
+        self._detach(0, "the client detached")
+
+    def _detach(self, code, reason):
+        for h, _ in self._deferred:
+            h.synchronize()     # a device copy must not outlive the pool
+        self._deferred = []
+        if self._pinned is not None:
+            self._pinned.close()
+            self._pinned = None
         if self._c:
             _trust.detach(self._c, self._keeper)
             self._keeper = None   # the views keep it while they live
             self._c = None
             for r in self._rooms.values():
-                r._gone(0, "the client detached")
+                r._gone(code, reason)
             self._rooms.clear()
             self.pool = {}
             self._regions = {}
+
+    def reconnect(self, timeout_s=30.0, interval_s=0.1):
+        """Attach again after the gateway went away (or restarted): the
+        rooms of the old attachment end Failed (code -ECONNRESET, reason
+        says so) and the pool views of the old attachment are gone; the
+        geometry, peers and pool are the new gateway's. Tries until
+        `timeout_s` (TimeoutError naming the last refusal)."""
+        self._detach(-errno.ECONNRESET, "the gateway went away: the "
+                     "attachment was replaced by reconnect()")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._attach()
+                log.info("embgw: reattached to %s port %s",
+                         self.socket_path, self.port)
+                return
+            except OSError as e:
+                if e.errno in (errno.EPROTONOSUPPORT, errno.EACCES,
+                               errno.EINVAL):
+                    raise       # a refusal that waiting does not change
+                if time.monotonic() + interval_s > deadline:
+                    raise TimeoutError("no attach to %s port %s within "
+                                       "%.1f s: %s" % (self.socket_path,
+                                                       self.port, timeout_s,
+                                                       e)) from e
+                time.sleep(interval_s)
+
+    def stats(self):
+        """The gateway's published figures for the port (pool occupancy,
+        admission queue, content cache), a dict of egw_client_stats's
+        fields and used_blocks; updated_ns is the gateway's clock of the
+        snapshot. None before the gateway published any.
+        NotImplementedError with a library that has no egw_client_stats."""
+        if not hasattr(lib, "egw_client_stats"):
+            raise NotImplementedError("%s has no egw_client_stats: an older "
+                                      "library" % lib.path)
+        st = _lib.Stats()
+        for _ in range(100):
+            rc = lib.egw_client_stats(self._handle(), ctypes.byref(st))
+            if rc != -errno.EAGAIN:     # the gateway was writing them
+                break
+        if rc == -errno.ENODATA:
+            return None
+        check(rc, "stats")
+        out = {f: getattr(st, f) for f, _ in st._fields_ if f != "reserved"}
+        out["used_blocks"] = out["pool_blocks"] - out["free_blocks"]
+        return out
 
     def __enter__(self):
         return self
@@ -147,6 +268,62 @@ class Client:
         self._tag += 1
         return self._tag
 
+    # ---- what a room may ask for (checked before anything is sent) ------
+    def _role(self, encode):
+        if encode and not self.encode:
+            raise RoleError(errno.EOPNOTSUPP, "port %s is a language port (the gateway "
+                             "granted this client: language): it receives "
+                             "rooms, send_room needs an encode port"
+                             % self.port)
+        if not encode and not self.language:
+            raise RoleError(errno.EOPNOTSUPP, "port %s is an encode port (the gateway "
+                             "granted this client: encode): it sends "
+                             "rooms, recv_room needs a language port"
+                             % self.port)
+
+    @staticmethod
+    def check_room_id(room):
+        if not _is_int(room) or not 0 < room < 1 << 64:
+            raise ValueError("room must be a non-zero 64-bit request id "
+                             "(an int), got %r" % (room,))
+
+    def check_tokens(self, total_tokens):
+        """TypeError/ValueError unless 1 <= total_tokens (an int) <= the
+        port's max_total_tokens (an OSError EFBIG naming the limit: the
+        same refusal the gateway would give)."""
+        if not _is_int(total_tokens):
+            raise TypeError("total_tokens must be an int, got %r (%s)"
+                            % (total_tokens, type(total_tokens).__name__))
+        if total_tokens <= 0:
+            raise ValueError("total_tokens must be at least 1, got %d"
+                             % total_tokens)
+        if self.max_total_tokens and total_tokens > self.max_total_tokens:
+            raise OSError(errno.EFBIG, "total_tokens %d above port %s's "
+                          "max_total_tokens %d" % (total_tokens, self.port,
+                                                   self.max_total_tokens))
+
+    def peer_index(self, peer):
+        """A peer's index from its name or index; ValueError listing the
+        port's peers when there is none such."""
+        if isinstance(peer, str):
+            if peer not in self.peers:
+                raise ValueError("no peer %r: port %s's peers are %s"
+                                 % (peer, self.port, self.peers))
+            return self.peers.index(peer)
+        if not _is_int(peer) or not 0 <= peer < len(self.peers):
+            raise ValueError("no peer %r: port %s's peers are %s (a name "
+                             "or an index 0..%d)" % (peer, self.port,
+                                                     self.peers,
+                                                     len(self.peers) - 1))
+        return peer
+
+    @staticmethod
+    def check_ranks(rank, nranks):
+        if not _is_int(nranks) or not _is_int(rank) or \
+                not 1 <= nranks <= 8 or not 0 <= rank < nranks:
+            raise ValueError("need 0 <= rank < nranks <= 8 (ints), got "
+                             "rank %r of %r" % (rank, nranks))
+
     # ---- rooms ----------------------------------------------------------
     def send_room(self, room, total_tokens, nranks=1, mrope_delta=0, cookie=0,
                   attempt=0):
@@ -154,10 +331,14 @@ class Client:
         Its blocks are writable once room.poll() says WaitingForInput.
         `attempt`: 0 for a room's first try, n for its n-th retry (the
         language side opens the same attempt; doc/client.md, "Attempts")."""
+        self._role(True)
+        self.check_room_id(room)
+        self.check_ranks(0, nranks)
+        self.check_tokens(total_tokens)
         slot = check(lib.egw_client_send_open_ex(
             self._handle(), room, total_tokens, nranks, mrope_delta, cookie,
             _attempt(attempt), None, self._next_tag()),
-            "send_open room %d" % room)
+            "send_open room %d" % room, self.geometry)
         r = EncodeRoom(self, room, slot)
         self._rooms[slot] = r
         return r
@@ -169,16 +350,15 @@ class Client:
         content_key(), or any str/bytes hashed by it): data the port holds
         for it is served without a transfer, and a transfer of it already
         under way is shared (room.cached says so at Success)."""
-        if isinstance(peer, str):
-            if peer not in self.peers:
-                raise ValueError("no peer %r (the port has %s)"
-                                 % (peer, self.peers))
-            peer = self.peers.index(peer)
+        self._role(False)
+        self.check_room_id(room)
+        self.check_ranks(rank, nranks)
+        peer = self.peer_index(peer)
         key = content_key(content) if content is not None else None
         slot = check(lib.egw_client_recv_open_ex(
             self._handle(), room, peer, rank, nranks,
             _lib.AUX_ONLY if aux_only else 0, _attempt(attempt), key,
-            self._next_tag()), "recv_open room %d" % room)
+            self._next_tag()), "recv_open room %d" % room, self.geometry)
         r = LanguageRoom(self, room, slot, aux_only)
         self._rooms[slot] = r
         return r
@@ -196,9 +376,49 @@ class Client:
         return self._nops.pop(tag)
 
     # ---- completions ----------------------------------------------------
+    def _defer(self, handle, fn):
+        self._deferred.append((handle, fn))
+
+    def _run_deferred(self):
+        left = []
+        for h, fn in self._deferred:
+            if h.query():
+                try:
+                    fn()
+                except OSError as e:
+                    # the room ended under us: its completion says why
+                    log.info("embgw: deferred command: %s", e)
+            else:
+                left.append((h, fn))
+        self._deferred = left
+
+    def _check_held(self):
+        lim = self.held_warning_s
+        if lim is None:
+            return
+        now = time.monotonic()
+        if now < self._held_check:
+            return
+        self._held_check = now + min(1.0, lim / 4)
+        for r in self._rooms.values():
+            if isinstance(r, LanguageRoom) and r.state == KVPoll.Success \
+                    and not r.released and not r.warned and \
+                    r.success_at is not None and now - r.success_at > lim:
+                r.warned = True
+                msg = ("room %d has held %d tokens' blocks in Success for "
+                       "%.0f s without release() (limit held_warning_s=%g):"
+                       " the pool fills with data nobody reads"
+                       % (r.room, r.total_tokens, now - r.success_at, lim))
+                log.warning("embgw: %s", msg)
+                warnings.warn(msg, HeldRoomWarning, stacklevel=3)
+
     def progress(self):
-        """Take every waiting event and hand it to its room.
+        """Take every waiting event and hand it to its room; send the
+        commits and releases that waited for device copies.
         @return the number of events taken."""
+        if self._deferred:
+            self._run_deferred()
+        self._check_held()
         taken = 0
         while True:
             n = lib.egw_client_poll(self._handle(), self._events, 64)
@@ -223,17 +443,55 @@ class Client:
             del self._rooms[ev.slot]
 
     def _fail_all(self, code):
+        reason = ("the gateway went away: its attach socket closed (it "
+                  "stopped, or detached this client)"
+                  if code == -errno.ECONNRESET else
+                  "the gateway broke the completion ring: %s"
+                  % _lib.strerror(code))
         for r in list(self._rooms.values()):
-            r._gone(code)
+            r._gone(code, reason)
         self._rooms.clear()
 
     def wait(self, timeout_ms):
         """Sleep until an event is waiting (True) or the deadline (False).
         Raises ConnectionResetError when the gateway went away."""
+        if self._deferred:
+            # a device copy's end is no completion: look every millisecond
+            timeout_ms = min(timeout_ms, 1)
         rc = lib.egw_client_wait(self._handle(), int(timeout_ms))
         if rc == -errno.ECONNRESET:
             self._fail_all(rc)
         return check(rc, "wait") == 1
+
+    # ---- an engine's own event loop ---------------------------------------
+    def fileno(self):
+        """One descriptor for select/poll/epoll/asyncio beside the engine's
+        own: readable when completions are waiting (after arm()) or the
+        gateway went away. Needs the wake-up eventfd (wakeup=True, which
+        the gateway granted: OSError EOPNOTSUPP otherwise)."""
+        return check(lib.egw_client_poll_fd(self._handle()), "poll_fd")
+
+    def arm(self):
+        """Before sleeping on fileno(): True when events are waiting (call
+        progress(), do not sleep); False when armed - sleep on fileno() for
+        at most self.max_sleep_ms (None: no limit; a quarter lease, or 1 ms
+        while something no wake-up announces is pending). Raises
+        ConnectionResetError when the gateway went away."""
+        lim = _lib.c_u32(0)
+        rc = lib.egw_client_prepare(self._handle(), ctypes.byref(lim))
+        if rc == -errno.ECONNRESET:
+            self._fail_all(rc)
+        if check(rc, "arm") == 1:
+            self.max_sleep_ms = 0
+            return True
+        ms = None if lim.value == 0xffffffff else lim.value
+        if self._deferred:
+            ms = 1
+        if self.held_warning_s is not None:
+            cap = int(self.held_warning_s * 1000 / 4) + 1
+            ms = cap if ms is None else min(ms, cap)
+        self.max_sleep_ms = ms
+        return False
 
     def wait_until(self, predicate, timeout_s=10.0):
         """Progress and wait until predicate() holds; TimeoutError after
@@ -260,3 +518,7 @@ class Client:
         """Completions the gateway dropped on a full ring (recovered from
         the slots)."""
         return lib.egw_client_overflow(self._handle())
+
+
+def _is_int(x):
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)

@@ -24,12 +24,31 @@ deadlines stay in the gateway (doc/engines.md).
 import collections
 import errno
 
-import numpy as np
-
+from . import cuda
 from .room import KVPoll
 
-Received = collections.namedtuple("Received",
-                                  "embeddings fill_ids mrope aux")
+
+class Received(collections.namedtuple("Received",
+                                      "embeddings fill_ids mrope aux")):
+    """What recv() copied out. `done` is the copies' handle: query() is
+    True once the tensors hold the data (at once for CPU tensors; for CUDA
+    ones, when the copies on recv()'s stream have run)."""
+
+    done = cuda.Done()
+
+
+class _All:
+    """One handle over several."""
+
+    def __init__(self, handles):
+        self.handles = [h for h in handles if not isinstance(h, cuda.Done)]
+
+    def query(self):
+        return all(h.query() for h in self.handles)
+
+    def synchronize(self):
+        for h in self.handles:
+            h.synchronize()
 
 
 class EmbeddingTransferError(RuntimeError):
@@ -48,9 +67,7 @@ class _Connector:
     """What sender and receiver share: the room, its state, its failure."""
 
     def __init__(self, client, room):
-        if not isinstance(room, int) or not 0 < room < 1 << 64:
-            raise ValueError("room must be a non-zero 64-bit request id, "
-                             "got %r" % (room,))
+        client.check_room_id(room)
         self.client = client
         self.room = room
         self._room = None
@@ -108,29 +125,14 @@ class _Connector:
             raise RuntimeError("init() twice for room %d" % self.room)
         try:
             self._room = how()
-        except (OSError, ValueError) as e:
-            # the same path as a failure the gateway reports: the loop
-            # sees Failed from poll() and the reason here
+        except OSError as e:
+            # what the gateway would refuse (a length above the port's
+            # max_total_tokens, no free slot, ...) takes the path of a
+            # failure it reports: the loop sees Failed from poll() and the
+            # reason here. The engine's own mistakes (ValueError,
+            # TypeError) raise at once.
             err = getattr(e, "errno", None) or errno.EINVAL
-            self._fail(-err, "%s: %s" % (what, e))
-
-
-def _as_tensor(x):
-    import torch
-    return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
-
-
-def _sync(tensors):
-    """A device tensor's producer must have finished before the pool is
-    handed to the gateway: wait for the current stream of each device the
-    tensors live on (a no-op for CPU tensors)."""
-    import torch
-    done = set()
-    for t in tensors:
-        if t is not None and getattr(t, "is_cuda", False) and \
-                t.device not in done:
-            torch.cuda.current_stream(t.device).synchronize()
-            done.add(t.device)
+            self._fail(-err, "%s: %s" % (what, e.strerror or e))
 
 
 class EmbeddingSender(_Connector):
@@ -158,30 +160,43 @@ class EmbeddingSender(_Connector):
         """Open the room for `num_tokens` tokens; the aux record carries
         `mrope_delta` and `cookie`. Call it as soon as the length is known
         (before the encoder runs) so that allocation overlaps compute."""
+        self.client._role(True)
+        try:
+            self.client.check_tokens(num_tokens)
+        except OSError:
+            pass        # above the limit: Failed with the limit, below
         self.num_tokens = num_tokens
         self._open(lambda: self.client.send_room(
             self.room, num_tokens, nranks=self.nranks,
             mrope_delta=mrope_delta, cookie=cookie, attempt=self.attempt),
             "open room %d" % self.room)
 
-    def send(self, embeddings, fill_ids=None, mrope=None):
+    def send(self, embeddings, fill_ids=None, mrope=None, stream=None):
         """Hand over the room's data: embeddings (num_tokens, hidden) of
         the pool's dtype, fill_ids (num_tokens,) int32 and mrope
         (num_tokens, 3) int32 where the engine has them (absent ones stay
         zero), CPU or device tensors or NumPy arrays. They are written into
         the pool and committed now if the blocks are there, else by the
         poll() that finds them; the connector holds the references until
-        then. Shapes and types are checked here (ValueError/TypeError)."""
+        then. Shapes and types are checked here (ValueError/TypeError); a
+        bf16 pool takes torch.bfloat16 or uint16 NumPy arrays (what views()
+        gives), bitwise. CUDA tensors are copied on `stream` (default:
+        their device's current stream, so after the kernels that made them
+        there) into the pinned pool without waiting; a later poll() commits
+        once the copies are done."""
         if self._room is None and self._failed is None:
             raise RuntimeError("send() before init() for room %d" % self.room)
         if self._pending is not None or self.committed:
             raise RuntimeError("send() twice for room %d" % self.room)
         if self._failed is not None:
             return      # poll() says Failed; nothing to write
-        data = {"embedding": _as_tensor(embeddings),
-                "fill_ids": _as_tensor(fill_ids), "mrope": _as_tensor(mrope)}
+        bf16 = self.client.dtype_name == "bf16"
+        data = {"embedding": cuda.as_tensor(embeddings, bf16),
+                "fill_ids": cuda.as_tensor(fill_ids),
+                "mrope": cuda.as_tensor(mrope)}
         self._check(data)
         self._pending = data
+        self._stream = stream
         self._state()       # take the gateway's answers: the blocks may be in
         self._flush()
 
@@ -212,12 +227,10 @@ class EmbeddingSender(_Connector):
                 r.state != KVPoll.WaitingForInput:
             return
         data, self._pending = self._pending, None
-        _sync(data.values())
         try:
-            for kind, t in data.items():
-                if t is not None:
-                    r.scatter(t, kind=kind)
-            r.commit()
+            copies = [r.scatter(t, kind=kind, stream=self._stream)
+                      for kind, t in data.items() if t is not None]
+            r.commit(after=_All(copies))
             self.committed = True
         except OSError as e:
             # the room ended under us (its ranks went away): the gateway's
@@ -249,9 +262,7 @@ class EmbeddingReceiver(_Connector):
     def __init__(self, client, room, peer=0, rank=0, nranks=1,
                  aux_only=False, attempt=0, content=None):
         super().__init__(client, room)
-        if not 1 <= nranks <= 8 or not 0 <= rank < nranks:
-            raise ValueError("need 0 <= rank < nranks <= 8, got rank %r of "
-                             "%r" % (rank, nranks))
+        client.check_ranks(rank, nranks)
         self.peer = peer
         self.rank = rank
         self.nranks = nranks
@@ -259,10 +270,14 @@ class EmbeddingReceiver(_Connector):
         self.attempt = attempt
         self.content = content
         self.released = False
+        self._copy = None       # recv()'s copies, which release() awaits
 
     def init(self):
         """Ask for the room; the encode engine may open it before or after
-        this."""
+        this. A peer the port does not have, or a port that only encodes,
+        raises ValueError naming them."""
+        self.client._role(False)
+        self.client.peer_index(self.peer)
         self._open(lambda: self.client.recv_room(
             self.room, peer=self.peer, rank=self.rank, nranks=self.nranks,
             aux_only=self.aux_only, attempt=self.attempt,
@@ -296,21 +311,27 @@ class EmbeddingReceiver(_Connector):
         """The aux record (total_tokens, mrope_delta, cookie, ...)."""
         return self._ready().aux()
 
-    def recv(self, embeddings=None, fill_ids=None, mrope=None):
+    def recv(self, embeddings=None, fill_ids=None, mrope=None, stream=None):
         """Copy the room out: into the given contiguous tensors (any
         device; shapes (num_tokens, hidden), (num_tokens,),
-        (num_tokens, 3)) or new CPU tensors where None. @return Received
-        (embeddings, fill_ids, mrope, aux); the tensors are None for an
-        aux-only rank and mrope is None when the pool has no mrope."""
+        (num_tokens, 3)) or new CPU tensors where None. CUDA tensors are
+        filled on `stream` (default: their device's current stream, so
+        kernels queued there after this see the data) without waiting.
+        @return Received (embeddings, fill_ids, mrope, aux) with `.done`,
+        the copies' handle (query(), synchronize()); release() keeps the
+        blocks until it is done. The tensors are None for an aux-only rank
+        and mrope is None when the pool has no mrope."""
         r = self._ready()
         aux = r.aux()
         if self.aux_only:
             return Received(None, None, None, aux)
-        emb = r.gather(embeddings)
-        fill = r.gather(fill_ids, kind="fill_ids")
-        mr = r.gather(mrope, kind="mrope") \
-            if "mrope" in self.client.pool else None
-        return Received(emb, fill, mr, aux)
+        emb, h1 = r.gather_async(embeddings, stream=stream)
+        fill, h2 = r.gather_async(fill_ids, kind="fill_ids", stream=stream)
+        mr, h3 = r.gather_async(mrope, kind="mrope", stream=stream) \
+            if "mrope" in self.client.pool else (None, cuda.Done())
+        out = Received(emb, fill, mr, aux)
+        out.done = self._copy = _All([h1, h2, h3])
+        return out
 
     def tensors(self, kind="embedding"):
         """Zero-copy tensors of the room's runs in the pool (valid until
@@ -327,7 +348,7 @@ class EmbeddingReceiver(_Connector):
                                "%s); abort() ends a room early"
                                % (self.room, self._room.state.name))
         try:
-            self._room.release()
+            self._room.release(after=self._copy)
         except ConnectionResetError:
             pass        # the gateway went away, and its blocks with it
         self.released = True

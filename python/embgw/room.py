@@ -2,12 +2,12 @@
 """Rooms: one engine request's tokens in the gateway's pool."""
 import ctypes
 import enum
+import time
+import warnings
 
 import numpy as np
 
-import warnings
-
-from . import _lib, _trust
+from . import _lib, _trust, cuda
 from ._lib import lib, check
 
 
@@ -36,6 +36,8 @@ class Room:
         self.refusals = []     # (op, result) of commands the gateway refused
         self.cached = False    # Success without a transfer of its own
         self._runs = None
+        self.success_at = None  # monotonic time Success was seen
+        self.warned = False     # the held-too-long warning was given
 
     def __repr__(self):
         return "<%s %d slot %d %s%s>" % (type(self).__name__, self.room,
@@ -67,9 +69,11 @@ class Room:
         if ev.flags & _lib.EV_CACHED:
             self.cached = True
         self.state = KVPoll(ev.state)
+        if self.state == KVPoll.Success and self.success_at is None:
+            self.success_at = time.monotonic()
         if ev.result != 0:
             self.result = ev.result
-            self.reason = _lib.strerror(ev.result)
+            self.reason = _lib.explain(ev.result, self.client.geometry)
         elif self.state == KVPoll.Failed and ev.op == _lib.OP_ABORT:
             self.reason = "aborted by this client"
         if ev.flags & _lib.EV_END:
@@ -85,7 +89,7 @@ class Room:
 
     def _cmd(self, fn, what):
         check(fn(self.client._handle(), self.slot, self.client._next_tag()),
-              "%s room %d" % (what, self.room))
+              "%s room %d" % (what, self.room), self.client.geometry)
 
     def abort(self):
         """End the room; its last state is Failed."""
@@ -130,21 +134,20 @@ class Room:
         pool = self.client.pool[kind]
         return [pool[p:p + n] for p, n, _ in self._token_ranges()]
 
+    def _bf16(self, kind):
+        return kind == "embedding" and self.client.dtype_name == "bf16"
+
     def tensors(self, kind="embedding"):
         """The same views as PyTorch tensors (torch.bfloat16 for bf16)."""
-        import torch
         views = self.views(kind)
         with warnings.catch_warnings():
             # a read-only pool (language): torch warns that it cannot mark
             # the tensor read-only; a write through it faults
             warnings.simplefilter("ignore", UserWarning)
-            return [self._tensor(torch, v, kind) for v in views]
+            return cuda.torch_views(views, self._bf16(kind))
 
-    def _tensor(self, torch, v, kind):
-        if kind == "embedding" and self.client.dtype_name == "bf16":
-            # torch.from_numpy takes no uint16: the same bits as int16
-            return torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(v)
+    def _ranges(self):
+        return [(n, first) for _, n, first in self._token_ranges()]
 
     def aux(self):
         """The room's aux record as a dict."""
@@ -164,29 +167,43 @@ def _check_shape(src, total, view):
 class EncodeRoom(Room):
     """An encode room: write its tokens (scatter or the views), commit."""
 
-    def scatter(self, tensor, kind="embedding"):
+    def scatter(self, tensor, kind="embedding", stream=None):
         """Copy a (total_tokens, ...) tensor or array of the pool's type
-        into the room's runs (from any device: torch copies synchronously)."""
+        into the room's runs. NumPy arrays and CPU tensors are copied now;
+        a CUDA tensor is copied on `stream` (default: its device's current
+        stream) without waiting. A bf16 pool takes torch.bfloat16 or the
+        uint16 arrays views() gives, bitwise. @return a handle whose
+        query() is True once the pool holds the bytes (commit(after=...))."""
         if isinstance(tensor, np.ndarray):
             views = self.views(kind)
             _check_shape(tensor, self.total_tokens, views[0])
             for v, (_, n, first) in zip(views, self._token_ranges()):
                 if v.dtype != tensor.dtype:
-                    raise TypeError("expected %s, got %s"
-                                    % (v.dtype, tensor.dtype))
+                    raise TypeError("%s: expected %s, got %s%s"
+                                    % (kind, v.dtype, tensor.dtype,
+                                       " (a bf16 pool's elements are "
+                                       "uint16 in NumPy)"
+                                       if self._bf16(kind) else ""))
                 v[...] = tensor[first:first + n]
-            return
+            return cuda.Done()
         views = self.tensors(kind)
         _check_shape(tensor, self.total_tokens, views[0])
         if tensor.dtype != views[0].dtype:
-            raise TypeError("expected %s, got %s"
-                            % (views[0].dtype, tensor.dtype))
-        for v, (_, n, first) in zip(views, self._token_ranges()):
-            v.copy_(tensor[first:first + n])
+            raise TypeError("%s: expected %s, got %s"
+                            % (kind, views[0].dtype, tensor.dtype))
+        return cuda.copy_in(views, self._ranges(), tensor, stream)
 
-    def commit(self):
+    def commit(self, after=None):
         """The tokens are written: serve the room. The blocks are the
-        gateway's from now on."""
+        gateway's from now on. after: a handle of scatter() still copying;
+        the commit is then sent by the client's progress() once it is done
+        (no wait here)."""
+        if after is not None and not after.query():
+            self.client._defer(after, self._commit_now)
+            return
+        self._commit_now()
+
+    def _commit_now(self):
         self._cmd(lib.egw_client_send_commit, "commit")
         self._runs = None
 
@@ -198,27 +215,41 @@ class LanguageRoom(Room):
     def __init__(self, client, room, slot, aux_only=False):
         super().__init__(client, room, slot)
         self.aux_only = aux_only
+        self.released = False
 
-    def gather(self, out=None, kind="embedding"):
+    def gather(self, out=None, kind="embedding", stream=None):
         """Copy the room's tokens into `out`, a contiguous
         (total_tokens, ...) tensor of the pool's type on any device, or a
-        new CPU tensor. @return out."""
+        new CPU tensor. A CUDA `out` is filled on `stream` (default: its
+        device's current stream) without waiting: gather_async() returns
+        the handle that says when. @return out."""
+        return self.gather_async(out, kind, stream)[0]
+
+    def gather_async(self, out=None, kind="embedding", stream=None):
+        """gather(), @return (out, handle): out holds the tokens once
+        handle.query() is True; release(after=handle) keeps the blocks
+        until then."""
         import torch
         views = self.tensors(kind)
         shape = (self.total_tokens,) + tuple(views[0].shape[1:])
         if out is None:
             out = torch.empty(shape, dtype=views[0].dtype)
         if tuple(out.shape) != shape or out.dtype != views[0].dtype:
-            raise ValueError("expected %s %s, got %s %s"
-                             % (shape, views[0].dtype, tuple(out.shape),
-                                out.dtype))
-        if not out.is_contiguous():
-            raise ValueError("out must be contiguous")
-        for v, (_, n, first) in zip(views, self._token_ranges()):
-            out[first:first + n].copy_(v)
-        return out
+            raise ValueError("%s: expected %s %s, got %s %s"
+                             % (kind, shape, views[0].dtype,
+                                tuple(out.shape), out.dtype))
+        return out, cuda.copy_out(views, self._ranges(), out, stream)
 
-    def release(self):
-        """Done with the blocks: the gateway frees them."""
+    def release(self, after=None):
+        """Done with the blocks: the gateway frees them. after: a handle of
+        gather_async() still copying; the release is then sent by the
+        client's progress() once it is done (no wait here)."""
+        self.released = True
+        if after is not None and not after.query():
+            self.client._defer(after, self._release_now)
+            return
+        self._release_now()
+
+    def _release_now(self):
         self._cmd(lib.egw_client_release, "release")
         self._runs = None

@@ -445,10 +445,28 @@ step_send(struct fake_gw *gw, struct fake_client *c, uint32_t s)
 	       (unsigned long long)room, total);
 }
 
+/* The port's published stats (doc/client.md, "Published stats"), as a
+ * sequence lock: the pool's blocks, nothing queued, no cache. */
+static void
+publish_stats(struct fake_gw *gw, struct fake_client *c, uint64_t now)
+{
+	struct egw_attach_stats *st = &c->map.area->stats;
+	uint32_t seq = __atomic_load_n(&st->seq, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&st->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	st->updated_ns = now;
+	st->pool_blocks = gw->pool.nblocks;
+	st->free_blocks = gw->pool.nfree;
+	__atomic_store_n(&st->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
 void
 fake_rooms_step(struct fake_gw *gw, struct fake_client *c)
 {
 	uint64_t now = fake_now_ns();
+
+	publish_stats(gw, c, now);
 
 	for (uint32_t s = 0; s < c->map.nslots; s++) {
 		struct fake_room *r = &c->rooms[s];

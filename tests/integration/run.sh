@@ -815,6 +815,42 @@ case_engines() {
 	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
 }
 
+# CLIENT: a Python process of the embgw package other than an engine
+CLIENT=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+	timeout -s KILL 150 /usr/bin/python3)
+
+define client-gateway-restart "an engine's loop asleep in select() on Client.fileno(): the language gateway stopped (SIGTERM, then SIGKILL after a restart) wakes it, arm() and wait() raise ConnectionResetError within 10 s and the room ends Failed with the reason; Client.reconnect() attaches to the gateway started again and a NOP and a room go through"
+case_client_gateway_restart() {
+	local sig gw n=0
+	gen_configs --attach "$T" 1024 262144 "$SLACK bootstrap_ms = 60000;" >/dev/null
+	for sig in TERM KILL; do
+		n=$((n + 1))
+		start_gw lang 0 "$T/language.cfg" "$T/lang$n.log"
+		gw=${PIDS[-1]}
+		LOG=$T/lang$n.log
+		wait_socket "$T/lang-0.sock" || { MSG="no attach socket"; return 1; }
+		"${CLIENT[@]}" tests/integration/client_gateway.py "$T/lang-0.sock" p0 \
+			"$T/stopped$n" >"$T/client$n.log" 2>&1 &
+		ENGINE_PIDS+=($!)
+		LOG=$T/client$n.log
+		wait_line "$T/client$n.log" client-attached 30 ||
+			{ MSG="the client did not attach: $(tr '\n' ' ' <"$T/client$n.log")"; return 1; }
+		date +%s.%N >"$T/stopped$n"
+		end_gw "$sig" "$gw"
+		wait_line "$T/client$n.log" client-reset 30 ||
+			{ MSG="no reset after SIG$sig: $(tr '\n' ' ' <"$T/client$n.log")"; return 1; }
+		# the gateway again, at the same socket
+		start_gw lang 0 "$T/language.cfg" "$T/lang$n-again.log"
+		engines_wait ||
+			{ MSG="SIG$sig: $(tr '\n' ' ' <"$T/client$n.log")"; return 1; }
+		stop_all
+	done
+	grep -q "^client-reattached: .* ok=1" "$T/client1.log" &&
+		grep -q "^client-reattached: .* ok=1" "$T/client2.log" ||
+		{ MSG="$(cat "$T"/client*.log | tr '\n' ' ')"; return 1; }
+	MSG="SIGTERM: $(sed -n 's/^client-reset: \(after_stop_s=[0-9.]*\).*/\1/p' "$T/client1.log"), $(sed -n 's/^client-reattached: \(after_s=[0-9.]*\).*/reattached \1/p' "$T/client1.log"); SIGKILL: $(sed -n 's/^client-reset: \(after_stop_s=[0-9.]*\).*/\1/p' "$T/client2.log"), $(sed -n 's/^client-reattached: \(after_s=[0-9.]*\).*/reattached \1/p' "$T/client2.log"); the old rooms Failed: $(sed -n 's/^client-reset: .*reason=//p' "$T/client1.log")"
+}
+
 define engines-content "Content keys: rooms keyed by their data land once; later requests of the same content on both ranks are looked up as landed and served from the language gateway's cache without a transfer, bit-identical; two requests of one content in flight share one transfer; attempt 1 of a room id goes through both gateways; nothing leaked"
 case_engines_content() {
 	local a b c1 c2 d r

@@ -249,11 +249,11 @@ def test_receiver_failures(fake_gateway):
         # bad arguments are the engine's own mistakes: raised at once
         with pytest.raises(ValueError, match="rank"):
             EmbeddingReceiver(c, 5, rank=2, nranks=2)
-        # an unknown peer name fails the request, with the reason
+        # an unknown peer is the engine's mistake too: init() names the
+        # port's peers
         lost = EmbeddingReceiver(c, 62, peer="nobody")
-        lost.init()
-        assert lost.poll() == KVPoll.Failed
-        assert "no peer" in lost.failure_exception().reason
+        with pytest.raises(ValueError, match=r"no peer 'nobody'.*\['enc0'\]"):
+            lost.init()
 
 
 def test_gateway_gone(fake_gateway):
