@@ -296,6 +296,8 @@ egw_conf_defaults(struct egw_conf *c)
 	c->attach.cq_entries = 1024;
 	c->attach.slots = 256;
 	c->attach.lease_ms = 10000;
+	c->metrics.addr = 0x7f000001; /* 127.0.0.1: only this host scrapes */
+	c->metrics.port = EGW_CONF_METRICS_PORT;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -616,6 +618,29 @@ load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		err(l, member(p, "cq_entries"), NULL, "not a power of two");
 	get_int(l, p, "slots", 1, 65536, false, &a->slots);
 	get_int(l, p, "lease_ms", 0, 3600 * 1000, false, &a->lease_ms);
+}
+
+/* gateway.metrics: present means on; loopback unless an address is given
+ * (the endpoint has no authentication: exposing it is a decision). */
+static void
+load_metrics(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "address", "port", NULL };
+	struct egw_conf_metrics *m = &c->metrics;
+	const config_setting_t *p = typed(l, gw, "metrics", CONFIG_TYPE_GROUP,
+					  false);
+	uint32_t v;
+
+	if (p == NULL)
+		return;
+	m->enabled = true;
+	known_keys(l, p, keys);
+	get_ipv4(l, p, "address", false, &m->addr);
+	if (m->addr >> 28 == 0xe)
+		err(l, member(p, "address"), NULL, "a multicast address: the "
+		    "endpoint listens on a local address (or 0.0.0.0)");
+	if (get_int(l, p, "port", 1, 65535, false, &v))
+		m->port = (uint16_t)v;
 }
 
 /* ---- ports ( ) --------------------------------------------------------- */
@@ -994,7 +1019,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 {
 	static const char *const root_keys[] = { "gateway", "ports", NULL };
 	static const char *const gw_keys[] = { "name", "roles", "key_file",
-		"pool", "limits", "timers", "attach", NULL };
+		"pool", "limits", "timers", "attach", "metrics", NULL };
 	struct conf_text text;
 	struct ld l = { path, errs, &text };
 	const config_setting_t *root, *gw;
@@ -1043,6 +1068,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 		load_limits(&l, gw, c);
 		load_timers(&l, gw, c);
 		load_attach(&l, gw, c);
+		load_metrics(&l, gw, c);
 		load_key_file(&l, gw, c);
 		if (c->policy.tokens > c->geom.capacity_tokens)
 			err(&l, gw, "pool.policy.tokens",
@@ -1117,6 +1143,10 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			" (none listed: the gateway's own uid only)",
 			c->attach.max_clients, c->attach.sq_entries,
 			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms);
+	if (c->metrics.enabled)
+		fprintf(f, "metrics: http://%s:%u/metrics\n",
+			egw_conf_ip_str(c->metrics.addr, ip, sizeof(ip)),
+			c->metrics.port);
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 
