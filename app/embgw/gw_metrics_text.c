@@ -391,7 +391,8 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 			 sn[i].xs[R_LANGUAGE].admit_wait_max_ns / 1e9);
 	}
 	/* lib/xfer's power-of-two buckets: [2^b, 2^(b+1)) us, the last
-	 * open-ended; no sum is kept */
+	 * open-ended; no sum is kept, so no _count either (OpenMetrics has
+	 * both or neither): the +Inf bucket is the count */
 	head(f, "embgw_admission_wait_seconds", "histogram", "Admission wait "
 	     "of the rooms that ended.");
 	for (uint16_t i = 0; i < n; i++) {
@@ -411,9 +412,6 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 		}
 		fprintf(f, "embgw_admission_wait_seconds_bucket{port=\"%s\","
 			"role=\"language\",le=\"+Inf\"} %lu\n", sn[i].name,
-			(unsigned long)cum);
-		fprintf(f, "embgw_admission_wait_seconds_count{port=\"%s\","
-			"role=\"language\"} %lu\n", sn[i].name,
 			(unsigned long)cum);
 	}
 }
