@@ -357,6 +357,84 @@ case_metrics_scrape() {
 	MSG="$during scrapes during the run ($partial with rooms in progress), Prometheus up on both and counting $q; $(grep -c '^# TYPE' "$T/lang.om") families; ok=$lok bytes=$lbytes rounds=$lrounds as the exit report says; a wrong value fails"
 }
 
+# cfg_value CFG KEY: the first `KEY = "value"` of CFG, up to a comma or
+# a slash (a device's name without its arguments, an address without its
+# prefix length)
+cfg_value() {
+	sed -n "s|^ *$2 = \"\([^,/\"]*\).*|\1|p" "$1" | head -1
+}
+
+# Pages for one gateway with hugepages (it used 81 of them, measured) and
+# the capture's own pool; the other gateway of these cases runs --no-huge.
+TOOLS_HUGEPAGES=192
+
+define dumpcap "dpdk-dumpcap (a secondary process) captures the encode gateway's port during 10 rooms: every frame on embgw's UDP port decodes with tools/wireshark/embgw.lua, as many from the language gateway as it sent"
+case_dumpcap() {
+	local dc dev lang_ip udp dec bad from sent types
+	command -v dpdk-dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1 ||
+		{ MSG="dpdk-dumpcap or tshark missing (scripts/deps.sh installs dpdk and tshark)"; return 1; }
+	hugepages_up $TOOLS_HUGEPAGES "$T/hugepages" || { MSG="no hugepages for the gateway"; return 1; }
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	dev=$(cfg_value "$T/encode.cfg" device)
+	lang_ip=$(cfg_value "$T/language.cfg" address)
+	# only the captured gateway needs hugepages: a secondary process maps
+	# its primary's memory from the hugepage files
+	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gw "$T/enc.log" || return 1
+	timeout -s INT 90 dpdk-dumpcap --file-prefix "egw-enc-$$" -i "$dev" \
+		-w "$T/cap.pcapng" >"$T/dumpcap.log" 2>&1 &
+	dc=$!
+	PIDS+=("$dc")
+	for _ in $(seq 1 100); do
+		grep -q "^Capturing on" "$T/dumpcap.log" && break
+		sleep 0.1
+	done
+	grep -q "^Capturing on" "$T/dumpcap.log" ||
+		{ MSG="dpdk-dumpcap did not start capturing in 10 s: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 10 \
+		--lengths 500,50000,2000
+	kill -INT "$dc"
+	wait_exit "$dc" || { MSG="dpdk-dumpcap failed: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
+	stop_all
+	expect "$T/lang.log" language ok -eq 10 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
+	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$T/cap.pcapng" "$@" 2>/dev/null; }
+	udp=$(ts -Y "udp.port == 9471" | wc -l)
+	dec=$(ts -Y "embgw.type" | wc -l)
+	bad=$(ts -Y "_ws.malformed || _ws.expert.severity >= 0x00800000" | wc -l)
+	types=$(ts -Y embgw -T fields -e embgw.type | sort -un | tr '\n' ' ')
+	from=$(ts -Y "embgw && ip.src == $lang_ip" | wc -l)
+	sent=$(field "$T/lang.log" node tx_datagrams)
+	MSG="dumpcap on $dev: udp=$udp decoded=$dec bad=$bad types='$types' from the language gateway $from of $sent sent"
+	[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
+		[ "$from" = "$sent" ] || return 1
+	MSG="dpdk-dumpcap captured $udp frames on UDP 9471 of $dev, all decoded (types $types), $from from the language gateway = its own count"
+}
+
+define proc-info "dpdk-proc-info with the encode gateway's file prefix after 5 rooms: its port's statistics (frames received as the gateway counted them) and its mbuf pool"
+case_proc_info() {
+	local rx want
+	command -v dpdk-proc-info >/dev/null 2>&1 || { MSG="dpdk-proc-info missing (scripts/deps.sh installs dpdk)"; return 1; }
+	hugepages_up $TOOLS_HUGEPAGES "$T/hugepages" || { MSG="no hugepages for the gateway"; return 1; }
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 5 \
+		--lengths 2000
+	expect "$T/lang.log" language ok -eq 5 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
+	# the language gateway has gone: nothing more arrives at the port
+	LOG=$T/proc-info.log
+	timeout 30 dpdk-proc-info --file-prefix "egw-enc-$$" --no-pci -- \
+		--stats --show-mempool >"$T/proc-info.log" 2>&1 ||
+		{ MSG="dpdk-proc-info failed"; return 1; }
+	rx=$(sed -n 's/^ *RX-packets: *\([0-9]*\) .*/\1/p' "$T/proc-info.log" | head -1)
+	want=$(tel_value "$(telemetry enc /embgw/stats)" /embgw/stats p0 rx_pkts)
+	MSG="proc-info: RX-packets '$rx', the gateway's rx_pkts '$want'"
+	grep -q "NIC statistics for port 0" "$T/proc-info.log" &&
+		grep -q "^mempool <embgw_mbuf_s0>" "$T/proc-info.log" &&
+		[ -n "$rx" ] && [ "$rx" -gt 0 ] && [ "$rx" = "$want" ] || return 1
+	MSG="dpdk-proc-info shows port 0 with $rx frames received (the gateway counted $want) and the mempool embgw_mbuf_s0"
+}
+
 # ---- a peer killed in the middle of a transfer -----------------------------
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
@@ -1371,7 +1449,7 @@ PY
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
-trap 'stop_all; veth_down; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'stop_all; veth_down; hugepages_down; [ -n "$T" ] && rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 
 run_case() {
@@ -1389,6 +1467,7 @@ run_case() {
 	fi
 	stop_all
 	veth_down
+	hugepages_down
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 		echo "ok   $name: $MSG"
