@@ -115,7 +115,9 @@ gw_metrics_start(const struct egw_conf *c, struct gw_id *const *ids,
 	sa.sin_port = htons(c->metrics.port);
 	sa.sin_addr.s_addr = htonl(c->metrics.addr);
 	egw_conf_ip_str(c->metrics.addr, ip, sizeof(ip));
-	/* no internal thread: ours drives it (see above) */
+	/* no internal thread: ours drives it (see above); errno says why
+	 * a start failed (bind, listen) */
+	errno = 0;
 	m.d = MHD_start_daemon(MHD_USE_ERROR_LOG, c->metrics.port, NULL, NULL,
 			       on_request, NULL,
 			       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
