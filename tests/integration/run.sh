@@ -384,11 +384,13 @@ case_dumpcap() {
 		-w "$T/cap.pcapng" >"$T/dumpcap.log" 2>&1 &
 	dc=$!
 	PIDS+=("$dc")
+	# its progress line (stderr) starts once the gateway has enabled the
+	# capture; "Capturing on" goes to a buffered stdout
 	for _ in $(seq 1 100); do
-		grep -q "^Capturing on" "$T/dumpcap.log" && break
+		grep -q "Packets captured:" "$T/dumpcap.log" && break
 		sleep 0.1
 	done
-	grep -q "^Capturing on" "$T/dumpcap.log" ||
+	grep -q "Packets captured:" "$T/dumpcap.log" ||
 		{ MSG="dpdk-dumpcap did not start capturing in 10 s: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
 	LOG=$T/lang.log
 	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 10 \
