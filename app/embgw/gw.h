@@ -94,6 +94,18 @@ struct gw_id_stats {
 	uint64_t inj_dropped, inj_duped, inj_reordered, inj_junk, flood;
 };
 
+/* Delivered rooms of one peer by duration and size (gw_room_hist.c):
+ * bucket b counts rooms up to bound b and above bound b - 1; the last
+ * slot counts those above every bound. */
+#define GW_HIST_TIME_BUCKETS 14
+#define GW_HIST_SIZE_BUCKETS 9
+#define GW_MAX_PEERS EGW_CONF_MAX_PEERS
+struct gw_room_hist {
+	uint64_t time[GW_HIST_TIME_BUCKETS + 1];
+	uint64_t size[GW_HIST_SIZE_BUCKETS + 1];
+	uint64_t time_sum_ns, size_sum;
+};
+
 struct gw_id;
 
 struct gw_dev {
@@ -147,6 +159,7 @@ struct gw_id {
 	struct gw_test_knobs knobs;
 	struct gw_flood flood;
 	struct gw_id_stats st;
+	struct gw_room_hist hist[GW_MAX_PEERS]; /* by the node's peer index */
 };
 
 /* gw_clock.c: monotonic nanoseconds from the TSC (one multiply, no system
@@ -256,6 +269,33 @@ void gw_report_driven(struct gw_id *id, struct gw_outcome *o);
 int gw_port_lock(struct gw_id *id);
 /* At exit: the lock file removed (still holding it), then let go. */
 void gw_port_unlock(struct gw_id *id);
+
+/* gw_room_hist.c: the worker adds each delivered room (no lock, no
+ * system call); the metrics thread reads with relaxed atomics */
+extern const uint64_t gw_hist_time_ns[GW_HIST_TIME_BUCKETS];
+extern const uint64_t gw_hist_size_bytes[GW_HIST_SIZE_BUCKETS];
+uint64_t gw_delivered_bytes(const struct egw_pool *pool,
+			    const struct egw_act *a);
+void gw_room_hist_add(struct gw_id *id, const struct egw_act *a);
+void gw_room_hist_read(const struct gw_id *id, uint32_t peer,
+		       struct gw_room_hist *out);
+
+/* gw_metrics.c: the metrics endpoint (gateway.metrics; doc/gateway.md,
+ * "Metrics"), served from a control thread of its own. Start after the
+ * identities are made, stop after the workers returned and before the
+ * teardown frees anything. 0 or -errno (logged). */
+int gw_metrics_start(const struct egw_conf *c, struct gw_id *const *ids,
+		     uint16_t nids);
+void gw_metrics_stop(void);
+/* the page: OpenMetrics text of every identity (gw_metrics_text.c);
+ * a malloc'd string, or NULL without memory */
+char *gw_metrics_render(struct gw_id *const *ids, uint16_t nids,
+			size_t *len);
+
+/* gw_pdump.c: dpdk-dumpcap's capture service, where the EAL allows a
+ * secondary process (not with --no-huge or --in-memory: logged) */
+void gw_pdump_init(void);
+void gw_pdump_uninit(void);
 
 /* gw_telemetry.c */
 void gw_telemetry_init(struct gw_id *const *ids, uint16_t nids);

@@ -715,12 +715,15 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
 	if (rc >= 0)
 		gw_logtype = rc;
+	gw_pdump_init();
 	if (opt.rooms.seed == 0)
 		opt.rooms.seed = gw_now_ns() >> 10;
 	/* a signal during the start ends it here, cleanly */
 	rc = set_up(app);
 	if (rc == 0 && conf.attach.enabled && !gw_force_quit)
 		rc = gw_attach_start(&conf, ids, nids);
+	if (rc == 0 && !gw_force_quit)
+		rc = gw_metrics_start(&conf, ids, nids);
 	interrupted = rc == -EINTR || (rc == 0 && gw_force_quit);
 	if (rc == 0 && !gw_force_quit)
 		run_workers(app);
@@ -728,6 +731,9 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		GW_LOG(INFO, "%s: stopping on %s%s\n", app->name,
 		       signame(quit_signal), interrupted ? " during the start" : "");
 	status = rc != 0 && !interrupted ? GW_EXIT_START : GW_EXIT_OK;
+	/* the workers have returned: the metrics thread ends here, before
+	 * the teardown frees what its pages read (gw_metrics.c) */
+	gw_metrics_stop();
 	tear_down(&out);
 	/* rooms of identities a signal kept from being made are unfinished
 	 * as much as those of a started one */
@@ -739,6 +745,7 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	 * read Failed), before the room sources let go of them */
 	gw_attach_stop();
 	free_all(status != GW_EXIT_START && opt.identities > 1);
+	gw_pdump_uninit();
 	snprintf(rundir, sizeof(rundir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
 	remove_runtime_dir(rundir);

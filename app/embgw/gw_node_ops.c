@@ -93,6 +93,7 @@ on_deliver(void *ctx, const struct egw_act *a)
 {
 	struct gw_id *id = ctx;
 
+	gw_room_hist_add(id, a);
 	if (gw_room_sources_deliver(id, a, gw_now_ns()))
 		return;
 	/* no source opened it: its blocks go back to the pool */

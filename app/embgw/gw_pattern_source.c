@@ -212,13 +212,8 @@ deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
 		return false;
 	bad = verify(pool, a);
 	ps->bad_bytes += bad;
-	if (!bad) {
-		const struct egw_pool_geom *g = egw_pool_geom(pool);
-		uint64_t per = egw_geom_unit_bytes(g, EGW_KIND_EMB) + 4 +
-			       egw_geom_unit_bytes(g, EGW_KIND_MROPE);
-
-		ps->bytes_verified += (a->dummy ? 0 : per * a->tokens) + g->aux_bytes;
-	}
+	if (!bad)
+		ps->bytes_verified += gw_delivered_bytes(pool, a);
 	egw_node_release(s->id->node, a->room, a->runs, a->nruns);
 	if (!r->active)
 		return true;

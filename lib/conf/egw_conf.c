@@ -299,6 +299,8 @@ egw_conf_defaults(struct egw_conf *c)
 	c->attach.cache_entries = 256;
 	c->attach.cache_tokens = EGW_CONF_CACHE_HALF;
 	c->attach.held_warn_ms = 30000;
+	c->metrics.addr = 0x7f000001; /* 127.0.0.1: only this host scrapes */
+	c->metrics.port = EGW_CONF_METRICS_PORT;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -746,6 +748,29 @@ load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 	get_int(l, p, "held_warn_ms", 0, 3600 * 1000, false, &a->held_warn_ms);
 }
 
+/* gateway.metrics: present means on; loopback unless an address is given
+ * (the endpoint has no authentication: exposing it is a decision). */
+static void
+load_metrics(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "address", "port", NULL };
+	struct egw_conf_metrics *m = &c->metrics;
+	const config_setting_t *p = typed(l, gw, "metrics", CONFIG_TYPE_GROUP,
+					  false);
+	uint32_t v;
+
+	if (p == NULL)
+		return;
+	m->enabled = true;
+	known_keys(l, p, keys);
+	get_ipv4(l, p, "address", false, &m->addr);
+	if (m->addr >> 28 == 0xe)
+		err(l, member(p, "address"), NULL, "a multicast address: the "
+		    "endpoint listens on a local address (or 0.0.0.0)");
+	if (get_int(l, p, "port", 1, 65535, false, &v))
+		m->port = (uint16_t)v;
+}
+
 /* ---- ports ( ) --------------------------------------------------------- */
 
 static bool
@@ -1122,7 +1147,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 {
 	static const char *const root_keys[] = { "gateway", "ports", NULL };
 	static const char *const gw_keys[] = { "name", "roles", "key_file",
-		"pool", "limits", "timers", "attach", NULL };
+		"pool", "limits", "timers", "attach", "metrics", NULL };
 	struct conf_text text;
 	struct ld l = { path, errs, &text };
 	const config_setting_t *root, *gw;
@@ -1171,6 +1196,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 		load_limits(&l, gw, c);
 		load_timers(&l, gw, c);
 		load_attach(&l, gw, c);
+		load_metrics(&l, gw, c);
 		load_key_file(&l, gw, c);
 		if (c->policy.tokens > c->geom.capacity_tokens)
 			err(&l, gw, "pool.policy.tokens",
@@ -1258,6 +1284,10 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			fprintf(f, "%s%s", i ? "," : " ", tn->ports[i]);
 		fprintf(f, "\n");
 	}
+	if (c->metrics.enabled)
+		fprintf(f, "metrics: http://%s:%u/metrics\n",
+			egw_conf_ip_str(c->metrics.addr, ip, sizeof(ip)),
+			c->metrics.port);
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 

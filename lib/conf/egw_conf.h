@@ -124,6 +124,16 @@ struct egw_conf_attach {
 
 #define EGW_CONF_CACHE_HALF UINT32_MAX
 
+/** Default TCP port of gateway.metrics (doc/configuration.md). */
+#define EGW_CONF_METRICS_PORT 9470
+
+/** gateway.metrics: the Prometheus endpoint (doc/gateway.md, "Metrics"). */
+struct egw_conf_metrics {
+	bool enabled;           /**< the group is present */
+	uint32_t addr;          /**< IPv4 to listen on, host order (loopback) */
+	uint16_t port;          /**< TCP port */
+};
+
 struct egw_conf {
 	char file[EGW_CONF_PATH_LEN];
 	char name[EGW_CONF_NAME_LEN];
@@ -138,6 +148,7 @@ struct egw_conf {
 	struct egw_proto_key key;
 	bool key_loose_perms;   /**< readable by group/others: a warning */
 	struct egw_conf_attach attach;
+	struct egw_conf_metrics metrics;
 	struct egw_conf_port ports[EGW_CONF_MAX_PORTS];
 	uint16_t nports;
 };

@@ -251,6 +251,8 @@ struct egw_act {
 	uint64_t waited_ns;           /**< DELIVER, DONE (receiver): time the
 				       *   room waited for admission, all
 				       *   its restarts included */
+	uint64_t open_ns;             /**< DELIVER: time from the open to
+				       *   the delivery, restarts included */
 };
 
 typedef void (*egw_emit_fn)(void *ctx, const struct egw_act *a);

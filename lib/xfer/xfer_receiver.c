@@ -51,6 +51,7 @@ struct receiver_room {
 	uint64_t mem_deadline;    /* open + admit_ns: waiting for memory ends */
 	uint64_t queued_at;
 	uint64_t waited;          /* time spent in the queue so far */
+	uint64_t opened_at;       /* egw_receiver_open's now */
 	/* quarantine: ABORT sent, blocks held until its ACK */
 	bool wait_ack;
 	bool restart;             /* a yield: back to the queue after the ACK */
@@ -634,7 +635,8 @@ receiver_deliver(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 			     .rank = x->rank, .peer = x->peer,
 			     .runs = x->runs, .nruns = x->nruns,
 			     .tokens = x->total, .aux_block = x->runs[0].start,
-			     .dummy = x->dummy, .waited_ns = x->waited };
+			     .dummy = x->dummy, .waited_ns = x->waited,
+			     .open_ns = now - x->opened_at };
 
 	x->state = EGW_ST_SUCCESS;
 	/* ownership of the runs passes to the app with this action */
@@ -680,6 +682,7 @@ egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	x->dummy = dummy;
 	x->state = EGW_ST_BOOTSTRAPPING;
 	x->open_seq = ++r->open_seq;
+	x->opened_at = now;
 	x->mem_deadline = now + r->core.conf.timers.admit_ns;
 	/* the bootstrap clock starts when the room is admitted */
 	x->deadline = x->mem_deadline;

@@ -106,6 +106,22 @@ out=$("$embgw" --check-config "$t/at.cfg" 2>&1); rc=$?
 pool_at "$t/pool" "attach = { path = \"$t/a.sock\"; };"
 out=$("$embgw" --check-config "$t/at.cfg" 2>&1); rc=$?
 [ $rc -eq 0 ] && ! grep -q "warning" <<<"$out" || { echo "FAIL: a good attach group: exit $rc: $out"; fail=1; }
+# gateway.metrics: checked like the rest, shown in the summary
+cat >"$t/metrics.cfg" <<'CFG'
+gateway = { name = "x"; roles = ["encode"]; key_file = "k";
+  metrics = { address = "localhost";
+    port = 70000; }; };
+ports = ( { name = "p"; device = "net_ring0"; address = "10.0.0.1/24";
+  lcores = [1]; payload = { driver = "shm"; path = "/x"; }; } );
+CFG
+out=$("$embgw" --check-config "$t/metrics.cfg" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "metrics.cfg:2: gateway.metrics.address: not an IPv4 address (a.b.c.d): 'localhost'" <<<"$out" &&
+	grep -q "metrics.cfg:3: gateway.metrics.port: out of range 1..65535 (got 70000)" <<<"$out" ||
+	{ echo "FAIL: bad gateway.metrics: exit $rc: $out"; fail=1; }
+sed -i 's/address = "localhost";/address = "0.0.0.0";/; s/port = 70000;/port = 9999;/' "$t/metrics.cfg"
+out=$("$embgw" --check-config "$t/metrics.cfg" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^metrics: http://0.0.0.0:9999/metrics$" <<<"$out" ||
+	{ echo "FAIL: gateway.metrics summary: exit $rc: $out"; fail=1; }
 
 # command-line numbers: refused whole, never wrapped or read as 0; an EAL
 # --vdev naming a configured device: refused (before EAL starts)

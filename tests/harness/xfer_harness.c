@@ -141,6 +141,8 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 			(unsigned long)a->room, a->tokens, a->nruns, blocks, bad);
 	w->bad_bytes += bad;
 	w->deliveries++;
+	w->last_open_ns = a->open_ns;
+	w->last_deliver_at = w->now;
 	w->delivered_bytes += w_pattern_bytes(w, a->tokens, a->dummy);
 	/* the consumer is done with the data: blocks go back to the pool */
 	for (uint32_t i = 0; i < a->nruns; i++) {

@@ -71,6 +71,8 @@ struct world {
 	uint32_t nres, cap_res;
 	uint64_t delivered_bytes, verified_tokens, expected_bytes;
 	uint32_t deliveries, bad_bytes, pool_errors, oob_writes;
+	uint64_t last_open_ns;   /* the last DELIVER's open_ns ... */
+	uint64_t last_deliver_at; /* ... and the world's time then */
 	uint32_t foreign_writes;     /* into blocks the room did not own */
 	uint64_t *blk_owner[W_MAX_RANKS]; /* room owning each block (0: none) */
 	uint32_t msgs_dropped, msgs_duped;

@@ -401,3 +401,44 @@ failed_count() {
 report() {
 	grep -E '^[a-z-]+: ' "$1" | grep -E '(^| )[a-z_]+=' | tr '\n' ';'
 }
+
+# ---- hugepages, for the cases whose gateways DPDK's tools attach to -----
+# A secondary process (dpdk-dumpcap, dpdk-proc-info) maps its primary's
+# memory from hugepage files: a --no-huge gateway has none to share. These
+# reserve HUGE_N more 2 MiB pages on top of what the machine has, mount a
+# hugetlbfs of the case's own (HUGE_DIR) for the gateways' files, and give
+# both back; the EXIT trap and run_case call hugepages_down.
+HUGE_SYS=/sys/kernel/mm/hugepages/hugepages-2048kB
+HUGE_DIR=""
+HUGE_N=0
+
+# hugepages_up N DIR: N more pages reserved, a hugetlbfs mounted on DIR
+hugepages_up() {
+	local before free
+	[ -w "$HUGE_SYS/nr_hugepages" ] || { echo "     no 2 MiB hugepages here ($HUGE_SYS; root needed)" >&2; return 1; }
+	before=$(cat "$HUGE_SYS/free_hugepages")
+	echo $(($(cat "$HUGE_SYS/nr_hugepages") + $1)) >"$HUGE_SYS/nr_hugepages" || return 1
+	HUGE_N=$1
+	free=$(cat "$HUGE_SYS/free_hugepages")
+	if [ "$((free - before))" -lt "$1" ]; then
+		echo "     the kernel found $((free - before)) of $1 more 2 MiB pages (memory fragmented?)" >&2
+		hugepages_down
+		return 1
+	fi
+	mkdir -p "$2" && mount -t hugetlbfs -o pagesize=2M nodev "$2" || { hugepages_down; return 1; }
+	HUGE_DIR=$2
+}
+
+# hugepages_down: the files of our gateways removed, the mount and the
+# pages given back (the kernel frees pages as their files go)
+hugepages_down() {
+	if [ -n "$HUGE_DIR" ]; then
+		find "$HUGE_DIR" -maxdepth 1 -type f -delete
+		umount "$HUGE_DIR" && rmdir "$HUGE_DIR"
+		HUGE_DIR=""
+	fi
+	if [ "$HUGE_N" -gt 0 ]; then
+		echo $(($(cat "$HUGE_SYS/nr_hugepages") - HUGE_N)) >"$HUGE_SYS/nr_hugepages"
+		HUGE_N=0
+	fi
+}

@@ -247,6 +247,243 @@ case_telemetry_stop() {
 	MSG="6 stops under a telemetry read loop (/embgw/rooms, /embgw/clients): exit statuses$seen, each with its exit line"
 }
 
+# ---- operators' tools: Prometheus, dpdk-dumpcap, dpdk-proc-info -----------
+# free_tcp_port: a loopback TCP port nothing listens on now
+free_tcp_port() {
+	local p
+	for _ in $(seq 1 50); do
+		p=$((20000 + RANDOM % 20000))
+		ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return 0; }
+	done
+	echo "     no free TCP port found" >&2
+	return 1
+}
+
+# metrics_on PORT CFG: CFG's gateway serves its metrics on 127.0.0.1:PORT
+metrics_on() {
+	sed -i "0,/^  name = /s|^\(  name = \"[^\"]*\";\)|\1\n  metrics = { port = $1; };|" "$2" &&
+		grep -q "^  metrics = { port = $1; };" "$2"
+}
+
+# scrape PORT FILE: one GET of /metrics, as Prometheus asks for it
+scrape() {
+	curl -sf --max-time 5 -H 'Accept: application/openmetrics-text; version=1.0.0' \
+		-o "$2" "http://127.0.0.1:$1/metrics"
+}
+
+# om_value FILE SAMPLE: the value of one sample line (name{labels}) of FILE
+om_value() {
+	awk -v k="$2" '$1 == k { print $2 }' "$1"
+}
+
+# wait_om PORT FILE SAMPLE MIN SECONDS: scrape PORT into FILE until SAMPLE
+# reaches MIN
+wait_om() {
+	local v deadline=$((SECONDS + $5))
+	while :; do
+		scrape "$1" "$2" && v=$(om_value "$2" "$3")
+		[ "${v:-0}" -ge "$4" ] 2>/dev/null && return 0
+		[ "$SECONDS" -ge "$deadline" ] && break
+		sleep 0.2
+	done
+	echo "     :$1 $3 is ${v:-unanswered}, not $4, after $5 s" >&2
+	return 1
+}
+
+# prom_query PORT QUERY: the value of an instant query's first result
+prom_query() {
+	curl -sf --max-time 5 "http://127.0.0.1:$1/api/v1/query" --data-urlencode "query=$2" |
+		/usr/bin/python3 -c '
+import json, sys
+try:
+    print(json.load(sys.stdin)["data"]["result"][0]["value"][1])
+except (ValueError, KeyError, IndexError):
+    pass'
+}
+
+# prom_targets PORT: "health lastError" of each target, one a line
+prom_targets() {
+	curl -sf --max-time 5 "http://127.0.0.1:$1/api/v1/targets" |
+		/usr/bin/python3 -c '
+import json, sys
+for t in json.load(sys.stdin)["data"]["activeTargets"]:
+    print(t["scrapeUrl"], t["health"], repr(t["lastError"]))'
+}
+
+define metrics-scrape "Prometheus scrapes a gateway pair's metrics during and after 30 rooms: OpenMetrics with HELP and TYPE, cumulative histograms, and rooms ok, bytes, resume rounds and the histograms' counts exactly as the exit reports say; a wrong value fails the check"
+case_metrics_scrape() {
+	local me ml mp prom n=30 during=0 partial=0 lok lbytes lrounds eok q targets chk
+	command -v prometheus >/dev/null 2>&1 || { MSG="prometheus missing (scripts/deps.sh installs it)"; return 1; }
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	me=$(free_tcp_port) && ml=$(free_tcp_port) && mp=$(free_tcp_port) || return 1
+	[ "$me" != "$ml" ] && [ "$me" != "$mp" ] && [ "$ml" != "$mp" ] || { MSG="port draw collided, run again"; return 1; }
+	metrics_on "$me" "$T/encode.cfg" && metrics_on "$ml" "$T/language.cfg" || { MSG="no gateway group in the configurations"; return 1; }
+	"$EMBGW" --check-config "$T/language.cfg" | grep -q "^metrics: http://127.0.0.1:$ml/metrics$" || { MSG="--check-config does not show the endpoint"; return 1; }
+	# Debian's Prometheus, on loopback, with its own config and data
+	# directory; it scrapes both gateways every second
+	cat >"$T/prometheus.yml" <<-EOF
+	global: { scrape_interval: 1s, scrape_timeout: 1s }
+	scrape_configs:
+	  - job_name: embgw
+	    static_configs: [ { targets: ['127.0.0.1:$me', '127.0.0.1:$ml'] } ]
+	EOF
+	timeout -s INT 120 prometheus --config.file="$T/prometheus.yml" \
+		--storage.tsdb.path="$T/prometheus" --web.listen-address="127.0.0.1:$mp" \
+		>"$T/prometheus.log" 2>&1 &
+	prom=$!
+	PIDS+=("$prom")
+	encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --drive $n --concurrency 2 \
+		--lengths 2000,10000,50000 --seed 7
+	local lang=${PIDS[-1]}
+	# scrapes during the run: each one a valid page
+	local deadline=$((SECONDS + 60)) v
+	while :; do
+		if scrape "$ml" "$T/during.om"; then
+			during=$((during + 1))
+			chk=$(tests/integration/metrics_check.py "$T/during.om") ||
+				{ MSG="a scrape during the run: $chk"; return 1; }
+			v=$(om_value "$T/during.om" 'embgw_rooms_ok_total{port="p0",role="language"}')
+			[ "${v:-0}" -ge $n ] && break
+			[ "${v:-0}" -gt 0 ] && partial=$((partial + 1))
+		fi
+		[ "$SECONDS" -ge "$deadline" ] && { MSG="language rooms ok ${v:-unanswered} of $n after 60 s"; return 1; }
+		sleep 0.2
+	done
+	# the rooms have ended: the final pages of both gateways
+	scrape "$ml" "$T/lang.om" || { MSG="no scrape of the language gateway after the rooms"; return 1; }
+	wait_om "$me" "$T/enc.om" 'embgw_rooms_ok_total{port="p0",role="encode"}' $n 20 ||
+		{ MSG="the encode gateway's rooms did not reach $n"; return 1; }
+	# Prometheus has scraped both and sees the same count
+	for _ in $(seq 1 100); do
+		q=$(prom_query "$mp" 'embgw_rooms_ok_total{role="language"}')
+		[ "$q" = "$n" ] && break
+		sleep 0.2
+	done
+	targets=$(prom_targets "$mp")
+	kill -INT "$prom"
+	wait_exit "$prom"
+	[ "$q" = "$n" ] || { MSG="Prometheus: language rooms ok '$q', not $n; targets: $targets"; return 1; }
+	[ "$(grep -c " up ''$" <<<"$targets")" = 2 ] || { MSG="Prometheus targets not both up without error: $targets"; return 1; }
+	end_gw INT "$lang"
+	stop_all
+	lok=$(field "$T/lang.log" language ok)
+	lbytes=$(field "$T/lang.log" result bytes)
+	lrounds=$(field "$T/lang.log" result rounds)
+	eok=$(field "$T/enc.log" encode ok)
+	MSG="lang report: ok=$lok bytes=$lbytes rounds=$lrounds; enc ok=$eok"
+	[ "$lok" = $n ] && [ "$eok" = $n ] && [ "${lrounds:-0}" -gt 0 ] || return 1
+	chk=$(tests/integration/metrics_check.py "$T/lang.om" \
+		--expect "embgw_rooms_ok_total{port=\"p0\",role=\"language\"}=$lok" \
+		--expect "embgw_rooms_opened_total{port=\"p0\",role=\"language\"}=$lok" \
+		--expect "embgw_rooms_failed_total{port=\"p0\",role=\"language\"}=0" \
+		--expect "embgw_resume_rounds_total{port=\"p0\",role=\"language\"}=$lrounds" \
+		--expect "embgw_delivered_bytes_total{port=\"p0\"}=$lbytes" \
+		--expect "embgw_room_size_bytes_sum{port=\"p0\",peer=\"enc-0\"}=$lbytes" \
+		--expect "embgw_room_size_bytes_count{port=\"p0\",peer=\"enc-0\"}=$lok" \
+		--expect "embgw_room_duration_seconds_count{port=\"p0\",peer=\"enc-0\"}=$lok" \
+		--expect "embgw_rooms_active{port=\"p0\",role=\"language\"}=0" \
+		--expect "embgw_pool_in_use_blocks{port=\"p0\"}=0" \
+		--expect "embgw_peer_registered{port=\"p0\",peer=\"enc-0\"}=1" \
+		--expect "embgw_clients_attached{port=\"p0\"}=0") ||
+		{ MSG="language page: $chk"; return 1; }
+	chk=$(tests/integration/metrics_check.py "$T/enc.om" \
+		--expect "embgw_rooms_ok_total{port=\"p0\",role=\"encode\"}=$eok" \
+		--expect "embgw_rooms_failed_total{port=\"p0\",role=\"encode\"}=0") ||
+		{ MSG="encode page: $chk"; return 1; }
+	# the check fails on a wrong value: one room less than the report
+	sed "s/^\(embgw_rooms_ok_total{port=\"p0\",role=\"language\"}\) .*/\1 $((lok - 1))/" \
+		"$T/lang.om" >"$T/wrong.om"
+	tests/integration/metrics_check.py "$T/wrong.om" \
+		--expect "embgw_rooms_ok_total{port=\"p0\",role=\"language\"}=$lok" >/dev/null &&
+		{ MSG="the check passed a page with a wrong room count"; return 1; }
+	chk=$(tests/integration/metrics_check.py "$T/lang.om" --names-from "$T/enc.om" \
+		--dashboard tools/grafana/embgw-dashboard.json) ||
+		{ MSG="dashboard: $chk"; return 1; }
+	MSG="$during scrapes during the run ($partial with rooms in progress), Prometheus up on both and counting $q; $(grep -c '^# TYPE' "$T/lang.om") families; ok=$lok bytes=$lbytes rounds=$lrounds as the exit report says; a wrong value fails"
+}
+
+# cfg_value CFG KEY: the first `KEY = "value"` of CFG, up to a comma or
+# a slash (a device's name without its arguments, an address without its
+# prefix length)
+cfg_value() {
+	sed -n "s|^ *$2 = \"\([^,/\"]*\).*|\1|p" "$1" | head -1
+}
+
+# Pages for one gateway with hugepages (it used 81 of them, measured) and
+# the capture's own pool; the other gateway of these cases runs --no-huge.
+TOOLS_HUGEPAGES=192
+
+define dumpcap "dpdk-dumpcap (a secondary process) captures the encode gateway's port during 10 rooms: every frame on embgw's UDP port decodes with tools/wireshark/embgw.lua, as many from the language gateway as it sent"
+case_dumpcap() {
+	local dc dev lang_ip udp dec bad from sent types
+	command -v dpdk-dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1 ||
+		{ MSG="dpdk-dumpcap or tshark missing (scripts/deps.sh installs dpdk and tshark)"; return 1; }
+	hugepages_up $TOOLS_HUGEPAGES "$T/hugepages" || { MSG="no hugepages for the gateway"; return 1; }
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	dev=$(cfg_value "$T/encode.cfg" device)
+	lang_ip=$(cfg_value "$T/language.cfg" address)
+	# only the captured gateway needs hugepages: a secondary process maps
+	# its primary's memory from the hugepage files
+	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gw "$T/enc.log" || return 1
+	timeout -s INT 90 dpdk-dumpcap --file-prefix "egw-enc-$$" -i "$dev" \
+		-w "$T/cap.pcapng" >"$T/dumpcap.log" 2>&1 &
+	dc=$!
+	PIDS+=("$dc")
+	# its progress line (stderr) starts once the gateway has enabled the
+	# capture; "Capturing on" goes to a buffered stdout
+	for _ in $(seq 1 100); do
+		grep -q "Packets captured:" "$T/dumpcap.log" && break
+		sleep 0.1
+	done
+	grep -q "Packets captured:" "$T/dumpcap.log" ||
+		{ MSG="dpdk-dumpcap did not start capturing in 10 s: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 10 \
+		--lengths 500,50000,2000
+	kill -INT "$dc"
+	wait_exit "$dc" || { MSG="dpdk-dumpcap failed: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
+	stop_all
+	expect "$T/lang.log" language ok -eq 10 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
+	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$T/cap.pcapng" "$@" 2>/dev/null; }
+	udp=$(ts -Y "udp.port == 9471" | wc -l)
+	dec=$(ts -Y "embgw.type" | wc -l)
+	bad=$(ts -Y "_ws.malformed || _ws.expert.severity >= 0x00800000" | wc -l)
+	types=$(ts -Y embgw -T fields -e embgw.type | sort -un | tr '\n' ' ')
+	from=$(ts -Y "embgw && ip.src == $lang_ip" | wc -l)
+	sent=$(field "$T/lang.log" node tx_datagrams)
+	MSG="dumpcap on $dev: udp=$udp decoded=$dec bad=$bad types='$types' from the language gateway $from of $sent sent"
+	[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
+		[ "$from" = "$sent" ] || return 1
+	MSG="dpdk-dumpcap captured $udp frames on UDP 9471 of $dev, all decoded (types $types), $from from the language gateway = its own count"
+}
+
+define proc-info "dpdk-proc-info with the encode gateway's file prefix after 5 rooms: its port's statistics (frames received as the gateway counted them) and its mbuf pool"
+case_proc_info() {
+	local rx want
+	command -v dpdk-proc-info >/dev/null 2>&1 || { MSG="dpdk-proc-info missing (scripts/deps.sh installs dpdk)"; return 1; }
+	hugepages_up $TOOLS_HUGEPAGES "$T/hugepages" || { MSG="no hugepages for the gateway"; return 1; }
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gw "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 5 \
+		--lengths 2000
+	expect "$T/lang.log" language ok -eq 5 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
+	# the language gateway has gone: nothing more arrives at the port
+	LOG=$T/proc-info.log
+	timeout 30 dpdk-proc-info --file-prefix "egw-enc-$$" --no-pci -- \
+		--stats --show-mempool >"$T/proc-info.log" 2>&1 ||
+		{ MSG="dpdk-proc-info failed"; return 1; }
+	rx=$(sed -n 's/^ *RX-packets: *\([0-9]*\) .*/\1/p' "$T/proc-info.log" | head -1)
+	want=$(tel_value "$(telemetry enc /embgw/stats)" /embgw/stats p0 rx_pkts)
+	MSG="proc-info: RX-packets '$rx', the gateway's rx_pkts '$want'"
+	grep -q "NIC statistics for port 0" "$T/proc-info.log" &&
+		grep -q "^mempool <embgw_mbuf_s0>" "$T/proc-info.log" &&
+		[ -n "$rx" ] && [ "$rx" -gt 0 ] && [ "$rx" = "$want" ] || return 1
+	MSG="dpdk-proc-info shows port 0 with $rx frames received (the gateway counted $want) and the mempool embgw_mbuf_s0"
+}
+
 # ---- a peer killed in the middle of a transfer -----------------------------
 define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as peer_dead, the other peer's 30 rooms byte-exact, nothing leaked"
 case_peer_killed() {
@@ -1485,7 +1722,7 @@ PY
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
-trap 'stop_all; veth_down; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'stop_all; veth_down; hugepages_down; [ -n "$T" ] && rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 
 run_case() {
@@ -1503,6 +1740,7 @@ run_case() {
 	fi
 	stop_all
 	veth_down
+	hugepages_down
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 		echo "ok   $name: $MSG"

@@ -386,6 +386,36 @@ test_attach_tenants(void)
 	       1, "ports: missing (required)");
 }
 
+/* gateway.metrics: off without the group, loopback by default when on */
+static void
+test_metrics_group(void)
+{
+	const char *at = "  name = \"gw\";\n";
+
+	expect(base, 0, "");
+	CU_ASSERT_FALSE(conf.metrics.enabled);
+	expect(edit(at, "  name = \"gw\";\n  metrics = { };\n"), 0, "");
+	CU_ASSERT(conf.metrics.enabled);
+	CU_ASSERT_EQUAL(conf.metrics.addr, 0x7f000001u);
+	CU_ASSERT_EQUAL(conf.metrics.port, EGW_CONF_METRICS_PORT);
+	expect(edit(at, "  name = \"gw\";\n  metrics = { address = \"0.0.0.0\"; "
+		    "port = 19100; };\n"), 0, "");
+	CU_ASSERT_EQUAL(conf.metrics.addr, 0);
+	CU_ASSERT_EQUAL(conf.metrics.port, 19100);
+	expect(edit(at, "  name = \"gw\";\n  metrics = {\n port = 0; #<\n };\n"),
+	       1, "gateway.metrics.port: out of range");
+	expect(edit(at, "  name = \"gw\";\n  metrics = {\n port = 65536; #<\n };\n"),
+	       1, "gateway.metrics.port: out of range");
+	expect(edit(at, "  name = \"gw\";\n  metrics = {\n address = \"localhost\"; #<\n };\n"),
+	       1, "gateway.metrics.address: not an IPv4 address (a.b.c.d): 'localhost'");
+	expect(edit(at, "  name = \"gw\";\n  metrics = {\n address = \"239.1.1.1\"; #<\n };\n"),
+	       1, "gateway.metrics.address: a multicast address");
+	expect(edit(at, "  name = \"gw\";\n  metrics = {\n path = \"/m\"; #<\n };\n"),
+	       1, "gateway.metrics.path: unknown setting (expected one of: address, port)");
+	expect(edit(at, "  name = \"gw\";\n  metrics = 9470; #<\n"),
+	       1, "gateway.metrics: wrong type: expected a group { }");
+}
+
 /* Numbers are range-checked at their full width: libconfig itself would
  * narrow a literal beyond 32 bits without a word (99999999999999999999
  * read as -1, 0x100000010 as 16). */
@@ -651,6 +681,7 @@ main(int argc, char **argv)
 		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
 		{ "attach_group", test_attach_group },
 		{ "attach_tenants", test_attach_tenants },
+		{ "metrics_group", test_metrics_group },
 		{ "wide_numbers", test_wide_numbers },
 		{ "unusable_addresses", test_unusable_addresses },
 		{ "same_device_or_pool_file", test_same_device_or_pool_file },

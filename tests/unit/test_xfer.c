@@ -114,6 +114,10 @@ test_states_move_forward_to_success(void)
 	 * duplicates with the final state until linger_ns passes */
 	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_SUCCESS);
 	CU_ASSERT_EQUAL(w->deliveries, 1);
+	/* DELIVER carries the time since the open (at 0): the room
+	 * duration the metrics endpoint's histogram counts */
+	CU_ASSERT(w->last_deliver_at > 2 * MS);
+	CU_ASSERT_EQUAL(w->last_open_ns, w->last_deliver_at);
 	{
 		struct egw_xfer_stats st;
 		struct egw_msg poll = { .type = EGW_MSG_STATUS, .room = 7,
