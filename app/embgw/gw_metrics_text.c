@@ -41,7 +41,8 @@ struct snap {
 	struct egw_payload_stats pl;
 	bool has_clients;
 	struct egw_clients_stats cs;
-	uint32_t attached, rooms_held;
+	struct egw_clients_cache_stats cc;
+	uint32_t attached, rooms_held, held_blocks;
 	struct gw_id_stats is;
 };
 
@@ -75,6 +76,8 @@ take(struct snap *s, const struct gw_id *id)
 		egw_clients_stats(id->attach->clients, &s->cs);
 		s->attached = egw_clients_attached(id->attach->clients);
 		s->rooms_held = egw_clients_rooms(id->attach->clients);
+		s->held_blocks = egw_clients_held_blocks(id->attach->clients);
+		egw_clients_cache(id->attach->clients, &s->cc);
 	}
 	s->is = id->st;
 }
@@ -517,6 +520,26 @@ client_families(FILE *f, const struct snap *sn, uint16_t n)
 		    "waited for source memory.", s->cs.alloc_waits);
 	PER_CLIENTS("embgw_client_busy", true, "Engines' rooms refused as "
 		    "busy (too many waiting).", s->cs.busy);
+	PER_CLIENTS("embgw_client_held_long", true, "Success rooms held past "
+		    "held_warn_ms without RELEASE.", s->cs.held_long);
+	PER_CLIENTS("embgw_clients_lost", true, "Clients given up (lease "
+		    "expired, broken ring).", s->cs.lost);
+	PER_CLIENTS("embgw_client_lost_held_blocks", false, "Blocks held out "
+		    "of the pool for given-up clients now.", s->held_blocks);
+	PER_CLIENTS("embgw_content_cache_entries", false, "Content keys kept "
+		    "now, landed or in flight.", s->cc.entries);
+	PER_CLIENTS("embgw_content_cache_blocks", false, "Pool blocks the "
+		    "landed content entries hold.", s->cc.blocks);
+	PER_CLIENTS("embgw_content_cache_pinned_entries", false, "Landed "
+		    "content entries some room holds now.", s->cc.pinned);
+	PER_CLIENTS("embgw_content_cache_hits", true, "Keyed rooms served "
+		    "from landed data, without a transfer.", s->cs.cache_hits);
+	PER_CLIENTS("embgw_content_cache_misses", true, "Keyed rooms that "
+		    "transferred.", s->cs.cache_misses);
+	PER_CLIENTS("embgw_content_cache_shared", true, "Keyed rooms that "
+		    "joined a transfer under way.", s->cs.cache_shared);
+	PER_CLIENTS("embgw_content_cache_evictions", true, "Landed content "
+		    "entries given back to the pool.", s->cc.evictions);
 }
 
 /* A histogram of delivered rooms per identity and peer. */
