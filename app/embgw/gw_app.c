@@ -18,10 +18,12 @@
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_version.h>
 
 #include "gw_app.h"
 #include "gw_attach.h"
 #include "gw_resources.h"
+#include "gw_version.h"
 
 #define MAX_EAL_ARGS 128
 
@@ -585,6 +587,10 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	if (argc == 3 && (!strcmp(argv[1], "--check-config") ||
 			  !strcmp(argv[1], "-t")))
 		return check_config(argv[2]);
+	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+		gw_version_print(stdout, app->name, rte_version());
+		return 0;
+	}
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		gw_options_usage(stdout, argv[0], app);
 		return 0;
