@@ -6,7 +6,11 @@
 # iproute2 for the veth pairs that join the demo's and the tests' gateways,
 # rdma-core for the verbs payload driver, tshark for the captures, Debian's
 # NumPy, PyTorch and pytest (for /usr/bin/python3) for the embgw Python
-# package, its tests and the engine integration cases; QEMU,
+# package, its tests and the engine integration cases; libsystemd-dev for
+# the gateway's sd_notify, systemd for systemd-analyze (the unit's checks;
+# nothing is started), debhelper, dpkg-dev, fakeroot and lintian for the
+# Debian packages (scripts/package.sh, the packages case), groff-base for
+# checking the man pages; QEMU,
 # busybox-static, cpio and kmod for the RoCEv2 suite in tests/vm, whose
 # guest kernel (Debian's kernel package, unpacked, not installed) is also
 # prepared here, in its cache (tests/vm/prepare.sh). EMBGW_SKIP_VM=1 leaves
@@ -18,7 +22,8 @@ cd "$(dirname "$0")/.."
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev
-	python3-numpy python3-torch python3-pytest iproute2)
+	python3-numpy python3-torch python3-pytest iproute2 libsystemd-dev systemd
+	debhelper dpkg-dev fakeroot lintian groff-base)
 vm=1
 [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
 [ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod)

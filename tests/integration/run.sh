@@ -1211,6 +1211,38 @@ PY
 	MSG="the capture stopped at a whole frame ($check) with the error logged; 40 rooms byte-exact; exit 5, 'reason=capture_incomplete'"
 }
 
+# ---- the systemd unit (dist/systemd/embgw@.service, doc/install.md) --------
+define systemd-unit "the unit's ExecStart run as systemd would (its environment files, capability bounding set, NOTIFY_SOCKET, watchdog): READY=1 once the attach socket exists, WATCHDOG=1 while running, STOPPING=1 after SIGTERM, exit 0; systemd-analyze verify is silent"
+case_systemd_unit() {
+	local unit=dist/systemd/embgw@.service out
+	command -v systemd-analyze >/dev/null || { MSG="no systemd-analyze (scripts/deps.sh installs systemd)"; return 1; }
+	# the unit as installed, but for the path of the program
+	sed "s#/usr/bin/embgw#$(realpath "$EMBGW")#" "$unit" >"$T/embgw@.service"
+	out=$(systemd-analyze verify --man=no "$T/embgw@.service" 2>&1) ||
+		{ MSG="systemd-analyze verify: $out"; return 1; }
+	[ -z "$out" ] || { MSG="systemd-analyze verify says: $out"; return 1; }
+	gen_configs --attach "$T" 1024 16384 "$SLACK" >/dev/null
+	mkdir -p "$T/default" "$T/run"
+	# the instance's own file overrides the shared one, and a later
+	# --file-prefix the unit's
+	echo 'EMBGW_EAL_ARGS="-l 1 --no-huge -m 64"' >"$T/default/embgw"
+	echo "EMBGW_EAL_ARGS=\"-l 0 --no-huge -m 400 --file-prefix egw-unit-$$\"" >"$T/default/embgw-language"
+	LOG=$T/lang.log
+	out=$(/usr/bin/python3 tests/integration/unit_exec.py "$unit" language \
+		--map "/usr/bin/embgw=$(realpath "$EMBGW")" --map "/etc/embgw/=$T/" \
+		--map "/etc/default/=$T/default/" --map "/run/=$T/run/" \
+		--expect-socket "$T/lang-0.sock" --watchdog-usec 1000000 \
+		--log "$T/lang.log" --deadline-s 60 2>&1)
+	local rc=$?
+	MSG=$(grep -E "^unit: (ok|FAIL)" <<<"$out" | tr '\n' ' ')
+	[ $rc -eq 0 ] || { echo "$out" | sed 's/^/     /'; return 1; }
+	tail -1 "$T/lang.log" | grep -q "^exit: status=0 reason=ok .*signal=SIGTERM$" ||
+		{ MSG="$MSG; last line: $(tail -1 "$T/lang.log")"; return 1; }
+	[ ! -e "$T/lang-0.sock" ] || { MSG="$MSG; the attach socket is still there"; return 1; }
+	[ -d "$T/run/embgw" ] || { MSG="$MSG; RuntimeDirectory not made"; return 1; }
+	MSG="READY=1 with the attach socket up, WATCHDOG=1, STOPPING=1 after SIGTERM, exit 0 (status=0 signal=SIGTERM), verify silent"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
