@@ -91,7 +91,22 @@ veth_up() {
 	[ -z "$VETH" ] || veth_down
 	VETH=egw$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 	for i in $(seq 0 $((n - 1))); do
-		if ! ip link add "${VETH}e$i" type veth peer name "${VETH}l$i" 2>/dev/null; then
+		# VETH_APART=1: ifindexes far apart (X and X ^ 0x4000, X random,
+		# tried again while taken), so that two gateways started close
+		# together (neighbouring PIDs) never pick one net_af_packet fanout
+		# group (getpid() ^ ifindex): "could not set PACKET_FANOUT"
+		local made=0 x
+		for _ in $(seq 1 20); do
+			x=$((RANDOM % 16384 + 16384))
+			if [ "${VETH_APART:-0}" = 1 ]; then
+				ip link add "${VETH}e$i" index "$x" type veth peer \
+					name "${VETH}l$i" index $((x ^ 0x4000)) 2>/dev/null
+			else
+				ip link add "${VETH}e$i" type veth peer name "${VETH}l$i" 2>/dev/null
+			fi && { made=1; break; }
+			[ "${VETH_APART:-0}" = 1 ] || break
+		done
+		if [ $made = 0 ]; then
 			echo "     cannot create the veth pair ${VETH}e$i/${VETH}l$i (root and iproute2 needed: scripts/deps.sh installs it)" >&2
 			veth_down
 			return 1
