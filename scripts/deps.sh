@@ -8,7 +8,11 @@
 # NumPy, PyTorch and pytest (for /usr/bin/python3) for the embgw Python
 # package, its tests and the engine integration cases; libmicrohttpd for
 # the gateway's metrics endpoint, and Prometheus, Python's OpenMetrics
-# parser and curl for the integration case that scrapes it; QEMU,
+# parser and curl for the integration case that scrapes it; libsystemd-dev
+# for the gateway's sd_notify, systemd for systemd-analyze (the unit's
+# checks; nothing is started), debhelper, dh-python, dpkg-dev, fakeroot
+# and lintian for the Debian packages (scripts/package.sh, the packages
+# case), groff-base for checking the man pages; QEMU,
 # busybox-static, cpio and kmod for the RoCEv2 suite in tests/vm, whose
 # guest kernel (Debian's kernel package, unpacked, not installed) is also
 # prepared here, in its cache (tests/vm/prepare.sh). EMBGW_SKIP_VM=1 leaves
@@ -21,7 +25,9 @@ pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev
 	python3-numpy python3-torch python3-pytest iproute2
-	libmicrohttpd-dev prometheus python3-prometheus-client curl)
+	libmicrohttpd-dev prometheus python3-prometheus-client curl
+	libsystemd-dev systemd debhelper dh-python dpkg-dev fakeroot lintian
+	groff-base)
 vm=1
 [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
 [ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod)

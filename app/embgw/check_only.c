@@ -5,14 +5,19 @@
 
 #include "egw_conf.h"
 #include "gw_resources.h"
+#include "gw_version.h"
 
 int
 main(int argc, char **argv)
 {
 	static struct egw_conf c;
 
+	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+		gw_version_print(stdout, "embgw", "none (built without DPDK)");
+		return 0;
+	}
 	if (argc != 3 || (strcmp(argv[1], "--check-config") && strcmp(argv[1], "-t"))) {
-		fprintf(stderr, "usage: %s --check-config FILE\n"
+		fprintf(stderr, "usage: %s --check-config FILE | --version\n"
 			"(built without DPDK: the gateway mode is not available)\n",
 			argv[0]);
 		return 2;

@@ -123,6 +123,8 @@ struct gw_dev {
 	bool link_up;            /* as last read (gw_dev_link_check) */
 	uint64_t next_link_check;
 	uint64_t link_settled_at; /* ARP requests wait until then */
+	uint64_t loops;          /* turns of the worker's loop (the watchdog
+				  * reads it from its own thread) */
 	struct gw_dev_stats st;
 };
 

@@ -21,10 +21,13 @@
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_version.h>
 
 #include "gw_app.h"
 #include "gw_attach.h"
+#include "gw_notify.h"
 #include "gw_resources.h"
+#include "gw_version.h"
 
 #define MAX_EAL_ARGS 128
 
@@ -653,6 +656,14 @@ run_workers(const struct gw_app *app)
 		if (devs[i].lcore != main_lcore)
 			rte_eal_remote_launch(gw_loop_worker, &devs[i],
 					      devs[i].lcore);
+	/* ports started, the attach socket listening, workers launched:
+	 * ready for the service manager (Type=notify) */
+	if (conf.attach.enabled)
+		gw_notify_ready(devs, ndevs, "running: %u port(s), engines "
+				"attach at %s", ndevs, conf.attach.path);
+	else
+		gw_notify_ready(devs, ndevs, "running: %u port(s), no attach "
+				"socket", ndevs);
 	for (uint16_t i = 0; i < ndevs; i++)
 		if (devs[i].lcore == main_lcore)
 			gw_loop_worker(&devs[i]);
@@ -677,6 +688,10 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	if (argc == 3 && (!strcmp(argv[1], "--check-config") ||
 			  !strcmp(argv[1], "-t")))
 		return check_config(argv[2]);
+	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+		gw_version_print(stdout, app->name, rte_version());
+		return 0;
+	}
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		gw_options_usage(stdout, argv[0], app);
 		return 0;
@@ -712,6 +727,7 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		return 1;
 	}
 	gw_clock_init();
+	gw_notify_status("starting %u port(s) of %s", conf.nports, conf.file);
 	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
 	if (rc >= 0)
 		gw_logtype = rc;
@@ -731,6 +747,12 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		GW_LOG(INFO, "%s: stopping on %s%s\n", app->name,
 		       signame(quit_signal), interrupted ? " during the start" : "");
 	status = rc != 0 && !interrupted ? GW_EXIT_START : GW_EXIT_OK;
+	if (status == GW_EXIT_START)
+		gw_notify_stopping("could not start: %s", strerror(-rc));
+	else if (quit_signal != 0)
+		gw_notify_stopping("stopping on %s", signame(quit_signal));
+	else
+		gw_notify_stopping("stopping: the run is done");
 	/* the workers have returned: the metrics thread ends here, before
 	 * the teardown frees what its pages read (gw_metrics.c) */
 	gw_metrics_stop();

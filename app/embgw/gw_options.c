@@ -14,6 +14,7 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 {
 	fprintf(f,
 		"usage: %s --check-config FILE\n"
+		"       %s --version\n"
 		"       %s [EAL args] -- -f FILE [options]\n"
 		"options:\n"
 		"  -f, --config FILE      gateway configuration (libconfig)\n"
@@ -45,7 +46,7 @@ gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 		"                         addresses ADDRESS+0..K-1, names NAME.0..K-1,\n"
 		"                         shm pool files PATH.0..K-1, one pool each;\n"
 		"                         --drive, --concurrency and --rate are shared out\n",
-		prog, prog, app->exit_when_driven ? " (the default)" : "",
+		prog, prog, prog, app->exit_when_driven ? " (the default)" : "",
 		app->flood_tick == NULL ? "" :
 		"  --flood-pps P          junk datagrams per second at the port's first peer\n"
 		"                         (with a net_pcap device: a replayable pcap)\n");

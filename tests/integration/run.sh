@@ -1719,6 +1719,181 @@ PY
 	MSG="the capture stopped at a whole frame ($check) with the error logged; 40 rooms byte-exact; exit 5, 'reason=capture_incomplete'"
 }
 
+# ---- the systemd unit (dist/systemd/embgw@.service, doc/install.md) --------
+define systemd-unit "the unit's ExecStart run as systemd would (its environment files, capability bounding set, NOTIFY_SOCKET, watchdog): READY=1 once the attach socket exists, WATCHDOG=1 while running, STOPPING=1 after SIGTERM, exit 0; systemd-analyze verify is silent"
+case_systemd_unit() {
+	local unit=dist/systemd/embgw@.service out
+	command -v systemd-analyze >/dev/null || { MSG="no systemd-analyze (scripts/deps.sh installs systemd)"; return 1; }
+	# the unit as installed, but for the path of the program
+	sed "s#/usr/bin/embgw#$(realpath "$EMBGW")#" "$unit" >"$T/embgw@.service"
+	out=$(systemd-analyze verify --man=no "$T/embgw@.service" 2>&1) ||
+		{ MSG="systemd-analyze verify: $out"; return 1; }
+	[ -z "$out" ] || { MSG="systemd-analyze verify says: $out"; return 1; }
+	gen_configs --attach "$T" 1024 16384 "$SLACK" >/dev/null
+	mkdir -p "$T/default" "$T/run"
+	# the instance's own file overrides the shared one, and a later
+	# --file-prefix the unit's
+	echo 'EMBGW_EAL_ARGS="-l 1 --no-huge -m 64"' >"$T/default/embgw"
+	echo "EMBGW_EAL_ARGS=\"-l 0 --no-huge -m 400 --file-prefix egw-unit-$$\"" >"$T/default/embgw-language"
+	LOG=$T/lang.log
+	out=$(/usr/bin/python3 tests/integration/unit_exec.py "$unit" language \
+		--map "/usr/bin/embgw=$(realpath "$EMBGW")" --map "/etc/embgw/=$T/" \
+		--map "/etc/default/=$T/default/" --map "/run/=$T/run/" \
+		--expect-socket "$T/lang-0.sock" --watchdog-usec 1000000 \
+		--log "$T/lang.log" --deadline-s 60 2>&1)
+	local rc=$?
+	MSG=$(grep -E "^unit: (ok|FAIL)" <<<"$out" | tr '\n' ' ')
+	[ $rc -eq 0 ] || { echo "$out" | sed 's/^/     /'; return 1; }
+	tail -1 "$T/lang.log" | grep -q "^exit: status=0 reason=ok .*signal=SIGTERM$" ||
+		{ MSG="$MSG; last line: $(tail -1 "$T/lang.log")"; return 1; }
+	[ ! -e "$T/lang-0.sock" ] || { MSG="$MSG; the attach socket is still there"; return 1; }
+	[ -d "$T/run/embgw" ] || { MSG="$MSG; RuntimeDirectory not made"; return 1; }
+	MSG="READY=1 with the attach socket up, WATCHDOG=1, STOPPING=1 after SIGTERM, exit 0 (status=0 signal=SIGTERM), verify silent"
+}
+
+# ---- the Debian packages (debian/, scripts/package.sh, doc/install.md) ------
+PKGS=(python3-embgw libegw-client-dev embgw libegw-client0)
+define packages "the Debian packages (scripts/package.sh of HEAD, or the .debs in \$EMBGW_PACKAGES) installed with dpkg -i; with the build tree and the checkout's python/ out of reach, the installed unit's ExecStart runs an encode and a language instance of /usr/bin/embgw, the example engines use the installed embgw package and libegw_client (no PYTHONPATH, no EMBGW_CLIENT_LIB): 3 requests bit-identical on 2 ranks, 0 errors, 0 leaked blocks; then purged"
+# hidden CMD...: CMD in a mount namespace of its own where the build tree
+# and the checkout's python/ are empty directories
+HIDE=()
+hidden() {
+	unshare --mount -- sh -c 'mount -t tmpfs embgw-hide "$1" && mount -t tmpfs embgw-hide "$2" && shift 2 && exec "$@"' \
+		hidden "${HIDE[@]}" "$@"
+}
+# dpkg_retry ARGS...: dpkg, waiting up to 120 s for another dpkg or apt to
+# let go of its lock
+dpkg_retry() {
+	local out i
+	for i in $(seq 1 60); do
+		out=$(dpkg "$@" 2>&1) && return 0
+		grep -q "lock" <<<"$out" || { echo "$out"; return 1; }
+		[ "$i" = 1 ] && echo "     dpkg $1: waiting for the dpkg lock (120 s at most)" >&2
+		sleep 2
+	done
+	echo "$out"
+	return 1
+}
+case_packages() {
+	local p debs=${EMBGW_PACKAGES:-} rc
+	[ "$(id -u)" = 0 ] || { MSG="installing packages needs root"; return 1; }
+	HIDE=("$(realpath "$EMBGW_BUILD")" "$PWD/python")
+	# never replace or purge packages this case did not install
+	for p in "${PKGS[@]}"; do
+		if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed"; then
+			MSG="$p is already installed: not this case's to replace or purge"
+			return 1
+		fi
+	done
+	if [ -z "$debs" ]; then
+		debs=$T/debs
+		local t0=$SECONDS
+		scripts/package.sh "$debs" >"$T/package.log" 2>&1 ||
+			{ LOG=$T/package.log; MSG="scripts/package.sh failed"; return 1; }
+		echo "     packages built in $((SECONDS - t0)) s ($(tail -1 "$T/package.log"))"
+	fi
+	local files=()
+	for p in embgw libegw-client0 libegw-client-dev python3-embgw; do
+		files+=("$(ls "$debs/${p}_"*.deb 2>/dev/null | head -1)")
+		[ -f "${files[-1]}" ] || { MSG="no ${p}_*.deb in $debs"; return 1; }
+	done
+	dpkg_retry -i "${files[@]}" >"$T/dpkg.log" 2>&1 ||
+		{ LOG=$T/dpkg.log; MSG="dpkg -i failed"; dpkg_retry --purge "${PKGS[@]}" >/dev/null 2>&1; return 1; }
+	packages_installed
+	rc=$?
+	dpkg_retry --purge "${PKGS[@]}" >>"$T/dpkg.log" 2>&1 || { MSG="$MSG; dpkg --purge failed"; rc=1; }
+	for p in "${PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed" &&
+			{ MSG="$MSG; $p still installed after the purge"; rc=1; }
+	done
+	[ ! -e /usr/bin/embgw ] && [ ! -e /etc/embgw ] && [ ! -e /lib/systemd/system/embgw@.service ] ||
+		{ MSG="$MSG; files left after the purge"; rc=1; }
+	return $rc
+}
+packages_installed() {
+	local out unit=/lib/systemd/system/embgw@.service i r lengths=500,2000,10000
+	# the installed unit, as systemd would read it: programs and man pages there
+	out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] ||
+		{ MSG="systemd-analyze verify $unit: $out"; return 1; }
+	out=$(hidden /usr/bin/embgw --version 2>&1) && [ "$(head -1 <<<"$out")" = "embgw $(sed -n "s/^  version: '\(.*\)',$/\1/p" meson.build)" ] ||
+		{ MSG="/usr/bin/embgw --version: $out"; return 1; }
+	man -w embgw.cfg >/dev/null 2>&1 && man -w 8 embgw-gen >/dev/null 2>&1 || { MSG="man pages not found by man"; return 1; }
+	pkg-config --exists egw_client || { MSG="pkg-config finds no egw_client"; return 1; }
+	mkdir -p "$T/examples" "$T/cfg" "$T/run"
+	cp examples/*.py "$T/examples/"
+	# the engines' view: the installed package and library, found with no
+	# environment variable
+	out=$(cd "$T/examples" && hidden env -u PYTHONPATH -u EMBGW_CLIENT_LIB /usr/bin/python3 -c \
+		'import engine_io, embgw, embgw._lib as l; print(embgw.__file__, l.lib._name)' 2>&1)
+	grep -qx "/usr/lib/python3/dist-packages/embgw/__init__.py libegw_client.so.0" <<<"$out" ||
+		{ MSG="the engines' embgw is not the installed one: $out"; return 1; }
+	hidden test ! -e "${HIDE[0]}/app/embgw/embgw" -a ! -e "${HIDE[1]}/embgw" ||
+		{ MSG="the build tree is in reach inside hidden"; return 1; }
+	VETH_APART=1 veth_up 1 || { MSG="no veth pair"; return 1; }
+	# two instances, encode and language, of the installed unit with its
+	# installed /etc/default/embgw: only the configuration directory and
+	# the runtime directory are the case's own
+	gen_configs --attach "$T/cfg" 1024 262144 "$SLACK bootstrap_ms = 60000;" >/dev/null
+	attach_lease 60000 "$T/cfg/encode.cfg" "$T/cfg/language.cfg"
+	local -A sock=([encode]=enc-0 [language]=lang-0)
+	for i in encode language; do
+		# the encode instance first, as an operator would; its link's
+		# ifindexes far apart (the two start close together)
+		[ $i = language ] && for _ in $(seq 1 600); do
+			[ -e "$T/ready-encode" ] && break
+			sleep 0.1
+		done
+		hidden timeout -s KILL 240 /usr/bin/python3 tests/integration/unit_exec.py "$unit" "$i" \
+			--map "/etc/embgw/=$T/cfg/" --map "/run/=$T/run/" \
+			--expect-socket "$T/cfg/${sock[$i]}.sock" \
+			--until-file "$T/stop" --ready-file "$T/ready-$i" --log "$T/$i.log" \
+			--deadline-s 180 >"$T/unit-$i.out" 2>&1 &
+		ENGINE_PIDS+=($!)
+	done
+	for i in $(seq 1 600); do
+		[ -e "$T/ready-encode" ] && [ -e "$T/ready-language" ] && break
+		sleep 0.1
+	done
+	LOG=$T/language.log
+	[ -e "$T/ready-encode" ] && [ -e "$T/ready-language" ] ||
+		{ touch "$T/stop"; engines_wait; MSG="no READY=1 from both instances in 60 s: $(cat "$T"/unit-*.out | tr '\n' ' ')"; return 1; }
+	wait_registered "$T/encode.log" 30 && wait_registered "$T/language.log" 30 ||
+		{ touch "$T/stop"; engines_wait; MSG="the instances did not register with each other"; return 1; }
+	local W=()
+	for r in 0 1; do
+		(cd "$T/examples" && hidden env -u PYTHONPATH -u EMBGW_CLIENT_LIB timeout -s KILL 180 \
+			/usr/bin/python3 language_worker.py "$T/cfg/lang-0.sock" --rank $r --nranks 2 \
+			--dist "$T/tp" --lengths $lengths --concurrency 3) >"$T/rank$r.log" 2>&1 &
+		W+=($!)
+	done
+	sleep 1
+	(cd "$T/examples" && hidden env -u PYTHONPATH -u EMBGW_CLIENT_LIB timeout -s KILL 180 \
+		/usr/bin/python3 encode_worker.py "$T/cfg/enc-0.sock" --nranks 2 --lengths $lengths \
+		--concurrency 3) >"$T/encode-worker.log" 2>&1 &
+	W+=($!)
+	for p in "${W[@]}"; do wait "$p"; done
+	touch "$T/stop"
+	engines_wait
+	local errors=0 leaked=0 v
+	for i in encode language; do
+		v=$(field "$T/$i.log" clients failed)
+		[ -n "$v" ] || { MSG="$i: no clients line in its report"; return 1; }
+		errors=$((errors + v))
+		leaked=$((leaked + $(field "$T/$i.log" clients blocks_in_use)))
+	done
+	MSG="$(grep -hE '^(encode|language)-worker' "$T/encode-worker.log" "$T"/rank*.log | tr '\n' ' ')errors=$errors leaked=$leaked; units: $(grep -hE '^unit: FAIL' "$T"/unit-*.out | tr '\n' ' ')"
+	grep -q "^unit: FAIL" "$T"/unit-*.out && return 1
+	[ "$(grep -c '^unit: ok' "$T/unit-encode.out")" -ge 5 ] && [ "$(grep -c '^unit: ok' "$T/unit-language.out")" -ge 5 ] ||
+		{ MSG="$MSG; unit_exec did not finish"; return 1; }
+	grep -q "^encode-worker: rooms=3 ok=3 failed=0 " "$T/encode-worker.log" &&
+		grep -q "^language-worker: rank=0 rooms=3 ok=3 bad=0 failed=0 " "$T/rank0.log" &&
+		grep -q "^language-worker: rank=1 rooms=3 ok=3 bad=0 failed=0 " "$T/rank1.log" &&
+		[ "$errors" -eq 0 ] && [ "$leaked" -eq 0 ] &&
+		grep -q "^exit: status=0 reason=ok .*signal=SIGTERM$" "$T/encode.log" &&
+		grep -q "^exit: status=0 reason=ok .*signal=SIGTERM$" "$T/language.log" || return 1
+	MSG="installed from .debs; 2 unit instances (READY=1, WATCHDOG=1, STOPPING=1, exit 0); 3 requests from the installed python3-embgw bit-identical on 2 ranks; $errors errors, $leaked leaked blocks; purged"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
