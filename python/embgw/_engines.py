@@ -64,7 +64,7 @@ def _make(cls, args, kwargs, attempt, content):
     whichever of the two takes them."""
     ctor, init = {}, {}
     for k, v in (("attempt", attempt), ("content", content)):
-        if v is None:
+        if v is None or k == "attempt" and not has_attempts():
             continue
         if _takes(cls.__init__, k):
             ctor[k] = v
@@ -73,10 +73,22 @@ def _make(cls, args, kwargs, attempt, content):
     return cls(*args, **kwargs, **ctor), init
 
 
-def open_receiver(client, name, attempt, peer, rank, nranks, use_content):
-    """An EmbeddingReceiver for `name`'s room, attempt `attempt`, opened."""
+def _room(name, attempt, room):
+    """The room id: `room` where the engine gives one, else derived from
+    `name`; without attempt numbers a retry gets an id of its own."""
+    if has_attempts():
+        return room if room is not None else room_id(name)
+    if room is not None and attempt == 0:
+        return room
+    return room_id(name, attempt or None)
+
+
+def open_receiver(client, name, attempt, peer, rank, nranks, use_content,
+                  room=None):
+    """An EmbeddingReceiver for `name`'s room, attempt `attempt`, opened
+    (with `name`'s content key when use_content)."""
     key = content_key(name) if use_content else None
-    rid = room_id(name) if has_attempts() else room_id(name, attempt)
+    rid = _room(name, attempt, room)
     r, init = _make(EmbeddingReceiver, (client, rid),
                     dict(peer=peer, rank=rank, nranks=nranks), attempt, key)
     r.init(**init)
@@ -84,11 +96,11 @@ def open_receiver(client, name, attempt, peer, rank, nranks, use_content):
 
 
 def open_sender(client, name, attempt, nranks, num_tokens, use_content,
-                mrope_delta=0, cookie=0):
+                mrope_delta=0, cookie=0, room=None):
     """An EmbeddingSender for `name`'s room, attempt `attempt`, opened for
     `num_tokens` tokens."""
     key = content_key(name) if use_content else None
-    rid = room_id(name) if has_attempts() else room_id(name, attempt)
+    rid = _room(name, attempt, room)
     s, init = _make(EmbeddingSender, (client, rid), dict(nranks=nranks),
                     attempt, key)
     s.init(num_tokens, mrope_delta=mrope_delta, cookie=cookie, **init)
