@@ -352,6 +352,12 @@ def create_part_req_id(req_id, part_idx):
     return "%s_local_part_%d" % (req_id, part_idx)
 
 
+def part_room(req_id, part_idx):
+    """The room id of part `part_idx` of request `req_id` (the encoder
+    sending that part passes it as its bootstrap_room)."""
+    return _engines.room_id(create_part_req_id(req_id, part_idx))
+
+
 class WaitingImageRequestStatus(enum.IntEnum):
     """SGLang's states of a request waiting for its parts."""
     FAIL = -1
@@ -394,17 +400,18 @@ class MultiPartReceiver:
         self._rx = [self._open(i) for i in range(len(parts))]
         self._data = [None] * len(parts)
 
-    def _name(self, i):
-        return self.contents[i] if self.contents else \
-            create_part_req_id(self.req_id, i)
-
     def _open(self, i):
         m = self.mgr
         peer = self.parts[i][0]
+        if self.contents:
+            name, room = self.contents[i], None
+        else:       # the same as EmbgwKVSender with part_room() as its room
+            room = part_room(self.req_id, i)
+            name = "room-%d" % room
         return _engines.open_receiver(
-            m.client(), self._name(i), self.attempts[i], peer, m.rank,
-            m.tp_size, self.contents is not None and
-            _use_content(self._name(i)))
+            m.client(), name, self.attempts[i], peer, m.rank, m.tp_size,
+            _use_content(self.contents[i] if self.contents else None),
+            room=room)
 
     def part_states(self):
         """Each part's state (a part already copied out says Success)."""

@@ -289,6 +289,7 @@ class EmbgwECConnector(ECConnectorBase):
         self._items = {}            # mm_hash -> _SchedItem
         self._req_items = {}        # request id -> set of mm_hash
         self._fetch, self._load, self._drop = [], [], {}
+        self._last = collections.OrderedDict()  # mm_hash -> last attempt
         self.given_up = {}          # mm_hash -> last reason, for logs/tests
         # worker side
         self._rooms = {}            # consumer: mm_hash -> _WorkerItem
@@ -338,13 +339,23 @@ class EmbgwECConnector(ECConnectorBase):
     def _item(self, mm_hash, request_id=None):
         it = self._items.get(mm_hash)
         if it is None:
-            it = _SchedItem(mm_hash, 0, time.monotonic() + self.deadline_s)
+            # an item fetched before is fetched again under a fresh attempt
+            # (its earlier rooms have ended; the gateway's cache serves it)
+            last = self._last.pop(mm_hash, None)
+            it = _SchedItem(mm_hash, 0 if last is None else last + 1,
+                            time.monotonic() + self.deadline_s)
             self._items[mm_hash] = it
-            self._fetch.append(Fetch(mm_hash, 0))
+            self._fetch.append(Fetch(mm_hash, it.attempt))
         if request_id is not None:
             it.requests.add(request_id)
             self._req_items.setdefault(request_id, set()).add(mm_hash)
         return it
+
+    def _forget(self, it):
+        del self._items[it.mm_hash]
+        self._last[it.mm_hash] = it.attempt
+        while len(self._last) > SENT_MEMORY:
+            self._last.popitem(last=False)
 
     def _needed(self, request, num_computed_tokens):
         """(index, mm_hash) of the request's items not yet behind
@@ -448,7 +459,7 @@ class EmbgwECConnector(ECConnectorBase):
             it.state = Item.LOADED
             it.cached = all(p.cached for p in reps.values())
             if not it.requests:
-                del self._items[it.mm_hash]
+                self._forget(it)
         elif it.state == Item.FETCHING and \
                 all(p.state == KVPoll.Success for p in reps.values()):
             it.state = Item.READY
@@ -496,7 +507,7 @@ class EmbgwECConnector(ECConnectorBase):
                 continue
             if it.state != Item.LOADED:
                 self._drop[h] = it.attempt
-            del self._items[h]
+            self._forget(it)
         return False, None
 
     def item_state(self, mm_hash):
