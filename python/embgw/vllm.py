@@ -546,12 +546,13 @@ class EmbgwECConnector(ECConnectorBase):
             w.step()
         for ld in meta.load:
             w = self._rooms.get(ld.mm_hash)
+            if w is not None and w.loaded and w.attempt == ld.attempt:
+                continue        # two requests, one item: loaded once
             if w is None or w.attempt != ld.attempt:
-                # an item the gateway holds that this rank has not opened:
-                # open it now and wait (served from the cache)
+                # an item the gateway holds that this rank has not opened
+                # (load() waits for it: it is served from the cache)
                 w = _WorkerItem(self, ld.mm_hash, ld.attempt)
                 self._rooms[ld.mm_hash] = w
-                w.wait(self.deadline_s)
             w.load(encoder_cache, ld.num_tokens)
 
     def wait_for_load(self):
@@ -631,7 +632,9 @@ class _WorkerItem:
             self.conn.client().wait(min(left, 0.1) * 1000)
 
     def load(self, encoder_cache, num_tokens):
-        if self.step() != KVPoll.Success:
+        if self.step() not in _engines.TERMINAL:
+            self.wait(self.conn.deadline_s)    # served from the cache
+        if self.state != KVPoll.Success:
             log.error("item %s: load ordered in state %s", self.mm_hash,
                       self.state.name)
             return
