@@ -436,6 +436,8 @@ class MultiPartReceiver:
     def retry(self, parts):
         """Parts `parts` failed (on some rank): open attempt + 1 for each
         (their encoders do the same); FAIL once one has no attempt left."""
+        if self.status != WaitingImageRequestStatus.PENDING:
+            return
         for i in parts:
             code, reason = _engines.failure(self._rx[i])
             self.failures.append((i, self.attempts[i], code, reason))
@@ -458,12 +460,13 @@ class MultiPartReceiver:
         self.status = status
         self.error_code = code
         self.error_msg = msg
-        for r in self._rx:
-            if not r.ended:
-                r.abort()
+        for i, r in enumerate(self._rx):
+            if self._data[i] is None and not r.ended:
+                r.abort()       # a part copied out is released already
 
     def abort(self):
-        self._end(WaitingImageRequestStatus.FAIL, -1020, "aborted")
+        if self.status == WaitingImageRequestStatus.PENDING:
+            self._end(WaitingImageRequestStatus.FAIL, -1020, "aborted")
 
     def cached(self):
         """Per part: served without a transfer of its own."""

@@ -257,6 +257,9 @@ def vllm_lang(a):
     # rank 1's room of the retry item fails once: every rank drops that
     # attempt and fetches attempt + 1
     L.fail_once = {1: {I["retry"]}}
+    # the encoder's data is made: from here on each side answers within
+    # the gateways' bootstrap deadline
+    wait_file(a.dir, "ready0")
     for r in reqs.values():
         L.submit(r)
     L.step()            # the fetches go out; rank 1 aborts its retry room
@@ -338,6 +341,7 @@ def vllm_enc(a):
     c = w.client()
     data = {n: item_data(n, c.hidden_size, c.torch_dtype)
             for n in V_ITEMS.values()}
+    touch(a.dir, "ready0")
     wait_file(a.dir, "go")
     cache = {}
     sends = {}
@@ -536,6 +540,8 @@ class SglangLanguage:
 def sglang_lang(a):
     L = SglangLanguage(a)
     res = {}
+    for n in range(2):      # the encoders' data is made
+        wait_file(a.dir, "ready%d" % n)
     specs = [(k, ("plain", room)) for k, room in S_ROOMS.items()]
     specs.append(("mm", ("multi", S_MM, [(0, "image")] * len(S_PARTS),
                          S_CONTENTS if content() else None)))
@@ -543,7 +549,17 @@ def sglang_lang(a):
     L.call("fail", "retry", ranks=[1])
     L.call("fail", "mm", ranks=[1])
     L.call("abort", "abort")        # cancelled before the encoder runs
-    L.step()
+    # every rank has moved the failed room and part to attempt 1 before
+    # the encoders open attempt 0: theirs fails at once (aborted), and
+    # their attempt 1 meets the ranks' (an encoder opening after a rank
+    # gave up waits for that rank until bootstrap_ms)
+    deadline = time.monotonic() + DEADLINE_S
+    while not all(ch["retry"][3] == [1] and ch["mm"][3][1] == 1
+                  for ch in L.call("check")):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the ranks did not retry")
+        L.step()
+        time.sleep(0.02)
     touch(a.dir, "go")
     L.run_until([k for k, _ in specs])
     checks = L.call("check")
@@ -611,6 +627,7 @@ def sglang_enc(a):
                          n if content() else None,
                          item_data(n, c.hidden_size, c.torch_dtype)))
     mgr.register_buffer(torch.cat([t for *_, t in jobs]))
+    touch(a.dir, "ready%d" % a.part_of)
     wait_file(a.dir, "go")
     senders, row = {}, 0
     for k, room, name, t in jobs:
