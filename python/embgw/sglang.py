@@ -414,7 +414,11 @@ class MultiPartReceiver:
             room=room)
 
     def part_states(self):
-        """Each part's state (a part already copied out says Success)."""
+        """Each part's state (a part already copied out says Success;
+        after FAIL or TIMEOUT every part says Failed)."""
+        if self.status in (WaitingImageRequestStatus.FAIL,
+                           WaitingImageRequestStatus.TIMEOUT):
+            return [KVPoll.Failed] * len(self._rx)
         return [KVPoll.Success if self._data[i] is not None
                 else r.poll() for i, r in enumerate(self._rx)]
 

@@ -55,7 +55,13 @@ from embgw import sglang as esg  # noqa: E402
 from embgw import vllm as evl  # noqa: E402
 from engine import expected, same  # noqa: E402
 
-DEADLINE_S = 120.0
+DEADLINE_S = float(os.environ.get("EMBGW_IT_DEADLINE_S", "120"))
+T0 = time.monotonic()
+
+
+def note(fmt, *args):
+    """A timestamped line in the process's log (what happened when)."""
+    print("%7.3f " % (time.monotonic() - T0) + fmt % args, flush=True)
 HIDDEN = None       # the pool's, from the first client
 
 
@@ -445,6 +451,8 @@ def sglang_rank(rank, pipe, socket, tp):
                 if isinstance(r, esg.MultiPartReceiver):
                     bad = [i for i, s in enumerate(st) if s == KVPoll.Failed]
                     if bad:
+                        note("rank %d %s parts %s failed: %s", rank, k, bad,
+                             [_engines.failure(r._rx[i]) for i in bad])
                         r.retry(bad)
                     out[k] = int(r.poll())
                     continue
@@ -456,6 +464,8 @@ def sglang_rank(rank, pipe, socket, tp):
                     r.send_metadata(idx.numpy(), aux_index=len(dest))
                 elif st == KVPoll.Failed and r.attempt == 0 and \
                         k not in ("abort", "hold"):
+                    note("rank %d %s attempt 0 failed: %s", rank, k,
+                         _engines.failure(r._conn))
                     r.retry()       # every rank: attempt 1, same rows
             out = out or None
         elif op == "abort":
@@ -532,8 +542,9 @@ class SglangLanguage:
 
     @staticmethod
     def terminal(st):
-        if isinstance(st, list):
-            return all(s == KVPoll.Success for s in st)
+        if isinstance(st, list):    # every part in, or the request failed
+            return len(set(st)) == 1 and st[0] in (KVPoll.Success,
+                                                   KVPoll.Failed)
         return st in (KVPoll.Success, KVPoll.Failed)
 
 
@@ -546,13 +557,18 @@ def sglang_lang(a):
     specs.append(("mm", ("multi", S_MM, [(0, "image")] * len(S_PARTS),
                          S_CONTENTS if content() else None)))
     L.call("open", specs)
+    note("go")
+    touch(a.dir, "go")
+    # the encoders have opened every room and written half of three of
+    # them: rank 1's room of one request and of one part fails, and the
+    # user cancels a third request
+    for n in range(2):
+        wait_file(a.dir, "opened%d" % n)
     L.call("fail", "retry", ranks=[1])
     L.call("fail", "mm", ranks=[1])
-    L.call("abort", "abort")        # cancelled before the encoder runs
-    # every rank has moved the failed room and part to attempt 1 before
-    # the encoders open attempt 0: theirs fails at once (aborted), and
-    # their attempt 1 meets the ranks' (an encoder opening after a rank
-    # gave up waits for that rank until bootstrap_ms)
+    L.call("abort", "abort")
+    # every rank moves the failed room and part to attempt 1 (the encoders
+    # see theirs fail and do the same), then the encoders write the rest
     deadline = time.monotonic() + DEADLINE_S
     while not all(ch["retry"][3] == [1] and ch["mm"][3][1] == 1
                   for ch in L.call("check")):
@@ -560,7 +576,7 @@ def sglang_lang(a):
             raise TimeoutError("the ranks did not retry")
         L.step()
         time.sleep(0.02)
-    touch(a.dir, "go")
+    touch(a.dir, "failed")
     L.run_until([k for k, _ in specs])
     checks = L.call("check")
     bad = 0
@@ -629,24 +645,34 @@ def sglang_enc(a):
     mgr.register_buffer(torch.cat([t for *_, t in jobs]))
     touch(a.dir, "ready%d" % a.part_of)
     wait_file(a.dir, "go")
-    senders, row = {}, 0
+    senders, row, held = {}, 0, []
     for k, room, name, t in jobs:
         s = esg.EmbgwKVSender(mgr, "embgw", room, list(range(a.tp)), 0,
                               content=name)
         n = t.shape[0]
+        note("open %s", k)
         s.init(n)
         half = n // 2       # two chunks, as chunked prefill sends
         s.send(torch.arange(row, row + half).numpy())
-        s.send(torch.arange(row + half, row + n).numpy(),
-               token_position_offset=half)
+        rest = (s, torch.arange(row + half, row + n).numpy(), half)
+        if k in ("retry", "abort", "part1"):
+            held.append(rest)   # written once the ranks have failed them
+        else:
+            s.send(rest[1], token_position_offset=half)
         row += n
         senders[k] = s
+    touch(a.dir, "opened%d" % a.part_of)
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
-        pending = False
+        if held and os.path.exists(os.path.join(a.dir, "failed")):
+            for s, idx, off in held:
+                s.send(idx, token_position_offset=off)
+            held = []
+        pending = bool(held)
         for k, s in senders.items():
             st = s.poll()
             if st == KVPoll.Failed and s.attempt == 0:
+                note("%s attempt 0 failed: %s", k, _engines.failure(s._conn))
                 s.retry()
                 pending = True
             elif st not in _engines.TERMINAL:
