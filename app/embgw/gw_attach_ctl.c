@@ -26,6 +26,21 @@
 
 #define HELLO_DEADLINE_NS 1000000000ull  /* a connection says hello in 1 s */
 #define POLL_MS 1                         /* wake-ups within a millisecond */
+/* Connections whose credentials were refused at accept wait for their
+ * hello (so that the refusal's reason reaches the client) in at most
+ * REFUSED_CONNS places of their own, for REFUSED_DEADLINE_NS; beyond
+ * that they are closed at once. A refused uid's flood of silent
+ * connections thus never holds a place that an allowed engine needs. */
+#define REFUSED_CONNS 8u
+#define REFUSED_DEADLINE_NS 100000000ull
+/* Hellos one uid may have outstanding at once (allowed uids too): one
+ * engine's ranks attach together, a flood from one uid is cut. */
+#define UID_HELLOS 16u
+#define ACCEPT_BURST 64u  /* accepts per loop: a flood drains the backlog */
+/* A client given up while it may still map its rooms' blocks (lease
+ * expired, broken ring): the blocks stay out of the pool until its socket
+ * closes (its process is gone, or it detached), at most this long. */
+#define LOST_HOLD_NS 60000000000ull
 
 enum conn_state {
 	C_FREE = 0,
@@ -49,21 +64,44 @@ struct conn {
 	uid_t uid;
 	bool wakeup;
 	int refuse_rc;          /* refused at accept: said after the hello */
+	uint16_t ls;            /* the listening socket it came through */
+	bool lost;              /* given up by the worker: socket half shut,
+				 * waiting for the client's end */
+	uint64_t lost_deadline; /* LOST_HOLD_NS after it was given up */
 };
+
+/* A listening socket: the attach group's (0) or a tenant's (1..), each
+ * with its own credentials and the ports it serves. */
+struct lsock {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	const char *path;
+	uint32_t mode;
+	const char *group;
+	struct egw_attach_policy pol;
+};
+
+#define MAX_LS (1 + EGW_CONF_MAX_TENANTS)
 
 static struct {
 	const struct egw_conf *c;
 	struct gw_id *const *ids;
 	uint16_t nids;
-	int lfd;
-	dev_t dev;
-	ino_t ino;
+	struct lsock ls[MAX_LS];
+	uint16_t nls;
+	uint16_t *ls_of;        /* per identity: the socket that serves it */
 	struct conn *conns;
 	uint32_t nconns;
+	int *ro_fd;             /* per identity: a read-only pool fd or -1 */
+	uint32_t nrefused;      /* connections refused at accept, waiting */
+	/* counted for the exit line */
+	uint64_t st_refused, st_refused_closed, st_hello_timeouts;
+	uint64_t st_uid_capped, st_lost, st_lost_expired;
 	pthread_t thread;
 	bool running;
 	volatile bool stop;
-} ctl = { .lfd = -1 };
+} ctl;
 
 /* ---- the socket file ------------------------------------------------------ */
 
@@ -106,69 +144,61 @@ claim_path(const char *path)
 }
 
 static int
-listen_on(const struct egw_conf_attach *a)
+listen_on(struct lsock *l)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, rc;
 
-	rc = claim_path(a->path);
+	rc = claim_path(l->path);
 	if (rc != 0)
 		return rc;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", a->path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", l->path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    lstat(a->path, &st) != 0) {
+	    lstat(l->path, &st) != 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
 	/* ours from here: removed at stop only if it is still this inode */
-	ctl.dev = st.st_dev;
-	ctl.ino = st.st_ino;
-	ctl.lfd = fd;
-	if (a->group[0] != '\0') {
-		struct group *g = getgrnam(a->group);
+	l->dev = st.st_dev;
+	l->ino = st.st_ino;
+	l->fd = fd;
+	if (l->group[0] != '\0') {
+		struct group *g = getgrnam(l->group);
 
-		if (g == NULL || chown(a->path, (uid_t)-1, g->gr_gid) != 0) {
+		if (g == NULL || chown(l->path, (uid_t)-1, g->gr_gid) != 0) {
 			GW_LOG(ERR, "attach: cannot give %s to group %s\n",
-			       a->path, a->group);
+			       l->path, l->group);
 			return -EPERM;
 		}
 	}
-	if (chmod(a->path, a->mode) != 0 || listen(fd, 64) != 0)
+	if (chmod(l->path, l->mode) != 0 || listen(fd, SOMAXCONN) != 0)
 		return -errno;
 	return 0;
 }
 
 static void
-unlink_if_ours(const char *path)
+unlink_if_ours(const struct lsock *l)
 {
 	struct stat st;
 
-	if (lstat(path, &st) == 0 && st.st_dev == ctl.dev &&
-	    st.st_ino == ctl.ino)
-		unlink(path);
+	if (lstat(l->path, &st) == 0 && st.st_dev == l->dev &&
+	    st.st_ino == l->ino)
+		unlink(l->path);
 }
 
 /* ---- connections ----------------------------------------------------------- */
 
-static bool
-allowed(const struct ucred *cr)
+/* 1 allowed, 0 refused (uid, primary and supplementary groups), <0 the
+ * credentials could not be read (refused too) */
+static int
+allowed(int fd, uint16_t ls, struct egw_attach_peer *who)
 {
-	const struct egw_conf_attach *a = &ctl.c->attach;
-
-	if (cr->uid == geteuid())
-		return true;
-	for (uint16_t i = 0; i < a->nuids; i++)
-		if (cr->uid == a->allow_uids[i])
-			return true;
-	for (uint16_t i = 0; i < a->ngids; i++)
-		if (cr->gid == a->allow_gids[i])
-			return true;
-	return false;
+	return egw_attach_peer_check(fd, &ctl.ls[ls].pol, who);
 }
 
 static void refuse(int fd, int status, const char *fmt, ...)
@@ -203,25 +233,67 @@ conn_free(struct conn *k)
 		close(k->area_fd);
 	if (k->efd >= 0)
 		close(k->efd);
+	if (k->refuse_rc != 0 && k->state == C_HELLO)
+		ctl.nrefused--;
 	memset(k, 0, sizeof(*k));
 	k->fd = k->area_fd = k->efd = -1;
+}
+
+static uint32_t
+hellos_of(uid_t uid)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < ctl.nconns; i++)
+		if (ctl.conns[i].state == C_HELLO &&
+		    ctl.conns[i].refuse_rc == 0 && ctl.conns[i].uid == uid)
+			n++;
+	return n;
 }
 
 /*
  * A refusal is sent only after the hello has been read: a socket closed
  * with its hello unread makes the client read a reset instead of the
- * refusal's reason.
+ * refusal's reason. Credentials are checked before a place is taken:
+ * a refused connection waits for its hello in one of REFUSED_CONNS places
+ * of its own for REFUSED_DEADLINE_NS, or is closed at once when they are
+ * taken; an allowed uid has at most UID_HELLOS hellos outstanding.
+ * @return false when nothing was waiting to be accepted.
  */
-static void
-accept_one(uint64_t now)
+static bool
+accept_one(uint16_t ls, uint64_t now)
 {
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
+	struct egw_attach_peer who;
 	struct conn *k = NULL;
-	int fd = accept4(ctl.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(ctl.ls[ls].fd, NULL, NULL,
+			 SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int ok;
 
 	if (fd < 0)
-		return;
+		return false;
+	ok = allowed(fd, ls, &who);
+	if (ok != 1) {
+		ctl.st_refused++;
+		if (ctl.nrefused >= REFUSED_CONNS) {
+			if (ctl.st_refused_closed++ % 1000 == 0)
+				GW_LOG(WARNING, "attach: pid %d (uid %u) may not "
+				       "attach; closed at once (%u refused "
+				       "connections already wait for their "
+				       "hello; %llu closed so)\n", (int)who.pid,
+				       (unsigned)who.uid, REFUSED_CONNS,
+				       (unsigned long long)ctl.st_refused_closed);
+			close(fd);
+			return true;
+		}
+	} else if (hellos_of((uid_t)who.uid) >= UID_HELLOS) {
+		if (ctl.st_uid_capped++ % 1000 == 0)
+			GW_LOG(WARNING, "attach: uid %u has %u connections "
+			       "without a hello; closed at once (%llu so)\n",
+			       (unsigned)who.uid, UID_HELLOS,
+			       (unsigned long long)ctl.st_uid_capped);
+		close(fd);
+		return true;
+	}
 	for (uint32_t i = 0; i < ctl.nconns; i++)
 		if (ctl.conns[i].state == C_FREE) {
 			k = &ctl.conns[i];
@@ -231,19 +303,20 @@ accept_one(uint64_t now)
 		/* beyond every port's clients and the spare connections */
 		GW_LOG(WARNING, "attach: connection closed: too many\n");
 		close(fd);
-		return;
+		return true;
 	}
 	k->state = C_HELLO;
 	k->fd = fd;
+	k->ls = ls;
+	k->pid = (pid_t)who.pid;
+	k->uid = (uid_t)who.uid;
 	k->deadline = now + HELLO_DEADLINE_NS;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+	if (ok != 1) {
 		k->refuse_rc = -EACCES;
-		return;
+		k->deadline = now + REFUSED_DEADLINE_NS;
+		ctl.nrefused++;
 	}
-	k->pid = cr.pid;
-	k->uid = cr.uid;
-	if (!allowed(&cr))
-		k->refuse_rc = -EACCES;
+	return true;
 }
 
 /* The area: a sealed memfd, so that a client cannot shrink it under the
@@ -305,18 +378,22 @@ hello(struct conn *k)
 		return;
 	}
 	if (k->refuse_rc == -EACCES) {
-		refuse(k->fd, k->refuse_rc, "%s", "this uid/gid may not attach");
+		refuse(k->fd, k->refuse_rc, "uid %u may not attach (neither "
+		       "its uid nor any of its groups is allowed)",
+		       (unsigned)k->uid);
 		conn_free(k);
 		return;
 	}
 	memcpy(&h, buf, sizeof(h));
+	/* a port is served on its tenant's socket only */
 	for (k->port = 0; k->port < ctl.nids; k->port++)
 		if (ctl.ids[k->port]->attach != NULL &&
+		    ctl.ls_of[k->port] == k->ls &&
 		    !strcmp(ctl.ids[k->port]->cfg->name, h.port))
 			break;
 	if (k->port == ctl.nids) {
 		refuse(k->fd, -ENOENT, "no port '%s' with an attach point on "
-		       "this gateway", h.port);
+		       "this socket (%s)", h.port, ctl.ls[k->ls].path);
 		conn_free(k);
 		return;
 	}
@@ -375,6 +452,7 @@ welcome(struct conn *k)
 	uint64_t pool_off, pool_bytes;
 	int fds[3] = { id->dops->pool_fd(id->drv, &pool_off, &pool_bytes),
 		       k->area_fd, k->efd };
+	bool ro = ctl.ro_fd != NULL && ctl.ro_fd[k->port] >= 0;
 	char cbuf[CMSG_SPACE(sizeof(fds))];
 	struct iovec iov = { &w, sizeof(w) };
 	struct msghdr mh = {
@@ -386,6 +464,10 @@ welcome(struct conn *k)
 
 	memset(&w, 0, sizeof(w));
 	memset(cbuf, 0, sizeof(cbuf));
+	if (ro) {
+		fds[0] = ctl.ro_fd[k->port];
+		w.trust_flags = EGW_WELCOME_T_POOL_RDONLY;
+	}
 	w.magic = EGW_WELCOME_MAGIC;
 	w.version = EGW_ATTACH_VERSION;
 	w.flags = (ctl.c->roles & EGW_ROLE_ENCODE ? EGW_WELCOME_F_ENCODE : 0) |
@@ -412,6 +494,14 @@ welcome(struct conn *k)
 	w.max_total_tokens = g->capacity_tokens;
 	w.lease_ms = ctl.c->attach.lease_ms;
 	w.npeers = id->cfg->npeers;
+	if ((ctl.c->roles & EGW_ROLE_LANGUAGE) != 0) {
+		const struct egw_conf_attach *at = &ctl.c->attach;
+
+		w.cache_entries = at->cache_entries;
+		w.cache_tokens = at->cache_tokens == EGW_CONF_CACHE_HALF ?
+				 g->capacity_tokens / 2 : at->cache_tokens;
+	}
+	w.held_warn_ms = ctl.c->attach.held_warn_ms;
 	w.client_id = (uint32_t)k->client;
 	for (uint16_t i = 0; i < id->cfg->npeers && i < EGW_ATTACH_MAX_PEERS; i++)
 		snprintf(w.peers[i], sizeof(w.peers[i]), "%s",
@@ -454,6 +544,43 @@ gone(struct conn *k)
 		k->state = C_REMOVING;
 }
 
+/*
+ * The worker gave the client up while it may still map the blocks of its
+ * delivered or uncommitted rooms (a stopped process whose lease ran out):
+ * the worker keeps those blocks out of the pool; here the socket is shut
+ * for writing (the client reads its end) and watched for the client's
+ * close, which detaches it as usual and frees the blocks. LOST_HOLD_NS
+ * bounds the wait.
+ */
+static void
+hold(struct conn *k, uint64_t held_blocks)
+{
+	ctl.st_lost++;
+	k->lost = true;
+	k->lost_deadline = gw_now_ns() + LOST_HOLD_NS;
+	if (shutdown(k->fd, SHUT_WR) != 0)
+		GW_LOG(DEBUG, "attach: shutdown: %s\n", strerror(errno));
+	GW_LOG(NOTICE, "attach: pid %d given up; %llu block(s) of its rooms "
+	       "held until it closes its socket (at most %llu s)\n",
+	       (int)k->pid, (unsigned long long)held_blocks,
+	       LOST_HOLD_NS / 1000000000ull);
+}
+
+/* Something readable on a lost client's socket: its end (EOF, error) or
+ * bytes, which are thrown away (a live client still maps the blocks). */
+static void
+lost_readable(struct conn *k)
+{
+	uint8_t buf[256];
+	ssize_t n = recv(k->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;
+	GW_LOG(INFO, "attach: pid %d (given up) closed its socket; its held "
+	       "blocks go back to the pool\n", (int)k->pid);
+	gone(k);
+}
+
 static void
 from_worker(uint16_t port)
 {
@@ -489,8 +616,8 @@ from_worker(uint16_t port)
 				       strerror(errno));
 			break;
 		case GW_AM_LOST:
-			if (k->state == C_ATTACHED)
-				gone(k);
+			if (k->state == C_ATTACHED && k->fd >= 0 && !k->lost)
+				hold(k, m.arg);
 			break;
 		default:
 			break;
@@ -501,8 +628,8 @@ from_worker(uint16_t port)
 static void *
 ctl_main(void *arg)
 {
-	struct pollfd *pfd = calloc(ctl.nconns + 1, sizeof(*pfd));
-	uint32_t *who = calloc(ctl.nconns + 1, sizeof(*who));
+	struct pollfd *pfd = calloc(ctl.nconns + MAX_LS, sizeof(*pfd));
+	uint32_t *who = calloc(ctl.nconns + MAX_LS, sizeof(*who));
 
 	(void)arg;
 	if (pfd == NULL || who == NULL) {
@@ -513,9 +640,11 @@ ctl_main(void *arg)
 	}
 	while (!ctl.stop) {
 		uint64_t now = gw_now_ns();
-		nfds_t n = 1;
+		nfds_t n = ctl.nls;
 
-		pfd[0] = (struct pollfd){ .fd = ctl.lfd, .events = POLLIN };
+		for (uint16_t l = 0; l < ctl.nls; l++)
+			pfd[l] = (struct pollfd){ .fd = ctl.ls[l].fd,
+						  .events = POLLIN };
 		for (uint32_t i = 0; i < ctl.nconns; i++) {
 			struct conn *k = &ctl.conns[i];
 
@@ -525,15 +654,19 @@ ctl_main(void *arg)
 			who[n++] = i;
 		}
 		if (poll(pfd, n, POLL_MS) > 0) {
-			if (pfd[0].revents & POLLIN)
-				accept_one(now);
-			for (nfds_t j = 1; j < n; j++) {
+			for (uint16_t l = 0; l < ctl.nls; l++)
+				for (uint32_t a = 0; (pfd[l].revents & POLLIN) &&
+				     a < ACCEPT_BURST && accept_one(l, now); a++)
+					;
+			for (nfds_t j = ctl.nls; j < n; j++) {
 				struct conn *k = &ctl.conns[who[j]];
 
 				if (pfd[j].revents == 0 || k->fd != pfd[j].fd)
 					continue;
 				if (k->state == C_HELLO)
 					hello(k);
+				else if (k->lost)
+					lost_readable(k);
 				else
 					gone(k); /* EOF, error, or data */
 			}
@@ -548,15 +681,76 @@ ctl_main(void *arg)
 			struct conn *k = &ctl.conns[i];
 
 			if (k->state == C_HELLO && now > k->deadline) {
-				refuse(k->fd, -ETIMEDOUT, "%s",
-				       "no hello within a second");
+				ctl.st_hello_timeouts++;
+				if (k->refuse_rc == 0)
+					refuse(k->fd, -ETIMEDOUT, "%s",
+					       "no hello within a second");
 				conn_free(k);
+			} else if (k->lost && k->fd >= 0 &&
+				   now > k->lost_deadline) {
+				ctl.st_lost_expired++;
+				GW_LOG(WARNING, "attach: pid %d, given up %llu s "
+				       "ago, still holds its socket open; its "
+				       "held blocks go back to the pool\n",
+				       (int)k->pid,
+				       LOST_HOLD_NS / 1000000000ull);
+				gone(k);
 			}
 		}
 	}
 	free(pfd);
 	free(who);
 	return NULL;
+}
+
+/*
+ * The attach group's socket and one per tenant, each with its policy;
+ * every identity served on its tenant's socket, the others on the attach
+ * group's (the configuration checked that tenants name known ports).
+ */
+static int
+sockets(const struct egw_conf *c)
+{
+	const struct egw_conf_attach *a = &c->attach;
+	uint32_t self = (uint32_t)geteuid();
+	int rc;
+
+	ctl.ls[0] = (struct lsock){
+		.fd = -1, .path = a->path, .mode = a->mode, .group = a->group,
+		.pol = { .self_uid = self, .uids = a->allow_uids,
+			 .nuids = a->nuids, .gids = a->allow_gids,
+			 .ngids = a->ngids },
+	};
+	for (uint16_t t = 0; t < a->ntenants; t++) {
+		const struct egw_conf_tenant *tn = &a->tenants[t];
+
+		ctl.ls[1 + t] = (struct lsock){
+			.fd = -1, .path = tn->path, .mode = tn->mode,
+			.group = tn->group,
+			.pol = { .self_uid = self, .uids = tn->allow_uids,
+				 .nuids = tn->nuids, .gids = tn->allow_gids,
+				 .ngids = tn->ngids },
+		};
+	}
+	ctl.nls = (uint16_t)(1 + a->ntenants);
+	ctl.ls_of = calloc(ctl.nids, sizeof(*ctl.ls_of));
+	if (ctl.ls_of == NULL)
+		return -ENOMEM;
+	for (uint16_t i = 0; i < ctl.nids; i++)
+		for (uint16_t t = 0; t < a->ntenants; t++)
+			for (uint16_t j = 0; j < a->tenants[t].nports; j++)
+				if (!strcmp(a->tenants[t].ports[j],
+					    ctl.ids[i]->cfg->name))
+					ctl.ls_of[i] = (uint16_t)(1 + t);
+	for (uint16_t l = 0; l < ctl.nls; l++) {
+		rc = listen_on(&ctl.ls[l]);
+		if (rc != 0) {
+			GW_LOG(ERR, "attach: cannot serve %s: %s\n",
+			       ctl.ls[l].path, strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
 }
 
 int
@@ -581,8 +775,39 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 			return rc;
 		}
 	}
+	/* a language port's engines get a read-only descriptor of the pool:
+	 * their mappings cannot write it. Reopening it writable through
+	 * /proc takes the file's permission: only the gateway's uid. */
+	ctl.ro_fd = malloc(nids * sizeof(*ctl.ro_fd));
+	if (ctl.ro_fd == NULL)
+		return -ENOMEM;
+	for (uint16_t i = 0; i < nids; i++)
+		ctl.ro_fd[i] = -1;
+	for (uint16_t i = 0; i < nids; i++) {
+		char path[64];
+		uint64_t off, bytes;
+		int fd;
+
+		if (ids[i]->attach == NULL || (c->roles & EGW_ROLE_ENCODE))
+			continue;
+		fd = ids[i]->dops->pool_fd(ids[i]->drv, &off, &bytes);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (fchmod(fd, 0600) != 0)
+			GW_LOG(WARNING, "attach: port %s: cannot make the pool's "
+			       "file 0600: %s\n", ids[i]->cfg->name,
+			       strerror(errno));
+		ctl.ro_fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (ctl.ro_fd[i] < 0) {
+			rc = -errno;
+			GW_LOG(ERR, "attach: port %s: cannot open the pool "
+			       "read-only (%s): %s\n", ids[i]->cfg->name,
+			       path, strerror(-rc));
+			gw_attach_stop();
+			return rc;
+		}
+	}
 	/* connection indices travel as 16 bits in the rings' messages */
-	ctl.nconns = c->attach.max_clients * nids + 16;
+	ctl.nconns = c->attach.max_clients * nids + 16 + REFUSED_CONNS;
 	if (ctl.nconns > UINT16_MAX)
 		ctl.nconns = UINT16_MAX;
 	ctl.conns = calloc(ctl.nconns, sizeof(*ctl.conns));
@@ -590,18 +815,18 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 		return -ENOMEM;
 	for (uint32_t i = 0; i < ctl.nconns; i++)
 		ctl.conns[i].fd = ctl.conns[i].area_fd = ctl.conns[i].efd = -1;
-	rc = listen_on(&c->attach);
+	rc = sockets(c);
 	if (rc == 0)
 		rc = -pthread_create(&ctl.thread, NULL, ctl_main, NULL);
 	if (rc != 0) {
-		GW_LOG(ERR, "attach: cannot serve %s: %s\n", c->attach.path,
-		       strerror(-rc));
 		gw_attach_stop();
 		return rc;
 	}
 	pthread_setname_np(ctl.thread, "embgw-attach");
 	ctl.running = true;
-	GW_LOG(INFO, "attach: engines attach at %s\n", c->attach.path);
+	for (uint16_t l = 0; l < ctl.nls; l++)
+		GW_LOG(INFO, "attach: engines attach at %s%s\n", ctl.ls[l].path,
+		       l == 0 ? "" : " (a tenant's socket)");
 	return 0;
 }
 
@@ -616,15 +841,45 @@ gw_attach_stop(void)
 		pthread_join(ctl.thread, NULL);
 		ctl.running = false;
 	}
-	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++)
-		if (ctl.conns[i].state != C_FREE)
-			conn_free(&ctl.conns[i]);
+	for (uint32_t i = 0; ctl.conns != NULL && i < ctl.nconns; i++) {
+		struct conn *k = &ctl.conns[i];
+		uint32_t none = EGW_LOST_NONE;
+
+		/* the client's word before its socket closes (the workers
+		 * have stopped: nothing else writes the area now) */
+		if (k->area != NULL && k->state != C_HELLO)
+			__atomic_compare_exchange_n(
+				&egw_attach_trust_of(k->area)->lost, &none,
+				EGW_LOST_STOP, false, __ATOMIC_RELEASE,
+				__ATOMIC_RELAXED);
+		if (k->state != C_FREE)
+			conn_free(k);
+	}
 	free(ctl.conns);
 	ctl.conns = NULL;
-	if (ctl.lfd >= 0) {
-		close(ctl.lfd);
-		ctl.lfd = -1;
-		unlink_if_ours(ctl.c->attach.path);
-	}
+	for (uint16_t i = 0; ctl.ro_fd != NULL && i < ctl.nids; i++)
+		if (ctl.ro_fd[i] >= 0)
+			close(ctl.ro_fd[i]);
+	free(ctl.ro_fd);
+	ctl.ro_fd = NULL;
+	if (ctl.c != NULL && ctl.c->attach.enabled)
+		GW_LOG(INFO, "attach: refused=%llu refused_closed=%llu "
+		       "uid_capped=%llu hello_timeouts=%llu lost=%llu "
+		       "lost_expired=%llu\n",
+		       (unsigned long long)ctl.st_refused,
+		       (unsigned long long)ctl.st_refused_closed,
+		       (unsigned long long)ctl.st_uid_capped,
+		       (unsigned long long)ctl.st_hello_timeouts,
+		       (unsigned long long)ctl.st_lost,
+		       (unsigned long long)ctl.st_lost_expired);
+	for (uint16_t l = 0; l < ctl.nls; l++)
+		if (ctl.ls[l].fd >= 0) {
+			close(ctl.ls[l].fd);
+			ctl.ls[l].fd = -1;
+			unlink_if_ours(&ctl.ls[l]);
+		}
+	ctl.nls = 0;
+	free(ctl.ls_of);
+	ctl.ls_of = NULL;
 	ctl.c = NULL;
 }

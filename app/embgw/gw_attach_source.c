@@ -7,6 +7,7 @@
  * no lock; everything the control thread must do goes through to_ctl.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,13 +144,48 @@ op_wake(void *ctx, uint32_t client)
 }
 
 static void
+op_pool_state(void *ctx, struct egw_attach_stats *st)
+{
+	struct gw_attach_port *ap = ctx;
+	struct gw_id *id = ap->base.id;
+	const struct egw_receiver *r = egw_node_receiver(id->node);
+	struct egw_pool_stats ps;
+
+	egw_pool_get_stats(id->pool, &ps);
+	st->pool_blocks = egw_pool_nblocks(id->pool);
+	st->free_blocks = st->pool_blocks - ps.blocks_in_use;
+	st->quarantined_blocks = 0;
+	st->admission_queue = 0;
+	if (r != NULL) {
+		struct egw_xfer_stats xs;
+
+		egw_receiver_get_stats(r, &xs);
+		st->quarantined_blocks = (uint32_t)xs.quarantine_blocks;
+		st->admission_queue = (uint32_t)xs.admit_queued;
+	}
+}
+
+static void
+op_held_long(void *ctx, uint32_t client, uint64_t room, uint64_t held_ns)
+{
+	struct gw_attach_port *ap = ctx;
+
+	GW_LOG(WARNING, "port %s: client %u has held room %" PRIu64 " for "
+	       "%" PRIu64 " ms since Success without RELEASE (held_warn_ms "
+	       "%u): its blocks are out of the pool until it does\n",
+	       ap->base.id->cfg->name, client, room, held_ns / 1000000,
+	       ap->base.id->conf->attach.held_warn_ms);
+}
+
+static void
 op_client_lost(void *ctx, uint32_t client, const char *why)
 {
 	struct gw_attach_port *ap = ctx;
 
 	GW_LOG(WARNING, "port %s: client %u given up: %s\n",
 	       ap->base.id->cfg->name, client, why);
-	tell_ctl(ap, GW_AM_LOST, (int32_t)client, 0);
+	tell_ctl(ap, GW_AM_LOST, (int32_t)client,
+		 egw_clients_client_held(ap->clients, client));
 }
 
 static const struct egw_clients_ops clients_ops = {
@@ -161,6 +197,8 @@ static const struct egw_clients_ops clients_ops = {
 	.recv_release = op_recv_release,
 	.wake = op_wake,
 	.client_lost = op_client_lost,
+	.pool_state = op_pool_state,
+	.held_long = op_held_long,
 };
 
 /* ---- the room source ---------------------------------------------------- */
@@ -247,9 +285,20 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 {
 	struct gw_attach_port *ap = port_of(s);
 	struct egw_clients_stats st;
+	struct egw_clients_cache_stats cs;
 
+	/* the exit report, the workers stopped: the content cache gives
+	 * back what no room holds, so that blocks_in_use counts only what
+	 * rooms still hold */
+	egw_clients_cache_flush(ap->clients);
 	memset(out, 0, sizeof(*out));
 	egw_clients_stats(ap->clients, &st);
+	egw_clients_cache(ap->clients, &cs);
+	out->client.cache_hits = st.cache_hits;
+	out->client.cache_misses = st.cache_misses;
+	out->client.cache_shared = st.cache_shared;
+	out->client.cache_evictions = cs.evictions;
+	out->client.held_long = st.held_long;
 	out->clients = true;
 	out->client.attached = egw_clients_attached(ap->clients);
 	out->client.rooms = st.rooms_opened;
@@ -260,6 +309,8 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 	out->client.cq_overflow = st.cq_overflow;
 	out->client.alloc_waits = st.alloc_waits;
 	out->client.busy = st.busy;
+	out->client.lost = st.lost;
+	out->client.held_blocks = egw_clients_held_blocks(ap->clients);
 }
 
 /* At exit, the worker and the control thread stopped: every client's
@@ -304,6 +355,13 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		.max_waiting = ATTACH_MAX_WAITING,
 		.lease_ns = (uint64_t)at->lease_ms * 1000000u,
 		.budget = ATTACH_BUDGET,
+		.cache_entries = (c->roles & EGW_ROLE_LANGUAGE) != 0 ?
+				 at->cache_entries : 0,
+		.cache_blocks = (at->cache_tokens == EGW_CONF_CACHE_HALF ?
+				 c->geom.capacity_tokens / 2 :
+				 at->cache_tokens) / c->geom.block_tokens,
+		.cache_max_runs = c->max_runs_per_room,
+		.held_warn_ns = (uint64_t)at->held_warn_ms * 1000000u,
 		.ops = &clients_ops,
 	};
 	char name[RTE_RING_NAMESIZE];

@@ -208,6 +208,7 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 	for (uint16_t i = 0; i < ntids; i++) {
 		const struct gw_attach_port *ap = tids[i]->attach;
 		struct egw_clients_stats st;
+		struct egw_clients_cache_stats cs;
 		struct rte_tel_data *c;
 
 		if (ap == NULL)
@@ -230,6 +231,18 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "cq_overflow", st.cq_overflow);
 		add(c, "alloc_waits", st.alloc_waits);
 		add(c, "busy", st.busy);
+		egw_clients_cache(ap->clients, &cs);
+		add(c, "cache_entries", cs.entries);
+		add(c, "cache_blocks", cs.blocks);
+		add(c, "cache_pinned", cs.pinned);
+		add(c, "cache_hits", st.cache_hits);
+		add(c, "cache_misses", st.cache_misses);
+		add(c, "cache_shared", st.cache_shared);
+		add(c, "cache_evictions", cs.evictions);
+		add(c, "held_long", st.held_long);
+		add(c, "lost", st.lost);
+		add(c, "held_rooms", st.held_rooms);
+		add(c, "held_blocks", egw_clients_held_blocks(ap->clients));
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	return 0;

@@ -28,8 +28,17 @@ _Static_assert(offsetof(struct egw_attach_cmd, tag) == 8 &&
 	       offsetof(struct egw_attach_cmd, total_tokens) == 24 &&
 	       offsetof(struct egw_attach_cmd, slot) == 28 &&
 	       offsetof(struct egw_attach_cmd, mrope_delta) == 32 &&
-	       offsetof(struct egw_attach_cmd, cookie) == 40,
+	       offsetof(struct egw_attach_cmd, attempt) == 36 &&
+	       offsetof(struct egw_attach_cmd, cookie) == 40 &&
+	       offsetof(struct egw_attach_cmd, content) == 48,
 	       "command layout as in doc/client.md");
+_Static_assert(offsetof(struct egw_attach_area, stats) ==
+	       EGW_ATTACH_STATS_OFFSET &&
+	       offsetof(struct egw_attach_stats, updated_ns) == 8 &&
+	       offsetof(struct egw_attach_stats, cache_entries) == 32 &&
+	       offsetof(struct egw_attach_stats, cache_hits) == 48 &&
+	       sizeof(struct egw_attach_stats) == 80,
+	       "published stats as in doc/client.md");
 _Static_assert(offsetof(struct egw_attach_cqe, result) == 16 &&
 	       offsetof(struct egw_attach_cqe, op) == 20 &&
 	       offsetof(struct egw_attach_cqe, slot) == 24 &&
@@ -40,10 +49,18 @@ _Static_assert(sizeof(struct egw_attach_hello) == 128, "hello: 128 bytes");
 _Static_assert(offsetof(struct egw_attach_hello, sq_entries) == 72,
 	       "hello layout as in doc/client.md");
 _Static_assert(sizeof(struct egw_attach_welcome) == 1536, "welcome: 1536 bytes");
+_Static_assert(offsetof(struct egw_attach_welcome, trust_flags) == 1360,
+	       "welcome: trust_flags at 1360");
+_Static_assert(EGW_ATTACH_TRUST_OFFSET >= sizeof(struct egw_attach_area) &&
+	       EGW_ATTACH_TRUST_OFFSET + sizeof(struct egw_attach_trust) <= 2048,
+	       "the trust word lies in the header's bytes 1024..2047");
 _Static_assert(offsetof(struct egw_attach_welcome, capacity_tokens) == 144 &&
 	       offsetof(struct egw_attach_welcome, pool_bytes) == 176 &&
 	       offsetof(struct egw_attach_welcome, area_bytes) == 248 &&
-	       offsetof(struct egw_attach_welcome, peers) == 272,
+	       offsetof(struct egw_attach_welcome, peers) == 272 &&
+	       offsetof(struct egw_attach_welcome, cache_entries) == 1296 &&
+	       offsetof(struct egw_attach_welcome, held_warn_ms) == 1304 &&
+	       offsetof(struct egw_attach_welcome, reserved) == 1308,
 	       "welcome layout as in doc/client.md");
 
 #define MAX_SLOTS (1u << 20)
@@ -224,17 +241,19 @@ int
 egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		     const struct egw_attach_limits *l)
 {
-	if (c->reserved0 != 0 || !zero(c->reserved, sizeof(c->reserved)))
-		return -EINVAL;
+	bool keyed = !zero(c->content, sizeof(c->content));
+
 	switch (c->op) {
 	case EGW_OP_NOP:
-		return c->flags == 0 && c->room == 0 ? 0 : -EINVAL;
+		break;
 	case EGW_OP_SEND_OPEN:
 		if (!l->encode)
 			return -EOPNOTSUPP;
+		/* a content key names what a language port keeps: the
+		 * encode side has no use for one */
 		if (c->room == 0 || c->flags != 0 || c->rank != 0 ||
 		    c->peer != 0 || c->nranks == 0 || c->nranks > MAX_NRANKS ||
-		    c->total_tokens == 0)
+		    c->total_tokens == 0 || keyed)
 			return -EINVAL;
 		if (c->total_tokens > l->max_total_tokens)
 			return -EFBIG;
@@ -251,6 +270,10 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		    c->rank >= c->nranks || c->total_tokens != 0 ||
 		    c->mrope_delta != 0 || c->cookie != 0)
 			return -EINVAL;
+		/* an aux-only rank holds one block of its own: it cannot
+		 * share another room's */
+		if (keyed && (c->flags & EGW_CMDF_AUX_ONLY) != 0)
+			return -EINVAL;
 		return c->peer < l->npeers && c->slot < l->nslots ? 0 : -ERANGE;
 	case EGW_OP_RELEASE:
 		if (!l->language)
@@ -258,9 +281,21 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		break;
 	case EGW_OP_ABORT:
 		break;
+	case EGW_OP_LOOKUP:
+		if (!l->language)
+			return -EOPNOTSUPP;
+		/* the key and the tag, nothing else */
+		return keyed && c->room == 0 && c->flags == 0 &&
+		       c->total_tokens == 0 && c->rank == 0 && c->nranks == 0 &&
+		       c->peer == 0 && c->slot == 0 && c->mrope_delta == 0 &&
+		       c->cookie == 0 && c->attempt == 0 ? 0 : -EINVAL;
 	default:
 		return -EOPNOTSUPP;
 	}
+	if (c->attempt != 0 || keyed)
+		return -EINVAL;
+	if (c->op == EGW_OP_NOP)
+		return c->flags == 0 && c->room == 0 ? 0 : -EINVAL;
 	/* COMMIT, RELEASE, ABORT name the room and its slot, nothing else */
 	if (c->room == 0 || c->flags != 0 || c->total_tokens != 0 ||
 	    c->rank != 0 || c->nranks != 0 || c->peer != 0 ||
@@ -334,6 +369,7 @@ egw_attach_op_name(uint8_t op)
 		[EGW_OP_RECV_OPEN] = "recv_open",
 		[EGW_OP_RELEASE] = "release",
 		[EGW_OP_ABORT] = "abort",
+		[EGW_OP_LOOKUP] = "lookup",
 	};
 
 	return op < EGW_OP_MAX ? names[op] : "unknown";

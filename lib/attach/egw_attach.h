@@ -27,7 +27,8 @@
  *
  * Everything is in the host's byte order (client and gateway share the
  * host); sizes and offsets are pinned by static assertions, so the layout
- * is what doc/client.md says, byte by byte. Pure C, no system calls.
+ * is what doc/client.md says, byte by byte. Pure C, no system calls, but
+ * for egw_attach_peer_check() (egw_attach_cred.c).
  */
 
 #include <stddef.h>
@@ -39,7 +40,7 @@ extern "C" {
 #endif
 
 #define EGW_ATTACH_MAGIC 0x43574745u   /**< "EGWC" in memory */
-#define EGW_ATTACH_VERSION 1u
+#define EGW_ATTACH_VERSION 2u
 #define EGW_ATTACH_CACHE_LINE 64u
 #define EGW_ATTACH_ENTRY_BYTES 64u      /**< every command and completion */
 #define EGW_ATTACH_HEADER_BYTES 4096u   /**< the area's first page */
@@ -66,6 +67,35 @@ struct egw_attach_ring {
 /** cq: the client sleeps on its eventfd and wants a write to it. */
 #define EGW_RING_F_NEED_WAKEUP 0x1u
 
+/**
+ * What the gateway publishes for its clients to read (backpressure and the
+ * content cache), at offset 512 of the area's header. Written by the
+ * gateway about once a millisecond as a sequence lock: `seq` is odd while
+ * it writes; a reader copies the record between two equal, even reads of
+ * `seq`.
+ */
+struct egw_attach_stats {
+	uint32_t seq;              /**< odd while being written */
+	uint32_t reserved0;
+	uint64_t updated_ns;       /**< the gateway's clock at the snapshot */
+	uint32_t pool_blocks;      /**< the port's pool */
+	uint32_t free_blocks;
+	uint32_t quarantined_blocks; /**< held until a peer's ABORT ACK */
+	uint32_t admission_queue;  /**< rooms waiting for memory now */
+	uint32_t cache_entries;    /**< content entries (landed or in flight) */
+	uint32_t cache_blocks;     /**< blocks the landed entries hold */
+	uint32_t cache_pinned;     /**< landed entries some room holds now */
+	uint32_t held_long;        /**< rooms held past the port's held_warn_ms */
+	uint64_t cache_hits;       /**< RECV_OPENs served from a landed entry */
+	uint64_t cache_misses;     /**< RECV_OPENs with a content key that
+				     *   started a transfer */
+	uint64_t cache_shared;     /**< RECV_OPENs that joined a transfer
+				     *   already under way */
+	uint64_t cache_evictions;  /**< landed entries given back to the pool */
+};
+
+#define EGW_ATTACH_STATS_OFFSET 512u
+
 /** The client area's header (its first EGW_ATTACH_HEADER_BYTES). */
 struct egw_attach_area {
 	uint32_t magic;            /**< EGW_ATTACH_MAGIC */
@@ -80,7 +110,43 @@ struct egw_attach_area {
 	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 40];
 	struct egw_attach_ring sq; /**< commands, client -> gateway */
 	struct egw_attach_ring cq; /**< completions, gateway -> client */
+	uint8_t pad1[EGW_ATTACH_STATS_OFFSET - 448];
+	struct egw_attach_stats stats; /**< written by the gateway only */
 };
+
+/**
+ * The gateway's word to the client about its standing (bytes 1024.. of the
+ * area's header, written by the gateway only). A client checks `lost` on
+ * every call before it acts on pool memory: once it is non-zero the
+ * gateway has given the client up (its rooms are ended) and the client's
+ * views of the pool must not be used as room data any more.
+ */
+#define EGW_ATTACH_TRUST_OFFSET 1024u
+
+struct egw_attach_trust {
+	uint32_t lost;             /**< 0, or enum egw_attach_lost: why the
+				     * gateway gave the client up */
+	uint32_t held_blocks;      /**< blocks the gateway keeps out of the
+				     * pool while the lost client may still
+				     * map them (until its socket closes) */
+	uint64_t lost_ns;          /**< the gateway's clock when it gave up */
+};
+
+/** egw_attach_trust.lost */
+enum egw_attach_lost {
+	EGW_LOST_NONE = 0,
+	EGW_LOST_LEASE = 1,        /**< client_beat did not move for lease_ms */
+	EGW_LOST_RING = 2,         /**< a ring index was impossible */
+	EGW_LOST_STOP = 3,         /**< the gateway is stopping */
+};
+
+/** The trust word of a mapped area. */
+static inline struct egw_attach_trust *
+egw_attach_trust_of(struct egw_attach_area *a)
+{
+	return (struct egw_attach_trust *)(void *)((uint8_t *)a +
+						   EGW_ATTACH_TRUST_OFFSET);
+}
 
 /** Commands (egw_attach_cmd.op). */
 enum egw_attach_op {
@@ -90,8 +156,12 @@ enum egw_attach_op {
 	EGW_OP_RECV_OPEN,     /**< language: receive a room as one rank */
 	EGW_OP_RELEASE,       /**< language: done reading, free the blocks */
 	EGW_OP_ABORT,         /**< either side: end the room, the peer hears */
+	EGW_OP_LOOKUP,        /**< language: does the port hold a content key? */
 	EGW_OP_MAX
 };
+
+/** Bytes of a content key: the engine's hash of what a room holds. */
+#define EGW_ATTACH_CONTENT_BYTES 16u
 
 /** RECV_OPEN: this rank wants the aux record only (a dummy rank). */
 #define EGW_CMDF_AUX_ONLY 0x1u
@@ -110,9 +180,12 @@ struct egw_attach_cmd {
 	uint32_t slot;             /**< the room's slot: for an OPEN, a free
 				     * one the client picks */
 	int32_t mrope_delta;       /**< SEND_OPEN: written to the aux record */
-	uint32_t reserved0;        /**< zero */
+	uint32_t attempt;          /**< SEND_OPEN, RECV_OPEN: 0 for the first
+				     *   try of a room, n for its n-th retry
+				     *   (both sides agree; egw_attach_room_id) */
 	uint64_t cookie;           /**< SEND_OPEN: written to the aux record */
-	uint8_t reserved[16];      /**< zero */
+	uint8_t content[EGW_ATTACH_CONTENT_BYTES]; /**< RECV_OPEN, LOOKUP: the
+				     * content key (all zero: none) */
 };
 
 /** Room states in completions: the KVPoll order of the reference design. */
@@ -126,6 +199,40 @@ enum egw_attach_state {
 
 /** cqe.flags: more completions will follow for this command's room. */
 #define EGW_CQEF_MORE 0x1u
+/** cqe.flags: the room's data came from the port's content cache or from
+ *  another room's transfer of the same content: nothing crossed the wire
+ *  for this room. */
+#define EGW_CQEF_CACHED 0x2u
+
+/** LOOKUP's result: what the port holds for a content key. */
+enum egw_attach_lookup {
+	EGW_LOOKUP_NONE = 0,      /**< nothing: a RECV_OPEN transfers */
+	EGW_LOOKUP_LANDED = 1,    /**< landed data: a RECV_OPEN is served now */
+	EGW_LOOKUP_IN_FLIGHT = 2, /**< a transfer is under way: a RECV_OPEN
+				   *   shares it */
+};
+
+/**
+ * The room id a room uses inside the gateway and on the wire, from the
+ * engine's request id and attempt (doc/client.md, "Attempts"): the id
+ * itself for attempt 0, else the SplitMix64 finalizer of
+ * room ^ (attempt * 0x9e3779b97f4a7c15), with 0 mapped to 1. A retry thus
+ * never meets what is left of an earlier attempt (a lingering sender, a
+ * quarantine) in either gateway.
+ */
+static inline uint64_t
+egw_attach_room_id(uint64_t room, uint32_t attempt)
+{
+	uint64_t z;
+
+	if (attempt == 0)
+		return room;
+	z = room ^ ((uint64_t)attempt * 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return z != 0 ? z : 1;
+}
 
 /** A completion: 64 bytes in the completion ring. */
 struct egw_attach_cqe {
@@ -285,6 +392,10 @@ enum egw_attach_dtype {
 #define EGW_WELCOME_F_LANGUAGE 0x2u /**< RECV_OPEN and RELEASE allowed */
 #define EGW_WELCOME_F_WAKEUP 0x4u   /**< an eventfd came with it */
 
+/** welcome.trust_flags: the pool's fd is open read-only (a language
+ * port): map it PROT_READ; a writable mapping fails with EACCES. */
+#define EGW_WELCOME_T_POOL_RDONLY 0x1u
+
 /**
  * The gateway's answer, 1536 bytes. With status 0 it carries, as
  * SCM_RIGHTS, the pool's fd, the client area's fd and (with
@@ -316,7 +427,13 @@ struct egw_attach_welcome {
 	uint32_t npeers;           /**< names in peers[] */
 	uint32_t client_id;        /**< the gateway's number for this client */
 	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
-	uint8_t reserved[240];     /**< zero */
+	uint32_t cache_entries;    /**< content entries the port keeps (0:
+				     *   content keys are ignored) */
+	uint32_t cache_tokens;     /**< landed tokens the cache may keep */
+	uint32_t held_warn_ms;     /**< a Success room held longer is reported */
+	uint8_t reserved[52];      /**< zero (1308..1359) */
+	uint32_t trust_flags;      /**< EGW_WELCOME_T_* (1360) */
+	uint8_t reserved2[172];    /**< zero (1364..1535) */
 };
 
 /**
@@ -351,6 +468,32 @@ int egw_attach_cmd_check(const struct egw_attach_cmd *c,
 
 /** The op's name ("send_open", ...), "unknown" out of range. */
 const char *egw_attach_op_name(uint8_t op);
+
+/* ---- who may attach (egw_attach_cred.c: the one file with system calls) */
+
+/** An attach socket's credentials policy. */
+struct egw_attach_policy {
+	uint32_t self_uid;         /**< always allowed (the gateway's euid) */
+	const uint32_t *uids;      /**< allowed uids */
+	uint16_t nuids;
+	const uint32_t *gids;      /**< allowed groups: primary or supplementary */
+	uint16_t ngids;
+};
+
+/** What SO_PEERCRED said of a connected peer. */
+struct egw_attach_peer {
+	int32_t pid;
+	uint32_t uid, gid;
+};
+
+/**
+ * Check the peer of a connected Unix socket against `pol`: its uid, its
+ * primary gid (SO_PEERCRED) and its supplementary groups (SO_PEERGROUPS,
+ * as the peer held them when it connected). `who` is filled in any case.
+ * @return 1 allowed, 0 refused, or a negative errno of getsockopt(2).
+ */
+int egw_attach_peer_check(int fd, const struct egw_attach_policy *pol,
+			  struct egw_attach_peer *who);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
  * and using it, and the reverse at detach.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -287,7 +288,7 @@ check_geometry(const struct egw_attach_welcome *w, int nfds)
 /* Map `bytes` of `fd` after checking the file holds them (a short file
  * would turn accesses into SIGBUS). */
 static int
-map_fd(int fd, uint64_t bytes, const char *what, void **out)
+map_fd(int fd, uint64_t bytes, const char *what, int prot, void **out)
 {
 	struct stat st;
 	void *p;
@@ -299,8 +300,7 @@ map_fd(int fd, uint64_t bytes, const char *what, void **out)
 			     (unsigned long long)bytes);
 		return -EPROTO;
 	}
-	p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		 0);
+	p = mmap(NULL, (size_t)bytes, prot, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		int rc = -errno;
 
@@ -318,6 +318,8 @@ fill_geometry(struct egw_client *c, const struct egw_attach_welcome *w)
 
 	g->flags = w->flags & (EGW_CLIENT_G_ENCODE | EGW_CLIENT_G_LANGUAGE |
 			       EGW_CLIENT_G_WAKEUP);
+	if (!(c->pool_prot & PROT_WRITE))
+		g->flags |= EGW_CLIENT_G_POOL_RDONLY;
 	g->client_id = w->client_id;
 	g->capacity_tokens = w->capacity_tokens;
 	g->block_tokens = w->block_tokens;
@@ -355,13 +357,19 @@ map_welcome(struct egw_client *c, const struct egw_attach_welcome *w,
 	void *pool = NULL;
 	int rc = check_geometry(w, nfds);
 
+	/* a language port's pool comes read-only: map it so (a writable
+	 * shared mapping of a read-only descriptor fails with EACCES) */
+	c->pool_prot = PROT_READ | PROT_WRITE;
+	if (rc == 0 && ((w->trust_flags & EGW_WELCOME_T_POOL_RDONLY) ||
+			(fcntl(fds[0], F_GETFL) & O_ACCMODE) == O_RDONLY))
+		c->pool_prot = PROT_READ;
 	if (rc == 0)
-		rc = map_fd(fds[0], w->pool_bytes, "pool", &pool);
+		rc = map_fd(fds[0], w->pool_bytes, "pool", c->pool_prot, &pool);
 	if (rc == 0) {
 		c->pool = pool;
 		c->pool_map_bytes = (size_t)w->pool_bytes;
 		rc = map_fd(fds[1], w->area_bytes, "client area",
-			    &c->area_mem);
+			    PROT_READ | PROT_WRITE, &c->area_mem);
 	}
 	if (rc == 0) {
 		c->area_map_bytes = (size_t)w->area_bytes;
@@ -472,13 +480,15 @@ egw_client_detach(struct egw_client *c)
 	if (c == NULL)
 		return;
 	client_lease_stop(c);
-	/* closing the socket is what tells the gateway to abort our rooms */
+	/* the pool first: closing the socket is what tells the gateway to
+	 * abort our rooms and free their blocks, which may go to other
+	 * rooms at once */
+	if (c->pool != NULL)
+		munmap(c->pool, c->pool_map_bytes);
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->efd >= 0)
 		close(c->efd);
-	if (c->pool != NULL)
-		munmap(c->pool, c->pool_map_bytes);
 	if (c->area_mem != NULL)
 		munmap(c->area_mem, c->area_map_bytes);
 	free(c->slots);

@@ -16,10 +16,9 @@ submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
 	int rc;
 
 	egw_client_beat(c);
-	if (c->gone != 0) {
-		client_error("the gateway detached this client");
-		return c->gone;
-	}
+	rc = client_gone_check(c, false);
+	if (rc != 0)
+		return rc;
 	rc = egw_attach_cmd_check(cmd, &c->limits);
 	if (rc != 0) {
 		client_error("%s refused before sending: %s (room %llu, slot "
@@ -39,6 +38,7 @@ submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
 	if (rc == -EBADMSG) {
 		client_error("the gateway's submission ring head is impossible");
 		c->gone = rc;
+		client_revoke(c);
 	}
 	return rc;
 }
@@ -87,16 +87,52 @@ open_room(struct egw_client *c, struct egw_attach_cmd *cmd)
 }
 
 int
-egw_client_send_open(struct egw_client *c, uint64_t room,
-		     uint32_t total_tokens, uint16_t nranks,
-		     int32_t mrope_delta, uint64_t cookie, uint64_t tag)
+egw_client_send_open_ex(struct egw_client *c, uint64_t room,
+			uint32_t total_tokens, uint16_t nranks,
+			int32_t mrope_delta, uint64_t cookie, uint32_t attempt,
+			const uint8_t *content, uint64_t tag)
 {
 	struct egw_attach_cmd cmd = {
 		.op = EGW_OP_SEND_OPEN, .nranks = nranks, .tag = tag,
 		.room = room, .total_tokens = total_tokens,
 		.mrope_delta = mrope_delta, .cookie = cookie,
+		.attempt = attempt,
 	};
 
+	if (content != NULL) {
+		client_error("send_open: content keys are the language "
+			     "side's (the encode side sends what it is given)");
+		return -EINVAL;
+	}
+	return open_room(c, &cmd);
+}
+
+int
+egw_client_send_open(struct egw_client *c, uint64_t room,
+		     uint32_t total_tokens, uint16_t nranks,
+		     int32_t mrope_delta, uint64_t cookie, uint64_t tag)
+{
+	return egw_client_send_open_ex(c, room, total_tokens, nranks,
+				       mrope_delta, cookie, 0, NULL, tag);
+}
+
+int
+egw_client_recv_open_ex(struct egw_client *c, uint64_t room, uint16_t peer,
+			uint16_t rank, uint16_t nranks, uint32_t flags,
+			uint32_t attempt, const uint8_t *content, uint64_t tag)
+{
+	struct egw_attach_cmd cmd = {
+		.op = EGW_OP_RECV_OPEN, .rank = rank, .nranks = nranks,
+		.peer = peer, .tag = tag, .room = room, .attempt = attempt,
+	};
+
+	if (flags & ~EGW_CLIENT_AUX_ONLY) {
+		client_error("unknown recv_open flags %#x", flags);
+		return -EINVAL;
+	}
+	cmd.flags = (uint8_t)flags;
+	if (content != NULL)
+		memcpy(cmd.content, content, sizeof(cmd.content));
 	return open_room(c, &cmd);
 }
 
@@ -105,17 +141,18 @@ egw_client_recv_open(struct egw_client *c, uint64_t room, uint16_t peer,
 		     uint16_t rank, uint16_t nranks, uint32_t flags,
 		     uint64_t tag)
 {
-	struct egw_attach_cmd cmd = {
-		.op = EGW_OP_RECV_OPEN, .rank = rank, .nranks = nranks,
-		.peer = peer, .tag = tag, .room = room,
-	};
+	return egw_client_recv_open_ex(c, room, peer, rank, nranks, flags, 0,
+				       NULL, tag);
+}
 
-	if (flags & ~EGW_CLIENT_AUX_ONLY) {
-		client_error("unknown recv_open flags %#x", flags);
-		return -EINVAL;
-	}
-	cmd.flags = (uint8_t)flags;
-	return open_room(c, &cmd);
+int
+egw_client_lookup(struct egw_client *c, const uint8_t content[16],
+		  uint64_t tag)
+{
+	struct egw_attach_cmd cmd = { .op = EGW_OP_LOOKUP, .tag = tag };
+
+	memcpy(cmd.content, content, sizeof(cmd.content));
+	return submit(c, &cmd);
 }
 
 /* COMMIT, RELEASE, ABORT: the room is the one this client opened in the

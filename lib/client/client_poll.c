@@ -21,7 +21,6 @@
 
 #include "client_priv.h"
 
-#define SOCKET_CHECK_NS 10000000u   /* poll() looks at the socket 100/s */
 #define SPIN_STEP_MIN_NS 20000u     /* sleeping without an eventfd */
 #define SPIN_STEP_MAX_NS 1000000u
 
@@ -44,7 +43,8 @@ event_from(struct egw_client_event *ev, const struct egw_attach_cqe *q)
 	*ev = (struct egw_client_event){
 		.tag = q->tag, .room = q->room, .result = q->result,
 		.slot = q->slot, .op = q->op, .state = q->state,
-		.flags = q->flags & EGW_CQEF_MORE ? EGW_CLIENT_EV_MORE : 0,
+		.flags = (q->flags & EGW_CQEF_MORE ? EGW_CLIENT_EV_MORE : 0) |
+			 (q->flags & EGW_CQEF_CACHED ? EGW_CLIENT_EV_CACHED : 0),
 		.total_tokens = q->total_tokens, .nruns = q->nruns,
 		.landed_tokens = q->landed_tokens,
 	};
@@ -68,8 +68,8 @@ take_cqe(struct egw_client *c, const struct egw_attach_cqe *q,
 			c->barrier_sent = false;
 		return false; /* the library's own */
 	}
-	if (q->op == EGW_OP_NOP)
-		return true;
+	if (q->op == EGW_OP_NOP || q->op == EGW_OP_LOOKUP)
+		return true; /* no room: the engine matches the tag */
 	if (refused(q->result)) {
 		ev->flags = EGW_CLIENT_EV_REFUSED;
 		/* a refused OPEN never took the slot: the room is over */
@@ -199,6 +199,7 @@ client_check_socket(struct egw_client *c)
 	if (poll(&p, 1, 0) > 0 && p.revents != 0) {
 		client_error("the gateway closed the attach socket");
 		c->gone = -ECONNRESET;
+		client_revoke(c);
 	}
 	return c->gone;
 }
@@ -221,12 +222,17 @@ egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
 	int rc = 0;
 
 	egw_client_beat(c);
+	/* a client given up (or gone) hears no event any more: an event
+	 * would lead it to pool memory that holds no room of its own */
+	if (c->gone != 0 || egw_client_lost(c) != EGW_LOST_NONE)
+		return client_gone_check(c, false);
 	while (n < max && (rc = egw_attach_ring_get(&c->map.cq, &q)) == 1)
 		if (take_cqe(c, &q, &ev[n]))
 			n++;
 	if (rc < 0) {
 		client_error("the gateway's completion ring tail is impossible");
 		c->gone = rc;
+		client_revoke(c);
 		return rc;
 	}
 	if (n < max && egw_attach_ring_count(&c->map.cq) == 0) {
@@ -243,7 +249,7 @@ egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
 		uint64_t now = client_now_ns();
 
 		if (now >= c->sock_check_ns) {
-			c->sock_check_ns = now + SOCKET_CHECK_NS;
+			c->sock_check_ns = now + CLIENT_SOCKET_CHECK_NS;
 			client_check_socket(c);
 		}
 	}
@@ -307,11 +313,11 @@ egw_client_wait(struct egw_client *c, unsigned int timeout_ms)
 
 	for (;;) {
 		egw_client_beat(c);
-		if (ready(c))
-			return 1;
-		rc = client_check_socket(c);
+		rc = client_gone_check(c, true);
 		if (rc != 0)
 			return rc;
+		if (ready(c))
+			return 1;
 		now = client_now_ns();
 		if (now >= deadline)
 			return 0;

@@ -26,6 +26,8 @@ struct egw_client {
 	int efd;                        /* wake-up eventfd, -1 without */
 	uint8_t *pool;
 	size_t pool_map_bytes;
+	int pool_prot;                  /* PROT_READ for a read-only pool */
+	bool revoked;                   /* the pool's range holds zero pages */
 	void *area_mem;
 	size_t area_map_bytes;
 	struct egw_attach_map map;      /* private copy of the area layout */
@@ -67,6 +69,18 @@ uint64_t client_now_ns(void);
 
 /* -ECONNRESET once the gateway closed the socket (latched), else 0. */
 int client_check_socket(struct egw_client *c);
+
+/* client_trust.c: 0 while the gateway holds the client; else -ECONNRESET
+ * (the trust word, the socket's end when `socket`, a latched loss) with
+ * the reason in egw_client_last_error(). client_gone_check() also latches
+ * the loss and revokes the pool's mapping; it looks at the socket when
+ * `force` or CLIENT_SOCKET_CHECK_NS passed since it last did. */
+int client_alive(const struct egw_client *c, bool socket);
+
+/* How often a call looks at the socket (the trust word: every call). */
+#define CLIENT_SOCKET_CHECK_NS 10000000u
+int client_gone_check(struct egw_client *c, bool force);
+void client_revoke(struct egw_client *c);
 
 /* The lease thread: started at attach when asked, stopped at detach. */
 int client_lease_start(struct egw_client *c);

@@ -10,14 +10,17 @@
 
 #include "client_priv.h"
 
+/* The slot of an open room of ours; NULL with *rc set: -ECONNRESET the
+ * client lost the gateway, -ERANGE, -ENOENT. */
 static const struct egw_attach_slot *
-our_slot(const struct egw_client *c, uint32_t slot)
+our_slot_rc(const struct egw_client *c, uint32_t slot, int *rc)
 {
 	const struct egw_attach_slot *sl;
 
 	if (slot >= c->map.nslots) {
 		client_error("slot %u out of range (%u slots)", slot,
 			     c->map.nslots);
+		*rc = -ERANGE;
 		return NULL;
 	}
 	sl = egw_attach_slot_at(&c->map, slot);
@@ -25,6 +28,7 @@ our_slot(const struct egw_client *c, uint32_t slot)
 	    __atomic_load_n(&sl->room, __ATOMIC_ACQUIRE) !=
 		    c->slots[slot].room) {
 		client_error("slot %u holds no open room of this client", slot);
+		*rc = -ENOENT;
 		return NULL;
 	}
 	return sl;
@@ -34,10 +38,12 @@ int
 egw_client_room_info(const struct egw_client *c, uint32_t slot,
 		     struct egw_client_room *r)
 {
-	const struct egw_attach_slot *sl = our_slot(c, slot);
+	int rc = client_alive(c, false);
+	const struct egw_attach_slot *sl = rc != 0 ? NULL :
+					   our_slot_rc(c, slot, &rc);
 
 	if (sl == NULL)
-		return slot >= c->map.nslots ? -ERANGE : -ENOENT;
+		return rc;
 	*r = (struct egw_client_room){
 		.room = sl->room, .state = sl->state, .error = sl->error,
 		.total_tokens = sl->total_tokens, .nruns = sl->nruns,
@@ -50,12 +56,14 @@ int
 egw_client_room_runs(const struct egw_client *c, uint32_t slot,
 		     struct egw_client_run *runs, uint32_t max)
 {
-	const struct egw_attach_slot *sl = our_slot(c, slot);
+	int rc = client_alive(c, false);
+	const struct egw_attach_slot *sl = rc != 0 ? NULL :
+					   our_slot_rc(c, slot, &rc);
 	uint64_t blocks = 0;
 	uint32_t nruns, total;
 
 	if (sl == NULL)
-		return slot >= c->map.nslots ? -ERANGE : -ENOENT;
+		return rc;
 	nruns = sl->nruns;
 	total = sl->total_tokens;
 	if (nruns > c->map.max_runs) {
@@ -95,13 +103,15 @@ int
 egw_client_room_aux(const struct egw_client *c, uint32_t slot,
 		    struct egw_client_aux *aux)
 {
-	const struct egw_attach_slot *sl = our_slot(c, slot);
+	int rc = client_alive(c, false);
+	const struct egw_attach_slot *sl = rc != 0 ? NULL :
+					   our_slot_rc(c, slot, &rc);
 	uint64_t bytes;
 	const uint8_t *region = egw_client_region(c, EGW_CLIENT_AUX, &bytes);
 	uint32_t b;
 
 	if (sl == NULL)
-		return slot >= c->map.nslots ? -ERANGE : -ENOENT;
+		return rc;
 	if (region == NULL) {
 		client_error("the pool has no aux kind");
 		return -ENODATA;

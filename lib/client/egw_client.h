@@ -64,6 +64,8 @@ enum egw_client_kind {
 #define EGW_CLIENT_G_ENCODE 0x1u
 #define EGW_CLIENT_G_LANGUAGE 0x2u
 #define EGW_CLIENT_G_WAKEUP 0x4u
+#define EGW_CLIENT_G_POOL_RDONLY 0x8u /**< the pool is mapped read-only (a
+				       * language port): a write faults */
 
 /** The port's pool and the client's limits, as the welcome stated them. */
 struct egw_client_geometry {
@@ -107,11 +109,15 @@ enum egw_client_op {
 	EGW_CLIENT_RECV_OPEN = 3,
 	EGW_CLIENT_RELEASE = 4,
 	EGW_CLIENT_ABORT = 5,
+	EGW_CLIENT_LOOKUP = 6,      /**< result: enum egw_client_lookup */
 	EGW_CLIENT_RECOVERED = 255, /**< made from the slot after an overflow */
 };
 
 /** egw_client_event.flags */
 #define EGW_CLIENT_EV_MORE 0x1u      /**< the room goes on */
+#define EGW_CLIENT_EV_CACHED 0x2u    /**< Success from the port's content
+				       * cache or another room's transfer:
+				       * nothing crossed the wire for it */
 #define EGW_CLIENT_EV_END 0x100u     /**< the room ended, its slot is free */
 #define EGW_CLIENT_EV_REFUSED 0x200u /**< the command was refused (result is
 				       * a negated errno), nothing changed */
@@ -220,6 +226,69 @@ int egw_client_recv_open(struct egw_client *c, uint64_t room, uint16_t peer,
 			 uint16_t rank, uint16_t nranks, uint32_t flags,
 			 uint64_t tag);
 
+/** Bytes of a content key (egw_client_recv_open_ex). */
+#define EGW_CLIENT_CONTENT_BYTES 16u
+
+/**
+ * egw_client_send_open() for attempt `attempt` of the room (0: the first;
+ * a retry of a failed room uses the next number, and the language side
+ * opens the same attempt: doc/client.md, "Attempts"). `content` must be
+ * NULL: content keys are the language side's.
+ */
+int egw_client_send_open_ex(struct egw_client *c, uint64_t room,
+			    uint32_t total_tokens, uint16_t nranks,
+			    int32_t mrope_delta, uint64_t cookie,
+			    uint32_t attempt, const uint8_t *content,
+			    uint64_t tag);
+
+/**
+ * egw_client_recv_open() for attempt `attempt`, naming its content by a
+ * 16-byte key (NULL or all zero: none). A keyed room is served from data
+ * the port already holds for the key, or shares a transfer of it already
+ * under way, without a transfer of its own (its Success event carries
+ * EGW_CLIENT_EV_CACHED); else it transfers as usual and its data is kept
+ * for the key (doc/client.md, "Content keys").
+ */
+int egw_client_recv_open_ex(struct egw_client *c, uint64_t room,
+			    uint16_t peer, uint16_t rank, uint16_t nranks,
+			    uint32_t flags, uint32_t attempt,
+			    const uint8_t *content, uint64_t tag);
+
+/** What a LOOKUP's event says in `result`. */
+enum egw_client_lookup {
+	EGW_CLIENT_LOOKUP_NONE = 0,      /**< nothing held: a room transfers */
+	EGW_CLIENT_LOOKUP_LANDED = 1,    /**< landed data: served at once */
+	EGW_CLIENT_LOOKUP_IN_FLIGHT = 2, /**< a transfer of it is under way */
+};
+
+/**
+ * Language side: ask what the port holds for a content key. The answer
+ * is an event with op EGW_CLIENT_LOOKUP, room 0, this tag and the
+ * enum egw_client_lookup in `result`.
+ * @return 0, -EAGAIN (ring full), -EINVAL (an all-zero key),
+ *   -EOPNOTSUPP (an encode-only port).
+ */
+int egw_client_lookup(struct egw_client *c, const uint8_t content[16],
+		      uint64_t tag);
+
+/** The port's state as the gateway last published it (about once a
+ * millisecond): backpressure and the content cache. */
+struct egw_client_stats {
+	uint64_t updated_ns;        /**< the gateway's clock at the snapshot */
+	uint32_t pool_blocks, free_blocks, quarantined_blocks;
+	uint32_t admission_queue;   /**< rooms waiting for memory */
+	uint32_t cache_entries, cache_blocks, cache_pinned;
+	uint32_t reserved;
+	uint64_t cache_hits, cache_misses, cache_shared, cache_evictions;
+};
+
+/**
+ * Read the published stats (a consistent snapshot).
+ * @return 0; -EAGAIN when the gateway was writing them on every try
+ *   (try again); -ENODATA before the gateway published anything.
+ */
+int egw_client_stats(struct egw_client *c, struct egw_client_stats *out);
+
 /** Language side: done with a Success room's blocks. */
 int egw_client_release(struct egw_client *c, uint32_t slot, uint64_t tag);
 
@@ -257,6 +326,37 @@ int egw_client_poll(struct egw_client *c, struct egw_client_event *ev,
  *   the socket; another negative errno from poll(2).
  */
 int egw_client_wait(struct egw_client *c, unsigned int timeout_ms);
+
+/**
+ * Whether the gateway still holds this client (doc/client.md, "Trust"):
+ * every call of the library checks it before it touches a room. Once the
+ * client is lost (the gateway gave it up: lease, broken ring; or the
+ * gateway closed the socket) the pool's mapping is revoked - the same
+ * addresses hold private zero pages, never another room's bytes - and
+ * every call fails with -ECONNRESET, egw_client_last_error() saying why.
+ * @return 0, or -ECONNRESET.
+ */
+int egw_client_check(struct egw_client *c);
+
+/** egw_client_lost(): why the gateway gave the client up (the area's
+ * trust word, doc/client.md section 2) */
+#define EGW_CLIENT_LOST_LEASE 1u  /**< the lease expired */
+#define EGW_CLIENT_LOST_RING 2u   /**< a ring index was impossible */
+#define EGW_CLIENT_LOST_STOP 3u   /**< the gateway is stopping */
+
+/** Why the gateway gave this client up: 0 (it did not), or one of
+ * EGW_CLIENT_LOST_*. */
+uint32_t egw_client_lost(const struct egw_client *c);
+
+/**
+ * egw_client_detach(), except that the pool's address range stays
+ * reserved, revoked (private zero pages), and is returned: for a language
+ * binding whose views of the pool may outlive the client. Unmap it with
+ * egw_client_unmap_kept() once nothing points into it.
+ */
+void egw_client_detach_keep(struct egw_client *c, void **pool,
+			    size_t *bytes);
+void egw_client_unmap_kept(void *pool, size_t bytes);
 
 /** Add 1 to the lease counter (every call above does it too). */
 void egw_client_beat(struct egw_client *c);

@@ -17,10 +17,20 @@ enum phase {
 	PH_OPEN,       /* send: blocks given, not committed; recv: opened */
 	PH_COMMITTED,  /* send: the engine owns the runs */
 	PH_DELIVERED,  /* recv: the client owns the blocks until RELEASE */
+	PH_FOLLOW,     /* recv: waits for another room's transfer of the
+			* same content (no receive of its own) */
+	PH_HELD,       /* the client was given up while it may still map
+			* these blocks: out of the pool until it is removed */
 };
 
+#define NO_ENTRY UINT32_MAX
+
 struct slot_state {
-	uint64_t room;             /* 0: free */
+	uint64_t room;             /* 0: free; the engine's id */
+	uint64_t wire;             /* the id in the gateway (attempt applied) */
+	uint64_t held_at;          /* PH_DELIVERED: since when */
+	uint32_t entry;            /* content entry, NO_ENTRY: none */
+	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
 	uint64_t deadline;         /* PH_WAIT_MEM: the allocation deadline */
 	uint64_t cookie;
@@ -38,7 +48,9 @@ struct client {
 	struct slot_state *slots;
 	struct egw_attach_run *run_store;
 	uint32_t nwait;            /* slots in PH_WAIT_MEM */
+	uint32_t pub_seq;          /* the published stats' sequence */
 	uint64_t beat, beat_at;
+	uint32_t held_blocks;      /* in PH_HELD rooms */
 	struct egw_clients_stats st;
 };
 
@@ -51,13 +63,40 @@ struct index_entry {
 	uint32_t slot;
 };
 
+/* A content entry: one room's transfer of a content key, in flight
+ * (its leader slot is receiving it) or landed (its blocks kept for every
+ * room that names the key, until evicted). */
+enum { CE_FREE = 0, CE_IN_FLIGHT, CE_LANDED };
+
+struct cache_entry {
+	uint8_t key[EGW_ATTACH_CONTENT_BYTES];
+	uint8_t state;
+	uint16_t origin_rank;
+	uint64_t origin;           /* the transfer's room id: the blocks' owner */
+	uint32_t lead_cid, lead_slot; /* CE_IN_FLIGHT: the receiving slot */
+	uint32_t refs;             /* slots holding the landed blocks */
+	uint32_t followers;        /* slots in PH_FOLLOW on it */
+	uint32_t total, nruns, blocks;
+	uint64_t used;             /* last use, on the server's use counter */
+	struct egw_attach_run *runs; /* cache_max_runs */
+};
+
 struct egw_clients {
 	struct egw_clients_conf c;
+	uint64_t now;              /* the last poll's */
+	uint64_t pub_at, scan_at;  /* stats published, held rooms scanned */
+	struct egw_attach_stats pool; /* the last pool_state() */
+	struct cache_entry *cache;
+	struct egw_attach_run *cache_runs;
+	uint64_t use_clock;
+	uint32_t pinned_blocks;    /* of landed entries some room holds */
+	struct egw_clients_cache_stats cst;
 	struct client *clients;
 	uint32_t nattached;
 	struct index_entry *tab;
 	uint32_t tab_mask, nrooms;
 	struct egw_clients_stats removed; /* counters of removed clients */
+	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -139,11 +178,10 @@ unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
 
 /* ---- completions and shared slots --------------------------------------- */
 
-static void lose(struct egw_clients *s, uint32_t cid, const char *why);
 
 static void
 post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
-     int result, uint8_t op, uint8_t state, bool more, uint32_t slot,
+     int result, uint8_t op, uint8_t state, uint16_t flags, uint32_t slot,
      uint32_t total, uint32_t nruns, uint32_t landed)
 {
 	struct client *cl = &s->clients[cid];
@@ -158,7 +196,7 @@ post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
 	e.result = result;
 	e.op = op;
 	e.state = state;
-	e.flags = more ? EGW_CQEF_MORE : 0;
+	e.flags = flags;
 	e.slot = slot;
 	e.total_tokens = total;
 	e.nruns = nruns;
@@ -214,7 +252,7 @@ finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
 		p->nruns = 0;
 	if (!cl->lost)
 		publish_slot(cl, slot, slot_error);
-	post(s, cid, tag, room, result, op, state, false, slot, p->total,
+	post(s, cid, tag, room, result, op, state, 0, slot, p->total,
 	     p->nruns, state == EGW_AST_SUCCESS ? p->total : 0);
 	if (state == EGW_AST_FAILED && p->phase != PH_DELIVERED)
 		cl->st.rooms_failed++;
@@ -242,34 +280,291 @@ err_code(int err)
 	return err > 0 ? -err : err;
 }
 
+/* ---- the content cache ---------------------------------------------------- */
+
+static bool
+key_zero(const uint8_t *k)
+{
+	for (uint32_t i = 0; i < EGW_ATTACH_CONTENT_BYTES; i++)
+		if (k[i] != 0)
+			return false;
+	return true;
+}
+
+/* Entries are few (the configuration bounds them) and a lookup compares
+ * 16 bytes each: a scan costs less than keeping an index in step. */
+static struct cache_entry *
+cache_find(const struct egw_clients *s, const uint8_t *key)
+{
+	for (uint32_t i = 0; i < s->c.cache_entries; i++) {
+		struct cache_entry *e = &s->cache[i];
+
+		if (e->state != CE_FREE &&
+		    memcmp(e->key, key, EGW_ATTACH_CONTENT_BYTES) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static uint32_t
+entry_index(const struct egw_clients *s, const struct cache_entry *e)
+{
+	return (uint32_t)(e - s->cache);
+}
+
+/* A landed entry's blocks go back to the pool through the gateway. */
+static void
+cache_drop(struct egw_clients *s, struct cache_entry *e)
+{
+	if (e->state == CE_LANDED) {
+		s->c.ops->recv_release(s->c.ctx, e->origin, e->origin_rank,
+				       e->runs, e->nruns);
+		s->cst.blocks -= e->blocks;
+	}
+	e->state = CE_FREE;
+	e->refs = 0;
+	e->followers = 0;
+	s->cst.entries--;
+}
+
+/* The least recently used landed entry that no room holds goes. */
+static bool
+cache_evict_one(struct egw_clients *s)
+{
+	struct cache_entry *victim = NULL;
+
+	for (uint32_t i = 0; i < s->c.cache_entries; i++) {
+		struct cache_entry *e = &s->cache[i];
+
+		if (e->state == CE_LANDED && e->refs == 0 &&
+		    (victim == NULL || e->used < victim->used))
+			victim = e;
+	}
+	if (victim == NULL)
+		return false;
+	cache_drop(s, victim);
+	s->cst.evictions++;
+	return true;
+}
+
+/* The bound is on blocks no room holds: held ones cannot go anyway. */
+static void
+cache_trim(struct egw_clients *s)
+{
+	while (s->cst.blocks - s->pinned_blocks > s->c.cache_blocks &&
+	       cache_evict_one(s))
+		;
+}
+
+static struct cache_entry *
+cache_new(struct egw_clients *s, const uint8_t *key)
+{
+	struct cache_entry *e = NULL;
+
+	for (int pass = 0; pass < 2 && e == NULL; pass++) {
+		for (uint32_t i = 0; i < s->c.cache_entries; i++) {
+			if (s->cache[i].state == CE_FREE) {
+				e = &s->cache[i];
+				break;
+			}
+		}
+		if (e == NULL && !cache_evict_one(s))
+			return NULL; /* every entry in use: no caching */
+	}
+	if (e == NULL)
+		return NULL;
+	memcpy(e->key, key, EGW_ATTACH_CONTENT_BYTES);
+	e->state = CE_IN_FLIGHT;
+	e->refs = 0;
+	e->followers = 0;
+	e->nruns = 0;
+	e->blocks = 0;
+	e->used = ++s->use_clock;
+	s->cst.entries++;
+	return e;
+}
+
+static void
+cache_unref(struct egw_clients *s, struct cache_entry *e)
+{
+	e->used = ++s->use_clock;
+	if (--e->refs == 0) {
+		s->cst.pinned--;
+		s->pinned_blocks -= e->blocks;
+		cache_trim(s);
+	}
+}
+
+/*
+ * A slot lets go of its entry: a follower stops waiting, a holder drops
+ * its reference, and a leader whose transfer did not land takes its
+ * followers down with it (`code` says why: no other transfer of their
+ * content is under way, so they cannot land).
+ */
+static void
+entry_leave(struct egw_clients *s, uint32_t cid, uint32_t slot, int code)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+	struct cache_entry *e;
+
+	if (p->entry == NO_ENTRY)
+		return;
+	e = &s->cache[p->entry];
+	p->entry = NO_ENTRY;
+	if (p->phase == PH_FOLLOW) {
+		e->followers--;
+		return;
+	}
+	if (e->state == CE_LANDED) {
+		if (p->phase == PH_DELIVERED || p->phase == PH_HELD)
+			cache_unref(s, e);
+		return;
+	}
+	if (e->lead_cid != cid || e->lead_slot != slot)
+		return;
+	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
+		struct client *cl = &s->clients[c];
+
+		for (uint32_t i = 0; cl->used && i < cl->m.nslots; i++) {
+			struct slot_state *f = &cl->slots[i];
+
+			if (f->phase != PH_FOLLOW || f->entry != entry_index(s, e))
+				continue;
+			f->entry = NO_ENTRY;
+			e->followers--;
+			unindex(s, f->wire, rank_side(f->rank, f->side));
+			finish(s, c, i, f->tag, f->op, EGW_AST_FAILED, code);
+		}
+	}
+	cache_drop(s, e);
+}
+
+/* A slot receives a landed entry's blocks: Success, nothing transferred. */
+static int
+entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
+	      struct cache_entry *e, uint16_t flags)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+
+	if (e->nruns > cl->m.max_runs)
+		return -E2BIG;
+	memcpy(p->runs, e->runs, e->nruns * sizeof(*e->runs));
+	p->nruns = e->nruns;
+	p->total = e->total;
+	p->entry = entry_index(s, e);
+	p->phase = PH_DELIVERED;
+	p->state = EGW_AST_SUCCESS;
+	p->held_at = s->now;
+	p->warned = false;
+	if (e->refs++ == 0) {
+		s->cst.pinned++;
+		s->pinned_blocks += e->blocks;
+	}
+	e->used = ++s->use_clock;
+	cl->st.rooms_ok++;
+	publish_slot(cl, slot, 0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state,
+	     EGW_CQEF_MORE | flags, slot, p->total, p->nruns, p->total);
+	return 0;
+}
+
+/* The leader's transfer landed: the entry keeps its blocks. */
+static void
+entry_landed(struct egw_clients *s, struct cache_entry *e, uint32_t total,
+	     const struct egw_attach_run *runs, uint32_t nruns)
+{
+	memcpy(e->runs, runs, nruns * sizeof(*runs));
+	e->nruns = nruns;
+	e->total = total;
+	e->blocks = 0;
+	for (uint32_t i = 0; i < nruns; i++)
+		e->blocks += runs[i].count;
+	e->state = CE_LANDED;
+	e->used = ++s->use_clock;
+	s->cst.blocks += e->blocks;
+}
+
+/* The rooms that waited for a landed entry's transfer get its blocks. */
+static void
+serve_followers(struct egw_clients *s, struct cache_entry *e)
+{
+	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
+		struct client *cl = &s->clients[c];
+
+		for (uint32_t i = 0; cl->used && i < cl->m.nslots; i++) {
+			struct slot_state *f = &cl->slots[i];
+
+			if (f->phase != PH_FOLLOW || f->entry != entry_index(s, e))
+				continue;
+			e->followers--;
+			f->entry = NO_ENTRY;
+			if (entry_deliver(s, c, i, e, EGW_CQEF_CACHED) != 0) {
+				unindex(s, f->wire, rank_side(f->rank, f->side));
+				finish(s, c, i, f->tag, f->op, EGW_AST_FAILED,
+				       -E2BIG);
+			}
+		}
+	}
+}
+
 /* ---- ending rooms --------------------------------------------------------- */
 
 /*
  * Take the room out of the index first: the gateway may report the end
  * of the room from inside the ops call, and must find nothing then.
  */
+static uint32_t
+blocks_of(const struct slot_state *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nruns; i++)
+		n += p->runs[i].count;
+	return n;
+}
+
 static void
 end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 	const struct egw_clients_ops *ops = s->c.ops;
-	unindex(s, p->room, rank_side(p->rank, p->side));
+	bool shared = p->entry != NO_ENTRY &&
+		      s->cache[p->entry].state == CE_LANDED;
+
+	if (p->phase != PH_HELD)
+		unindex(s, p->wire, rank_side(p->rank, p->side));
+	/* blocks of a landed entry are the cache's, not this room's */
+	entry_leave(s, cid, slot, -EGW_E_ABORTED);
 	switch (p->phase) {
 	case PH_OPEN:
 		if (p->side == EGW_SIDE_SEND)
-			ops->send_abort(s->c.ctx, p->room, false, p->runs,
+			ops->send_abort(s->c.ctx, p->wire, false, p->runs,
 					p->nruns);
 		else
-			ops->recv_abort(s->c.ctx, p->room, p->rank);
+			ops->recv_abort(s->c.ctx, p->wire, p->rank);
 		break;
 	case PH_COMMITTED:
-		ops->send_abort(s->c.ctx, p->room, true, NULL, 0);
+		ops->send_abort(s->c.ctx, p->wire, true, NULL, 0);
 		break;
 	case PH_DELIVERED:
-		ops->recv_release(s->c.ctx, p->room, p->rank, p->runs,
-				  p->nruns);
+		if (!shared)
+			ops->recv_release(s->c.ctx, p->wire, p->rank, p->runs,
+					  p->nruns);
 		break;
-	default: /* PH_WAIT_MEM: nothing was given yet */
+	case PH_HELD:
+		/* ended at the node when the client was given up; now the
+		 * blocks go back (ending it again is no error) */
+		if (p->side == EGW_SIDE_SEND)
+			ops->send_abort(s->c.ctx, p->wire, false, p->runs,
+					p->nruns);
+		else if (!shared)
+			ops->recv_release(s->c.ctx, p->wire, p->rank, p->runs,
+					  p->nruns);
+		s->held_blocks -= blocks_of(p);
+		s->clients[cid].held_blocks -= blocks_of(p);
+		return; /* out of the index already */
+	default: /* PH_WAIT_MEM, PH_FOLLOW: nothing was given yet */
 		break;
 	}
 }
@@ -282,24 +577,74 @@ end_all(struct egw_clients *s, uint32_t cid)
 	for (uint32_t i = 0; i < cl->m.nslots; i++) {
 		if (cl->slots[i].room == 0)
 			continue;
-		end_room(s, cid, i);
-		if (cl->slots[i].phase != PH_DELIVERED)
+		if (cl->slots[i].phase != PH_DELIVERED &&
+		    cl->slots[i].phase != PH_HELD)
 			cl->st.rooms_failed++;
+		end_room(s, cid, i);
 		cl->slots[i].room = 0;
 		cl->slots[i].phase = PH_FREE;
 	}
 	cl->nwait = 0;
 }
 
+/*
+ * A room whose blocks the client may be reading or writing right now (a
+ * delivered language room, an encode room before its commit) ends at the
+ * node (the peers hear ABORT) but keeps its blocks out of the pool: a
+ * client given up while it was stopped finds its own room's bytes, never
+ * another room's, until it is removed (its socket closed).
+ */
 static void
-lose(struct egw_clients *s, uint32_t cid, const char *why)
+hold_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 {
 	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+
+	unindex(s, p->wire, rank_side(p->rank, p->side));
+	if (p->side == EGW_SIDE_SEND) {
+		s->c.ops->send_abort(s->c.ctx, p->wire, true, NULL, 0);
+		cl->st.rooms_failed++;
+	}
+	p->phase = PH_HELD;
+	cl->held_blocks += blocks_of(p);
+	s->held_blocks += blocks_of(p);
+	cl->st.held_rooms++;
+	cl->st.held_blocks += blocks_of(p);
+}
+
+static void
+lose(struct egw_clients *s, uint32_t cid, const char *why,
+     enum egw_attach_lost reason, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct egw_attach_trust *t = egw_attach_trust_of(cl->m.area);
 
 	if (cl->lost)
 		return;
 	cl->lost = true;
-	end_all(s, cid);
+	cl->st.lost++;
+	for (uint32_t i = 0; i < cl->m.nslots; i++) {
+		struct slot_state *p = &cl->slots[i];
+
+		if (p->room == 0)
+			continue;
+		if (p->phase == PH_DELIVERED ||
+		    (p->phase == PH_OPEN && p->side == EGW_SIDE_SEND &&
+		     p->nruns > 0)) {
+			hold_room(s, cid, i);
+			continue;
+		}
+		if (p->phase != PH_DELIVERED)
+			cl->st.rooms_failed++;
+		end_room(s, cid, i);
+		p->room = 0;
+		p->phase = PH_FREE;
+	}
+	cl->nwait = 0;
+	/* the client's word: checked by its library on every call */
+	t->held_blocks = cl->held_blocks;
+	t->lost_ns = now;
+	__atomic_store_n(&t->lost, (uint32_t)reason, __ATOMIC_RELEASE);
 	s->c.ops->client_lost(s->c.ctx, cid, why);
 }
 
@@ -317,7 +662,7 @@ refuse(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 		cl->st.refused_invalid++;
 	else
 		cl->st.refused_state++;
-	post(s, cid, c->tag, c->room, rc, c->op, EGW_AST_FAILED, false,
+	post(s, cid, c->tag, c->room, rc, c->op, EGW_AST_FAILED, 0,
 	     c->slot, 0, 0, 0);
 }
 
@@ -327,7 +672,7 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
-	int n = s->c.ops->send_open(s->c.ctx, p->room, p->nranks, p->total,
+	int n = s->c.ops->send_open(s->c.ctx, p->wire, p->nranks, p->total,
 				    p->mrope_delta, p->cookie, p->runs,
 				    cl->m.max_runs);
 
@@ -338,7 +683,7 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 		p->phase = PH_OPEN;
 		p->state = EGW_AST_WAITING_FOR_INPUT;
 		publish_slot(cl, slot, 0);
-		post(s, cid, p->tag, p->room, 0, p->op, p->state, true, slot,
+		post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
 		     p->total, p->nruns, 0);
 		return;
 	}
@@ -356,7 +701,7 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 		cl->nwait++;
 		cl->st.alloc_waits++;
 		publish_slot(cl, slot, 0);
-		post(s, cid, p->tag, p->room, 0, p->op, p->state, true, slot,
+		post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
 		     p->total, 0, 0);
 		return;
 	}
@@ -366,8 +711,53 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 		n = -EGW_E_POOL_EXHAUSTED;
 	else if (n > 0)
 		n = -E2BIG; /* more runs than asked for: the gateway's bug */
-	unindex(s, p->room, rank_side(0, EGW_SIDE_SEND));
+	unindex(s, p->wire, rank_side(0, EGW_SIDE_SEND));
 	finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, n);
+}
+
+/*
+ * A keyed RECV_OPEN: served from a landed entry, joined to a transfer of
+ * the same content under way, or the leader of a new one. Another rank of
+ * the entry's own room always receives for itself: its sender counts on
+ * it. @return true when the room was served or joined (nothing to open).
+ */
+static bool
+open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
+	   const struct egw_attach_cmd *c)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+	struct cache_entry *e = cache_find(s, c->content);
+
+	if (e != NULL && e->origin == p->wire)
+		return false;
+	if (e != NULL && e->state == CE_LANDED &&
+	    entry_deliver(s, cid, slot, e, EGW_CQEF_CACHED) == 0) {
+		cl->st.cache_hits++;
+		return true;
+	}
+	if (e != NULL && e->state == CE_IN_FLIGHT) {
+		p->entry = entry_index(s, e);
+		p->phase = PH_FOLLOW;
+		p->state = EGW_AST_BOOTSTRAPPING;
+		e->followers++;
+		cl->st.cache_shared++;
+		publish_slot(cl, slot, 0);
+		post(s, cid, p->tag, p->room, 0, p->op, p->state,
+		     EGW_CQEF_MORE, slot, 0, 0, 0);
+		return true;
+	}
+	if (e == NULL)
+		e = cache_new(s, c->content);
+	if (e != NULL && e->state == CE_IN_FLIGHT) {
+		e->origin = p->wire;
+		e->origin_rank = p->rank;
+		e->lead_cid = cid;
+		e->lead_slot = slot;
+		p->entry = entry_index(s, e);
+	}
+	cl->st.cache_misses++;
+	return false;
 }
 
 static void
@@ -378,22 +768,25 @@ cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	struct slot_state *p = &cl->slots[c->slot];
 	uint8_t side = c->op == EGW_OP_SEND_OPEN ? EGW_SIDE_SEND : EGW_SIDE_RECV;
 	uint16_t rank = side == EGW_SIDE_SEND ? 0 : c->rank;
+	uint64_t wire = egw_attach_room_id(c->room, c->attempt);
 	int rc;
 
 	if (p->room != 0) {
 		refuse(s, cid, c, -EBUSY);
 		return;
 	}
-	if (index_find(s, c->room, rank_side(rank, side)) != NULL) {
+	if (index_find(s, wire, rank_side(rank, side)) != NULL) {
 		refuse(s, cid, c, -EEXIST);
 		return;
 	}
-	rc = index_insert(s, c->room, rank_side(rank, side), cid, c->slot);
+	rc = index_insert(s, wire, rank_side(rank, side), cid, c->slot);
 	if (rc != 0) {
 		refuse(s, cid, c, rc);
 		return;
 	}
 	p->room = c->room;
+	p->wire = wire;
+	p->entry = NO_ENTRY;
 	p->tag = c->tag;
 	p->op = c->op;
 	p->side = side;
@@ -409,19 +802,23 @@ cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 		try_alloc(s, cid, c->slot, now);
 		return;
 	}
-	rc = s->c.ops->recv_open(s->c.ctx, c->room, c->rank, c->nranks,
+	p->total = 0;
+	if (s->c.cache_entries > 0 && !key_zero(c->content) &&
+	    open_keyed(s, cid, c->slot, c))
+		return;
+	rc = s->c.ops->recv_open(s->c.ctx, wire, c->rank, c->nranks,
 				 c->peer, (c->flags & EGW_CMDF_AUX_ONLY) != 0);
 	if (rc != 0) {
-		unindex(s, c->room, rank_side(rank, side));
+		unindex(s, wire, rank_side(rank, side));
+		entry_leave(s, cid, c->slot, rc);
 		finish(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, rc);
 		return;
 	}
 	p->phase = PH_OPEN;
-	p->total = 0;
 	p->state = EGW_AST_BOOTSTRAPPING;
 	publish_slot(cl, c->slot, 0);
-	post(s, cid, p->tag, p->room, 0, p->op, p->state, true, c->slot, 0, 0,
-	     0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE,
+	     c->slot, 0, 0, 0);
 }
 
 /* The slot must hold this room on this side. */
@@ -447,7 +844,7 @@ cmd_commit(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 		refuse(s, cid, c, -EBADFD);
 		return;
 	}
-	rc = s->c.ops->send_commit(s->c.ctx, p->room, p->total, p->runs,
+	rc = s->c.ops->send_commit(s->c.ctx, p->wire, p->total, p->runs,
 				   p->nruns);
 	if (rc != 0) {
 		end_room(s, cid, c->slot); /* frees the runs */
@@ -459,7 +856,7 @@ cmd_commit(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 	p->op = c->op;
 	p->state = EGW_AST_TRANSFERRING;
 	publish_slot(&s->clients[cid], c->slot, 0);
-	post(s, cid, p->tag, p->room, 0, p->op, p->state, true, c->slot,
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, c->slot,
 	     p->total, p->nruns, 0);
 }
 
@@ -496,6 +893,21 @@ cmd_abort(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 		  -EGW_E_ABORTED);
 }
 
+/* What the port holds for a key; the answer's result is the
+ * enum egw_attach_lookup (0 with no cache). */
+static void
+cmd_lookup(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+{
+	const struct cache_entry *e = s->c.cache_entries > 0 ?
+				      cache_find(s, c->content) : NULL;
+	int result = EGW_LOOKUP_NONE;
+
+	if (e != NULL)
+		result = e->state == CE_LANDED ? EGW_LOOKUP_LANDED :
+						 EGW_LOOKUP_IN_FLIGHT;
+	post(s, cid, c->tag, 0, result, c->op, 0, 0, 0, 0, 0, 0);
+}
+
 static void
 command(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	uint64_t now)
@@ -517,7 +929,7 @@ command(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	}
 	switch (c->op) {
 	case EGW_OP_NOP:
-		post(s, cid, c->tag, 0, 0, c->op, 0, false, 0, 0, 0, 0);
+		post(s, cid, c->tag, 0, 0, c->op, 0, 0, 0, 0, 0, 0);
 		break;
 	case EGW_OP_SEND_OPEN:
 	case EGW_OP_RECV_OPEN:
@@ -528,6 +940,9 @@ command(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 		break;
 	case EGW_OP_RELEASE:
 		cmd_release(s, cid, c);
+		break;
+	case EGW_OP_LOOKUP:
+		cmd_lookup(s, cid, c);
 		break;
 	default: /* EGW_OP_ABORT: egw_attach_cmd_check knows no other */
 		cmd_abort(s, cid, c);
@@ -549,7 +964,9 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 	    o->send_open == NULL || o->send_commit == NULL ||
 	    o->send_abort == NULL || o->recv_open == NULL ||
 	    o->recv_abort == NULL || o->recv_release == NULL ||
-	    o->wake == NULL || o->client_lost == NULL)
+	    o->wake == NULL || o->client_lost == NULL ||
+	    (c->cache_entries > 0 && (c->cache_max_runs == 0 ||
+				      c->cache_entries > (1u << 16))))
 		return -EINVAL;
 	while (tab < 2 * c->max_rooms)
 		tab <<= 1;
@@ -560,10 +977,19 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 	s->clients = calloc(c->max_clients, sizeof(*s->clients));
 	s->tab = calloc(tab, sizeof(*s->tab));
 	s->tab_mask = tab - 1;
-	if (s->clients == NULL || s->tab == NULL) {
+	if (c->cache_entries > 0) {
+		s->cache = calloc(c->cache_entries, sizeof(*s->cache));
+		s->cache_runs = calloc((size_t)c->cache_entries *
+				       c->cache_max_runs, sizeof(*s->cache_runs));
+	}
+	if (s->clients == NULL || s->tab == NULL ||
+	    (c->cache_entries > 0 && (s->cache == NULL ||
+				      s->cache_runs == NULL))) {
 		egw_clients_destroy(s, 0);
 		return -ENOMEM;
 	}
+	for (uint32_t i = 0; i < c->cache_entries; i++)
+		s->cache[i].runs = s->cache_runs + (size_t)i * c->cache_max_runs;
 	*out = s;
 	return 0;
 }
@@ -575,6 +1001,12 @@ egw_clients_destroy(struct egw_clients *s, uint64_t now)
 		return;
 	for (uint32_t i = 0; s->clients != NULL && i < s->c.max_clients; i++)
 		egw_clients_remove(s, i, now);
+	/* no room holds an entry now: every landed block goes back */
+	for (uint32_t i = 0; s->cache != NULL && i < s->c.cache_entries; i++)
+		if (s->cache[i].state != CE_FREE)
+			cache_drop(s, &s->cache[i]);
+	free(s->cache);
+	free(s->cache_runs);
 	free(s->clients);
 	free(s->tab);
 	free(s);
@@ -668,14 +1100,15 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		if (rc == 0)
 			break;
 		if (rc < 0) {
-			lose(s, cid, "submission ring tail out of range");
+			lose(s, cid, "submission ring tail out of range",
+			     EGW_LOST_RING, now);
 			return done + 1;
 		}
 		command(s, cid, &c, now);
 		done++;
 	}
 	if (cl->broken != NULL)
-		lose(s, cid, cl->broken);
+		lose(s, cid, cl->broken, EGW_LOST_RING, now);
 	if (cl->lost)
 		return done;
 	beat = __atomic_load_n(&cl->m.area->client_beat, __ATOMIC_ACQUIRE);
@@ -683,7 +1116,8 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 		cl->beat = beat;
 		cl->beat_at = now;
 	} else if (s->c.lease_ns > 0 && now - cl->beat_at > s->c.lease_ns) {
-		lose(s, cid, "lease expired (client_beat did not move)");
+		lose(s, cid, "lease expired (client_beat did not move)",
+		     EGW_LOST_LEASE, now);
 		return done + 1;
 	}
 	if (cl->wake) {
@@ -700,10 +1134,98 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 	return done;
 }
 
+/* The published stats of every client, as a sequence lock. */
+static void
+publish_stats(struct egw_clients *s, uint64_t now)
+{
+	struct egw_attach_stats st = s->pool;
+	struct egw_clients_stats sum;
+
+	egw_clients_stats(s, &sum);
+	st.updated_ns = now;
+	st.cache_entries = s->cst.entries;
+	st.cache_blocks = s->cst.blocks;
+	st.cache_pinned = s->cst.pinned;
+	st.held_long = (uint32_t)sum.held_long;
+	st.cache_hits = sum.cache_hits;
+	st.cache_misses = sum.cache_misses;
+	st.cache_shared = sum.cache_shared;
+	st.cache_evictions = s->cst.evictions;
+	for (uint32_t i = 0; i < s->c.max_clients; i++) {
+		struct client *cl = &s->clients[i];
+		struct egw_attach_stats *sh;
+		uint32_t seq;
+
+		if (!cl->used || cl->lost)
+			continue;
+		sh = &cl->m.area->stats;
+		seq = st.seq = cl->pub_seq + 1;
+		__atomic_store_n(&sh->seq, seq, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		memcpy((uint8_t *)sh + 8, (const uint8_t *)&st + 8,
+		       sizeof(st) - 8);
+		cl->pub_seq = seq + 1;
+		__atomic_store_n(&sh->seq, seq + 1, __ATOMIC_RELEASE);
+	}
+}
+
+/* Delivered rooms held too long: reported once each (a forgotten
+ * RELEASE keeps blocks from every other room). */
+static void
+scan_held(struct egw_clients *s, uint64_t now)
+{
+	for (uint32_t c = 0; c < s->c.max_clients; c++) {
+		struct client *cl = &s->clients[c];
+
+		for (uint32_t i = 0; cl->used && !cl->lost && i < cl->m.nslots;
+		     i++) {
+			struct slot_state *p = &cl->slots[i];
+
+			if (p->phase != PH_DELIVERED || p->warned ||
+			    now - p->held_at <= s->c.held_warn_ns)
+				continue;
+			p->warned = true;
+			cl->st.held_long++;
+			if (s->c.ops->held_long != NULL)
+				s->c.ops->held_long(s->c.ctx, c, p->room,
+						    now - p->held_at);
+		}
+	}
+}
+
+/* About once a millisecond: the pool's state for the clients, landed
+ * entries nobody holds given back while rooms wait for memory; once a
+ * second: the held rooms. */
+static uint32_t
+housekeeping(struct egw_clients *s, uint64_t now)
+{
+	uint32_t done = 0;
+
+	if (now - s->pub_at >= 1000000) {
+		s->pub_at = now;
+		if (s->c.ops->pool_state != NULL)
+			s->c.ops->pool_state(s->c.ctx, &s->pool);
+		for (uint32_t n = s->pool.admission_queue; n > 0; n--) {
+			if (!cache_evict_one(s))
+				break;
+			done++;
+		}
+		publish_stats(s, now);
+	}
+	if (s->c.held_warn_ns > 0 && now - s->scan_at >= 1000000000) {
+		s->scan_at = now;
+		scan_held(s, now);
+	}
+	return done;
+}
+
 uint32_t
 egw_clients_poll(struct egw_clients *s, uint64_t now)
 {
 	uint32_t done = 0;
+
+	s->now = now;
+	done += housekeeping(s, now);
 
 	for (uint32_t i = 0, seen = 0; seen < s->nattached &&
 	     i < s->c.max_clients; i++) {
@@ -751,7 +1273,7 @@ egw_clients_room_state(struct egw_clients *s, enum egw_attach_side side,
 	if (total != 0)
 		p->total = total;
 	publish_slot(&s->clients[cid], slot, 0);
-	post(s, cid, p->tag, room, 0, p->op, p->state, true, slot, p->total,
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot, p->total,
 	     p->nruns, landed);
 }
 
@@ -764,23 +1286,42 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 	struct slot_state *p = lookup(s, EGW_SIDE_RECV, room, rank, &cid,
 				      &slot);
 	struct client *cl;
+	int rc;
 
 	if (p == NULL || p->phase != PH_OPEN)
 		return -ENOENT;
 	cl = &s->clients[cid];
 	if (nruns == 0 || nruns > cl->m.max_runs) {
 		unindex(s, room, rank_side(rank, EGW_SIDE_RECV));
+		entry_leave(s, cid, slot, -E2BIG);
 		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, -E2BIG);
 		return -E2BIG;
+	}
+	if (p->entry != NO_ENTRY && s->cache[p->entry].state == CE_IN_FLIGHT) {
+		/* the leader: the blocks become the entry's, this room its
+		 * first holder */
+		struct cache_entry *e = &s->cache[p->entry];
+
+		if (nruns <= s->c.cache_max_runs) {
+			entry_landed(s, e, total, runs, nruns);
+			p->entry = NO_ENTRY;
+			rc = entry_deliver(s, cid, slot, e, 0);
+			serve_followers(s, e);
+			cache_trim(s);
+			return rc;
+		}
+		entry_leave(s, cid, slot, -E2BIG);
 	}
 	memcpy(p->runs, runs, nruns * sizeof(*runs));
 	p->nruns = nruns;
 	p->total = total;
 	p->phase = PH_DELIVERED;
 	p->state = EGW_AST_SUCCESS;
+	p->held_at = s->now;
+	p->warned = false;
 	cl->st.rooms_ok++;
 	publish_slot(cl, slot, 0);
-	post(s, cid, p->tag, room, 0, p->op, p->state, true, slot, total,
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot, total,
 	     nruns, total);
 	return 0;
 }
@@ -797,6 +1338,7 @@ egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
 	if (p->phase == PH_DELIVERED)
 		return 0; /* a delivered room ends with RELEASE */
 	unindex(s, room, rank_side(p->rank, p->side));
+	entry_leave(s, cid, slot, err == 0 ? -EGW_E_ABORTED : err_code(err));
 	if (side == EGW_SIDE_SEND && p->phase == PH_OPEN)
 		/* the engine ended it before the commit: the runs are ours */
 		s->c.ops->send_abort(s->c.ctx, room, false, p->runs, p->nruns);
@@ -831,6 +1373,23 @@ egw_clients_stats(const struct egw_clients *s, struct egw_clients_stats *st)
 }
 
 uint32_t
+egw_clients_cache_flush(struct egw_clients *s)
+{
+	uint32_t n = 0;
+
+	while (cache_evict_one(s))
+		n++;
+	return n;
+}
+
+void
+egw_clients_cache(const struct egw_clients *s,
+		  struct egw_clients_cache_stats *st)
+{
+	*st = s->cst;
+}
+
+uint32_t
 egw_clients_attached(const struct egw_clients *s)
 {
 	return s->nattached;
@@ -840,4 +1399,18 @@ uint32_t
 egw_clients_rooms(const struct egw_clients *s)
 {
 	return s->nrooms;
+}
+
+uint32_t
+egw_clients_held_blocks(const struct egw_clients *s)
+{
+	return s->held_blocks;
+}
+
+uint32_t
+egw_clients_client_held(const struct egw_clients *s, uint32_t client)
+{
+	if (client >= s->c.max_clients || !s->clients[client].used)
+		return 0;
+	return s->clients[client].held_blocks;
 }

@@ -70,9 +70,22 @@ struct egw_clients_ops {
 	 * thread that may block; the server asks once per poll at most). */
 	void (*wake)(void *ctx, uint32_t client);
 	/** The server gave a client up (ring indices broken, lease expired):
-	 * its rooms are already ended; close its socket, then call
-	 * egw_clients_remove(). `why` is for the log. */
+	 * its rooms are already ended at the node and the area's trust word
+	 * says so, but the blocks of rooms the client may still map
+	 * (delivered, or opened and not committed) are held out of the pool
+	 * until egw_clients_remove(): call it once the client's process can
+	 * no longer map them (its socket closed) or a bound passed. `why`
+	 * is for the log. */
 	void (*client_lost)(void *ctx, uint32_t client, const char *why);
+	/** Optional: the port's memory as the clients' published stats say
+	 * it (pool, quarantine, admission queue). Asked about once a
+	 * millisecond; a non-empty admission queue makes the content cache
+	 * give landed entries nobody holds back to the pool. */
+	void (*pool_state)(void *ctx, struct egw_attach_stats *st);
+	/** Optional: a delivered room has been held longer than
+	 * held_warn_ns (once per room; for the log). */
+	void (*held_long)(void *ctx, uint32_t client, uint64_t room,
+			  uint64_t held_ns);
 };
 
 struct egw_clients_conf {
@@ -88,6 +101,13 @@ struct egw_clients_conf {
 				    *   client's slots) */
 	uint64_t lease_ns;         /**< 0: no lease */
 	uint32_t budget;           /**< commands taken per client per poll */
+	uint32_t cache_entries;    /**< content entries kept (0: content keys
+				    *   are ignored, every RECV_OPEN transfers) */
+	uint32_t cache_blocks;     /**< landed blocks the cache keeps when no
+				    *   room holds them */
+	uint32_t cache_max_runs;   /**< runs an entry can list */
+	uint64_t held_warn_ns;     /**< report a delivered room held longer
+				    *   (0: never) */
 	const struct egw_clients_ops *ops;
 	void *ctx;
 };
@@ -103,6 +123,22 @@ struct egw_clients_stats {
 	uint64_t cq_overflow;      /**< lost to a full completion ring */
 	uint64_t alloc_waits;      /**< SEND_OPENs that waited for memory */
 	uint64_t busy;             /**< SEND_OPENs refused: max_waiting reached */
+	uint64_t cache_hits;       /**< keyed RECV_OPENs served from the cache */
+	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
+	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */
+	uint64_t held_long;        /**< delivered rooms held past held_warn_ns */
+	uint64_t lost;             /**< clients given up (lease, broken ring) */
+	uint64_t held_rooms;       /**< rooms whose blocks were held for a
+				    *   given-up client until its removal */
+	uint64_t held_blocks;      /**< ... and their blocks */
+};
+
+/** The content cache of a port (doc/client.md, "Content keys"). */
+struct egw_clients_cache_stats {
+	uint32_t entries;          /**< in flight or landed */
+	uint32_t blocks;           /**< held by landed entries */
+	uint32_t pinned;           /**< landed entries some room holds */
+	uint64_t evictions;        /**< landed entries given back */
 };
 
 struct egw_clients;
@@ -180,9 +216,21 @@ int egw_clients_client_stats(const struct egw_clients *s,
 /** All clients', removed ones included. */
 void egw_clients_stats(const struct egw_clients *s,
 			     struct egw_clients_stats *st);
+/** The content cache's state and counters. */
+void egw_clients_cache(const struct egw_clients *s,
+		       struct egw_clients_cache_stats *st);
+/** Give back every landed entry that no room holds (at exit, before the
+ *  report: what stays in use then is what rooms hold). @return entries
+ *  given back. */
+uint32_t egw_clients_cache_flush(struct egw_clients *s);
 /** Clients attached, rooms held. */
 uint32_t egw_clients_attached(const struct egw_clients *s);
 uint32_t egw_clients_rooms(const struct egw_clients *s);
+/** Blocks kept out of the pool now for given-up clients not yet removed
+ * (all clients; or one client, 0 for an unknown id). */
+uint32_t egw_clients_held_blocks(const struct egw_clients *s);
+uint32_t egw_clients_client_held(const struct egw_clients *s,
+				 uint32_t client);
 
 #ifdef __cplusplus
 }

@@ -296,6 +296,9 @@ egw_conf_defaults(struct egw_conf *c)
 	c->attach.cq_entries = 1024;
 	c->attach.slots = 256;
 	c->attach.lease_ms = 10000;
+	c->attach.cache_entries = 256;
+	c->attach.cache_tokens = EGW_CONF_CACHE_HALF;
+	c->attach.held_warn_ms = 30000;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -575,23 +578,16 @@ pow2(uint32_t v)
 	return v != 0 && (v & (v - 1)) == 0;
 }
 
+/* An attach socket's own settings: the attach group's and a tenant's. */
 static void
-load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+load_socket(struct ld *l, const config_setting_t *p, char *path,
+	    uint32_t *mode_out, char *group, uint32_t *uids, uint16_t *nuids,
+	    uint32_t *gids, uint16_t *ngids)
 {
-	static const char *const keys[] = { "path", "mode", "group",
-		"allow_uids", "allow_gids", "max_clients", "sq_entries",
-		"cq_entries", "slots", "lease_ms", NULL };
-	struct egw_conf_attach *a = &c->attach;
-	const config_setting_t *p = typed(l, gw, "attach", CONFIG_TYPE_GROUP,
-					  false);
 	char mode[8];
 
-	if (p == NULL)
-		return;
-	a->enabled = true;
-	known_keys(l, p, keys);
-	if (get_str(l, p, "path", true, a->path, sizeof(a->path)) &&
-	    a->path[0] != '/')
+	if (get_str(l, p, "path", true, path, EGW_CONF_SOCK_PATH_LEN) &&
+	    path[0] != '/')
 		err(l, member(p, "path"), NULL, "must be an absolute path");
 	if (get_str(l, p, "mode", false, mode, sizeof(mode))) {
 		char *end;
@@ -602,11 +598,131 @@ load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 			err(l, member(p, "mode"), NULL, "permission bits in "
 			    "octal, e.g. \"0660\", with owner read and write");
 		else
-			a->mode = (uint32_t)m;
+			*mode_out = (uint32_t)m;
 	}
-	get_name(l, p, "group", false, a->group);
-	a->nuids = get_ids(l, p, "allow_uids", a->allow_uids);
-	a->ngids = get_ids(l, p, "allow_gids", a->allow_gids);
+	get_name(l, p, "group", false, group);
+	*nuids = get_ids(l, p, "allow_uids", uids);
+	*ngids = get_ids(l, p, "allow_gids", gids);
+}
+
+static void
+load_tenants(struct ld *l, const config_setting_t *p,
+	     struct egw_conf_attach *a)
+{
+	static const char *const keys[] = { "path", "mode", "group",
+		"allow_uids", "allow_gids", "ports", NULL };
+	const config_setting_t *ts = typed(l, p, "tenants", CONFIG_TYPE_LIST,
+					   false);
+	int n;
+
+	if (ts == NULL)
+		return;
+	n = config_setting_length(ts);
+	if (n > (int)EGW_CONF_MAX_TENANTS) {
+		err(l, ts, NULL, "at most %u tenants", EGW_CONF_MAX_TENANTS);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *t = config_setting_get_elem(ts,
+								    (unsigned)i);
+		struct egw_conf_tenant *tn = &a->tenants[i];
+		const config_setting_t *ps;
+
+		if (config_setting_type(t) != CONFIG_TYPE_GROUP) {
+			err(l, t, NULL, "a tenant is a group { path = ...; "
+			    "ports = [...]; ... }");
+			return;
+		}
+		known_keys(l, t, keys);
+		tn->mode = 0660;
+		load_socket(l, t, tn->path, &tn->mode, tn->group,
+			    tn->allow_uids, &tn->nuids, tn->allow_gids,
+			    &tn->ngids);
+		if (strcmp(tn->path, a->path) == 0)
+			err(l, member(t, "path"), NULL, "the attach group's "
+			    "own path; a tenant needs a socket of its own");
+		for (int j = 0; j < i; j++)
+			if (strcmp(tn->path, a->tenants[j].path) == 0)
+				err(l, member(t, "path"), NULL, "tenant %d's "
+				    "path too", j);
+		ps = typed(l, t, "ports", CONFIG_TYPE_ARRAY, true);
+		if (ps == NULL)
+			continue;
+		if (config_setting_length(ps) < 1 ||
+		    config_setting_length(ps) > EGW_CONF_MAX_IDS) {
+			err(l, ps, NULL, "1..%d port names", EGW_CONF_MAX_IDS);
+			continue;
+		}
+		for (int k = 0; k < config_setting_length(ps); k++) {
+			const char *s = config_setting_get_string_elem(ps,
+								(unsigned)k);
+
+			if (s == NULL || s[0] == '\0' ||
+			    strlen(s) >= EGW_CONF_NAME_LEN) {
+				err(l, ps, NULL, "entry %d: a port name of "
+				    "1..%d characters", k,
+				    EGW_CONF_NAME_LEN - 1);
+				break;
+			}
+			snprintf(tn->ports[tn->nports++], EGW_CONF_NAME_LEN,
+				 "%s", s);
+		}
+	}
+	a->ntenants = (uint16_t)n;
+}
+
+/* Every port a tenant names exists, and belongs to one tenant only. */
+static void
+check_tenant_ports(struct ld *l, const config_setting_t *gw,
+		   const struct egw_conf *c)
+{
+	const struct egw_conf_attach *a = &c->attach;
+	const config_setting_t *at = gw == NULL ? NULL :
+		config_setting_get_member(gw, "attach");
+	const config_setting_t *ts = at == NULL ? NULL :
+		config_setting_get_member(at, "tenants");
+
+	if (ts == NULL)
+		return;
+	for (uint16_t t = 0; t < a->ntenants; t++)
+		for (uint16_t i = 0; i < a->tenants[t].nports; i++) {
+			const char *name = a->tenants[t].ports[i];
+			uint16_t p;
+
+			for (p = 0; p < c->nports; p++)
+				if (!strcmp(c->ports[p].name, name))
+					break;
+			if (p == c->nports)
+				err(l, ts, NULL,
+				    "tenant %u names port \"%s\", which is "
+				    "not in ports", t, name);
+			for (uint16_t u = 0; u < t; u++)
+				for (uint16_t j = 0; j < a->tenants[u].nports; j++)
+					if (!strcmp(a->tenants[u].ports[j], name))
+						err(l, ts, NULL,
+						    "port \"%s\" in tenants %u "
+						    "and %u", name, u, t);
+		}
+}
+
+static void
+load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "path", "mode", "group",
+		"allow_uids", "allow_gids", "max_clients", "sq_entries",
+		"cq_entries", "slots", "lease_ms", "tenants", "cache_entries",
+		"cache_tokens", "held_warn_ms", NULL };
+	struct egw_conf_attach *a = &c->attach;
+	const config_setting_t *p = typed(l, gw, "attach", CONFIG_TYPE_GROUP,
+					  false);
+
+	if (p == NULL)
+		return;
+	a->enabled = true;
+	known_keys(l, p, keys);
+	load_socket(l, p, a->path, &a->mode, a->group, a->allow_uids,
+		    &a->nuids, a->allow_gids, &a->ngids);
+	load_tenants(l, p, a);
 	get_int(l, p, "max_clients", 1, 4096, false, &a->max_clients);
 	if (get_int(l, p, "sq_entries", 1, 65536, false, &a->sq_entries) &&
 	    !pow2(a->sq_entries))
@@ -616,6 +732,14 @@ load_attach(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		err(l, member(p, "cq_entries"), NULL, "not a power of two");
 	get_int(l, p, "slots", 1, 65536, false, &a->slots);
 	get_int(l, p, "lease_ms", 0, 3600 * 1000, false, &a->lease_ms);
+	get_int(l, p, "cache_entries", 0, 65536, false, &a->cache_entries);
+	if (get_int(l, p, "cache_tokens", 0, INT32_MAX, false,
+		    &a->cache_tokens) &&
+	    a->cache_tokens > c->geom.capacity_tokens)
+		err(l, member(p, "cache_tokens"), NULL, "%u tokens, more than "
+		    "the pool's capacity_tokens %u", a->cache_tokens,
+		    c->geom.capacity_tokens);
+	get_int(l, p, "held_warn_ms", 0, 3600 * 1000, false, &a->held_warn_ms);
 }
 
 /* ---- ports ( ) --------------------------------------------------------- */
@@ -1049,6 +1173,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 			    "larger than capacity_tokens");
 	}
 	load_ports(&l, root, c);
+	check_tenant_ports(&l, gw, c);
 	if (errs->total == 0 && egw_geom_check(&c->geom) != 0)
 		err(&l, gw, "pool", "inconsistent pool geometry");
 	config_destroy(&cfg);
@@ -1112,11 +1237,23 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 	if (c->attach.enabled)
 		fprintf(f, "attach: %s mode %04o, %u uid(s) and %u gid(s) "
 			"allowed%s, %u clients, rings %u/%u, %u slots, lease "
-			"%u ms\n", c->attach.path, c->attach.mode, c->attach.nuids,
+			"%u ms, content cache %u entries\n", c->attach.path,
+			c->attach.mode, c->attach.nuids,
 			c->attach.ngids, c->attach.nuids + c->attach.ngids ? "" :
 			" (none listed: the gateway's own uid only)",
 			c->attach.max_clients, c->attach.sq_entries,
-			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms);
+			c->attach.cq_entries, c->attach.slots, c->attach.lease_ms,
+			c->attach.cache_entries);
+	for (uint16_t t = 0; t < c->attach.ntenants; t++) {
+		const struct egw_conf_tenant *tn = &c->attach.tenants[t];
+
+		fprintf(f, "attach tenant %u: %s mode %04o, %u uid(s) and %u "
+			"gid(s) allowed, ports", t, tn->path, tn->mode,
+			tn->nuids, tn->ngids);
+		for (uint16_t i = 0; i < tn->nports; i++)
+			fprintf(f, "%s%s", i ? "," : " ", tn->ports[i]);
+		fprintf(f, "\n");
+	}
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 

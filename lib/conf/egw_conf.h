@@ -84,6 +84,22 @@ struct egw_conf_policy {
 #define EGW_CONF_MAX_IDS 16
 #define EGW_CONF_SOCK_PATH_LEN 108 /**< sun_path */
 
+#define EGW_CONF_MAX_TENANTS 8
+
+/** gateway.attach.tenants[]: an attach socket of its own, with its own
+ * credentials, serving only the ports it names (their pools). */
+struct egw_conf_tenant {
+	char path[EGW_CONF_SOCK_PATH_LEN]; /**< the Unix socket, absolute */
+	uint32_t mode;          /**< the socket's permission bits */
+	char group[EGW_CONF_NAME_LEN]; /**< the socket's group ("": ours) */
+	uint32_t allow_uids[EGW_CONF_MAX_IDS];
+	uint16_t nuids;
+	uint32_t allow_gids[EGW_CONF_MAX_IDS];
+	uint16_t ngids;
+	char ports[EGW_CONF_MAX_IDS][EGW_CONF_NAME_LEN]; /**< port names */
+	uint16_t nports;
+};
+
 /** gateway.attach: where local engine processes attach (doc/client.md). */
 struct egw_conf_attach {
 	bool enabled;           /**< the group is present */
@@ -97,7 +113,16 @@ struct egw_conf_attach {
 	uint32_t max_clients;
 	uint32_t sq_entries, cq_entries, slots; /**< defaults per client */
 	uint32_t lease_ms;      /**< 0: no lease */
+	uint32_t cache_entries; /**< content entries (0: keys ignored) */
+	uint32_t cache_tokens;  /**< landed tokens kept unheld;
+				 *   EGW_CONF_CACHE_HALF: half the pool */
+	uint32_t held_warn_ms;  /**< report rooms held longer (0: never) */
+	/** sockets of their own for some ports; the others on `path` */
+	struct egw_conf_tenant tenants[EGW_CONF_MAX_TENANTS];
+	uint16_t ntenants;
 };
+
+#define EGW_CONF_CACHE_HALF UINT32_MAX
 
 struct egw_conf {
 	char file[EGW_CONF_PATH_LEN];

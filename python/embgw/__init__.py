@@ -11,12 +11,14 @@
 
 ctypes over libegw_client.so (lib/client); the contract is doc/client.md.
 """
-from .client import Client, DTYPES
+from .client import (Client, DTYPES, LOOKUP_IN_FLIGHT, LOOKUP_LANDED,
+                     LOOKUP_NONE, content_key)
 from .room import EncodeRoom, KVPoll, LanguageRoom, Room
 from ._lib import strerror
 from .connector import (EmbeddingReceiver, EmbeddingSender,
                         EmbeddingTransferError, Received)
 
-__all__ = ["Client", "DTYPES", "EmbeddingReceiver", "EmbeddingSender",
+__all__ = ["Client", "DTYPES", "LOOKUP_IN_FLIGHT", "LOOKUP_LANDED",
+           "LOOKUP_NONE", "content_key", "EmbeddingReceiver", "EmbeddingSender",
            "EmbeddingTransferError", "EncodeRoom", "KVPoll", "LanguageRoom",
            "Received", "Room", "strerror"]

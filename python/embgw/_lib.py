@@ -15,10 +15,11 @@ c_u8, c_u16, c_u32, c_i32, c_u64 = (ctypes.c_uint8, ctypes.c_uint16,
 F_WAKEUP = 0x1
 F_LEASE_THREAD = 0x2
 G_ENCODE, G_LANGUAGE, G_WAKEUP = 0x1, 0x2, 0x4
-EV_MORE, EV_END, EV_REFUSED = 0x1, 0x100, 0x200
+EV_MORE, EV_CACHED, EV_END, EV_REFUSED = 0x1, 0x2, 0x100, 0x200
 AUX_ONLY = 0x1
-OP_NOP, OP_SEND_OPEN, OP_SEND_COMMIT, OP_RECV_OPEN, OP_RELEASE, OP_ABORT = \
-    range(6)
+OP_NOP, OP_SEND_OPEN, OP_SEND_COMMIT, OP_RECV_OPEN, OP_RELEASE, OP_ABORT, \
+    OP_LOOKUP = range(7)
+CONTENT_BYTES = 16
 OP_RECOVERED = 255
 KINDS = {"embedding": 0, "fill_ids": 1, "mrope": 2, "aux": 3}
 
@@ -84,6 +85,13 @@ def _load():
         "egw_client_send_commit": (ctypes.c_int, [P, c_u32, c_u64]),
         "egw_client_recv_open": (ctypes.c_int, [P, c_u64, c_u16, c_u16,
                                                 c_u16, c_u32, c_u64]),
+        "egw_client_send_open_ex": (ctypes.c_int, [P, c_u64, c_u32, c_u16,
+                                                   c_i32, c_u64, c_u32,
+                                                   ctypes.c_char_p, c_u64]),
+        "egw_client_recv_open_ex": (ctypes.c_int, [P, c_u64, c_u16, c_u16,
+                                                   c_u16, c_u32, c_u32,
+                                                   ctypes.c_char_p, c_u64]),
+        "egw_client_lookup": (ctypes.c_int, [P, ctypes.c_char_p, c_u64]),
         "egw_client_release": (ctypes.c_int, [P, c_u32, c_u64]),
         "egw_client_abort": (ctypes.c_int, [P, c_u32, c_u64]),
         "egw_client_nop": (ctypes.c_int, [P, c_u64]),

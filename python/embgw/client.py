@@ -2,11 +2,12 @@
 """embgw.Client: one engine process attached to its local gateway."""
 import ctypes
 import errno
+import hashlib
 import time
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _trust
 from ._lib import lib, check
 from .room import EncodeRoom, LanguageRoom
 
@@ -18,6 +19,33 @@ DTYPES = {
     4: ("fp16", np.float16, "float16"),
     5: ("fp32", np.float32, "float32"),
 }
+
+
+LOOKUP_NONE, LOOKUP_LANDED, LOOKUP_IN_FLIGHT = 0, 1, 2
+
+
+def content_key(content):
+    """The 16-byte content key of `content`: 16 bytes are taken as they
+    are; any other bytes or str (an engine's content hash such as vLLM's
+    mm_hash) are hashed with BLAKE2b to 16 bytes, so every process that
+    names the same content gets the same key."""
+    if isinstance(content, str):
+        content = content.encode()
+    if not isinstance(content, (bytes, bytearray)) or not content:
+        raise TypeError("content must be a non-empty str or bytes, got %r"
+                        % (content,))
+    if len(content) == _lib.CONTENT_BYTES:
+        return bytes(content)
+    return hashlib.blake2b(content, digest_size=_lib.CONTENT_BYTES,
+                           person=b"embgw-content").digest()
+
+
+def _attempt(attempt):
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or \
+            not 0 <= attempt < 1 << 32:
+        raise ValueError("attempt must be an int 0..2^32-1, got %r"
+                         % (attempt,))
+    return attempt
 
 
 class Client:
@@ -61,12 +89,18 @@ class Client:
         self.peers = [lib.egw_client_peer(handle, i).decode()
                       for i in range(g.npeers)]
         self._regions = {}
+        # views outlive close(): the range stays mapped (revoked) for them
+        self._keeper = _trust.PoolKeeper()
+        self.pool_readonly = bool(g.flags & _trust.G_POOL_RDONLY)
         for kind, k in _lib.KINDS.items():
             size = _lib.c_u64()
             ptr = lib.egw_client_region(handle, k, ctypes.byref(size))
             if ptr:
-                buf = (ctypes.c_uint8 * size.value).from_address(ptr)
+                buf = self._keeper.buffer(ptr, size.value)
                 self._regions[kind] = np.frombuffer(buf, dtype=np.uint8)
+                # a language port's pool is mapped read-only: a write
+                # through a view raises instead of faulting
+                self._regions[kind].flags.writeable = not self.pool_readonly
         cap = g.capacity_tokens
         self.pool = {"embedding": self._regions["embedding"]
                      [:cap * g.hidden_size * g.dtype_bytes]
@@ -86,9 +120,11 @@ class Client:
     # ---- lifetime -------------------------------------------------------
     def close(self):
         """Detach: the gateway aborts every room still held. Views of the
-        pool must not be used afterwards."""
+        pool made before stay valid memory but hold zeros (never another
+        room's bytes); rooms' views(), tensors() and gather() raise."""
         if self._c:
-            lib.egw_client_detach(self._c)
+            _trust.detach(self._c, self._keeper)
+            self._keeper = None   # the views keep it while they live
             self._c = None
             for r in self._rooms.values():
                 r._gone(0, "the client detached")
@@ -112,31 +148,52 @@ class Client:
         return self._tag
 
     # ---- rooms ----------------------------------------------------------
-    def send_room(self, room, total_tokens, nranks=1, mrope_delta=0, cookie=0):
+    def send_room(self, room, total_tokens, nranks=1, mrope_delta=0, cookie=0,
+                  attempt=0):
         """Encode side: open a room of `total_tokens` for `nranks` ranks.
-        Its blocks are writable once room.poll() says WaitingForInput."""
-        slot = check(lib.egw_client_send_open(
+        Its blocks are writable once room.poll() says WaitingForInput.
+        `attempt`: 0 for a room's first try, n for its n-th retry (the
+        language side opens the same attempt; doc/client.md, "Attempts")."""
+        slot = check(lib.egw_client_send_open_ex(
             self._handle(), room, total_tokens, nranks, mrope_delta, cookie,
-            self._next_tag()), "send_open room %d" % room)
+            _attempt(attempt), None, self._next_tag()),
+            "send_open room %d" % room)
         r = EncodeRoom(self, room, slot)
         self._rooms[slot] = r
         return r
 
-    def recv_room(self, room, peer=0, rank=0, nranks=1, aux_only=False):
+    def recv_room(self, room, peer=0, rank=0, nranks=1, aux_only=False,
+                  attempt=0, content=None):
         """Language side: receive `room` from `peer` (an index or a name)
-        as `rank` of `nranks`."""
+        as `rank` of `nranks`. `content` names what the room holds (a
+        content_key(), or any str/bytes hashed by it): data the port holds
+        for it is served without a transfer, and a transfer of it already
+        under way is shared (room.cached says so at Success)."""
         if isinstance(peer, str):
             if peer not in self.peers:
                 raise ValueError("no peer %r (the port has %s)"
                                  % (peer, self.peers))
             peer = self.peers.index(peer)
-        slot = check(lib.egw_client_recv_open(
+        key = content_key(content) if content is not None else None
+        slot = check(lib.egw_client_recv_open_ex(
             self._handle(), room, peer, rank, nranks,
-            _lib.AUX_ONLY if aux_only else 0, self._next_tag()),
-            "recv_open room %d" % room)
+            _lib.AUX_ONLY if aux_only else 0, _attempt(attempt), key,
+            self._next_tag()), "recv_open room %d" % room)
         r = LanguageRoom(self, room, slot, aux_only)
         self._rooms[slot] = r
         return r
+
+    def lookup(self, content, timeout_s=5.0):
+        """Language side: what the port holds for `content` (see
+        recv_room): LOOKUP_LANDED (a room is served at once),
+        LOOKUP_IN_FLIGHT (a transfer of it is under way: a room shares it)
+        or LOOKUP_NONE (0: a room transfers). A round trip through the
+        rings, answered within one poll of the gateway's worker."""
+        tag = self._next_tag()
+        check(lib.egw_client_lookup(self._handle(), content_key(content),
+                                    tag), "lookup")
+        self.wait_until(lambda: tag in self._nops, timeout_s)
+        return self._nops.pop(tag)
 
     # ---- completions ----------------------------------------------------
     def progress(self):
@@ -155,7 +212,7 @@ class Client:
                 return taken
 
     def _dispatch(self, ev):
-        if ev.op == _lib.OP_NOP:
+        if ev.op in (_lib.OP_NOP, _lib.OP_LOOKUP):
             self._nops[ev.tag] = ev.result
             return
         r = self._rooms.get(ev.slot)

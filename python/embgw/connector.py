@@ -144,11 +144,12 @@ class EmbeddingSender(_Connector):
     commit: the connector keeps no view of them.
     """
 
-    def __init__(self, client, room, nranks=1):
+    def __init__(self, client, room, nranks=1, attempt=0):
         super().__init__(client, room)
         if not 1 <= nranks <= 8:
             raise ValueError("nranks must be 1..8, got %r" % (nranks,))
         self.nranks = nranks
+        self.attempt = attempt
         self.num_tokens = 0
         self._pending = None    # what send() was given, until it is written
         self.committed = False
@@ -160,7 +161,7 @@ class EmbeddingSender(_Connector):
         self.num_tokens = num_tokens
         self._open(lambda: self.client.send_room(
             self.room, num_tokens, nranks=self.nranks,
-            mrope_delta=mrope_delta, cookie=cookie),
+            mrope_delta=mrope_delta, cookie=cookie, attempt=self.attempt),
             "open room %d" % self.room)
 
     def send(self, embeddings, fill_ids=None, mrope=None):
@@ -246,7 +247,7 @@ class EmbeddingReceiver(_Connector):
     """
 
     def __init__(self, client, room, peer=0, rank=0, nranks=1,
-                 aux_only=False):
+                 aux_only=False, attempt=0, content=None):
         super().__init__(client, room)
         if not 1 <= nranks <= 8 or not 0 <= rank < nranks:
             raise ValueError("need 0 <= rank < nranks <= 8, got rank %r of "
@@ -255,6 +256,8 @@ class EmbeddingReceiver(_Connector):
         self.rank = rank
         self.nranks = nranks
         self.aux_only = aux_only
+        self.attempt = attempt
+        self.content = content
         self.released = False
 
     def init(self):
@@ -262,13 +265,20 @@ class EmbeddingReceiver(_Connector):
         this."""
         self._open(lambda: self.client.recv_room(
             self.room, peer=self.peer, rank=self.rank, nranks=self.nranks,
-            aux_only=self.aux_only), "open room %d" % self.room)
+            aux_only=self.aux_only, attempt=self.attempt,
+            content=self.content), "open room %d" % self.room)
 
     def poll(self):
         """The room's KVPoll state."""
         if self.released:
             return KVPoll.Success
         return self._state()
+
+    @property
+    def cached(self):
+        """Success came from the port's content cache or another room's
+        transfer of the same content: nothing crossed the wire for it."""
+        return self._room is not None and self._room.cached
 
     @property
     def num_tokens(self):

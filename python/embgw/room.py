@@ -5,7 +5,9 @@ import enum
 
 import numpy as np
 
-from . import _lib
+import warnings
+
+from . import _lib, _trust
 from ._lib import lib, check
 
 
@@ -32,6 +34,7 @@ class Room:
         self.ended = False
         self.total_tokens = 0
         self.refusals = []     # (op, result) of commands the gateway refused
+        self.cached = False    # Success without a transfer of its own
         self._runs = None
 
     def __repr__(self):
@@ -61,6 +64,8 @@ class Room:
             ev.state = KVPoll.Failed
         if ev.total_tokens:
             self.total_tokens = ev.total_tokens
+        if ev.flags & _lib.EV_CACHED:
+            self.cached = True
         self.state = KVPoll(ev.state)
         if ev.result != 0:
             self.result = ev.result
@@ -120,21 +125,26 @@ class Room:
         bf16), fill_ids (tokens,) int32, mrope (tokens, 3) int32."""
         if getattr(self, "aux_only", False):
             raise ValueError("an aux-only rank holds only the aux record")
+        # every time: a client the gateway gave up holds no room data
+        _trust.check(self.client)
         pool = self.client.pool[kind]
         return [pool[p:p + n] for p, n, _ in self._token_ranges()]
 
     def tensors(self, kind="embedding"):
         """The same views as PyTorch tensors (torch.bfloat16 for bf16)."""
         import torch
-        out = []
-        for v in self.views(kind):
-            if kind == "embedding" and self.client.dtype_name == "bf16":
-                # torch.from_numpy takes no uint16: the same bits as int16
-                t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
-            else:
-                t = torch.from_numpy(v)
-            out.append(t)
-        return out
+        views = self.views(kind)
+        with warnings.catch_warnings():
+            # a read-only pool (language): torch warns that it cannot mark
+            # the tensor read-only; a write through it faults
+            warnings.simplefilter("ignore", UserWarning)
+            return [self._tensor(torch, v, kind) for v in views]
+
+    def _tensor(self, torch, v, kind):
+        if kind == "embedding" and self.client.dtype_name == "bf16":
+            # torch.from_numpy takes no uint16: the same bits as int16
+            return torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(v)
 
     def aux(self):
         """The room's aux record as a dict."""

@@ -477,8 +477,13 @@ serve(struct fake_gw *gw, int lfd)
 				continue;
 			}
 			fake_rooms_step(gw, c);
-			if (lease_expired(gw, c))
+			if (lease_expired(gw, c)) {
+				/* as the gateway does: the trust word first */
+				__atomic_store_n(&egw_attach_trust_of(
+					c->area_mem)->lost, EGW_LOST_LEASE,
+					__ATOMIC_RELEASE);
 				detach(gw, i, "lease expired");
+			}
 		}
 		fflush(stdout);
 	}

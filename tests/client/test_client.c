@@ -67,7 +67,7 @@ test_attach_geometry_nop(void)
 static void
 test_attach_refusals(void)
 {
-	const char *v2[] = { "--speak-version", "2", NULL };
+	const char *v2[] = { "--speak-version", "3", NULL };
 	const char *one[] = { "--max-clients", "1", NULL };
 	struct egw_client *c = NULL, *c2 = NULL;
 	struct fake f;
@@ -82,8 +82,8 @@ test_attach_refusals(void)
 
 	CU_ASSERT_FATAL(fake_start(&f, v2) == 0);
 	CU_ASSERT(fake_attach(&f, "lang0", 0, &c) == -EPROTONOSUPPORT);
-	CU_ASSERT(strstr(egw_client_last_error(), "version 1") != NULL);
 	CU_ASSERT(strstr(egw_client_last_error(), "version 2") != NULL);
+	CU_ASSERT(strstr(egw_client_last_error(), "version 3") != NULL);
 	fake_stop(&f);
 
 	CU_ASSERT_FATAL(fake_start(&f, one) == 0);
@@ -545,6 +545,44 @@ test_lease(void)
 	fake_stop(&f);
 }
 
+/* A client the gateway gave up (lease) while it held a delivered room:
+ * every call says so before it can act on the room, and the pool's
+ * mapping is revoked in place (zeros, no fault). */
+static void
+test_lost_lease_every_call(void)
+{
+	const char *args[] = { "--lease-ms", "200", NULL };
+	struct egw_client_event ev;
+	struct egw_client_run run;
+	struct egw_client *c;
+	const uint8_t *emb;
+	uint64_t bytes, nonzero = 0;
+	struct fake f;
+	int s;
+
+	CU_ASSERT_FATAL(fake_start(&f, args) == 0);
+	CU_ASSERT_FATAL(fake_attach(&f, "lang0", 0, &c) == 0);
+	s = egw_client_recv_open(c, 700, 0, 0, 1, 0, 1);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
+				   &ev));
+	emb = egw_client_region(c, EGW_CLIENT_EMBEDDING, &bytes);
+	CU_ASSERT(egw_client_lost(c) == 0);
+	CU_ASSERT(fake_expect(&f, "detached (lease expired)", MS));
+	CU_ASSERT(egw_client_lost(c) == EGW_CLIENT_LOST_LEASE);
+	CU_ASSERT(egw_client_room_runs(c, (uint32_t)s, &run, 1) ==
+		  -ECONNRESET);
+	CU_ASSERT(strstr(egw_client_last_error(), "lease expired") != NULL);
+	CU_ASSERT(egw_client_release(c, (uint32_t)s, 2) == -ECONNRESET);
+	CU_ASSERT(egw_client_poll(c, &ev, 1) == -ECONNRESET);
+	CU_ASSERT(egw_client_check(c) == -ECONNRESET);
+	for (uint64_t i = 0; i < bytes; i += 4096)
+		nonzero += emb[i] != 0;
+	CU_ASSERT(nonzero == 0);
+	egw_client_detach(c);
+	fake_stop(&f);
+}
+
 static void
 test_full_ring(void)
 {
@@ -652,6 +690,7 @@ main(int argc, char **argv)
 		{ "overflow: unseen failures", test_overflow_unseen_failures },
 		{ "wake-up wait", test_wakeup_wait },
 		{ "lease", test_lease },
+		{ "lost_lease_every_call", test_lost_lease_every_call },
 		{ "full submission ring", test_full_ring },
 		{ "client killed", test_client_killed },
 		{ "gateway gone", test_gateway_gone },

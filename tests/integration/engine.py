@@ -77,7 +77,7 @@ def wait_go(path):
         time.sleep(0.05)
 
 
-def encode(c, rooms, nranks, hold_s, go=None):
+def encode(c, rooms, nranks, hold_s, go=None, attempt=0):
     hidden = c.geometry["hidden_size"]
     data = {}
     if go:
@@ -89,7 +89,7 @@ def encode(c, rooms, nranks, hold_s, go=None):
     opened = []
     for rid in rooms:
         n = rid & 0xffffffff
-        r = c.send_room(rid, n, nranks=nranks, cookie=rid)
+        r = c.send_room(rid, n, nranks=nranks, cookie=rid, attempt=attempt)
         opened.append((rid, n, r))
     print("engine-opened: rooms=%d" % len(opened), flush=True)
     time.sleep(hold_s)
@@ -139,21 +139,40 @@ def misuse(c, room, rank, nranks, aux_only):
     return 0
 
 
+def content_of(origin):
+    """The content key the tests give the data of room `origin`."""
+    return "content-%#x" % origin
+
+
 def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
-             go=None):
+             go=None, origins=None, attempt=0, expect_cached=None,
+             lookup=False):
+    """origins: per room, the room whose data it holds (keyed rooms:
+    content keys name the data); None: unkeyed rooms."""
     hidden = c.geometry["hidden_size"]
+    keys = ([content_of(o) for o in origins] if origins is not None
+            else [None] * len(rooms))
+    origins = origins or rooms
     if go:
         wait_go(go)
+    lookups_bad = 0
+    if lookup:
+        # rooms of landed data: the port says so before the open
+        for rid, o, k in zip(rooms, origins, keys):
+            if o != rid and c.lookup(k) != embgw.LOOKUP_LANDED:
+                lookups_bad += 1
     opened = [(rid, c.recv_room(rid, peer=0, rank=rank, nranks=nranks,
-                                aux_only=aux_only)) for rid in rooms]
+                                aux_only=aux_only, attempt=attempt,
+                                content=k))
+              for rid, k in zip(rooms, keys)]
     print("engine-opened: rooms=%d" % len(opened), flush=True)
     refused = (misuse(c, rooms[0], rank, nranks, aux_only)
                if check_misuse else None)
     time.sleep(hold_s)
-    ok = bad = failed = 0
+    ok = bad = failed = cached = 0
     nbytes = 0
-    for rid, r in opened:
-        n = rid & 0xffffffff
+    for (rid, r), origin in zip(opened, origins):
+        n = origin & 0xffffffff
         st = r.wait(embgw.KVPoll.Success, DEADLINE_S)
         if st != embgw.KVPoll.Success:
             failed += 1
@@ -161,9 +180,10 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
                   flush=True)
             continue
         aux = r.aux()
-        good = aux["total_tokens"] == n and aux["cookie"] == rid
+        cached += r.cached
+        good = aux["total_tokens"] == n and aux["cookie"] == origin
         if not aux_only:
-            emb, fill, mrope = expected(rid, n, hidden, c.torch_dtype)
+            emb, fill, mrope = expected(origin, n, hidden, c.torch_dtype)
             out = torch.empty(n, hidden, dtype=c.torch_dtype)
             good = (good and same(r.gather(out), emb) and
                     same(r.gather(kind="fill_ids"), fill) and
@@ -176,10 +196,12 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
         c.nop()
     except (OSError, TimeoutError) as e:
         print("nop: %s" % e, flush=True)
-    print("engine-language: rank=%d rooms=%d ok=%d bad=%d failed=%d bytes=%d%s"
-          % (rank, len(rooms), ok, bad, failed, nbytes,
+    print("engine-language: rank=%d rooms=%d ok=%d bad=%d failed=%d bytes=%d "
+          "cached=%d lookups_bad=%d%s"
+          % (rank, len(rooms), ok, bad, failed, nbytes, cached, lookups_bad,
              "" if refused is None else " refused=%d" % refused), flush=True)
-    return ok == len(rooms) and refused in (None, 1)
+    return ok == len(rooms) and refused in (None, 1) and lookups_bad == 0 \
+        and expect_cached in (None, cached)
 
 
 # ---- --bench ------------------------------------------------------------
@@ -319,6 +341,16 @@ def main():
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--nranks", type=int, default=1)
     ap.add_argument("--aux-only", action="store_true")
+    ap.add_argument("--keyed", action="store_true",
+                    help="name each room's content by a key")
+    ap.add_argument("--same-as", metavar="IDS",
+                    help="per room, the room whose data it holds (keyed)")
+    ap.add_argument("--attempt", type=int, default=0)
+    ap.add_argument("--expect-cached", type=int, metavar="N",
+                    help="exactly N rooms served without a transfer")
+    ap.add_argument("--lookup", action="store_true",
+                    help="every room of another's data looked up as landed "
+                    "before it opens")
     ap.add_argument("--hold-s", type=float, default=0,
                     help="sleep this long once the rooms are open (a kill "
                     "lands then)")
@@ -332,10 +364,16 @@ def main():
             run = bench_encode if a.role == "encode" else bench_language
             good = run(c, a.bench, a.length, a.window)
         elif a.role == "encode":
-            good = encode(c, rooms, a.nranks, a.hold_s, a.go)
+            good = encode(c, rooms, a.nranks, a.hold_s, a.go, a.attempt)
         else:
+            origins = None
+            if a.same_as:
+                origins = [int(x, 0) for x in a.same_as.split(",")]
+            elif a.keyed:
+                origins = list(rooms)
             good = language(c, rooms, a.rank, a.nranks, a.aux_only,
-                            a.hold_s, a.misuse, a.go)
+                            a.hold_s, a.misuse, a.go, origins, a.attempt,
+                            a.expect_cached, a.lookup)
     sys.exit(0 if good else 1)
 
 

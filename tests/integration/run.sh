@@ -765,7 +765,47 @@ case_engines() {
 		expect "$T/lang.log" clients ok -eq 30 && expect "$T/lang.log" clients failed -eq 0 &&
 		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
 		expect "$T/lang.log" clients refused -eq 0 || return 1
-	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
+	MSG="11 rooms from the encode engine to 2 ranks and an aux-only rank, bit-identical ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/rank0.log") bytes to rank 0); zero blocks in use on both gateways"
+}
+
+define engines-content "Content keys: rooms keyed by their data land once; later requests of the same content on both ranks are looked up as landed and served from the language gateway's cache without a transfer, bit-identical; two requests of one content in flight share one transfer; attempt 1 of a room id goes through both gateways; nothing leaked"
+case_engines_content() {
+	local a b c1 c2 d r
+	engine_gateways || return 1
+	LOG=$T/lang.log
+	a=$(room_ids 1 2000 10000)
+	for r in 0 1; do
+		engine "$T/rank$r.log" language "$T/lang-0.sock" --rooms "$a" --rank $r --nranks 2 --keyed
+	done
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$a" --nranks 2
+	engines_wait || { MSG="first transfer: $(cat "$T"/rank?.log "$T/encode.log" | tr '\n' ' ')"; return 1; }
+	# the same content under new request ids, and no encoder at all
+	b=$(room_ids 2 2000 10000)
+	for r in 0 1; do
+		engine "$T/rank$r-b.log" language "$T/lang-0.sock" --rooms "$b" --same-as "$a" --rank $r --nranks 2 --lookup --expect-cached 2
+	done
+	engines_wait || { MSG="from the cache: $(cat "$T"/rank?-b.log | tr '\n' ' ')"; return 1; }
+	# two requests of one content open before its data is sent
+	c1=$(room_ids 3 3000)
+	c2=$(room_ids 4 3000)
+	engine "$T/rank0-c.log" language "$T/lang-0.sock" --rooms "$c1,$c2" --same-as "$c1,$c1" --rank 0 --nranks 1 --expect-cached 1
+	sleep 1
+	engine "$T/encode-c.log" encode "$T/enc-0.sock" --rooms "$c1" --nranks 1
+	engines_wait || { MSG="shared in flight: $(cat "$T/rank0-c.log" "$T/encode-c.log" | tr '\n' ' ')"; return 1; }
+	# a retry's room id, the same on both gateways
+	d=$(room_ids 5 500)
+	engine "$T/rank0-d.log" language "$T/lang-0.sock" --rooms "$d" --rank 0 --nranks 1 --attempt 1
+	engine "$T/encode-d.log" encode "$T/enc-0.sock" --rooms "$d" --nranks 1 --attempt 1
+	engines_wait || { MSG="attempt 1: $(cat "$T/rank0-d.log" "$T/encode-d.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	expect "$T/enc.log" clients ok -eq 4 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients ok -eq 11 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients cache_hits -eq 4 &&
+		expect "$T/lang.log" clients cache_shared -eq 1 &&
+		expect "$T/lang.log" clients cache_misses -eq 3 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
+	MSG="2 rooms transferred once to 2 ranks, then served 4 times from the cache and 1 time by a shared transfer, bit-identical; attempt 1 served; zero blocks in use on both gateways"
 }
 
 define engine-killed "SIGKILL of a language rank, then of the encode engine, while their rooms are open: the survivors see Failed with the reason, every block comes back on both gateways"
@@ -857,6 +897,57 @@ case_sglang_connector() {
 	connector_case sglang "--part-of 0" "--part-of 1"
 }
 
+define attach-trust "the attach boundary: a refused uid's flood of silent connections while 12 engines attach (all do); a language engine's pool is read-only (r--s, a write faults); an engine that stops past its lease with a landed room finds its own bytes (the gateway held the blocks while other rooms filled the pool), then release(), poll() and views() raise and its views hold zeros; the held blocks come back"
+case_attach_trust() {
+	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+		timeout -s KILL 120 /usr/bin/python3 tests/integration/trust.py)
+	local held others
+	ENGINE_LEASE=1000 engine_gateways || return 1
+	LOG=$T/lang.log
+	# a socket anyone may reach and connect to: credentials alone decide
+	chmod 0711 "$T" && chmod 0666 "$T/lang-0.sock"
+	"${TRUST[@]}" flood "$T/lang-0.sock" --seconds 5 --engines 12 >"$T/flood.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/flood.log")"; return 1; }
+	"${TRUST[@]}" readonly "$T/lang-0.sock" >"$T/ro.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/ro.log")"; return 1; }
+	# the held room, then 5 rooms of 50,000 for another engine: together
+	# more than the pool, so freed blocks would be taken at once
+	held=$(room_ids 7 50000)
+	others=$(room_ids 8 50000 50000 50000 50000 50000)
+	"${TRUST[@]}" lost "$T/lang-0.sock" --room "$held" --hold-s 4 >"$T/lost.log" 2>&1 &
+	ENGINE_PIDS+=($!)
+	engine "$T/encode.log" encode "$T/enc-0.sock" --rooms "$held" --nranks 1
+	wait_line "$T/lost.log" trust-lost 60 || { MSG="$(tr '\n' ' ' <"$T/lost.log")"; return 1; }
+	engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$others" --rank 0 --nranks 1
+	engine "$T/encode2.log" encode "$T/enc-0.sock" --rooms "$others" --nranks 1
+	engines_wait || { MSG="$(cat "$T/lost.log" "$T/rank0.log" "$T/encode2.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="lang: $(report "$T/lang.log")"
+	expect "$T/lang.log" clients lost -eq 1 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+		grep -q "block(s) of its rooms held until it closes its socket" "$T/lang.log" &&
+		grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" || return 1
+	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')$(grep -o 'attach: refused=.*' "$T/lang.log")"
+}
+
+define attach-tenants "a tenant's attach socket of its own for port p0, allowing uid 65534: that uid attaches there and is refused (EACCES) on the attach group's socket, which serves no p0 (ENOENT) to the gateway's own uid"
+case_attach_tenants() {
+	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+		timeout -s KILL 60 /usr/bin/python3 tests/integration/trust.py)
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i "s|^\(  attach = { path = \"[^\"]*\";\) };|\1 tenants = ( { path = \"$T/tenant.sock\"; mode = \"0666\"; allow_uids = [65534]; ports = [\"p0\"]; } ); };|" "$T/language.cfg"
+	grep -q "tenant.sock" "$T/language.cfg" || { MSG="no attach group in language.cfg"; return 1; }
+	chmod 0711 "$T"
+	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
+	LOG=$T/lang.log
+	wait_socket "$T/tenant.sock" && wait_socket "$T/lang-0.sock" || return 1
+	chmod 0666 "$T/lang-0.sock"
+	"${TRUST[@]}" tenants "$T/lang-0.sock" "$T/tenant.sock" >"$T/tenants.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/tenants.log")"; return 1; }
+	stop_all
+	MSG="$(grep -h '^trust-' "$T/tenants.log")"
+}
+
 define engines-dtypes "Python engines in fp16 and in fp32 (a gateway pair each): lengths 1, 127, 128, 129, 50000 bit-identical, nothing leaked"
 case_engines_dtypes() {
 	local base=$T d rooms
@@ -877,7 +968,7 @@ case_engines_dtypes() {
 			{ T=$base; return 1; }
 	done
 	T=$base
-	MSG="5 rooms each in fp16 ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/fp16/rank0.log") bytes) and fp32 ($(sed -nE 's/.* bytes=([0-9]+)/\1/p' "$T/fp32/rank0.log") bytes), bit-identical; zero blocks in use on both gateways"
+	MSG="5 rooms each in fp16 ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/fp16/rank0.log") bytes) and fp32 ($(sed -nE 's/.* bytes=([0-9]+).*/\1/p' "$T/fp32/rank0.log") bytes), bit-identical; zero blocks in use on both gateways"
 }
 
 define engines-concurrent "100 rooms open at once: 4 language processes opening their 25 each at once, then 4 encode processes x 25 rooms: byte-exact, nothing leaked, the clients counters agree"

@@ -62,11 +62,11 @@ def test_refusals(fake_gateway):
     fake = fake_gateway()
     with pytest.raises(FileNotFoundError, match="no port called nope"):
         embgw.Client(fake.path, "nope")
-    v2 = fake_gateway("--speak-version", 2)
+    v2 = fake_gateway("--speak-version", 3)
     with pytest.raises(OSError) as e:
         embgw.Client(v2.path, "lang0")
     assert e.value.errno == errno.EPROTONOSUPPORT
-    assert "version 1" in str(e.value) and "version 2" in str(e.value)
+    assert "version 2" in str(e.value) and "version 3" in str(e.value)
     other = fake_gateway("--allow-uid", os.getuid() + 1)
     with pytest.raises(PermissionError, match="uid %d may not attach"
                        % os.getuid()):

@@ -5,9 +5,14 @@
  * and the field checks of every command.
  */
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cu_main.h"
 #include "egw_attach.h"
@@ -80,7 +85,10 @@ test_bad_counts_and_headers_refused(void)
 	a->magic ^= 1;
 	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
 	*a = save;
-	a->version = 2;
+	a->version = EGW_ATTACH_VERSION + 1;
+	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
+	*a = save;
+	a->version = EGW_ATTACH_VERSION - 1;
 	CU_ASSERT_EQUAL(egw_attach_area_check(a, b.bytes), -EPROTO);
 	*a = save;
 	a->cq.offset -= 64; /* cq over the last sq entry */
@@ -282,6 +290,11 @@ op(uint8_t o)
 	c.slot = 15;
 	if (o == EGW_OP_NOP)
 		c.room = 0;
+	if (o == EGW_OP_LOOKUP) {
+		c.room = 0;
+		c.slot = 0;
+		c.content[3] = 7;
+	}
 	return c;
 }
 
@@ -296,12 +309,18 @@ test_command_fields_checked(void)
 	for (uint8_t o = 0; o < EGW_OP_MAX; o++) {
 		c = op(o);
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
-		c.reserved[15] = 1;
-		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+		/* a content key: RECV_OPEN's and LOOKUP's field only */
+		c.content[15] = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both),
+				o == EGW_OP_RECV_OPEN || o == EGW_OP_LOOKUP ?
+				0 : -EINVAL);
+		/* an attempt: the OPENs' field only */
 		c = op(o);
-		c.reserved0 = 1;
-		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
-		if (o == EGW_OP_NOP)
+		c.attempt = 1;
+		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both),
+				o == EGW_OP_RECV_OPEN || o == EGW_OP_SEND_OPEN ?
+				0 : -EINVAL);
+		if (o == EGW_OP_NOP || o == EGW_OP_LOOKUP)
 			continue;
 		c = op(o);
 		c.room = 0;
@@ -324,6 +343,24 @@ test_command_fields_checked(void)
 	c = op(EGW_OP_ABORT);
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), 0);
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), 0);
+	c = op(EGW_OP_LOOKUP);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &enc), -EOPNOTSUPP);
+
+	/* LOOKUP: a key and nothing else */
+	c = op(EGW_OP_LOOKUP);
+	memset(c.content, 0, sizeof(c.content));
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
+	c = op(EGW_OP_LOOKUP);
+	c.room = 5;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
+	c = op(EGW_OP_LOOKUP);
+	c.slot = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
+	/* a keyed aux-only rank: it could not share another room's blocks */
+	c = op(EGW_OP_RECV_OPEN);
+	c.flags = EGW_CMDF_AUX_ONLY;
+	c.content[0] = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &lang), -EINVAL);
 
 	/* SEND_OPEN */
 	c = op(EGW_OP_SEND_OPEN);
@@ -375,7 +412,7 @@ test_command_fields_checked(void)
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 
 	/* every room op names a slot in range */
-	for (uint8_t o = EGW_OP_SEND_OPEN; o < EGW_OP_MAX; o++) {
+	for (uint8_t o = EGW_OP_SEND_OPEN; o <= EGW_OP_ABORT; o++) {
 		c = op(o);
 		c.slot = 16;
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
@@ -414,6 +451,21 @@ hello(void)
 	return h;
 }
 
+/* doc/client.md's worked examples of a retry's room id, computed by a
+ * second implementation of the documented formula */
+static void
+test_attempt_room_ids_are_the_documented_ones(void)
+{
+	CU_ASSERT_EQUAL(egw_attach_room_id(42, 0), 42);
+	CU_ASSERT_EQUAL(egw_attach_room_id(42, 1), 0xbdd732262feb6e95ull);
+	CU_ASSERT_EQUAL(egw_attach_room_id(42, 2), 0xd9639a006c85adb0ull);
+	CU_ASSERT_EQUAL(egw_attach_room_id(0x123456789abcdef0ull, 7),
+			0xac2812bf0089648full);
+	/* never 0: room 0 means "no room" everywhere */
+	for (uint32_t a = 1; a < 1000; a++)
+		CU_ASSERT_NOT_EQUAL(egw_attach_room_id(a, a), 0);
+}
+
 static void
 test_hello_checked_with_reasons(void)
 {
@@ -429,7 +481,7 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
 			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 2"));
 	h = hello();
 	h.flags = 2;
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
@@ -456,6 +508,80 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
 }
 
+/*
+ * Connect from a child process running as uid/gid 65534 with `group` as
+ * its only supplementary group, and check the accepted socket against
+ * the policy. @return egw_attach_peer_check()'s answer.
+ */
+static int
+check_peer_with_group(const uint32_t *gids, uint16_t ngids, gid_t group,
+		      struct egw_attach_peer *who)
+{
+	const struct egw_attach_policy pol = {
+		.self_uid = 0, .gids = gids, .ngids = ngids,
+	};
+	int afd, rc, status;
+	pid_t pid;
+	char b;
+
+	/* a socketpair's peer credentials are those of its creator: the
+	 * child connects to an abstract listening socket instead */
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "egw-peer-%d",
+		 (int)getpid());
+	CU_ASSERT_FATAL(lfd >= 0);
+	CU_ASSERT_FATAL(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	CU_ASSERT_FATAL(listen(lfd, 1) == 0);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (setgroups(1, &group) != 0 || setgid(65534) != 0 ||
+		    setuid(65534) != 0)
+			_exit(2);
+		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa,
+				      sizeof(sa)) != 0)
+			_exit(3);
+		(void)!read(fd, &b, 1); /* until the parent is done */
+		_exit(0);
+	}
+	afd = accept(lfd, NULL, NULL);
+	close(lfd);
+	CU_ASSERT_FATAL(afd >= 0);
+	rc = egw_attach_peer_check(afd, &pol, who);
+	close(afd);
+	waitpid(pid, &status, 0);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return rc;
+}
+
+/* allow_gids counts the groups a process is in by a supplementary group
+ * (as `id -G` lists them), not only its primary gid. */
+static void
+test_peer_supplementary_group_allowed(void)
+{
+	const uint32_t inference[] = { 4242 }, other[] = { 4343 };
+	struct egw_attach_peer who;
+
+	CU_ASSERT_FATAL(geteuid() == 0); /* the child changes its ids */
+	CU_ASSERT_EQUAL(check_peer_with_group(inference, 1, 4242, &who), 1);
+	CU_ASSERT_EQUAL(who.uid, 65534);
+	CU_ASSERT_EQUAL(who.gid, 65534);
+	CU_ASSERT(who.pid > 0);
+	CU_ASSERT_EQUAL(check_peer_with_group(other, 1, 4242, &who), 0);
+	CU_ASSERT_EQUAL(check_peer_with_group(NULL, 0, 4242, &who), 0);
+	/* the primary gid still counts */
+	{
+		const uint32_t nobody[] = { 65534 };
+
+		CU_ASSERT_EQUAL(check_peer_with_group(nobody, 1, 4242, &who), 1);
+	}
+}
+
 int
 main(void)
 {
@@ -469,6 +595,8 @@ main(void)
 		{ "two_threads_keep_order_and_content", test_two_threads_keep_order_and_content },
 		{ "command_fields_checked", test_command_fields_checked },
 		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
+		{ "attempt_room_ids_are_the_documented_ones", test_attempt_room_ids_are_the_documented_ones },
+		{ "peer_supplementary_group_allowed", test_peer_supplementary_group_allowed },
 		{ NULL, NULL },
 	};
 

@@ -26,6 +26,10 @@ struct fake {
 	const char *lost_why;
 	struct egw_clients *srv;   /* for calls back from inside an op */
 	bool done_inside_abort;
+	uint64_t last_room;        /* the room id the last OPEN named */
+	uint32_t admission_queue;  /* what pool_state says */
+	uint32_t held_long;        /* held_long calls */
+	uint64_t held_room;
 };
 
 static uint64_t
@@ -46,8 +50,9 @@ f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 	struct fake *f = ctx;
 	uint32_t blocks = (total + 127) / 128, n = f->runs_per_open;
 
-	(void)room; (void)nranks; (void)mrope_delta; (void)cookie;
+	(void)nranks; (void)mrope_delta; (void)cookie;
 	f->send_opens++;
+	f->last_room = room;
 	if (f->enospc_left > 0) {
 		f->enospc_left--;
 		return -ENOSPC;
@@ -101,8 +106,9 @@ f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 {
 	struct fake *f = ctx;
 
-	(void)room; (void)rank; (void)nranks; (void)peer; (void)aux_only;
+	(void)rank; (void)nranks; (void)peer; (void)aux_only;
 	f->recv_opens++;
+	f->last_room = room;
 	return f->recv_open_rc;
 }
 
@@ -145,6 +151,27 @@ f_lost(void *ctx, uint32_t client, const char *why)
 	f->lost_why = why;
 }
 
+static void
+f_pool_state(void *ctx, struct egw_attach_stats *st)
+{
+	struct fake *f = ctx;
+
+	st->pool_blocks = 1000;
+	st->free_blocks = 1000 - (uint32_t)f->blocks_out;
+	st->quarantined_blocks = 3;
+	st->admission_queue = f->admission_queue;
+}
+
+static void
+f_held_long(void *ctx, uint32_t client, uint64_t room, uint64_t held_ns)
+{
+	struct fake *f = ctx;
+
+	(void)client; (void)held_ns;
+	f->held_long++;
+	f->held_room = room;
+}
+
 static const struct egw_clients_ops fake_ops = {
 	.send_open = f_send_open,
 	.send_commit = f_send_commit,
@@ -154,6 +181,8 @@ static const struct egw_clients_ops fake_ops = {
 	.recv_release = f_recv_release,
 	.wake = f_wake,
 	.client_lost = f_lost,
+	.pool_state = f_pool_state,
+	.held_long = f_held_long,
 };
 
 /* ---- a client of it ---------------------------------------------------------- */
@@ -171,6 +200,10 @@ struct world {
 };
 
 static uint32_t w_max_waiting; /* the next w_init's max_waiting */
+/* the next w_init's content cache: entries, blocks kept unheld */
+static uint32_t w_cache_entries, w_cache_blocks;
+static uint64_t w_held_warn_ns;
+static uint64_t w_lease_ns;    /* the next w_init's lease */
 
 static void
 w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
@@ -179,8 +212,11 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 		.max_clients = 4, .max_rooms = max_rooms,
 		.max_total_tokens = 1u << 20, .npeers = 2,
 		.encode = true, .language = true,
-		.alloc_ns = 100 * MS, .lease_ns = 0, .budget = 64,
+		.alloc_ns = 100 * MS, .lease_ns = w_lease_ns, .budget = 64,
 		.max_waiting = w_max_waiting, .ops = &fake_ops,
+		.cache_entries = w_cache_entries,
+		.cache_blocks = w_cache_blocks, .cache_max_runs = 4,
+		.held_warn_ns = w_held_warn_ns,
 	};
 
 	memset(w, 0, sizeof(*w));
@@ -706,11 +742,17 @@ test_broken_ring_or_silent_client_is_lost(void)
 	egw_clients_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why, "submission ring tail out of range");
-	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(a)->lost, EGW_LOST_RING);
+	/* the uncommitted room's blocks stay out of the pool while the
+	 * client may still write them: until it is removed */
+	CU_ASSERT_EQUAL(w.f.blocks_out, 4);
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 4);
 	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
 	egw_clients_poll(w.srv, w.now); /* given up: not polled again */
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 0);
 	w_fini(&w);
 
 	/* the lease: a moving beat keeps the client, a still one loses it */
@@ -738,6 +780,51 @@ test_broken_ring_or_silent_client_is_lost(void)
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why,
 			       "lease expired (client_beat did not move)");
+	w_fini(&w);
+}
+
+/* A client whose lease ran out while it held a delivered room (a stopped
+ * process with views of it): the room's blocks are not freed, so they
+ * cannot go to another room, until the client is removed (its socket
+ * closed); the trust word says why it was given up, the counters say
+ * what was held. */
+static void
+test_lease_lost_holds_delivered_blocks(void)
+{
+	struct world w;
+	struct egw_attach_run runs[2] = { { 10, 3 }, { 20, 2 } };
+	struct egw_clients_stats st;
+
+	w_lease_ns = 3000 * MS;
+	w_init(&w, 64, 16);
+	w_lease_ns = 0;
+	w_cmd(&w, recv_open(4, 0, 0));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 0, 600, runs, 2), 0);
+	(void)w_cqe(&w);
+	w_cmd(&w, recv_open(5, 1, 0)); /* not delivered: ended at once */
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->lost, EGW_LOST_NONE);
+	w.now += 10 * 1000 * MS; /* no beat for longer than the lease */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->lost, EGW_LOST_LEASE);
+	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->held_blocks, 5);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);   /* room 5 */
+	CU_ASSERT_EQUAL(w.f.releases, 0);      /* room 4's blocks held */
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 5);
+	CU_ASSERT_EQUAL(egw_clients_client_held(w.srv, 0), 5);
+	/* the gateway reporting about the room finds nothing to do */
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_RECV, 4, 0,
+					      EGW_E_ABORTED), -ENOENT);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.lost, 1);
+	CU_ASSERT_EQUAL(st.held_rooms, 1);
+	CU_ASSERT_EQUAL(st.held_blocks, 5);
+	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
+	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 0);
 	w_fini(&w);
 }
 
@@ -813,6 +900,377 @@ test_delivery_too_long_for_the_slot_fails(void)
 	w_fini(&w);
 }
 
+/* ---- content keys ------------------------------------------------------------ */
+
+static struct egw_attach_cmd
+keyed(uint64_t room, uint32_t slot, uint16_t rank, uint8_t key)
+{
+	struct egw_attach_cmd c = recv_open(room, slot, rank);
+
+	c.content[0] = key;
+	c.content[15] = 0x5a;
+	return c;
+}
+
+static struct egw_attach_cmd
+lookup_cmd(uint8_t key)
+{
+	struct egw_attach_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = EGW_OP_LOOKUP;
+	c.tag = 77;
+	c.content[0] = key;
+	c.content[15] = 0x5a;
+	return c;
+}
+
+static void
+w_cache_init(struct world *w, uint32_t entries, uint32_t blocks)
+{
+	w_cache_entries = entries;
+	w_cache_blocks = blocks;
+	w_init(w, 64, 16);
+	w_cache_entries = 0;
+	w_cache_blocks = 0;
+}
+
+static void
+test_content_key_served_again_without_transfer(void)
+{
+	struct world w;
+	struct egw_attach_run runs[2] = { { 10, 4 }, { 20, 3 } };
+	struct egw_attach_cqe e;
+	struct egw_attach_slot *sl;
+	struct egw_clients_stats st;
+
+	w_cache_init(&w, 8, 100);
+	w_cmd(&w, lookup_cmd(1));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.op, EGW_OP_LOOKUP);
+	CU_ASSERT_EQUAL(e.tag, 77);
+	CU_ASSERT_EQUAL(e.result, EGW_LOOKUP_NONE);
+	w_cmd(&w, keyed(1, 0, 0, 1));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 0, 800, runs, 2), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE); /* it did transfer */
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 1, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, 0);
+	/* kept for the key, not freed */
+	CU_ASSERT_EQUAL(w.f.releases, 0);
+	w_cmd(&w, lookup_cmd(1));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_LANDED);
+
+	/* another room of the same content: Success at once, same blocks */
+	w_cmd(&w, keyed(2, 3, 1, 1));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE | EGW_CQEF_CACHED);
+	CU_ASSERT_EQUAL(e.room, 2);
+	CU_ASSERT_EQUAL(e.total_tokens, 800);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
+	sl = egw_attach_slot_at(&w.m, 3);
+	CU_ASSERT_EQUAL(sl->nruns, 2);
+	CU_ASSERT_EQUAL(sl->first_block, 10);
+	CU_ASSERT_EQUAL(sl->runs[1].start, 20);
+	/* a different key transfers */
+	w_cmd(&w, keyed(3, 4, 0, 2));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	/* held entries stay through a flush; released ones go, once */
+	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 0);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 2, 3));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, 0);
+	CU_ASSERT_EQUAL(w.f.releases, 0);
+	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 1);
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 7);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.cache_hits, 1);
+	CU_ASSERT_EQUAL(st.cache_misses, 2);
+	CU_ASSERT_EQUAL(st.rooms_ok, 2);
+	w_fini(&w);
+	/* room 3's key went in flight, never landed: nothing more freed */
+	CU_ASSERT_EQUAL(w.f.released_blocks, 7);
+}
+
+static void
+test_content_in_flight_is_shared_and_fails_together(void)
+{
+	struct world w;
+	struct egw_attach_run runs[1] = { { 40, 2 } };
+	struct egw_attach_cqe e;
+
+	w_cache_init(&w, 8, 100);
+	w_cmd(&w, keyed(1, 0, 0, 1));
+	(void)w_cqe(&w);
+	/* the same content for another request, and the same request id
+	 * and rank again in another slot: both wait for the one transfer */
+	w_cmd(&w, keyed(2, 1, 0, 1));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
+	w_cmd(&w, lookup_cmd(1));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_IN_FLIGHT);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 0, 200, runs, 1), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 1);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 2);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE | EGW_CQEF_CACHED);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->first_block, 40);
+
+	/* a transfer that fails takes its followers with it: they have no
+	 * transfer of their own that could land */
+	w_cmd(&w, keyed(3, 2, 0, 2));
+	(void)w_cqe(&w);
+	w_cmd(&w, keyed(4, 3, 1, 2));
+	(void)w_cqe(&w);
+	egw_clients_room_done(w.srv, EGW_SIDE_RECV, 3, 0, EGW_E_PEER_DEAD);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 4);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_PEER_DEAD);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 3);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_PEER_DEAD);
+	w_cmd(&w, lookup_cmd(2));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_NONE);
+	/* a follower that aborts leaves the transfer alone */
+	w_cmd(&w, keyed(5, 2, 0, 3));
+	(void)w_cqe(&w);
+	w_cmd(&w, keyed(6, 3, 0, 3));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 6, 3));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 0);
+	w_cmd(&w, lookup_cmd(3));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_IN_FLIGHT);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 3);
+	w_fini(&w);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
+}
+
+static void
+test_other_rank_of_the_same_room_transfers_itself(void)
+{
+	struct world w;
+	struct egw_attach_run r0[1] = { { 10, 2 } }, r1[1] = { { 20, 2 } };
+
+	w_cache_init(&w, 8, 100);
+	w_cmd(&w, keyed(1, 0, 0, 1));
+	(void)w_cqe(&w);
+	/* its sender serves rank 1 too: rank 1 must ask for it */
+	w_cmd(&w, keyed(1, 1, 1, 1));
+	CU_ASSERT_EQUAL(w_cqe(&w).flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 0, 200, r0, 1), 0);
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 1, 200, r1, 1), 0);
+	CU_ASSERT_EQUAL(w_cqe(&w).flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->first_block, 20);
+	/* rank 1's copy is its own: freed at its release; rank 0's stays */
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 1, 1));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 1, 0));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
+	/* and the same room id landing again (a later attempt) is served */
+	w_cmd(&w, keyed(9, 2, 0, 1));
+	CU_ASSERT_EQUAL(w_cqe(&w).flags, EGW_CQEF_MORE | EGW_CQEF_CACHED);
+	w_fini(&w);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 4);
+}
+
+static void
+land(struct world *w, uint64_t room, uint32_t slot, uint8_t key,
+     uint32_t first)
+{
+	struct egw_attach_run r[1] = { { first, 5 } };
+
+	w_cmd(w, keyed(room, slot, 0, key));
+	(void)w_cqe(w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w->srv, room, 0, 640, r, 1),
+			0);
+	(void)w_cqe(w);
+}
+
+static void
+test_cache_gives_back_least_recent_first(void)
+{
+	struct world w;
+	struct egw_clients_cache_stats cs;
+
+	w_cache_init(&w, 8, 10); /* two entries of 5 blocks unheld */
+	land(&w, 1, 0, 1, 100);
+	land(&w, 2, 1, 2, 200);
+	land(&w, 3, 2, 3, 300);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 1, 0));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 3, 2));
+	(void)w_cqe(&w);
+	/* 2 is held: 15 blocks, but a held entry never goes */
+	CU_ASSERT_EQUAL(w.f.releases, 0);
+	w_cmd(&w, keyed(4, 0, 0, 1)); /* 1 used again: 3 is older now */
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 4, 0));
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_RELEASE, 2, 1));
+	(void)w_cqe(&w);
+	/* over 10 unheld blocks: the least recently used (3) went */
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	w_cmd(&w, lookup_cmd(3));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_NONE);
+	w_cmd(&w, lookup_cmd(1));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_LANDED);
+	/* rooms waiting for memory: one entry a housekeeping round */
+	w.f.admission_queue = 1;
+	w.now += 2 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.releases, 2);
+	w.now += 2 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.releases, 3);
+	egw_clients_cache(w.srv, &cs);
+	CU_ASSERT_EQUAL(cs.entries, 0);
+	CU_ASSERT_EQUAL(cs.blocks, 0);
+	CU_ASSERT_EQUAL(cs.evictions, 3);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 15);
+	w_fini(&w);
+}
+
+static void
+test_without_a_cache_keys_change_nothing(void)
+{
+	struct world w;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, keyed(1, 0, 0, 1));
+	(void)w_cqe(&w);
+	w_cmd(&w, keyed(2, 1, 0, 1));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	w_cmd(&w, lookup_cmd(1));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_NONE);
+	w_fini(&w);
+}
+
+static void
+test_attempt_is_a_new_room_inside_the_gateway(void)
+{
+	struct egw_attach_run runs[1] = { { 3, 1 } };
+	struct world w;
+	struct egw_attach_cmd c;
+	struct egw_attach_cqe e;
+
+	w_init(&w, 64, 16);
+	w_cmd(&w, send_open(5, 0, 100));
+	CU_ASSERT_EQUAL(w.f.last_room, 5);
+	(void)w_cqe(&w);
+	c = send_open(5, 1, 100);
+	c.attempt = 1;
+	w_cmd(&w, c);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.result, 0);   /* not -EEXIST: another room */
+	CU_ASSERT_EQUAL(e.room, 5);     /* the engine's id in completions */
+	CU_ASSERT_EQUAL(w.f.last_room, egw_attach_room_id(5, 1));
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 5);
+	/* the gateway's reports name the attempt's id */
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND,
+					      egw_attach_room_id(5, 1), 0,
+					      EGW_E_PEER_DEAD), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.slot, 1);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_PEER_DEAD);
+	c = recv_open(5, 2, 0);
+	c.attempt = 3;
+	w_cmd(&w, c);
+	CU_ASSERT_EQUAL(w.f.last_room, egw_attach_room_id(5, 3));
+	CU_ASSERT_EQUAL(w_cqe(&w).room, 5);
+	/* what the gateway says of the attempt's id reaches the engine
+	 * under its own id */
+	egw_clients_room_state(w.srv, EGW_SIDE_RECV, egw_attach_room_id(5, 3),
+			       0, EGW_AST_TRANSFERRING, 100, 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 5);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv,
+						   egw_attach_room_id(5, 3), 0,
+						   100, runs, 1), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 5);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	w_fini(&w);
+}
+
+static void
+test_held_rooms_reported_once_and_stats_published(void)
+{
+	struct world w;
+	struct egw_attach_run runs[1] = { { 10, 2 } };
+	struct egw_attach_stats *st;
+
+	w_held_warn_ns = 1000 * MS;
+	w_cache_init(&w, 8, 100);
+	w_held_warn_ns = 0;
+	land(&w, 7, 0, 1, 10);
+	w_cmd(&w, recv_open(8, 1, 0));
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 8, 0, 200, runs, 1), 0);
+	w.now += 1500 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.held_long, 2);
+	w.now += 5000 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.held_long, 2);
+	st = &((struct egw_attach_area *)w.area)->stats;
+	CU_ASSERT_EQUAL(st->seq % 2, 0);
+	CU_ASSERT(st->seq > 0);
+	CU_ASSERT_EQUAL(st->updated_ns, w.now);
+	CU_ASSERT_EQUAL(st->pool_blocks, 1000);
+	CU_ASSERT_EQUAL(st->quarantined_blocks, 3);
+	CU_ASSERT_EQUAL(st->held_long, 2);
+	CU_ASSERT_EQUAL(st->cache_entries, 1);
+	CU_ASSERT_EQUAL(st->cache_blocks, 5);
+	CU_ASSERT_EQUAL(st->cache_pinned, 1);
+	CU_ASSERT_EQUAL(st->cache_misses, 1);
+	w_fini(&w);
+}
+
+/* A given-up client's hold on a landed entry lasts until it is removed:
+ * its process may still read those blocks. */
+static void
+test_lost_client_keeps_its_cached_room_until_removed(void)
+{
+	struct world w;
+	struct egw_clients_cache_stats cs;
+
+	w_lease_ns = 3000 * MS;
+	w_cache_init(&w, 8, 0); /* nothing kept unheld */
+	w_lease_ns = 0;
+	land(&w, 1, 0, 1, 100);
+	w.now += 4000 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 0);
+	CU_ASSERT_EQUAL(w.f.releases, 0);
+	egw_clients_remove(w.srv, (uint32_t)w.cid, w.now);
+	/* the hold is dropped, and with no bound the entry goes at once */
+	CU_ASSERT_EQUAL(w.f.releases, 1);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
+	egw_clients_cache(w.srv, &cs);
+	CU_ASSERT_EQUAL(cs.entries, 0);
+	w_fini(&w);
+	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
+}
+
 int
 main(void)
 {
@@ -826,9 +1284,18 @@ main(void)
 		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },
 		{ "full_completion_ring_never_blocks", test_full_completion_ring_never_blocks },
 		{ "broken_ring_or_silent_client_is_lost", test_broken_ring_or_silent_client_is_lost },
+		{ "lease_lost_holds_delivered_blocks", test_lease_lost_holds_delivered_blocks },
 		{ "broken_completion_ring_ends_rooms_once", test_broken_completion_ring_ends_rooms_once },
 		{ "sleeping_client_is_woken_once_per_sleep", test_sleeping_client_is_woken_once_per_sleep },
 		{ "delivery_too_long_for_the_slot_fails", test_delivery_too_long_for_the_slot_fails },
+		{ "content_key_served_again_without_transfer", test_content_key_served_again_without_transfer },
+		{ "content_in_flight_is_shared_and_fails_together", test_content_in_flight_is_shared_and_fails_together },
+		{ "other_rank_of_the_same_room_transfers_itself", test_other_rank_of_the_same_room_transfers_itself },
+		{ "cache_gives_back_least_recent_first", test_cache_gives_back_least_recent_first },
+		{ "without_a_cache_keys_change_nothing", test_without_a_cache_keys_change_nothing },
+		{ "attempt_is_a_new_room_inside_the_gateway", test_attempt_is_a_new_room_inside_the_gateway },
+		{ "held_rooms_reported_once_and_stats_published", test_held_rooms_reported_once_and_stats_published },
+		{ "lost_client_keeps_its_cached_room_until_removed", test_lost_client_keeps_its_cached_room_until_removed },
 		{ NULL, NULL },
 	};
 

@@ -354,6 +354,38 @@ test_attach_group(void)
 	       1, "gateway.attach.path: too long (at most 107 characters)");
 }
 
+/* gateway.attach.tenants: sockets of their own for some ports */
+static void
+test_attach_tenants(void)
+{
+	const char *at = "  name = \"gw\";\n";
+
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/run/e.sock\"; "
+		    "tenants = ( { path = \"/run/t.sock\"; allow_uids = [1001]; "
+		    "allow_gids = [990]; ports = [\"p0\"]; } ); };\n"), 0, "");
+	CU_ASSERT_EQUAL(conf.attach.ntenants, 1);
+	CU_ASSERT_STRING_EQUAL(conf.attach.tenants[0].path, "/run/t.sock");
+	CU_ASSERT_EQUAL(conf.attach.tenants[0].mode, 0660);
+	CU_ASSERT_EQUAL(conf.attach.tenants[0].nuids, 1);
+	CU_ASSERT_EQUAL(conf.attach.tenants[0].allow_uids[0], 1001);
+	CU_ASSERT_EQUAL(conf.attach.tenants[0].allow_gids[0], 990);
+	CU_ASSERT_EQUAL(conf.attach.tenants[0].nports, 1);
+	CU_ASSERT_STRING_EQUAL(conf.attach.tenants[0].ports[0], "p0");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/run/e.sock\"; "
+		    "tenants = ( { path = \"/run/t.sock\"; ports = [\"nope\"]; } ); }; #<\n"),
+	       1, "tenant 0 names port \"nope\", which is not in ports");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/run/e.sock\"; "
+		    "tenants = ( { path = \"/run/e.sock\"; ports = [\"p0\"]; } ); }; #<\n"),
+	       1, "the attach group's own path");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/run/e.sock\"; "
+		    "tenants = ( { path = \"/run/t.sock\"; ports = [\"p0\"]; }, "
+		    "{ path = \"/run/u.sock\"; ports = [\"p0\"]; } ); }; #<\n"),
+	       1, "port \"p0\" in tenants 0 and 1");
+	expect(edit(at, "  name = \"gw\";\n  attach = { path = \"/run/e.sock\"; "
+		    "tenants = ( { path = \"/run/t.sock\"; } ); }; #<\n"),
+	       1, "ports: missing (required)");
+}
+
 /* Numbers are range-checked at their full width: libconfig itself would
  * narrow a literal beyond 32 bits without a word (99999999999999999999
  * read as -1, 0x100000010 as 16). */
@@ -618,6 +650,7 @@ main(int argc, char **argv)
 		{ "missing_and_cross_checks", test_missing_and_cross_checks },
 		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
 		{ "attach_group", test_attach_group },
+		{ "attach_tenants", test_attach_tenants },
 		{ "wide_numbers", test_wide_numbers },
 		{ "unusable_addresses", test_unusable_addresses },
 		{ "same_device_or_pool_file", test_same_device_or_pool_file },
