@@ -445,6 +445,10 @@ class MultiPartReceiver:
         for i in parts:
             code, reason = _engines.failure(self._rx[i])
             self.failures.append((i, self.attempts[i], code, reason))
+            if code == -1015 and time.monotonic() < self.deadline:
+                # its encoder has not opened this attempt yet: wait again
+                self._rx[i] = self._open(i)
+                continue
             if self.attempts[i] + 1 >= self.max_attempts:
                 self._end(WaitingImageRequestStatus.FAIL, code,
                           "part %d: %s after %d attempts"

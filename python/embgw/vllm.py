@@ -49,6 +49,7 @@ from .room import KVPoll
 
 log = logging.getLogger("embgw.vllm")
 SENT_MEMORY = 4096      # mm_hashes a producer remembers having sent
+BOOTSTRAP_TIMEOUT = -1015   # the encode side never opened the room
 
 try:        # the real base classes when vLLM is there
     from vllm.distributed.ec_transfer.ec_connector.base import (  # noqa
@@ -448,6 +449,15 @@ class EmbgwECConnector(ECConnectorBase):
         failed = [(r, p) for r, p in reps.items()
                   if p.state == KVPoll.Failed]
         if failed and it.state in (Item.FETCHING, Item.READY, Item.LOADING):
+            if all(p.code == BOOTSTRAP_TIMEOUT for _, p in failed) and \
+                    time.monotonic() < it.deadline and it.requests:
+                # the producer has not opened this attempt yet (its earlier
+                # one may still be waiting to fail): wait for it again,
+                # under the same attempt, until the item's deadline
+                self._drop[it.mm_hash] = it.attempt
+                it.reports = {}
+                self._fetch.append(Fetch(it.mm_hash, it.attempt))
+                return
             for r, p in failed:
                 it.failures.append((it.attempt, r, p.code, p.reason))
             rank, p = failed[0]
@@ -537,7 +547,8 @@ class EmbgwECConnector(ECConnectorBase):
                 self._rooms.pop(h)
         for f in meta.fetch:
             w = self._rooms.get(f.mm_hash)
-            if w is None or w.attempt < f.attempt:
+            if w is None or w.attempt < f.attempt or \
+                    w.state == KVPoll.Failed:
                 if w is not None:
                     w.close()
                 self._rooms[f.mm_hash] = _WorkerItem(self, f.mm_hash,

@@ -724,7 +724,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--part-of", type=int, default=0)
-    ap.add_argument("--item-deadline", type=float, default=20.0)
+    ap.add_argument("--item-deadline", type=float, default=90.0)
     a = ap.parse_args()
     run = {"vllm-lang": vllm_lang, "vllm-enc": vllm_enc,
            "sglang-lang": sglang_lang, "sglang-enc": sglang_enc}[a.role]
