@@ -155,12 +155,10 @@ class EmbgwKVSender(BaseKVSender):
     ranks `dest_tp_ranks` (their count is the room's nranks)."""
 
     def __init__(self, mgr, bootstrap_addr, bootstrap_room, dest_tp_ranks,
-                 pp_rank, req_has_disagg_prefill_dp_rank=False, *,
-                 content=None):
+                 pp_rank, req_has_disagg_prefill_dp_rank=False):
         self.mgr = mgr
         self.room = int(bootstrap_room)
         self.nranks = len(dest_tp_ranks) if dest_tp_ranks else 1
-        self.content = content      # a name whose key the gateway caches
         self.attempt = 0
         self.num_tokens = 0
         self._rows = []
@@ -170,12 +168,9 @@ class EmbgwKVSender(BaseKVSender):
         self._t1 = None
 
     def _open(self):
-        name = self.content if self.content is not None else \
-            "room-%d" % self.room
         return _engines.open_sender(
-            self.mgr.client(), name, self.attempt, self.nranks,
-            self.num_tokens, _use_content(self.content),
-            room=None if self.content is not None else self.room)
+            self.mgr.client(), "room-%d" % self.room, self.attempt,
+            self.nranks, self.num_tokens, False, room=self.room)
 
     def init(self, num_kv_indices, aux_index=None):
         """Open the room for num_kv_indices tokens (its blocks are
@@ -266,8 +261,7 @@ class EmbgwKVReceiver(BaseKVReceiver):
             "room-%d" % self.room
         return _engines.open_receiver(
             m.client(), name, self.attempt, m.peer, m.rank, m.tp_size,
-            _use_content(self.content),
-            room=None if self.content is not None else self.room)
+            _use_content(self.content), room=self.room)
 
     def init(self, prefill_dp_rank=0):
         """Open the room for this rank (prefill_dp_rank: one gateway peer
@@ -403,11 +397,10 @@ class MultiPartReceiver:
     def _open(self, i):
         m = self.mgr
         peer = self.parts[i][0]
-        if self.contents:
-            name, room = self.contents[i], None
-        else:       # the same as EmbgwKVSender with part_room() as its room
-            room = part_room(self.req_id, i)
-            name = "room-%d" % room
+        # the room of EmbgwKVSender with part_room() as its bootstrap_room;
+        # the content name, where given, is the key the gateway caches
+        room = part_room(self.req_id, i)
+        name = self.contents[i] if self.contents else "room-%d" % room
         return _engines.open_receiver(
             m.client(), name, self.attempts[i], peer, m.rank, m.tp_size,
             _use_content(self.contents[i] if self.contents else None),

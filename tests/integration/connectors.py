@@ -639,16 +639,14 @@ def sglang_enc(a):
                          room_data(room, c.hidden_size, c.torch_dtype)))
     for i, n in enumerate(S_CONTENTS):
         if (i == 1) == (a.part_of == 1):
-            jobs.append(("part%d" % i, esg.part_room(S_MM, i),
-                         n if content() else None,
+            jobs.append(("part%d" % i, esg.part_room(S_MM, i), n,
                          item_data(n, c.hidden_size, c.torch_dtype)))
     mgr.register_buffer(torch.cat([t for *_, t in jobs]))
     touch(a.dir, "ready%d" % a.part_of)
     wait_file(a.dir, "go")
     senders, row, held = {}, 0, []
     for k, room, name, t in jobs:
-        s = esg.EmbgwKVSender(mgr, "embgw", room, list(range(a.tp)), 0,
-                              content=name)
+        s = esg.EmbgwKVSender(mgr, "embgw", room, list(range(a.tp)), 0)
         n = t.shape[0]
         note("open %s", k)
         s.init(n)
