@@ -1168,6 +1168,55 @@ case_engine_killed() {
 	MSG="a killed rank: its peer rank and the encoder saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0.log")); a killed encoder: the rank saw Failed ($(grep -m1 -oE 'Failed.*' "$T/rank0-2.log")); zero blocks in use on both gateways"
 }
 
+# connectors.py: the engine adapters (python/embgw/vllm.py, sglang.py)
+# driven as vLLM's and SGLang's schedulers drive them
+CONNECTORS=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+	timeout -s KILL 300 /usr/bin/python3 tests/integration/connectors.py)
+
+# connector LOG ARGS...: a connectors.py process in the background
+connector() {
+	local log=$1
+	shift
+	"${CONNECTORS[@]}" "$@" >"$log" 2>&1 &
+	ENGINE_PIDS+=($!)
+}
+
+# connector_case ENGINE LANG-ARGS -- ENCODER-ARGS...: the pair (short
+# bootstrap deadline: an abort's unmatched retry ends in seconds), the
+# language side and its encoders; all exit 0 and nothing is leaked
+connector_case() {
+	local engine=$1 n=0
+	shift
+	ENGINE_TIMERS="$SLACK round_ms = 20000; bootstrap_ms = 8000;" \
+		engine_gateways || return 1
+	LOG=$T/lang.log
+	connector "$T/$engine-lang.log" "$engine-lang" "$T/lang-0.sock" --dir "$T"
+	for args in "$@"; do
+		# shellcheck disable=SC2086 # each is a word list
+		connector "$T/$engine-enc$n.log" "$engine-enc" "$T/enc-0.sock" --dir "$T" $args
+		n=$((n + 1))
+	done
+	engines_wait || {
+		MSG="$(grep -h "^$engine-\|Error\|error" "$T/$engine"-*.log | tr '\n' ' ')"
+		return 1
+	}
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	expect "$T/enc.log" clients blocks_in_use -eq 0 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
+	MSG="$(grep -h "^$engine-" "$T/$engine"-*.log | tr '\n' ' ')"
+}
+
+define vllm-connector "embgw.vllm as vLLM drives an EC connector (a scheduler, 2 TP workers, a producer): 1..50,000 tokens bit-identical in every rank's encoder cache, one room for an image twice in flight, an abort, a one-rank failure retried with attempt 1 by both sides, a re-queue and a repeat (from the gateway's content cache where the client has one, else recomputed), a rank SIGKILLed: the survivor and the producer see Failed with the reason; nothing leaked"
+case_vllm_connector() {
+	connector_case vllm ""
+}
+
+define sglang-connector "embgw.sglang as SGLang's queues drive a KV receiver (2 TP ranks, polls reduced with MIN): 1..50,000 tokens bit-identical in the rows named by send_metadata, a 3-part request from 2 encoders, an abort, a one-rank failure retried with attempt 1 by both sides, a repeat from the content cache where the client has one, a rank SIGKILLed: the survivor and the encoder see Failed with the reason; nothing leaked"
+case_sglang_connector() {
+	connector_case sglang "--part-of 0" "--part-of 1"
+}
+
 define attach-trust "the attach boundary: a refused uid's flood of silent connections while 12 engines attach (all do); a language engine's pool is read-only (r--s, a write faults); an engine that stops past its lease with a landed room finds its own bytes (the gateway held the blocks while other rooms filled the pool), then release(), poll() and views() raise and its views hold zeros; the held blocks come back"
 case_attach_trust() {
 	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
