@@ -395,6 +395,37 @@ cache_unref(struct egw_clients *s, struct cache_entry *e)
 	}
 }
 
+static int entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
+			 struct cache_entry *e, uint16_t flags);
+
+/*
+ * The rooms that waited for an entry's transfer: served from its landed
+ * blocks (code 0), or failed with `code` when the transfer did not land.
+ */
+static void
+settle_followers(struct egw_clients *s, struct cache_entry *e, int code)
+{
+	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
+		struct client *cl = &s->clients[c];
+
+		for (uint32_t i = 0; cl->used && i < cl->m.nslots; i++) {
+			struct slot_state *f = &cl->slots[i];
+			int rc = code;
+
+			if (f->phase != PH_FOLLOW || f->entry != entry_index(s, e))
+				continue;
+			f->entry = NO_ENTRY;
+			e->followers--;
+			if (rc == 0)
+				rc = entry_deliver(s, c, i, e, EGW_CQEF_CACHED);
+			if (rc == 0)
+				continue;
+			unindex(s, f->wire, rank_side(f->rank, f->side));
+			finish(s, c, i, f->tag, f->op, EGW_AST_FAILED, rc);
+		}
+	}
+}
+
 /*
  * A slot lets go of its entry: a follower stops waiting, a holder drops
  * its reference, and a leader whose transfer did not land takes its
@@ -422,20 +453,7 @@ entry_leave(struct egw_clients *s, uint32_t cid, uint32_t slot, int code)
 	}
 	if (e->lead_cid != cid || e->lead_slot != slot)
 		return;
-	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
-		struct client *cl = &s->clients[c];
-
-		for (uint32_t i = 0; cl->used && i < cl->m.nslots; i++) {
-			struct slot_state *f = &cl->slots[i];
-
-			if (f->phase != PH_FOLLOW || f->entry != entry_index(s, e))
-				continue;
-			f->entry = NO_ENTRY;
-			e->followers--;
-			unindex(s, f->wire, rank_side(f->rank, f->side));
-			finish(s, c, i, f->tag, f->op, EGW_AST_FAILED, code);
-		}
-	}
+	settle_followers(s, e, code);
 	cache_drop(s, e);
 }
 
@@ -485,28 +503,6 @@ entry_landed(struct egw_clients *s, struct cache_entry *e, uint32_t total,
 	s->cst.blocks += e->blocks;
 }
 
-/* The rooms that waited for a landed entry's transfer get its blocks. */
-static void
-serve_followers(struct egw_clients *s, struct cache_entry *e)
-{
-	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
-		struct client *cl = &s->clients[c];
-
-		for (uint32_t i = 0; cl->used && i < cl->m.nslots; i++) {
-			struct slot_state *f = &cl->slots[i];
-
-			if (f->phase != PH_FOLLOW || f->entry != entry_index(s, e))
-				continue;
-			e->followers--;
-			f->entry = NO_ENTRY;
-			if (entry_deliver(s, c, i, e, EGW_CQEF_CACHED) != 0) {
-				unindex(s, f->wire, rank_side(f->rank, f->side));
-				finish(s, c, i, f->tag, f->op, EGW_AST_FAILED,
-				       -E2BIG);
-			}
-		}
-	}
-}
 
 /* ---- ending rooms --------------------------------------------------------- */
 
@@ -1306,7 +1302,7 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 			entry_landed(s, e, total, runs, nruns);
 			p->entry = NO_ENTRY;
 			rc = entry_deliver(s, cid, slot, e, 0);
-			serve_followers(s, e);
+			settle_followers(s, e, 0);
 			cache_trim(s);
 			return rc;
 		}
