@@ -90,15 +90,18 @@ VETH=""
 # ... Invalid argument": no port). With the kernel's neighbouring
 # ifindexes two gateways whose PIDs differ in the low bits that the
 # indexes differ in collide (PIDs of processes started one after the
-# other often do). Every index chosen here is VETH_IFX_LOW modulo 65536,
-# so two of our gateways collide only when their PIDs are equal modulo
-# 65536: never where pid_max is 65536 or less, and elsewhere only for
-# PIDs a multiple of 65536 apart. The indexes of a pair also differ by
+# other often do). Every index chosen here is VETH_IFX_LOW or
+# VETH_IFX_LOW ^ 0x8000 modulo 65536 (the pairs alternate), so the groups
+# of two interfaces differ by 0 or 0x8000 beyond their PIDs: two of our
+# gateways collide only when their PIDs differ by exactly that in the low
+# 16 bits - never where pid_max is 32768 or less (every PID below 0x8000)
+# - and one gateway with ports on two neighbouring pairs (peer-killed's
+# language side) never meets itself. The indexes of a pair also differ by
 # more than 4194304 (the largest pid_max) in their whole value.
 VETH_IFX_LOW=4660
 
-# veth_add A B: the veth pair A - B with ifindexes k * 65536 +
-# VETH_IFX_LOW for random k in 64..32767, the two k's apart in a bit of
+# veth_add A B LOW: the veth pair A - B with ifindexes k * 65536 + LOW
+# for random k in 64..32767, the two k's apart in a bit of
 # 64 or more; an index taken (by a pair of another run) is drawn again
 veth_add() {
 	local try ka kb err
@@ -106,8 +109,8 @@ veth_add() {
 		ka=$((64 + RANDOM % 32704))
 		kb=$((64 + RANDOM % 32704))
 		[ $((ka ^ kb)) -ge 64 ] || continue
-		if err=$(ip link add "$1" index $((ka * 65536 + VETH_IFX_LOW)) type veth \
-			peer name "$2" index $((kb * 65536 + VETH_IFX_LOW)) 2>&1); then
+		if err=$(ip link add "$1" index $((ka * 65536 + $3)) type veth \
+			peer name "$2" index $((kb * 65536 + $3)) 2>&1); then
 			return 0
 		fi
 		# a taken index says "File exists": draw again; anything else
@@ -130,7 +133,8 @@ veth_up() {
 	[ -z "$VETH" ] || veth_down
 	VETH=egw$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 	for i in $(seq 0 $((n - 1))); do
-		if ! veth_add "${VETH}e$i" "${VETH}l$i"; then
+		if ! veth_add "${VETH}e$i" "${VETH}l$i" \
+			$((VETH_IFX_LOW ^ (i % 2) * 0x8000)); then
 			echo "     cannot create the veth pair ${VETH}e$i/${VETH}l$i (root and iproute2 needed: scripts/deps.sh installs it)" >&2
 			veth_down
 			return 1
