@@ -18,7 +18,13 @@ import math
 import re
 import sys
 
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
+try:
+    from prometheus_client.openmetrics.parser import \
+        text_string_to_metric_families
+except ImportError as e:  # said where the case's message shows it
+    print("no OpenMetrics parser (%s): scripts/deps.sh installs "
+          "python3-prometheus-client" % e)
+    sys.exit(2)
 
 SELECTOR = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?=(.+)$')
 LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"\s*,?')
