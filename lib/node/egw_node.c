@@ -654,10 +654,10 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	return true;
 }
 
-/* The adopted incarnation restarted (rule 2): its memory let go first,
- * then every room shared with it failed, its session retired for good. */
+/* The adopted incarnation is over: its memory let go first, then every
+ * room shared with it failed, its session retired for good. */
 static void
-end_incarnation(struct egw_node *n, uint32_t peer)
+forget_incarnation(struct egw_node *n, uint32_t peer)
 {
 	struct node_peer *pe = &n->peers[peer];
 
@@ -667,11 +667,19 @@ end_incarnation(struct egw_node *n, uint32_t peer)
 		egw_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
 		egw_receiver_peer_dead(n->receiver, peer, n->now);
-	pe->retired[pe->nretired++ % NODE_RETIRED] = pe->adopted;
+	if (pe->adopted != 0)
+		pe->retired[pe->nretired++ % NODE_RETIRED] = pe->adopted;
 	pe->adopted = 0;
 	pe->confirmed = false;
 	pe->reached = false;
 	pe->was_registered = false; /* the new one is noted when registered */
+}
+
+/* The adopted incarnation restarted (rule 2). */
+static void
+end_incarnation(struct egw_node *n, uint32_t peer)
+{
+	forget_incarnation(n, peer);
 	n->st.peer_restarts++;
 }
 
@@ -987,19 +995,8 @@ fence(struct egw_node *n, uint32_t peer)
 	     (unsigned long)pe->fence_room, pe->fence_rank,
 	     (unsigned long)(n->conf->timers.quarantine_ns / 1000000),
 	     "a verbs QP is reset; shm cannot unmap it from our pool");
-	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer, false);
-	if (n->sender != NULL)
-		egw_sender_peer_dead(n->sender, peer, n->now);
-	if (n->receiver != NULL)
-		egw_receiver_peer_dead(n->receiver, peer, n->now);
-	if (old != 0)
-		pe->retired[pe->nretired++ % NODE_RETIRED] = old;
-	pe->adopted = 0;
-	pe->confirmed = false;
-	pe->reached = false;
+	forget_incarnation(n, peer);
 	pe->silent = false;
-	pe->was_registered = false;
 	n->st.peers_fenced++;
 }
 
