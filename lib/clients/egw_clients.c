@@ -73,6 +73,7 @@ struct cache_entry {
 	uint8_t state;
 	uint16_t origin_rank;
 	uint64_t origin;           /* the transfer's room id: the blocks' owner */
+	uint64_t origin_room;      /* the engine's id of that room (any attempt) */
 	uint32_t lead_cid, lead_slot; /* CE_IN_FLIGHT: the receiving slot */
 	uint32_t refs;             /* slots holding the landed blocks */
 	uint32_t followers;        /* slots in PH_FOLLOW on it */
@@ -715,7 +716,10 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
  * A keyed RECV_OPEN: served from a landed entry, joined to a transfer of
  * the same content under way, or the leader of a new one. Another rank of
  * the entry's own room always receives for itself: its sender counts on
- * it. @return true when the room was served or joined (nothing to open).
+ * it. So does another attempt of that room: a retry is opened because the
+ * engines are giving the earlier attempt up, and following it would fail
+ * with it. @return true when the room was served or joined (nothing to
+ * open).
  */
 static bool
 open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
@@ -725,7 +729,8 @@ open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
 	struct slot_state *p = &cl->slots[slot];
 	struct cache_entry *e = cache_find(s, c->content);
 
-	if (e != NULL && e->origin == p->wire)
+	if (e != NULL && (e->origin == p->wire ||
+			  (e->state == CE_IN_FLIGHT && e->origin_room == c->room)))
 		return false;
 	if (e != NULL && e->state == CE_LANDED &&
 	    entry_deliver(s, cid, slot, e, EGW_CQEF_CACHED) == 0) {
@@ -747,6 +752,7 @@ open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
 		e = cache_new(s, c->content);
 	if (e != NULL && e->state == CE_IN_FLIGHT) {
 		e->origin = p->wire;
+		e->origin_room = c->room;
 		e->origin_rank = p->rank;
 		e->lead_cid = cid;
 		e->lead_slot = slot;

@@ -310,7 +310,10 @@ def vllm_lang(a):
     res["repeat"] = ("cached" if it is not None and it.cached
                      else "local" if r6.local else "transfer")
     L.finish(r6)
-    # a rank killed while its room is open: the others see Failed
+    # a rank killed while its room is open: the others see Failed, at
+    # the latest at the gateways' bootstrap deadline (a rank killed before
+    # it opened its room): the item's deadline must not pass first
+    s.deadline_s = 60.0
     touch(a.dir, "phase2")
     wait_file(a.dir, "held")
     rk = vllm_request("r7", [V_HOLD])
@@ -351,8 +354,11 @@ def vllm_enc(a):
     wait_file(a.dir, "go")
     cache = {}
     sends = {}
-    # the duplicate item is encoded for two requests: one room
-    for n in list(V_ITEMS.values()) + [V_ITEMS["dup"]]:
+    # the duplicate item is encoded for two requests: one room; the
+    # small items first, so that the rooms the language side opened
+    # before "go" (the retry's attempt 1) meet their sender long before
+    # the bootstrap deadline, however slow the big item's copy is
+    for n in sorted(V_ITEMS.values(), key=tokens) + [V_ITEMS["dup"]]:
         assert not sched.has_cache_item(n)
         cache[n] = data[n]
         w.save_caches(cache, n)

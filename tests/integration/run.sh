@@ -1001,6 +1001,11 @@ engine_gateways() {
 	# seconds: 20 s before a round gives up (the default is 5 s)
 	gen_configs --attach "$@" "$T" 1024 262144 \
 		"${ENGINE_TIMERS:-$SLACK round_ms = 20000;}" >/dev/null
+	# ENGINE_LANG_TIMERS: the language gateway's own timers, when set
+	[ -z "${ENGINE_LANG_TIMERS:-}" ] || {
+		sed -i "s|^  timers = { .* };\$|  timers = { $ENGINE_LANG_TIMERS };|" "$T/language.cfg"
+		grep -qF "timers = { $ENGINE_LANG_TIMERS };" "$T/language.cfg" || return 1
+	}
 	# ENGINE_LEASE: the clients' lease in ms, when not the default
 	[ -z "${ENGINE_LEASE:-}" ] ||
 		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
@@ -1181,13 +1186,18 @@ connector() {
 	ENGINE_PIDS+=($!)
 }
 
-# connector_case ENGINE LANG-ARGS -- ENCODER-ARGS...: the pair (short
-# bootstrap deadline: an abort's unmatched retry ends in seconds), the
-# language side and its encoders; all exit 0 and nothing is leaked
+# connector_case ENGINE LANG-ARGS -- ENCODER-ARGS...: the pair, the
+# language side and its encoders; all exit 0 and nothing is leaked. The
+# encode gateway's bootstrap deadline is short: an abort's unmatched
+# retry ends in seconds, and a sender's attempt whose language rooms were
+# aborted before it opened fails in seconds. The language gateway's is
+# longer: its rooms of the next attempt, opened before the sender's
+# attempt failed, must still be there when the sender comes back
 connector_case() {
 	local engine=$1 n=0
 	shift
 	ENGINE_TIMERS="$SLACK round_ms = 20000; bootstrap_ms = 8000;" \
+		ENGINE_LANG_TIMERS="$SLACK round_ms = 20000; bootstrap_ms = 40000;" \
 		engine_gateways || return 1
 	LOG=$T/lang.log
 	connector "$T/$engine-lang.log" "$engine-lang" "$T/lang-0.sock" --dir "$T"

@@ -1057,6 +1057,39 @@ test_content_in_flight_is_shared_and_fails_together(void)
 	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
 }
 
+/* Engines retry a room with attempt + 1 because they give the earlier
+ * attempt up: a rank's retry opened while that attempt still receives
+ * the key must not follow it, or it fails when the attempt is aborted. */
+static void
+test_retry_of_the_same_room_transfers_itself(void)
+{
+	struct world w;
+	struct egw_attach_cmd retry = keyed(1, 1, 1, 1);
+	struct egw_attach_run r1[1] = { { 20, 2 } };
+	struct egw_attach_cqe e;
+
+	w_cache_init(&w, 8, 100);
+	w_cmd(&w, keyed(1, 0, 0, 1));
+	(void)w_cqe(&w);
+	retry.attempt = 1;
+	w_cmd(&w, retry);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	/* attempt 0 is given up: the retry goes on and lands */
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 1, 0));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(
+				w.srv, egw_attach_room_id(1, 1), 1, 200, r1, 1), 0);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 1);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->first_block, 20);
+	w_fini(&w);
+}
+
 static void
 test_other_rank_of_the_same_room_transfers_itself(void)
 {
@@ -1291,6 +1324,7 @@ main(void)
 		{ "content_key_served_again_without_transfer", test_content_key_served_again_without_transfer },
 		{ "content_in_flight_is_shared_and_fails_together", test_content_in_flight_is_shared_and_fails_together },
 		{ "other_rank_of_the_same_room_transfers_itself", test_other_rank_of_the_same_room_transfers_itself },
+		{ "retry_of_the_same_room_transfers_itself", test_retry_of_the_same_room_transfers_itself },
 		{ "cache_gives_back_least_recent_first", test_cache_gives_back_least_recent_first },
 		{ "without_a_cache_keys_change_nothing", test_without_a_cache_keys_change_nothing },
 		{ "attempt_is_a_new_room_inside_the_gateway", test_attempt_is_a_new_room_inside_the_gateway },
