@@ -61,4 +61,16 @@ int gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 		    uint16_t nids);
 void gw_attach_stop(void);
 
+/* The attach socket's own counters (the exit line's `attach:`), kept by
+ * the control thread and read from any thread. */
+struct gw_attach_counters {
+	uint64_t refused;        /* connections whose peer may not attach */
+	uint64_t refused_closed; /* of those, closed at once (too many wait) */
+	uint64_t uid_capped;     /* closed at once: the uid's hello cap */
+	uint64_t hello_timeouts; /* no hello within a second */
+	uint64_t lost;           /* clients given up, their blocks held */
+	uint64_t lost_expired;   /* of those, still open past the hold */
+};
+void gw_attach_counters(struct gw_attach_counters *out);
+
 #endif

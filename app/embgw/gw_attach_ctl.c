@@ -96,13 +96,33 @@ static struct {
 	uint32_t nconns;
 	int *ro_fd;             /* per identity: a read-only pool fd or -1 */
 	uint32_t nrefused;      /* connections refused at accept, waiting */
-	/* counted for the exit line */
+	/* counted for the exit line and the metrics endpoint: written by
+	 * this thread only, read by others (CNT, gw_attach_counters) */
 	uint64_t st_refused, st_refused_closed, st_hello_timeouts;
 	uint64_t st_uid_capped, st_lost, st_lost_expired;
 	pthread_t thread;
 	bool running;
 	volatile bool stop;
 } ctl;
+
+/* a counter's increment, readable from the metrics thread meanwhile;
+ * gives the value before it */
+#define CNT(field) __atomic_fetch_add(&ctl.field, 1, __ATOMIC_RELAXED)
+
+void
+gw_attach_counters(struct gw_attach_counters *out)
+{
+	out->refused = __atomic_load_n(&ctl.st_refused, __ATOMIC_RELAXED);
+	out->refused_closed = __atomic_load_n(&ctl.st_refused_closed,
+					      __ATOMIC_RELAXED);
+	out->uid_capped = __atomic_load_n(&ctl.st_uid_capped,
+					  __ATOMIC_RELAXED);
+	out->hello_timeouts = __atomic_load_n(&ctl.st_hello_timeouts,
+					      __ATOMIC_RELAXED);
+	out->lost = __atomic_load_n(&ctl.st_lost, __ATOMIC_RELAXED);
+	out->lost_expired = __atomic_load_n(&ctl.st_lost_expired,
+					    __ATOMIC_RELAXED);
+}
 
 /* ---- the socket file ------------------------------------------------------ */
 
@@ -274,9 +294,9 @@ accept_one(uint16_t ls, uint64_t now)
 		return false;
 	ok = allowed(fd, ls, &who);
 	if (ok != 1) {
-		ctl.st_refused++;
+		CNT(st_refused);
 		if (ctl.nrefused >= REFUSED_CONNS) {
-			if (ctl.st_refused_closed++ % 1000 == 0)
+			if (CNT(st_refused_closed) % 1000 == 0)
 				GW_LOG(WARNING, "attach: pid %d (uid %u) may not "
 				       "attach; closed at once (%u refused "
 				       "connections already wait for their "
@@ -287,7 +307,7 @@ accept_one(uint16_t ls, uint64_t now)
 			return true;
 		}
 	} else if (hellos_of((uid_t)who.uid) >= UID_HELLOS) {
-		if (ctl.st_uid_capped++ % 1000 == 0)
+		if (CNT(st_uid_capped) % 1000 == 0)
 			GW_LOG(WARNING, "attach: uid %u has %u connections "
 			       "without a hello; closed at once (%llu so)\n",
 			       (unsigned)who.uid, UID_HELLOS,
@@ -556,7 +576,7 @@ gone(struct conn *k)
 static void
 hold(struct conn *k, uint64_t held_blocks)
 {
-	ctl.st_lost++;
+	CNT(st_lost);
 	k->lost = true;
 	k->lost_deadline = gw_now_ns() + LOST_HOLD_NS;
 	if (shutdown(k->fd, SHUT_WR) != 0)
@@ -682,14 +702,14 @@ ctl_main(void *arg)
 			struct conn *k = &ctl.conns[i];
 
 			if (k->state == C_HELLO && now > k->deadline) {
-				ctl.st_hello_timeouts++;
+				CNT(st_hello_timeouts);
 				if (k->refuse_rc == 0)
 					refuse(k->fd, -ETIMEDOUT, "%s",
 					       "no hello within a second");
 				conn_free(k);
 			} else if (k->lost && k->fd >= 0 &&
 				   now > k->lost_deadline) {
-				ctl.st_lost_expired++;
+				CNT(st_lost_expired);
 				GW_LOG(WARNING, "attach: pid %d, given up %llu s "
 				       "ago, still holds its socket open; its "
 				       "held blocks go back to the pool\n",

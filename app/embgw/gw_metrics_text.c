@@ -295,6 +295,9 @@ node_families(FILE *f, const struct snap *sn, uint16_t n)
 	PER_ID("embgw_peer_restarts", true, "Adopted peer incarnations "
 	       "replaced by a new one (their rooms failed).", false,
 	       s->ns.peer_restarts);
+	PER_ID("embgw_peers_fenced", true, "Peer incarnations fenced: a "
+	       "quarantine of theirs passed quarantine_ms without its ABORT "
+	       "ACK.", false, s->ns.peers_fenced);
 	PER_ID_BY("embgw_register_refusals", true, "REGISTERs refused: by us "
 		  "(sent) or by a peer (received).", false, "direction", 2,
 		  refd[k], k == 0 ? s->ns.register_refusals :
@@ -323,7 +326,8 @@ node_families(FILE *f, const struct snap *sn, uint16_t n)
 static void
 xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 {
-	static const char *const cause[] = { "ack", "peer_dead" };
+	static const char *const cause[] = { "ack", "peer_dead",
+					     "deadline" };
 
 	PER_ROLE("embgw_rooms_active", false, "Rooms open now.",
 		 x->rooms_active);
@@ -366,9 +370,10 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 	PER_ROLE("embgw_quarantine_blocks", false, "Pool blocks held in "
 		 "quarantine now.", x->quarantine_blocks);
 	head(f, "embgw_quarantine_released", "counter", "Quarantines ended: "
-	     "by the ABORT ACK or by the peer's death.");
+	     "by the ABORT ACK, by the peer's death, or by quarantine_ms "
+	     "passing (the peer is fenced).");
 	for (uint16_t i = 0; i < n; i++)
-		for (unsigned k = 0; k < 2; k++) {
+		for (unsigned k = 0; k < 3; k++) {
 			const struct egw_xfer_stats *x = &sn[i].xs[R_LANGUAGE];
 			char l[128];
 
@@ -377,7 +382,8 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 			LBL(l, "port=\"%s\",role=\"language\",cause=\"%s\"",
 			    sn[i].name, cause[k]);
 			sample(f, "embgw_quarantine_released", true, l,
-			       k == 0 ? x->quarantine_acked : x->quarantine_dead);
+			       k == 0 ? x->quarantine_acked : k == 1 ?
+			       x->quarantine_dead : x->quarantine_expired);
 		}
 	PER_ROLE("embgw_abort_acks", true, "ABORT ACKs sent.", x->abort_acks);
 	PER_ROLE("embgw_yields", true, "Ranks restarted on the receiver's "
@@ -542,6 +548,44 @@ client_families(FILE *f, const struct snap *sn, uint16_t n)
 		    "entries given back to the pool.", s->cc.evictions);
 }
 
+/* The attach socket's counters: one control thread serves every port's
+ * attach point, so these have no port label. */
+static void
+attach_socket_families(FILE *f, const struct snap *sn, uint16_t n)
+{
+	static const char *const why[] = { "not_allowed", "closed_at_once",
+					   "uid_capped", "hello_timeout" };
+	struct gw_attach_counters c;
+	bool any = false;
+
+	for (uint16_t i = 0; i < n; i++)
+		any = any || sn[i].has_clients;
+	if (!any)
+		return;
+	gw_attach_counters(&c);
+	head(f, "embgw_attach_refusals", "counter", "Attach connections "
+	     "refused or closed before a hello, by reason (not_allowed: the "
+	     "peer's credentials; closed_at_once: of those, closed without "
+	     "waiting; uid_capped: too many without a hello from one uid; "
+	     "hello_timeout: no hello within a second).");
+	for (unsigned k = 0; k < 4; k++) {
+		char l[64];
+
+		LBL(l, "reason=\"%s\"", why[k]);
+		sample(f, "embgw_attach_refusals", true, l,
+		       k == 0 ? c.refused : k == 1 ? c.refused_closed :
+		       k == 2 ? c.uid_capped : c.hello_timeouts);
+	}
+	head(f, "embgw_attach_lost_clients", "counter", "Given-up clients "
+	     "whose blocks were held until they closed their socket "
+	     "(held), and of those the ones still open past the hold, whose "
+	     "blocks went back to the pool (expired).");
+	sample(f, "embgw_attach_lost_clients", true, "outcome=\"held\"",
+	       c.lost);
+	sample(f, "embgw_attach_lost_clients", true, "outcome=\"expired\"",
+	       c.lost_expired);
+}
+
 /* A histogram of delivered rooms per identity and peer. */
 static void
 room_histogram(FILE *f, const struct snap *sn, uint16_t n, bool time)
@@ -644,6 +688,7 @@ gw_metrics_render(struct gw_id *const *ids, uint16_t nids, size_t *len)
 	delivered_bytes(f, sn, nids);
 	pool_payload_families(f, sn, nids);
 	client_families(f, sn, nids);
+	attach_socket_families(f, sn, nids);
 	fputs("# EOF\n", f);
 	free(sn);
 	if (fclose(f) != 0) {

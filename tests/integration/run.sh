@@ -372,8 +372,16 @@ case_metrics_scrape() {
 	lbytes=$(field "$T/lang.log" result bytes)
 	lrounds=$(field "$T/lang.log" result rounds)
 	eok=$(field "$T/enc.log" encode ok)
-	MSG="lang report: ok=$lok bytes=$lbytes rounds=$lrounds; enc ok=$eok"
+	# counters the report prints on lines of their own: fenced peers,
+	# quarantines ended by their deadline, the attach socket's refusals
+	local fenced qexp aref ahello
+	fenced=$(field "$T/lang.log" node peers_fenced)
+	qexp=$(field "$T/lang.log" admission quarantine_expired)
+	aref=$(grep -o 'attach: refused=[0-9]*' "$T/lang.log" | tail -n 1 | cut -d= -f2)
+	ahello=$(grep -o 'hello_timeouts=[0-9]*' "$T/lang.log" | tail -n 1 | cut -d= -f2)
+	MSG="lang report: ok=$lok bytes=$lbytes rounds=$lrounds fenced=$fenced quarantine_expired=$qexp attach refused=$aref hello_timeouts=$ahello; enc ok=$eok"
 	[ "$lok" = $n ] && [ "$eok" = $n ] && [ "${lrounds:-0}" -gt 0 ] || return 1
+	[ -n "$fenced" ] && [ -n "$qexp" ] && [ -n "$aref" ] && [ -n "$ahello" ] || return 1
 	chk=$(tests/integration/metrics_check.py "$T/lang.om" \
 		--expect "embgw_rooms_ok_total{port=\"p0\",role=\"language\"}=$lok" \
 		--expect "embgw_rooms_opened_total{port=\"p0\",role=\"language\"}=$lok" \
@@ -386,7 +394,11 @@ case_metrics_scrape() {
 		--expect "embgw_rooms_active{port=\"p0\",role=\"language\"}=0" \
 		--expect "embgw_pool_in_use_blocks{port=\"p0\"}=0" \
 		--expect "embgw_peer_registered{port=\"p0\",peer=\"enc-0\"}=1" \
-		--expect "embgw_clients_attached{port=\"p0\"}=0") ||
+		--expect "embgw_clients_attached{port=\"p0\"}=0" \
+		--expect "embgw_peers_fenced_total{port=\"p0\"}=$fenced" \
+		--expect "embgw_quarantine_released_total{port=\"p0\",cause=\"deadline\"}=$qexp" \
+		--expect "embgw_attach_refusals_total{reason=\"not_allowed\"}=$aref" \
+		--expect "embgw_attach_refusals_total{reason=\"hello_timeout\"}=$ahello") ||
 		{ MSG="language page: $chk"; return 1; }
 	chk=$(tests/integration/metrics_check.py "$T/enc.om" \
 		--expect "embgw_rooms_ok_total{port=\"p0\",role=\"encode\"}=$eok" \
