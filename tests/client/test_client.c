@@ -691,6 +691,265 @@ test_gateway_gone(void)
 	egw_client_detach(c);
 }
 
+/* ---- what the fake gateway could not show ------------------------------- */
+
+/* The gateway's failures reach the client with the gateway's code, on
+ * both sides, at any state the transfer reports them in. */
+static void
+test_scripted_failures(void)
+{
+	const char *enc[] = { "--mode", "encode", "--port", "enc0", NULL };
+	const uint64_t lang = SHIM_STALL | 3000, send = SHIM_STALL | 3001;
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	int s;
+
+	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
+	s = egw_client_recv_open(c, lang, 0, 0, 1, 0, 1);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
+			     &ev));
+	shim_say(&f, "fail %llu 0 %d", (unsigned long long)lang,
+		 EGW_E_TIMEOUT_ROUND);
+	CU_ASSERT(wait_event(c, (uint32_t)s, -1, MS, &ev) &&
+		  ev.state == EGW_CLIENT_FAILED &&
+		  ev.result == -EGW_E_TIMEOUT_ROUND &&
+		  (ev.flags & EGW_CLIENT_EV_END));
+	CU_ASSERT(strcmp(egw_client_strerror(ev.result), "timeout: round") ==
+		  0);
+	/* a plain errno the node may end a room with */
+	s = egw_client_recv_open(c, lang, 0, 0, 1, 0, 2);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
+			     &ev));
+	shim_say(&f, "fail %llu 0 %d", (unsigned long long)lang, -ETIMEDOUT);
+	CU_ASSERT(wait_event(c, (uint32_t)s, -1, MS, &ev) &&
+		  ev.state == EGW_CLIENT_FAILED && ev.result == -ETIMEDOUT);
+	egw_client_detach(c);
+	CU_ASSERT(shim_expect(&f, "ended 0 rooms, freed 0 blocks; pool free "
+			      "768 of 768", MS));
+	shim_stop(&f);
+
+	/* an encode room ended by its peers after the commit */
+	CU_ASSERT_FATAL(shim_start(&f, enc) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "enc0", 0, &c) == 0);
+	s = egw_client_send_open(c, send, 300, 1, EGW_PATTERN_MROPE_DELTA,
+				 send, 1);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
+			     &ev));
+	CU_ASSERT(egw_client_send_commit(c, (uint32_t)s, 2) == 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_TRANSFERRING, MS,
+			     &ev));
+	shim_say(&f, "fail %llu 0 %d", (unsigned long long)send,
+		 EGW_E_ABORTED);
+	CU_ASSERT(wait_event(c, (uint32_t)s, -1, MS, &ev) &&
+		  ev.state == EGW_CLIENT_FAILED &&
+		  ev.result == -EGW_E_ABORTED);
+	CU_ASSERT(shim_expect(&f, "failed 1020", MS));
+	egw_client_detach(c);
+	CU_ASSERT(shim_expect(&f, "ended 0 rooms, freed 0 blocks; pool free "
+			      "1024 of 1024", MS));
+	shim_stop(&f);
+}
+
+/* Read the published stats until `ok` holds of them (the gateway
+ * publishes about once a millisecond). */
+static bool
+stats_until(struct egw_client *c, bool (*ok)(const struct egw_client_stats *,
+					   uint32_t), uint32_t arg,
+	    struct egw_client_stats *st)
+{
+	for (int i = 0; i < 500; i++) {
+		int rc = egw_client_stats(c, st);
+
+		if (rc == 0 && ok(st, arg))
+			return true;
+		if (rc != 0 && rc != -EAGAIN && rc != -ENODATA)
+			return false;
+		egw_client_wait(c, 10);
+	}
+	fprintf(stderr, "stats: pool %u free %u hits %llu\n", st->pool_blocks,
+		st->free_blocks, (unsigned long long)st->cache_hits);
+	return false;
+}
+
+static bool
+free_is(const struct egw_client_stats *st, uint32_t n)
+{
+	return st->free_blocks == n;
+}
+
+static void
+test_published_stats(void)
+{
+	struct egw_client_stats st = { 0 };
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	int s;
+
+	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
+	CU_ASSERT(stats_until(c, free_is, 768, &st) && st.pool_blocks == 768);
+	/* 1000 tokens: 8 blocks are the client's until RELEASE */
+	s = egw_client_recv_open(c, 1000, 0, 0, 1, 0, 1);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
+				   &ev));
+	CU_ASSERT(stats_until(c, free_is, 760, &st));
+	CU_ASSERT(st.admission_queue == 0 && st.quarantined_blocks == 0);
+	CU_ASSERT(egw_client_release(c, (uint32_t)s, 2) == 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS, &ev) &&
+		  (ev.flags & EGW_CLIENT_EV_END));
+	CU_ASSERT(stats_until(c, free_is, 768, &st));
+	egw_client_detach(c);
+	shim_stop(&f);
+}
+
+static bool
+hits_are(const struct egw_client_stats *st, uint32_t n)
+{
+	return st->cache_hits == n;
+}
+
+/* A content key names data the port keeps: the second room with the key
+ * is served from the first one's blocks, without a transfer. */
+static void
+test_content_keys(void)
+{
+	const char *args[] = { "--cache-entries", "8", NULL };
+	const uint8_t key[EGW_CLIENT_CONTENT_BYTES] = { 0xeb, 1, 2, 3 };
+	const uint64_t first = 400, second = (1ull << 24) | 400;
+	struct egw_client_stats st = { 0 };
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	int s, s2;
+
+	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
+	CU_ASSERT(egw_client_lookup(c, key, 1) == 0);
+	CU_ASSERT(wait_event(c, 0, -1, MS, &ev) &&
+		  ev.op == EGW_CLIENT_LOOKUP && ev.tag == 1 &&
+		  ev.result == EGW_CLIENT_LOOKUP_NONE);
+	s = egw_client_recv_open_ex(c, first, 0, 0, 1, 0, 0, key, 2);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
+				   &ev));
+	CU_ASSERT(!(ev.flags & EGW_CLIENT_EV_CACHED));
+	CU_ASSERT(check_language_room(c, (uint32_t)s, first, 400));
+	CU_ASSERT(egw_client_release(c, (uint32_t)s, 3) == 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS, &ev) &&
+		  (ev.flags & EGW_CLIENT_EV_END));
+	CU_ASSERT(egw_client_lookup(c, key, 4) == 0);
+	CU_ASSERT(wait_event(c, 0, -1, MS, &ev) && ev.tag == 4 &&
+		  ev.result == EGW_CLIENT_LOOKUP_LANDED);
+	/* another room, the same content: the first room's bytes, at once */
+	s2 = egw_client_recv_open_ex(c, second, 0, 0, 1, 0, 0, key, 5);
+	CU_ASSERT_FATAL(s2 >= 0);
+	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s2, EGW_CLIENT_SUCCESS, MS,
+				   &ev));
+	CU_ASSERT(ev.flags & EGW_CLIENT_EV_CACHED);
+	CU_ASSERT(check_language_room(c, (uint32_t)s2, first, 400));
+	CU_ASSERT(stats_until(c, hits_are, 1, &st) && st.cache_misses == 1 &&
+		  st.cache_entries == 1);
+	CU_ASSERT(egw_client_release(c, (uint32_t)s2, 6) == 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s2, EGW_CLIENT_SUCCESS, MS, &ev));
+	egw_client_detach(c);
+	shim_stop(&f);
+}
+
+/* A language port's pool as the gateway hands it over: read-only. The
+ * client reads every byte; a write faults. */
+static void
+test_pool_read_only(void)
+{
+	const char *args[] = { "--pool-rdonly", NULL };
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	uint8_t *emb;
+	pid_t child;
+	int s, st;
+
+	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
+	CU_ASSERT(egw_client_geometry(c)->flags & EGW_CLIENT_G_POOL_RDONLY);
+	s = egw_client_recv_open(c, 777, 0, 0, 1, 0, 1);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
+				   &ev));
+	CU_ASSERT(check_language_room(c, (uint32_t)s, 777, 777));
+	emb = egw_client_region(c, EGW_CLIENT_EMBEDDING, NULL);
+	child = fork();
+	if (child == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		__atomic_store_n(emb, 1, __ATOMIC_RELAXED);
+		_exit(0);
+	}
+	CU_ASSERT_FATAL(child > 0);
+	waitpid(child, &st, 0);
+	CU_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+	egw_client_detach(c);
+	shim_stop(&f);
+
+	/* without it, the same mapping is writable (the check can fail) */
+	CU_ASSERT_FATAL(shim_start(&f, NULL) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
+	CU_ASSERT(!(egw_client_geometry(c)->flags & EGW_CLIENT_G_POOL_RDONLY));
+	egw_client_detach(c);
+	shim_stop(&f);
+}
+
+/* SEND_OPEN waits for memory the pool does not have (Bootstrapping), is
+ * served once a room gives its blocks back, and is refused at the
+ * allocation deadline with the gateway's code. */
+static void
+test_encode_waits_for_memory(void)
+{
+	const char *args[] = { "--mode", "encode", "--port", "enc0",
+			       "--capacity", "1024", "--alloc-ms", "300",
+			       NULL };
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	int a, b;
+
+	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "enc0", 0, &c) == 0);
+	a = egw_client_send_open(c, 60, 1024, 1, EGW_PATTERN_MROPE_DELTA, 60,
+				 1);
+	CU_ASSERT_FATAL(a >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)a, EGW_CLIENT_WAITING_FOR_INPUT, MS,
+			     &ev));
+	b = egw_client_send_open(c, 61, 128, 1, EGW_PATTERN_MROPE_DELTA, 61,
+				 2);
+	CU_ASSERT_FATAL(b >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)b, EGW_CLIENT_BOOTSTRAPPING, MS,
+			     &ev));
+	CU_ASSERT(egw_client_abort(c, (uint32_t)a, 3) == 0);
+	CU_ASSERT(wait_event(c, (uint32_t)a, EGW_CLIENT_FAILED, MS, &ev));
+	CU_ASSERT(wait_event(c, (uint32_t)b, EGW_CLIENT_WAITING_FOR_INPUT, MS,
+			     &ev));
+	/* the pool full again: the next one waits out its deadline */
+	a = egw_client_send_open(c, 62, 1000, 1, EGW_PATTERN_MROPE_DELTA, 62,
+				 4);
+	CU_ASSERT_FATAL(a >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)a, EGW_CLIENT_BOOTSTRAPPING, MS,
+			     &ev));
+	shim_say(&f, "skip 1000");
+	CU_ASSERT(wait_event(c, (uint32_t)a, -1, MS, &ev) &&
+		  ev.state == EGW_CLIENT_FAILED &&
+		  ev.result == -EGW_E_POOL_EXHAUSTED);
+	egw_client_detach(c);
+	CU_ASSERT(shim_expect(&f, "ended 1 rooms, freed 1 blocks; pool free "
+			      "8 of 8", MS));
+	shim_stop(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -712,6 +971,11 @@ main(int argc, char **argv)
 		{ "full submission ring", test_full_ring },
 		{ "client killed", test_client_killed },
 		{ "gateway gone", test_gateway_gone },
+		{ "scripted failures", test_scripted_failures },
+		{ "published stats", test_published_stats },
+		{ "content keys", test_content_keys },
+		{ "read-only pool", test_pool_read_only },
+		{ "encode waits for memory", test_encode_waits_for_memory },
 		{ NULL, NULL },
 	};
 
