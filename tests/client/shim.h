@@ -12,9 +12,9 @@
  *  - a language room moves Bootstrapping -> WaitingForInput ->
  *    Transferring -> delivered, one step_ms apart, its R & 0xffffff tokens
  *    written from lib/pattern (an aux-only rank: the aux record alone);
- *  - an encode room, once committed, is checked against lib/pattern
- *    (cookie R, delta EGW_PATTERN_MROPE_DELTA) and ends with success or
- *    EGW_E_TRANSPORT;
+ *  - an encode room, once committed, is checked: its tokens against
+ *    lib/pattern, its aux record against SEND_OPEN's; it ends with
+ *    success or EGW_E_TRANSPORT;
  *  - SHIM_FAIL in R: the room ends with EGW_E_PEER_DEAD at
  *    WaitingForInput (language) or instead of its check (encode);
  *  - SHIM_STALL in R: the room stops there until it is ended otherwise.
@@ -62,6 +62,8 @@ struct shim_room {
 	bool aux_only, committed, stalled;
 	uint8_t state;            /* the last state reported */
 	uint32_t total;
+	int32_t mrope_delta;      /* SEND_OPEN's, for the aux check */
+	uint64_t cookie;
 	uint64_t next_ns;
 	uint32_t nruns;           /* blocks the transfer holds (0: none) */
 	struct egw_run *runs;     /* max_runs */
