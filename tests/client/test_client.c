@@ -691,7 +691,7 @@ test_gateway_gone(void)
 	egw_client_detach(c);
 }
 
-/* ---- what the fake gateway could not show ------------------------------- */
+/* ---- scripted failures, stats, content keys, read-only pool, memory ---- */
 
 /* The gateway's failures reach the client with the gateway's code, on
  * both sides, at any state the transfer reports them in. */
