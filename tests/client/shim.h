@@ -36,6 +36,7 @@
 #include "egw_pool.h"
 
 #define SHIM_MAX_CLIENTS 64u
+#define SHIM_MAX_EMB_BYTES 65536u /* a token's embedding, at most */
 #define SHIM_TOTAL(room) ((uint32_t)((room) & 0xffffffu))
 #define SHIM_FAIL (1ull << 62)
 #define SHIM_STALL (1ull << 61)

@@ -40,10 +40,11 @@ on_signal(int sig)
 	stop = 1;
 }
 
+/* The rule broken and the value that broke it. */
 static void
-usage_exit(const char *what, const char *value)
+usage_exit(const char *rule, const char *value)
 {
-	fprintf(stderr, "attach_shim: %s: '%s'\n", what, value);
+	fprintf(stderr, "attach_shim: %s, not '%s'\n", rule, value);
 	exit(2);
 }
 
@@ -52,11 +53,15 @@ usage_exit(const char *what, const char *value)
 static uint32_t
 num(const char *opt, const char *s)
 {
+	char rule[96];
 	char *end;
 	unsigned long v = strtoul(s, &end, 0);
 
-	if (*s == '\0' || *end != '\0' || v > UINT32_MAX)
-		usage_exit(opt, s);
+	if (*s == '\0' || *s == '-' || *end != '\0' || v > UINT32_MAX) {
+		snprintf(rule, sizeof(rule), "--%s takes a number from 0 to "
+			 "%u", opt, UINT32_MAX);
+		usage_exit(rule, s);
+	}
 	return (uint32_t)v;
 }
 
@@ -75,7 +80,7 @@ parse_dtype(struct shim_cfg *c, const char *s)
 			c->dtype_bytes = t[i].bytes;
 			return;
 		}
-	usage_exit("--dtype: one of fp8, int8, bf16, fp16, fp32", s);
+	usage_exit("--dtype is one of fp8, int8, bf16, fp16, fp32", s);
 }
 
 static void
@@ -89,8 +94,8 @@ parse_peers(struct shim_cfg *c, const char *list)
 	     p = strtok_r(NULL, ",", &save)) {
 		if (c->npeers == EGW_ATTACH_MAX_PEERS ||
 		    strlen(p) >= EGW_ATTACH_NAME_LEN)
-			usage_exit("--peers: too many, or a name too long",
-				   list);
+			usage_exit("--peers lists at most 16 names of at most "
+				   "31 characters", list);
 		snprintf(c->peers[c->npeers++], EGW_ATTACH_NAME_LEN, "%s", p);
 	}
 }
@@ -101,7 +106,7 @@ parse_mode(struct shim_cfg *c, const char *s)
 	c->encode = strcmp(s, "encode") == 0;
 	c->language = strcmp(s, "language") == 0;
 	if (!c->encode && !c->language)
-		usage_exit("--mode: encode or language", s);
+		usage_exit("--mode is encode or language", s);
 }
 
 static void
@@ -121,6 +126,7 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		{ "pool-rdonly", 0, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char num_s[16];
 	int o;
 
 	*c = (struct shim_cfg){
@@ -160,13 +166,22 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		case 'K': c->cache_entries = num(opt, optarg); break;
 		case 'A': c->alloc_ms = num(opt, optarg); break;
 		case 'o': c->pool_rdonly = true; break;
-		default: usage_exit("unknown option", argv[optind - 1]);
+		default: usage_exit("options are those listed in shim_main.c",
+				    argv[optind - 1]);
 		}
 	}
 	if (c->socket_path == NULL)
 		usage_exit("--socket PATH is required", "");
-	if (c->max_clients == 0 || c->max_clients > SHIM_MAX_CLIENTS)
-		usage_exit("--max-clients: 1 to 64", argv[0]);
+	if (c->max_clients == 0 || c->max_clients > SHIM_MAX_CLIENTS) {
+		snprintf(num_s, sizeof(num_s), "%u", c->max_clients);
+		usage_exit("--max-clients is 1 to 64", num_s);
+	}
+	if ((uint64_t)c->hidden * c->dtype_bytes > SHIM_MAX_EMB_BYTES ||
+	    c->hidden == 0) {
+		snprintf(num_s, sizeof(num_s), "%u", c->hidden);
+		usage_exit("a token's embedding (--hidden x the dtype's bytes) "
+			   "is 1 to 65536 bytes: --hidden", num_s);
+	}
 	if (c->max_total == 0 || c->max_total > c->capacity)
 		c->max_total = c->capacity;
 }
@@ -185,8 +200,13 @@ pool_create(struct shim *sh)
 	char path[64];
 	int rc = egw_geom_check(&g);
 
-	if (rc != 0)
+	if (rc != 0) {
+		fprintf(stderr, "attach_shim: lib/pool refuses the geometry "
+			"(--capacity %u a multiple of --block-tokens %u, "
+			"--hidden %u): %s\n", c->capacity, c->block_tokens,
+			c->hidden, strerror(-rc));
 		return rc;
+	}
 	sh->pool_bytes = egw_geom_mem_bytes(&g);
 	sh->pool_fd = memfd_create("egw-shim-pool", MFD_CLOEXEC);
 	if (sh->pool_fd < 0 ||
@@ -452,8 +472,12 @@ accept_client(struct shim *sh, int lfd)
 	if (rc == 0)
 		rc = egw_clients_add(sh->srv, k->area, k->area_bytes, sh->now);
 	if (rc < 0) {
-		snprintf(why, sizeof(why), "the port takes no more clients "
-			 "(%s)", strerror(-rc));
+		if (rc == -EUSERS)
+			snprintf(why, sizeof(why), "the port takes no more "
+				 "clients (%u attached)", sh->cfg.max_clients);
+		else
+			snprintf(why, sizeof(why), "cannot add the client: %s",
+				 strerror(-rc));
 		k->sock = -1;
 		conn_close(k);
 		if (fds[1] >= 0)

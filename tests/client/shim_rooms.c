@@ -421,12 +421,12 @@ check_token(const struct shim *sh, uint64_t room, uint32_t t, uint32_t b,
 	const uint8_t *e = egw_pool_addr(sh->pool, EGW_KIND_EMB, b, k);
 	const int32_t *f = egw_pool_addr(sh->pool, EGW_KIND_FILL_IDS, b, k);
 	const int32_t *m = egw_pool_addr(sh->pool, EGW_KIND_MROPE, b, k);
-	uint8_t want[1 << 16];
+	static uint8_t want[SHIM_MAX_EMB_BYTES]; /* the option's bound */
 	int32_t mw[3];
 	uint64_t bad = 0;
 
-	egw_pattern_emb(room, t, want, eb < sizeof(want) ? eb : sizeof(want));
-	bad += memcmp(e, want, eb < sizeof(want) ? eb : sizeof(want)) != 0;
+	egw_pattern_emb(room, t, want, eb);
+	bad += memcmp(e, want, eb) != 0;
 	bad += *f != egw_pattern_fill_id(room, t);
 	if (m != NULL) {
 		egw_pattern_mrope(room, t, mw);
