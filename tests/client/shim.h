@@ -8,7 +8,8 @@
  * is the part the gateway's worker and control thread play: the socket,
  * and a scripted "transfer" standing in for the node and the peers.
  *
- * The shim's transfer, per room (wire id R):
+ * The shim's transfer, per room (wire id R: the engine's room id for
+ * attempt 0, egw_attach_room_id() of it for a retry):
  *  - a language room moves Bootstrapping -> WaitingForInput ->
  *    Transferring -> delivered, one step_ms apart, its R & 0xffffff tokens
  *    written from lib/pattern (an aux-only rank: the aux record alone);

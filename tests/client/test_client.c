@@ -950,6 +950,43 @@ test_encode_waits_for_memory(void)
 	shim_stop(&f);
 }
 
+/* Rooms waiting for memory are bounded per engine: one more is told
+ * "busy" at once, a clear answer instead of a queue without end. */
+static void
+test_encode_busy(void)
+{
+	const char *args[] = { "--mode", "encode", "--port", "enc0",
+			       "--capacity", "1024", NULL };
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	int full, s[9];
+
+	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
+	CU_ASSERT_FATAL(shim_attach(&f, "enc0", 0, &c) == 0);
+	full = egw_client_send_open(c, 70, 1024, 1, 0, 0, 1);
+	CU_ASSERT_FATAL(full >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)full, EGW_CLIENT_WAITING_FOR_INPUT,
+			     MS, &ev));
+	/* the shim's gateway lets 8 wait (lib/clients' max_waiting) */
+	for (int i = 0; i < 9; i++) {
+		s[i] = egw_client_send_open(c, 71 + (uint64_t)i, 128, 1, 0, 0,
+					    2);
+		CU_ASSERT_FATAL(s[i] >= 0);
+	}
+	for (int i = 0; i < 8; i++)
+		CU_ASSERT(wait_event(c, (uint32_t)s[i],
+				     EGW_CLIENT_BOOTSTRAPPING, MS, &ev));
+	CU_ASSERT(wait_event(c, (uint32_t)s[8], -1, MS, &ev) &&
+		  ev.state == EGW_CLIENT_FAILED &&
+		  ev.result == -EGW_E_BUSY && (ev.flags & EGW_CLIENT_EV_END));
+	CU_ASSERT(strcmp(egw_client_strerror(ev.result), "busy") == 0);
+	egw_client_detach(c);
+	CU_ASSERT(shim_expect(&f, "ended 9 rooms, freed 8 blocks; pool free "
+			      "8 of 8", MS));
+	shim_stop(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -976,6 +1013,7 @@ main(int argc, char **argv)
 		{ "content keys", test_content_keys },
 		{ "read-only pool", test_pool_read_only },
 		{ "encode waits for memory", test_encode_waits_for_memory },
+		{ "encode busy", test_encode_busy },
 		{ NULL, NULL },
 	};
 
