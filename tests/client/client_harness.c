@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *fake_program;
+const char *shim_program;
 
 static uint64_t
 now_ms(void)
@@ -35,16 +36,16 @@ mutable(const char *s)
 }
 
 int
-fake_start(struct fake *f, const char *const *args)
+shim_start(struct shim_proc *f, const char *const *args)
 {
 	static unsigned int seq;
 	char *argv[40];
-	int pfd[2], n = 0;
+	int pfd[2], ifd[2], n = 0;
 
 	memset(f, 0, sizeof(*f));
-	snprintf(f->path, sizeof(f->path), "/tmp/egw-client-test.%d.%u.sock",
+	snprintf(f->path, sizeof(f->path), "/tmp/egw-shim-test.%d.%u.sock",
 		 (int)getpid(), seq++);
-	argv[n++] = mutable(fake_program);
+	argv[n++] = mutable(shim_program);
 	argv[n++] = mutable("--socket");
 	argv[n++] = f->path;
 	for (; args != NULL && *args != NULL && n < 38; args++)
@@ -52,26 +53,34 @@ fake_start(struct fake *f, const char *const *args)
 	argv[n] = NULL;
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		return -errno;
+	if (pipe2(ifd, O_CLOEXEC) != 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return -errno;
+	}
 	f->pid = fork();
 	if (f->pid == 0) {
-		/* a failed fatal assertion skips fake_stop(): the fake goes
+		/* a failed fatal assertion skips shim_stop(): the shim goes
 		 * with the test program at the latest */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(pfd[1], 1);
-		execv(fake_program, argv);
+		dup2(ifd[0], 0);
+		execv(shim_program, argv);
 		_exit(127);
 	}
 	close(pfd[1]);
+	close(ifd[0]);
 	f->out = pfd[0];
-	if (!fake_expect(f, "listening on", 5000)) {
-		fake_stop(f);
+	f->in = ifd[1];
+	if (!shim_expect(f, "listening on", 5000)) {
+		shim_stop(f);
 		return -EIO;
 	}
 	return 0;
 }
 
 bool
-fake_expect(struct fake *f, const char *needle, unsigned int ms)
+shim_expect(struct shim_proc *f, const char *needle, unsigned int ms)
 {
 	uint64_t deadline = now_ms() + ms;
 
@@ -93,14 +102,14 @@ fake_expect(struct fake *f, const char *needle, unsigned int ms)
 		now = now_ms();
 		if (now >= deadline || f->len + 1 >= sizeof(f->buf) ||
 		    poll(&p, 1, (int)(deadline - now)) <= 0) {
-			fprintf(stderr, "\nfake gateway: no line with \"%s\" "
+			fprintf(stderr, "\nattach shim: no line with \"%s\" "
 				"within %u ms; it printed:\n%s\n", needle, ms,
 				f->buf);
 			return false;
 		}
 		n = read(f->out, f->buf + f->len, sizeof(f->buf) - 1 - f->len);
 		if (n <= 0) {
-			fprintf(stderr, "\nfake gateway ended; it printed:\n"
+			fprintf(stderr, "\nattach shim ended; it printed:\n"
 				"%s\n", f->buf);
 			return false;
 		}
@@ -109,7 +118,26 @@ fake_expect(struct fake *f, const char *needle, unsigned int ms)
 }
 
 void
-fake_stop(struct fake *f)
+shim_say(struct shim_proc *f, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(line) - 1) {
+		fprintf(stderr, "shim_say: line too long\n");
+		return;
+	}
+	line[n++] = '\n';
+	if (write(f->in, line, (size_t)n) != n)
+		fprintf(stderr, "shim_say: %s\n", strerror(errno));
+}
+
+void
+shim_stop(struct shim_proc *f)
 {
 	int st;
 
@@ -124,17 +152,18 @@ fake_stop(struct fake *f)
 		usleep(10000);
 	}
 	if (f->pid > 0) {
-		fprintf(stderr, "fake gateway %d did not stop in 5 s\n",
+		fprintf(stderr, "attach shim %d did not stop in 5 s\n",
 			(int)f->pid);
 		kill(f->pid, SIGKILL);
 		waitpid(f->pid, &st, 0);
 		f->pid = 0;
 	}
 	close(f->out);
+	close(f->in);
 }
 
 int
-fake_attach(struct fake *f, const char *port, uint32_t flags,
+shim_attach(struct shim_proc *f, const char *port, uint32_t flags,
 	    struct egw_client **c)
 {
 	struct egw_client_opts o = { .name = "cunit", .flags = flags };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Running the fake gateway from a test: start it on a fresh socket path,
- * wait for the lines it prints (every wait with a deadline), stop it. */
+/* Running the attach shim (shim.h) from a test: start it on a fresh
+ * socket path, script it through its stdin, wait for the lines it prints
+ * (every wait with a deadline), stop it. */
 #ifndef EGW_CLIENT_HARNESS_H
 #define EGW_CLIENT_HARNESS_H
 
@@ -10,29 +11,34 @@
 
 #include "egw_client.h"
 
-struct fake {
+struct shim_proc {
 	pid_t pid;
+	int in;               /* its stdin: the script */
 	int out;              /* its stdout */
 	char path[108];       /* its socket */
 	char buf[1 << 16];    /* what it printed, not yet matched */
 	size_t len;
 };
 
-/* The fake gateway's program, from the test's command line. */
-extern const char *fake_program;
+/* The shim's program, from the test's command line. */
+extern const char *shim_program;
 
 /* Start it with `args` (NULL-terminated, after --socket). @return 0. */
-int fake_start(struct fake *f, const char *const *args);
+int shim_start(struct shim_proc *f, const char *const *args);
 
 /* Wait up to `ms` for a printed line containing `needle` (consumed with
  * everything before it). Prints what came when it does not come. */
-bool fake_expect(struct fake *f, const char *needle, unsigned int ms);
+bool shim_expect(struct shim_proc *f, const char *needle, unsigned int ms);
+
+/* Send it one script line (shim.h), printf-style; "\n" is added. */
+void shim_say(struct shim_proc *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* SIGTERM, then wait for it (SIGKILL after 5 s). */
-void fake_stop(struct fake *f);
+void shim_stop(struct shim_proc *f);
 
-/* Attach with default options to the fake's port "lang0"/"enc0". */
-int fake_attach(struct fake *f, const char *port, uint32_t flags,
+/* Attach with default options to the shim's port "lang0"/"enc0". */
+int shim_attach(struct shim_proc *f, const char *port, uint32_t flags,
 		struct egw_client **c);
 
 /* Poll until an event for `slot` in `state` (any, with state < 0) comes;

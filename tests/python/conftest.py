@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The embgw package against the fake gateway (tests/client/fake_gateway.c).
+"""The embgw package against the attach shim (tests/client/shim.h): the
+gateway's attach server, lib/clients, behind a socket.
 
-$EMBGW_FAKE_GATEWAY names the fake's program and $EMBGW_CLIENT_LIB the
-library (meson sets both); a test that needs the fake fails without them
-(test_cuda.py needs neither). The contents of rooms follow
-tests/client/pattern.h, written out again here with NumPy.
+$EMBGW_ATTACH_SHIM names the shim's program and $EMBGW_CLIENT_LIB the
+library (meson sets both); a test that needs the shim fails without them
+(test_cuda.py needs neither). The contents of rooms follow lib/pattern
+(lib/pattern/egw_pattern.h), written out again here with NumPy.
 """
 import os
 import select
@@ -17,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-FAKE = os.environ.get("EMBGW_FAKE_GATEWAY")
+FAKE = os.environ.get("EMBGW_ATTACH_SHIM")
 
 PAT_FAIL = 1 << 62
 PAT_STALL = 1 << 61
@@ -25,14 +26,15 @@ U32 = 0xffffffff
 
 
 class FakeGateway:
-    """The fake gateway in a process of its own; expect() reads its lines
-    with a deadline."""
+    """The attach shim in a process of its own, standing in for a gateway;
+    expect() reads its lines with a deadline, say() scripts it."""
 
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="egw-pytest-")
         self.path = os.path.join(self.dir, "attach.sock")
         self.proc = subprocess.Popen([FAKE, "--socket", self.path] +
                                      [str(a) for a in args],
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         self.seen = ""
         self.expect("listening on")
@@ -49,10 +51,14 @@ class FakeGateway:
                                     max(left, 0))
             chunk = os.read(self.proc.stdout.fileno(), 65536) if r else b""
             if not chunk:
-                raise AssertionError("fake gateway: no line with %r within "
+                raise AssertionError("attach shim: no line with %r within "
                                      "%.1f s; it printed:\n%s"
                                      % (needle, timeout_s, self.seen))
             self.seen += chunk.decode()
+
+    def say(self, line):
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
 
     def stop(self):
         if self.proc.stdout.closed:
@@ -65,14 +71,16 @@ class FakeGateway:
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()
+        self.proc.stdin.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
 def fake_gateway():
-    """Start fakes with fake_gateway(*args); all are stopped afterwards."""
+    """Start stand-in gateways (attach shims) with fake_gateway(*args); all
+    are stopped afterwards."""
     if not FAKE or not os.environ.get("EMBGW_CLIENT_LIB"):
-        pytest.fail("set EMBGW_FAKE_GATEWAY and EMBGW_CLIENT_LIB (meson "
+        pytest.fail("set EMBGW_ATTACH_SHIM and EMBGW_CLIENT_LIB (meson "
                     "test does)")
     started = []
 
@@ -85,31 +93,50 @@ def fake_gateway():
         f.stop()
 
 
-# ---- tests/client/pattern.h in NumPy ----------------------------------------
+# ---- lib/pattern (lib/pattern/egw_pattern.h) in NumPy -------------------------
+
+M64 = (1 << 64) - 1
+PATTERN_MROPE_DELTA = -7
+
+
+def _mix(x):
+    """splitmix64's finaliser on a uint64 array (arithmetic mod 2^64)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xbf58476d1ce4e5b9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94d049bb133111eb)
+    return x ^ (x >> np.uint64(31))
+
 
 def pat_embedding(room, total, row_bytes):
-    t = np.arange(total, dtype=np.uint64)[:, None]
-    k = np.arange(row_bytes, dtype=np.uint64)[None, :]
-    v = t * 131 + k * 7 + (room & U32) * 13 + (t >> np.uint64(8))
-    return (v & 0xff).astype(np.uint8)
+    t = np.arange(total, dtype=np.uint64)
+    s = _mix(np.uint64(room & M64) ^ (t << np.uint64(20)))
+    words = (row_bytes + 7) // 8
+    k = np.arange(words, dtype=np.uint64) * np.uint64(8)
+    w = _mix(s[:, None] + k[None, :]).astype("<u8")
+    return w.view(np.uint8).reshape(total, words * 8)[:, :row_bytes].copy()
 
 
 def pat_fill(room, total):
     t = np.arange(total, dtype=np.uint64)
-    return ((t * 40503 + (room & U32)) & U32).astype(np.uint32) \
-        .view(np.int32)
+    return ((t ^ np.uint64(room & U32)) & np.uint64(U32)) \
+        .astype(np.uint32).view(np.int32)
 
 
 def pat_mrope(room, total):
-    t = np.arange(total, dtype=np.uint64)[:, None]
-    i = np.arange(3, dtype=np.uint64)[None, :]
-    return ((t * 3 + i + ((room >> 8) & U32)) & U32).astype(np.uint32) \
-        .view(np.int32)
+    t = np.arange(total, dtype=np.uint64)
+    m = np.empty((total, 3), dtype=np.uint64)
+    m[:, 0] = t
+    m[:, 1] = (t * np.uint64(3)) & np.uint64(U32)
+    m[:, 2] = (room >> 32) & U32
+    return m.astype(np.uint32).view(np.int32)
 
 
 def pat_delta(room):
-    return room % 1000 - 500
+    """The aux record's mrope delta of a pattern room (any room)."""
+    return PATTERN_MROPE_DELTA
 
 
 def pat_cookie(room):
-    return (room * 0x9E3779B97F4A7C15) & ((1 << 64) - 1)
+    """The aux record's cookie of a pattern room: its id."""
+    return room & M64

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""What an engine meets first, against the fake gateway: the package finds
+"""What an engine meets first, against the attach shim: the package finds
 its library without a variable; one descriptor for the engine's own event
 loop (fileno/arm, asyncio); reconnecting after the gateway restarted;
 arguments refused early with the rule and the value; bf16 views and

@@ -77,7 +77,7 @@ def test_lost_lease_found_on_every_path(fake_gateway):
     views = r.views()
     assert np.count_nonzero(views[0]) > 0
     # the engine stops calling the library for longer than the lease
-    fake.expect("detached (lease expired)")
+    fake.expect("given up (lease expired")
     time.sleep(0.1)
     with pytest.raises(ConnectionResetError, match="lease expired"):
         r.release()
