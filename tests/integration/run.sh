@@ -1900,7 +1900,7 @@ packages_installed() {
 		{ MSG="the engines' embgw is not the installed one: $out"; return 1; }
 	hidden test ! -e "${HIDE[0]}/app/embgw/embgw" -a ! -e "${HIDE[1]}/embgw" ||
 		{ MSG="the build tree is in reach inside hidden"; return 1; }
-	VETH_APART=1 veth_up 1 || { MSG="no veth pair"; return 1; }
+	veth_up 1 || { MSG="no veth pair"; return 1; }
 	# two instances, encode and language, of the installed unit with its
 	# installed /etc/default/embgw: only the configuration directory and
 	# the runtime directory are the case's own
