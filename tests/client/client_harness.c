@@ -137,7 +137,8 @@ int
 fake_attach(struct fake *f, const char *port, uint32_t flags,
 	    struct egw_client **c)
 {
-	struct egw_client_opts o = { .name = "cunit", .flags = flags };
+	struct egw_client_opts o = { .size = sizeof(o), .name = "cunit",
+				     .flags = flags };
 
 	return egw_client_attach(f->path, port, &o, c);
 }
