@@ -2,6 +2,8 @@
 /* The one list of codes (egw_err.h) as each library reads it: the gateway's
  * text and key, the client's reason, the proto's refusal reasons. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -9,6 +11,8 @@
 #include "egw_client.h"
 #include "egw_err.h"
 #include "egw_proto.h"
+
+static const char *doc_dir; /* argv[1]: the repository's doc/ */
 
 /* codes 0..25 are on the wire already (doc/protocol.md); the list only grows */
 #define WIRE_CODES_PUBLISHED 26
@@ -91,8 +95,60 @@ test_proto_reasons_are_distinct(void)
 	CU_ASSERT_STRING_EQUAL(egw_proto_strerror(EGW_PE_MAX), "unknown error");
 }
 
+/* One "| code | NAME |" cell pair of protocol.md's table into names[code]. */
+static void
+doc_pair(const char *code, const char *name, char names[][32], int *seen)
+{
+	char nm[32];
+	int c;
+
+	if (sscanf(code, " %d", &c) != 1 || sscanf(name, " %31[A-Z_]", nm) != 1)
+		return;
+	CU_ASSERT_FATAL(c > 0 && c < 64);
+	snprintf(names[c], sizeof(names[c]), "%s", nm);
+	(*seen)++;
+}
+
+static void
+test_protocol_doc_lists_the_same_codes(void)
+{
+#define NAME(n, w, key, text, brief) #n,
+	static const char *const list[EGW_E_COUNT] = { EGW_ERR_LIST(NAME) };
+#undef NAME
+	char path[512], line[256], names[64][32] = { { 0 } };
+	bool in_table = false;
+	int seen = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/protocol.md", doc_dir);
+	f = fopen(path, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *cell[6] = { 0 };
+		int n = 0;
+
+		if (strncmp(line, "### Error codes", 15) == 0)
+			in_table = true;
+		else if (in_table && strncmp(line, "###", 3) == 0)
+			break;
+		if (!in_table || line[0] != '|')
+			continue;
+		for (char *t = strtok(line + 1, "|"); t != NULL && n < 6;
+		     t = strtok(NULL, "|"))
+			cell[n++] = t;
+		if (n >= 2)
+			doc_pair(cell[0], cell[1], names, &seen);
+		if (n >= 5)
+			doc_pair(cell[3], cell[4], names, &seen);
+	}
+	fclose(f);
+	CU_ASSERT_EQUAL(seen, EGW_E_COUNT - 1);
+	for (int w = 1; w < EGW_E_COUNT; w++)
+		CU_ASSERT_STRING_EQUAL(names[w], list[w]);
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	static const struct cu_test tests[] = {
 		{ "list_covers_the_published_codes",
@@ -101,7 +157,10 @@ main(void)
 		{ "client_reasons_cover_every_code",
 		  test_client_reasons_cover_every_code },
 		{ "proto_reasons_are_distinct", test_proto_reasons_are_distinct },
+		{ "protocol_doc_lists_the_same_codes",
+		  test_protocol_doc_lists_the_same_codes },
 		{ NULL, NULL },
 	};
+	doc_dir = argc > 1 ? argv[1] : "doc";
 	return cu_run("err", tests);
 }
