@@ -11,9 +11,10 @@
 
 #include "gw.h"
 
-_Static_assert(EGW_LOG_ERR == RTE_LOG_ERR && EGW_LOG_WARNING == RTE_LOG_WARNING &&
-	       EGW_LOG_NOTICE == RTE_LOG_NOTICE && EGW_LOG_INFO == RTE_LOG_INFO &&
-	       EGW_LOG_DEBUG == RTE_LOG_DEBUG,
+_Static_assert(EGW_LOG_ERR == RTE_LOG_ERR &&
+	       EGW_LOG_WARNING == RTE_LOG_WARNING &&
+	       EGW_LOG_NOTICE == RTE_LOG_NOTICE &&
+	       EGW_LOG_INFO == RTE_LOG_INFO && EGW_LOG_DEBUG == RTE_LOG_DEBUG,
 	       "egw_log levels are rte_log's");
 
 /* USER1 until gw_log_init: what the lines before EAL's start use */

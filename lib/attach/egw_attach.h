@@ -507,7 +507,8 @@ int egw_attach_peer_check(int fd, const struct egw_attach_policy *pol,
 #endif
 #define EGW_ATTACH_AT(t, f, off) (offsetof(struct t, f) == (off))
 
-EGW_ATTACH_ASSERT(sizeof(struct egw_attach_ring) == 3 * EGW_ATTACH_CACHE_LINE &&
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_ring) ==
+		  3 * EGW_ATTACH_CACHE_LINE &&
 		  EGW_ATTACH_AT(egw_attach_ring, head, 0) &&
 		  EGW_ATTACH_AT(egw_attach_ring, tail, EGW_ATTACH_CACHE_LINE) &&
 		  EGW_ATTACH_AT(egw_attach_ring, entries, 128) &&

@@ -14,7 +14,7 @@
 
 static const char *doc_dir; /* argv[1]: the repository's doc/ */
 
-/* codes 0..25 are on the wire already (doc/protocol.md); the list only grows */
+/* codes 0..25 are on the wire (doc/protocol.md); the list only grows */
 #define WIRE_CODES_PUBLISHED 26
 
 static int
