@@ -129,8 +129,8 @@ test_protocol_doc_lists_the_same_codes(void)
 
 		if (strncmp(line, "### Error codes", 15) == 0)
 			in_table = true;
-		else if (in_table && strncmp(line, "###", 3) == 0)
-			break;
+		else if (in_table && line[0] == '#')
+			break; /* the table's section ended */
 		if (!in_table || line[0] != '|')
 			continue;
 		for (char *t = strtok(line + 1, "|"); t != NULL && n < 6;
