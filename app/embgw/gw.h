@@ -19,6 +19,7 @@
 #include <rte_mbuf.h>
 
 #include "egw_conf.h"
+#include "egw_log.h"
 #include "egw_node.h"
 #include "egw_payload.h"
 
@@ -35,10 +36,22 @@
 
 extern volatile bool gw_force_quit;
 
-/* Log type "user.embgw" (rte_log): --log-level=user.embgw:debug */
-extern int gw_logtype;
+/* Log types (rte_log), one per component (egw_log.h): "user.embgw" (the
+ * gateway), "user.embgw.node", "user.embgw.drivers", "user.embgw.attach";
+ * --log-level=user.embgw:debug sets one, --log-level='user.embgw*:debug'
+ * all. A file logs as another component than the gateway by defining
+ * GW_LOG_COMP before it includes anything. */
+extern int gw_logtypes[EGW_LOG_COMP_MAX];
+#ifndef GW_LOG_COMP
+#define GW_LOG_COMP EGW_LOG_GATEWAY
+#endif
 #define GW_LOG(level, fmt, ...) \
-	rte_log(RTE_LOG_##level, gw_logtype, "EMBGW: " fmt, ##__VA_ARGS__)
+	rte_log(RTE_LOG_##level, gw_logtypes[GW_LOG_COMP], "EMBGW: " fmt, \
+		##__VA_ARGS__)
+
+/* Register the log types (after rte_eal_init, so --log-level applies)
+ * and route the libraries' and drivers' lines to them. */
+void gw_log_init(void);
 
 struct gw_room_source;
 struct gw_attach_port;

@@ -32,7 +32,6 @@
 #define MAX_EAL_ARGS 128
 
 volatile bool gw_force_quit;
-int gw_logtype = RTE_LOGTYPE_USER1;
 
 static struct rte_mempool *mbuf_pools[RTE_MAX_NUMA_NODES];
 static struct egw_conf conf;
@@ -728,9 +727,7 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	}
 	gw_clock_init();
 	gw_notify_status("starting %u port(s) of %s", conf.nports, conf.file);
-	rc = rte_log_register_type_and_pick_level("user.embgw", RTE_LOG_INFO);
-	if (rc >= 0)
-		gw_logtype = rc;
+	gw_log_init();
 	gw_pdump_init();
 	if (opt.rooms.seed == 0)
 		opt.rooms.seed = gw_now_ns() >> 10;

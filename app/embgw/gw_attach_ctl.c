@@ -7,6 +7,7 @@
  * unmaps what the workers have let go. Workers hear of clients only
  * through their rings (gw_attach.h); nothing here touches a node.
  */
+#define GW_LOG_COMP EGW_LOG_ATTACH /* its lines: log type user.embgw.attach */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

@@ -6,6 +6,7 @@
  * rooms back to it. Runs on the identity's worker lcore: no system call,
  * no lock; everything the control thread must do goes through to_ctl.
  */
+#define GW_LOG_COMP EGW_LOG_ATTACH /* its lines: log type user.embgw.attach */
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>

@@ -5,6 +5,7 @@
  * writes through the payload driver - and hands the room events to its
  * room sources; completions go back to the node.
  */
+#define GW_LOG_COMP EGW_LOG_NODE /* its lines: log type user.embgw.node */
 #include <string.h>
 
 #include "gw_room_source.h"

@@ -299,7 +299,6 @@ extern const struct egw_payload_ops egw_payload_shm_ops;
 extern const struct egw_payload_ops egw_payload_verbs_ops;
 #endif
 
-/** A driver's log line on stderr: "embgw: DRIVER: message". */
 /** Bytes a start would free on the filesystem of `path` by taking over
  *  the shm pool file of a stopped gateway there (our header, its lock
  *  free); 0 when there is none to take over (nothing, a live gateway's,
@@ -313,6 +312,8 @@ uint64_t egw_payload_shm_reclaimable(const char *path);
  *  checked: it may be gone by the start). For --check-config. */
 int egw_payload_shm_path_check(const char *path);
 
+/** A driver's log line, "DRIVER: message", through the log hook
+ *  (egw_log.h, component drivers, level ERR). */
 void egw_payload_log(const char *driver, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -9,59 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-_Static_assert(sizeof(struct egw_attach_ring) == 3 * EGW_ATTACH_CACHE_LINE,
-	       "ring control: three cache lines");
-_Static_assert(offsetof(struct egw_attach_ring, tail) == EGW_ATTACH_CACHE_LINE,
-	       "tail on its own cache line");
-_Static_assert(offsetof(struct egw_attach_area, sq) == EGW_ATTACH_CACHE_LINE,
-	       "sq after the first cache line");
-_Static_assert(offsetof(struct egw_attach_area, cq) == 4 * EGW_ATTACH_CACHE_LINE,
-	       "cq after sq");
-_Static_assert(sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
-	       "header fits its page");
-_Static_assert(sizeof(struct egw_attach_cmd) == EGW_ATTACH_ENTRY_BYTES,
-	       "command: 64 bytes");
-_Static_assert(sizeof(struct egw_attach_cqe) == EGW_ATTACH_ENTRY_BYTES,
-	       "completion: 64 bytes");
-_Static_assert(offsetof(struct egw_attach_cmd, tag) == 8 &&
-	       offsetof(struct egw_attach_cmd, room) == 16 &&
-	       offsetof(struct egw_attach_cmd, total_tokens) == 24 &&
-	       offsetof(struct egw_attach_cmd, slot) == 28 &&
-	       offsetof(struct egw_attach_cmd, mrope_delta) == 32 &&
-	       offsetof(struct egw_attach_cmd, attempt) == 36 &&
-	       offsetof(struct egw_attach_cmd, cookie) == 40 &&
-	       offsetof(struct egw_attach_cmd, content) == 48,
-	       "command layout as in doc/client.md");
-_Static_assert(offsetof(struct egw_attach_area, stats) ==
-	       EGW_ATTACH_STATS_OFFSET &&
-	       offsetof(struct egw_attach_stats, updated_ns) == 8 &&
-	       offsetof(struct egw_attach_stats, cache_entries) == 32 &&
-	       offsetof(struct egw_attach_stats, cache_hits) == 48 &&
-	       sizeof(struct egw_attach_stats) == 80,
-	       "published stats as in doc/client.md");
-_Static_assert(offsetof(struct egw_attach_cqe, result) == 16 &&
-	       offsetof(struct egw_attach_cqe, op) == 20 &&
-	       offsetof(struct egw_attach_cqe, slot) == 24 &&
-	       offsetof(struct egw_attach_cqe, landed_tokens) == 36,
-	       "completion layout as in doc/client.md");
-_Static_assert(sizeof(struct egw_attach_slot) == 32, "slot header: 32 bytes");
-_Static_assert(sizeof(struct egw_attach_hello) == 128, "hello: 128 bytes");
-_Static_assert(offsetof(struct egw_attach_hello, sq_entries) == 72,
-	       "hello layout as in doc/client.md");
-_Static_assert(sizeof(struct egw_attach_welcome) == 1536, "welcome: 1536 bytes");
-_Static_assert(offsetof(struct egw_attach_welcome, trust_flags) == 1360,
-	       "welcome: trust_flags at 1360");
-_Static_assert(EGW_ATTACH_TRUST_OFFSET >= sizeof(struct egw_attach_area) &&
-	       EGW_ATTACH_TRUST_OFFSET + sizeof(struct egw_attach_trust) <= 2048,
-	       "the trust word lies in the header's bytes 1024..2047");
-_Static_assert(offsetof(struct egw_attach_welcome, capacity_tokens) == 144 &&
-	       offsetof(struct egw_attach_welcome, pool_bytes) == 176 &&
-	       offsetof(struct egw_attach_welcome, area_bytes) == 248 &&
-	       offsetof(struct egw_attach_welcome, peers) == 272 &&
-	       offsetof(struct egw_attach_welcome, cache_entries) == 1296 &&
-	       offsetof(struct egw_attach_welcome, held_warn_ms) == 1304 &&
-	       offsetof(struct egw_attach_welcome, reserved) == 1308,
-	       "welcome layout as in doc/client.md");
+/* the layout's static assertions are in egw_attach.h: every user checks */
 
 #define MAX_SLOTS (1u << 20)
 #define MAX_RUNS 4096u

@@ -495,6 +495,102 @@ struct egw_attach_peer {
 int egw_attach_peer_check(int fd, const struct egw_attach_policy *pol,
 			  struct egw_attach_peer *who);
 
+/* ---- the layout, pinned ------------------------------------------------
+ * What doc/client.md gives byte by byte, checked wherever this header is
+ * included (the gateway, lib/client, an engine's own code), so a
+ * compiler, an option or an edit that moves a field fails the build
+ * instead of a client's rings. */
+#ifdef __cplusplus
+#define EGW_ATTACH_ASSERT(c, m) static_assert(c, m)
+#else
+#define EGW_ATTACH_ASSERT(c, m) _Static_assert(c, m)
+#endif
+#define EGW_ATTACH_AT(t, f, off) (offsetof(struct t, f) == (off))
+
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_ring) ==
+		  3 * EGW_ATTACH_CACHE_LINE &&
+		  EGW_ATTACH_AT(egw_attach_ring, head, 0) &&
+		  EGW_ATTACH_AT(egw_attach_ring, tail, EGW_ATTACH_CACHE_LINE) &&
+		  EGW_ATTACH_AT(egw_attach_ring, entries, 128) &&
+		  EGW_ATTACH_AT(egw_attach_ring, offset, 132) &&
+		  EGW_ATTACH_AT(egw_attach_ring, flags, 136) &&
+		  EGW_ATTACH_AT(egw_attach_ring, overflow, 140),
+		  "ring control: head and tail on cache lines of their own");
+EGW_ATTACH_ASSERT(EGW_ATTACH_AT(egw_attach_area, version, 4) &&
+		  EGW_ATTACH_AT(egw_attach_area, area_bytes, 8) &&
+		  EGW_ATTACH_AT(egw_attach_area, slots_offset, 16) &&
+		  EGW_ATTACH_AT(egw_attach_area, max_runs, 28) &&
+		  EGW_ATTACH_AT(egw_attach_area, client_beat, 32) &&
+		  EGW_ATTACH_AT(egw_attach_area, sq, EGW_ATTACH_CACHE_LINE) &&
+		  EGW_ATTACH_AT(egw_attach_area, cq, 4 * EGW_ATTACH_CACHE_LINE) &&
+		  EGW_ATTACH_AT(egw_attach_area, stats,
+				EGW_ATTACH_STATS_OFFSET) &&
+		  sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
+		  "area header as in doc/client.md, within its page");
+EGW_ATTACH_ASSERT(EGW_ATTACH_AT(egw_attach_stats, updated_ns, 8) &&
+		  EGW_ATTACH_AT(egw_attach_stats, cache_entries, 32) &&
+		  EGW_ATTACH_AT(egw_attach_stats, cache_hits, 48) &&
+		  sizeof(struct egw_attach_stats) == 80,
+		  "published stats as in doc/client.md");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_trust) == 16 &&
+		  EGW_ATTACH_AT(egw_attach_trust, lost_ns, 8) &&
+		  EGW_ATTACH_TRUST_OFFSET >= sizeof(struct egw_attach_area) &&
+		  EGW_ATTACH_TRUST_OFFSET + sizeof(struct egw_attach_trust) <=
+		  2048, "the trust word lies in the header's bytes 1024..2047");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cmd) == EGW_ATTACH_ENTRY_BYTES &&
+		  EGW_ATTACH_AT(egw_attach_cmd, flags, 1) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, rank, 2) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, nranks, 4) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, peer, 6) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, tag, 8) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, room, 16) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, total_tokens, 24) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, slot, 28) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, mrope_delta, 32) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, attempt, 36) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, cookie, 40) &&
+		  EGW_ATTACH_AT(egw_attach_cmd, content, 48),
+		  "command: 64 bytes as in doc/client.md");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cqe) == EGW_ATTACH_ENTRY_BYTES &&
+		  EGW_ATTACH_AT(egw_attach_cqe, room, 8) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, result, 16) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, op, 20) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, state, 21) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, flags, 22) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, slot, 24) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, total_tokens, 28) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, nruns, 32) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, landed_tokens, 36) &&
+		  EGW_ATTACH_AT(egw_attach_cqe, reserved, 40),
+		  "completion: 64 bytes as in doc/client.md");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_slot) == 32 &&
+		  EGW_ATTACH_AT(egw_attach_slot, state, 8) &&
+		  EGW_ATTACH_AT(egw_attach_slot, error, 12) &&
+		  EGW_ATTACH_AT(egw_attach_slot, first_block, 24) &&
+		  EGW_ATTACH_AT(egw_attach_slot, runs, 32) &&
+		  sizeof(struct egw_attach_run) == 8,
+		  "slot header: 32 bytes, then 8-byte runs");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_hello) == 128 &&
+		  EGW_ATTACH_AT(egw_attach_hello, version, 4) &&
+		  EGW_ATTACH_AT(egw_attach_hello, flags, 6) &&
+		  EGW_ATTACH_AT(egw_attach_hello, port, 8) &&
+		  EGW_ATTACH_AT(egw_attach_hello, client, 40) &&
+		  EGW_ATTACH_AT(egw_attach_hello, sq_entries, 72) &&
+		  EGW_ATTACH_AT(egw_attach_hello, reserved0, 84),
+		  "hello: 128 bytes as in doc/client.md");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_welcome) == 1536 &&
+		  EGW_ATTACH_AT(egw_attach_welcome, status, 8) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, message, 16) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, capacity_tokens, 144) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, pool_bytes, 176) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, area_bytes, 248) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, peers, 272) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, cache_entries, 1296) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, held_warn_ms, 1304) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, reserved, 1308) &&
+		  EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360),
+		  "welcome: 1536 bytes as in doc/client.md");
+
 #ifdef __cplusplus
 }
 #endif

@@ -449,7 +449,7 @@ int
 egw_client_attach(const char *socket_path, const char *port,
 		  const struct egw_client_opts *o, struct egw_client **out)
 {
-	static const struct egw_client_opts defaults;
+	struct egw_client_opts opts;
 	struct egw_client *c;
 	int rc;
 
@@ -458,6 +458,9 @@ egw_client_attach(const char *socket_path, const char *port,
 		client_error("socket path and result pointer are required");
 		return -EINVAL;
 	}
+	rc = client_opts_read(o, &opts);
+	if (rc != 0)
+		return rc;
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		client_error("no memory for the client");
@@ -466,7 +469,7 @@ egw_client_attach(const char *socket_path, const char *port,
 	c->sock = -1;
 	c->efd = -1;
 	c->epfd = -1;
-	rc = attach_on(c, socket_path, port, o != NULL ? o : &defaults);
+	rc = attach_on(c, socket_path, port, &opts);
 	if (rc != 0) {
 		egw_client_detach(c);
 		return rc;

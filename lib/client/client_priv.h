@@ -62,6 +62,11 @@ struct egw_client {
 int client_barrier(struct egw_client *c);
 
 /* Record why the current call failed, for egw_client_last_error(). */
+/* Copy the caller's options (NULL: defaults) into *out under the size
+ * rule of egw_client_opts: 0, or -EINVAL with the reason in last_error. */
+int client_opts_read(const struct egw_client_opts *in,
+		     struct egw_client_opts *out);
+
 void client_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 

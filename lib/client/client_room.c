@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client_priv.h"
+#include "egw_err.h"
 
 /* The slot of an open room of ours; NULL with *rc set: -ECONNRESET the
  * client lost the gateway, -ERANGE, -ENOENT. */
@@ -126,33 +127,21 @@ egw_client_room_aux(const struct egw_client *c, uint32_t slot,
 	return 0;
 }
 
+/* the short reasons of the protocol's codes, by wire value (egw_err.h) */
+#define BRIEF(n, w, key, text, brief) brief,
+static const char *const err_brief[EGW_E_COUNT] = { EGW_ERR_LIST(BRIEF) };
+#undef BRIEF
+
 const char *
 egw_client_strerror(int code)
 {
-	/* the protocol's error codes (doc/protocol.md), as -(1000 + w) */
-	static const char *const embgw[] = {
-		[1] = "unknown room", [2] = "bad rank",
-		[3] = "block_tokens mismatch", [4] = "allocation mismatch",
-		[5] = "zero blocks", [6] = "bad blocks",
-		[7] = "beyond the total", [8] = "wrong state",
-		[9] = "total changed", [10] = "bad status", [11] = "busy",
-		[12] = "too large", [13] = "no slot", [14] = "duplicate room",
-		[15] = "timeout: bootstrap", [16] = "timeout: input",
-		[17] = "timeout: round", [18] = "pool exhausted",
-		[19] = "peer dead", [20] = "aborted",
-		[21] = "transport: payload writes failed",
-		[22] = "unknown peer",
-	};
-	int w = -code - 1000;
-
+	/* the gateway reports a protocol code as -(EGW_ERR_BASE + wire) */
 	if (code == 0)
-		return "ok";
-	if (code <= -1000) {
-		if (w < (int)(sizeof(embgw) / sizeof(embgw[0])) &&
-		    embgw[w] != NULL)
-			return embgw[w];
+		return err_brief[0];
+	if (egw_rc_is_err(code))
+		return err_brief[egw_err_to_wire((enum egw_err)-code)];
+	if (code <= -EGW_ERR_BASE)
 		return "unknown embgw error";
-	}
 	return code < 0 ? strerror(-code) : "not an error code";
 }
 

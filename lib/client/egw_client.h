@@ -33,15 +33,41 @@ struct egw_client;
 #define EGW_CLIENT_F_WAKEUP 0x1u       /**< ask for the wake-up eventfd */
 #define EGW_CLIENT_F_LEASE_THREAD 0x2u /**< bump the lease from a thread */
 
-/** Attach options; a NULL pointer means all defaults. */
+/**
+ * The library's ABI version (doc/client.md, "ABI"): the soname is
+ * libegw_client.so.EGW_CLIENT_ABI_VERSION and every symbol carries the
+ * version node EGW_CLIENT_<n> of egw_client.map. It changes only when a
+ * public struct changes layout or a call its meaning; growing
+ * egw_client_opts at its end does not change it.
+ */
+#define EGW_CLIENT_ABI_VERSION 1
+
+/** The ABI version of the library actually loaded (EGW_CLIENT_ABI_VERSION
+ *  of the header it was built from), for bindings that check it. */
+unsigned int egw_client_abi_version(void);
+
+/**
+ * Attach options; a NULL pointer means all defaults. `size` comes first
+ * in every version of this struct and says how much of it the caller
+ * knows: set it to sizeof(struct egw_client_opts) (EGW_CLIENT_OPTS_INIT
+ * does). Fields are only ever added at the end, so the library accepts a
+ * smaller struct from a caller built against an older header (the fields
+ * it lacks take their defaults) and refuses a bigger one it does not know
+ * with -EINVAL.
+ */
 struct egw_client_opts {
-	const char *name;     /**< for the gateway's logs; NULL: "embgw" */
+	uint32_t size;        /**< sizeof(struct egw_client_opts) */
 	uint32_t flags;       /**< EGW_CLIENT_F_* */
+	const char *name;     /**< for the gateway's logs; NULL: "embgw" */
 	uint32_t sq_entries;  /**< power of two, 0: the gateway's default */
 	uint32_t cq_entries;  /**< power of two, 0: the gateway's default */
 	uint32_t nslots;      /**< rooms held at once, 0: the default */
 	uint32_t timeout_ms;  /**< deadline of the attach, 0: 5000 */
 };
+
+/** An egw_client_opts with its size set and every option at its default. */
+#define EGW_CLIENT_OPTS_INIT { sizeof(struct egw_client_opts), 0, NULL, \
+			       0, 0, 0, 0 }
 
 /** Embedding element types (the welcome's dtype). */
 enum egw_client_dtype {

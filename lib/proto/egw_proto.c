@@ -32,22 +32,11 @@ _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 _Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4 &&
 	       EGW_MSGF_ADOPTED == 8, "flags are wire values");
 
+#define PE_TEXT(n, text) text,
 static const char *const pe_names[EGW_PE_MAX] = {
-	[EGW_PE_OK] = "ok",
-	[EGW_PE_SHORT] = "datagram shorter than header and tag",
-	[EGW_PE_LONG] = "datagram longer than the protocol allows",
-	[EGW_PE_MAGIC] = "bad magic",
-	[EGW_PE_VERSION] = "unsupported version",
-	[EGW_PE_TYPE] = "unknown message type",
-	[EGW_PE_FLAGS] = "flag not defined for this type",
-	[EGW_PE_LENGTH] = "body length disagrees with the datagram",
-	[EGW_PE_RESERVED] = "reserved field not zero",
-	[EGW_PE_MAC] = "authentication failed",
-	[EGW_PE_BODY] = "body size wrong for the type",
-	[EGW_PE_FIELD] = "field out of range",
-	[EGW_PE_REPLAY] = "replayed or too old",
-	[EGW_PE_SESSION] = "not the peer's adopted session",
+	EGW_PROTO_ERR_LIST(PE_TEXT)
 };
+#undef PE_TEXT
 
 const char *
 egw_proto_strerror(enum egw_proto_err e)

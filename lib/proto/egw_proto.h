@@ -43,22 +43,30 @@ extern "C" {
  *  the addressee's current incarnation. */
 #define EGW_MSGF_ADOPTED 0x8u
 
-/** Why a datagram was refused. Each has a counter in egw_proto_stats. */
+/**
+ * Why a datagram was refused, X(NAME, text): enum egw_proto_err is
+ * EGW_PE_NAME in this order, and each has a counter in egw_proto_stats.
+ */
+#define EGW_PROTO_ERR_LIST(X) \
+	X(OK, "ok") \
+	X(SHORT, "datagram shorter than header and tag") \
+	X(LONG, "datagram longer than the protocol allows") \
+	X(MAGIC, "bad magic") \
+	X(VERSION, "unsupported version") \
+	X(TYPE, "unknown message type") \
+	X(FLAGS, "flag not defined for this type") \
+	X(LENGTH, "body length disagrees with the datagram") \
+	X(RESERVED, "reserved field not zero") \
+	X(MAC, "authentication failed") \
+	X(BODY, "body size wrong for the type") \
+	X(FIELD, "field out of range") \
+	X(REPLAY, "replayed or too old") \
+	X(SESSION, "not the peer's adopted session")
+
 enum egw_proto_err {
-	EGW_PE_OK = 0,
-	EGW_PE_SHORT,       /**< shorter than header + tag */
-	EGW_PE_LONG,        /**< longer than EGW_PROTO_MAX_LEN */
-	EGW_PE_MAGIC,
-	EGW_PE_VERSION,     /**< a version we do not speak */
-	EGW_PE_TYPE,        /**< unknown message type */
-	EGW_PE_FLAGS,       /**< a flag not defined for this type */
-	EGW_PE_LENGTH,      /**< body_len disagrees with the datagram */
-	EGW_PE_RESERVED,    /**< a reserved field is not zero */
-	EGW_PE_MAC,         /**< authentication failed */
-	EGW_PE_BODY,        /**< body size wrong for the type */
-	EGW_PE_FIELD,       /**< a field out of its range */
-	EGW_PE_REPLAY,      /**< sequence number seen or too old */
-	EGW_PE_SESSION,     /**< a session that is not the peer's adopted one */
+#define EGW_PROTO_ERR_ENUM_(n, text) EGW_PE_##n,
+	EGW_PROTO_ERR_LIST(EGW_PROTO_ERR_ENUM_)
+#undef EGW_PROTO_ERR_ENUM_
 	EGW_PE_MAX
 };
 

@@ -41,6 +41,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "egw_err.h"
 #include "egw_pool.h"
 
 #ifdef __cplusplus
@@ -61,88 +62,8 @@ enum egw_state {
 	EGW_ST_FAILED = 4,
 };
 
-/**
- * @name Return values and failure codes
- *
- * Every function of the egw_ libraries returns 0 (or a count) on success
- * and a negative value on failure, which is one of two kinds that never
- * overlap:
- *  - a negated errno value (-EINVAL, -ENOMEM, ...): bad arguments, no
- *    memory, a role the object lacks; errno values are far below
- *    EGW_ERR_BASE;
- *  - a negated enum egw_err (-EGW_E_BUSY, ...): the protocol refused or a
- *    room failed; these are all above EGW_ERR_BASE.
- * Each function says which kinds it returns. egw_strerror() turns any of
- * them (and a positive enum egw_err) into text; egw_rc_is_err() tells the
- * two kinds apart.
- *
- * On the wire (ERROR, ABORT and STATUS `error`, doc/protocol.md) a code
- * travels as its wire value, 0 for EGW_E_OK and 1..EGW_E_COUNT-1 for the
- * others in the order below; lib/proto converts with egw_err_to_wire() and
- * egw_err_from_wire(). The wire value is also the index of the per-reason
- * counters in struct egw_xfer_stats.
- * @{
- */
-#define EGW_ERR_BASE 1000
-
-/** Protocol and failure codes: carried in ERROR/ABORT/STATUS and in stats. */
-enum egw_err {
-	EGW_E_OK = 0,
-	EGW_E_UNKNOWN_ROOM = EGW_ERR_BASE + 1, /**< wire 1: no such room (yet, or any more) */
-	EGW_E_BAD_RANK,         /**< wire 2: rank >= nranks, nranks differs, foreign peer */
-	EGW_E_BLOCK_TOKENS,     /**< wire 3: block_tokens differs between the sides */
-	EGW_E_ALLOC_MISMATCH,   /**< wire 4: allocated tokens != blocks x block_tokens */
-	EGW_E_ZERO_BLOCKS,      /**< wire 5: a window without blocks */
-	EGW_E_BAD_BLOCKS,       /**< wire 6: blocks out of the peer's pool, or overlapping */
-	EGW_E_BEYOND_TOTAL,     /**< wire 7: window offset at or past the total */
-	EGW_E_STATE,            /**< wire 8: message not valid in the room's state */
-	EGW_E_TOTAL_CHANGED,    /**< wire 9: a second, different total announced */
-	EGW_E_BAD_STATUS,       /**< wire 10: landed > allocated, landed > total, ... */
-	EGW_E_BUSY,             /**< wire 11: too many windows outstanding; retry later */
-	EGW_E_TOO_LARGE,        /**< wire 12: total beyond EGW_XFER_MAX_TOKENS or run slots */
-	EGW_E_NO_SLOT,          /**< wire 13: room table full */
-	EGW_E_DUPLICATE_ROOM,   /**< wire 14: open of a room that exists */
-	EGW_E_TIMEOUT_BOOTSTRAP, /**< wire 15 */
-	EGW_E_TIMEOUT_INPUT,    /**< wire 16 */
-	EGW_E_TIMEOUT_ROUND,    /**< wire 17 */
-	EGW_E_POOL_EXHAUSTED,   /**< wire 18: allocation kept failing until its deadline */
-	EGW_E_PEER_DEAD,        /**< wire 19 */
-	EGW_E_ABORTED,          /**< wire 20: the peer or the local app aborted the room */
-	EGW_E_TRANSPORT,        /**< wire 21: payload writes failed */
-	EGW_E_UNKNOWN_PEER,     /**< wire 22 */
-	EGW_E_GEOMETRY,         /**< wire 23: REGISTER: the pool geometries differ */
-	EGW_E_UNREACHABLE,      /**< wire 24: REGISTER: its memory cannot be reached */
-	EGW_E_NAME,             /**< wire 25: REGISTER: not the name configured for the sender */
-	EGW_E_END               /**< one past the last code; not a code */
-};
-
-/** Number of codes, EGW_E_OK included: wire values are 0..EGW_E_COUNT-1. */
-#define EGW_E_COUNT (EGW_E_END - EGW_ERR_BASE)
-
-/** Wire value of a code (0..EGW_E_COUNT-1); UINT16_MAX for a non-code. */
-uint16_t egw_err_to_wire(enum egw_err e);
-/** Code of a wire value; EGW_E_END for a value that is no code. */
-enum egw_err egw_err_from_wire(uint16_t wire);
-
-/** Whether a return value is a negated enum egw_err (not 0, not -errno). */
-static inline bool
-egw_rc_is_err(int rc)
-{
-	return rc < -EGW_ERR_BASE && rc > -(int)EGW_E_END;
-}
-
-/**
- * Text for any return value of the egw_ libraries: 0, -errno, -enum
- * egw_err, or a positive enum egw_err (as in EGW_ACT_DONE). Never NULL.
- */
-const char *egw_strerror(int rc);
-/**
- * A code's stable lower_snake key ("pool_exhausted", ...), for reports
- * and scripts (egw_strerror is text for people): 0 or a code, negated or
- * not; "unknown_error" for anything else.
- */
-const char *egw_err_key(int rc);
-/** @} */
+/* Return values and failure codes: enum egw_err and egw_strerror()
+ * (egw_err.h, the one list every library shares). */
 
 const char *egw_state_name(enum egw_state s);
 

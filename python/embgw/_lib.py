@@ -30,10 +30,20 @@ OP_RECOVERED = 255
 KINDS = {"embedding": 0, "fill_ids": 1, "mrope": 2, "aux": 3}
 
 
+# The library's ABI these copies of egw_client.h's structs follow
+# (EGW_CLIENT_ABI_VERSION); tests/python/test_abi.py compares them with
+# the C layouts, _load() refuses a library of another ABI.
+ABI_VERSION = 1
+
+
 class Opts(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("flags", c_u32),
+    _fields_ = [("size", c_u32), ("flags", c_u32),
+                ("name", ctypes.c_char_p),
                 ("sq_entries", c_u32), ("cq_entries", c_u32),
                 ("nslots", c_u32), ("timeout_ms", c_u32)]
+
+    def __init__(self, **kw):
+        super().__init__(size=ctypes.sizeof(Opts), **kw)
 
 
 class Geometry(ctypes.Structure):
@@ -113,6 +123,11 @@ def _open(required):
             if missing:
                 raise OSError("an older library than this package (no %s)"
                               % ", ".join(missing[:3]))
+            abi = lib.egw_client_abi_version()
+            if abi != ABI_VERSION:
+                raise OSError("a library of ABI %d, this package speaks "
+                              "ABI %d (libegw_client.so.%d)"
+                              % (abi, ABI_VERSION, ABI_VERSION))
             return lib, path
         except OSError as e:
             if how == "$EMBGW_CLIENT_LIB":
@@ -129,6 +144,7 @@ def _open(required):
 def _load():
     P = ctypes.c_void_p
     sigs = {
+        "egw_client_abi_version": (ctypes.c_uint, []),
         "egw_client_attach": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
                                              ctypes.POINTER(Opts),
                                              ctypes.POINTER(P)]),

@@ -93,10 +93,11 @@ class Client:
         self.held_warning_s = held_warning_s
         self._want_cuda = cuda
         self._pinned = None
-        self._opts = (name.encode(),
-                      (_lib.F_WAKEUP if wakeup else 0) |
-                      (_lib.F_LEASE_THREAD if lease_thread else 0),
-                      sq_entries, cq_entries, nslots, timeout_ms)
+        self._opts = dict(name=name.encode(),
+                          flags=(_lib.F_WAKEUP if wakeup else 0) |
+                          (_lib.F_LEASE_THREAD if lease_thread else 0),
+                          sq_entries=sq_entries, cq_entries=cq_entries,
+                          nslots=nslots, timeout_ms=timeout_ms)
         self._c = None
         self._rooms = {}      # slot -> Room
         self._nops = {}       # tag -> result
@@ -107,7 +108,7 @@ class Client:
         self._attach()
 
     def _attach(self):
-        opts = _lib.Opts(*self._opts)
+        opts = _lib.Opts(**self._opts)
         handle = ctypes.c_void_p()
         check(lib.egw_client_attach(self.socket_path.encode(),
                                     self.port.encode(), ctypes.byref(opts),

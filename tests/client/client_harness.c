@@ -166,7 +166,8 @@ int
 shim_attach(struct shim_proc *f, const char *port, uint32_t flags,
 	    struct egw_client **c)
 {
-	struct egw_client_opts o = { .name = "cunit", .flags = flags };
+	struct egw_client_opts o = { .size = sizeof(o), .name = "cunit",
+				     .flags = flags };
 
 	return egw_client_attach(f->path, port, &o, c);
 }

@@ -384,7 +384,7 @@ test_encode_round_trip(void)
 static void
 test_overflow_recovery(void)
 {
-	struct egw_client_opts o = { .cq_entries = 2 };
+	struct egw_client_opts o = { .size = sizeof(o), .cq_entries = 2 };
 	struct egw_client_event ev[64];
 	struct egw_client *c;
 	struct shim_proc f;
@@ -443,7 +443,7 @@ test_overflow_recovery(void)
 static void
 test_overflow_unseen_failures(void)
 {
-	struct egw_client_opts o = { .cq_entries = 2 };
+	struct egw_client_opts o = { .size = sizeof(o), .cq_entries = 2 };
 	struct egw_client_event ev[16];
 	struct egw_client *c;
 	struct shim_proc f;
@@ -605,7 +605,7 @@ test_lost_lease_every_call(void)
 static void
 test_full_ring(void)
 {
-	struct egw_client_opts o = { .sq_entries = 2 };
+	struct egw_client_opts o = { .size = sizeof(o), .sq_entries = 2 };
 	struct egw_client_event ev[4];
 	struct egw_client *c;
 	struct shim_proc f;
