@@ -9,6 +9,9 @@
 
 #include "gw_room_source.h"
 
+/* past the node's deadline for a window's invalidation (2 s) */
+#define GW_DRAIN_WINDOWS_NS 3000000000ull
+
 static void
 on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 {
@@ -114,19 +117,20 @@ on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 
 static int
 on_window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
-	       uint32_t rkeys[EGW_KIND_MAX])
+	       uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie, uint64_t now)
 {
 	struct gw_id *id = ctx;
 
-	return id->dops->window_bind(id->drv, peer, run, rkeys);
+	return id->dops->window_bind(id->drv, peer, run, rkeys, cookie, now);
 }
 
 static void
-on_window_unbind(void *ctx, const struct egw_run *run)
+on_window_unbind(void *ctx, const struct egw_run *run, uint64_t cookie,
+		 uint64_t now)
 {
 	struct gw_id *id = ctx;
 
-	id->dops->window_unbind(id->drv, run);
+	id->dops->window_unbind(id->drv, run, cookie, now);
 }
 
 static int
@@ -156,11 +160,16 @@ completions(struct gw_id *id, uint64_t now)
 	struct egw_payload_cpl cpl[64];
 	uint32_t nc, n = 0;
 
-	while ((nc = id->dops->poll(id->drv, cpl, 64)) > 0) {
+	while ((nc = id->dops->poll(id->drv, cpl, 64, now)) > 0) {
 		n += nc;
-		for (uint32_t i = 0; i < nc; i++)
-			egw_node_writes_done(id->node, cpl[i].cookie, cpl[i].ok,
-					     now);
+		for (uint32_t i = 0; i < nc; i++) {
+			if (cpl[i].kind == EGW_PAYLOAD_CPL_WINDOW)
+				egw_node_window_done(id->node, cpl[i].cookie,
+						     cpl[i].ok, now);
+			else
+				egw_node_writes_done(id->node, cpl[i].cookie,
+						     cpl[i].ok, now);
+		}
 	}
 	return n;
 }
@@ -186,13 +195,22 @@ gw_id_payload_changes(struct gw_id *id, uint64_t now)
 		egw_node_reregister(id->node, peers[i], now);
 }
 
+/* Shutdown, after the workers stopped (the clock is read here, not on a
+ * worker's path): abort every room, then poll the driver until the
+ * windows' invalidations completed - or the node's own deadline for them
+ * passed - so every block is back or accounted for. */
 void
 gw_id_drain(struct gw_id *id, uint64_t linger_ns)
 {
-	uint64_t now = gw_now_ns();
+	uint64_t now = gw_now_ns(), end = now + GW_DRAIN_WINDOWS_NS;
 
 	egw_node_abort_all(id->node, now);
 	completions(id, now);
+	while (egw_node_windows_parked(id->node) > 0 && now < end) {
+		now = gw_now_ns();
+		completions(id, now);
+		egw_node_tick(id->node, now);
+	}
 	/* lingering sender rooms hold no blocks once aborted and drained */
 	egw_node_tick(id->node, now + linger_ns + 1);
 }

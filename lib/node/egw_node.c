@@ -14,6 +14,14 @@
  * done from egw_node_tick: our REGISTER every 200 ms to a peer that is not
  * registered or has not acknowledged our current endpoint.
  *
+ * Per-window keys (ops.window_bind) are posted work, parked in a state per
+ * window and advanced by the driver's completions (egw_node_window_done),
+ * never waited for: a window's allocation reaches the receiver - and its
+ * INIT/RESUME the peer - only once its bind completed; its blocks go back
+ * to the pool, or to the application with the room's delivery, only once
+ * its invalidation completed. Every parked window has a deadline, checked
+ * by egw_node_tick against the `now` it is given.
+ *
  * Peers and their incarnations (doc/protocol.md, "Sessions and
  * incarnations"): per peer the session last heard in a REGISTER, the
  * adopted one (the incarnation served; only a REGISTER naming our own
@@ -35,6 +43,8 @@
 #define NODE_RETIRED 4                 /* sessions refused for good */
 #define NODE_SENT 16                   /* our REGISTERs a proof may name */
 #define FRESH_NS 2000000000ull         /* how old a named REGISTER may be */
+#define WINDOW_DEADLINE_NS 2000000000ull /* a bind or invalidation completes */
+#define WNIL UINT32_MAX                /* no window */
 
 /* One of our REGISTERs to a peer: what a peer's peer_seq may name. */
 struct sent_register {
@@ -78,6 +88,42 @@ struct alloc_res {
 	uint32_t rkeys[EGW_KIND_MAX]; /* the window's keys (window_bind) */
 };
 
+/* A window's state, kept by its first block (windows are single runs and
+ * never overlap). */
+enum window_state {
+	WIN_NONE = 0,            /* no window starts here */
+	WIN_BINDING,             /* bind posted: its allocation waits */
+	WIN_BOUND,               /* offered: its keys admit the peer's writes */
+	WIN_UNBINDING,           /* invalidation posted: its blocks wait */
+	WIN_STUCK,               /* ... past its deadline: they stay out */
+};
+
+struct node_window {
+	uint64_t room;
+	uint64_t since;          /* its bind or invalidation was posted */
+	uint32_t count;          /* blocks bound */
+	uint32_t keep;           /* ... of which the room keeps (a trim) */
+	uint32_t prev, next;     /* the parked list, oldest post first */
+	uint32_t dl;             /* closed for a delivery: its first window */
+	uint32_t dl_next;        /* the delivery's next run */
+	uint32_t peer;
+	uint32_t rkeys[EGW_KIND_MAX];
+	uint16_t rank;
+	uint8_t state;           /* enum window_state */
+	uint8_t gen;             /* moves with every post: in its cookie */
+};
+
+/* A room delivered while its windows' invalidations are under way: the
+ * application gets it when the last one completed. Kept by the first
+ * window's block; its runs are rebuilt from the windows' list. */
+struct node_delivery {
+	struct egw_act a;        /* runs: none (the list) */
+	uint32_t waiting;        /* invalidations not completed */
+	bool pending;
+	bool done;               /* its DONE came: given after the DELIVER */
+	enum egw_err error;
+};
+
 struct egw_node {
 	const struct egw_conf *conf;
 	const struct egw_conf_port *port;
@@ -97,11 +143,14 @@ struct egw_node {
 	 * sender, so there are never more than it can have in flight */
 	uint64_t *refusedq;
 	uint32_t nrefused, refusedq_len;
-	/* per-window keys (ops.window_bind): the blocks a trim gave up
-	 * inside a window still open to its peer wait here, indexed by the
-	 * window's first block (windows are single runs, never overlapping):
-	 * the window's size before the trim, 0 when none is held back */
-	uint32_t *held_count;
+	/* per-window keys (ops.window_bind): windows and deliveries by
+	 * first block; parked windows in a list ordered by post time (one
+	 * deadline for all: the head is the next to expire) */
+	struct node_window *win;
+	struct node_delivery *dl;
+	struct egw_run *dl_runs; /* a delivery's runs, rebuilt */
+	uint32_t parked_head, parked_tail;
+	uint32_t last_dl;        /* the last delivery parked (its DONE) */
 	bool window_keys;        /* the receiver's windows have keys */
 	uint32_t emitting;       /* inside an engine's emit callback */
 	uint64_t now;
@@ -201,7 +250,8 @@ nudge(struct egw_node *n, uint32_t peer)
 }
 
 /* The bit of a once-per-peer note: authentication failures, then our
- * refusals and the peer's by code (codes 1..25 fold into 15 bits each:
+ * refusals and the peer's by code, then windows (codes 1..25 fold into 15
+ * bits each:
  * the REGISTER ones, 23..25, stay apart). */
 static uint32_t
 note_bit(enum egw_node_note_kind k, enum egw_err code)
@@ -212,6 +262,8 @@ note_bit(enum egw_node_note_kind k, enum egw_err code)
 		return 1u << (1u + c);
 	if (k == EGW_NN_PEER_REFUSED)
 		return 1u << (16u + c);
+	if (k == EGW_NN_WINDOW)
+		return 1u << 31;
 	return 1u;
 }
 
@@ -238,88 +290,332 @@ note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
 	n->ops.note(n->ops.ctx, peer, &nt);
 }
 
-/* Per-window keys: a window's keys are invalidated before its blocks can
- * be anyone else's; a tail a trim held back goes back to the pool now. */
-static void
-window_close(struct egw_node *n, uint64_t room, const struct egw_run *run)
-{
-	struct egw_run whole = *run;
+/* ---- per-window keys: posted binds and invalidations -------------------- */
 
-	if (!n->window_keys)
-		return;
-	n->ops.window_unbind(n->ops.ctx, run);
-	if (run->start < egw_pool_nblocks(n->pool) &&
-	    n->held_count[run->start] != 0) {
-		whole.count = n->held_count[run->start];
-		n->held_count[run->start] = 0;
-		/* the trimmed tail, kept out of the pool while the window
-		 * admitted writes to it, goes back now */
-		egw_pool_shrink(n->pool, room, whole, run->count);
-	}
+static uint64_t
+window_cookie(const struct node_window *w, uint32_t start)
+{
+	return (uint64_t)w->gen << 32 | start;
 }
 
-/* The allocation of one window, with its keys when windows have them;
- * nruns < 0 when there is none now (the receiver retries). */
 static void
-window_open(struct egw_node *n, const struct egw_act *a, struct alloc_res *r)
+window_park(struct egw_node *n, uint32_t b)
 {
-	int rc;
+	struct node_window *w = &n->win[b];
 
-	memset(r->rkeys, 0, sizeof(r->rkeys));
-	r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
-					 a->max_runs);
-	if (!n->window_keys)
+	w->since = n->now;
+	w->next = WNIL;
+	w->prev = n->parked_tail;
+	if (n->parked_tail != WNIL)
+		n->win[n->parked_tail].next = b;
+	else
+		n->parked_head = b;
+	n->parked_tail = b;
+}
+
+static void
+window_unpark(struct egw_node *n, uint32_t b)
+{
+	struct node_window *w = &n->win[b];
+
+	if (w->prev != WNIL)
+		n->win[w->prev].next = w->next;
+	else
+		n->parked_head = w->next;
+	if (w->next != WNIL)
+		n->win[w->next].prev = w->prev;
+	else
+		n->parked_tail = w->prev;
+	w->prev = w->next = WNIL;
+}
+
+/* Queue an allocation's answer for the receiver (drain_deferred): `nruns`
+ * runs, or -errno. */
+static void
+alloc_answer(struct egw_node *n, uint64_t room, uint16_t rank, int nruns,
+	     const struct egw_run *runs, const uint32_t rkeys[EGW_KIND_MAX])
+{
+	struct alloc_res *r;
+
+	if (n->nalloc == n->allocq_len) {
+		/* cannot happen (sized below); if it did, the room's
+		 * allocation deadline fails it, and this counts it */
+		n->st.alloc_overflow++;
+		for (int i = 0; i < nruns; i++)
+			egw_pool_free(n->pool, room, runs[i]);
 		return;
+	}
+	r = &n->allocq[n->nalloc++];
+	r->room = room;
+	r->rank = rank;
+	r->nruns = nruns;
+	if (nruns > 0)
+		memcpy(r->runs, runs, (size_t)nruns * sizeof(*runs));
+	if (rkeys != NULL)
+		memcpy(r->rkeys, rkeys, sizeof(r->rkeys));
+	else
+		memset(r->rkeys, 0, sizeof(r->rkeys));
+}
+
+static void
+window_note(struct egw_node *n, const struct node_window *w, uint32_t b,
+	    const char *what)
+{
+	note(n, w->peer, EGW_NN_WINDOW, EGW_E_TRANSPORT, true,
+	     "window over blocks %u..%u of room %#lx rank %u to peer %s: %s",
+	     b, b + w->count - 1, (unsigned long)w->room, w->rank,
+	     n->peers[w->peer].cfg.name, what);
+}
+
+/* Post the invalidation of window `b`; its blocks wait for it, for the
+ * pool (dl WNIL) or for delivery `dl`. */
+static void
+window_unbind(struct egw_node *n, uint32_t b, uint32_t dl)
+{
+	struct node_window *w = &n->win[b];
+
+	w->state = WIN_UNBINDING;
+	w->dl = dl;
+	w->gen++;
+	window_park(n, b);
+	n->ops.window_unbind(n->ops.ctx, &(struct egw_run){ b, w->count },
+			     window_cookie(w, b), n->now);
+}
+
+/* The allocation of one window: answered now (no keys, no memory, or a
+ * bind the driver refused), or its bind posted and the answer parked
+ * until it completes. */
+static void
+window_open(struct egw_node *n, const struct egw_act *a)
+{
+	struct egw_run runs[EGW_XFER_MAX_RUNS];
+	struct node_window *w;
+	int nruns, rc;
+
+	nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, runs,
+				      a->max_runs);
 	/* one run: when the free blocks are scattered, a smaller window now
 	 * (the rest goes in further windows) rather than none */
-	for (uint64_t t = a->tokens / 2; r->nruns == -ENOSPC && t > 0; t /= 2)
-		r->nruns = egw_pool_alloc_tokens(n->pool, a->room, t, r->runs, 1);
-	if (r->nruns != 1)
+	for (uint64_t t = a->tokens / 2;
+	     n->window_keys && nruns == -ENOSPC && t > 0; t /= 2)
+		nruns = egw_pool_alloc_tokens(n->pool, a->room, t, runs, 1);
+	if (!n->window_keys || nruns != 1) {
+		alloc_answer(n, a->room, a->rank, nruns, runs, NULL);
 		return;
-	rc = n->ops.window_bind(n->ops.ctx, a->peer, &r->runs[0], r->rkeys);
-	if (rc != 0) {
-		/* never offered: the blocks go straight back */
-		n->st.window_bind_failed++;
-		egw_pool_free(n->pool, a->room, r->runs[0]);
-		r->nruns = rc < 0 ? rc : -EIO;
 	}
+	w = &n->win[runs[0].start];
+	w->room = a->room;
+	w->rank = a->rank;
+	w->peer = a->peer;
+	w->count = runs[0].count;
+	w->keep = runs[0].count;
+	w->gen++;
+	rc = n->ops.window_bind(n->ops.ctx, a->peer, &runs[0], w->rkeys,
+				window_cookie(w, runs[0].start), n->now);
+	if (rc != 0) {
+		/* nothing posted: never offered, the blocks go straight back */
+		n->st.window_bind_failed++;
+		egw_pool_free(n->pool, a->room, runs[0]);
+		alloc_answer(n, a->room, a->rank, rc < 0 ? rc : -EIO, NULL,
+			     NULL);
+		return;
+	}
+	w->state = WIN_BINDING;
+	window_park(n, runs[0].start);
+}
+
+/* The bind of window `b` completed: offered, or its blocks back. */
+static void
+window_bound(struct egw_node *n, uint32_t b, bool ok)
+{
+	struct node_window *w = &n->win[b];
+	struct egw_run run = { b, w->count };
+
+	window_unpark(n, b);
+	if (ok) {
+		w->state = WIN_BOUND;
+		alloc_answer(n, w->room, w->rank, 1, &run, w->rkeys);
+		return;
+	}
+	/* a failed bind admits nothing: the receiver asks again */
+	n->st.window_bind_failed++;
+	window_note(n, w, b, "its bind failed; not offered, asked again");
+	w->state = WIN_NONE;
+	egw_pool_free(n->pool, w->room, run);
+	alloc_answer(n, w->room, w->rank, -EIO, NULL, NULL);
+}
+
+static void deliver_now(struct egw_node *n, uint32_t d);
+
+/* The invalidation of window `b` completed: no write through its keys
+ * can land, its blocks go on. */
+static void
+window_unbound(struct egw_node *n, uint32_t b, bool ok)
+{
+	struct node_window *w = &n->win[b];
+	struct egw_run run = { b, w->count };
+
+	if (w->state == WIN_UNBINDING)
+		window_unpark(n, b);
+	if (!ok) {
+		/* the driver cannot say its keys are dead: never reused */
+		n->st.window_overdue++;
+		window_note(n, w, b, "its invalidation failed; its blocks stay "
+			    "out of the pool");
+		w->state = WIN_STUCK;
+		return;
+	}
+	w->state = WIN_NONE;
+	if (w->dl == WNIL) {
+		egw_pool_free(n->pool, w->room, run);
+		return;
+	}
+	/* a trimmed tail, kept out of the pool while the window admitted
+	 * writes to it, goes back now; the rest is the application's */
+	if (w->keep < w->count)
+		egw_pool_shrink(n->pool, w->room, run, w->keep);
+	if (--n->dl[w->dl].waiting == 0)
+		deliver_now(n, w->dl);
+}
+
+/* A room's run is done with (freed, or delivered as delivery `dl`): its
+ * window's keys are invalidated before its blocks can be anyone else's.
+ * True when that was posted; false without a window there (the caller
+ * lets go of the run now). */
+static bool
+window_close(struct egw_node *n, const struct egw_run *run, uint32_t dl)
+{
+	struct node_window *w;
+
+	if (!n->window_keys || run->start >= egw_pool_nblocks(n->pool))
+		return false;
+	w = &n->win[run->start];
+	if (w->state != WIN_BOUND)
+		return false;
+	w->keep = run->count < w->count ? run->count : w->count;
+	window_unbind(n, run->start, dl);
+	return true;
+}
+
+/* A parked window past its deadline: a log line and a failure. An
+ * overdue bind is answered as failed and invalidated; an overdue
+ * invalidation keeps its blocks out of the pool until it completes. */
+static void
+window_expire(struct egw_node *n, uint32_t b)
+{
+	struct node_window *w = &n->win[b];
+
+	window_unpark(n, b);
+	n->st.window_overdue++;
+	if (w->state == WIN_BINDING) {
+		n->st.window_bind_failed++;
+		window_note(n, w, b, "its bind did not complete within 2000 ms; "
+			    "invalidated, not offered");
+		alloc_answer(n, w->room, w->rank, -ETIMEDOUT, NULL, NULL);
+		window_unbind(n, b, WNIL);
+		return;
+	}
+	window_note(n, w, b, "its invalidation did not complete within "
+		    "2000 ms; its blocks stay out of the pool until it does");
+	w->state = WIN_STUCK;
+}
+
+static void
+windows_expire(struct egw_node *n)
+{
+	while (n->parked_head != WNIL &&
+	       n->now - n->win[n->parked_head].since >= WINDOW_DEADLINE_NS)
+		window_expire(n, n->parked_head);
+}
+
+/* ---- deliveries that wait for their windows' invalidations ---------------- */
+
+static void
+deliver_now(struct egw_node *n, uint32_t d)
+{
+	struct node_delivery *x = &n->dl[d];
+	struct egw_act a = x->a;
+	uint32_t nr = 0;
+
+	for (uint32_t b = d; b != WNIL; b = n->win[b].dl_next)
+		n->dl_runs[nr++] = (struct egw_run){ b, n->win[b].keep };
+	a.runs = n->dl_runs;
+	a.nruns = nr;
+	x->pending = false;
+	n->ops.deliver(n->ops.ctx, &a);
+	if (x->done)
+		n->ops.done(n->ops.ctx, a.room, a.rank, x->error, false);
+}
+
+/* DELIVER: the room ended, and no write may land in what the app reads -
+ * the delivery waits for its windows' invalidations. */
+static void
+deliver(struct egw_node *n, const struct egw_act *a)
+{
+	struct node_delivery *x;
+	uint32_t d, prev = WNIL;
+
+	if (!n->window_keys || a->nruns == 0) {
+		n->ops.deliver(n->ops.ctx, a);
+		return;
+	}
+	d = a->runs[0].start;
+	x = &n->dl[d];
+	*x = (struct node_delivery){ .a = *a, .pending = true };
+	x->a.runs = NULL;
+	n->last_dl = d;
+	for (uint32_t i = 0; i < a->nruns; i++) {
+		struct node_window *w = &n->win[a->runs[i].start];
+
+		if (prev != WNIL)
+			n->win[prev].dl_next = a->runs[i].start;
+		prev = a->runs[i].start;
+		x->waiting++; /* no completion before the last is posted */
+		if (!window_close(n, &a->runs[i], d)) {
+			w->keep = a->runs[i].count; /* no window there */
+			x->waiting--;
+		}
+		w->dl_next = WNIL;
+	}
+	if (x->waiting == 0)
+		deliver_now(n, d);
+}
+
+/* DONE: after its room's DELIVER, if that waits. */
+static void
+done(struct egw_node *n, const struct egw_act *a, bool is_sender)
+{
+	struct node_delivery *x = n->window_keys && n->last_dl != WNIL
+				  ? &n->dl[n->last_dl] : NULL;
+
+	if (!is_sender && x != NULL && x->pending && x->a.room == a->room &&
+	    x->a.rank == a->rank && !x->done) {
+		x->done = true;
+		x->error = a->error;
+		return;
+	}
+	n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender);
 }
 
 static void
 do_pool(struct egw_node *n, const struct egw_act *a)
 {
 	switch (a->type) {
-	case EGW_ACT_ALLOC: {
-		struct alloc_res *r;
-
-		if (n->nalloc == n->allocq_len) {
-			/* cannot happen (sized below); if it did, the room's
-			 * allocation deadline fails it, and this counts it */
-			n->st.alloc_overflow++;
-			break;
-		}
-		r = &n->allocq[n->nalloc++];
-
-		r->room = a->room;
-		r->rank = a->rank;
-		window_open(n, a, r);
+	case EGW_ACT_ALLOC:
+		window_open(n, a);
 		break;
-	}
 	case EGW_ACT_FREE:
-		for (uint32_t i = 0; i < a->nruns; i++) {
-			window_close(n, a->room, &a->runs[i]);
-			egw_pool_free(n->pool, a->room, a->runs[i]);
-		}
+		for (uint32_t i = 0; i < a->nruns; i++)
+			if (!window_close(n, &a->runs[i], WNIL))
+				egw_pool_free(n->pool, a->room, a->runs[i]);
 		break;
 	case EGW_ACT_SHRINK:
+		/* a window's key still admits writes to the whole run: its
+		 * tail waits for the window to close */
 		if (n->window_keys &&
-		    a->runs[0].start < egw_pool_nblocks(n->pool)) {
-			/* the window's key still admits writes to the whole
-			 * run: its tail waits for the window to close */
-			if (n->held_count[a->runs[0].start] == 0)
-				n->held_count[a->runs[0].start] = a->runs[0].count;
+		    a->runs[0].start < egw_pool_nblocks(n->pool) &&
+		    n->win[a->runs[0].start].state == WIN_BOUND)
 			break;
-		}
 		egw_pool_shrink(n->pool, a->room, a->runs[0], a->keep);
 		break;
 	default:
@@ -351,13 +647,10 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		n->refusedq[n->nrefused++] = a->cookie;
 		break;
 	case EGW_ACT_DELIVER:
-		/* the room ended: no write may land in what the app reads */
-		for (uint32_t i = 0; i < a->nruns; i++)
-			window_close(n, a->room, &a->runs[i]);
-		n->ops.deliver(n->ops.ctx, a);
+		deliver(n, a);
 		break;
 	case EGW_ACT_DONE:
-		n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender);
+		done(n, a, is_sender);
 		break;
 	case EGW_ACT_PEER_DEAD:
 		/* silent past its deadline: it must confirm us again (the
@@ -420,6 +713,24 @@ drain_deferred(struct egw_node *n)
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
+
+/* The window and delivery tables, sized at create: nothing is allocated
+ * while windows come and go. */
+static int
+windows_create(struct egw_node *n, uint32_t max_runs)
+{
+	uint32_t nb = egw_pool_nblocks(n->pool);
+
+	n->win = calloc(nb, sizeof(*n->win));
+	n->dl = calloc(nb, sizeof(*n->dl));
+	n->dl_runs = calloc(max_runs, sizeof(*n->dl_runs));
+	if (n->win == NULL || n->dl == NULL || n->dl_runs == NULL)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < nb; b++)
+		n->win[b].prev = n->win[b].next = n->win[b].dl_next = WNIL;
+	n->parked_head = n->parked_tail = n->last_dl = WNIL;
+	return 0;
+}
 
 int
 egw_node_create(const struct egw_conf *conf, uint16_t port,
@@ -491,10 +802,7 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 			rc = -EINVAL; /* keys that never close are no keys */
 		xc.window_keys = true;
 		n->window_keys = true;
-		n->held_count = calloc(egw_pool_nblocks(pool),
-				       sizeof(*n->held_count));
-		if (rc == 0 && n->held_count == NULL)
-			rc = -ENOMEM;
+		rc = rc != 0 ? rc : windows_create(n, xc.max_runs_per_room);
 	}
 	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
@@ -519,7 +827,9 @@ egw_node_destroy(struct egw_node *n)
 	egw_receiver_destroy(n->receiver);
 	free(n->allocq);
 	free(n->refusedq);
-	free(n->held_count);
+	free(n->win);
+	free(n->dl);
+	free(n->dl_runs);
 	free(n);
 }
 
@@ -1025,6 +1335,8 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 			let_go(n, i);
 	for (uint32_t i = 0; i < n->npeers; i++)
 		registered_check(n, i);
+	if (n->window_keys)
+		windows_expire(n);
 	drain_deferred(n);
 }
 
@@ -1052,6 +1364,39 @@ egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 	if (n->sender != NULL)
 		egw_sender_writes_done(n->sender, cookie, ok, now);
 	drain_deferred(n);
+}
+
+void
+egw_node_window_done(struct egw_node *n, uint64_t cookie, bool ok,
+		     uint64_t now)
+{
+	uint32_t b = (uint32_t)cookie;
+	struct node_window *w;
+
+	n->now = now;
+	w = n->window_keys && b < egw_pool_nblocks(n->pool) ? &n->win[b] : NULL;
+	if (w == NULL || window_cookie(w, b) != cookie) {
+		n->st.window_stale++; /* a post given up on, or none of ours */
+		return;
+	}
+	if (w->state == WIN_BINDING)
+		window_bound(n, b, ok);
+	else if (w->state == WIN_UNBINDING || w->state == WIN_STUCK)
+		window_unbound(n, b, ok);
+	else
+		n->st.window_stale++;
+	drain_deferred(n);
+}
+
+uint32_t
+egw_node_windows_parked(const struct egw_node *n)
+{
+	uint32_t c = 0;
+
+	for (uint32_t b = n->parked_head; n->window_keys && b != WNIL;
+	     b = n->win[b].next)
+		c++;
+	return c;
 }
 
 /* ---- application API --------------------------------------------------- */

@@ -65,7 +65,11 @@ struct egw_node_stats {
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	uint64_t posts_refused;   /**< batches the driver refused: failed */
 	uint64_t refused_overflow; /**< refused batches not queued (0) */
-	uint64_t window_bind_failed; /**< windows whose keys could not be made */
+	uint64_t window_bind_failed; /**< windows whose keys could not be made
+				      *   (refused, failed or overdue binds) */
+	uint64_t window_overdue; /**< binds or invalidations past their
+				  *   deadline (2 s) */
+	uint64_t window_stale;   /**< window completions of no pending post */
 	struct egw_proto_stats proto;
 };
 
@@ -80,6 +84,8 @@ enum egw_node_note_kind {
 	EGW_NN_FENCED,        /**< a peer left a quarantine unanswered past
 			       *   quarantine_ns: fenced, its session
 			       *   retired (warning) */
+	EGW_NN_WINDOW,        /**< a window's bind or invalidation failed or
+			       *   passed its deadline (error) */
 };
 
 /** One line worth logging about a peer. Refusals and authentication
@@ -152,19 +158,25 @@ struct egw_node_ops {
 	int (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
 			    uint64_t now);
 	/** Language side, per-window keys (optional; without it a window
-	 *  admits writes under the regions' keys from REGISTER): open the
-	 *  window over `run` - one run - to `peer` alone and put each kind's
-	 *  key in rkeys (0: a kind the window needs no key for). Return once
-	 *  the keys admit writes; 0 or -errno (the window is not offered, its
-	 *  blocks go back and the receiver asks again). With it, every window
-	 *  is a single run. */
+	 *  admits writes under the regions' keys from REGISTER): post the
+	 *  opening of a window over `run` - one run - to `peer` alone, each
+	 *  kind's key in rkeys (0: a kind the window needs no key for). Posted
+	 *  work: return at once, 0 when posted - its completion comes back
+	 *  through egw_node_window_done(`cookie`), and only then is the
+	 *  window offered to the peer - or -errno when nothing was posted (the
+	 *  window is not offered, its blocks go back and the receiver asks
+	 *  again). With it, every window is a single run. */
 	int (*window_bind)(void *ctx, uint32_t peer, const struct egw_run *run,
-			   uint32_t rkeys[EGW_KIND_MAX]);
-	/** Close the window opened over `run` (run->start names it; nothing
-	 *  when none is open there): return once no write through its keys
-	 *  can land. Called when its room ends - delivered, failed, aborted -
-	 *  before any of its blocks is handed on. Required with window_bind. */
-	void (*window_unbind)(void *ctx, const struct egw_run *run);
+			   uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie,
+			   uint64_t now);
+	/** Post the closing of the window over `run` (run->start names it;
+	 *  opened, or its bind overdue): its completion comes back through
+	 *  egw_node_window_done(`cookie`) once no write through its keys can
+	 *  land; until then its blocks are nobody else's and its room's
+	 *  delivery waits. Called when its room ends - delivered, failed,
+	 *  aborted. Required with window_bind. */
+	void (*window_unbind)(void *ctx, const struct egw_run *run,
+			      uint64_t cookie, uint64_t now);
 	void *ctx;
 };
 
@@ -198,6 +210,16 @@ void egw_node_tick(struct egw_node *n, uint64_t now);
  *  completed). Stale or duplicate cookies are counted by the sender. */
 void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 			  uint64_t now);
+
+/** The payload driver finished a window's bind or invalidation posted
+ *  through ops.window_bind/window_unbind (`cookie` as given there; ok:
+ *  it took effect). A completion of no pending post is counted
+ *  (window_stale) and ignored. */
+void egw_node_window_done(struct egw_node *n, uint64_t cookie, bool ok,
+			  uint64_t now);
+/** Windows whose bind or invalidation is posted and not complete (a
+ *  shutdown polls the driver until none is left). */
+uint32_t egw_node_windows_parked(const struct egw_node *n);
 
 /** Peer index of a configured peer name, or -1. */
 int egw_node_peer_index(const struct egw_node *n, const char *name);

@@ -168,7 +168,8 @@ pp_poll(struct pp_pair *pp, int s, struct egw_payload_cpl *c, uint32_t max)
 	uint32_t n = 0, got;
 
 	while (n < max &&
-	       (got = pp->ops->poll(pp->side[s].drv, c + n, max - n)) > 0)
+	       (got = pp->ops->poll(pp->side[s].drv, c + n, max - n,
+				     pp->now)) > 0)
 		n += got;
 	return n;
 }

@@ -27,6 +27,7 @@ struct pp_side {
 struct pp_pair {
 	const struct egw_payload_ops *ops;
 	struct pp_side side[2];
+	uint64_t now;            /* the test's clock, given to the drivers */
 };
 
 /* A small pool (PP_BLOCKS blocks) and one peer, the other side; `path`

@@ -61,22 +61,34 @@ static struct {
 	 * (with the session), 'D' let go, 'P' a post */
 	struct { char what; uint64_t session; } ev[8192];
 	unsigned nev;
-	unsigned notes[2][EGW_NN_FENCED + 1];
-	enum egw_err note_code[2][EGW_NN_FENCED + 1]; /* the last of each kind */
-	char note_text[2][EGW_NN_FENCED + 1][384];
+	unsigned notes[2][EGW_NN_WINDOW + 1];
+	enum egw_err note_code[2][EGW_NN_WINDOW + 1]; /* the last of each kind */
+	char note_text[2][EGW_NN_WINDOW + 1][384];
 	unsigned peer_downs[2];
 	unsigned fail_ev;     /* t.nev when a sender room first failed */
 	/* per-window keys on the language side: its driver's windows, by
 	 * first block, and what the test saw */
 	bool keys_on;
-	unsigned bind_fail;   /* fail this many binds */
+	unsigned bind_fail;   /* refuse this many binds at the post */
+	unsigned bind_fail_cpl; /* ... complete this many as failed */
+	bool hold_binds;      /* bind completions wait */
+	bool hold_unbinds;    /* invalidation completions wait */
 	struct twin {
-		bool open;
+		bool open;         /* its bind completed: its keys admit writes */
+		bool binding, closing;
+		uint64_t bind_cookie; /* of the pending bind */
 		uint32_t peer, count;
 		uint32_t keys[EGW_KIND_MAX];
 	} win[2048];
+	/* the driver's window completions, in posting order */
+	struct wcpl { uint64_t cookie; uint32_t start; bool bind; } wq[4096];
+	unsigned nwq;
 	uint32_t next_key;
 	unsigned binds, unbinds, unbind_unknown, unbind_after_free;
+	unsigned binds_failed; /* binds posted whose completion failed */
+	unsigned inits_while_binding; /* INIT/RESUME offering a window whose
+				       * bind has not completed */
+	unsigned lang_done_ok, done_before_deliver;
 	unsigned key_violations, multi_run_windows, keyless_windows;
 	int producer_says;    /* non-zero: the producer refuses with it */
 	unsigned unknown_calls; /* INITs handed to the producer */
@@ -146,23 +158,26 @@ peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
 	return 0;
 }
 
-/* The language side's driver opens a window: a key per kind present. */
+/* The language side's driver posts a window's opening: a key per kind
+ * present, admitting writes once its completion is handed back. */
 static int
 window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
-	    uint32_t rkeys[EGW_KIND_MAX])
+	    uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie, uint64_t now)
 {
 	struct twin *w = &t.win[run->start];
 
 	(void)ctx;
+	(void)now;
 	CU_ASSERT_FATAL(run->start + run->count <= egw_pool_nblocks(t.pool[1]));
-	CU_ASSERT(!w->open);
+	CU_ASSERT(!w->open && !w->binding && !w->closing);
 	if (t.bind_fail > 0) {
 		t.bind_fail--;
 		return -EIO;
 	}
 	/* the run is allocated already (the pool knows owners by run) */
 	CU_ASSERT(egw_pool_owner(t.pool[1], run->start) != EGW_OWNER_NONE);
-	w->open = true;
+	w->binding = true;
+	w->bind_cookie = cookie;
 	w->peer = peer;
 	w->count = run->count;
 	for (int k = 0; k < EGW_KIND_MAX; k++)
@@ -170,24 +185,64 @@ window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
 							    (enum egw_kind)k)
 					? ++t.next_key << 8 | (uint32_t)k : 0;
 	t.binds++;
+	t.wq[t.nwq++ % 4096] = (struct wcpl){ cookie, run->start, true };
 	return 0;
 }
 
-/* ... and closes it: its blocks must not be back in the pool yet. */
+/* ... and its closing: its blocks must not be back in the pool yet, nor
+ * when the invalidation completes. */
 static void
-window_unbind(void *ctx, const struct egw_run *run)
+window_unbind(void *ctx, const struct egw_run *run, uint64_t cookie,
+	      uint64_t now)
 {
 	struct twin *w = &t.win[run->start];
 
 	(void)ctx;
-	if (!w->open) {
+	(void)now;
+	if (!w->open && !w->binding)
 		t.unbind_unknown++;
-		return;
-	}
 	if (egw_pool_owner(t.pool[1], run->start) == EGW_OWNER_NONE)
 		t.unbind_after_free++;
-	w->open = false;
-	t.unbinds++;
+	w->closing = true;
+	t.wq[t.nwq++ % 4096] = (struct wcpl){ cookie, run->start, false };
+}
+
+/* Hand the driver's window completions to the node, those not held;
+ * what the node posts meanwhile waits for the next round. */
+static void
+window_completions(void)
+{
+	static struct wcpl now[4096];
+	unsigned n = t.nwq;
+
+	memcpy(now, t.wq, n * sizeof(now[0]));
+	t.nwq = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct wcpl c = now[i];
+		struct twin *w = &t.win[c.start];
+		bool ok = true;
+
+		if (c.bind ? t.hold_binds : t.hold_unbinds) {
+			t.wq[t.nwq++] = c;
+			continue;
+		}
+		if (c.bind && w->binding && w->bind_cookie == c.cookie) {
+			w->binding = false;
+			ok = t.bind_fail_cpl == 0;
+			if (!ok) {
+				t.bind_fail_cpl--;
+				t.binds_failed++;
+			}
+			w->open = ok;
+		} else if (!c.bind) {
+			if (egw_pool_owner(t.pool[1], c.start) == EGW_OWNER_NONE)
+				t.unbind_after_free++;
+			if (w->open)
+				t.unbinds++;
+			w->open = w->binding = w->closing = false;
+		}
+		egw_node_window_done(t.node[1], c.cookie, ok, t.now);
+	}
 }
 
 /* A write must go under the key of an open window that holds it. */
@@ -223,6 +278,13 @@ tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 
 		t.multi_run_windows += (b[8] << 8 | b[9]) != 1;
 		t.keyless_windows += (b[12] | b[13] | b[14] | b[15]) == 0;
+		uint32_t key = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
+			       (uint32_t)b[14] << 8 | b[15];
+
+		/* the window it offers: its bind completed */
+		for (uint32_t i = 0; i < 2048; i++)
+			if (t.win[i].keys[EGW_KIND_EMB] == key)
+				t.inits_while_binding += !t.win[i].open;
 	}
 	(void)port;
 	d->to = ip == ENC_IP ? 0 : 1;
@@ -264,6 +326,8 @@ deliver(void *ctx, const struct egw_act *a)
 					     a->runs, a->nruns, a->aux_block,
 					     a->dummy);
 	t.delivered++;
+	for (uint32_t i = 0; t.keys_on && i < a->nruns; i++)
+		CU_ASSERT(!t.win[a->runs[i].start].open); /* closed first */
 	egw_node_release(t.node[1], a->room, a->runs, a->nruns);
 }
 
@@ -273,6 +337,10 @@ done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
 	(void)ctx;
 	(void)room;
 	(void)rank;
+	if (e == EGW_E_OK && !is_sender) {
+		t.lang_done_ok++;
+		t.done_before_deliver += t.lang_done_ok > t.delivered;
+	}
 	if (e == EGW_E_OK)
 		return;
 	t.done_err++;
@@ -411,6 +479,8 @@ run(uint64_t ns)
 		}
 		while (t.ncpl > 0 && !t.hold_writes && !t.down[0])
 			egw_node_writes_done(t.node[0], t.cpl[--t.ncpl], true, t.now);
+		if (t.nwq > 0 && !t.down[1])
+			window_completions();
 		t.now += 100000;
 		for (int i = 0; i < 2; i++)
 			if (!t.down[i])
@@ -1351,13 +1421,28 @@ static void
 assert_windows_closed(void)
 {
 	CU_ASSERT(t.binds > 0);
-	CU_ASSERT_EQUAL(t.unbinds, t.binds);
+	CU_ASSERT_EQUAL(t.unbinds, t.binds - t.binds_failed);
 	CU_ASSERT_EQUAL(t.unbind_after_free, 0);
 	CU_ASSERT_EQUAL(t.key_violations, 0);
 	CU_ASSERT_EQUAL(t.multi_run_windows, 0);
 	CU_ASSERT_EQUAL(t.keyless_windows, 0);
+	CU_ASSERT_EQUAL(t.inits_while_binding, 0);
+	CU_ASSERT_EQUAL(t.done_before_deliver, 0);
+	CU_ASSERT_EQUAL(t.unbind_unknown, 0);
+	CU_ASSERT_EQUAL(t.nwq, 0);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 0);
 	for (uint32_t b = 0; b < 2048; b++)
-		CU_ASSERT(!t.win[b].open);
+		CU_ASSERT(!t.win[b].open && !t.win[b].binding &&
+			  !t.win[b].closing);
+}
+
+static uint64_t
+lang_blocks_in_use(void)
+{
+	struct egw_pool_stats ps;
+
+	egw_pool_get_stats(t.pool[1], &ps);
+	return ps.blocks_in_use;
 }
 
 static void
@@ -1416,18 +1501,136 @@ test_window_keys_bind_failure_retried(void)
 	struct egw_node_stats st;
 
 	setup_keys();
-	/* windows that cannot be opened are not offered; the room asks
-	 * again and completes */
-	t.bind_fail = 3;
+	/* windows that cannot be opened - refused at the post, or failed
+	 * at the completion - are not offered, their blocks go back; the
+	 * room asks again and completes */
+	t.bind_fail = 2;
+	t.bind_fail_cpl = 2;
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
 	run(200000000);
 	CU_ASSERT_EQUAL(t.delivered, 1);
 	CU_ASSERT_EQUAL(t.bad, 0);
 	CU_ASSERT_EQUAL(t.done_err, 0);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.window_bind_failed, 3);
+	CU_ASSERT_EQUAL(st.window_bind_failed, 4);
+	/* the failed completion is noted, with the window and the peer */
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_WINDOW], 1);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "bind failed") != NULL);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "peer enc") != NULL);
 	run(3000000000ull);
 	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* A bind that completes late holds the window's INIT back - nothing
+ * blocks meanwhile: the node goes on with its peer and its other work -
+ * and the room goes through once it completes. */
+static void
+test_window_keys_late_bind_delays_the_offer(void)
+{
+	setup_keys();
+	t.hold_binds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(1000000);
+	CU_ASSERT_EQUAL(t.binds, 1);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 1);
+	CU_ASSERT(lang_blocks_in_use() > 0);
+	/* the sender heard of no room: no INIT went out */
+	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
+	CU_ASSERT(egw_node_peer_ready(t.node[1], 0));
+	run(500000000); /* late, within the deadline */
+	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	t.hold_binds = false;
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* A room's blocks - freed or delivered - wait for their windows'
+ * invalidations: never back in the pool, never the application's, while
+ * a key may still admit the peer's writes. */
+static void
+test_window_keys_pending_invalidation_holds_blocks(void)
+{
+	uint64_t held;
+
+	setup_keys();
+	t.hold_unbinds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(50000000);
+	/* the room is complete, its DELIVER waits for the invalidation */
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	CU_ASSERT_EQUAL(t.lang_done_ok, 0);
+	CU_ASSERT(egw_node_windows_parked(t.node[1]) > 0);
+	held = lang_blocks_in_use();
+	CU_ASSERT(held > 0);
+	t.hold_unbinds = false;
+	run(1000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.lang_done_ok, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	/* an aborted room: its blocks stay out of the pool until then */
+	t.hold_unbinds = true;
+	open_held(50000);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT(lang_blocks_in_use() > 0);
+	CU_ASSERT(egw_node_windows_parked(t.node[1]) > 0);
+	t.hold_unbinds = false;
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* Past its deadline a bind is failed and noted, and invalidated before
+ * its blocks go back; an overdue invalidation is noted, its blocks stay
+ * out of the pool until it does complete. */
+static void
+test_window_keys_deadlines(void)
+{
+	struct egw_node_stats st;
+
+	setup_keys();
+	t.hold_binds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(2100000000ull);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT(st.window_overdue >= 1);
+	CU_ASSERT(st.window_bind_failed >= 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_WINDOW], 1);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "did not complete") != NULL);
+	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
+	/* the bind's late completion is stale; the room goes through */
+	t.hold_binds = false;
+	run(100000000);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT(st.window_stale >= 1);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+
+	/* an invalidation that does not complete in time */
+	t.hold_unbinds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(2500000000ull);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT(lang_blocks_in_use() > 0);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 0); /* stuck */
+	t.hold_unbinds = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.delivered, 2);
+	run(3000000000ull);
 	assert_no_blocks_in_use();
 	teardown();
 }
@@ -1555,6 +1758,13 @@ main(void)
 		  "its blocks go back", test_window_keys_closed_on_failure_and_abort },
 		{ "window keys: a window that cannot be opened is asked again",
 		  test_window_keys_bind_failure_retried },
+		{ "window keys: a late bind holds the window's offer back, "
+		  "nothing blocks", test_window_keys_late_bind_delays_the_offer },
+		{ "window keys: blocks wait for their window's invalidation",
+		  test_window_keys_pending_invalidation_holds_blocks },
+		{ "window keys: overdue binds and invalidations fail, are "
+		  "noted, and keep their blocks safe",
+		  test_window_keys_deadlines },
 		{ "reregister_after_endpoint_change", test_reregister_after_endpoint_change },
 		{ "bad_datagrams_dropped_and_counted", test_bad_datagrams_dropped_and_counted },
 		{ "mismatched_geometry_is_not_registered", test_mismatched_geometry_is_not_registered },

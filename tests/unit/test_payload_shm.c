@@ -169,7 +169,7 @@ test_post_errors(void)
 	/* nothing taken: the batch can be posted again after a poll */
 	CU_ASSERT_EQUAL(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 99),
 			-ENOBUFS);
-	CU_ASSERT_EQUAL(pp.ops->poll(pp.side[PP_ENC].drv, c, 1), 1);
+	CU_ASSERT_EQUAL(pp.ops->poll(pp.side[PP_ENC].drv, c, 1, 0), 1);
 	CU_ASSERT_EQUAL(c[0].cookie, 0);
 	CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 99) == 0);
 	n = pp_poll(&pp, PP_ENC, c, 64);

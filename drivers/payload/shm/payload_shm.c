@@ -245,8 +245,10 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 }
 
 static uint32_t
-shm_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
+shm_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
+	 uint64_t now)
 {
+	(void)now;
 	return egw_payload_ring_drain(&p->ring, c, max);
 }
 
