@@ -13,29 +13,33 @@
 #define GW_DRAIN_WINDOWS_NS 3000000000ull
 
 static void
-on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
+on_tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len,
+      uint64_t now)
 {
+	(void)now;
 	gw_id_send_udp(ctx, ip, port, buf, len);
 }
 
 /* The node notes failures once per peer (on_note), not per REGISTER. */
 static int
 on_peer_up(void *ctx, uint32_t peer, const struct egw_register *r,
-	   char *why, size_t why_len)
+	   char *why, size_t why_len, uint64_t now)
 {
 	struct gw_id *id = ctx;
 	int rc = id->dops->connect(id->drv, peer, r);
 
+	(void)now;
 	if (rc != 0 && id->dops->why != NULL)
 		snprintf(why, why_len, "%s", id->dops->why(id->drv, peer));
 	return rc;
 }
 
 static void
-on_peer_down(void *ctx, uint32_t peer, bool silent)
+on_peer_down(void *ctx, uint32_t peer, bool silent, uint64_t now)
 {
 	struct gw_id *id = ctx;
 
+	(void)now;
 	/* a silent peer may be the same incarnation coming back: only a
 	 * driver that must give back what it holds of it lets go */
 	if (silent && !id->dops->disconnect_silent)
@@ -45,11 +49,13 @@ on_peer_down(void *ctx, uint32_t peer, bool silent)
 }
 
 static void
-on_note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
+on_note(void *ctx, uint32_t peer, const struct egw_node_note *nt,
+	uint64_t now)
 {
 	struct gw_id *id = ctx;
 
 	(void)peer;
+	(void)now;
 	switch (nt->kind) {
 	case EGW_NN_REGISTERED:
 		GW_LOG(INFO, "port %s: %s\n", id->cfg->name, nt->text);
@@ -66,7 +72,7 @@ on_note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
 
 static int
 on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
-	uint64_t cookie)
+	uint64_t cookie, uint64_t now)
 {
 	struct gw_id *id = ctx;
 	int rc = id->dops->post(id->drv, peer, wr, n, cookie);
@@ -75,6 +81,7 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 	if (rc != 0)
 		GW_LOG(ERR, "port %s: payload driver refused a batch: %s\n",
 		       id->cfg->name, egw_strerror(rc));
+	(void)now;
 	id->st.posts++;
 	if (id->knobs.on)
 		gw_test_knobs_after_post(id, peer);
@@ -83,21 +90,24 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 
 static void
 on_endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
-	    uint16_t *mtu)
+	    uint16_t *mtu, uint64_t now)
 {
 	struct gw_id *id = ctx;
 
+	(void)now;
 	if (id->dops->endpoint != NULL)
 		id->dops->endpoint(id->drv, peer, qpn, psn, mtu);
 }
 
 static void
-on_deliver(void *ctx, const struct egw_act *a)
+on_deliver(void *ctx, const struct egw_act *a, uint64_t now)
 {
 	struct gw_id *id = ctx;
 
 	gw_room_hist_add(id, a);
-	if (gw_room_sources_deliver(id, a, gw_now_ns()))
+	/* the loop's `now`, as the node had it: never ahead of the next
+	 * call's, so nothing dated here is seen as in the future */
+	if (gw_room_sources_deliver(id, a, now))
 		return;
 	/* no source opened it: its blocks go back to the pool */
 	GW_LOG(WARNING, "port %s: room %#lx delivered to no room source\n",
@@ -106,11 +116,12 @@ on_deliver(void *ctx, const struct egw_act *a)
 }
 
 static void
-on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
+on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender,
+	uint64_t now)
 {
 	struct gw_id *id = ctx;
 
-	gw_room_sources_done(ctx, room, rank, e, is_sender, gw_now_ns());
+	gw_room_sources_done(ctx, room, rank, e, is_sender, now);
 	if (id->knobs.on && is_sender && e == EGW_E_OK)
 		gw_test_knobs_room_sent(id);
 }

@@ -185,7 +185,7 @@ send_bytes(struct egw_node *n, uint32_t peer, int len)
 		return;
 	n->st.tx_datagrams++;
 	n->ops.tx(n->ops.ctx, n->peers[peer].cfg.addr,
-		  n->peers[peer].cfg.udp_port, n->buf, (size_t)len);
+		  n->peers[peer].cfg.udp_port, n->buf, (size_t)len, n->now);
 }
 
 static void
@@ -215,7 +215,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 
 	if (n->ops.endpoint != NULL)
 		n->ops.endpoint(n->ops.ctx, peer, &n->self.qpn, &n->self.psn,
-				&n->self.mtu);
+				&n->self.mtu, n->now);
 	pe->my_qpn = n->self.qpn;
 	pe->my_psn = n->self.psn;
 	r = n->self;
@@ -287,7 +287,7 @@ note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
 	va_start(ap, fmt);
 	vsnprintf(nt.text, sizeof(nt.text), fmt, ap);
 	va_end(ap);
-	n->ops.note(n->ops.ctx, peer, &nt);
+	n->ops.note(n->ops.ctx, peer, &nt, n->now);
 }
 
 /* ---- per-window keys: posted binds and invalidations -------------------- */
@@ -542,9 +542,9 @@ deliver_now(struct egw_node *n, uint32_t d)
 	a.runs = n->dl_runs;
 	a.nruns = nr;
 	x->pending = false;
-	n->ops.deliver(n->ops.ctx, &a);
+	n->ops.deliver(n->ops.ctx, &a, n->now);
 	if (x->done)
-		n->ops.done(n->ops.ctx, a.room, a.rank, x->error, false);
+		n->ops.done(n->ops.ctx, a.room, a.rank, x->error, false, n->now);
 }
 
 /* DELIVER: the room ended, and no write may land in what the app reads -
@@ -556,7 +556,7 @@ deliver(struct egw_node *n, const struct egw_act *a)
 	uint32_t d, prev = WNIL;
 
 	if (!n->window_keys || a->nruns == 0) {
-		n->ops.deliver(n->ops.ctx, a);
+		n->ops.deliver(n->ops.ctx, a, n->now);
 		return;
 	}
 	d = a->runs[0].start;
@@ -594,7 +594,7 @@ done(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		x->error = a->error;
 		return;
 	}
-	n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender);
+	n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender, n->now);
 }
 
 static void
@@ -635,7 +635,7 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		break;
 	case EGW_ACT_POST_WRITES:
 		if (n->ops.post(n->ops.ctx, a->peer, a->writes, a->nwrites,
-				a->cookie) == 0)
+				a->cookie, n->now) == 0)
 			break;
 		n->st.posts_refused++;
 		if (n->nrefused == n->refusedq_len) {
@@ -947,7 +947,8 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	struct node_peer *pe = &n->peers[peer];
 	char what[256], why[200] = "";
 	int rc = n->ops.peer_up != NULL ?
-		 n->ops.peer_up(n->ops.ctx, peer, &p->reg, why, sizeof(why)) : 0;
+		 n->ops.peer_up(n->ops.ctx, peer, &p->reg, why, sizeof(why),
+				n->now) : 0;
 
 	if (rc != 0) {
 		pe->reached = false;
@@ -972,7 +973,7 @@ forget_incarnation(struct egw_node *n, uint32_t peer)
 	struct node_peer *pe = &n->peers[peer];
 
 	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer, false);
+		n->ops.peer_down(n->ops.ctx, peer, false, n->now);
 	if (n->sender != NULL)
 		egw_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
@@ -1074,7 +1075,7 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 			 * may write again */
 			if (pe->endpoint_unacked && n->ops.peer_up != NULL &&
 			    n->ops.peer_up(n->ops.ctx, peer, r, what,
-					   sizeof(what)) == 0)
+					   sizeof(what), n->now) == 0)
 				pe->endpoint_unacked = false;
 		}
 	}
@@ -1277,7 +1278,7 @@ let_go(struct egw_node *n, uint32_t peer)
 	if (n->receiver != NULL)
 		egw_receiver_peer_dead(n->receiver, peer, n->now);
 	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer, true);
+		n->ops.peer_down(n->ops.ctx, peer, true, n->now);
 	pe->reached = false;
 }
 

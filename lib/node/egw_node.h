@@ -97,11 +97,14 @@ struct egw_node_note {
 	char text[384];          /**< the sentence: who, what, what differs */
 };
 
-/** What the node asks of the application and the payload driver. */
+/** What the node asks of the application and the payload driver. Every
+ *  callback gets the `now` of the node call it comes from - the caller's
+ *  clock, as the engines use it - so the application needs no clock of
+ *  its own to date what it is told. */
 struct egw_node_ops {
 	/** Send a datagram to ip:port (host byte order). */
 	void (*tx)(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf,
-		   size_t len);
+		   size_t len, uint64_t now);
 	/** Apply a peer's REGISTER content: reach its memory (connect the
 	 *  payload path). Called for an incarnation being adopted, when the
 	 *  adopted one's content changed or its last apply failed, and when
@@ -114,7 +117,7 @@ struct egw_node_ops {
 	 *  most): the node notes it once, so a peer that stays unreachable
 	 *  is not logged with every REGISTER. */
 	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r,
-		       char *why, size_t why_len);
+		       char *why, size_t why_len, uint64_t now);
 	/** Let go of the peer's memory. `silent` false: its adopted
 	 *  incarnation is gone (it restarted): called before anything is
 	 *  written for the new incarnation (shm: unmap; verbs: reset the
@@ -124,9 +127,10 @@ struct egw_node_ops {
 	 *  applied anew (peer_up) - a driver lets go only of what must not
 	 *  be held for a peer that may be gone (shm: the mapping, which
 	 *  keeps a killed peer's pool file's space in use). Optional. */
-	void (*peer_down)(void *ctx, uint32_t peer, bool silent);
+	void (*peer_down)(void *ctx, uint32_t peer, bool silent, uint64_t now);
 	/** A line worth logging (struct egw_node_note); optional. */
-	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt);
+	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt,
+		     uint64_t now);
 	/** Post payload writes to a peer; report an accepted batch with
 	 *  egw_node_writes_done. Return 0 when the driver took the batch, or
 	 *  non-zero (-errno) when it refused it: the node then completes the
@@ -134,18 +138,18 @@ struct egw_node_ops {
 	 *  it returns, so its room fails at once (EGW_E_TRANSPORT). Do not
 	 *  call egw_node_writes_done for a refused batch. */
 	int (*post)(void *ctx, uint32_t peer, const struct egw_write *w,
-		    uint32_t n, uint64_t cookie);
+		    uint32_t n, uint64_t cookie, uint64_t now);
 	/** Language side: a room's data is complete in the local pool; the
 	 *  runs are the app's now (free them with egw_node_release). */
-	void (*deliver)(void *ctx, const struct egw_act *a);
+	void (*deliver)(void *ctx, const struct egw_act *a, uint64_t now);
 	/** A room ended on this node (error EGW_E_OK: success). is_sender
 	 *  tells which engine. */
 	void (*done)(void *ctx, uint64_t room, uint16_t rank, enum egw_err e,
-		     bool is_sender);
+		     bool is_sender, uint64_t now);
 	/** Our payload endpoint towards one peer, for its REGISTER (per-peer
 	 *  QPs); optional - without it the create-time gid/qpn serve all. */
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
-			 uint16_t *mtu);
+			 uint16_t *mtu, uint64_t now);
 	/** Encode side: an INIT names a room the sender does not know, and
 	 *  the sender would accept it (egw_sender_check_init; a refused INIT
 	 *  never gets here, so it leaves no state). The application may open

@@ -91,8 +91,17 @@ static struct {
 	unsigned lang_done_ok, done_before_deliver;
 	unsigned key_violations, multi_run_windows, keyless_windows;
 	int producer_says;    /* non-zero: the producer refuses with it */
+	unsigned now_mismatch; /* callbacks dated other than their call */
 	unsigned unknown_calls; /* INITs handed to the producer */
 } t;
+
+/* Every callback is dated by the node call it comes from: the test's
+ * clock, as given to that call - never a clock of its own. */
+static void
+check_now(uint64_t now)
+{
+	t.now_mismatch += now != t.now;
+}
 
 static void
 event(char what, uint64_t session)
@@ -104,8 +113,9 @@ event(char what, uint64_t session)
 }
 
 static void
-peer_down(void *ctx, uint32_t peer, bool silent)
+peer_down(void *ctx, uint32_t peer, bool silent, uint64_t now)
 {
+	check_now(now);
 	(void)peer;
 	(void)silent;
 	t.peer_downs[(intptr_t)ctx]++;
@@ -114,10 +124,11 @@ peer_down(void *ctx, uint32_t peer, bool silent)
 }
 
 static void
-note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
+note(void *ctx, uint32_t peer, const struct egw_node_note *nt, uint64_t now)
 {
 	int side = (int)(intptr_t)ctx;
 
+	check_now(now);
 	(void)peer;
 	t.notes[side][nt->kind]++;
 	t.note_code[side][nt->kind] = nt->code;
@@ -128,8 +139,10 @@ note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
 /* The encode side's payload endpoint: a PSN the test can change, as the
  * verbs driver does when it rebuilds a QP after an error. */
 static void
-endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
+endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu,
+	 uint64_t now)
 {
+	check_now(now);
 	(void)peer;
 	*qpn = (intptr_t)ctx == 0 ? 77 : 88;
 	*psn = (intptr_t)ctx == 0 ? t.enc_psn : 5;
@@ -139,8 +152,9 @@ endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
 /* The driver hears of a peer (new, or its endpoint changed). */
 static int
 peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
-	size_t why_len)
+	size_t why_len, uint64_t now)
 {
+	check_now(now);
 	(void)peer;
 	if ((intptr_t)ctx == 1) {
 		t.lang_connect_tries++;
@@ -167,7 +181,7 @@ window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
 	struct twin *w = &t.win[run->start];
 
 	(void)ctx;
-	(void)now;
+	check_now(now);
 	CU_ASSERT_FATAL(run->start + run->count <= egw_pool_nblocks(t.pool[1]));
 	CU_ASSERT(!w->open && !w->binding && !w->closing);
 	if (t.bind_fail > 0) {
@@ -198,7 +212,7 @@ window_unbind(void *ctx, const struct egw_run *run, uint64_t cookie,
 	struct twin *w = &t.win[run->start];
 
 	(void)ctx;
-	(void)now;
+	check_now(now);
 	if (!w->open && !w->binding)
 		t.unbind_unknown++;
 	if (egw_pool_owner(t.pool[1], run->start) == EGW_OWNER_NONE)
@@ -267,9 +281,12 @@ check_write_key(const struct egw_write *w)
 }
 
 static void
-tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
+tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len,
+   uint64_t now)
 {
 	int from = (int)(intptr_t)ctx;
+
+	check_now(now);
 	struct dgram *d = &t.q[t.nq++ % 4096];
 
 	if (t.keys_on && (buf[5] == EGW_MSG_INIT || buf[5] == EGW_MSG_RESUME)) {
@@ -298,8 +315,9 @@ tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 
 static int
 post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
-     uint64_t cookie)
+     uint64_t cookie, uint64_t now)
 {
+	check_now(now);
 	(void)ctx;
 	(void)peer;
 	event('P', 0);
@@ -319,8 +337,9 @@ post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
 }
 
 static void
-deliver(void *ctx, const struct egw_act *a)
+deliver(void *ctx, const struct egw_act *a, uint64_t now)
 {
+	check_now(now);
 	(void)ctx;
 	t.bad += (unsigned)egw_pattern_check(t.pool[1], a->room, a->tokens,
 					     a->runs, a->nruns, a->aux_block,
@@ -332,8 +351,10 @@ deliver(void *ctx, const struct egw_act *a)
 }
 
 static void
-done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
+done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender,
+     uint64_t now)
 {
+	check_now(now);
 	(void)ctx;
 	(void)room;
 	(void)rank;
@@ -361,6 +382,7 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	int n;
 
 	(void)ctx;
+	check_now(now);
 	t.unknown_calls++;
 	if (t.no_producer)
 		return -EGW_E_UNKNOWN_ROOM;
@@ -457,6 +479,7 @@ setup(uint32_t lang_hidden)
 static void
 teardown(void)
 {
+	CU_ASSERT_EQUAL(t.now_mismatch, 0);
 	for (int i = 0; i < 2; i++) {
 		egw_node_destroy(t.node[i]);
 		egw_pool_destroy(t.pool[i]);
