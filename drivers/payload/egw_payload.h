@@ -31,7 +31,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "egw_conf.h"
 #include "egw_pool.h"
 #include "egw_proto.h"
 #include "egw_xfer.h"
@@ -227,16 +226,48 @@ egw_payload_regions(const struct egw_pool *pool, uint64_t origin, uint32_t rkey,
 	}
 }
 
+#define EGW_PAYLOAD_MAX_PEERS 32
+#define EGW_PAYLOAD_NAME_LEN 32
+#define EGW_PAYLOAD_PATH_LEN 256
+
+/** One peer of the port, as the drivers need it. */
+struct egw_payload_peer {
+	char name[EGW_PAYLOAD_NAME_LEN]; /**< for log lines */
+	/** shm: its pool file, when several receiving peers share one port
+	 *  ("" = the port's path) */
+	char shm_path[EGW_PAYLOAD_PATH_LEN];
+};
+
+/** What a driver is opened with for one port (the application fills it
+ *  from its configuration; open() copies what it keeps). */
+struct egw_payload_params {
+	struct egw_pool_geom geom;  /**< the local pool's */
+	bool receives;              /**< peers write into our pool (the
+				     *   language role) */
+	uint32_t max_batches;       /**< write batches in flight at most:
+				     *   sizes the completion ring */
+	uint64_t peer_dead_ns;      /**< shm: how long a peer may keep a
+				     *   dead predecessor's file mapped */
+	uint32_t addr;              /**< the port's IPv4, host order */
+	char path[EGW_PAYLOAD_PATH_LEN]; /**< shm: our pool file */
+	char device[64];            /**< verbs: e.g. mlx5_0, rxe0 */
+	uint8_t port;               /**< verbs: 1-based port number */
+	int gid_index;              /**< verbs: -1 = the RoCEv2 GID of addr */
+	bool window_keys;           /**< verbs: a memory window per window */
+	struct egw_payload_peer peers[EGW_PAYLOAD_MAX_PEERS];
+	uint32_t npeers;
+};
+
 struct egw_payload_ops {
 	const char *name;
 	/** Create the driver for one port: it decides where the local pool
 	 *  lives (shm: a shared file when this node receives) and returns
 	 *  the pool built on it. `session` is the node's session id (its
 	 *  incarnation, the one its REGISTERs carry): the shm driver writes
-	 *  it into the pool file it creates. */
-	int (*open)(const struct egw_conf *c, const struct egw_conf_port *port,
-		    uint64_t session, struct egw_payload **out,
-		    struct egw_pool **pool);
+	 *  it into the pool file it creates. -EINVAL for more peers than
+	 *  EGW_PAYLOAD_MAX_PEERS. */
+	int (*open)(const struct egw_payload_params *pp, uint64_t session,
+		    struct egw_payload **out, struct egw_pool **pool);
 	/** What REGISTER tells peers about our memory. */
 	void (*describe)(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 			 uint8_t gid[16], uint32_t *qpn);
@@ -345,7 +376,8 @@ int egw_payload_shm_path_check(const char *path);
 void egw_payload_log(const char *driver, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/** The driver named by the port's configuration, or NULL. */
-const struct egw_payload_ops *egw_payload_find(enum egw_payload_driver d);
+/** The driver of that name ("shm", "verbs") built into this binary, or
+ *  NULL (verbs without rdma-core at build time). */
+const struct egw_payload_ops *egw_payload_find(const char *name);
 
 #endif /* EGW_PAYLOAD_H */

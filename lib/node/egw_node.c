@@ -53,7 +53,7 @@ struct sent_register {
 };
 
 struct node_peer {
-	struct egw_conf_peer cfg;
+	struct egw_node_peer cfg;
 	uint64_t heard;          /* session of its last authenticated REGISTER */
 	uint64_t heard_seq;      /* ... and that REGISTER's seq */
 	uint64_t proof;          /* peer_seq that adopted the current session */
@@ -125,14 +125,14 @@ struct node_delivery {
 };
 
 struct egw_node {
-	const struct egw_conf *conf;
-	const struct egw_conf_port *port;
+	struct egw_proto_key key;
+	uint64_t quarantine_ns;  /* for the FENCED note */
 	struct egw_node_ops ops;
 	struct egw_pool *pool;
 	struct egw_register self;
 	struct egw_sender *sender;
 	struct egw_receiver *receiver;
-	struct node_peer peers[EGW_CONF_MAX_PEERS];
+	struct node_peer peers[EGW_NODE_MAX_PEERS];
 	uint32_t npeers;
 	uint64_t session, seq;
 	/* a room has one request pending at a time and chains at most
@@ -191,7 +191,7 @@ send_bytes(struct egw_node *n, uint32_t peer, int len)
 static void
 send_msg(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
 {
-	send_bytes(n, peer, egw_proto_encode(&n->conf->key, n->session,
+	send_bytes(n, peer, egw_proto_encode(&n->key, n->session,
 					     ++n->seq, m, n->buf,
 					     sizeof(n->buf)));
 }
@@ -231,7 +231,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 		flags |= EGW_MSGF_ADOPTED;
 	n->st.registers_tx++;
 	pe->sent[pe->nsent++ % NODE_SENT] = (struct sent_register){ seq, n->now };
-	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
+	send_bytes(n, peer, egw_proto_encode_register(&n->key,
 						      n->session, seq,
 						      flags, &r, n->buf,
 						      sizeof(n->buf)));
@@ -732,9 +732,30 @@ windows_create(struct egw_node *n, uint32_t max_runs)
 	return 0;
 }
 
+/* REGISTER's content that does not change: who we are, our pool. */
+static void
+self_describe(struct egw_node *n, const struct egw_node_params *p,
+	      const struct egw_region regions[EGW_KIND_MAX],
+	      const uint8_t gid[16], uint32_t qpn)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(n->pool);
+
+	snprintf(n->self.name, sizeof(n->self.name), "%s", p->name);
+	if (gid != NULL)
+		memcpy(n->self.gid, gid, 16);
+	n->self.qpn = qpn;
+	n->self.mtu = 1024;
+	n->self.roles = p->roles;
+	n->self.block_tokens = g->block_tokens;
+	n->self.pool_blocks = egw_pool_nblocks(n->pool);
+	n->self.hidden_size = g->hidden_size;
+	n->self.dtype_bytes = g->dtype_bytes;
+	n->self.aux_bytes = g->aux_bytes;
+	memcpy(n->self.region, regions, sizeof(n->self.region));
+}
+
 int
-egw_node_create(const struct egw_conf *conf, uint16_t port,
-		struct egw_pool *pool,
+egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 		const struct egw_region regions[EGW_KIND_MAX],
 		const uint8_t gid[16], uint32_t qpn,
 		const struct egw_node_ops *ops, uint64_t session, uint64_t now,
@@ -742,10 +763,10 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 {
 	struct egw_node *n;
 	struct egw_xfer_conf xc;
-	struct egw_policy pol;
 	int rc = 0;
 
-	if (conf == NULL || port >= conf->nports || pool == NULL ||
+	if (params == NULL || params->npeers > EGW_NODE_MAX_PEERS ||
+	    params->roles == 0 || pool == NULL ||
 	    ops == NULL || ops->tx == NULL || ops->post == NULL ||
 	    ops->deliver == NULL || ops->done == NULL || session == 0 ||
 	    out == NULL)
@@ -753,35 +774,25 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 	n = calloc(1, sizeof(*n));
 	if (n == NULL)
 		return -ENOMEM;
-	n->conf = conf;
-	n->port = &conf->ports[port];
+	n->key = params->key;
+	n->quarantine_ns = params->xfer.timers.quarantine_ns;
 	n->ops = *ops;
 	n->pool = pool;
 	n->session = session;
 	n->now = now;
-	n->npeers = n->port->npeers;
+	n->npeers = params->npeers;
 	for (uint32_t i = 0; i < n->npeers; i++) {
-		n->peers[i].cfg = n->port->peers[i];
+		n->peers[i].cfg = params->peers[i];
 		n->peers[i].next_register = now;
 	}
-	snprintf(n->self.name, sizeof(n->self.name), "%s", conf->name);
-	if (gid != NULL)
-		memcpy(n->self.gid, gid, 16);
-	n->self.qpn = qpn;
-	n->self.mtu = 1024;
-	n->self.roles = conf->roles;
-	n->self.block_tokens = conf->geom.block_tokens;
-	n->self.pool_blocks = egw_pool_nblocks(pool);
-	n->self.hidden_size = conf->geom.hidden_size;
-	n->self.dtype_bytes = conf->geom.dtype_bytes;
-	n->self.aux_bytes = conf->geom.aux_bytes;
-	memcpy(n->self.region, regions, sizeof(n->self.region));
+	self_describe(n, params, regions, gid, qpn);
 
-	egw_conf_to_xfer(conf, &xc, &pol);
+	xc = params->xfer;
 	xc.geom = *egw_pool_geom(pool);
 	xc.max_peers = n->npeers > 0 ? n->npeers : 1;
+	xc.window_keys = false;
 	xc.emit_ctx = n;
-	if (conf->roles & EGW_ROLE_ENCODE) {
+	if (params->roles & EGW_ROLE_ENCODE) {
 		xc.emit = emit_sender;
 		rc = egw_sender_create(&xc, &n->sender);
 		n->refusedq_len = xc.max_rooms * EGW_XFER_MAX_RANKS *
@@ -790,13 +801,13 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 		if (rc == 0 && n->refusedq == NULL)
 			rc = -ENOMEM;
 	}
-	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
+	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		n->allocq_len = xc.max_rooms * EGW_XFER_PIPE;
 		n->allocq = calloc(n->allocq_len, sizeof(*n->allocq));
 		if (n->allocq == NULL)
 			rc = -ENOMEM;
 	}
-	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE) &&
+	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE) &&
 	    ops->window_bind != NULL) {
 		if (ops->window_unbind == NULL)
 			rc = -EINVAL; /* keys that never close are no keys */
@@ -804,9 +815,9 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 		n->window_keys = true;
 		rc = rc != 0 ? rc : windows_create(n, xc.max_runs_per_room);
 	}
-	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
+	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
-		rc = egw_receiver_create(&xc, &pol, &n->receiver);
+		rc = egw_receiver_create(&xc, &params->policy, &n->receiver);
 		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
 			rc = egw_receiver_peer_add(n->receiver, i, now);
 	}
@@ -1187,7 +1198,7 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 	enum egw_proto_err e;
 	bool about_register;
 
-	e = egw_proto_decode(&n->conf->key, buf, len, &p, &n->st.proto);
+	e = egw_proto_decode(&n->key, buf, len, &p, &n->st.proto);
 	if (e != EGW_PE_OK) {
 		n->st.drops[EGW_ND_PROTO]++;
 		if (e == EGW_PE_MAC)
@@ -1304,7 +1315,7 @@ fence(struct egw_node *n, uint32_t peer)
 	     "in the pool, its session retired: it is served again once it "
 	     "starts anew", pe->cfg.name, (unsigned long)old,
 	     (unsigned long)pe->fence_room, pe->fence_rank,
-	     (unsigned long)(n->conf->timers.quarantine_ns / 1000000),
+	     (unsigned long)(n->quarantine_ns / 1000000),
 	     "a verbs QP is reset; shm cannot unmap it from our pool");
 	forget_incarnation(n, peer);
 	pe->silent = false;

@@ -26,7 +26,6 @@
 
 #include <stdint.h>
 
-#include "egw_conf.h"
 #include "egw_pool.h"
 #include "egw_proto.h"
 #include "egw_xfer.h"
@@ -184,17 +183,42 @@ struct egw_node_ops {
 	void *ctx;
 };
 
+#define EGW_NODE_MAX_PEERS 32
+#define EGW_NODE_NAME_LEN 32
+
+/** A peer of the node's port. */
+struct egw_node_peer {
+	char name[EGW_NODE_NAME_LEN]; /**< the name its REGISTER must carry */
+	uint32_t addr;          /**< IPv4, host byte order */
+	uint16_t udp_port;
+};
+
+/** What a node is created with (the application fills it from its
+ *  configuration; egw_node_create copies it). */
+struct egw_node_params {
+	char name[EGW_NODE_NAME_LEN]; /**< ours, in REGISTER */
+	uint16_t roles;         /**< EGW_ROLE_* */
+	struct egw_proto_key key; /**< authenticates every datagram */
+	/** the engines' limits and timers (egw_xfer_conf_default, then
+	 *  the application's); geom, max_peers, window_keys and emit are
+	 *  the node's to fill */
+	struct egw_xfer_conf xfer;
+	struct egw_policy policy; /**< the receiver's allocation policy */
+	struct egw_node_peer peers[EGW_NODE_MAX_PEERS];
+	uint32_t npeers;
+};
+
 struct egw_node;
 
 /**
- * Create a node for port `port` of `conf`, serving rooms from `pool`
+ * Create a node with `params`, serving rooms from `pool`
  * (local memory: the language side's destination blocks and the encode
  * side's source blocks) whose regions the payload driver exposes as
  * `regions` (sent in REGISTER). `session` is this incarnation's id, non-zero
  * and drawn anew at every start (egw_proto_session_new). Returns 0 or
- * -errno.
+ * -errno (-EINVAL: more than EGW_NODE_MAX_PEERS peers, no role).
  */
-int egw_node_create(const struct egw_conf *conf, uint16_t port,
+int egw_node_create(const struct egw_node_params *params,
 		    struct egw_pool *pool,
 		    const struct egw_region regions[EGW_KIND_MAX],
 		    const uint8_t gid[16], uint32_t qpn,

@@ -33,7 +33,8 @@ struct dgram {
 };
 
 static struct {
-	struct egw_conf conf[2];
+	struct egw_node_params par[2];
+	struct egw_pool_geom geom[2];
 	struct egw_pool *pool[2];
 	struct egw_node *node[2];
 	struct dgram q[4096];
@@ -195,7 +196,7 @@ window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
 	w->peer = peer;
 	w->count = run->count;
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		w->keys[k] = rkeys[k] = egw_geom_unit_bytes(&t.conf[1].geom,
+		w->keys[k] = rkeys[k] = egw_geom_unit_bytes(&t.geom[1],
 							    (enum egw_kind)k)
 					? ++t.next_key << 8 | (uint32_t)k : 0;
 	t.binds++;
@@ -264,8 +265,8 @@ static void
 check_write_key(const struct egw_write *w)
 {
 	uint32_t blocks = w->kind == EGW_KIND_AUX ? 1
-			  : (w->dst_token + w->tokens + t.conf[1].geom.block_tokens - 1) /
-			    t.conf[1].geom.block_tokens;
+			  : (w->dst_token + w->tokens + t.geom[1].block_tokens - 1) /
+			    t.geom[1].block_tokens;
 
 	for (uint32_t s = 0; s <= w->dst_block && s < 2048; s++) {
 		const struct twin *x = &t.win[s];
@@ -396,25 +397,31 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	return 0;
 }
 
+/* Side i's parameters, built directly (the engines' defaults, a pool
+ * of 128 Ki tokens of `hidden` values, one peer). */
 static void
-mkconf(struct egw_conf *c, const char *name, uint16_t role, uint32_t self,
-       uint32_t peer, const char *peer_name, uint32_t hidden)
+mkconf(int i, const char *name, uint16_t role, uint32_t peer,
+       const char *peer_name, uint32_t hidden)
 {
-	egw_conf_defaults(c);
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	c->roles = role;
-	c->geom.capacity_tokens = 1024 * 128;
-	c->geom.hidden_size = hidden;
-	memset(c->key.k, 0x5a, sizeof(c->key.k));
-	c->nports = 1;
-	snprintf(c->ports[0].name, sizeof(c->ports[0].name), "p0");
-	c->ports[0].addr = self;
-	c->ports[0].prefix = 24;
-	c->ports[0].udp_port = PORT;
-	c->ports[0].npeers = 1;
-	snprintf(c->ports[0].peers[0].name, sizeof(c->ports[0].peers[0].name), "%s", peer_name);
-	c->ports[0].peers[0].addr = peer;
-	c->ports[0].peers[0].udp_port = PORT;
+	struct egw_node_params *p = &t.par[i];
+	struct egw_pool_geom *g = &t.geom[i];
+
+	memset(p, 0, sizeof(*p));
+	*g = (struct egw_pool_geom){
+		.capacity_tokens = 1024 * 128,
+		.block_tokens = EGW_POOL_DEFAULT_BLOCK_TOKENS,
+		.hidden_size = hidden, .dtype_bytes = 2, .mrope = true,
+		.aux_bytes = 64,
+	};
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->roles = role;
+	memset(p->key.k, 0x5a, sizeof(p->key.k));
+	egw_xfer_conf_default(&p->xfer, g);
+	egw_policy_init_fixed(&p->policy, g->block_tokens, 8192);
+	p->npeers = 1;
+	snprintf(p->peers[0].name, sizeof(p->peers[0].name), "%s", peer_name);
+	p->peers[0].addr = peer;
+	p->peers[0].udp_port = PORT;
 }
 
 /* Start side i (0 encode, 1 language) as incarnation `session`, with a
@@ -428,10 +435,10 @@ start(int i, uint64_t session)
 				    .peer_down = peer_down, .note = note };
 	struct egw_region reg[EGW_KIND_MAX];
 
-	CU_ASSERT_FATAL(egw_pool_create(&t.conf[i].geom, NULL, 0, &t.pool[i]) == 0);
+	CU_ASSERT_FATAL(egw_pool_create(&t.geom[i], NULL, 0, &t.pool[i]) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		reg[k] = (struct egw_region){ 0, 0,
-			(uint32_t)egw_geom_unit_bytes(&t.conf[i].geom, (enum egw_kind)k) };
+			(uint32_t)egw_geom_unit_bytes(&t.geom[i], (enum egw_kind)k) };
 	ops.ctx = (void *)(intptr_t)i;
 	/* both sides, as the gateway gives them to every verbs port: only
 	 * the receiving one opens windows */
@@ -439,7 +446,7 @@ start(int i, uint64_t session)
 		ops.window_bind = window_bind;
 		ops.window_unbind = window_unbind;
 	}
-	CU_ASSERT_FATAL(egw_node_create(&t.conf[i], 0, t.pool[i], reg, NULL, 0,
+	CU_ASSERT_FATAL(egw_node_create(&t.par[i], t.pool[i], reg, NULL, 0,
 					&ops, session, t.now, &t.node[i]) == 0);
 }
 
@@ -462,10 +469,11 @@ setup_with(uint32_t lang_hidden, uint32_t lang_policy_tokens)
 	memset(&t, 0, sizeof(t));
 	t.enc_psn = 111;
 	egw_proto_init();
-	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
-	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", lang_hidden);
+	mkconf(0, "enc", EGW_ROLE_ENCODE, LANG_IP, "lang", 16);
+	mkconf(1, "lang", EGW_ROLE_LANGUAGE, ENC_IP, "enc", lang_hidden);
 	if (lang_policy_tokens > 0)
-		t.conf[1].policy.tokens = lang_policy_tokens;
+		egw_policy_init_fixed(&t.par[1].policy, t.geom[1].block_tokens,
+				      lang_policy_tokens);
 	for (int i = 0; i < 2; i++)
 		start(i, 1000 + (uint64_t)i);
 }
@@ -701,8 +709,8 @@ test_wrong_name_is_refused_once(void)
 	setup(16);
 	egw_node_destroy(t.node[1]);
 	egw_pool_destroy(t.pool[1]);
-	snprintf(t.conf[1].ports[0].peers[0].name,
-		 sizeof(t.conf[1].ports[0].peers[0].name), "enc-b");
+	snprintf(t.par[1].peers[0].name, sizeof(t.par[1].peers[0].name),
+		 "enc-b");
 	start(1, 1001);
 	run(2000000000ull);
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
@@ -734,7 +742,7 @@ test_message_for_missing_role_dropped(void)
 	setup(16);
 	run(5000000);
 	/* an INIT sent to the language-only node, as if from its peer */
-	len = egw_proto_encode(&t.conf[0].key, 1000, 1u << 30, &m, b, sizeof(b));
+	len = egw_proto_encode(&t.par[0].key, 1000, 1u << 30, &m, b, sizeof(b));
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 1);
@@ -742,7 +750,7 @@ test_message_for_missing_role_dropped(void)
 	 * flag and all */
 	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .rank = 0, .nranks = 1,
 			      .room = 5, .error = EGW_E_ABORTED };
-	len = egw_proto_encode(&t.conf[0].key, 1000, (1u << 30) + 1, &m, b, sizeof(b));
+	len = egw_proto_encode(&t.par[0].key, 1000, (1u << 30) + 1, &m, b, sizeof(b));
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 2);
@@ -751,7 +759,7 @@ test_message_for_missing_role_dropped(void)
 
 		egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs0);
 		m.flags = EGW_MSGF_ACK;
-		len = egw_proto_encode(&t.conf[0].key, 1000, (1u << 30) + 2, &m, b,
+		len = egw_proto_encode(&t.par[0].key, 1000, (1u << 30) + 2, &m, b,
 				       sizeof(b));
 		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 		egw_node_get_stats(t.node[1], &st);
@@ -778,15 +786,15 @@ test_refused_post_fails_room_at_once(void)
 	opened = t.now;
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
 	while (t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)] == 0 &&
-	       t.now - opened < t.conf[0].timers.round_ns)
+	       t.now - opened < t.par[0].xfer.timers.round_ns)
 		run(1000000);
 	CU_ASSERT_EQUAL(t.posts_refused, 1);
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
 	CU_ASSERT_EQUAL(t.done_err, 2);
 	/* well before any deadline could have failed it */
-	CU_ASSERT(t.now - opened < t.conf[1].timers.alloc_ns &&
-		  t.now - opened < t.conf[0].timers.round_ns);
+	CU_ASSERT(t.now - opened < t.par[1].xfer.timers.alloc_ns &&
+		  t.now - opened < t.par[0].xfer.timers.round_ns);
 	CU_ASSERT_EQUAL(t.delivered, 0);
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT_EQUAL(st.posts_refused, 1);
@@ -818,7 +826,7 @@ test_many_refused_posts_all_fail_their_rooms(void)
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_TRANSPORT)], NROOMS);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], NROOMS);
 	CU_ASSERT_EQUAL(t.done_err, 2 * NROOMS);
-	CU_ASSERT(t.now - opened < t.conf[0].timers.round_ns);
+	CU_ASSERT(t.now - opened < t.par[0].xfer.timers.round_ns);
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT_EQUAL(st.posts_refused, NROOMS);
 	CU_ASSERT_EQUAL(st.refused_overflow, 0);
@@ -899,11 +907,11 @@ test_abort_before_input_reaches_every_rank(void)
 	t0 = t.now;
 	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 900, 1, false, t.now), 0);
 	while (t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)] < 2 &&
-	       t.now - t0 < t.conf[1].timers.bootstrap_ns)
+	       t.now - t0 < t.par[1].xfer.timers.bootstrap_ns)
 		run(1000000);
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_ABORTED)], 1);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)], 2);
-	CU_ASSERT(t.now - t0 < t.conf[1].timers.bootstrap_ns / 10);
+	CU_ASSERT(t.now - t0 < t.par[1].xfer.timers.bootstrap_ns / 10);
 	run(3000000000ull);
 	assert_no_blocks_in_use();
 	teardown();
@@ -913,7 +921,7 @@ test_abort_before_input_reaches_every_rank(void)
 static void
 decode(const struct dgram *d, struct egw_pkt *p)
 {
-	CU_ASSERT_EQUAL_FATAL(egw_proto_decode(&t.conf[0].key, d->b, d->len, p,
+	CU_ASSERT_EQUAL_FATAL(egw_proto_decode(&t.par[0].key, d->b, d->len, p,
 					       NULL), EGW_PE_OK);
 }
 
@@ -1152,7 +1160,7 @@ register_from(uint64_t session, uint64_t peer_seq)
 	p.reg.peer_session = 1001;
 	p.reg.peer_seq = peer_seq;
 	p.reg.ack_qpn = p.reg.ack_psn = 0;
-	len = egw_proto_encode_register(&t.conf[0].key, session, ++seq, 0,
+	len = egw_proto_encode_register(&t.par[0].key, session, ++seq, 0,
 					&p.reg, b, sizeof(d.b));
 	CU_ASSERT_FATAL(len > 0);
 	d.len = (size_t)len;
@@ -1243,7 +1251,7 @@ test_silent_peer_let_go_and_reapplied(void)
 	ups = t.enc_peer_ups;
 	downs = t.peer_downs[0];
 	t.down[1] = true;
-	run(t.conf[0].timers.peer_dead_ns + 500000000ull);
+	run(t.par[0].xfer.timers.peer_dead_ns + 500000000ull);
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
 	CU_ASSERT_EQUAL(t.peer_downs[0], downs + 1);
@@ -1284,7 +1292,7 @@ test_quarantine_deadline_fences_a_live_peer(void)
 	open_held(50000);
 	downs = t.peer_downs[1];
 	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
-	run(t.conf[1].timers.quarantine_ns - 100000000ull);
+	run(t.par[1].xfer.timers.quarantine_ns - 100000000ull);
 	egw_pool_get_stats(t.pool[1], &ps);
 	CU_ASSERT(ps.blocks_in_use > 0); /* quarantined, no ACK */
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 0);
@@ -1429,9 +1437,9 @@ setup_keys(void)
 	t.keys_on = true;
 	t.enc_psn = 111;
 	egw_proto_init();
-	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
-	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", 16);
-	t.conf[1].max_blocks_per_round = 8; /* many windows per room */
+	mkconf(0, "enc", EGW_ROLE_ENCODE, LANG_IP, "lang", 16);
+	mkconf(1, "lang", EGW_ROLE_LANGUAGE, ENC_IP, "enc", 16);
+	t.par[1].xfer.max_blocks_per_round = 8; /* many windows per room */
 	for (int i = 0; i < 2; i++)
 		start(i, 1000 + (uint64_t)i);
 	run(5000000);
@@ -1723,7 +1731,7 @@ test_foreign_session_nudged_at_most_every_200ms(void)
 	t.nq = 0;
 	egw_node_get_stats(t.node[1], &st0);
 	for (uint64_t q = 1; q <= 50; q++) {
-		int len = egw_proto_encode(&t.conf[0].key, 0x4444, q, &hb, b, sizeof(b));
+		int len = egw_proto_encode(&t.par[0].key, 0x4444, q, &hb, b, sizeof(b));
 
 		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 		t.now += 1000000; /* 50 ms in all */
@@ -1756,7 +1764,7 @@ test_refused_init_creates_nothing(void)
 
 	setup(16);
 	run(5000000);
-	len = egw_proto_encode(&t.conf[1].key, 1001, 1000000, &m, buf, sizeof(buf));
+	len = egw_proto_encode(&t.par[1].key, 1001, 1000000, &m, buf, sizeof(buf));
 	CU_ASSERT_FATAL(len > 0);
 	egw_node_rx(t.node[0], LANG_IP, PORT, buf, (size_t)len, t.now);
 	CU_ASSERT_EQUAL(t.unknown_calls, 0);

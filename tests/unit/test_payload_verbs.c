@@ -522,8 +522,7 @@ test_post_errors(void)
 
 	stub_device();
 	open_connected();
-	size = pp.side[PP_ENC].conf.max_rooms * EGW_XFER_MAX_RANKS *
-	       EGW_XFER_PIPE;
+	size = pp.side[PP_ENC].par.max_batches;
 	CU_ASSERT_EQUAL(pp.ops->post(ENC, 1, NULL, 0, 1), -EINVAL);
 	/* completions nobody polled fill the ring: -ENOBUFS, nothing taken */
 	for (uint32_t i = 0; i < size; i++)
@@ -655,7 +654,7 @@ unbind_window(const struct egw_run *run, uint64_t cookie)
 static void
 test_window_per_kind_on_peer_qp(void)
 {
-	const struct egw_pool_geom *g = &pp.side[PP_LANG].conf.geom;
+	const struct egw_pool_geom *g = &pp.side[PP_LANG].par.geom;
 	struct egw_run run = { 2, 3 };
 	uint32_t keys[EGW_KIND_MAX];
 	struct egw_register r;

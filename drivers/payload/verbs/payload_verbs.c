@@ -106,7 +106,7 @@ struct egw_payload {
 	size_t mem_len;
 	struct egw_pool_mem own; /* mem's memfd (egw_payload_pool_mem) */
 	struct egw_pool *pool;
-	struct vpeer peers[EGW_CONF_MAX_PEERS];
+	struct vpeer peers[EGW_PAYLOAD_MAX_PEERS];
 	uint32_t npeers;
 	struct verbs_flight fl;  /* batches in flight, completions, stats */
 	struct vwin *win;        /* per first block; NULL: no window keys */
@@ -289,40 +289,43 @@ qp_connect(struct egw_payload *p, uint32_t peer)
 static void verbs_close(struct egw_payload *p);
 
 static int
-verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
+verbs_open(const struct egw_payload_params *pp,
 	   uint64_t session __attribute__((unused)),
 	   struct egw_payload **out, struct egw_pool **pool)
 {
-	struct egw_payload *p = calloc(1, sizeof(*p));
+	struct egw_payload *p;
 	struct ibv_port_attr pa;
 	struct ibv_device_attr da;
 	int rc;
 
+	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
 	p->own.fd = -1; /* nothing to free yet */
-	p->port = port->payload.port;
-	p->ctx = open_device(port->payload.device);
+	p->port = pp->port;
+	p->ctx = open_device(pp->device);
 	if (p->ctx == NULL) {
 		free(p);
 		return -ENODEV;
 	}
 	if (ibv_query_port(p->ctx, p->port, &pa) != 0) {
-		verr("device '%s' has no port %u", port->payload.device, p->port);
+		verr("device '%s' has no port %u", pp->device, p->port);
 		verbs_close(p);
 		return -ENODEV;
 	}
 	if (pa.state != IBV_PORT_ACTIVE)
 		verr("device '%s' port %u is not active (state %d); going on",
-		     port->payload.device, p->port, pa.state);
+		     pp->device, p->port, pa.state);
 	p->mtu = pa.active_mtu;
-	p->gid_index = port->payload.gid_index >= 0 ? port->payload.gid_index
-		       : pick_gid(p, pa.gid_tbl_len, port->addr);
+	p->gid_index = pp->gid_index >= 0 ? pp->gid_index
+		       : pick_gid(p, pa.gid_tbl_len, pp->addr);
 	if (p->gid_index < 0 ||
 	    ibv_query_gid(p->ctx, p->port, p->gid_index, &p->gid) != 0) {
 		if (p->gid_index >= 0)
 			verr("GID index %d unreadable on '%s' port %u",
-			     p->gid_index, port->payload.device, p->port);
+			     p->gid_index, pp->device, p->port);
 		verbs_close(p);
 		return -ENOENT;
 	}
@@ -333,22 +336,21 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 	p->max_send_wr = verbs_sq_depth(da.max_qp_wr);
 	if (p->max_send_wr == 0) {
 		verr("device '%s' allows no send work requests (max_qp_wr %d)",
-		     port->payload.device, da.max_qp_wr);
+		     pp->device, da.max_qp_wr);
 		verbs_close(p);
 		return -ENODEV;
 	}
-	p->mem_len = egw_geom_mem_bytes(&c->geom);
+	p->mem_len = egw_geom_mem_bytes(&pp->geom);
 	/* a sealed memfd: local engines map the pool through it */
 	if (egw_payload_pool_mem("embgw-pool", p->mem_len, &p->own) == 0)
 		p->mem = p->own.mem;
 	p->pd = ibv_alloc_pd(p->ctx);
 	/* bounded by what the engines can have in flight */
-	rc = verbs_flight_init(&p->fl, c->max_rooms * EGW_XFER_MAX_RANKS *
-				       EGW_XFER_PIPE);
-	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (port->npeers + 1)),
+	rc = verbs_flight_init(&p->fl, pp->max_batches);
+	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (pp->npeers + 1)),
 			      NULL, NULL, 0);
 	if (p->mem == NULL || p->pd == NULL || rc != 0 || p->cq == NULL) {
-		verr("cannot allocate PD/CQ/memory on '%s'", port->payload.device);
+		verr("cannot allocate PD/CQ/memory on '%s'", pp->device);
 		verbs_close(p);
 		return -ENOMEM;
 	}
@@ -358,7 +360,7 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 	 * (its rkey, guessable, opens nothing): peers write only through
 	 * memory windows, which local write access lets us bind. */
 	p->mr = ibv_reg_mr(p->pd, p->mem, p->mem_len,
-			   port->payload.window_keys
+			   pp->window_keys
 			   ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND
 			   : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (p->mr == NULL) {
@@ -367,7 +369,7 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		verbs_close(p);
 		return -ENOMEM;
 	}
-	p->npeers = port->npeers;
+	p->npeers = pp->npeers;
 	srand48((long)time(NULL) ^ (long)getpid());
 	for (uint32_t i = 0; i < p->npeers; i++) {
 		struct vpeer *v = &p->peers[i];
@@ -379,18 +381,18 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		if (v->qp == NULL || v->sq.wr == NULL || v->sq.sge == NULL ||
 		    qp_to_init(p, v->qp) != 0) {
 			verr("cannot create an RC QP for peer %s",
-			     port->peers[i].name);
+			     pp->peers[i].name);
 			verbs_close(p);
 			return -ENOMEM;
 		}
 		v->psn = (uint32_t)(lrand48() & 0xffffff);
 	}
-	rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
+	rc = egw_pool_create(&pp->geom, p->mem, p->mem_len, &p->pool);
 	if (rc != 0) {
 		verbs_close(p);
 		return rc;
 	}
-	if (port->payload.window_keys) {
+	if (pp->window_keys) {
 		p->nblocks = egw_pool_nblocks(p->pool);
 		if (p->nblocks > VERBS_WINDOW_MAX_BLOCKS) {
 			verr("window keys: the pool has %u blocks, at most %u "
@@ -937,7 +939,7 @@ verbs_close(struct egw_payload *p)
 				ibv_dealloc_mw(p->win[b].mw[k]);
 	free(p->win);
 	free(p->wring.c);
-	for (uint32_t i = 0; i < EGW_CONF_MAX_PEERS; i++) {
+	for (uint32_t i = 0; i < EGW_PAYLOAD_MAX_PEERS; i++) {
 		if (p->peers[i].qp != NULL)
 			ibv_destroy_qp(p->peers[i].qp);
 		free(p->peers[i].sq.wr);
