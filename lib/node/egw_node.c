@@ -37,126 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egw_node.h"
-
-#define REGISTER_RETRY_NS 200000000ull /* REGISTER, nudges, refusals */
-#define NODE_RETIRED 4                 /* sessions refused for good */
-#define NODE_SENT 16                   /* our REGISTERs a proof may name */
-#define FRESH_NS 2000000000ull         /* how old a named REGISTER may be */
-#define WINDOW_DEADLINE_NS 2000000000ull /* a bind or invalidation completes */
-#define WNIL UINT32_MAX                /* no window */
-
-/* One of our REGISTERs to a peer: what a peer's peer_seq may name. */
-struct sent_register {
-	uint64_t seq;
-	uint64_t at;
-};
-
-struct node_peer {
-	struct egw_node_peer cfg;
-	uint64_t heard;          /* session of its last authenticated REGISTER */
-	uint64_t heard_seq;      /* ... and that REGISTER's seq */
-	uint64_t proof;          /* peer_seq that adopted the current session */
-	struct sent_register sent[NODE_SENT]; /* ring of our recent REGISTERs */
-	uint32_t nsent;
-	uint64_t adopted;        /* the incarnation served (0: none yet) */
-	uint64_t retired[NODE_RETIRED];
-	uint32_t nretired;       /* retired so far (ring position) */
-	bool confirmed;          /* it adopted our session */
-	bool reached;            /* its memory: the last apply succeeded */
-	bool was_registered;     /* for the REGISTERED note */
-	bool endpoint_unacked;   /* our endpoint changed: no ACK echoed it */
-	bool silent;             /* declared dead: let go after the engines */
-	bool fence;              /* a quarantine expired: fence after them */
-	uint64_t fence_room;     /* ... the first such room, for the note */
-	uint16_t fence_rank;
-	struct egw_replay replay;    /* the adopted session's window */
-	struct egw_replay heard_win; /* REGISTERs from other sessions */
-	struct egw_register applied; /* content last applied (reached) */
-	uint32_t my_qpn, my_psn; /* our endpoint as last sent to it */
-	uint64_t next_register;  /* periodic REGISTER */
-	uint64_t next_nudge;     /* REGISTER for traffic it should not send */
-	uint64_t next_refusal;   /* ERROR answering a refused REGISTER */
-	uint32_t noted;          /* notes given once (note_bit) */
-};
-
-struct alloc_res {
-	uint64_t room;
-	uint16_t rank;
-	int nruns;               /* runs, or -errno: the pool's answer */
-	struct egw_run runs[EGW_XFER_MAX_RUNS];
-	uint32_t rkeys[EGW_KIND_MAX]; /* the window's keys (window_bind) */
-};
-
-/* A window's state, kept by its first block (windows are single runs and
- * never overlap). */
-enum window_state {
-	WIN_NONE = 0,            /* no window starts here */
-	WIN_BINDING,             /* bind posted: its allocation waits */
-	WIN_BOUND,               /* offered: its keys admit the peer's writes */
-	WIN_UNBINDING,           /* invalidation posted: its blocks wait */
-	WIN_STUCK,               /* ... past its deadline: they stay out */
-};
-
-struct node_window {
-	uint64_t room;
-	uint64_t since;          /* its bind or invalidation was posted */
-	uint32_t count;          /* blocks bound */
-	uint32_t keep;           /* ... of which the room keeps (a trim) */
-	uint32_t prev, next;     /* the parked list, oldest post first */
-	uint32_t dl;             /* closed for a delivery: its first window */
-	uint32_t dl_next;        /* the delivery's next run */
-	uint32_t peer;
-	uint32_t rkeys[EGW_KIND_MAX];
-	uint16_t rank;
-	uint8_t state;           /* enum window_state */
-	uint8_t gen;             /* moves with every post: in its cookie */
-};
-
-/* A room delivered while its windows' invalidations are under way: the
- * application gets it when the last one completed. Kept by the first
- * window's block; its runs are rebuilt from the windows' list. */
-struct node_delivery {
-	struct egw_act a;        /* runs: none (the list) */
-	uint32_t waiting;        /* invalidations not completed */
-	bool pending;
-	bool done;               /* its DONE came: given after the DELIVER */
-	enum egw_err error;
-};
-
-struct egw_node {
-	struct egw_proto_key key;
-	uint64_t quarantine_ns;  /* for the FENCED note */
-	struct egw_node_ops ops;
-	struct egw_pool *pool;
-	struct egw_register self;
-	struct egw_sender *sender;
-	struct egw_receiver *receiver;
-	struct node_peer peers[EGW_NODE_MAX_PEERS];
-	uint32_t npeers;
-	uint64_t session, seq;
-	/* a room has one request pending at a time and chains at most
-	 * pipeline depth (< EGW_XFER_PIPE) of them in one drain */
-	struct alloc_res *allocq;
-	uint32_t nalloc, allocq_len;
-	/* cookies of refused posts: each is an outstanding batch of the
-	 * sender, so there are never more than it can have in flight */
-	uint64_t *refusedq;
-	uint32_t nrefused, refusedq_len;
-	/* per-window keys (ops.window_bind): windows and deliveries by
-	 * first block; parked windows in a list ordered by post time (one
-	 * deadline for all: the head is the next to expire) */
-	struct node_window *win;
-	struct node_delivery *dl;
-	struct egw_run *dl_runs; /* a delivery's runs, rebuilt */
-	uint32_t parked_head, parked_tail;
-	uint32_t last_dl;        /* the last delivery parked (its DONE) */
-	bool window_keys;        /* the receiver's windows have keys */
-	uint32_t emitting;       /* inside an engine's emit callback */
-	uint64_t now;
-	struct egw_node_stats st;
-	uint8_t buf[EGW_PROTO_MAX_LEN];
-};
+#include "node_priv.h"
 
 static const char *const drop_names[EGW_ND_MAX] = {
 	[EGW_ND_UNKNOWN_PEER] = "unknown_peer",
@@ -267,10 +148,9 @@ note_bit(enum egw_node_note_kind k, enum egw_err code)
 	return 1u;
 }
 
-/* Hand a line to the application; `once`: only the first time per peer
- * and reason until the peer registers. */
-static void __attribute__((format(printf, 6, 7)))
-note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
+/* node_priv.h */
+void
+node_note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
      enum egw_err code, bool once, const char *fmt, ...)
 {
 	struct node_peer *pe = &n->peers[peer];
@@ -290,323 +170,18 @@ note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
 	n->ops.note(n->ops.ctx, peer, &nt, n->now);
 }
 
-/* ---- per-window keys: posted binds and invalidations -------------------- */
-
-static uint64_t
-window_cookie(const struct node_window *w, uint32_t start)
-{
-	return (uint64_t)w->gen << 32 | start;
-}
-
-static void
-window_park(struct egw_node *n, uint32_t b)
-{
-	struct node_window *w = &n->win[b];
-
-	w->since = n->now;
-	w->next = WNIL;
-	w->prev = n->parked_tail;
-	if (n->parked_tail != WNIL)
-		n->win[n->parked_tail].next = b;
-	else
-		n->parked_head = b;
-	n->parked_tail = b;
-}
-
-static void
-window_unpark(struct egw_node *n, uint32_t b)
-{
-	struct node_window *w = &n->win[b];
-
-	if (w->prev != WNIL)
-		n->win[w->prev].next = w->next;
-	else
-		n->parked_head = w->next;
-	if (w->next != WNIL)
-		n->win[w->next].prev = w->prev;
-	else
-		n->parked_tail = w->prev;
-	w->prev = w->next = WNIL;
-}
-
-/* Queue an allocation's answer for the receiver (drain_deferred): `nruns`
- * runs, or -errno. */
-static void
-alloc_answer(struct egw_node *n, uint64_t room, uint16_t rank, int nruns,
-	     const struct egw_run *runs, const uint32_t rkeys[EGW_KIND_MAX])
-{
-	struct alloc_res *r;
-
-	if (n->nalloc == n->allocq_len) {
-		/* cannot happen (sized below); if it did, the room's
-		 * allocation deadline fails it, and this counts it */
-		n->st.alloc_overflow++;
-		for (int i = 0; i < nruns; i++)
-			egw_pool_free(n->pool, room, runs[i]);
-		return;
-	}
-	r = &n->allocq[n->nalloc++];
-	r->room = room;
-	r->rank = rank;
-	r->nruns = nruns;
-	if (nruns > 0)
-		memcpy(r->runs, runs, (size_t)nruns * sizeof(*runs));
-	if (rkeys != NULL)
-		memcpy(r->rkeys, rkeys, sizeof(r->rkeys));
-	else
-		memset(r->rkeys, 0, sizeof(r->rkeys));
-}
-
-static void
-window_note(struct egw_node *n, const struct node_window *w, uint32_t b,
-	    const char *what)
-{
-	note(n, w->peer, EGW_NN_WINDOW, EGW_E_TRANSPORT, true,
-	     "window over blocks %u..%u of room %#lx rank %u to peer %s: %s",
-	     b, b + w->count - 1, (unsigned long)w->room, w->rank,
-	     n->peers[w->peer].cfg.name, what);
-}
-
-/* Post the invalidation of window `b`; its blocks wait for it, for the
- * pool (dl WNIL) or for delivery `dl`. */
-static void
-window_unbind(struct egw_node *n, uint32_t b, uint32_t dl)
-{
-	struct node_window *w = &n->win[b];
-
-	w->state = WIN_UNBINDING;
-	w->dl = dl;
-	w->gen++;
-	window_park(n, b);
-	n->ops.window_unbind(n->ops.ctx, &(struct egw_run){ b, w->count },
-			     window_cookie(w, b), n->now);
-}
-
-/* The allocation of one window: answered now (no keys, no memory, or a
- * bind the driver refused), or its bind posted and the answer parked
- * until it completes. */
-static void
-window_open(struct egw_node *n, const struct egw_act *a)
-{
-	struct egw_run runs[EGW_XFER_MAX_RUNS];
-	struct node_window *w;
-	int nruns, rc;
-
-	nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, runs,
-				      a->max_runs);
-	/* one run: when the free blocks are scattered, a smaller window now
-	 * (the rest goes in further windows) rather than none */
-	for (uint64_t t = a->tokens / 2;
-	     n->window_keys && nruns == -ENOSPC && t > 0; t /= 2)
-		nruns = egw_pool_alloc_tokens(n->pool, a->room, t, runs, 1);
-	if (!n->window_keys || nruns != 1) {
-		alloc_answer(n, a->room, a->rank, nruns, runs, NULL);
-		return;
-	}
-	w = &n->win[runs[0].start];
-	w->room = a->room;
-	w->rank = a->rank;
-	w->peer = a->peer;
-	w->count = runs[0].count;
-	w->keep = runs[0].count;
-	w->gen++;
-	rc = n->ops.window_bind(n->ops.ctx, a->peer, &runs[0], w->rkeys,
-				window_cookie(w, runs[0].start), n->now);
-	if (rc != 0) {
-		/* nothing posted: never offered, the blocks go straight back */
-		n->st.window_bind_failed++;
-		egw_pool_free(n->pool, a->room, runs[0]);
-		alloc_answer(n, a->room, a->rank, rc < 0 ? rc : -EIO, NULL,
-			     NULL);
-		return;
-	}
-	w->state = WIN_BINDING;
-	window_park(n, runs[0].start);
-}
-
-/* The bind of window `b` completed: offered, or its blocks back. */
-static void
-window_bound(struct egw_node *n, uint32_t b, bool ok)
-{
-	struct node_window *w = &n->win[b];
-	struct egw_run run = { b, w->count };
-
-	window_unpark(n, b);
-	if (ok) {
-		w->state = WIN_BOUND;
-		alloc_answer(n, w->room, w->rank, 1, &run, w->rkeys);
-		return;
-	}
-	/* a failed bind admits nothing: the receiver asks again */
-	n->st.window_bind_failed++;
-	window_note(n, w, b, "its bind failed; not offered, asked again");
-	w->state = WIN_NONE;
-	egw_pool_free(n->pool, w->room, run);
-	alloc_answer(n, w->room, w->rank, -EIO, NULL, NULL);
-}
-
-static void deliver_now(struct egw_node *n, uint32_t d);
-
-/* The invalidation of window `b` completed: no write through its keys
- * can land, its blocks go on. */
-static void
-window_unbound(struct egw_node *n, uint32_t b, bool ok)
-{
-	struct node_window *w = &n->win[b];
-	struct egw_run run = { b, w->count };
-
-	if (w->state == WIN_UNBINDING)
-		window_unpark(n, b);
-	if (!ok) {
-		/* the driver cannot say its keys are dead: never reused */
-		n->st.window_overdue++;
-		window_note(n, w, b, "its invalidation failed; its blocks stay "
-			    "out of the pool");
-		w->state = WIN_STUCK;
-		return;
-	}
-	w->state = WIN_NONE;
-	if (w->dl == WNIL) {
-		egw_pool_free(n->pool, w->room, run);
-		return;
-	}
-	/* a trimmed tail, kept out of the pool while the window admitted
-	 * writes to it, goes back now; the rest is the application's */
-	if (w->keep < w->count)
-		egw_pool_shrink(n->pool, w->room, run, w->keep);
-	if (--n->dl[w->dl].waiting == 0)
-		deliver_now(n, w->dl);
-}
-
-/* A room's run is done with (freed, or delivered as delivery `dl`): its
- * window's keys are invalidated before its blocks can be anyone else's.
- * True when that was posted; false without a window there (the caller
- * lets go of the run now). */
-static bool
-window_close(struct egw_node *n, const struct egw_run *run, uint32_t dl)
-{
-	struct node_window *w;
-
-	if (!n->window_keys || run->start >= egw_pool_nblocks(n->pool))
-		return false;
-	w = &n->win[run->start];
-	if (w->state != WIN_BOUND)
-		return false;
-	w->keep = run->count < w->count ? run->count : w->count;
-	window_unbind(n, run->start, dl);
-	return true;
-}
-
-/* A parked window past its deadline: a log line and a failure. An
- * overdue bind is answered as failed and invalidated; an overdue
- * invalidation keeps its blocks out of the pool until it completes. */
-static void
-window_expire(struct egw_node *n, uint32_t b)
-{
-	struct node_window *w = &n->win[b];
-
-	window_unpark(n, b);
-	n->st.window_overdue++;
-	if (w->state == WIN_BINDING) {
-		n->st.window_bind_failed++;
-		window_note(n, w, b, "its bind did not complete within 2000 ms; "
-			    "invalidated, not offered");
-		alloc_answer(n, w->room, w->rank, -ETIMEDOUT, NULL, NULL);
-		window_unbind(n, b, WNIL);
-		return;
-	}
-	window_note(n, w, b, "its invalidation did not complete within "
-		    "2000 ms; its blocks stay out of the pool until it does");
-	w->state = WIN_STUCK;
-}
-
-static void
-windows_expire(struct egw_node *n)
-{
-	while (n->parked_head != WNIL &&
-	       n->now - n->win[n->parked_head].since >= WINDOW_DEADLINE_NS)
-		window_expire(n, n->parked_head);
-}
-
-/* ---- deliveries that wait for their windows' invalidations ---------------- */
-
-static void
-deliver_now(struct egw_node *n, uint32_t d)
-{
-	struct node_delivery *x = &n->dl[d];
-	struct egw_act a = x->a;
-	uint32_t nr = 0;
-
-	for (uint32_t b = d; b != WNIL; b = n->win[b].dl_next)
-		n->dl_runs[nr++] = (struct egw_run){ b, n->win[b].keep };
-	a.runs = n->dl_runs;
-	a.nruns = nr;
-	x->pending = false;
-	n->ops.deliver(n->ops.ctx, &a, n->now);
-	if (x->done)
-		n->ops.done(n->ops.ctx, a.room, a.rank, x->error, false, n->now);
-}
-
-/* DELIVER: the room ended, and no write may land in what the app reads -
- * the delivery waits for its windows' invalidations. */
-static void
-deliver(struct egw_node *n, const struct egw_act *a)
-{
-	struct node_delivery *x;
-	uint32_t d, prev = WNIL;
-
-	if (!n->window_keys || a->nruns == 0) {
-		n->ops.deliver(n->ops.ctx, a, n->now);
-		return;
-	}
-	d = a->runs[0].start;
-	x = &n->dl[d];
-	*x = (struct node_delivery){ .a = *a, .pending = true };
-	x->a.runs = NULL;
-	n->last_dl = d;
-	for (uint32_t i = 0; i < a->nruns; i++) {
-		struct node_window *w = &n->win[a->runs[i].start];
-
-		if (prev != WNIL)
-			n->win[prev].dl_next = a->runs[i].start;
-		prev = a->runs[i].start;
-		x->waiting++; /* no completion before the last is posted */
-		if (!window_close(n, &a->runs[i], d)) {
-			w->keep = a->runs[i].count; /* no window there */
-			x->waiting--;
-		}
-		w->dl_next = WNIL;
-	}
-	if (x->waiting == 0)
-		deliver_now(n, d);
-}
-
-/* DONE: after its room's DELIVER, if that waits. */
-static void
-done(struct egw_node *n, const struct egw_act *a, bool is_sender)
-{
-	struct node_delivery *x = n->window_keys && n->last_dl != WNIL
-				  ? &n->dl[n->last_dl] : NULL;
-
-	if (!is_sender && x != NULL && x->pending && x->a.room == a->room &&
-	    x->a.rank == a->rank && !x->done) {
-		x->done = true;
-		x->error = a->error;
-		return;
-	}
-	n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender, n->now);
-}
+/* ---- the engines' actions ------------------------------------------------ */
 
 static void
 do_pool(struct egw_node *n, const struct egw_act *a)
 {
 	switch (a->type) {
 	case EGW_ACT_ALLOC:
-		window_open(n, a);
+		node_window_open(n, a);
 		break;
 	case EGW_ACT_FREE:
 		for (uint32_t i = 0; i < a->nruns; i++)
-			if (!window_close(n, &a->runs[i], WNIL))
+			if (!node_window_close(n, &a->runs[i], WNIL))
 				egw_pool_free(n->pool, a->room, a->runs[i]);
 		break;
 	case EGW_ACT_SHRINK:
@@ -647,10 +222,10 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		n->refusedq[n->nrefused++] = a->cookie;
 		break;
 	case EGW_ACT_DELIVER:
-		deliver(n, a);
+		node_deliver(n, a);
 		break;
 	case EGW_ACT_DONE:
-		done(n, a, is_sender);
+		node_done(n, a, is_sender);
 		break;
 	case EGW_ACT_PEER_DEAD:
 		/* silent past its deadline: it must confirm us again (the
@@ -689,8 +264,8 @@ emit_receiver(void *ctx, const struct egw_act *a)
 
 /* Feed queued allocation results and refused posts back to the engines
  * (which may queue more: the loops reach those too). */
-static void
-drain_deferred(struct egw_node *n)
+void
+node_drain_deferred(struct egw_node *n)
 {
 	/* called through an application callback from inside an engine: the
 	 * entry point that called that engine drains once it returns */
@@ -713,24 +288,6 @@ drain_deferred(struct egw_node *n)
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
-
-/* The window and delivery tables, sized at create: nothing is allocated
- * while windows come and go. */
-static int
-windows_create(struct egw_node *n, uint32_t max_runs)
-{
-	uint32_t nb = egw_pool_nblocks(n->pool);
-
-	n->win = calloc(nb, sizeof(*n->win));
-	n->dl = calloc(nb, sizeof(*n->dl));
-	n->dl_runs = calloc(max_runs, sizeof(*n->dl_runs));
-	if (n->win == NULL || n->dl == NULL || n->dl_runs == NULL)
-		return -ENOMEM;
-	for (uint32_t b = 0; b < nb; b++)
-		n->win[b].prev = n->win[b].next = n->win[b].dl_next = WNIL;
-	n->parked_head = n->parked_tail = n->last_dl = WNIL;
-	return 0;
-}
 
 /* REGISTER's content that does not change: who we are, our pool. */
 static void
@@ -813,7 +370,7 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 			rc = -EINVAL; /* keys that never close are no keys */
 		xc.window_keys = true;
 		n->window_keys = true;
-		rc = rc != 0 ? rc : windows_create(n, xc.max_runs_per_room);
+		rc = rc != 0 ? rc : node_windows_create(n, xc.max_runs_per_room);
 	}
 	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
@@ -928,7 +485,7 @@ refuse_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p,
 
 	n->st.drops[e == EGW_E_GEOMETRY ? EGW_ND_GEOMETRY :
 		    e == EGW_E_NAME ? EGW_ND_NAME : EGW_ND_PAYLOAD]++;
-	note(n, peer, EGW_NN_REFUSED, e, true,
+	node_note(n, peer, EGW_NN_REFUSED, e, true,
 	     "REGISTER from peer %s (session %#lx) refused, %s: %s",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e), what);
 	if ((p->flags & EGW_MSGF_ACK) || n->now < pe->next_refusal)
@@ -1023,7 +580,7 @@ adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
 		egw_receiver_peer_add(n->receiver, peer, n->now);
 	n->st.adoptions++;
 	if (old != 0)
-		note(n, peer, EGW_NN_RESTARTED, EGW_E_PEER_DEAD, false,
+		node_note(n, peer, EGW_NN_RESTARTED, EGW_E_PEER_DEAD, false,
 		     "peer %s restarted: session %#lx replaces %#lx, the rooms "
 		     "shared with the old one failed", pe->cfg.name,
 		     (unsigned long)p->session, (unsigned long)old);
@@ -1102,7 +659,7 @@ on_register_error(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	enum egw_err e = (enum egw_err)p->msg.error;
 
 	n->st.register_refused++;
-	note(n, peer, EGW_NN_PEER_REFUSED, e, true,
+	node_note(n, peer, EGW_NN_PEER_REFUSED, e, true,
 	     "peer %s (session %#lx) refused our REGISTER: %s (%s)",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e),
 	     egw_strerror(e));
@@ -1202,7 +759,7 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 	if (e != EGW_PE_OK) {
 		n->st.drops[EGW_ND_PROTO]++;
 		if (e == EGW_PE_MAC)
-			note(n, peer, EGW_NN_AUTH, EGW_E_OK, true,
+			node_note(n, peer, EGW_NN_AUTH, EGW_E_OK, true,
 			     "datagrams from peer %s fail authentication: "
 			     "different key?", pe->cfg.name);
 		return;
@@ -1247,7 +804,7 @@ registered_check(struct egw_node *n, uint32_t peer)
 
 	if (reg && !pe->was_registered) {
 		pe->noted = 0;
-		note(n, peer, EGW_NN_REGISTERED, EGW_E_OK, false,
+		node_note(n, peer, EGW_NN_REGISTERED, EGW_E_OK, false,
 		     "peer %s registered: session %#lx, %u blocks",
 		     pe->cfg.name, (unsigned long)pe->adopted,
 		     pe->applied.pool_blocks);
@@ -1271,7 +828,7 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	}
 	node_rx(n, (uint32_t)peer, buf, len);
 	registered_check(n, (uint32_t)peer);
-	drain_deferred(n);
+	node_drain_deferred(n);
 }
 
 /* A peer declared dead: every room shared with it has failed (in both
@@ -1308,7 +865,7 @@ fence(struct egw_node *n, uint32_t peer)
 	uint64_t old = pe->adopted;
 
 	pe->fence = false;
-	note(n, peer, EGW_NN_FENCED, EGW_E_ABORTED, false,
+	node_note(n, peer, EGW_NN_FENCED, EGW_E_ABORTED, false,
 	     "peer %s (session %#lx) did not answer the ABORT of room %#lx "
 	     "rank %u within quarantine_ms (%lu ms): fenced - its rooms "
 	     "failed, its writes cut off (%s), its quarantined blocks back "
@@ -1348,8 +905,8 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 	for (uint32_t i = 0; i < n->npeers; i++)
 		registered_check(n, i);
 	if (n->window_keys)
-		windows_expire(n);
-	drain_deferred(n);
+		node_windows_expire(n);
+	node_drain_deferred(n);
 }
 
 int
@@ -1375,40 +932,7 @@ egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 	n->now = now;
 	if (n->sender != NULL)
 		egw_sender_writes_done(n->sender, cookie, ok, now);
-	drain_deferred(n);
-}
-
-void
-egw_node_window_done(struct egw_node *n, uint64_t cookie, bool ok,
-		     uint64_t now)
-{
-	uint32_t b = (uint32_t)cookie;
-	struct node_window *w;
-
-	n->now = now;
-	w = n->window_keys && b < egw_pool_nblocks(n->pool) ? &n->win[b] : NULL;
-	if (w == NULL || window_cookie(w, b) != cookie) {
-		n->st.window_stale++; /* a post given up on, or none of ours */
-		return;
-	}
-	if (w->state == WIN_BINDING)
-		window_bound(n, b, ok);
-	else if (w->state == WIN_UNBINDING || w->state == WIN_STUCK)
-		window_unbound(n, b, ok);
-	else
-		n->st.window_stale++;
-	drain_deferred(n);
-}
-
-uint32_t
-egw_node_windows_parked(const struct egw_node *n)
-{
-	uint32_t c = 0;
-
-	for (uint32_t b = n->parked_head; n->window_keys && b != WNIL;
-	     b = n->win[b].next)
-		c++;
-	return c;
+	node_drain_deferred(n);
 }
 
 /* ---- application API --------------------------------------------------- */
@@ -1444,7 +968,7 @@ egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 		return -ENOTSUP;
 	n->now = now;
 	rc = egw_receiver_open(n->receiver, room, rank, nranks, peer, dummy, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1470,7 +994,7 @@ egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
 		return -ENOTSUP;
 	n->now = now;
 	rc = egw_sender_open(n->sender, room, nranks, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1491,7 +1015,7 @@ egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 		return -ENOTSUP;
 	n->now = now;
 	rc = egw_sender_input(n->sender, room, total, runs, nruns, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1512,7 +1036,7 @@ egw_node_abort_room(struct egw_node *n, uint64_t room, uint16_t rank,
 	n->now = now;
 	rc = sender ? egw_sender_abort(n->sender, room, now) :
 		      egw_receiver_abort(n->receiver, room, rank, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1524,7 +1048,7 @@ egw_node_abort_all(struct egw_node *n, uint64_t now)
 		egw_sender_abort_all(n->sender, now);
 	if (n->receiver != NULL)
 		egw_receiver_abort_all(n->receiver, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 }
 
 struct egw_pool *

@@ -814,8 +814,10 @@ verbs_window_unbind(struct egw_payload *p, const struct egw_run *run,
 		return;
 	}
 	e = &p->win[run->start];
-	e->cookie = cookie;
-	e->posted = now;
+	if (e->state == VWIN_OPEN || e->state == VWIN_BINDING) {
+		e->cookie = cookie;
+		e->posted = now;
+	}
 	switch (e->state) {
 	case VWIN_OPEN:
 		if (window_invalidate(p, e, run->start) == 0) {
