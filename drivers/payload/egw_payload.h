@@ -321,8 +321,9 @@ struct egw_payload_ops {
 	 *  post (window_bind_ns). NULL as well when the port is configured
 	 *  without window keys. */
 	int (*window_bind)(struct egw_payload *p, uint32_t peer,
-			   const struct egw_run *run, uint32_t rkeys[EGW_KIND_MAX],
-			   uint64_t cookie, uint64_t now);
+			   const struct egw_run *run,
+			   uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie,
+			   uint64_t now);
 	/** Close the window over `run` (named by run->start), open or with
 	 *  its bind still pending: posted work too. Exactly one completion
 	 *  (EGW_PAYLOAD_CPL_WINDOW, `cookie`, ok) follows, once no write

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The payload drivers built into this binary, by name. verbs is there only when rdma-core was found
- * at configure time (-Dverbs=).
+ * The payload drivers built into this binary, by name. verbs is there
+ * only when rdma-core was found at configure time (-Dverbs=).
  */
 #include <string.h>
 

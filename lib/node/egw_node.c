@@ -370,7 +370,8 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 			rc = -EINVAL; /* keys that never close are no keys */
 		xc.window_keys = true;
 		n->window_keys = true;
-		rc = rc != 0 ? rc : node_windows_create(n, xc.max_runs_per_room);
+		if (rc == 0)
+			rc = node_windows_create(n, xc.max_runs_per_room);
 	}
 	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;

@@ -11,6 +11,7 @@
  * (node_windows_expire, from egw_node_tick).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,20 +228,25 @@ node_window_close(struct egw_node *n, const struct egw_run *run, uint32_t dl)
 static void
 window_expire(struct egw_node *n, uint32_t b)
 {
+	unsigned long long ms = WINDOW_DEADLINE_NS / 1000000ull;
 	struct node_window *w = &n->win[b];
+	char what[160];
 
 	window_unpark(n, b);
 	n->st.window_overdue++;
 	if (w->state == WIN_BINDING) {
 		n->st.window_bind_failed++;
-		window_note(n, w, b, "its bind did not complete within 2000 ms; "
-			    "invalidated, not offered");
+		snprintf(what, sizeof(what), "its bind did not complete within "
+			 "%llu ms; invalidated, not offered", ms);
+		window_note(n, w, b, what);
 		alloc_answer(n, w->room, w->rank, -ETIMEDOUT, NULL, NULL);
 		window_unbind(n, b, WNIL);
 		return;
 	}
-	window_note(n, w, b, "its invalidation did not complete within "
-		    "2000 ms; its blocks stay out of the pool until it does");
+	snprintf(what, sizeof(what), "its invalidation did not complete "
+		 "within %llu ms; its blocks stay out of the pool until it does",
+		 ms);
+	window_note(n, w, b, what);
 	w->state = WIN_STUCK;
 }
 
@@ -252,7 +258,7 @@ node_windows_expire(struct egw_node *n)
 		window_expire(n, n->parked_head);
 }
 
-/* ---- deliveries that wait for their windows' invalidations ---------------- */
+/* ---- deliveries that wait for their windows' invalidations ------------- */
 
 static void
 deliver_now(struct egw_node *n, uint32_t d)
@@ -270,7 +276,8 @@ deliver_now(struct egw_node *n, uint32_t d)
 	x->pending = false;
 	n->ops.deliver(n->ops.ctx, &a, n->now);
 	if (x->done)
-		n->ops.done(n->ops.ctx, a.room, a.rank, x->error, false, n->now);
+		n->ops.done(n->ops.ctx, a.room, a.rank, x->error, false,
+			    n->now);
 }
 
 /* DELIVER: the room ended, and no write may land in what the app reads -

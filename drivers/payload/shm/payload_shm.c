@@ -198,7 +198,8 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 static const char *
 shm_why(const struct egw_payload *p, uint32_t peer)
 {
-	return peer < EGW_PAYLOAD_MAX_PEERS ? p->peers[peer].why : "no such peer";
+	return peer < EGW_PAYLOAD_MAX_PEERS ? p->peers[peer].why
+					     : "no such peer";
 }
 
 static void
