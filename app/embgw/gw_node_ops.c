@@ -77,11 +77,11 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 	struct gw_id *id = ctx;
 	int rc = id->dops->post(id->drv, peer, wr, n, cookie);
 
+	(void)now;
 	/* a refused batch: the node fails its room at once */
 	if (rc != 0)
 		GW_LOG(ERR, "port %s: payload driver refused a batch: %s\n",
 		       id->cfg->name, egw_strerror(rc));
-	(void)now;
 	id->st.posts++;
 	if (id->knobs.on)
 		gw_test_knobs_after_post(id, peer);
