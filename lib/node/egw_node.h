@@ -139,7 +139,9 @@ struct egw_node_ops {
 	int (*post)(void *ctx, uint32_t peer, const struct egw_write *w,
 		    uint32_t n, uint64_t cookie, uint64_t now);
 	/** Language side: a room's data is complete in the local pool; the
-	 *  runs are the app's now (free them with egw_node_release). */
+	 *  runs are the app's now (free them with egw_node_release). With
+	 *  per-window keys it comes once its windows' invalidations
+	 *  completed (from egw_node_window_done), its DONE right after. */
 	void (*deliver)(void *ctx, const struct egw_act *a, uint64_t now);
 	/** A room ended on this node (error EGW_E_OK: success). is_sender
 	 *  tells which engine. */
