@@ -371,6 +371,60 @@ make_dev(struct gw_dev *d, const struct egw_conf_port *cfg)
 	return 0;
 }
 
+
+/* The node and the payload driver take parameters of their own; the
+ * configuration stays up here. */
+_Static_assert(EGW_CONF_MAX_PEERS <= EGW_NODE_MAX_PEERS &&
+	       EGW_CONF_MAX_PEERS <= EGW_PAYLOAD_MAX_PEERS,
+	       "a port's peers fit the node's and the drivers' tables");
+_Static_assert(EGW_CONF_NAME_LEN <= EGW_NODE_NAME_LEN &&
+	       EGW_CONF_NAME_LEN <= EGW_PAYLOAD_NAME_LEN &&
+	       EGW_CONF_PATH_LEN <= EGW_PAYLOAD_PATH_LEN,
+	       "names and paths are never cut short");
+
+static void
+node_params(const struct egw_conf *c, const struct egw_conf_port *port,
+	    struct egw_node_params *np)
+{
+	memset(np, 0, sizeof(*np));
+	snprintf(np->name, sizeof(np->name), "%s", c->name);
+	np->roles = c->roles;
+	np->key = c->key;
+	egw_conf_to_xfer(c, &np->xfer, &np->policy);
+	np->npeers = port->npeers;
+	for (uint32_t i = 0; i < port->npeers; i++) {
+		snprintf(np->peers[i].name, sizeof(np->peers[i].name), "%s",
+			 port->peers[i].name);
+		np->peers[i].addr = port->peers[i].addr;
+		np->peers[i].udp_port = port->peers[i].udp_port;
+	}
+}
+
+static void
+payload_params(const struct egw_conf *c, const struct egw_conf_port *port,
+	       struct egw_payload_params *pp)
+{
+	memset(pp, 0, sizeof(*pp));
+	pp->geom = c->geom;
+	pp->receives = (c->roles & EGW_ROLE_LANGUAGE) != 0;
+	/* every batch the engines can have in flight */
+	pp->max_batches = c->max_rooms * EGW_XFER_MAX_RANKS * EGW_XFER_PIPE;
+	pp->peer_dead_ns = c->timers.peer_dead_ns;
+	pp->addr = port->addr;
+	snprintf(pp->path, sizeof(pp->path), "%s", port->payload.path);
+	snprintf(pp->device, sizeof(pp->device), "%s", port->payload.device);
+	pp->port = port->payload.port;
+	pp->gid_index = port->payload.gid_index;
+	pp->window_keys = port->payload.window_keys;
+	pp->npeers = port->npeers;
+	for (uint32_t i = 0; i < port->npeers; i++) {
+		snprintf(pp->peers[i].name, sizeof(pp->peers[i].name), "%s",
+			 port->peers[i].name);
+		snprintf(pp->peers[i].shm_path, sizeof(pp->peers[i].shm_path),
+			 "%s", port->peers[i].shm_path);
+	}
+}
+
 /* An identity on device `d`: port `cfg_port` of configuration `c`, its
  * payload driver, pool, node and the built-in room source. */
 static int
@@ -379,6 +433,8 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	const struct gw_app *app)
 {
 	struct egw_region regions[EGW_KIND_MAX];
+	struct egw_payload_params pp;
+	struct egw_node_params np;
 	struct egw_node_ops ops;
 	uint8_t gid[16];
 	uint32_t qpn;
@@ -396,7 +452,8 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	}
 	d->ids[d->nids++] = id;
 	gw_id_neigh_init(id);
-	id->dops = egw_payload_find(id->cfg->payload.driver);
+	id->dops = egw_payload_find(id->cfg->payload.driver ==
+				    EGW_PAYLOAD_VERBS ? "verbs" : "shm");
 	if (id->dops == NULL) {
 		GW_LOG(ERR, "port %s: payload driver not built in this "
 			"binary\n", id->cfg->name);
@@ -418,7 +475,8 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		      egw_proto_session_new();
 	GW_LOG(INFO, "port %s: session %#lx\n", id->cfg->name,
 	       (unsigned long)id->session);
-	rc = id->dops->open(c, id->cfg, id->session, &id->drv, &id->pool);
+	payload_params(c, id->cfg, &pp);
+	rc = id->dops->open(&pp, id->session, &id->drv, &id->pool);
 	if (rc == 0)
 		rc = egw_pool_cache_enable(id->pool, EGW_POOL_CACHE_DEFAULT);
 	if (rc != 0) {
@@ -438,7 +496,8 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		GW_LOG(INFO, "port %s: per-window keys: every window a peer is "
 		       "given is a memory window on its QP\n", id->cfg->name);
 	}
-	rc = egw_node_create(c, cfg_port, id->pool, regions, gid, qpn, &ops,
+	node_params(c, id->cfg, &np);
+	rc = egw_node_create(&np, id->pool, regions, gid, qpn, &ops,
 			     id->session, gw_now_ns(), &id->node);
 	if (rc != 0)
 		GW_LOG(ERR, "port %s: cannot create its node (%u rooms, %u runs "

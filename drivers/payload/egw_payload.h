@@ -31,13 +31,22 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "egw_conf.h"
 #include "egw_pool.h"
 #include "egw_proto.h"
 #include "egw_xfer.h"
 
+/** What a completion finishes: a batch of writes (post()), or a window's
+ *  bind or invalidation (window_bind(), window_unbind()). */
+enum egw_payload_cpl_kind {
+	EGW_PAYLOAD_CPL_WRITES = 0,
+	EGW_PAYLOAD_CPL_WINDOW,
+};
+
+/** One completion: the cookie its post was given, and whether it
+ *  succeeded (a window's invalidation always does: see window_unbind). */
 struct egw_payload_cpl {
 	uint64_t cookie;
+	enum egw_payload_cpl_kind kind;
 	bool ok;
 };
 
@@ -66,8 +75,8 @@ struct egw_payload_stats {
 	uint64_t cycles;    /**< CPU cycles spent in post() and poll() */
 	uint64_t qp_resets; /**< verbs: QPs brought back after an error */
 	/* verbs, per-window keys: windows opened and closed, and the time
-	 * spent doing it (posting the binds or invalidations and waiting for
-	 * their completions) */
+	 * from posting each bind or invalidation to its completion (from the
+	 * `now` given to the post and to the poll() that reaped it) */
 	uint64_t window_binds, window_bind_ns;
 	uint64_t window_unbinds, window_unbind_ns;
 	uint64_t window_unbind_deallocs; /**< closed by freeing the windows
@@ -125,12 +134,21 @@ egw_payload_ring_full(const struct egw_payload_ring *r)
 }
 
 static inline void
-egw_payload_ring_push(struct egw_payload_ring *r, uint64_t cookie, bool ok)
+egw_payload_ring_push_kind(struct egw_payload_ring *r, uint64_t cookie,
+			   enum egw_payload_cpl_kind kind, bool ok)
 {
 	struct egw_payload_cpl *c = &r->c[(r->head + r->count++) % r->size];
 
 	c->cookie = cookie;
+	c->kind = kind;
 	c->ok = ok;
+}
+
+/** A batch of writes completed. */
+static inline void
+egw_payload_ring_push(struct egw_payload_ring *r, uint64_t cookie, bool ok)
+{
+	egw_payload_ring_push_kind(r, cookie, EGW_PAYLOAD_CPL_WRITES, ok);
 }
 
 static inline uint32_t
@@ -208,16 +226,48 @@ egw_payload_regions(const struct egw_pool *pool, uint64_t origin, uint32_t rkey,
 	}
 }
 
+#define EGW_PAYLOAD_MAX_PEERS 32
+#define EGW_PAYLOAD_NAME_LEN 32
+#define EGW_PAYLOAD_PATH_LEN 256
+
+/** One peer of the port, as the drivers need it. */
+struct egw_payload_peer {
+	char name[EGW_PAYLOAD_NAME_LEN]; /**< for log lines */
+	/** shm: its pool file, when several receiving peers share one port
+	 *  ("" = the port's path) */
+	char shm_path[EGW_PAYLOAD_PATH_LEN];
+};
+
+/** What a driver is opened with for one port (the application fills it
+ *  from its configuration; open() copies what it keeps). */
+struct egw_payload_params {
+	struct egw_pool_geom geom;  /**< the local pool's */
+	bool receives;              /**< peers write into our pool (the
+				     *   language role) */
+	uint32_t max_batches;       /**< write batches in flight at most:
+				     *   sizes the completion ring */
+	uint64_t peer_dead_ns;      /**< shm: how long a peer may keep a
+				     *   dead predecessor's file mapped */
+	uint32_t addr;              /**< the port's IPv4, host order */
+	char path[EGW_PAYLOAD_PATH_LEN]; /**< shm: our pool file */
+	char device[64];            /**< verbs: e.g. mlx5_0, rxe0 */
+	uint8_t port;               /**< verbs: 1-based port number */
+	int gid_index;              /**< verbs: -1 = the RoCEv2 GID of addr */
+	bool window_keys;           /**< verbs: a memory window per window */
+	struct egw_payload_peer peers[EGW_PAYLOAD_MAX_PEERS];
+	uint32_t npeers;
+};
+
 struct egw_payload_ops {
 	const char *name;
 	/** Create the driver for one port: it decides where the local pool
 	 *  lives (shm: a shared file when this node receives) and returns
 	 *  the pool built on it. `session` is the node's session id (its
 	 *  incarnation, the one its REGISTERs carry): the shm driver writes
-	 *  it into the pool file it creates. */
-	int (*open)(const struct egw_conf *c, const struct egw_conf_port *port,
-		    uint64_t session, struct egw_payload **out,
-		    struct egw_pool **pool);
+	 *  it into the pool file it creates. -EINVAL for more peers than
+	 *  EGW_PAYLOAD_MAX_PEERS. */
+	int (*open)(const struct egw_payload_params *pp, uint64_t session,
+		    struct egw_payload **out, struct egw_pool **pool);
 	/** What REGISTER tells peers about our memory. */
 	void (*describe)(struct egw_payload *p, struct egw_region r[EGW_KIND_MAX],
 			 uint8_t gid[16], uint32_t *qpn);
@@ -262,16 +312,26 @@ struct egw_payload_ops {
 	 *  written under the regions' keys). Open a window over the blocks of
 	 *  `run` to `peer` alone: for every kind present, a key admitting
 	 *  writes from that peer's link to exactly that run's bytes of that
-	 *  kind, in rkeys (0 for an absent kind). Returns once the keys admit
-	 *  writes: 0, or -errno (-ENOTCONN: the peer's link is down; the
-	 *  window is not offered). NULL as well when the port is configured
+	 *  kind, in rkeys (0 for an absent kind). Posted work, never waited
+	 *  for: 0 when the bind is posted - the keys admit writes once its
+	 *  completion (EGW_PAYLOAD_CPL_WINDOW, `cookie`) comes out of poll()
+	 *  with ok, and admit nothing if it comes with !ok - or -errno, nothing
+	 *  posted and no completion to come (-ENOTCONN: the peer's link is
+	 *  down; -EBUSY: a window is open or pending there). `now` dates the
+	 *  post (window_bind_ns). NULL as well when the port is configured
 	 *  without window keys. */
 	int (*window_bind)(struct egw_payload *p, uint32_t peer,
-			   const struct egw_run *run, uint32_t rkeys[EGW_KIND_MAX]);
-	/** Close the window opened over `run` (named by run->start; nothing
-	 *  when none is open there): returns once no write through its keys
-	 *  can land any more. */
-	void (*window_unbind)(struct egw_payload *p, const struct egw_run *run);
+			   const struct egw_run *run,
+			   uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie,
+			   uint64_t now);
+	/** Close the window over `run` (named by run->start), open or with
+	 *  its bind still pending: posted work too. Exactly one completion
+	 *  (EGW_PAYLOAD_CPL_WINDOW, `cookie`, ok) follows, once no write
+	 *  through its keys can land any more - at once, through the next
+	 *  poll(), when none is open there or the link cannot invalidate
+	 *  (verbs then frees the window instead). */
+	void (*window_unbind)(struct egw_payload *p, const struct egw_run *run,
+			      uint64_t cookie, uint64_t now);
 	/** Test knob: a writer that writes into a window after it closed.
 	 *  `arm`: remember the last write posted to `peer`; otherwise post
 	 *  the remembered write once more, under the key it had. Optional. */
@@ -280,9 +340,10 @@ struct egw_payload_ops {
 	/** Test knob: put the link to `peer` in error now, as a failure on
 	 *  the wire would (verbs: QP to ERR; in-flight WRs flush). Optional. */
 	void (*inject_qp_error)(struct egw_payload *p, uint32_t peer);
-	/** Up to `max` completions. */
+	/** Up to `max` completions of writes and windows; `now` is the
+	 *  caller's clock (the driver reads none). */
 	uint32_t (*poll)(struct egw_payload *p, struct egw_payload_cpl *c,
-			 uint32_t max);
+			 uint32_t max, uint64_t now);
 	void (*stats)(const struct egw_payload *p, struct egw_payload_stats *st);
 	/** The fd of the pool's memory, which local engine processes map
 	 *  (doc/client.md): its first `*bytes` bytes, egw_pool_mem() at
@@ -317,7 +378,8 @@ int egw_payload_shm_path_check(const char *path);
 void egw_payload_log(const char *driver, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/** The driver named by the port's configuration, or NULL. */
-const struct egw_payload_ops *egw_payload_find(enum egw_payload_driver d);
+/** The driver of that name ("shm", "verbs") built into this binary, or
+ *  NULL (verbs without rdma-core at build time). */
+const struct egw_payload_ops *egw_payload_find(const char *name);
 
 #endif /* EGW_PAYLOAD_H */

@@ -14,6 +14,14 @@
  * done from egw_node_tick: our REGISTER every 200 ms to a peer that is not
  * registered or has not acknowledged our current endpoint.
  *
+ * Per-window keys (ops.window_bind) are posted work, parked in a state per
+ * window and advanced by the driver's completions (egw_node_window_done),
+ * never waited for: a window's allocation reaches the receiver - and its
+ * INIT/RESUME the peer - only once its bind completed; its blocks go back
+ * to the pool, or to the application with the room's delivery, only once
+ * its invalidation completed. Every parked window has a deadline, checked
+ * by egw_node_tick against the `now` it is given.
+ *
  * Peers and their incarnations (doc/protocol.md, "Sessions and
  * incarnations"): per peer the session last heard in a REGISTER, the
  * adopted one (the incarnation served; only a REGISTER naming our own
@@ -29,85 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egw_node.h"
-
-#define REGISTER_RETRY_NS 200000000ull /* REGISTER, nudges, refusals */
-#define NODE_RETIRED 4                 /* sessions refused for good */
-#define NODE_SENT 16                   /* our REGISTERs a proof may name */
-#define FRESH_NS 2000000000ull         /* how old a named REGISTER may be */
-
-/* One of our REGISTERs to a peer: what a peer's peer_seq may name. */
-struct sent_register {
-	uint64_t seq;
-	uint64_t at;
-};
-
-struct node_peer {
-	struct egw_conf_peer cfg;
-	uint64_t heard;          /* session of its last authenticated REGISTER */
-	uint64_t heard_seq;      /* ... and that REGISTER's seq */
-	uint64_t proof;          /* peer_seq that adopted the current session */
-	struct sent_register sent[NODE_SENT]; /* ring of our recent REGISTERs */
-	uint32_t nsent;
-	uint64_t adopted;        /* the incarnation served (0: none yet) */
-	uint64_t retired[NODE_RETIRED];
-	uint32_t nretired;       /* retired so far (ring position) */
-	bool confirmed;          /* it adopted our session */
-	bool reached;            /* its memory: the last apply succeeded */
-	bool was_registered;     /* for the REGISTERED note */
-	bool endpoint_unacked;   /* our endpoint changed: no ACK echoed it */
-	bool silent;             /* declared dead: let go after the engines */
-	bool fence;              /* a quarantine expired: fence after them */
-	uint64_t fence_room;     /* ... the first such room, for the note */
-	uint16_t fence_rank;
-	struct egw_replay replay;    /* the adopted session's window */
-	struct egw_replay heard_win; /* REGISTERs from other sessions */
-	struct egw_register applied; /* content last applied (reached) */
-	uint32_t my_qpn, my_psn; /* our endpoint as last sent to it */
-	uint64_t next_register;  /* periodic REGISTER */
-	uint64_t next_nudge;     /* REGISTER for traffic it should not send */
-	uint64_t next_refusal;   /* ERROR answering a refused REGISTER */
-	uint32_t noted;          /* notes given once (note_bit) */
-};
-
-struct alloc_res {
-	uint64_t room;
-	uint16_t rank;
-	int nruns;               /* runs, or -errno: the pool's answer */
-	struct egw_run runs[EGW_XFER_MAX_RUNS];
-	uint32_t rkeys[EGW_KIND_MAX]; /* the window's keys (window_bind) */
-};
-
-struct egw_node {
-	const struct egw_conf *conf;
-	const struct egw_conf_port *port;
-	struct egw_node_ops ops;
-	struct egw_pool *pool;
-	struct egw_register self;
-	struct egw_sender *sender;
-	struct egw_receiver *receiver;
-	struct node_peer peers[EGW_CONF_MAX_PEERS];
-	uint32_t npeers;
-	uint64_t session, seq;
-	/* a room has one request pending at a time and chains at most
-	 * pipeline depth (< EGW_XFER_PIPE) of them in one drain */
-	struct alloc_res *allocq;
-	uint32_t nalloc, allocq_len;
-	/* cookies of refused posts: each is an outstanding batch of the
-	 * sender, so there are never more than it can have in flight */
-	uint64_t *refusedq;
-	uint32_t nrefused, refusedq_len;
-	/* per-window keys (ops.window_bind): the blocks a trim gave up
-	 * inside a window still open to its peer wait here, indexed by the
-	 * window's first block (windows are single runs, never overlapping):
-	 * the window's size before the trim, 0 when none is held back */
-	uint32_t *held_count;
-	bool window_keys;        /* the receiver's windows have keys */
-	uint32_t emitting;       /* inside an engine's emit callback */
-	uint64_t now;
-	struct egw_node_stats st;
-	uint8_t buf[EGW_PROTO_MAX_LEN];
-};
+#include "node_priv.h"
 
 static const char *const drop_names[EGW_ND_MAX] = {
 	[EGW_ND_UNKNOWN_PEER] = "unknown_peer",
@@ -136,13 +66,13 @@ send_bytes(struct egw_node *n, uint32_t peer, int len)
 		return;
 	n->st.tx_datagrams++;
 	n->ops.tx(n->ops.ctx, n->peers[peer].cfg.addr,
-		  n->peers[peer].cfg.udp_port, n->buf, (size_t)len);
+		  n->peers[peer].cfg.udp_port, n->buf, (size_t)len, n->now);
 }
 
 static void
 send_msg(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
 {
-	send_bytes(n, peer, egw_proto_encode(&n->conf->key, n->session,
+	send_bytes(n, peer, egw_proto_encode(&n->key, n->session,
 					     ++n->seq, m, n->buf,
 					     sizeof(n->buf)));
 }
@@ -166,7 +96,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 
 	if (n->ops.endpoint != NULL)
 		n->ops.endpoint(n->ops.ctx, peer, &n->self.qpn, &n->self.psn,
-				&n->self.mtu);
+				&n->self.mtu, n->now);
 	pe->my_qpn = n->self.qpn;
 	pe->my_psn = n->self.psn;
 	r = n->self;
@@ -182,7 +112,7 @@ send_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *answer)
 		flags |= EGW_MSGF_ADOPTED;
 	n->st.registers_tx++;
 	pe->sent[pe->nsent++ % NODE_SENT] = (struct sent_register){ seq, n->now };
-	send_bytes(n, peer, egw_proto_encode_register(&n->conf->key,
+	send_bytes(n, peer, egw_proto_encode_register(&n->key,
 						      n->session, seq,
 						      flags, &r, n->buf,
 						      sizeof(n->buf)));
@@ -201,7 +131,8 @@ nudge(struct egw_node *n, uint32_t peer)
 }
 
 /* The bit of a once-per-peer note: authentication failures, then our
- * refusals and the peer's by code (codes 1..25 fold into 15 bits each:
+ * refusals and the peer's by code, then windows (codes 1..25 fold into 15
+ * bits each:
  * the REGISTER ones, 23..25, stay apart). */
 static uint32_t
 note_bit(enum egw_node_note_kind k, enum egw_err code)
@@ -212,13 +143,14 @@ note_bit(enum egw_node_note_kind k, enum egw_err code)
 		return 1u << (1u + c);
 	if (k == EGW_NN_PEER_REFUSED)
 		return 1u << (16u + c);
+	if (k == EGW_NN_WINDOW)
+		return 1u << 31;
 	return 1u;
 }
 
-/* Hand a line to the application; `once`: only the first time per peer
- * and reason until the peer registers. */
-static void __attribute__((format(printf, 6, 7)))
-note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
+/* node_priv.h */
+void
+node_note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
      enum egw_err code, bool once, const char *fmt, ...)
 {
 	struct node_peer *pe = &n->peers[peer];
@@ -235,91 +167,30 @@ note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
 	va_start(ap, fmt);
 	vsnprintf(nt.text, sizeof(nt.text), fmt, ap);
 	va_end(ap);
-	n->ops.note(n->ops.ctx, peer, &nt);
+	n->ops.note(n->ops.ctx, peer, &nt, n->now);
 }
 
-/* Per-window keys: a window's keys are invalidated before its blocks can
- * be anyone else's; a tail a trim held back goes back to the pool now. */
-static void
-window_close(struct egw_node *n, uint64_t room, const struct egw_run *run)
-{
-	struct egw_run whole = *run;
-
-	if (!n->window_keys)
-		return;
-	n->ops.window_unbind(n->ops.ctx, run);
-	if (run->start < egw_pool_nblocks(n->pool) &&
-	    n->held_count[run->start] != 0) {
-		whole.count = n->held_count[run->start];
-		n->held_count[run->start] = 0;
-		/* the trimmed tail, kept out of the pool while the window
-		 * admitted writes to it, goes back now */
-		egw_pool_shrink(n->pool, room, whole, run->count);
-	}
-}
-
-/* The allocation of one window, with its keys when windows have them;
- * nruns < 0 when there is none now (the receiver retries). */
-static void
-window_open(struct egw_node *n, const struct egw_act *a, struct alloc_res *r)
-{
-	int rc;
-
-	memset(r->rkeys, 0, sizeof(r->rkeys));
-	r->nruns = egw_pool_alloc_tokens(n->pool, a->room, a->tokens, r->runs,
-					 a->max_runs);
-	if (!n->window_keys)
-		return;
-	/* one run: when the free blocks are scattered, a smaller window now
-	 * (the rest goes in further windows) rather than none */
-	for (uint64_t t = a->tokens / 2; r->nruns == -ENOSPC && t > 0; t /= 2)
-		r->nruns = egw_pool_alloc_tokens(n->pool, a->room, t, r->runs, 1);
-	if (r->nruns != 1)
-		return;
-	rc = n->ops.window_bind(n->ops.ctx, a->peer, &r->runs[0], r->rkeys);
-	if (rc != 0) {
-		/* never offered: the blocks go straight back */
-		n->st.window_bind_failed++;
-		egw_pool_free(n->pool, a->room, r->runs[0]);
-		r->nruns = rc < 0 ? rc : -EIO;
-	}
-}
+/* ---- the engines' actions ------------------------------------------------ */
 
 static void
 do_pool(struct egw_node *n, const struct egw_act *a)
 {
 	switch (a->type) {
-	case EGW_ACT_ALLOC: {
-		struct alloc_res *r;
-
-		if (n->nalloc == n->allocq_len) {
-			/* cannot happen (sized below); if it did, the room's
-			 * allocation deadline fails it, and this counts it */
-			n->st.alloc_overflow++;
-			break;
-		}
-		r = &n->allocq[n->nalloc++];
-
-		r->room = a->room;
-		r->rank = a->rank;
-		window_open(n, a, r);
+	case EGW_ACT_ALLOC:
+		node_window_open(n, a);
 		break;
-	}
 	case EGW_ACT_FREE:
-		for (uint32_t i = 0; i < a->nruns; i++) {
-			window_close(n, a->room, &a->runs[i]);
-			egw_pool_free(n->pool, a->room, a->runs[i]);
-		}
+		for (uint32_t i = 0; i < a->nruns; i++)
+			if (!node_window_close(n, &a->runs[i], WNIL))
+				egw_pool_free(n->pool, a->room, a->runs[i]);
 		break;
 	case EGW_ACT_SHRINK:
+		/* a window's key still admits writes to the whole run: its
+		 * tail waits for the window to close */
 		if (n->window_keys &&
-		    a->runs[0].start < egw_pool_nblocks(n->pool)) {
-			/* the window's key still admits writes to the whole
-			 * run: its tail waits for the window to close */
-			if (n->held_count[a->runs[0].start] == 0)
-				n->held_count[a->runs[0].start] = a->runs[0].count;
+		    a->runs[0].start < egw_pool_nblocks(n->pool) &&
+		    n->win[a->runs[0].start].state == WIN_BOUND)
 			break;
-		}
 		egw_pool_shrink(n->pool, a->room, a->runs[0], a->keep);
 		break;
 	default:
@@ -339,7 +210,7 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		break;
 	case EGW_ACT_POST_WRITES:
 		if (n->ops.post(n->ops.ctx, a->peer, a->writes, a->nwrites,
-				a->cookie) == 0)
+				a->cookie, n->now) == 0)
 			break;
 		n->st.posts_refused++;
 		if (n->nrefused == n->refusedq_len) {
@@ -351,13 +222,10 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		n->refusedq[n->nrefused++] = a->cookie;
 		break;
 	case EGW_ACT_DELIVER:
-		/* the room ended: no write may land in what the app reads */
-		for (uint32_t i = 0; i < a->nruns; i++)
-			window_close(n, a->room, &a->runs[i]);
-		n->ops.deliver(n->ops.ctx, a);
+		node_deliver(n, a);
 		break;
 	case EGW_ACT_DONE:
-		n->ops.done(n->ops.ctx, a->room, a->rank, a->error, is_sender);
+		node_done(n, a, is_sender);
 		break;
 	case EGW_ACT_PEER_DEAD:
 		/* silent past its deadline: it must confirm us again (the
@@ -396,8 +264,8 @@ emit_receiver(void *ctx, const struct egw_act *a)
 
 /* Feed queued allocation results and refused posts back to the engines
  * (which may queue more: the loops reach those too). */
-static void
-drain_deferred(struct egw_node *n)
+void
+node_drain_deferred(struct egw_node *n)
 {
 	/* called through an application callback from inside an engine: the
 	 * entry point that called that engine drains once it returns */
@@ -421,9 +289,30 @@ drain_deferred(struct egw_node *n)
 
 /* ---- lifecycle --------------------------------------------------------- */
 
+/* REGISTER's content that does not change: who we are, our pool. */
+static void
+self_describe(struct egw_node *n, const struct egw_node_params *p,
+	      const struct egw_region regions[EGW_KIND_MAX],
+	      const uint8_t gid[16], uint32_t qpn)
+{
+	const struct egw_pool_geom *g = egw_pool_geom(n->pool);
+
+	snprintf(n->self.name, sizeof(n->self.name), "%s", p->name);
+	if (gid != NULL)
+		memcpy(n->self.gid, gid, 16);
+	n->self.qpn = qpn;
+	n->self.mtu = 1024;
+	n->self.roles = p->roles;
+	n->self.block_tokens = g->block_tokens;
+	n->self.pool_blocks = egw_pool_nblocks(n->pool);
+	n->self.hidden_size = g->hidden_size;
+	n->self.dtype_bytes = g->dtype_bytes;
+	n->self.aux_bytes = g->aux_bytes;
+	memcpy(n->self.region, regions, sizeof(n->self.region));
+}
+
 int
-egw_node_create(const struct egw_conf *conf, uint16_t port,
-		struct egw_pool *pool,
+egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 		const struct egw_region regions[EGW_KIND_MAX],
 		const uint8_t gid[16], uint32_t qpn,
 		const struct egw_node_ops *ops, uint64_t session, uint64_t now,
@@ -431,10 +320,10 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 {
 	struct egw_node *n;
 	struct egw_xfer_conf xc;
-	struct egw_policy pol;
 	int rc = 0;
 
-	if (conf == NULL || port >= conf->nports || pool == NULL ||
+	if (params == NULL || params->npeers > EGW_NODE_MAX_PEERS ||
+	    params->roles == 0 || pool == NULL ||
 	    ops == NULL || ops->tx == NULL || ops->post == NULL ||
 	    ops->deliver == NULL || ops->done == NULL || session == 0 ||
 	    out == NULL)
@@ -442,35 +331,25 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 	n = calloc(1, sizeof(*n));
 	if (n == NULL)
 		return -ENOMEM;
-	n->conf = conf;
-	n->port = &conf->ports[port];
+	n->key = params->key;
+	n->quarantine_ns = params->xfer.timers.quarantine_ns;
 	n->ops = *ops;
 	n->pool = pool;
 	n->session = session;
 	n->now = now;
-	n->npeers = n->port->npeers;
+	n->npeers = params->npeers;
 	for (uint32_t i = 0; i < n->npeers; i++) {
-		n->peers[i].cfg = n->port->peers[i];
+		n->peers[i].cfg = params->peers[i];
 		n->peers[i].next_register = now;
 	}
-	snprintf(n->self.name, sizeof(n->self.name), "%s", conf->name);
-	if (gid != NULL)
-		memcpy(n->self.gid, gid, 16);
-	n->self.qpn = qpn;
-	n->self.mtu = 1024;
-	n->self.roles = conf->roles;
-	n->self.block_tokens = conf->geom.block_tokens;
-	n->self.pool_blocks = egw_pool_nblocks(pool);
-	n->self.hidden_size = conf->geom.hidden_size;
-	n->self.dtype_bytes = conf->geom.dtype_bytes;
-	n->self.aux_bytes = conf->geom.aux_bytes;
-	memcpy(n->self.region, regions, sizeof(n->self.region));
+	self_describe(n, params, regions, gid, qpn);
 
-	egw_conf_to_xfer(conf, &xc, &pol);
+	xc = params->xfer;
 	xc.geom = *egw_pool_geom(pool);
 	xc.max_peers = n->npeers > 0 ? n->npeers : 1;
+	xc.window_keys = false;
 	xc.emit_ctx = n;
-	if (conf->roles & EGW_ROLE_ENCODE) {
+	if (params->roles & EGW_ROLE_ENCODE) {
 		xc.emit = emit_sender;
 		rc = egw_sender_create(&xc, &n->sender);
 		n->refusedq_len = xc.max_rooms * EGW_XFER_MAX_RANKS *
@@ -479,26 +358,24 @@ egw_node_create(const struct egw_conf *conf, uint16_t port,
 		if (rc == 0 && n->refusedq == NULL)
 			rc = -ENOMEM;
 	}
-	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
+	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		n->allocq_len = xc.max_rooms * EGW_XFER_PIPE;
 		n->allocq = calloc(n->allocq_len, sizeof(*n->allocq));
 		if (n->allocq == NULL)
 			rc = -ENOMEM;
 	}
-	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE) &&
+	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE) &&
 	    ops->window_bind != NULL) {
 		if (ops->window_unbind == NULL)
 			rc = -EINVAL; /* keys that never close are no keys */
 		xc.window_keys = true;
 		n->window_keys = true;
-		n->held_count = calloc(egw_pool_nblocks(pool),
-				       sizeof(*n->held_count));
-		if (rc == 0 && n->held_count == NULL)
-			rc = -ENOMEM;
+		if (rc == 0)
+			rc = node_windows_create(n, xc.max_runs_per_room);
 	}
-	if (rc == 0 && (conf->roles & EGW_ROLE_LANGUAGE)) {
+	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
-		rc = egw_receiver_create(&xc, &pol, &n->receiver);
+		rc = egw_receiver_create(&xc, &params->policy, &n->receiver);
 		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
 			rc = egw_receiver_peer_add(n->receiver, i, now);
 	}
@@ -519,7 +396,9 @@ egw_node_destroy(struct egw_node *n)
 	egw_receiver_destroy(n->receiver);
 	free(n->allocq);
 	free(n->refusedq);
-	free(n->held_count);
+	free(n->win);
+	free(n->dl);
+	free(n->dl_runs);
 	free(n);
 }
 
@@ -607,7 +486,7 @@ refuse_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p,
 
 	n->st.drops[e == EGW_E_GEOMETRY ? EGW_ND_GEOMETRY :
 		    e == EGW_E_NAME ? EGW_ND_NAME : EGW_ND_PAYLOAD]++;
-	note(n, peer, EGW_NN_REFUSED, e, true,
+	node_note(n, peer, EGW_NN_REFUSED, e, true,
 	     "REGISTER from peer %s (session %#lx) refused, %s: %s",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e), what);
 	if ((p->flags & EGW_MSGF_ACK) || n->now < pe->next_refusal)
@@ -637,7 +516,8 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	struct node_peer *pe = &n->peers[peer];
 	char what[256], why[200] = "";
 	int rc = n->ops.peer_up != NULL ?
-		 n->ops.peer_up(n->ops.ctx, peer, &p->reg, why, sizeof(why)) : 0;
+		 n->ops.peer_up(n->ops.ctx, peer, &p->reg, why, sizeof(why),
+				n->now) : 0;
 
 	if (rc != 0) {
 		pe->reached = false;
@@ -662,7 +542,7 @@ forget_incarnation(struct egw_node *n, uint32_t peer)
 	struct node_peer *pe = &n->peers[peer];
 
 	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer, false);
+		n->ops.peer_down(n->ops.ctx, peer, false, n->now);
 	if (n->sender != NULL)
 		egw_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
@@ -701,7 +581,7 @@ adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
 		egw_receiver_peer_add(n->receiver, peer, n->now);
 	n->st.adoptions++;
 	if (old != 0)
-		note(n, peer, EGW_NN_RESTARTED, EGW_E_PEER_DEAD, false,
+		node_note(n, peer, EGW_NN_RESTARTED, EGW_E_PEER_DEAD, false,
 		     "peer %s restarted: session %#lx replaces %#lx, the rooms "
 		     "shared with the old one failed", pe->cfg.name,
 		     (unsigned long)p->session, (unsigned long)old);
@@ -764,7 +644,7 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 			 * may write again */
 			if (pe->endpoint_unacked && n->ops.peer_up != NULL &&
 			    n->ops.peer_up(n->ops.ctx, peer, r, what,
-					   sizeof(what)) == 0)
+					   sizeof(what), n->now) == 0)
 				pe->endpoint_unacked = false;
 		}
 	}
@@ -780,7 +660,7 @@ on_register_error(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	enum egw_err e = (enum egw_err)p->msg.error;
 
 	n->st.register_refused++;
-	note(n, peer, EGW_NN_PEER_REFUSED, e, true,
+	node_note(n, peer, EGW_NN_PEER_REFUSED, e, true,
 	     "peer %s (session %#lx) refused our REGISTER: %s (%s)",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e),
 	     egw_strerror(e));
@@ -876,11 +756,11 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 	enum egw_proto_err e;
 	bool about_register;
 
-	e = egw_proto_decode(&n->conf->key, buf, len, &p, &n->st.proto);
+	e = egw_proto_decode(&n->key, buf, len, &p, &n->st.proto);
 	if (e != EGW_PE_OK) {
 		n->st.drops[EGW_ND_PROTO]++;
 		if (e == EGW_PE_MAC)
-			note(n, peer, EGW_NN_AUTH, EGW_E_OK, true,
+			node_note(n, peer, EGW_NN_AUTH, EGW_E_OK, true,
 			     "datagrams from peer %s fail authentication: "
 			     "different key?", pe->cfg.name);
 		return;
@@ -925,7 +805,7 @@ registered_check(struct egw_node *n, uint32_t peer)
 
 	if (reg && !pe->was_registered) {
 		pe->noted = 0;
-		note(n, peer, EGW_NN_REGISTERED, EGW_E_OK, false,
+		node_note(n, peer, EGW_NN_REGISTERED, EGW_E_OK, false,
 		     "peer %s registered: session %#lx, %u blocks",
 		     pe->cfg.name, (unsigned long)pe->adopted,
 		     pe->applied.pool_blocks);
@@ -949,7 +829,7 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	}
 	node_rx(n, (uint32_t)peer, buf, len);
 	registered_check(n, (uint32_t)peer);
-	drain_deferred(n);
+	node_drain_deferred(n);
 }
 
 /* A peer declared dead: every room shared with it has failed (in both
@@ -967,7 +847,7 @@ let_go(struct egw_node *n, uint32_t peer)
 	if (n->receiver != NULL)
 		egw_receiver_peer_dead(n->receiver, peer, n->now);
 	if (n->ops.peer_down != NULL)
-		n->ops.peer_down(n->ops.ctx, peer, true);
+		n->ops.peer_down(n->ops.ctx, peer, true, n->now);
 	pe->reached = false;
 }
 
@@ -986,14 +866,14 @@ fence(struct egw_node *n, uint32_t peer)
 	uint64_t old = pe->adopted;
 
 	pe->fence = false;
-	note(n, peer, EGW_NN_FENCED, EGW_E_ABORTED, false,
+	node_note(n, peer, EGW_NN_FENCED, EGW_E_ABORTED, false,
 	     "peer %s (session %#lx) did not answer the ABORT of room %#lx "
 	     "rank %u within quarantine_ms (%lu ms): fenced - its rooms "
 	     "failed, its writes cut off (%s), its quarantined blocks back "
 	     "in the pool, its session retired: it is served again once it "
 	     "starts anew", pe->cfg.name, (unsigned long)old,
 	     (unsigned long)pe->fence_room, pe->fence_rank,
-	     (unsigned long)(n->conf->timers.quarantine_ns / 1000000),
+	     (unsigned long)(n->quarantine_ns / 1000000),
 	     "a verbs QP is reset; shm cannot unmap it from our pool");
 	forget_incarnation(n, peer);
 	pe->silent = false;
@@ -1025,7 +905,9 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 			let_go(n, i);
 	for (uint32_t i = 0; i < n->npeers; i++)
 		registered_check(n, i);
-	drain_deferred(n);
+	if (n->window_keys)
+		node_windows_expire(n);
+	node_drain_deferred(n);
 }
 
 int
@@ -1051,7 +933,7 @@ egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 	n->now = now;
 	if (n->sender != NULL)
 		egw_sender_writes_done(n->sender, cookie, ok, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 }
 
 /* ---- application API --------------------------------------------------- */
@@ -1087,7 +969,7 @@ egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 		return -ENOTSUP;
 	n->now = now;
 	rc = egw_receiver_open(n->receiver, room, rank, nranks, peer, dummy, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1113,7 +995,7 @@ egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
 		return -ENOTSUP;
 	n->now = now;
 	rc = egw_sender_open(n->sender, room, nranks, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1134,7 +1016,7 @@ egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 		return -ENOTSUP;
 	n->now = now;
 	rc = egw_sender_input(n->sender, room, total, runs, nruns, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1155,7 +1037,7 @@ egw_node_abort_room(struct egw_node *n, uint64_t room, uint16_t rank,
 	n->now = now;
 	rc = sender ? egw_sender_abort(n->sender, room, now) :
 		      egw_receiver_abort(n->receiver, room, rank, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 	return rc;
 }
 
@@ -1167,7 +1049,7 @@ egw_node_abort_all(struct egw_node *n, uint64_t now)
 		egw_sender_abort_all(n->sender, now);
 	if (n->receiver != NULL)
 		egw_receiver_abort_all(n->receiver, now);
-	drain_deferred(n);
+	node_drain_deferred(n);
 }
 
 struct egw_pool *

@@ -26,7 +26,6 @@
 
 #include <stdint.h>
 
-#include "egw_conf.h"
 #include "egw_pool.h"
 #include "egw_proto.h"
 #include "egw_xfer.h"
@@ -65,7 +64,11 @@ struct egw_node_stats {
 	uint64_t alloc_overflow;  /**< allocation requests not queued (0) */
 	uint64_t posts_refused;   /**< batches the driver refused: failed */
 	uint64_t refused_overflow; /**< refused batches not queued (0) */
-	uint64_t window_bind_failed; /**< windows whose keys could not be made */
+	uint64_t window_bind_failed; /**< windows whose keys could not be made
+				      *   (refused, failed or overdue binds) */
+	uint64_t window_overdue; /**< binds or invalidations past their
+				  *   deadline (2 s) */
+	uint64_t window_stale;   /**< window completions of no pending post */
 	struct egw_proto_stats proto;
 };
 
@@ -80,6 +83,8 @@ enum egw_node_note_kind {
 	EGW_NN_FENCED,        /**< a peer left a quarantine unanswered past
 			       *   quarantine_ns: fenced, its session
 			       *   retired (warning) */
+	EGW_NN_WINDOW,        /**< a window's bind or invalidation failed or
+			       *   passed its deadline (error) */
 };
 
 /** One line worth logging about a peer. Refusals and authentication
@@ -91,11 +96,14 @@ struct egw_node_note {
 	char text[384];          /**< the sentence: who, what, what differs */
 };
 
-/** What the node asks of the application and the payload driver. */
+/** What the node asks of the application and the payload driver. Every
+ *  callback gets the `now` of the node call it comes from - the caller's
+ *  clock, as the engines use it - so the application needs no clock of
+ *  its own to date what it is told. */
 struct egw_node_ops {
 	/** Send a datagram to ip:port (host byte order). */
 	void (*tx)(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf,
-		   size_t len);
+		   size_t len, uint64_t now);
 	/** Apply a peer's REGISTER content: reach its memory (connect the
 	 *  payload path). Called for an incarnation being adopted, when the
 	 *  adopted one's content changed or its last apply failed, and when
@@ -108,7 +116,7 @@ struct egw_node_ops {
 	 *  most): the node notes it once, so a peer that stays unreachable
 	 *  is not logged with every REGISTER. */
 	int (*peer_up)(void *ctx, uint32_t peer, const struct egw_register *r,
-		       char *why, size_t why_len);
+		       char *why, size_t why_len, uint64_t now);
 	/** Let go of the peer's memory. `silent` false: its adopted
 	 *  incarnation is gone (it restarted): called before anything is
 	 *  written for the new incarnation (shm: unmap; verbs: reset the
@@ -118,9 +126,10 @@ struct egw_node_ops {
 	 *  applied anew (peer_up) - a driver lets go only of what must not
 	 *  be held for a peer that may be gone (shm: the mapping, which
 	 *  keeps a killed peer's pool file's space in use). Optional. */
-	void (*peer_down)(void *ctx, uint32_t peer, bool silent);
+	void (*peer_down)(void *ctx, uint32_t peer, bool silent, uint64_t now);
 	/** A line worth logging (struct egw_node_note); optional. */
-	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt);
+	void (*note)(void *ctx, uint32_t peer, const struct egw_node_note *nt,
+		     uint64_t now);
 	/** Post payload writes to a peer; report an accepted batch with
 	 *  egw_node_writes_done. Return 0 when the driver took the batch, or
 	 *  non-zero (-errno) when it refused it: the node then completes the
@@ -128,18 +137,20 @@ struct egw_node_ops {
 	 *  it returns, so its room fails at once (EGW_E_TRANSPORT). Do not
 	 *  call egw_node_writes_done for a refused batch. */
 	int (*post)(void *ctx, uint32_t peer, const struct egw_write *w,
-		    uint32_t n, uint64_t cookie);
+		    uint32_t n, uint64_t cookie, uint64_t now);
 	/** Language side: a room's data is complete in the local pool; the
-	 *  runs are the app's now (free them with egw_node_release). */
-	void (*deliver)(void *ctx, const struct egw_act *a);
+	 *  runs are the app's now (free them with egw_node_release). With
+	 *  per-window keys it comes once its windows' invalidations
+	 *  completed (from egw_node_window_done), its DONE right after. */
+	void (*deliver)(void *ctx, const struct egw_act *a, uint64_t now);
 	/** A room ended on this node (error EGW_E_OK: success). is_sender
 	 *  tells which engine. */
 	void (*done)(void *ctx, uint64_t room, uint16_t rank, enum egw_err e,
-		     bool is_sender);
+		     bool is_sender, uint64_t now);
 	/** Our payload endpoint towards one peer, for its REGISTER (per-peer
 	 *  QPs); optional - without it the create-time gid/qpn serve all. */
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
-			 uint16_t *mtu);
+			 uint16_t *mtu, uint64_t now);
 	/** Encode side: an INIT names a room the sender does not know, and
 	 *  the sender would accept it (egw_sender_check_init; a refused INIT
 	 *  never gets here, so it leaves no state). The application may open
@@ -152,33 +163,64 @@ struct egw_node_ops {
 	int (*unknown_room)(void *ctx, uint64_t room, uint16_t nranks,
 			    uint64_t now);
 	/** Language side, per-window keys (optional; without it a window
-	 *  admits writes under the regions' keys from REGISTER): open the
-	 *  window over `run` - one run - to `peer` alone and put each kind's
-	 *  key in rkeys (0: a kind the window needs no key for). Return once
-	 *  the keys admit writes; 0 or -errno (the window is not offered, its
-	 *  blocks go back and the receiver asks again). With it, every window
-	 *  is a single run. */
+	 *  admits writes under the regions' keys from REGISTER): post the
+	 *  opening of a window over `run` - one run - to `peer` alone, each
+	 *  kind's key in rkeys (0: a kind the window needs no key for). Posted
+	 *  work: return at once, 0 when posted - its completion comes back
+	 *  through egw_node_window_done(`cookie`), and only then is the
+	 *  window offered to the peer - or -errno when nothing was posted (the
+	 *  window is not offered, its blocks go back and the receiver asks
+	 *  again). With it, every window is a single run. */
 	int (*window_bind)(void *ctx, uint32_t peer, const struct egw_run *run,
-			   uint32_t rkeys[EGW_KIND_MAX]);
-	/** Close the window opened over `run` (run->start names it; nothing
-	 *  when none is open there): return once no write through its keys
-	 *  can land. Called when its room ends - delivered, failed, aborted -
-	 *  before any of its blocks is handed on. Required with window_bind. */
-	void (*window_unbind)(void *ctx, const struct egw_run *run);
+			   uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie,
+			   uint64_t now);
+	/** Post the closing of the window over `run` (run->start names it;
+	 *  opened, or its bind overdue): its completion comes back through
+	 *  egw_node_window_done(`cookie`) once no write through its keys can
+	 *  land; until then its blocks are nobody else's and its room's
+	 *  delivery waits. Called when its room ends - delivered, failed,
+	 *  aborted. Required with window_bind. */
+	void (*window_unbind)(void *ctx, const struct egw_run *run,
+			      uint64_t cookie, uint64_t now);
 	void *ctx;
+};
+
+#define EGW_NODE_MAX_PEERS 32
+#define EGW_NODE_NAME_LEN 32
+
+/** A peer of the node's port. */
+struct egw_node_peer {
+	char name[EGW_NODE_NAME_LEN]; /**< the name its REGISTER must carry */
+	uint32_t addr;          /**< IPv4, host byte order */
+	uint16_t udp_port;
+};
+
+/** What a node is created with (the application fills it from its
+ *  configuration; egw_node_create copies it). */
+struct egw_node_params {
+	char name[EGW_NODE_NAME_LEN]; /**< ours, in REGISTER */
+	uint16_t roles;         /**< EGW_ROLE_* */
+	struct egw_proto_key key; /**< authenticates every datagram */
+	/** the engines' limits and timers (egw_xfer_conf_default, then
+	 *  the application's); geom, max_peers, window_keys and emit are
+	 *  the node's to fill */
+	struct egw_xfer_conf xfer;
+	struct egw_policy policy; /**< the receiver's allocation policy */
+	struct egw_node_peer peers[EGW_NODE_MAX_PEERS];
+	uint32_t npeers;
 };
 
 struct egw_node;
 
 /**
- * Create a node for port `port` of `conf`, serving rooms from `pool`
+ * Create a node with `params`, serving rooms from `pool`
  * (local memory: the language side's destination blocks and the encode
  * side's source blocks) whose regions the payload driver exposes as
  * `regions` (sent in REGISTER). `session` is this incarnation's id, non-zero
  * and drawn anew at every start (egw_proto_session_new). Returns 0 or
- * -errno.
+ * -errno (-EINVAL: more than EGW_NODE_MAX_PEERS peers, no role).
  */
-int egw_node_create(const struct egw_conf *conf, uint16_t port,
+int egw_node_create(const struct egw_node_params *params,
 		    struct egw_pool *pool,
 		    const struct egw_region regions[EGW_KIND_MAX],
 		    const uint8_t gid[16], uint32_t qpn,
@@ -198,6 +240,16 @@ void egw_node_tick(struct egw_node *n, uint64_t now);
  *  completed). Stale or duplicate cookies are counted by the sender. */
 void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 			  uint64_t now);
+
+/** The payload driver finished a window's bind or invalidation posted
+ *  through ops.window_bind/window_unbind (`cookie` as given there; ok:
+ *  it took effect). A completion of no pending post is counted
+ *  (window_stale) and ignored. */
+void egw_node_window_done(struct egw_node *n, uint64_t cookie, bool ok,
+			  uint64_t now);
+/** Windows whose bind or invalidation is posted and not complete (a
+ *  shutdown polls the driver until none is left). */
+uint32_t egw_node_windows_parked(const struct egw_node *n);
 
 /** Peer index of a configured peer name, or -1. */
 int egw_node_peer_index(const struct egw_node *n, const char *name);

@@ -8,32 +8,45 @@
 #include "payload_pair.h"
 
 void
-pp_conf(struct egw_conf *c, uint16_t roles, enum egw_payload_driver d,
-	const char *path)
+pp_params(struct egw_payload_params *par, uint16_t roles, const char *path)
 {
-	struct egw_conf_port *p = &c->ports[0];
 	bool lang = roles & EGW_ROLE_LANGUAGE;
 
-	egw_conf_defaults(c);
-	snprintf(c->name, sizeof(c->name), "%s", lang ? "lang" : "enc");
-	c->roles = roles;
-	c->geom.capacity_tokens = PP_BLOCKS * PP_BLOCK_TOKENS;
-	c->geom.block_tokens = PP_BLOCK_TOKENS;
-	c->geom.hidden_size = 64;
-	c->geom.dtype_bytes = 2;
-	c->max_rooms = 1;           /* a small completion ring */
-	c->nports = 1;
-	snprintf(p->name, sizeof(p->name), "p0");
-	p->addr = lang ? PP_LANG_IP : PP_ENC_IP;
-	p->payload.driver = d;
-	snprintf(p->payload.device, sizeof(p->payload.device), "stub0");
-	p->payload.port = 1;
-	p->payload.gid_index = -1;
-	snprintf(p->payload.path, sizeof(p->payload.path), "%s", path);
-	p->npeers = 1;
-	snprintf(p->peers[0].name, sizeof(p->peers[0].name), "%s",
+	memset(par, 0, sizeof(*par));
+	par->geom = (struct egw_pool_geom){
+		.capacity_tokens = PP_BLOCKS * PP_BLOCK_TOKENS,
+		.block_tokens = PP_BLOCK_TOKENS,
+		.hidden_size = 64, .dtype_bytes = 2, .mrope = true,
+		.aux_bytes = 64,
+	};
+	par->receives = lang;
+	par->max_batches = PP_MAX_BATCHES; /* a small completion ring */
+	par->peer_dead_ns = 1000000000ull; /* the engines' default */
+	par->addr = lang ? PP_LANG_IP : PP_ENC_IP;
+	snprintf(par->device, sizeof(par->device), "stub0");
+	par->port = 1;
+	par->gid_index = -1;
+	snprintf(par->path, sizeof(par->path), "%s", path);
+	par->npeers = 1;
+	snprintf(par->peers[0].name, sizeof(par->peers[0].name), "%s",
 		 lang ? "enc" : "lang");
-	p->peers[0].addr = lang ? PP_ENC_IP : PP_LANG_IP;
+}
+
+static int
+open_side(struct pp_pair *pp, int s)
+{
+	struct pp_side *sd = &pp->side[s];
+
+	return pp->ops->open(&sd->par, PP_SESSION, &sd->drv, &sd->pool);
+}
+
+int
+pp_reopen(struct pp_pair *pp, int s)
+{
+	if (pp->side[s].drv != NULL)
+		pp->ops->close(pp->side[s].drv);
+	pp->side[s].drv = NULL;
+	return open_side(pp, s);
 }
 
 static int
@@ -48,11 +61,11 @@ open_pair(struct pp_pair *pp, const struct egw_payload_ops *ops,
 		struct pp_side *sd = &pp->side[s];
 		int rc;
 
-		pp_conf(&sd->conf, roles[s], strcmp(ops->name, "shm") == 0 ?
-			EGW_PAYLOAD_SHM : EGW_PAYLOAD_VERBS, path);
-		sd->conf.ports[0].payload.window_keys = window_keys;
-		rc = ops->open(&sd->conf, &sd->conf.ports[0], PP_SESSION, &sd->drv,
-			      &sd->pool);
+		pp_params(&sd->par, roles[s], path);
+		sd->par.window_keys = window_keys;
+		sd->roles = roles[s];
+		sd->name = s == PP_LANG ? "lang" : "enc";
+		rc = open_side(pp, s);
 		if (rc != 0) {
 			pp_close(pp);
 			return rc;
@@ -76,25 +89,27 @@ pp_open_window_keys(struct pp_pair *pp, const struct egw_payload_ops *ops)
 void
 pp_close(struct pp_pair *pp)
 {
-	for (int s = PP_ENC; s <= PP_LANG; s++)
+	for (int s = PP_ENC; s <= PP_LANG; s++) {
 		if (pp->side[s].drv != NULL)
 			pp->ops->close(pp->side[s].drv);
-	memset(pp->side, 0, sizeof(pp->side));
+		pp->side[s].drv = NULL;
+		pp->side[s].pool = NULL;
+	}
 }
 
 void
 pp_register(struct pp_pair *pp, int from, struct egw_register *r)
 {
 	struct pp_side *sd = &pp->side[from];
-	const struct egw_pool_geom *g = &sd->conf.geom;
+	const struct egw_pool_geom *g = &sd->par.geom;
 
 	memset(r, 0, sizeof(*r));
-	snprintf(r->name, sizeof(r->name), "%s", sd->conf.name);
+	snprintf(r->name, sizeof(r->name), "%s", sd->name);
 	pp->ops->describe(sd->drv, r->region, r->gid, &r->qpn);
 	r->mtu = 1024;
 	if (pp->ops->endpoint != NULL)
 		pp->ops->endpoint(sd->drv, 0, &r->qpn, &r->psn, &r->mtu);
-	r->roles = sd->conf.roles;
+	r->roles = sd->roles;
 	r->block_tokens = g->block_tokens;
 	r->pool_blocks = egw_pool_nblocks(sd->pool);
 	r->hidden_size = g->hidden_size;
@@ -121,7 +136,7 @@ pp_connect(struct pp_pair *pp)
 struct egw_write
 pp_emb(const struct pp_pair *pp, uint32_t src, uint32_t dst, uint32_t tokens)
 {
-	const struct egw_pool_geom *g = &pp->side[PP_ENC].conf.geom;
+	const struct egw_pool_geom *g = &pp->side[PP_ENC].par.geom;
 
 	return (struct egw_write){
 		.kind = EGW_KIND_EMB, .src_block = src, .dst_block = dst,
@@ -139,7 +154,7 @@ pattern(uint8_t seed, size_t i)
 void
 pp_fill(struct pp_pair *pp, uint32_t block, uint8_t seed)
 {
-	const struct egw_pool_geom *g = &pp->side[PP_ENC].conf.geom;
+	const struct egw_pool_geom *g = &pp->side[PP_ENC].par.geom;
 	uint8_t *b = egw_pool_addr(pp->side[PP_ENC].pool, EGW_KIND_EMB, block, 0);
 	size_t len = (size_t)g->block_tokens * egw_geom_unit_bytes(g, EGW_KIND_EMB);
 
@@ -151,7 +166,7 @@ bool
 pp_landed(const struct pp_pair *pp, uint32_t block, uint8_t seed,
 	  uint32_t tokens)
 {
-	const struct egw_pool_geom *g = &pp->side[PP_LANG].conf.geom;
+	const struct egw_pool_geom *g = &pp->side[PP_LANG].par.geom;
 	const uint8_t *b = egw_pool_addr(pp->side[PP_LANG].pool, EGW_KIND_EMB,
 					 block, 0);
 	size_t len = (size_t)tokens * egw_geom_unit_bytes(g, EGW_KIND_EMB);
@@ -168,7 +183,8 @@ pp_poll(struct pp_pair *pp, int s, struct egw_payload_cpl *c, uint32_t max)
 	uint32_t n = 0, got;
 
 	while (n < max &&
-	       (got = pp->ops->poll(pp->side[s].drv, c + n, max - n)) > 0)
+	       (got = pp->ops->poll(pp->side[s].drv, c + n, max - n,
+				     pp->now)) > 0)
 		n += got;
 	return n;
 }

@@ -15,11 +15,15 @@
 #define PP_BLOCKS 8u
 #define PP_BLOCK_TOKENS 16u
 #define PP_SESSION 0x5e55100000000001ull /* both sides' open() */
+/* a small completion ring: one room's batches in flight */
+#define PP_MAX_BATCHES (EGW_XFER_MAX_RANKS * EGW_XFER_PIPE)
 
 enum { PP_ENC, PP_LANG };
 
 struct pp_side {
-	struct egw_conf conf;
+	struct egw_payload_params par;
+	uint16_t roles;          /* EGW_ROLE_* */
+	const char *name;        /* in its REGISTER */
 	struct egw_payload *drv;
 	struct egw_pool *pool;
 };
@@ -27,12 +31,13 @@ struct pp_side {
 struct pp_pair {
 	const struct egw_payload_ops *ops;
 	struct pp_side side[2];
+	uint64_t now;            /* the test's clock, given to the drivers */
 };
 
 /* A small pool (PP_BLOCKS blocks) and one peer, the other side; `path`
  * names shm pool files (the language side's is path, "" for verbs). */
-void pp_conf(struct egw_conf *c, uint16_t roles, enum egw_payload_driver d,
-	     const char *path);
+void pp_params(struct egw_payload_params *par, uint16_t roles,
+	       const char *path);
 
 /* Open both sides; 0 or the first open's error. */
 int pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops,
@@ -40,6 +45,8 @@ int pp_open(struct pp_pair *pp, const struct egw_payload_ops *ops,
 /* The same for verbs with payload.window_keys on both sides. */
 int pp_open_window_keys(struct pp_pair *pp, const struct egw_payload_ops *ops);
 void pp_close(struct pp_pair *pp);
+/* Close side `s` and open it again with its parameters as they are now. */
+int pp_reopen(struct pp_pair *pp, int s);
 
 /* The REGISTER side `from` sends (as lib/node fills it). */
 void pp_register(struct pp_pair *pp, int from, struct egw_register *r);

@@ -33,7 +33,8 @@ struct dgram {
 };
 
 static struct {
-	struct egw_conf conf[2];
+	struct egw_node_params par[2];
+	struct egw_pool_geom geom[2];
 	struct egw_pool *pool[2];
 	struct egw_node *node[2];
 	struct dgram q[4096];
@@ -61,26 +62,47 @@ static struct {
 	 * (with the session), 'D' let go, 'P' a post */
 	struct { char what; uint64_t session; } ev[8192];
 	unsigned nev;
-	unsigned notes[2][EGW_NN_FENCED + 1];
-	enum egw_err note_code[2][EGW_NN_FENCED + 1]; /* the last of each kind */
-	char note_text[2][EGW_NN_FENCED + 1][384];
+	unsigned notes[2][EGW_NN_WINDOW + 1];
+	enum egw_err note_code[2][EGW_NN_WINDOW + 1]; /* the last of each kind */
+	char note_text[2][EGW_NN_WINDOW + 1][384];
 	unsigned peer_downs[2];
 	unsigned fail_ev;     /* t.nev when a sender room first failed */
 	/* per-window keys on the language side: its driver's windows, by
 	 * first block, and what the test saw */
 	bool keys_on;
-	unsigned bind_fail;   /* fail this many binds */
+	unsigned bind_fail;   /* refuse this many binds at the post */
+	unsigned bind_fail_cpl; /* ... complete this many as failed */
+	bool hold_binds;      /* bind completions wait */
+	bool hold_unbinds;    /* invalidation completions wait */
 	struct twin {
-		bool open;
+		bool open;         /* its bind completed: its keys admit writes */
+		bool binding, closing;
+		uint64_t bind_cookie; /* of the pending bind */
 		uint32_t peer, count;
 		uint32_t keys[EGW_KIND_MAX];
 	} win[2048];
+	/* the driver's window completions, in posting order */
+	struct wcpl { uint64_t cookie; uint32_t start; bool bind; } wq[4096];
+	unsigned nwq;
 	uint32_t next_key;
 	unsigned binds, unbinds, unbind_unknown, unbind_after_free;
+	unsigned binds_failed; /* binds posted whose completion failed */
+	unsigned inits_while_binding; /* INIT/RESUME offering a window whose
+				       * bind has not completed */
+	unsigned lang_done_ok, done_before_deliver;
 	unsigned key_violations, multi_run_windows, keyless_windows;
 	int producer_says;    /* non-zero: the producer refuses with it */
+	unsigned now_mismatch; /* callbacks dated other than their call */
 	unsigned unknown_calls; /* INITs handed to the producer */
 } t;
+
+/* Every callback is dated by the node call it comes from: the test's
+ * clock, as given to that call - never a clock of its own. */
+static void
+check_now(uint64_t now)
+{
+	t.now_mismatch += now != t.now;
+}
 
 static void
 event(char what, uint64_t session)
@@ -92,8 +114,9 @@ event(char what, uint64_t session)
 }
 
 static void
-peer_down(void *ctx, uint32_t peer, bool silent)
+peer_down(void *ctx, uint32_t peer, bool silent, uint64_t now)
 {
+	check_now(now);
 	(void)peer;
 	(void)silent;
 	t.peer_downs[(intptr_t)ctx]++;
@@ -102,10 +125,11 @@ peer_down(void *ctx, uint32_t peer, bool silent)
 }
 
 static void
-note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
+note(void *ctx, uint32_t peer, const struct egw_node_note *nt, uint64_t now)
 {
 	int side = (int)(intptr_t)ctx;
 
+	check_now(now);
 	(void)peer;
 	t.notes[side][nt->kind]++;
 	t.note_code[side][nt->kind] = nt->code;
@@ -116,8 +140,10 @@ note(void *ctx, uint32_t peer, const struct egw_node_note *nt)
 /* The encode side's payload endpoint: a PSN the test can change, as the
  * verbs driver does when it rebuilds a QP after an error. */
 static void
-endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
+endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu,
+	 uint64_t now)
 {
+	check_now(now);
 	(void)peer;
 	*qpn = (intptr_t)ctx == 0 ? 77 : 88;
 	*psn = (intptr_t)ctx == 0 ? t.enc_psn : 5;
@@ -127,8 +153,9 @@ endpoint(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn, uint16_t *mtu)
 /* The driver hears of a peer (new, or its endpoint changed). */
 static int
 peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
-	size_t why_len)
+	size_t why_len, uint64_t now)
 {
+	check_now(now);
 	(void)peer;
 	if ((intptr_t)ctx == 1) {
 		t.lang_connect_tries++;
@@ -146,48 +173,91 @@ peer_up(void *ctx, uint32_t peer, const struct egw_register *r, char *why,
 	return 0;
 }
 
-/* The language side's driver opens a window: a key per kind present. */
+/* The language side's driver posts a window's opening: a key per kind
+ * present, admitting writes once its completion is handed back. */
 static int
 window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
-	    uint32_t rkeys[EGW_KIND_MAX])
+	    uint32_t rkeys[EGW_KIND_MAX], uint64_t cookie, uint64_t now)
 {
 	struct twin *w = &t.win[run->start];
 
 	(void)ctx;
+	check_now(now);
 	CU_ASSERT_FATAL(run->start + run->count <= egw_pool_nblocks(t.pool[1]));
-	CU_ASSERT(!w->open);
+	CU_ASSERT(!w->open && !w->binding && !w->closing);
 	if (t.bind_fail > 0) {
 		t.bind_fail--;
 		return -EIO;
 	}
 	/* the run is allocated already (the pool knows owners by run) */
 	CU_ASSERT(egw_pool_owner(t.pool[1], run->start) != EGW_OWNER_NONE);
-	w->open = true;
+	w->binding = true;
+	w->bind_cookie = cookie;
 	w->peer = peer;
 	w->count = run->count;
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		w->keys[k] = rkeys[k] = egw_geom_unit_bytes(&t.conf[1].geom,
+		w->keys[k] = rkeys[k] = egw_geom_unit_bytes(&t.geom[1],
 							    (enum egw_kind)k)
 					? ++t.next_key << 8 | (uint32_t)k : 0;
 	t.binds++;
+	t.wq[t.nwq++ % 4096] = (struct wcpl){ cookie, run->start, true };
 	return 0;
 }
 
-/* ... and closes it: its blocks must not be back in the pool yet. */
+/* ... and its closing: its blocks must not be back in the pool yet, nor
+ * when the invalidation completes. */
 static void
-window_unbind(void *ctx, const struct egw_run *run)
+window_unbind(void *ctx, const struct egw_run *run, uint64_t cookie,
+	      uint64_t now)
 {
 	struct twin *w = &t.win[run->start];
 
 	(void)ctx;
-	if (!w->open) {
+	check_now(now);
+	if (!w->open && !w->binding)
 		t.unbind_unknown++;
-		return;
-	}
 	if (egw_pool_owner(t.pool[1], run->start) == EGW_OWNER_NONE)
 		t.unbind_after_free++;
-	w->open = false;
-	t.unbinds++;
+	w->closing = true;
+	t.wq[t.nwq++ % 4096] = (struct wcpl){ cookie, run->start, false };
+}
+
+/* Hand the driver's window completions to the node, those not held;
+ * what the node posts meanwhile waits for the next round. */
+static void
+window_completions(void)
+{
+	static struct wcpl now[4096];
+	unsigned n = t.nwq;
+
+	memcpy(now, t.wq, n * sizeof(now[0]));
+	t.nwq = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct wcpl c = now[i];
+		struct twin *w = &t.win[c.start];
+		bool ok = true;
+
+		if (c.bind ? t.hold_binds : t.hold_unbinds) {
+			t.wq[t.nwq++] = c;
+			continue;
+		}
+		if (c.bind && w->binding && w->bind_cookie == c.cookie) {
+			w->binding = false;
+			ok = t.bind_fail_cpl == 0;
+			if (!ok) {
+				t.bind_fail_cpl--;
+				t.binds_failed++;
+			}
+			w->open = ok;
+		} else if (!c.bind) {
+			if (egw_pool_owner(t.pool[1], c.start) == EGW_OWNER_NONE)
+				t.unbind_after_free++;
+			if (w->open)
+				t.unbinds++;
+			w->open = w->binding = w->closing = false;
+		}
+		egw_node_window_done(t.node[1], c.cookie, ok, t.now);
+	}
 }
 
 /* A write must go under the key of an open window that holds it. */
@@ -195,8 +265,8 @@ static void
 check_write_key(const struct egw_write *w)
 {
 	uint32_t blocks = w->kind == EGW_KIND_AUX ? 1
-			  : (w->dst_token + w->tokens + t.conf[1].geom.block_tokens - 1) /
-			    t.conf[1].geom.block_tokens;
+			  : (w->dst_token + w->tokens + t.geom[1].block_tokens - 1) /
+			    t.geom[1].block_tokens;
 
 	for (uint32_t s = 0; s <= w->dst_block && s < 2048; s++) {
 		const struct twin *x = &t.win[s];
@@ -212,9 +282,12 @@ check_write_key(const struct egw_write *w)
 }
 
 static void
-tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
+tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len,
+   uint64_t now)
 {
 	int from = (int)(intptr_t)ctx;
+
+	check_now(now);
 	struct dgram *d = &t.q[t.nq++ % 4096];
 
 	if (t.keys_on && (buf[5] == EGW_MSG_INIT || buf[5] == EGW_MSG_RESUME)) {
@@ -223,6 +296,13 @@ tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 
 		t.multi_run_windows += (b[8] << 8 | b[9]) != 1;
 		t.keyless_windows += (b[12] | b[13] | b[14] | b[15]) == 0;
+		uint32_t key = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
+			       (uint32_t)b[14] << 8 | b[15];
+
+		/* the window it offers: its bind completed */
+		for (uint32_t i = 0; i < 2048; i++)
+			if (t.win[i].keys[EGW_KIND_EMB] == key)
+				t.inits_while_binding += !t.win[i].open;
 	}
 	(void)port;
 	d->to = ip == ENC_IP ? 0 : 1;
@@ -236,8 +316,9 @@ tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len)
 
 static int
 post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
-     uint64_t cookie)
+     uint64_t cookie, uint64_t now)
 {
+	check_now(now);
 	(void)ctx;
 	(void)peer;
 	event('P', 0);
@@ -257,22 +338,31 @@ post(void *ctx, uint32_t peer, const struct egw_write *w, uint32_t n,
 }
 
 static void
-deliver(void *ctx, const struct egw_act *a)
+deliver(void *ctx, const struct egw_act *a, uint64_t now)
 {
+	check_now(now);
 	(void)ctx;
 	t.bad += (unsigned)egw_pattern_check(t.pool[1], a->room, a->tokens,
 					     a->runs, a->nruns, a->aux_block,
 					     a->dummy);
 	t.delivered++;
+	for (uint32_t i = 0; t.keys_on && i < a->nruns; i++)
+		CU_ASSERT(!t.win[a->runs[i].start].open); /* closed first */
 	egw_node_release(t.node[1], a->room, a->runs, a->nruns);
 }
 
 static void
-done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender)
+done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender,
+     uint64_t now)
 {
+	check_now(now);
 	(void)ctx;
 	(void)room;
 	(void)rank;
+	if (e == EGW_E_OK && !is_sender) {
+		t.lang_done_ok++;
+		t.done_before_deliver += t.lang_done_ok > t.delivered;
+	}
 	if (e == EGW_E_OK)
 		return;
 	t.done_err++;
@@ -293,6 +383,7 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	int n;
 
 	(void)ctx;
+	check_now(now);
 	t.unknown_calls++;
 	if (t.no_producer)
 		return -EGW_E_UNKNOWN_ROOM;
@@ -306,25 +397,31 @@ unknown_room(void *ctx, uint64_t room, uint16_t nranks, uint64_t now)
 	return 0;
 }
 
+/* Side i's parameters, built directly (the engines' defaults, a pool
+ * of 128 Ki tokens of `hidden` values, one peer). */
 static void
-mkconf(struct egw_conf *c, const char *name, uint16_t role, uint32_t self,
-       uint32_t peer, const char *peer_name, uint32_t hidden)
+mkconf(int i, const char *name, uint16_t role, uint32_t peer,
+       const char *peer_name, uint32_t hidden)
 {
-	egw_conf_defaults(c);
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	c->roles = role;
-	c->geom.capacity_tokens = 1024 * 128;
-	c->geom.hidden_size = hidden;
-	memset(c->key.k, 0x5a, sizeof(c->key.k));
-	c->nports = 1;
-	snprintf(c->ports[0].name, sizeof(c->ports[0].name), "p0");
-	c->ports[0].addr = self;
-	c->ports[0].prefix = 24;
-	c->ports[0].udp_port = PORT;
-	c->ports[0].npeers = 1;
-	snprintf(c->ports[0].peers[0].name, sizeof(c->ports[0].peers[0].name), "%s", peer_name);
-	c->ports[0].peers[0].addr = peer;
-	c->ports[0].peers[0].udp_port = PORT;
+	struct egw_node_params *p = &t.par[i];
+	struct egw_pool_geom *g = &t.geom[i];
+
+	memset(p, 0, sizeof(*p));
+	*g = (struct egw_pool_geom){
+		.capacity_tokens = 1024 * 128,
+		.block_tokens = EGW_POOL_DEFAULT_BLOCK_TOKENS,
+		.hidden_size = hidden, .dtype_bytes = 2, .mrope = true,
+		.aux_bytes = 64,
+	};
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->roles = role;
+	memset(p->key.k, 0x5a, sizeof(p->key.k));
+	egw_xfer_conf_default(&p->xfer, g);
+	egw_policy_init_fixed(&p->policy, g->block_tokens, 8192);
+	p->npeers = 1;
+	snprintf(p->peers[0].name, sizeof(p->peers[0].name), "%s", peer_name);
+	p->peers[0].addr = peer;
+	p->peers[0].udp_port = PORT;
 }
 
 /* Start side i (0 encode, 1 language) as incarnation `session`, with a
@@ -338,10 +435,10 @@ start(int i, uint64_t session)
 				    .peer_down = peer_down, .note = note };
 	struct egw_region reg[EGW_KIND_MAX];
 
-	CU_ASSERT_FATAL(egw_pool_create(&t.conf[i].geom, NULL, 0, &t.pool[i]) == 0);
+	CU_ASSERT_FATAL(egw_pool_create(&t.geom[i], NULL, 0, &t.pool[i]) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		reg[k] = (struct egw_region){ 0, 0,
-			(uint32_t)egw_geom_unit_bytes(&t.conf[i].geom, (enum egw_kind)k) };
+			(uint32_t)egw_geom_unit_bytes(&t.geom[i], (enum egw_kind)k) };
 	ops.ctx = (void *)(intptr_t)i;
 	/* both sides, as the gateway gives them to every verbs port: only
 	 * the receiving one opens windows */
@@ -349,7 +446,7 @@ start(int i, uint64_t session)
 		ops.window_bind = window_bind;
 		ops.window_unbind = window_unbind;
 	}
-	CU_ASSERT_FATAL(egw_node_create(&t.conf[i], 0, t.pool[i], reg, NULL, 0,
+	CU_ASSERT_FATAL(egw_node_create(&t.par[i], t.pool[i], reg, NULL, 0,
 					&ops, session, t.now, &t.node[i]) == 0);
 }
 
@@ -372,10 +469,11 @@ setup_with(uint32_t lang_hidden, uint32_t lang_policy_tokens)
 	memset(&t, 0, sizeof(t));
 	t.enc_psn = 111;
 	egw_proto_init();
-	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
-	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", lang_hidden);
+	mkconf(0, "enc", EGW_ROLE_ENCODE, LANG_IP, "lang", 16);
+	mkconf(1, "lang", EGW_ROLE_LANGUAGE, ENC_IP, "enc", lang_hidden);
 	if (lang_policy_tokens > 0)
-		t.conf[1].policy.tokens = lang_policy_tokens;
+		egw_policy_init_fixed(&t.par[1].policy, t.geom[1].block_tokens,
+				      lang_policy_tokens);
 	for (int i = 0; i < 2; i++)
 		start(i, 1000 + (uint64_t)i);
 }
@@ -389,6 +487,7 @@ setup(uint32_t lang_hidden)
 static void
 teardown(void)
 {
+	CU_ASSERT_EQUAL(t.now_mismatch, 0);
 	for (int i = 0; i < 2; i++) {
 		egw_node_destroy(t.node[i]);
 		egw_pool_destroy(t.pool[i]);
@@ -411,6 +510,8 @@ run(uint64_t ns)
 		}
 		while (t.ncpl > 0 && !t.hold_writes && !t.down[0])
 			egw_node_writes_done(t.node[0], t.cpl[--t.ncpl], true, t.now);
+		if (t.nwq > 0 && !t.down[1])
+			window_completions();
 		t.now += 100000;
 		for (int i = 0; i < 2; i++)
 			if (!t.down[i])
@@ -608,8 +709,8 @@ test_wrong_name_is_refused_once(void)
 	setup(16);
 	egw_node_destroy(t.node[1]);
 	egw_pool_destroy(t.pool[1]);
-	snprintf(t.conf[1].ports[0].peers[0].name,
-		 sizeof(t.conf[1].ports[0].peers[0].name), "enc-b");
+	snprintf(t.par[1].peers[0].name, sizeof(t.par[1].peers[0].name),
+		 "enc-b");
 	start(1, 1001);
 	run(2000000000ull);
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
@@ -641,7 +742,7 @@ test_message_for_missing_role_dropped(void)
 	setup(16);
 	run(5000000);
 	/* an INIT sent to the language-only node, as if from its peer */
-	len = egw_proto_encode(&t.conf[0].key, 1000, 1u << 30, &m, b, sizeof(b));
+	len = egw_proto_encode(&t.par[0].key, 1000, 1u << 30, &m, b, sizeof(b));
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 1);
@@ -649,7 +750,7 @@ test_message_for_missing_role_dropped(void)
 	 * flag and all */
 	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .rank = 0, .nranks = 1,
 			      .room = 5, .error = EGW_E_ABORTED };
-	len = egw_proto_encode(&t.conf[0].key, 1000, (1u << 30) + 1, &m, b, sizeof(b));
+	len = egw_proto_encode(&t.par[0].key, 1000, (1u << 30) + 1, &m, b, sizeof(b));
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 2);
@@ -658,7 +759,7 @@ test_message_for_missing_role_dropped(void)
 
 		egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs0);
 		m.flags = EGW_MSGF_ACK;
-		len = egw_proto_encode(&t.conf[0].key, 1000, (1u << 30) + 2, &m, b,
+		len = egw_proto_encode(&t.par[0].key, 1000, (1u << 30) + 2, &m, b,
 				       sizeof(b));
 		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 		egw_node_get_stats(t.node[1], &st);
@@ -685,15 +786,15 @@ test_refused_post_fails_room_at_once(void)
 	opened = t.now;
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
 	while (t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)] == 0 &&
-	       t.now - opened < t.conf[0].timers.round_ns)
+	       t.now - opened < t.par[0].xfer.timers.round_ns)
 		run(1000000);
 	CU_ASSERT_EQUAL(t.posts_refused, 1);
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], 1);
 	CU_ASSERT_EQUAL(t.done_err, 2);
 	/* well before any deadline could have failed it */
-	CU_ASSERT(t.now - opened < t.conf[1].timers.alloc_ns &&
-		  t.now - opened < t.conf[0].timers.round_ns);
+	CU_ASSERT(t.now - opened < t.par[1].xfer.timers.alloc_ns &&
+		  t.now - opened < t.par[0].xfer.timers.round_ns);
 	CU_ASSERT_EQUAL(t.delivered, 0);
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT_EQUAL(st.posts_refused, 1);
@@ -725,7 +826,7 @@ test_many_refused_posts_all_fail_their_rooms(void)
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_TRANSPORT)], NROOMS);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TRANSPORT)], NROOMS);
 	CU_ASSERT_EQUAL(t.done_err, 2 * NROOMS);
-	CU_ASSERT(t.now - opened < t.conf[0].timers.round_ns);
+	CU_ASSERT(t.now - opened < t.par[0].xfer.timers.round_ns);
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT_EQUAL(st.posts_refused, NROOMS);
 	CU_ASSERT_EQUAL(st.refused_overflow, 0);
@@ -806,11 +907,11 @@ test_abort_before_input_reaches_every_rank(void)
 	t0 = t.now;
 	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 900, 1, false, t.now), 0);
 	while (t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)] < 2 &&
-	       t.now - t0 < t.conf[1].timers.bootstrap_ns)
+	       t.now - t0 < t.par[1].xfer.timers.bootstrap_ns)
 		run(1000000);
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_ABORTED)], 1);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)], 2);
-	CU_ASSERT(t.now - t0 < t.conf[1].timers.bootstrap_ns / 10);
+	CU_ASSERT(t.now - t0 < t.par[1].xfer.timers.bootstrap_ns / 10);
 	run(3000000000ull);
 	assert_no_blocks_in_use();
 	teardown();
@@ -820,7 +921,7 @@ test_abort_before_input_reaches_every_rank(void)
 static void
 decode(const struct dgram *d, struct egw_pkt *p)
 {
-	CU_ASSERT_EQUAL_FATAL(egw_proto_decode(&t.conf[0].key, d->b, d->len, p,
+	CU_ASSERT_EQUAL_FATAL(egw_proto_decode(&t.par[0].key, d->b, d->len, p,
 					       NULL), EGW_PE_OK);
 }
 
@@ -1059,7 +1160,7 @@ register_from(uint64_t session, uint64_t peer_seq)
 	p.reg.peer_session = 1001;
 	p.reg.peer_seq = peer_seq;
 	p.reg.ack_qpn = p.reg.ack_psn = 0;
-	len = egw_proto_encode_register(&t.conf[0].key, session, ++seq, 0,
+	len = egw_proto_encode_register(&t.par[0].key, session, ++seq, 0,
 					&p.reg, b, sizeof(d.b));
 	CU_ASSERT_FATAL(len > 0);
 	d.len = (size_t)len;
@@ -1150,7 +1251,7 @@ test_silent_peer_let_go_and_reapplied(void)
 	ups = t.enc_peer_ups;
 	downs = t.peer_downs[0];
 	t.down[1] = true;
-	run(t.conf[0].timers.peer_dead_ns + 500000000ull);
+	run(t.par[0].xfer.timers.peer_dead_ns + 500000000ull);
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
 	CU_ASSERT_EQUAL(t.peer_downs[0], downs + 1);
@@ -1191,7 +1292,7 @@ test_quarantine_deadline_fences_a_live_peer(void)
 	open_held(50000);
 	downs = t.peer_downs[1];
 	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
-	run(t.conf[1].timers.quarantine_ns - 100000000ull);
+	run(t.par[1].xfer.timers.quarantine_ns - 100000000ull);
 	egw_pool_get_stats(t.pool[1], &ps);
 	CU_ASSERT(ps.blocks_in_use > 0); /* quarantined, no ACK */
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 0);
@@ -1336,9 +1437,9 @@ setup_keys(void)
 	t.keys_on = true;
 	t.enc_psn = 111;
 	egw_proto_init();
-	mkconf(&t.conf[0], "enc", EGW_ROLE_ENCODE, ENC_IP, LANG_IP, "lang", 16);
-	mkconf(&t.conf[1], "lang", EGW_ROLE_LANGUAGE, LANG_IP, ENC_IP, "enc", 16);
-	t.conf[1].max_blocks_per_round = 8; /* many windows per room */
+	mkconf(0, "enc", EGW_ROLE_ENCODE, LANG_IP, "lang", 16);
+	mkconf(1, "lang", EGW_ROLE_LANGUAGE, ENC_IP, "enc", 16);
+	t.par[1].xfer.max_blocks_per_round = 8; /* many windows per room */
 	for (int i = 0; i < 2; i++)
 		start(i, 1000 + (uint64_t)i);
 	run(5000000);
@@ -1351,13 +1452,28 @@ static void
 assert_windows_closed(void)
 {
 	CU_ASSERT(t.binds > 0);
-	CU_ASSERT_EQUAL(t.unbinds, t.binds);
+	CU_ASSERT_EQUAL(t.unbinds, t.binds - t.binds_failed);
 	CU_ASSERT_EQUAL(t.unbind_after_free, 0);
 	CU_ASSERT_EQUAL(t.key_violations, 0);
 	CU_ASSERT_EQUAL(t.multi_run_windows, 0);
 	CU_ASSERT_EQUAL(t.keyless_windows, 0);
+	CU_ASSERT_EQUAL(t.inits_while_binding, 0);
+	CU_ASSERT_EQUAL(t.done_before_deliver, 0);
+	CU_ASSERT_EQUAL(t.unbind_unknown, 0);
+	CU_ASSERT_EQUAL(t.nwq, 0);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 0);
 	for (uint32_t b = 0; b < 2048; b++)
-		CU_ASSERT(!t.win[b].open);
+		CU_ASSERT(!t.win[b].open && !t.win[b].binding &&
+			  !t.win[b].closing);
+}
+
+static uint64_t
+lang_blocks_in_use(void)
+{
+	struct egw_pool_stats ps;
+
+	egw_pool_get_stats(t.pool[1], &ps);
+	return ps.blocks_in_use;
 }
 
 static void
@@ -1416,18 +1532,136 @@ test_window_keys_bind_failure_retried(void)
 	struct egw_node_stats st;
 
 	setup_keys();
-	/* windows that cannot be opened are not offered; the room asks
-	 * again and completes */
-	t.bind_fail = 3;
+	/* windows that cannot be opened - refused at the post, or failed
+	 * at the completion - are not offered, their blocks go back; the
+	 * room asks again and completes */
+	t.bind_fail = 2;
+	t.bind_fail_cpl = 2;
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
 	run(200000000);
 	CU_ASSERT_EQUAL(t.delivered, 1);
 	CU_ASSERT_EQUAL(t.bad, 0);
 	CU_ASSERT_EQUAL(t.done_err, 0);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.window_bind_failed, 3);
+	CU_ASSERT_EQUAL(st.window_bind_failed, 4);
+	/* the failed completion is noted, with the window and the peer */
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_WINDOW], 1);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "bind failed") != NULL);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "peer enc") != NULL);
 	run(3000000000ull);
 	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* A bind that completes late holds the window's INIT back - nothing
+ * blocks meanwhile: the node goes on with its peer and its other work -
+ * and the room goes through once it completes. */
+static void
+test_window_keys_late_bind_delays_the_offer(void)
+{
+	setup_keys();
+	t.hold_binds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(1000000);
+	CU_ASSERT_EQUAL(t.binds, 1);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 1);
+	CU_ASSERT(lang_blocks_in_use() > 0);
+	/* the sender heard of no room: no INIT went out */
+	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
+	CU_ASSERT(egw_node_peer_ready(t.node[1], 0));
+	run(500000000); /* late, within the deadline */
+	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	t.hold_binds = false;
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* A room's blocks - freed or delivered - wait for their windows'
+ * invalidations: never back in the pool, never the application's, while
+ * a key may still admit the peer's writes. */
+static void
+test_window_keys_pending_invalidation_holds_blocks(void)
+{
+	uint64_t held;
+
+	setup_keys();
+	t.hold_unbinds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(50000000);
+	/* the room is complete, its DELIVER waits for the invalidation */
+	CU_ASSERT_EQUAL(t.delivered, 0);
+	CU_ASSERT_EQUAL(t.lang_done_ok, 0);
+	CU_ASSERT(egw_node_windows_parked(t.node[1]) > 0);
+	held = lang_blocks_in_use();
+	CU_ASSERT(held > 0);
+	t.hold_unbinds = false;
+	run(1000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.lang_done_ok, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	/* an aborted room: its blocks stay out of the pool until then */
+	t.hold_unbinds = true;
+	open_held(50000);
+	CU_ASSERT_EQUAL(egw_node_abort_room(t.node[1], 50000, 0, false, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT(lang_blocks_in_use() > 0);
+	CU_ASSERT(egw_node_windows_parked(t.node[1]) > 0);
+	t.hold_unbinds = false;
+	run(3000000000ull);
+	assert_windows_closed();
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* Past its deadline a bind is failed and noted, and invalidated before
+ * its blocks go back; an overdue invalidation is noted, its blocks stay
+ * out of the pool until it does complete. */
+static void
+test_window_keys_deadlines(void)
+{
+	struct egw_node_stats st;
+
+	setup_keys();
+	t.hold_binds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 2000, 0, 1, 0, false, t.now), 0);
+	run(2100000000ull);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT(st.window_overdue >= 1);
+	CU_ASSERT(st.window_bind_failed >= 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_WINDOW], 1);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "did not complete") != NULL);
+	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
+	/* the bind's late completion is stale; the room goes through */
+	t.hold_binds = false;
+	run(100000000);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT(st.window_stale >= 1);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	run(3000000000ull);
+	assert_no_blocks_in_use();
+
+	/* an invalidation that does not complete in time */
+	t.hold_unbinds = true;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false, t.now), 0);
+	run(2500000000ull);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT(lang_blocks_in_use() > 0);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 0); /* stuck */
+	t.hold_unbinds = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.delivered, 2);
+	run(3000000000ull);
 	assert_no_blocks_in_use();
 	teardown();
 }
@@ -1497,7 +1731,7 @@ test_foreign_session_nudged_at_most_every_200ms(void)
 	t.nq = 0;
 	egw_node_get_stats(t.node[1], &st0);
 	for (uint64_t q = 1; q <= 50; q++) {
-		int len = egw_proto_encode(&t.conf[0].key, 0x4444, q, &hb, b, sizeof(b));
+		int len = egw_proto_encode(&t.par[0].key, 0x4444, q, &hb, b, sizeof(b));
 
 		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 		t.now += 1000000; /* 50 ms in all */
@@ -1530,7 +1764,7 @@ test_refused_init_creates_nothing(void)
 
 	setup(16);
 	run(5000000);
-	len = egw_proto_encode(&t.conf[1].key, 1001, 1000000, &m, buf, sizeof(buf));
+	len = egw_proto_encode(&t.par[1].key, 1001, 1000000, &m, buf, sizeof(buf));
 	CU_ASSERT_FATAL(len > 0);
 	egw_node_rx(t.node[0], LANG_IP, PORT, buf, (size_t)len, t.now);
 	CU_ASSERT_EQUAL(t.unknown_calls, 0);
@@ -1555,6 +1789,13 @@ main(void)
 		  "its blocks go back", test_window_keys_closed_on_failure_and_abort },
 		{ "window keys: a window that cannot be opened is asked again",
 		  test_window_keys_bind_failure_retried },
+		{ "window keys: a late bind holds the window's offer back, "
+		  "nothing blocks", test_window_keys_late_bind_delays_the_offer },
+		{ "window keys: blocks wait for their window's invalidation",
+		  test_window_keys_pending_invalidation_holds_blocks },
+		{ "window keys: overdue binds and invalidations fail, are "
+		  "noted, and keep their blocks safe",
+		  test_window_keys_deadlines },
 		{ "reregister_after_endpoint_change", test_reregister_after_endpoint_change },
 		{ "bad_datagrams_dropped_and_counted", test_bad_datagrams_dropped_and_counted },
 		{ "mismatched_geometry_is_not_registered", test_mismatched_geometry_is_not_registered },

@@ -48,8 +48,7 @@ open_pair(void)
 static uint32_t
 ring_size(void)
 {
-	return pp.side[PP_ENC].conf.max_rooms * EGW_XFER_MAX_RANKS *
-	       EGW_XFER_PIPE;
+	return pp.side[PP_ENC].par.max_batches;
 }
 
 static void
@@ -162,14 +161,14 @@ test_post_errors(void)
 	open_pair();
 	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
 	w = pp_emb(&pp, 0, 0, 1);
-	CU_ASSERT_EQUAL(pp.ops->post(pp.side[PP_ENC].drv, EGW_CONF_MAX_PEERS,
+	CU_ASSERT_EQUAL(pp.ops->post(pp.side[PP_ENC].drv, EGW_PAYLOAD_MAX_PEERS,
 				     &w, 1, 1), -EINVAL);
 	for (uint32_t i = 0; i < ring_size(); i++)
 		CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, i) == 0);
 	/* nothing taken: the batch can be posted again after a poll */
 	CU_ASSERT_EQUAL(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 99),
 			-ENOBUFS);
-	CU_ASSERT_EQUAL(pp.ops->poll(pp.side[PP_ENC].drv, c, 1), 1);
+	CU_ASSERT_EQUAL(pp.ops->poll(pp.side[PP_ENC].drv, c, 1, 0), 1);
 	CU_ASSERT_EQUAL(c[0].cookie, 0);
 	CU_ASSERT(pp.ops->post(pp.side[PP_ENC].drv, 0, &w, 1, 99) == 0);
 	n = pp_poll(&pp, PP_ENC, c, 64);
@@ -199,7 +198,7 @@ file_ino(const char *f)
 static size_t
 data_bytes(void)
 {
-	return egw_geom_mem_bytes(&pp.side[PP_LANG].conf.geom);
+	return egw_geom_mem_bytes(&pp.side[PP_LANG].par.geom);
 }
 
 /* The pool file as doc/protocol.md lays it out: a 4096-byte big-endian
@@ -228,7 +227,7 @@ test_header_fields(void)
 	CU_ASSERT_EQUAL(be(h + 36, 4), PP_BLOCKS);
 	CU_ASSERT_EQUAL(be(h + 40, 4), 64);       /* hidden_size */
 	CU_ASSERT_EQUAL(be(h + 44, 4), 2);        /* dtype_bytes */
-	CU_ASSERT_EQUAL(be(h + 48, 4), pp.side[PP_LANG].conf.geom.aux_bytes);
+	CU_ASSERT_EQUAL(be(h + 48, 4), pp.side[PP_LANG].par.geom.aux_bytes);
 	CU_ASSERT_EQUAL(be(h + 52, 4), (uint64_t)getpid());
 	for (size_t i = 56; i < sizeof(h); i++)
 		if (h[i] != 0) {
@@ -245,11 +244,10 @@ test_header_fields(void)
 static int
 open_lang(struct egw_payload **drv, struct egw_pool **pool)
 {
-	static struct egw_conf c;
+	static struct egw_payload_params par;
 
-	pp_conf(&c, EGW_ROLE_LANGUAGE, EGW_PAYLOAD_SHM, path);
-	return egw_payload_shm_ops.open(&c, &c.ports[0], PP_SESSION + 1, drv,
-					pool);
+	pp_params(&par, EGW_ROLE_LANGUAGE, path);
+	return egw_payload_shm_ops.open(&par, PP_SESSION + 1, drv, pool);
 }
 
 static void
@@ -540,7 +538,7 @@ test_connect_checks_file(void)
 	open_pair();
 	file_bytes = 4096 + data_bytes();
 	pp_register(&pp, PP_LANG, &r);
-	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, EGW_CONF_MAX_PEERS,
+	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, EGW_PAYLOAD_MAX_PEERS,
 					&r), -EINVAL);
 	CU_ASSERT(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r) == 0);
 	r.session = PP_SESSION + 1;     /* another incarnation */
@@ -567,14 +565,14 @@ test_connect_checks_file(void)
 	/* the peer's file named by its shm_path: none, then no pool */
 	open_pair();
 	pp_register(&pp, PP_LANG, &r);
-	snprintf(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
-		 sizeof(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path),
+	snprintf(pp.side[PP_ENC].par.peers[0].shm_path,
+		 sizeof(pp.side[PP_ENC].par.peers[0].shm_path),
 		 "%s.other", path);
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
 	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ENOENT);
-	write_file(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
-		   "not a pool", 10);
+	write_file(pp.side[PP_ENC].par.peers[0].shm_path, "not a pool", 10);
 	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -EBADMSG);
-	unlink(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path);
+	unlink(pp.side[PP_ENC].par.peers[0].shm_path);
 	pp_close(&pp);
 }
 
@@ -592,9 +590,10 @@ test_connect_failure_is_not_logged(void)
 
 	open_pair();
 	pp_register(&pp, PP_LANG, &r);
-	snprintf(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path,
-		 sizeof(pp.side[PP_ENC].conf.ports[0].peers[0].shm_path),
+	snprintf(pp.side[PP_ENC].par.peers[0].shm_path,
+		 sizeof(pp.side[PP_ENC].par.peers[0].shm_path),
 		 "%s.missing", path);
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
 	snprintf(log, sizeof(log), "/tmp/egw-test-shm-log-%ld", (long)getpid());
 	fd = open(log, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	CU_ASSERT_FATAL(fd >= 0);
@@ -605,7 +604,8 @@ test_connect_failure_is_not_logged(void)
 		CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r),
 				-ENOENT);
 	r.session = PP_SESSION + 7;
-	pp.side[PP_ENC].conf.ports[0].peers[0].shm_path[0] = '\0';
+	pp.side[PP_ENC].par.peers[0].shm_path[0] = '\0';
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
 	CU_ASSERT_EQUAL(pp.ops->connect(pp.side[PP_ENC].drv, 0, &r), -ESTALE);
 	fflush(stderr);
 	dup2(saved, STDERR_FILENO);

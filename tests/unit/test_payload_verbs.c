@@ -522,13 +522,12 @@ test_post_errors(void)
 
 	stub_device();
 	open_connected();
-	size = pp.side[PP_ENC].conf.max_rooms * EGW_XFER_MAX_RANKS *
-	       EGW_XFER_PIPE;
+	size = pp.side[PP_ENC].par.max_batches;
 	CU_ASSERT_EQUAL(pp.ops->post(ENC, 1, NULL, 0, 1), -EINVAL);
 	/* completions nobody polled fill the ring: -ENOBUFS, nothing taken */
 	for (uint32_t i = 0; i < size; i++)
 		CU_ASSERT(post_tokens(1, i) == 0);
-	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0, 0), 0);
 	CU_ASSERT_EQUAL(post_tokens(1, 99), -ENOBUFS);
 	CU_ASSERT_EQUAL(enc_stats().batches, size);
 	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 64), size);
@@ -536,11 +535,11 @@ test_post_errors(void)
 	 * once. Half completed and not polled, half on the wire: full. */
 	for (uint32_t i = 0; i < size / 2; i++)
 		CU_ASSERT(post_tokens(1, i) == 0);
-	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0, 0), 0);
 	ibv_stub.hold = true;
 	for (uint32_t i = size / 2; i < size; i++)
 		CU_ASSERT(post_tokens(1, i) == 0);
-	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0), 0);
+	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0, 0), 0);
 	CU_ASSERT_EQUAL(post_tokens(1, 98), -ENOBUFS);
 	/* the reset that room is kept for: every completion fits */
 	pp.ops->inject_qp_error(ENC, 0);
@@ -622,10 +621,40 @@ reconnect(void)
 	CU_ASSERT(pp.ops->connect(ENC, 0, &r) == 0);
 }
 
+/* Post a window's bind on the peer's QP and reap its completion: 0 when
+ * it bound, the post's -errno, or -EIO when its completion failed. */
+static int
+bind_window(const struct egw_run *run, uint32_t keys[EGW_KIND_MAX],
+	    uint64_t cookie)
+{
+	struct egw_payload_cpl c[4];
+	int rc = pp.ops->window_bind(LANG, 0, run, keys, cookie, pp.now);
+
+	if (rc != 0)
+		return rc;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].kind, EGW_PAYLOAD_CPL_WINDOW);
+	CU_ASSERT_EQUAL(c[0].cookie, cookie);
+	return c[0].ok ? 0 : -EIO;
+}
+
+/* Post a window's invalidation and reap its completion (always ok). */
+static void
+unbind_window(const struct egw_run *run, uint64_t cookie)
+{
+	struct egw_payload_cpl c[4];
+
+	pp.ops->window_unbind(LANG, run, cookie, pp.now);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].kind, EGW_PAYLOAD_CPL_WINDOW);
+	CU_ASSERT_EQUAL(c[0].cookie, cookie);
+	CU_ASSERT(c[0].ok);
+}
+
 static void
 test_window_per_kind_on_peer_qp(void)
 {
-	const struct egw_pool_geom *g = &pp.side[PP_LANG].conf.geom;
+	const struct egw_pool_geom *g = &pp.side[PP_LANG].par.geom;
 	struct egw_run run = { 2, 3 };
 	uint32_t keys[EGW_KIND_MAX];
 	struct egw_register r;
@@ -640,7 +669,7 @@ test_window_per_kind_on_peer_qp(void)
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		CU_ASSERT_EQUAL(r.region[k].rkey, 0);
 
-	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT_FATAL(bind_window(&run, keys, 7) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
 		size_t unit = egw_geom_unit_bytes(g, (enum egw_kind)k);
 		uint64_t per_block = k == EGW_KIND_AUX ? unit : unit * g->block_tokens;
@@ -668,9 +697,6 @@ test_window_per_kind_on_peer_qp(void)
 	CU_ASSERT(kinds >= 3); /* embedding, fill_ids, aux at least */
 	CU_ASSERT_EQUAL(ibv_stub.binds, kinds);
 	CU_ASSERT_EQUAL(lang_stats().window_binds, 1);
-	/* the binds completed before window_bind returned */
-	for (uint32_t i = 0; i < ibv_stub.nwr; i++)
-		CU_ASSERT(ibv_stub.wr[i].done);
 	pp_close(&pp);
 }
 
@@ -682,12 +708,12 @@ test_window_admits_writes_only_while_open(void)
 
 	open_with_window_keys();
 	pp_fill(&pp, 0, 21);
-	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT_FATAL(bind_window(&run, keys, 1) == 0);
 	CU_ASSERT(write_block(4, keys[EGW_KIND_EMB], 1)); /* its last block */
 	CU_ASSERT(pp_landed(&pp, 4, 21, PP_BLOCK_TOKENS));
 
-	/* the room ends: invalidated on the QP, before unbind returns */
-	pp.ops->window_unbind(LANG, &run);
+	/* the room ends: invalidated on the QP, then its completion */
+	unbind_window(&run, 2);
 	CU_ASSERT_EQUAL(ibv_stub.invalidations, ibv_stub.binds);
 	CU_ASSERT(!ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
 	CU_ASSERT_EQUAL(lang_stats().window_unbinds, 1);
@@ -701,7 +727,7 @@ test_window_admits_writes_only_while_open(void)
 
 	/* a new window at the same first block: new keys (the key byte moved
 	 * on), and the old key still admits nothing */
-	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, again) == 0);
+	CU_ASSERT_FATAL(bind_window(&run, again, 3) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		if (keys[k] != 0)
 			CU_ASSERT_NOT_EQUAL(again[k], keys[k]);
@@ -720,16 +746,16 @@ test_window_bounds_and_region_key(void)
 	open_with_window_keys();
 	before = egw_pool_addr(pp.side[PP_LANG].pool, EGW_KIND_EMB, 1, 0);
 	pp_fill(&pp, 0, 31);
-	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT_FATAL(bind_window(&run, keys, 1) == 0);
 	/* the block before and the block after the window: refused */
 	CU_ASSERT(!write_block(1, keys[EGW_KIND_EMB], 1));
 	CU_ASSERT(before[0] == 0);
 	reconnect();
 	/* the QP was rebuilt under the window: closing it frees the MWs */
-	pp.ops->window_unbind(LANG, &run);
+	unbind_window(&run, 2);
 	CU_ASSERT_EQUAL(lang_stats().window_unbind_deallocs, 1);
 	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB]) == NULL);
-	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT_FATAL(bind_window(&run, keys, 3) == 0);
 	CU_ASSERT(!write_block(5, keys[EGW_KIND_EMB], 2));
 	CU_ASSERT(!pp_landed(&pp, 5, 31, PP_BLOCK_TOKENS));
 	reconnect();
@@ -753,17 +779,15 @@ test_window_bind_on_a_qp_in_error(void)
 	 * flushed, nothing stays bound, the QP is rebuilt with a new PSN
 	 * for the peer to hear */
 	pp.ops->inject_qp_error(LANG, 0);
-	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys) < 0);
-	for (int k = 0; k < EGW_KIND_MAX; k++)
-		CU_ASSERT_EQUAL(keys[k], 0);
+	CU_ASSERT_EQUAL(bind_window(&run, keys, 5), -EIO);
 	for (int i = 0; i < IBV_STUB_MAX_MW; i++)
 		CU_ASSERT(!ibv_stub.mw[i].used || !ibv_stub.mw[i].bound);
 	CU_ASSERT_EQUAL(lang_stats().window_bind_failed, 1);
 	CU_ASSERT_EQUAL(lang_stats().qp_resets, 1);
 	CU_ASSERT_EQUAL(pp.ops->changed(LANG, peers, 4), 1);
-	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 0); /* no batch of its */
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 0); /* nothing more */
 	/* the next window on the rebuilt QP is bound */
-	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
+	CU_ASSERT(bind_window(&run, keys, 6) == 0);
 	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
 	pp_close(&pp);
 }
@@ -773,24 +797,128 @@ test_window_errors(void)
 {
 	uint32_t keys[EGW_KIND_MAX];
 	struct egw_run run = { 6, 2 }, past = { 7, 2 }, none = { 3, 1 };
+	struct egw_payload_cpl c[4];
 
 	stub_device();
 	CU_ASSERT_FATAL(pp_open_window_keys(&pp, &egw_payload_verbs_ops) == 0);
 	/* not connected yet: no window */
-	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys), -ENOTCONN);
+	CU_ASSERT_EQUAL(bind_window(&run, keys, 1), -ENOTCONN);
 	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
-	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 1, &run, keys), -EINVAL);
-	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &past, keys), -EINVAL);
-	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys) == 0);
-	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys), -EBUSY);
-	pp.ops->window_unbind(LANG, &none); /* none open there: nothing */
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 1, &run, keys, 1, 0), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &past, keys, 1, 0), -EINVAL);
+	/* pending or open: never given twice */
+	CU_ASSERT(pp.ops->window_bind(LANG, 0, &run, keys, 1, 0) == 0);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys, 2, 0), -EBUSY);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys, 2, 0), -EBUSY);
+	/* none open there: completes at once, nothing was closed */
+	unbind_window(&none, 3);
 	CU_ASSERT_EQUAL(lang_stats().window_unbinds, 0);
 	pp_close(&pp);
 	/* without window keys the driver binds nothing */
 	stub_device();
 	open_connected();
-	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->window_bind(LANG, 0, &run, keys, 1, 0), -EINVAL);
 	CU_ASSERT(ibv_stub.last_mr_access & IBV_ACCESS_REMOTE_WRITE);
+	pp_close(&pp);
+}
+
+/* A bind is posted and returned from at once: its keys admit nothing
+ * until its completion is reaped, however late; window_bind_ns runs from
+ * the post's `now` to the poll's. */
+static void
+test_window_bind_is_posted_and_completes_late(void)
+{
+	struct egw_run run = { 2, 3 };
+	uint32_t keys[EGW_KIND_MAX];
+	struct egw_payload_cpl c[4];
+
+	open_with_window_keys();
+	pp_fill(&pp, 0, 41);
+	ibv_stub.hold = true;
+	pp.now = 1000;
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys, 9, pp.now) == 0);
+	CU_ASSERT(keys[EGW_KIND_EMB] != 0);
+	pp.now = 51000;
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 0);
+	/* no memory window has that key yet */
+	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB]) == NULL);
+	CU_ASSERT_EQUAL(lang_stats().window_binds, 0);
+	ibv_stub.hold = false;
+	pp.now = 81000;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].kind, EGW_PAYLOAD_CPL_WINDOW);
+	CU_ASSERT_EQUAL(c[0].cookie, 9);
+	CU_ASSERT(c[0].ok);
+	CU_ASSERT_FATAL(ibv_stub_mw_by_key(keys[EGW_KIND_EMB]) != NULL);
+	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
+	CU_ASSERT_EQUAL(lang_stats().window_binds, 1);
+	CU_ASSERT_EQUAL(lang_stats().window_bind_ns, 80000);
+	CU_ASSERT(write_block(3, keys[EGW_KIND_EMB], 1));
+	CU_ASSERT(pp_landed(&pp, 3, 41, PP_BLOCK_TOKENS));
+	pp_close(&pp);
+}
+
+/* An invalidation pending: the keys still admit writes and no completion
+ * says otherwise until it completed. */
+static void
+test_window_unbind_is_posted(void)
+{
+	struct egw_run run = { 2, 3 };
+	uint32_t keys[EGW_KIND_MAX];
+	struct egw_payload_cpl c[4];
+
+	open_with_window_keys();
+	CU_ASSERT_FATAL(bind_window(&run, keys, 1) == 0);
+	ibv_stub.hold = true;
+	pp.now = 5000;
+	pp.ops->window_unbind(LANG, &run, 2, pp.now);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 0);
+	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
+	ibv_stub.hold = false;
+	pp.now = 7000;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].cookie, 2);
+	CU_ASSERT(c[0].ok);
+	CU_ASSERT(!ibv_stub_mw_by_key(keys[EGW_KIND_EMB])->bound);
+	CU_ASSERT_EQUAL(lang_stats().window_unbinds, 1);
+	CU_ASSERT_EQUAL(lang_stats().window_unbind_ns, 2000);
+	CU_ASSERT_EQUAL(lang_stats().window_unbind_deallocs, 0);
+	pp_close(&pp);
+}
+
+/* Given up on while its bind is pending, a window is freed at once (its
+ * close completes through the next poll) and the bind's own completion,
+ * when it comes, is never reported. A reset of the QP completes every
+ * pending bind as failed. */
+static void
+test_window_pending_given_up_and_reset(void)
+{
+	struct egw_run run = { 2, 3 }, other = { 6, 1 };
+	uint32_t keys[EGW_KIND_MAX], more[EGW_KIND_MAX];
+	struct egw_payload_cpl c[4];
+
+	open_with_window_keys();
+	ibv_stub.hold = true;
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &run, keys, 1, 0) == 0);
+	pp.ops->window_unbind(LANG, &run, 2, 0);
+	CU_ASSERT(ibv_stub_mw_by_key(keys[EGW_KIND_EMB]) == NULL);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].cookie, 2);
+	CU_ASSERT(c[0].ok);
+	CU_ASSERT_EQUAL(pp_poll(&pp, PP_LANG, c, 4), 0);
+	/* a bind pending when the peer's QP is reset fails */
+	ibv_stub.hold = true;
+	CU_ASSERT_FATAL(pp.ops->window_bind(LANG, 0, &other, more, 3, 0) == 0);
+	pp.ops->disconnect(LANG, 0);
+	ibv_stub.hold = false;
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_LANG, c, 4), 1);
+	CU_ASSERT_EQUAL(c[0].cookie, 3);
+	CU_ASSERT(!c[0].ok);
+	for (int i = 0; i < IBV_STUB_MAX_MW; i++)
+		CU_ASSERT(!ibv_stub.mw[i].used || !ibv_stub.mw[i].bound);
+	CU_ASSERT_EQUAL(lang_stats().window_bind_failed, 2);
 	pp_close(&pp);
 }
 
@@ -841,6 +969,14 @@ main(void)
 		  "QP is rebuilt", test_window_bind_on_a_qp_in_error },
 		{ "window keys: not connected, bad runs, twice",
 		  test_window_errors },
+		{ "window keys: a bind is posted; its keys admit writes once "
+		  "its completion, however late, is reaped",
+		  test_window_bind_is_posted_and_completes_late },
+		{ "window keys: an invalidation is posted; the keys admit "
+		  "writes until it completed", test_window_unbind_is_posted },
+		{ "window keys: a pending bind given up on is freed and never "
+		  "reported; a reset fails pending binds",
+		  test_window_pending_given_up_and_reset },
 		{ NULL, NULL },
 	};
 

@@ -31,8 +31,10 @@ struct shm_peer {
 };
 
 struct egw_payload {
-	char path[EGW_CONF_PATH_LEN];
-	const struct egw_conf_port *port; /* peers' own pool files */
+	char path[EGW_PAYLOAD_PATH_LEN];
+	/* peers' own pool files ("": path) */
+	char peer_path[EGW_PAYLOAD_MAX_PEERS][EGW_PAYLOAD_PATH_LEN];
+	uint32_t npeers;
 	struct shm_file file;   /* the receiving side's pool file */
 	uint8_t *mem;           /* the pool's memory */
 	size_t mem_len;
@@ -41,7 +43,7 @@ struct egw_payload {
 	uint64_t fd_bytes;      /* what a local engine maps of fd */
 	struct egw_pool_mem own; /* the sending side's memory */
 	struct egw_pool *pool;
-	struct shm_peer peers[EGW_CONF_MAX_PEERS];
+	struct shm_peer peers[EGW_PAYLOAD_MAX_PEERS];
 	struct egw_payload_ring ring;
 	struct egw_payload_stats st;
 };
@@ -50,23 +52,24 @@ static void shm_close(struct egw_payload *p);
 
 /* We receive: our pool is the shared file peers write into. */
 static int
-open_file(struct egw_payload *p, const struct egw_conf *c, uint64_t session,
-	  size_t need)
+open_file(struct egw_payload *p, const struct egw_payload_params *pp,
+	  uint64_t session, size_t need)
 {
+	const struct egw_pool_geom *g = &pp->geom;
 	struct shm_file_hdr h = {
 		.session = session,
-		.block_tokens = c->geom.block_tokens,
-		.pool_blocks = c->geom.block_tokens == 0 ? 0 :
-			       c->geom.capacity_tokens / c->geom.block_tokens,
-		.hidden_size = c->geom.hidden_size,
-		.dtype_bytes = c->geom.dtype_bytes,
-		.aux_bytes = c->geom.aux_bytes,
+		.block_tokens = g->block_tokens,
+		.pool_blocks = g->block_tokens == 0 ? 0 :
+			       g->capacity_tokens / g->block_tokens,
+		.hidden_size = g->hidden_size,
+		.dtype_bytes = g->dtype_bytes,
+		.aux_bytes = g->aux_bytes,
 	};
 	/* a peer lets go of a killed predecessor's file within
 	 * peer_dead_ms of its death: that long, and a second for the
 	 * unmapping to reach us */
 	int rc = shm_file_create(p->path, &h, need,
-				 c->timers.peer_dead_ns + 1000000000ull,
+				 pp->peer_dead_ns + 1000000000ull,
 				 &p->file);
 
 	if (rc != 0)
@@ -86,25 +89,30 @@ open_file(struct egw_payload *p, const struct egw_conf *c, uint64_t session,
 }
 
 static int
-shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
-	  uint64_t session, struct egw_payload **out, struct egw_pool **pool)
+shm_open_(const struct egw_payload_params *pp, uint64_t session,
+	  struct egw_payload **out, struct egw_pool **pool)
 {
-	struct egw_payload *p = calloc(1, sizeof(*p));
-	size_t need = egw_geom_mem_bytes(&c->geom);
+	size_t need = egw_geom_mem_bytes(&pp->geom);
+	struct egw_payload *p;
 	int rc;
 
+	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
 	p->fd = -1;
 	p->own.fd = -1;
 	p->file.fd = -1;
-	snprintf(p->path, sizeof(p->path), "%s", port->payload.path);
-	p->port = port;
+	snprintf(p->path, sizeof(p->path), "%s", pp->path);
+	p->npeers = pp->npeers;
+	for (uint32_t i = 0; i < pp->npeers; i++)
+		snprintf(p->peer_path[i], sizeof(p->peer_path[i]), "%s",
+			 pp->peers[i].shm_path);
 	/* bounded by what the engines can have in flight */
-	rc = egw_payload_ring_init(&p->ring, c->max_rooms * EGW_XFER_MAX_RANKS *
-					     EGW_XFER_PIPE);
-	if (rc == 0 && (c->roles & EGW_ROLE_LANGUAGE)) {
-		rc = open_file(p, c, session, need);
+	rc = egw_payload_ring_init(&p->ring, pp->max_batches);
+	if (rc == 0 && pp->receives) {
+		rc = open_file(p, pp, session, need);
 	} else if (rc == 0) {
 		/* we send: our pool is memory local engines can map */
 		rc = egw_payload_pool_mem("embgw-pool", need, &p->own);
@@ -116,7 +124,7 @@ shm_open_(const struct egw_conf *c, const struct egw_conf_port *port,
 		}
 	}
 	if (rc == 0)
-		rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
+		rc = egw_pool_create(&pp->geom, p->mem, p->mem_len, &p->pool);
 	if (rc != 0) {
 		shm_close(p); /* undoes whatever part was done */
 		return rc;
@@ -157,16 +165,15 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	struct shm_peer *sp;
 	int fd;
 
-	if (peer >= EGW_CONF_MAX_PEERS)
+	if (peer >= EGW_PAYLOAD_MAX_PEERS)
 		return -EINVAL;
 	sp = &p->peers[peer];
 	unmap_peer(sp); /* whatever happens, never the old incarnation's */
 	if (!(r->roles & EGW_ROLE_LANGUAGE))
 		return 0; /* we never write to it */
 	/* several receiving peers on one port: each names its own file */
-	fd = shm_file_open_peer(peer < p->port->npeers &&
-				p->port->peers[peer].shm_path[0] ?
-				p->port->peers[peer].shm_path : p->path, r, &h,
+	fd = shm_file_open_peer(peer < p->npeers && p->peer_path[peer][0] ?
+				p->peer_path[peer] : p->path, r, &h,
 				sp->why, sizeof(sp->why));
 	if (fd < 0)
 		return fd;
@@ -191,13 +198,14 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 static const char *
 shm_why(const struct egw_payload *p, uint32_t peer)
 {
-	return peer < EGW_CONF_MAX_PEERS ? p->peers[peer].why : "no such peer";
+	return peer < EGW_PAYLOAD_MAX_PEERS ? p->peers[peer].why
+					     : "no such peer";
 }
 
 static void
 shm_disconnect(struct egw_payload *p, uint32_t peer)
 {
-	if (peer >= EGW_CONF_MAX_PEERS)
+	if (peer >= EGW_PAYLOAD_MAX_PEERS)
 		return;
 	unmap_peer(&p->peers[peer]);
 }
@@ -224,7 +232,7 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	uint64_t t0 = egw_payload_cycles();
 	bool ok;
 
-	if (peer >= EGW_CONF_MAX_PEERS)
+	if (peer >= EGW_PAYLOAD_MAX_PEERS)
 		return -EINVAL;
 	if (egw_payload_ring_full(&p->ring))
 		return -ENOBUFS;
@@ -245,8 +253,10 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 }
 
 static uint32_t
-shm_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
+shm_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
+	 uint64_t now)
 {
+	(void)now;
 	return egw_payload_ring_drain(&p->ring, c, max);
 }
 
@@ -261,7 +271,7 @@ shm_close(struct egw_payload *p)
 {
 	if (p == NULL)
 		return;
-	for (int i = 0; i < EGW_CONF_MAX_PEERS; i++)
+	for (int i = 0; i < EGW_PAYLOAD_MAX_PEERS; i++)
 		unmap_peer(&p->peers[i]);
 	egw_pool_destroy(p->pool);
 	egw_payload_pool_mem_free(&p->own);

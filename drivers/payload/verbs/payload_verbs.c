@@ -25,9 +25,13 @@
  *   registered with MW-bind access and no peer gets its rkey; a window a
  *   peer is given is a type-2 memory window per kind, bound on that peer's
  *   QP over exactly the window's blocks, and invalidated (LOCAL_INV) when
- *   its room ends. Both wait for their completion before returning, so an
- *   INIT/RESUME never names a key that does not admit writes yet, and no
- *   block goes back to the pool while a key still admits writes to it.
+ *   its room ends. Both are posted and return at once; their completions
+ *   come out of poll() like a batch's (EGW_PAYLOAD_CPL_WINDOW), and the
+ *   node waits for them: an INIT/RESUME never names a key before its bind
+ *   completed, and no block goes back to the pool before its window's
+ *   invalidation did. A reset of the peer's QP frees the MWs of every
+ *   window pending on it and completes them (binds failed, invalidations
+ *   done), so each post gets its completion.
  *
  * The decisions themselves (GID choice, chaining and signalling, send
  * queue depth, what a completion means) live in verbs_core.c, free of
@@ -69,11 +73,23 @@ struct vpeer {
  * so a key of an earlier window there admits nothing. mw->rkey is the
  * MW's current key: a bind names the MW by it, and the device does not
  * update it - the driver does, once the bind completed. */
+enum vwin_state {
+	VWIN_IDLE = 0,           /* nothing bound, nothing posted */
+	VWIN_BINDING,            /* bind posted, no completion yet */
+	VWIN_OPEN,               /* bound: its keys admit writes */
+	VWIN_UNBINDING,          /* invalidation posted, no completion yet */
+};
+
 struct vwin {
 	struct ibv_mw *mw[EGW_KIND_MAX];
+	uint32_t rkeys[EGW_KIND_MAX]; /* the keys being bound */
+	uint64_t cookie;         /* the caller's, for the completion */
+	uint64_t posted;         /* `now` at the post (window_*_ns) */
 	uint32_t peer;
-	uint8_t gen;             /* the peer's QP generation at the bind */
-	bool open;
+	uint8_t gen;             /* the peer's QP generation at the post */
+	uint8_t seq;             /* this post's, in its wr_id: tells it from
+				  * a post given up on */
+	uint8_t state;           /* enum vwin_state */
 };
 
 struct egw_payload {
@@ -90,15 +106,16 @@ struct egw_payload {
 	size_t mem_len;
 	struct egw_pool_mem own; /* mem's memfd (egw_payload_pool_mem) */
 	struct egw_pool *pool;
-	struct vpeer peers[EGW_CONF_MAX_PEERS];
+	struct vpeer peers[EGW_PAYLOAD_MAX_PEERS];
 	uint32_t npeers;
 	struct verbs_flight fl;  /* batches in flight, completions, stats */
 	struct vwin *win;        /* per first block; NULL: no window keys */
 	uint32_t nblocks;
+	/* windows' completions: at most one pending per first block */
+	struct egw_payload_ring wring;
 };
 
 #define verr(...) egw_payload_log("verbs", __VA_ARGS__)
-#define WINDOW_WAIT_NS 2000000000ull /* a bind or invalidation completes */
 
 static uint16_t
 mtu_bytes(enum ibv_mtu m)
@@ -212,8 +229,10 @@ qp_to_init(struct egw_payload *p, struct ibv_qp *qp)
 					IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
 }
 
-/* Reset the peer's QP (what was in flight on it fails) and bring it to
- * RTS towards the endpoint in v->reg. */
+static void windows_flush(struct egw_payload *p, uint32_t peer);
+
+/* Reset the peer's QP (what was in flight on it fails, windows pending on
+ * it complete) and bring it to RTS towards the endpoint in v->reg. */
 static int
 qp_connect(struct egw_payload *p, uint32_t peer)
 {
@@ -223,6 +242,7 @@ qp_connect(struct egw_payload *p, uint32_t peer)
 
 	v->connected = false;
 	verbs_sq_restart(&p->fl, &v->sq, peer);
+	windows_flush(p, peer);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	rc = neg_errno(ibv_modify_qp(v->qp, &a, IBV_QP_STATE));
@@ -269,40 +289,43 @@ qp_connect(struct egw_payload *p, uint32_t peer)
 static void verbs_close(struct egw_payload *p);
 
 static int
-verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
+verbs_open(const struct egw_payload_params *pp,
 	   uint64_t session __attribute__((unused)),
 	   struct egw_payload **out, struct egw_pool **pool)
 {
-	struct egw_payload *p = calloc(1, sizeof(*p));
+	struct egw_payload *p;
 	struct ibv_port_attr pa;
 	struct ibv_device_attr da;
 	int rc;
 
+	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
 	p->own.fd = -1; /* nothing to free yet */
-	p->port = port->payload.port;
-	p->ctx = open_device(port->payload.device);
+	p->port = pp->port;
+	p->ctx = open_device(pp->device);
 	if (p->ctx == NULL) {
 		free(p);
 		return -ENODEV;
 	}
 	if (ibv_query_port(p->ctx, p->port, &pa) != 0) {
-		verr("device '%s' has no port %u", port->payload.device, p->port);
+		verr("device '%s' has no port %u", pp->device, p->port);
 		verbs_close(p);
 		return -ENODEV;
 	}
 	if (pa.state != IBV_PORT_ACTIVE)
 		verr("device '%s' port %u is not active (state %d); going on",
-		     port->payload.device, p->port, pa.state);
+		     pp->device, p->port, pa.state);
 	p->mtu = pa.active_mtu;
-	p->gid_index = port->payload.gid_index >= 0 ? port->payload.gid_index
-		       : pick_gid(p, pa.gid_tbl_len, port->addr);
+	p->gid_index = pp->gid_index >= 0 ? pp->gid_index
+		       : pick_gid(p, pa.gid_tbl_len, pp->addr);
 	if (p->gid_index < 0 ||
 	    ibv_query_gid(p->ctx, p->port, p->gid_index, &p->gid) != 0) {
 		if (p->gid_index >= 0)
 			verr("GID index %d unreadable on '%s' port %u",
-			     p->gid_index, port->payload.device, p->port);
+			     p->gid_index, pp->device, p->port);
 		verbs_close(p);
 		return -ENOENT;
 	}
@@ -313,22 +336,21 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 	p->max_send_wr = verbs_sq_depth(da.max_qp_wr);
 	if (p->max_send_wr == 0) {
 		verr("device '%s' allows no send work requests (max_qp_wr %d)",
-		     port->payload.device, da.max_qp_wr);
+		     pp->device, da.max_qp_wr);
 		verbs_close(p);
 		return -ENODEV;
 	}
-	p->mem_len = egw_geom_mem_bytes(&c->geom);
+	p->mem_len = egw_geom_mem_bytes(&pp->geom);
 	/* a sealed memfd: local engines map the pool through it */
 	if (egw_payload_pool_mem("embgw-pool", p->mem_len, &p->own) == 0)
 		p->mem = p->own.mem;
 	p->pd = ibv_alloc_pd(p->ctx);
 	/* bounded by what the engines can have in flight */
-	rc = verbs_flight_init(&p->fl, c->max_rooms * EGW_XFER_MAX_RANKS *
-				       EGW_XFER_PIPE);
-	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (port->npeers + 1)),
+	rc = verbs_flight_init(&p->fl, pp->max_batches);
+	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (pp->npeers + 1)),
 			      NULL, NULL, 0);
 	if (p->mem == NULL || p->pd == NULL || rc != 0 || p->cq == NULL) {
-		verr("cannot allocate PD/CQ/memory on '%s'", port->payload.device);
+		verr("cannot allocate PD/CQ/memory on '%s'", pp->device);
 		verbs_close(p);
 		return -ENOMEM;
 	}
@@ -338,7 +360,7 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 	 * (its rkey, guessable, opens nothing): peers write only through
 	 * memory windows, which local write access lets us bind. */
 	p->mr = ibv_reg_mr(p->pd, p->mem, p->mem_len,
-			   port->payload.window_keys
+			   pp->window_keys
 			   ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND
 			   : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (p->mr == NULL) {
@@ -347,7 +369,7 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		verbs_close(p);
 		return -ENOMEM;
 	}
-	p->npeers = port->npeers;
+	p->npeers = pp->npeers;
 	srand48((long)time(NULL) ^ (long)getpid());
 	for (uint32_t i = 0; i < p->npeers; i++) {
 		struct vpeer *v = &p->peers[i];
@@ -359,21 +381,29 @@ verbs_open(const struct egw_conf *c, const struct egw_conf_port *port,
 		if (v->qp == NULL || v->sq.wr == NULL || v->sq.sge == NULL ||
 		    qp_to_init(p, v->qp) != 0) {
 			verr("cannot create an RC QP for peer %s",
-			     port->peers[i].name);
+			     pp->peers[i].name);
 			verbs_close(p);
 			return -ENOMEM;
 		}
 		v->psn = (uint32_t)(lrand48() & 0xffffff);
 	}
-	rc = egw_pool_create(&c->geom, p->mem, p->mem_len, &p->pool);
+	rc = egw_pool_create(&pp->geom, p->mem, p->mem_len, &p->pool);
 	if (rc != 0) {
 		verbs_close(p);
 		return rc;
 	}
-	if (port->payload.window_keys) {
+	if (pp->window_keys) {
 		p->nblocks = egw_pool_nblocks(p->pool);
+		if (p->nblocks > VERBS_WINDOW_MAX_BLOCKS) {
+			verr("window keys: the pool has %u blocks, at most %u "
+			     "can be told apart", p->nblocks,
+			     VERBS_WINDOW_MAX_BLOCKS);
+			verbs_close(p);
+			return -ERANGE;
+		}
 		p->win = calloc(p->nblocks, sizeof(*p->win));
-		if (p->win == NULL) {
+		if (p->win == NULL ||
+		    egw_payload_ring_init(&p->wring, p->nblocks) != 0) {
 			verbs_close(p);
 			return -ENOMEM;
 		}
@@ -489,6 +519,7 @@ verbs_disconnect(struct egw_payload *p, uint32_t peer)
 	v = &p->peers[peer];
 	v->connected = false;
 	verbs_sq_restart(&p->fl, &v->sq, peer);
+	windows_flush(p, peer);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE) != 0)
@@ -523,95 +554,62 @@ verbs_changed(struct egw_payload *p, uint32_t *peers, uint32_t max)
 	return n;
 }
 
-/* One completion of any peer's QP: its batch, or the QP's recovery. */
+static void window_completed(struct egw_payload *p,
+			     const struct verbs_wr_id *id, uint64_t now);
+
+/* One completion of any peer's QP: its batch, a window's bind or
+ * invalidation, or the QP's recovery. */
 static void
-apply_wc(struct egw_payload *p, const struct ibv_wc *wc)
+apply_wc(struct egw_payload *p, const struct ibv_wc *wc, uint64_t now)
 {
 	struct verbs_wr_id id = verbs_wr_id_parse(wc->wr_id);
+	bool window = (id.slot & VERBS_WINDOW_BIT) != 0 &&
+		      id.slot != VERBS_NO_BATCH;
 	struct vpeer *v;
 
 	if (id.peer >= p->npeers)
 		return;
 	v = &p->peers[id.peer];
-	if (verbs_cpl_apply(&p->fl, &v->sq, &id, wc->status) ==
-	    VERBS_CPL_FAILED) {
+	switch (verbs_cpl_apply(&p->fl, &v->sq, &id, wc->status)) {
+	case VERBS_CPL_FAILED:
 		verr("%s on the QP of peer %s failed: %s",
-		     id.slot == VERBS_WINDOW_SLOT ? "a window's bind or "
-		     "invalidation" : "a write", v->reg.name,
-		     ibv_wc_status_str(wc->status));
+		     window ? "a window's bind or invalidation" : "a write",
+		     v->reg.name, ibv_wc_status_str(wc->status));
+		/* completes this window too, with every other pending one */
 		recover(p, id.peer);
+		break;
+	case VERBS_CPL_PROGRESS:
+		if (window)
+			window_completed(p, &id, now);
+		break;
+	default:
+		break;
 	}
 }
 
 /* ---- per-window keys --------------------------------------------------- */
 
-static uint64_t
-now_ns(void)
+static uint32_t
+window_slot(uint32_t start, uint8_t seq)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+	return VERBS_WINDOW_BIT | (uint32_t)(seq & 0x7f) << 24 | start;
 }
 
-/*
- * Post `n` (1..EGW_KIND_MAX) bind or invalidation WRs on the peer's QP,
- * the last signalled, and wait for that completion, applying every other
- * completion the CQ gives meanwhile as poll() would. 0 when it completed
- * successfully (RC completes in order: so did the ones before it), -EIO
- * when it failed or the QP was reset under it (a reset discards WRs
- * without completions), -ETIMEDOUT past WINDOW_WAIT_NS, or the post's
- * -errno.
- */
-static int
-window_post_wait(struct egw_payload *p, uint32_t peer, struct ibv_send_wr *wr,
-		 uint32_t n)
+/* A window's completion for poll(). The ring holds one per first block,
+ * and a window has one post pending at most: it never overflows. */
+static void
+window_cpl(struct egw_payload *p, uint64_t cookie, bool ok)
 {
-	struct vpeer *v = &p->peers[peer];
-	uint8_t gen = v->sq.gen;
-	uint64_t want = verbs_wr_id_make(&(struct verbs_wr_id){
-		.peer = peer, .gen = gen, .covered = n,
-		.slot = VERBS_WINDOW_SLOT });
-	uint64_t deadline = now_ns() + WINDOW_WAIT_NS;
-	struct ibv_send_wr *bad = NULL;
-	struct ibv_wc wc[CQ_BATCH];
-	int rc;
-
-	if (v->sq.used + v->sq.nchain + n > v->sq.depth)
-		return -ENOBUFS; /* cannot happen while writes are signalled */
-	for (uint32_t i = 0; i < n; i++) {
-		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
-		wr[i].wr_id = want;
-		wr[i].send_flags = i + 1 < n ? 0 : IBV_SEND_SIGNALED;
+	if (egw_payload_ring_full(&p->wring)) {
+		verr("window completion ring full: completion dropped");
+		return;
 	}
-	rc = neg_errno(ibv_post_send(v->qp, wr, &bad));
-	if (rc != 0)
-		return rc;
-	v->sq.used += n;
-	for (;;) {
-		int got = ibv_poll_cq(p->cq, CQ_BATCH, wc);
-		int res = 1;
-
-		for (int i = 0; i < got; i++) {
-			if (wc[i].wr_id == want)
-				res = wc[i].status == IBV_WC_SUCCESS ? 0 : -EIO;
-			apply_wc(p, &wc[i]);
-		}
-		if (res != 1)
-			return res;
-		if (v->sq.gen != gen)
-			return -EIO; /* reset: our WRs are gone */
-		if (now_ns() > deadline) {
-			verr("no completion for a window's bind or invalidation "
-			     "on the QP of peer %s within %llu ms", v->reg.name,
-			     WINDOW_WAIT_NS / 1000000ull);
-			return -ETIMEDOUT;
-		}
-	}
+	egw_payload_ring_push_kind(&p->wring, cookie, EGW_PAYLOAD_CPL_WINDOW,
+				   ok);
 }
 
 /* Free a window's MWs: the kernel invalidates a bound one at once, on any
- * QP state. The slow way, for when the QP cannot invalidate them. */
+ * QP state. The way out when the QP cannot invalidate them. */
 static void
 window_dealloc(struct egw_payload *p, struct vwin *e)
 {
@@ -623,29 +621,109 @@ window_dealloc(struct egw_payload *p, struct vwin *e)
 	p->fl.st.window_unbind_deallocs++;
 }
 
-static int
-verbs_window_bind(struct egw_payload *p, uint32_t peer,
-		  const struct egw_run *run, uint32_t rkeys[EGW_KIND_MAX])
+/* The window's pending post ends now with this completion; a completion
+ * of it still on its way is told apart by the sequence number. */
+static void
+window_finish(struct egw_payload *p, struct vwin *e, enum vwin_state to,
+	      bool ok)
 {
-	struct ibv_send_wr wr[EGW_KIND_MAX];
-	uint64_t t0 = now_ns();
+	e->state = (uint8_t)to;
+	e->seq++;
+	window_cpl(p, e->cookie, ok);
+}
+
+/* A bind or invalidation WR completed successfully. */
+static void
+window_completed(struct egw_payload *p, const struct verbs_wr_id *id,
+		 uint64_t now)
+{
+	uint32_t start = id->slot & (VERBS_WINDOW_MAX_BLOCKS - 1);
 	struct vwin *e;
-	uint32_t n = 0;
+
+	if (p->win == NULL || start >= p->nblocks)
+		return;
+	e = &p->win[start];
+	if (((id->slot >> 24) & 0x7f) != (e->seq & 0x7fu) ||
+	    e->peer != id->peer || e->gen != id->gen)
+		return; /* a post given up on: its window was freed */
+	if (e->state == VWIN_BINDING) {
+		for (int k = 0; k < EGW_KIND_MAX; k++)
+			if (e->rkeys[k] != 0)
+				e->mw[k]->rkey = e->rkeys[k];
+		p->fl.st.window_binds++;
+		p->fl.st.window_bind_ns += now - e->posted;
+		window_finish(p, e, VWIN_OPEN, true);
+	} else if (e->state == VWIN_UNBINDING) {
+		p->fl.st.window_unbinds++;
+		p->fl.st.window_unbind_ns += now - e->posted;
+		window_finish(p, e, VWIN_IDLE, true);
+	}
+}
+
+/* The peer's QP is reset or in error: its WRs complete no more (or only
+ * flushed). Every window pending on it ends now - its MWs freed, which
+ * invalidates them at once: a bind failed, an invalidation done. */
+static void
+windows_flush(struct egw_payload *p, uint32_t peer)
+{
+	for (uint32_t b = 0; p->win != NULL && b < p->nblocks; b++) {
+		struct vwin *e = &p->win[b];
+
+		if (e->peer != peer || (e->state != VWIN_BINDING &&
+					e->state != VWIN_UNBINDING))
+			continue;
+		window_dealloc(p, e);
+		if (e->state == VWIN_BINDING) {
+			p->fl.st.window_bind_failed++;
+			window_finish(p, e, VWIN_IDLE, false);
+		} else {
+			p->fl.st.window_unbinds++;
+			window_finish(p, e, VWIN_IDLE, true);
+		}
+	}
+}
+
+/* Post `n` (1..EGW_KIND_MAX) bind or invalidation WRs of window `e` on
+ * the peer's QP, the last signalled: 0 or -errno, nothing posted. */
+static int
+window_post(struct egw_payload *p, struct vwin *e, uint32_t start,
+	    struct ibv_send_wr *wr, uint32_t n)
+{
+	struct vpeer *v = &p->peers[e->peer];
+	uint64_t id = verbs_wr_id_make(&(struct verbs_wr_id){
+		.peer = e->peer, .gen = v->sq.gen, .covered = n,
+		.slot = window_slot(start, e->seq) });
+	struct ibv_send_wr *bad = NULL;
 	int rc;
 
-	if (p->win == NULL || peer >= p->npeers || run->count == 0 ||
-	    run->start >= p->nblocks || run->count > p->nblocks - run->start)
-		return -EINVAL;
-	if (!p->peers[peer].connected)
-		return -ENOTCONN;
-	e = &p->win[run->start];
-	if (e->open)
-		return -EBUSY; /* a window is never given twice */
-	memset(wr, 0, sizeof(wr));
+	if (v->sq.used + v->sq.nchain + n > v->sq.depth)
+		return -ENOBUFS; /* cannot happen while writes are signalled */
+	for (uint32_t i = 0; i < n; i++) {
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].wr_id = id;
+		wr[i].send_flags = i + 1 < n ? 0 : IBV_SEND_SIGNALED;
+	}
+	rc = neg_errno(ibv_post_send(v->qp, wr, &bad));
+	if (rc != 0)
+		return rc;
+	v->sq.used += n;
+	e->gen = v->sq.gen;
+	return 0;
+}
+
+/* The bind WRs of a window over `run`, one per kind present: their
+ * number, or -errno. */
+static int
+window_bind_wrs(struct egw_payload *p, struct vwin *e,
+		const struct egw_run *run, struct ibv_send_wr *wr)
+{
+	uint32_t n = 0;
+
+	memset(wr, 0, EGW_KIND_MAX * sizeof(*wr));
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
 		uint64_t addr, len;
 
-		rkeys[k] = 0;
+		e->rkeys[k] = 0;
 		if (!verbs_window_range(p->pool, (enum egw_kind)k, run->start,
 					run->count, &addr, &len))
 			continue;
@@ -664,45 +742,57 @@ verbs_window_bind(struct egw_payload *p, uint32_t peer,
 		wr[n].bind_mw.bind_info = (struct ibv_mw_bind_info){
 			.mr = p->mr, .addr = addr, .length = len,
 			.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
-		rkeys[k] = wr[n].bind_mw.rkey;
+		e->rkeys[k] = wr[n].bind_mw.rkey;
 		n++;
 	}
-	if (n == 0)
+	return n > 0 ? (int)n : -EINVAL;
+}
+
+static int
+verbs_window_bind(struct egw_payload *p, uint32_t peer,
+		  const struct egw_run *run, uint32_t rkeys[EGW_KIND_MAX],
+		  uint64_t cookie, uint64_t now)
+{
+	struct ibv_send_wr wr[EGW_KIND_MAX];
+	struct vwin *e;
+	int n, rc;
+
+	memset(rkeys, 0, EGW_KIND_MAX * sizeof(*rkeys));
+	if (p->win == NULL || peer >= p->npeers || run->count == 0 ||
+	    run->start >= p->nblocks || run->count > p->nblocks - run->start)
 		return -EINVAL;
-	rc = window_post_wait(p, peer, wr, n);
+	if (!p->peers[peer].connected)
+		return -ENOTCONN;
+	e = &p->win[run->start];
+	if (e->state != VWIN_IDLE)
+		return -EBUSY; /* a window is never given twice */
+	e->peer = peer;
+	n = window_bind_wrs(p, e, run, wr);
+	rc = n < 0 ? n : window_post(p, e, run->start, wr, (uint32_t)n);
 	if (rc != 0) {
-		/* whatever became of the binds, nothing of it stays open */
+		/* nothing of it is posted: nothing stays open */
 		window_dealloc(p, e);
 		p->fl.st.window_bind_failed++;
-		memset(rkeys, 0, EGW_KIND_MAX * sizeof(*rkeys));
 		return rc;
 	}
-	for (int k = 0; k < EGW_KIND_MAX; k++)
-		if (rkeys[k] != 0)
-			e->mw[k]->rkey = rkeys[k];
-	e->open = true;
-	e->peer = peer;
-	e->gen = p->peers[peer].sq.gen;
-	p->fl.st.window_binds++;
-	p->fl.st.window_bind_ns += now_ns() - t0;
+	memcpy(rkeys, e->rkeys, EGW_KIND_MAX * sizeof(*rkeys));
+	e->cookie = cookie;
+	e->posted = now;
+	e->state = VWIN_BINDING;
 	return 0;
 }
 
-static void
-verbs_window_unbind(struct egw_payload *p, const struct egw_run *run)
+/* Invalidate an open window on the QP it was bound on: 0 when posted. */
+static int
+window_invalidate(struct egw_payload *p, struct vwin *e, uint32_t start)
 {
 	struct ibv_send_wr wr[EGW_KIND_MAX];
-	uint64_t t0 = now_ns();
-	struct vwin *e;
-	struct vpeer *v;
+	struct vpeer *v = &p->peers[e->peer];
 	uint32_t n = 0;
 
-	if (p->win == NULL || run->start >= p->nblocks ||
-	    !p->win[run->start].open)
-		return;
-	e = &p->win[run->start];
-	v = &p->peers[e->peer];
-	e->open = false;
+	/* a QP reset since the bind, or down: LOCAL_INV cannot reach it */
+	if (!v->connected || e->gen != v->sq.gen)
+		return -ENOTCONN;
 	memset(wr, 0, sizeof(wr));
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		if (e->mw[k] != NULL) {
@@ -710,14 +800,47 @@ verbs_window_unbind(struct egw_payload *p, const struct egw_run *run)
 			wr[n].invalidate_rkey = e->mw[k]->rkey;
 			n++;
 		}
-	/* On the QP it was bound on, while that QP is the one it was bound
-	 * on (no reset since): LOCAL_INV. Otherwise - the QP was reset, is
-	 * down or fails the invalidation - free the MWs instead. */
-	if (n > 0 && (!v->connected || e->gen != v->sq.gen ||
-		      window_post_wait(p, e->peer, wr, n) != 0))
+	return n == 0 ? -EINVAL : window_post(p, e, start, wr, n);
+}
+
+static void
+verbs_window_unbind(struct egw_payload *p, const struct egw_run *run,
+		    uint64_t cookie, uint64_t now)
+{
+	struct vwin *e;
+
+	if (p->win == NULL || run->start >= p->nblocks) {
+		window_cpl(p, cookie, true);
+		return;
+	}
+	e = &p->win[run->start];
+	if (e->state == VWIN_OPEN || e->state == VWIN_BINDING) {
+		e->cookie = cookie;
+		e->posted = now;
+	}
+	switch (e->state) {
+	case VWIN_OPEN:
+		if (window_invalidate(p, e, run->start) == 0) {
+			e->state = VWIN_UNBINDING;
+			return;
+		}
+		/* the QP cannot invalidate: free the MWs instead */
 		window_dealloc(p, e);
-	p->fl.st.window_unbinds++;
-	p->fl.st.window_unbind_ns += now_ns() - t0;
+		p->fl.st.window_unbinds++;
+		window_finish(p, e, VWIN_IDLE, true);
+		return;
+	case VWIN_BINDING:
+		/* given up on (its bind is overdue): freed, so whatever
+		 * becomes of the bind admits nothing */
+		window_dealloc(p, e);
+		p->fl.st.window_bind_failed++;
+		window_finish(p, e, VWIN_IDLE, true);
+		return;
+	default:
+		/* none open there (or its invalidation is under way) */
+		window_cpl(p, cookie, true);
+		return;
+	}
 }
 
 /* Remember the last write posted to the peer; or post the remembered one
@@ -755,7 +878,8 @@ verbs_inject_stale_write(struct egw_payload *p, uint32_t peer, bool arm)
 }
 
 static uint32_t
-verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
+verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
+	   uint64_t now)
 {
 	struct ibv_wc wc[CQ_BATCH];
 	uint64_t t0 = egw_payload_cycles();
@@ -782,8 +906,9 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max)
 	}
 	got = ibv_poll_cq(p->cq, CQ_BATCH, wc);
 	for (int i = 0; i < got; i++)
-		apply_wc(p, &wc[i]);
-	n = egw_payload_ring_drain(&p->fl.ring, c, max);
+		apply_wc(p, &wc[i], now);
+	n = egw_payload_ring_drain(&p->wring, c, max);
+	n += egw_payload_ring_drain(&p->fl.ring, c + n, max - n);
 	/* an empty poll is the loop's idle spin, not cost per block */
 	if (got > 0 || n > 0)
 		p->fl.st.cycles += egw_payload_cycles() - t0;
@@ -815,7 +940,8 @@ verbs_close(struct egw_payload *p)
 			if (p->win[b].mw[k] != NULL)
 				ibv_dealloc_mw(p->win[b].mw[k]);
 	free(p->win);
-	for (uint32_t i = 0; i < EGW_CONF_MAX_PEERS; i++) {
+	free(p->wring.c);
+	for (uint32_t i = 0; i < EGW_PAYLOAD_MAX_PEERS; i++) {
 		if (p->peers[i].qp != NULL)
 			ibv_destroy_qp(p->peers[i].qp);
 		free(p->peers[i].sq.wr);

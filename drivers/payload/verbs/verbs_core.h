@@ -21,7 +21,10 @@
 #define VERBS_MAX_CHAIN 4096u   /* WRs chained per peer between two polls */
 #define VERBS_MAX_SQ 4096u      /* the deepest send queue asked for */
 #define VERBS_NO_BATCH 0xffffffffu /* wr_id slot of a WR that ends no batch */
-#define VERBS_WINDOW_SLOT 0xfffffffeu /* ... of a window's bind or invalidation */
+/* wr_id slot of a window's bind or invalidation: this bit, the post's
+ * sequence number (7 bits) and the window's first block (24 bits) */
+#define VERBS_WINDOW_BIT 0x80000000u
+#define VERBS_WINDOW_MAX_BLOCKS (1u << 24)
 
 /** Index of the RoCEv2 entry whose GID is ::ffff:`addr` (IPv4, host
  *  order) in a GID table as read from the port, or -1. */
