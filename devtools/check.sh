@@ -26,7 +26,7 @@
 #            devtools/check-git-log.sh).
 # scripts/deps.sh installs the tools; a missing tool is a finding too.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 declare -A found=()
 note() { # tool, count
