@@ -10,10 +10,13 @@
 #            reformatted as a whole (that would touch every file at once);
 #            as DPDK's checkpatches does for patches, only what changes is
 #            held to the rules. BASE is $EGW_CHECK_BASE or else the commit
-#            recorded in devtools/check-base: the one that introduced
-#            .clang-format (should that commit be unknown, e.g. in a
-#            rewritten history, the commit that added .clang-format is
-#            looked up instead). Uncommitted changes are checked as well.
+#            recorded in devtools/check-base, from which on changes are held
+#            to the rules: the one that introduced .clang-format, moved on
+#            only where work written before the rules is merged (should
+#            that commit be unknown, e.g. in a rewritten history, the commit
+#            that added .clang-format is looked up instead). Uncommitted
+#            changes are checked as well; `git clang-format BASE` formats
+#            the changed lines.
 #  shell     shellcheck on every shell script (*.sh and any tracked file
 #            whose first line is a sh/bash shebang).
 #  cppcheck  cppcheck on the C sources; justified false positives are in
