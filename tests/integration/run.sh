@@ -1837,6 +1837,7 @@ dpkg_retry() {
 	echo "$out"
 	return 1
 }
+# shellcheck disable=SC2012 # ls: the package files' names are plain
 case_packages() {
 	local p debs=${EMBGW_PACKAGES:-} rc
 	[ "$(id -u)" = 0 ] || { MSG="installing packages needs root"; return 1; }
@@ -1857,7 +1858,6 @@ case_packages() {
 	fi
 	local files=()
 	for p in embgw libegw-client0 libegw-client-dev python3-embgw; do
-		# shellcheck disable=SC2012 # package file names are plain
 		files+=("$(ls "$debs/${p}_"*.deb 2>/dev/null | head -1)")
 		[ -f "${files[-1]}" ] || { MSG="no ${p}_*.deb in $debs"; return 1; }
 	done
