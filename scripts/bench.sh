@@ -14,9 +14,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh # libzmq3-dev for the reference figures, among the rest
-[ -f build/build.ninja ] || meson setup build >/dev/null
-meson setup --reconfigure build >/dev/null 2>&1 || true
-ninja -C build >/dev/null
+# EMBGW_BUILD: a build to use as it is (scripts/test.sh passes its own);
+# else build/, configured and built here
+B=${EMBGW_BUILD:-build}
+if [ -z "${EMBGW_BUILD:-}" ]; then
+	[ -f build/build.ninja ] || meson setup build >/dev/null
+	meson setup --reconfigure build >/dev/null 2>&1 || true
+	ninja -C build >/dev/null
+fi
 . tests/integration/lib.sh
 
 quick=${EMBGW_BENCH_QUICK:-0}
@@ -37,7 +42,7 @@ emit() { # name value unit ratio reference aim
 # ---- pool: alloc+free at 50% fragmentation vs rte_mempool get/put -------
 ops=2000000
 [ "$quick" = 1 ] && ops=100000
-line=$(./build/tests/bench/bench_pool -l 0 --no-huge --no-pci -m 256 \
+line=$("$B"/tests/bench/bench_pool -l 0 --no-huge --no-pci -m 256 \
 	--file-prefix egw-bench-$$ --log-level=4 -- "$rounds" "$ops" 2>/dev/null | grep ^pool_ns)
 pns=$(awk '{print $2}' <<<"$line")
 mns=$(awk '{print $4}' <<<"$line")
@@ -53,7 +58,7 @@ emit pool-tree-alloc-free "$tns" "ns/op (CPU time, free-run tree alone: cache of
 # posting its completion, against one bare put+get of a 64-byte entry.
 cmds=2000000
 [ "$quick" = 1 ] && cmds=100000
-line=$(./build/tests/bench/bench_clients "$rounds" "$cmds" | grep ^clients_ns)
+line=$("$B"/tests/bench/bench_clients "$rounds" "$cmds" | grep ^clients_ns)
 cop=$(sed -nE 's/.* open_abort=([0-9.]+).*/\1/p' <<<"$line")
 cnop=$(sed -nE 's/.* nop=([0-9.]+).*/\1/p' <<<"$line")
 cring=$(sed -nE 's/.* ring=([0-9.]+).*/\1/p' <<<"$line")
@@ -65,7 +70,7 @@ emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or AB
 # the language peer (lcore 0). Wall rate, and the worker's busy CPU per
 # datagram (iterations that did work only), which busy polling on two
 # shared cores does not distort.
-GEN=build/app/embgw-gen/embgw-gen
+GEN=$B/app/embgw-gen/embgw-gen
 drive=200000
 [ "$quick" = 1 ] && drive=5000
 scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
@@ -120,7 +125,7 @@ zm=()
 zn=500000
 [ "$quick" = 1 ] && zn=50000
 for r in $(seq 1 "$rounds"); do
-	zm+=("$(./build/tests/bench/bench_zmq "$zn" | awk '{print $2}')")
+	zm+=("$("$B"/tests/bench/bench_zmq "$zn" | awk '{print $2}')")
 done
 zq=$(printf '%s\n' "${zm[@]}" | median)
 emit control-transactions "$tx" "rooms/s (1-token rooms, 64 in flight, one worker)" "-" "-" "-"
@@ -203,7 +208,7 @@ n=16
 [ "$quick" = 1 ] && n=3
 scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024 65536 \
 	"peer_dead_ms = 5000;" >/dev/null
-ENGINE=(env "EMBGW_CLIENT_LIB=build/lib/client/libegw_client.so"
+ENGINE=(env "EMBGW_CLIENT_LIB=$B/lib/client/libegw_client.so"
 	timeout -s KILL 300 /usr/bin/python3 tests/integration/engine.py)
 eng_pair() { # the encode gateway [args], up
 	# each run maps a fresh language pool file: neither run finds the

@@ -12,7 +12,8 @@
 # for the gateway's sd_notify, systemd for systemd-analyze (the unit's
 # checks; nothing is started), debhelper, dh-python, dpkg-dev, fakeroot
 # and lintian for the Debian packages (scripts/package.sh, the packages
-# case), groff-base for checking the man pages; QEMU,
+# case), groff-base for checking the man pages; clang-format, shellcheck,
+# cppcheck and flake8 for devtools/check.sh (Debian 12 has no ruff); QEMU,
 # busybox-static, cpio and kmod for the RoCEv2 suite in tests/vm, whose
 # guest kernel (Debian's kernel package, unpacked, not installed) is also
 # prepared here, in its cache (tests/vm/prepare.sh). EMBGW_SKIP_VM=1 leaves
@@ -27,7 +28,7 @@ pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	python3-numpy python3-torch python3-pytest iproute2
 	libmicrohttpd-dev prometheus python3-prometheus-client curl
 	libsystemd-dev systemd debhelper dh-python dpkg-dev fakeroot lintian
-	groff-base)
+	groff-base clang-format shellcheck cppcheck flake8 git)
 vm=1
 [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
 [ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod)
@@ -37,7 +38,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # apt waits for another apt (another checkout's deps.sh, an unattended
 # upgrade) instead of failing on its lock
-apt=($SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600)
+apt=(env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600)
+[ -z "$SUDO" ] || apt=("$SUDO" "${apt[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

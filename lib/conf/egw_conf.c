@@ -79,7 +79,7 @@ err(struct ld *l, const config_setting_t *s, const char *name,
 		     file, line,
 		     path, name != NULL && path[0] ? "." : "",
 		     name != NULL ? name : "", why) >= (int)sizeof(l->errs->msg[i]))
-		strcpy(l->errs->msg[i] + sizeof(l->errs->msg[i]) - 4, "...");
+		memcpy(l->errs->msg[i] + sizeof(l->errs->msg[i]) - 4, "...", 4);
 	l->errs->stored++;
 }
 
@@ -168,7 +168,7 @@ get_str(struct ld *l, const config_setting_t *g, const char *name,
 		err(l, s, NULL, "too long (at most %zu characters)", n - 1);
 		return false;
 	}
-	strcpy(out, v);
+	snprintf(out, n, "%s", v);
 	return true;
 }
 
@@ -277,7 +277,7 @@ egw_conf_defaults(struct egw_conf *c)
 	c->geom.dtype_bytes = 2;
 	c->geom.mrope = true;
 	c->geom.aux_bytes = 64;
-	strcpy(c->dtype, "bf16");
+	snprintf(c->dtype, sizeof(c->dtype), "%s", "bf16");
 	c->policy.kind = EGW_POLICY_FIXED;
 	c->policy.tokens = 8192;
 	c->policy.percentile = 90;
@@ -346,7 +346,7 @@ load_key_file(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		return;
 	slash = strrchr(l->file, '/');
 	if (rel[0] == '/' || slash == NULL) {
-		strcpy(c->key_file, rel);
+		snprintf(c->key_file, sizeof(c->key_file), "%s", rel);
 	} else {
 		int w = snprintf(c->key_file, sizeof(c->key_file), "%.*s/%s",
 				 (int)(slash - l->file), l->file, rel);
@@ -472,7 +472,7 @@ load_pool(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 			    "unknown dtype '%s' (fp8, int8, bf16, fp16, fp32)",
 			    dtype);
 		if (strlen(dtype) < sizeof(c->dtype))
-			strcpy(c->dtype, dtype);
+			memcpy(c->dtype, dtype, strlen(dtype) + 1);
 	}
 	get_bool(l, p, "mrope", &c->geom.mrope);
 	if (get_int(l, p, "aux_bytes", sizeof(struct egw_aux_rec), 4096, false,

@@ -206,10 +206,11 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		 size_t cap)
 {
 	size_t body = 0;
-	uint8_t *p = buf + EGW_PROTO_HDR_LEN;
+	uint8_t *p;
 
 	if (key == NULL || m == NULL || buf == NULL)
 		return -EINVAL;
+	p = buf + EGW_PROTO_HDR_LEN;
 	switch (m->type) {
 	case EGW_MSG_INIT:
 	case EGW_MSG_RESUME:
@@ -284,13 +285,14 @@ egw_proto_encode_register(const struct egw_proto_key *key, uint64_t session,
 			  uint64_t seq, uint16_t flags,
 			  const struct egw_register *r, uint8_t *buf, size_t cap)
 {
-	uint8_t *p = buf + EGW_PROTO_HDR_LEN;
+	uint8_t *p;
 
 	if (key == NULL || r == NULL || buf == NULL ||
 	    (flags & ~allowed_flags(EGW_MSG_REGISTER)) != 0 ||
 	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0) ||
 	    (r->peer_session == 0) != (r->peer_seq == 0))
 		return -EINVAL;
+	p = buf + EGW_PROTO_HDR_LEN;
 	if (cap < EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN)
 		return -EMSGSIZE;
 	put_header(buf, EGW_MSG_REGISTER, flags, REGISTER_BODY, session, seq,

@@ -130,6 +130,7 @@ gateway=0
 for a in "--ranks 65537" "--identities 65537" "--duration-ms soon" \
 	 "--drive 12abc" "--concurrency 0" "--ctl-drop 51"; do
 	[ $gateway = 1 ] || break
+	# shellcheck disable=SC2086 # $a is the option and its value, two words
 	out=$("$embgw" -- -f "$src/config/language.cfg" $a 2>&1); rc=$?
 	opt=${a%% *}; val=${a#* }
 	[ $rc -eq 2 ] && grep -q "^embgw: $opt: '$val' is not a number in " <<<"$out" ||

@@ -7,7 +7,7 @@ import time
 import gateway
 import wire
 from harness import (ANSWER_S, GEO, LanguagePeerEnv, check, expect, lang_env,
-                     room_id, transfer)
+                     room_id)
 
 
 def ask(env, mtype, room, rank, nranks, offset, body, flags=0, want=None):

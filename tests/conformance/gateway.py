@@ -186,7 +186,7 @@ class Gateway:
 
     def grep(self, pattern):
         with open(self.log_path, errors="replace") as f:
-            return [l for l in f if re.search(pattern, l)]
+            return [line for line in f if re.search(pattern, line)]
 
     def tail(self, n=15):
         with open(self.log_path, errors="replace") as f:

@@ -256,7 +256,7 @@ def vllm_lang(a):
     L = VllmLanguage(a)
     s = L.sched
     res = {}
-    I = V_ITEMS
+    I = V_ITEMS  # noqa: E741 (short: indexed on almost every line)
     reqs = {"r1": [I["one"]], "r2": [I["big"]], "r3": [I["dup"]],
             "r3b": [I["dup"]], "r4": [I["abort"]], "r5": [I["retry"]]}
     reqs = {k: vllm_request(k, v) for k, v in reqs.items()}

@@ -104,8 +104,8 @@ VETH_IFX_LOW=4660
 # for random k in 64..32767, the two k's apart in a bit of
 # 64 or more; an index taken (by a pair of another run) is drawn again
 veth_add() {
-	local try ka kb err
-	for try in $(seq 1 20); do
+	local ka kb err
+	for _ in $(seq 1 20); do
 		ka=$((64 + RANDOM % 32704))
 		kb=$((64 + RANDOM % 32704))
 		[ $((ka ^ kb)) -ge 64 ] || continue
@@ -329,6 +329,7 @@ except OSError:
     pass
 open(out, "w").write("%d\n" % answers)
 PY
+	# shellcheck disable=SC2034 # read by run.sh, which sources this file
 	TEL_HAMMER=$!
 }
 

@@ -992,7 +992,7 @@ engine() {
 engine_kill() {
 	local child
 	child=$(pgrep -P "$1")
-	[ -n "$child" ] && kill -KILL $child
+	[ -n "$child" ] && kill -KILL "$child"
 	kill -KILL "$1" 2>/dev/null
 }
 
@@ -1174,7 +1174,7 @@ case_engine_killed() {
 	engine_kill "$victim"
 	engines_wait && { MSG="rank 0 did not see its rooms fail"; return 1; }
 	grep -q "engine-language: rank=0 rooms=2 ok=0 bad=0 failed=2" "$T/rank0-2.log" ||
-		{ MSG="$(cat "$T/rank0-2.log" | tr '\n' ' ')"; return 1; }
+		{ MSG="$(tr '\n' ' ' <"$T/rank0-2.log")"; return 1; }
 	stop_all
 	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
 	expect "$T/enc.log" clients blocks_in_use -eq 0 &&
@@ -1622,6 +1622,7 @@ case_pool_no_room() {
 	[ "$ok" = 1 ] || return 1
 	# the sending side's pool (a memfd): twice what the machine has free
 	avail=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024))
+	# shellcheck disable=SC2017 # rounded down to whole KiB on purpose
 	cap=$(((avail / (hidden * 2) / 1024 * 2 + 1) * 1024))
 	gen_configs --hidden "$hidden" --enc-capacity "$cap" "$T" 1024 16384 "$SLACK" >/dev/null
 	LOG=$T/enc.log
@@ -1740,6 +1741,7 @@ case_exit_status() {
 	LOG=$T/ok.log
 	run_gw lang 0 "$T/language.cfg" "$T/ok.log" 60 --exit-when-done --drive 4 --lengths 2000
 	rc=$?
+	# shellcheck disable=SC2012 # ls names what is left, or says nothing is
 	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log"); EAL runtime files: $(ls /var/run/dpdk/egw-lang-$$ 2>&1 | tr '\n' ' ')"
 	# a clean exit leaves no EAL runtime directory behind
 	[ "$rc" -eq 0 ] && tail -1 "$T/ok.log" | grep -q "^exit: status=0 reason=ok failed=0 bad=0 unfinished=0 " &&
@@ -1814,6 +1816,7 @@ case_systemd_unit() {
 		--log "$T/lang.log" --deadline-s 60 2>&1)
 	local rc=$?
 	MSG=$(grep -E "^unit: (ok|FAIL)" <<<"$out" | tr '\n' ' ')
+	# shellcheck disable=SC2001 # every line of it indented
 	[ $rc -eq 0 ] || { echo "$out" | sed 's/^/     /'; return 1; }
 	tail -1 "$T/lang.log" | grep -q "^exit: status=0 reason=ok .*signal=SIGTERM$" ||
 		{ MSG="$MSG; last line: $(tail -1 "$T/lang.log")"; return 1; }
@@ -1829,6 +1832,7 @@ define packages "the Debian packages (scripts/package.sh of HEAD, or the .debs i
 # and the checkout's python/ are empty directories
 HIDE=()
 hidden() {
+	# shellcheck disable=SC2016 # expanded by the inner sh, from its arguments
 	unshare --mount -- sh -c 'mount -t tmpfs embgw-hide "$1" && mount -t tmpfs embgw-hide "$2" && shift 2 && exec "$@"' \
 		hidden "${HIDE[@]}" "$@"
 }
@@ -1845,6 +1849,7 @@ dpkg_retry() {
 	echo "$out"
 	return 1
 }
+# shellcheck disable=SC2012 # ls: the package files' names are plain
 case_packages() {
 	local p debs=${EMBGW_PACKAGES:-} rc
 	[ "$(id -u)" = 0 ] || { MSG="installing packages needs root"; return 1; }

@@ -294,7 +294,7 @@ def test_roles_and_peers(fake_gateway):
     enc = fake_gateway("--mode", "encode", "--port", "enc0")
     lang = fake_gateway("--peers", "encA,encB")
     with embgw.Client(enc.path, "enc0") as e, \
-            embgw.Client(lang.path, "lang0") as l:
+            embgw.Client(lang.path, "lang0") as l:  # noqa: E741
         with pytest.raises(ValueError, match="port enc0 is an encode port.*"
                            "recv_room needs a language port") as x:
             e.recv_room(5)

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # common.sh - sourced by the VM suite's scripts (prepare.sh, vm.sh, run.sh):
 # where the guest kernel cache lives, what a ready cache holds, and the host
 # programs the suite needs. Nothing here installs anything: scripts/deps.sh

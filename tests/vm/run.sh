@@ -39,7 +39,7 @@
 set -u
 gw_arg=${1:-}
 [ -z "$gw_arg" ] || gw_arg=$(realpath -m "$gw_arg")
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
 . tests/vm/common.sh
 out=${EMBGW_VM_OUT:-$root/build-vm}
@@ -286,7 +286,7 @@ if [ -n "$lang_pid" ]; then
 	lang_rc=$?
 fi
 fi
-if [ $enc_rc -eq 2 ] || [ $lang_rc -eq 2 ]; then
+if [ "$enc_rc" -eq 2 ] || [ "$lang_rc" -eq 2 ]; then
 	echo "vm: FAIL a guest could not start (enc $enc_rc, lang $lang_rc) - run scripts/deps.sh"
 	exit 1
 fi
@@ -354,14 +354,17 @@ other3=$(grep -E "^failed: port=p0 " "$out/lang-gw3.log" 2>/dev/null | grep -vc 
 bad3=$(kv "$out/lang-gw3.log" language bad)
 unfin3=$(kv "$out/lang-gw3.log" language unfinished)
 resets3=$(kv "$out/enc-gw3.log" payload qp_resets)
-win3=$(grep -E "^windows: port=p0 " "$out/lang-gw3.log" 2>/dev/null | tail -1)
+# the language side gave its windows and closed every one of them again
+win3=$(kv "$out/lang-gw3.log" windows bound)
+win3_closed=$(kv "$out/lang-gw3.log" windows closed)
 if [ "$nak" -ge 1 ] && grep -q "test fault: .* written once more" "$out/enc-gw3.log" &&
    grep -q "remote access error" "$out/enc-gw3.log" && [ "${resets3:-0}" -ge 1 ] &&
    [ "${rec3:-0}" -ge 1 ] && [ "${other3:-1}" -eq 0 ] && [ "${bad3:-1}" -eq 0 ] &&
-   [ "${unfin3:-1}" -eq 0 ] && grep -q "leaked=0" <<<"$res3"; then
-	echo "windows: a write into an ended room's window was refused ($nak remote access error NAK(s) on the wire), $resets3 QP reset(s), $(grep -E '^failed: port=p0 ' "$out/lang-gw3.log" | sed 's/^failed: port=p0 //' | tr '\n' ' ')- $rec3 rooms opened after it landed byte-exact, nothing leaked"
+   [ "${unfin3:-1}" -eq 0 ] && grep -q "leaked=0" <<<"$res3" &&
+   [ "${win3:-0}" -ge 1 ] && [ "${win3_closed:-x}" = "$win3" ]; then
+	echo "windows: a write into an ended room's window was refused ($nak remote access error NAK(s) on the wire), $resets3 QP reset(s), $(grep -E '^failed: port=p0 ' "$out/lang-gw3.log" | sed 's/^failed: port=p0 //' | tr '\n' ' ')- $rec3 rooms opened after it landed byte-exact, nothing leaked, $win3 windows given and closed"
 else
-	echo "vm: FAIL window keys: naks=$nak resets=${resets3:-?} recovered=${rec3:-?} other-failures=${other3:-?} bad=${bad3:-?} unfinished=${unfin3:-?} ${res3:-no result}"
+	echo "vm: FAIL window keys: naks=$nak resets=${resets3:-?} recovered=${rec3:-?} other-failures=${other3:-?} bad=${bad3:-?} unfinished=${unfin3:-?} windows=${win3:-?} closed=${win3_closed:-?} ${res3:-no result}"
 	tail -25 "$out/lang-gw3.log" "$out/enc-gw3.log" 2>/dev/null
 	fail=1
 fi
