@@ -467,6 +467,12 @@ pool_payload_families(FILE *f, const struct snap *sn, uint16_t n)
 	       s->pl.window_bind_failed);
 	PER_ID("embgw_payload_windows_closed", true, "verbs with window "
 	       "keys: memory windows closed.", false, s->pl.window_unbinds);
+	PER_ID("embgw_payload_windows_overdue", true, "verbs with window "
+	       "keys: binds or invalidations past their deadline.", false,
+	       s->ns.window_overdue);
+	PER_ID("embgw_payload_window_stale_completions", true, "verbs with "
+	       "window keys: window completions of no pending post.", false,
+	       s->ns.window_stale);
 }
 
 /* Only identities with an attach point. */

@@ -149,15 +149,24 @@ report_payload(const struct gw_id *id, FILE *f)
 			(unsigned long)ds.bytes, (unsigned long)ds.failed_batches,
 			(unsigned long)ds.qp_resets,
 			ds.blocks ? (double)ds.cycles / ds.blocks : 0.0);
-	if (ds.window_binds > 0 || ds.window_bind_failed > 0)
+	if (ds.window_binds > 0 || ds.window_bind_failed > 0) {
+		struct egw_node_stats ns;
+
+		/* the node's side of the posted windows: past their
+		 * deadline, or completions of nothing pending */
+		egw_node_get_stats(id->node, &ns);
 		fprintf(f, "windows: port=%s bound=%lu bind_failed=%lu "
-			"closed=%lu closed_by_free=%lu bind_us=%.1f close_us=%.1f\n",
+			"closed=%lu closed_by_free=%lu bind_us=%.1f "
+			"close_us=%.1f overdue=%lu stale=%lu\n",
 			id->cfg->name, (unsigned long)ds.window_binds,
 			(unsigned long)ds.window_bind_failed,
 			(unsigned long)ds.window_unbinds,
 			(unsigned long)ds.window_unbind_deallocs,
 			ds.window_binds ? ds.window_bind_ns / 1e3 / ds.window_binds : 0.0,
-			ds.window_unbinds ? ds.window_unbind_ns / 1e3 / ds.window_unbinds : 0.0);
+			ds.window_unbinds ? ds.window_unbind_ns / 1e3 / ds.window_unbinds : 0.0,
+			(unsigned long)ns.window_overdue,
+			(unsigned long)ns.window_stale);
+	}
 }
 
 /* One room source's rooms: encode and language sides, the result line. */
