@@ -6,6 +6,7 @@ timers.quarantine_ms the gateway must fence it: the quarantined blocks come
 back, its session is retired (what it sends under it is refused) and a new
 incarnation of this peer is adopted and served as any other."""
 import os
+import re
 import time
 
 import gateway
@@ -88,12 +89,20 @@ def wait_fence(gw, p, init, failed_at, quarantine_ms):
     raise_unfenced(gw, aborts, c, time.monotonic() - failed_at, quarantine_ms)
 
 
+def configured(gw):
+    """The quarantine_ms of the gateway's configuration file, as written."""
+    with open(os.path.join(os.path.dirname(gw.log_path), "language.cfg")) as f:
+        found = re.findall(r"quarantine_ms = [0-9]+", f.read())
+    return found[0] if found else "no quarantine_ms"
+
+
 def raise_unfenced(gw, aborts, c, waited, quarantine_ms):
     expect(False, "the peer was not fenced %.1f s after its room failed, its ABORT never "
-           "acknowledged (timers.quarantine_ms %d ms): peers_fenced %r, "
+           "acknowledged (want the fence at quarantine_ms, %d ms; the gateway's "
+           "configuration: %s): peers_fenced %r, "
            "language_quarantine_expired %r, language_quarantine_blocks %r, %d ABORTs heard; "
            "the gateway %s" % (
-               waited, quarantine_ms, c.get("peers_fenced"),
+               waited, quarantine_ms, configured(gw), c.get("peers_fenced"),
                c.get("language_quarantine_expired"), c.get("language_quarantine_blocks"),
                len(aborts), "runs" if gw.proc.poll() is None else
                "exited (%d): %s" % (gw.proc.returncode, gw.tail(3).replace("\n", " | "))))
@@ -197,7 +206,7 @@ def b_quarantine_fence(ctx):
                             % (fenced_after, QUARANTINE_MS))
         check_aborts(aborts, problems)
         check_fenced(c0, problems)
-        probe_retired(gw, p, c0, problems)
+        c1 = probe_retired(gw, p, c0, problems)
         problems += ["the fenced incarnation: " + v for v in p.violations[:2]]
         if not gw.grep(r"peer enc-0 \(session 0x%x\) did not answer the ABORT of room 0x%x "
                        r"rank %d within quarantine_ms \(%d ms\): fenced" % (
@@ -217,9 +226,11 @@ def b_quarantine_fence(ctx):
         check_report(rep, es, problems)
         expect(not problems, "; ".join(problems))
         return ("fenced %.1f s after the failure (%d ABORTs, none acknowledged): quarantine "
-                "expired 1, its blocks back, the old session's datagrams refused; the new "
-                "incarnation adopted, %d of %d rooms verified after it (%r failed)" % (
-                    fenced_after, len(aborts), es.ok, ROOMS, rep.get("failed")))
+                "expired 1, its blocks back, the old session's datagrams refused (drop_session "
+                "+%d); the new incarnation adopted, %d of %d rooms verified after it (%r failed)" % (
+                    fenced_after, len(aborts),
+                    c1.get("drop_session", 0) - c0.get("drop_session", 0),
+                    es.ok, ROOMS, rep.get("failed")))
     finally:
         p.close()
         if p2:
