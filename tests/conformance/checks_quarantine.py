@@ -182,6 +182,26 @@ def check_report(rep, es, problems):
                         % (es.ok, lang.get("ok")))
 
 
+def fence_first(gw, p, problems):
+    """The first incarnation: its room failed, its ABORT left unanswered
+    until the fence, its retired session probed. Returns the INIT, the
+    seconds from the failure to the fence seen, the ABORTs and the
+    counters at the fence and after the probe."""
+    init, failed_at = fail_first_room(p)
+    aborts, c0 = wait_fence(gw, p, init, failed_at, QUARANTINE_MS)
+    fenced_after = time.monotonic() - failed_at
+    # never before quarantine_ms: the quarantine began after our failure
+    # was sent, the counter was read after the fence
+    if fenced_after < QUARANTINE_MS / 1000.0:
+        problems.append("fenced %.2f s after the failure, before quarantine_ms (%d ms)"
+                        % (fenced_after, QUARANTINE_MS))
+    check_aborts(aborts, problems)
+    check_fenced(c0, problems)
+    c1 = probe_retired(gw, p, c0, problems)
+    problems += ["the fenced incarnation: " + v for v in p.violations[:2]]
+    return init, fenced_after, aborts, c0, c1
+
+
 @check("b-quarantine-fence", "a language gateway --drive with timers.quarantine_ms %d: this peer fails a room and never acknowledges its ABORT; the gateway fences it (blocks back, session retired, its datagrams refused) and serves its new incarnation" % QUARANTINE_MS)
 def b_quarantine_fence(ctx):
     d, key, gw = start(ctx, QUARANTINE_MS)
@@ -196,23 +216,7 @@ def b_quarantine_fence(ctx):
         r = wire.parse_register(reg.body)
         path = os.path.join(d, "lang-pool-0")
         mapped = poolmod.MappedPeerPool(path, os.stat(path).st_size)
-        init, failed_at = fail_first_room(p)
-        aborts, c0 = wait_fence(gw, p, init, failed_at, QUARANTINE_MS)
-        fenced_after = time.monotonic() - failed_at
-        # the fence cannot come before quarantine_ms: the quarantine began
-        # after our failure was sent, the counter was read after the fence
-        if fenced_after < QUARANTINE_MS / 1000.0:
-            problems.append("fenced %.2f s after the failure, before quarantine_ms (%d ms)"
-                            % (fenced_after, QUARANTINE_MS))
-        check_aborts(aborts, problems)
-        check_fenced(c0, problems)
-        c1 = probe_retired(gw, p, c0, problems)
-        problems += ["the fenced incarnation: " + v for v in p.violations[:2]]
-        if not gw.grep(r"peer enc-0 \(session 0x%x\) did not answer the ABORT of room 0x%x "
-                       r"rank %d within quarantine_ms \(%d ms\): fenced" % (
-                           p.session, init.room, init.rank, QUARANTINE_MS)):
-            problems.append("no warning line naming the peer, its session, the room and "
-                            "quarantine_ms in the log")
+        init, fenced_after, aborts, c0, c1 = fence_first(gw, p, problems)
         p.close()
         # the same process starting anew: a new session, a new handshake
         p2 = new_peer(key)
@@ -224,6 +228,12 @@ def b_quarantine_fence(ctx):
         rep = gw.wait(10)
         problems += (es.problems + p2.violations)[:4]
         check_report(rep, es, problems)
+        warned = gw.grep(r"peer enc-0 \(session 0x%x\) did not answer the ABORT of room 0x%x "
+                         r"rank %d within quarantine_ms \(%d ms\): fenced" % (
+                             p.session, init.room, init.rank, QUARANTINE_MS))
+        if len(warned) != 1 or len(gw.grep("did not answer the ABORT")) != 1:
+            problems.append("%d warning lines naming the peer, its session, the room and "
+                            "quarantine_ms in the log, want 1" % len(warned))
         expect(not problems, "; ".join(problems))
         return ("fenced %.1f s after the failure (%d ABORTs, none acknowledged): quarantine "
                 "expired 1, its blocks back, the old session's datagrams refused (drop_session "
