@@ -42,10 +42,11 @@ run_build() { # name, meson args...
 
 # -Ddpdk=enabled -Dverbs=enabled: a machine without DPDK or rdma-core
 # fails here, loudly, instead of building (and testing) less
-run_build build -Ddpdk=enabled -Dverbs=enabled
+# -Dtest_hooks=true: the integration and VM suites pass test options
+run_build build -Ddpdk=enabled -Dverbs=enabled -Dtest_hooks=true
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-run_build build-asan -Ddpdk=enabled -Dverbs=enabled -Db_sanitize=address,undefined \
+run_build build-asan -Ddpdk=enabled -Dverbs=enabled -Dtest_hooks=true -Db_sanitize=address,undefined \
 	-Db_lundef=false -Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
 
 # libFuzzer on the protocol decoder, bounded in time; any crash or

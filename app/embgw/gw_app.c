@@ -389,11 +389,13 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	id->conf = c;
 	id->cfg = &c->ports[cfg_port];
 	id->cfg_port = cfg_port;
+#ifdef GW_TEST_HOOKS
 	id->knobs = opt.knobs;
+#endif
 	/* --flood-pps is the generator's rate: the first identity's */
 	if (app->flood_tick != NULL && d->nids == 0) {
 		id->flood.pps = opt.flood_pps;
-		id->flood.rng = opt.knobs.rng;
+		id->flood.rng = opt.rng;
 	}
 	d->ids[d->nids++] = id;
 	gw_id_neigh_init(id);
@@ -403,23 +405,21 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 			"binary\n", id->cfg->name);
 		return -ENOTSUP;
 	}
-	/* this incarnation: random, whatever the clock says (a test may
-	 * force it: --test-session, one more per identity of the process,
-	 * counted across ports, so no two identities share one) */
-	if (opt.knobs.session != 0 &&
-	    opt.knobs.session > UINT64_MAX - (uint64_t)(nids - 1)) {
-		GW_LOG(ERR, "port %s: --test-session %#lx + identity %u "
-		       "passes 2^64 - 1: the session would wrap to 0 or "
-		       "repeat\n", id->cfg->name,
-		       (unsigned long)opt.knobs.session, nids - 1u);
-		return -EINVAL;
-	}
-	id->session = opt.knobs.session != 0 ?
-		      opt.knobs.session + (uint64_t)(nids - 1) :
-		      egw_proto_session_new();
+	/* this incarnation: random, whatever the clock says (a test build
+	 * may fix it: --test-session) */
+	id->session = egw_proto_session_new();
+#ifdef GW_TEST_HOOKS
+	rc = gw_test_knobs_session(id, (uint16_t)(nids - 1));
+	if (rc != 0)
+		return rc;
+#endif
 	GW_LOG(INFO, "port %s: session %#lx\n", id->cfg->name,
 	       (unsigned long)id->session);
 	rc = id->dops->open(c, id->cfg, id->session, &id->drv, &id->pool);
+#ifdef GW_TEST_HOOKS
+	if (rc == 0)
+		rc = gw_test_knobs_wrap(id);
+#endif
 	if (rc == 0)
 		rc = egw_pool_cache_enable(id->pool, EGW_POOL_CACHE_DEFAULT);
 	if (rc != 0) {
@@ -535,7 +535,9 @@ tear_down(struct gw_outcome *out)
 				fflush(stdout);
 				gw_report_driven(id, out);
 			}
+#ifdef GW_TEST_HOOKS
 			gw_test_knobs_close(id);
+#endif
 		}
 		gw_dev_stop(d);
 		for (uint16_t i = 0; i < d->nids; i++)

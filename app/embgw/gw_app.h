@@ -21,7 +21,11 @@ struct gw_app {
 struct gw_options {
 	const char *config;
 	struct gw_pattern_opts rooms;
-	struct gw_test_knobs knobs;
+#ifdef GW_TEST_HOOKS
+	struct gw_test_knobs knobs; /* test-build options */
+#endif
+	uint64_t rng;            /* --seed as given, else 1: the flood's
+				  * and the test knobs' generators */
 	uint64_t flood_pps;
 	uint64_t duration_ns;
 	const char *capture;

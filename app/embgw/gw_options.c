@@ -9,47 +9,68 @@
 
 #include "gw_app.h"
 
+/* What an operator runs the gateway with. */
+static const char usage_operator[] =
+	"options:\n"
+	"  -f, --config FILE      gateway configuration (libconfig)\n"
+	"  --capture FILE         write every control frame in and out to a pcap file\n"
+	"                         (FILE.<port> when there are several ports)\n"
+	"  -h, --help             this text\n";
+
+/* The built-in room source and bounded runs: demos, benchmarks, tests. */
+static const char usage_load[] =
+	"load options (the built-in room source, for demos, benchmarks and tests):\n"
+	"  --produce              encode: synthesise data for every room asked for\n"
+	"  --drive N              language: run N rooms, verify every byte\n"
+	"  --concurrency C        language: rooms in flight (1)\n"
+	"  --lengths L1,L2,...    language: room lengths in tokens, cycled\n"
+	"  --ranks R              language: TP ranks per room (1)\n"
+	"  --dummy-rank           language: the last rank wants the aux record only\n"
+	"  --peer NAME|all        language: the encode peer to fetch from, or\n"
+	"                         every peer of the port in turn (default: the first)\n"
+	"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
+	"  --start-delay-ms D     language: wait D ms before the first room\n"
+	"  --exit-when-done       language: stop after the N rooms%s\n"
+	"  --duration-ms D        stop after D ms (bounded runs)\n"
+	"  --seed S               room-id seed (also of the flood and test faults)\n"
+	"  --identities K         play K peers from the one configured port:\n"
+	"                         addresses ADDRESS+0..K-1, names NAME.0..K-1,\n"
+	"                         shm pool files PATH.0..K-1, one pool each;\n"
+	"                         --drive, --concurrency and --rate are shared out\n";
+
+static const char usage_flood[] =
+	"  --flood-pps P          junk datagrams per second at the port's first peer\n"
+	"                         (with a net_pcap device: a replayable pcap)\n";
+
+#ifdef GW_TEST_HOOKS
+/* Only in a test build (-Dtest_hooks=true). */
+static const char usage_test[] =
+	"test-build options (this binary is a test build, not for production):\n"
+	"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
+	"                         lose/duplicate/reorder our control datagrams (0..50)\n"
+	"  --inject-junk N        N malformed/forged/replayed datagrams per tick (0..64)\n"
+	"  --fault-qp-error N     the payload link fails after batch N\n"
+	"  --fault-stale-write N  once the room after the Nth has been sent, write\n"
+	"                         the Nth's last write once more, under its key\n"
+	"  --test-session N       session id N (N+i for the process's identity i,\n"
+	"                         counted across ports), not random\n";
+#endif
+
 void
 gw_options_usage(FILE *f, const char *prog, const struct gw_app *app)
 {
 	fprintf(f,
 		"usage: %s --check-config FILE\n"
 		"       %s --version\n"
-		"       %s [EAL args] -- -f FILE [options]\n"
-		"options:\n"
-		"  -f, --config FILE      gateway configuration (libconfig)\n"
-		"  --produce              encode: synthesise data for every room asked for\n"
-		"  --drive N              language: run N rooms, verify every byte\n"
-		"  --concurrency C        language: rooms in flight (1)\n"
-		"  --lengths L1,L2,...    language: room lengths in tokens, cycled\n"
-		"  --ranks R              language: TP ranks per room (1)\n"
-		"  --dummy-rank           language: the last rank wants the aux record only\n"
-		"  --peer NAME|all        language: the encode peer to fetch from, or\n"
-		"                         every peer of the port in turn (default: the first)\n"
-		"  --exit-when-done       language: stop after the N rooms%s\n"
-		"  --duration-ms D        stop after D ms (bounded runs)\n"
-		"  --start-delay-ms D     language: wait D ms before the first room\n"
-		"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
-		"                         test knobs: lose/duplicate/reorder our control datagrams\n"
-		"  --inject-junk N        test knob: N malformed/forged/replayed datagrams per tick\n"
-		"  --fault-qp-error N     test knob (verbs): put the QP in error after batch N\n"
-		"  --fault-stale-write N  test knob (verbs): once the room after the Nth has\n"
-		"                         been sent, write the Nth's last write once more\n"
-		"  --test-session N       test knob: session id N (N+i for the process's identity i,\n"
-		"                         counted across ports), not random\n"
-		"  --capture FILE         write every control frame in and out to a pcap file\n"
-		"                         (FILE.<port> when there are several ports)\n"
-		"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
-		"%s"
-		"  --seed S               room-id and fault-injection seed\n"
-		"  --identities K         play K peers from the one configured port:\n"
-		"                         addresses ADDRESS+0..K-1, names NAME.0..K-1,\n"
-		"                         shm pool files PATH.0..K-1, one pool each;\n"
-		"                         --drive, --concurrency and --rate are shared out\n",
-		prog, prog, prog, app->exit_when_driven ? " (the default)" : "",
-		app->flood_tick == NULL ? "" :
-		"  --flood-pps P          junk datagrams per second at the port's first peer\n"
-		"                         (with a net_pcap device: a replayable pcap)\n");
+		"       %s [EAL args] -- -f FILE [options]\n",
+		prog, prog, prog);
+	fputs(usage_operator, f);
+	fprintf(f, usage_load, app->exit_when_driven ? " (the default)" : "");
+	if (app->flood_tick != NULL)
+		fputs(usage_flood, f);
+#ifdef GW_TEST_HOOKS
+	fputs(usage_test, f);
+#endif
 }
 
 /* A decimal number in min..max, all of `s` (no sign, no suffix, no
@@ -101,6 +122,66 @@ parse_lengths(const char *s, struct gw_pattern_opts *o)
 	return o->nlengths > 0 ? 0 : -1;
 }
 
+#ifdef GW_TEST_HOOKS
+/* --test-session N: digits only (strtoull would take "-1" for 2^64 - 1),
+ * any base strtoull reads, not 0 (0 means random). */
+static bool
+test_session(const struct gw_app *app, const char *s, uint64_t *out)
+{
+	char *end = NULL;
+
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	if (errno != 0 || end == s || *end != '\0' ||
+	    !isdigit((unsigned char)s[0]) || *out == 0) {
+		fprintf(stderr, "%s: --test-session: '%s' is not a non-zero "
+			"64-bit session id\n", app->name, s);
+		return false;
+	}
+	return true;
+}
+
+/* A test-build option (`c` from the table in gw_options_parse). */
+static bool
+test_option(const struct gw_app *app, int c, const char *name,
+	    const char *arg, struct gw_options *opt)
+{
+	struct gw_test_knobs *k = &opt->knobs;
+	uint64_t v = 0;
+	bool ok;
+
+	switch (c) {
+	case 'd': case 'u': case 'r':
+		ok = number(app, name, arg, 0, 50, &v);
+		*(c == 'd' ? &k->drop_pct : c == 'u' ? &k->dup_pct :
+		  &k->reorder_pct) = (uint32_t)v;
+		return ok;
+	case 'J':
+		ok = number(app, name, arg, 0, 64, &v);
+		k->junk_per_tick = (uint32_t)v;
+		return ok;
+	case 'E':
+		return number(app, name, arg, 0, UINT64_MAX, &k->qp_error_at);
+	case 'Z':
+		return number(app, name, arg, 0, UINT64_MAX,
+			      &k->stale_write_at);
+	default:
+		return test_session(app, arg, &k->session);
+	}
+}
+#else
+/* A production build has no test options: say which build has them. */
+static bool
+test_option(const struct gw_app *app, int c, const char *name,
+	    const char *arg, struct gw_options *opt)
+{
+	(void)c; (void)arg; (void)opt;
+	fprintf(stderr, "%s: --%s is a test option: only a test build "
+		"(meson -Dtest_hooks=true) takes it\n", app->name, name);
+	return false;
+}
+#endif
+
 int
 gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		 struct gw_options *opt)
@@ -133,11 +214,10 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gw_pattern_opts *o = &opt->rooms;
-	struct gw_test_knobs *k = &opt->knobs;
 	const uint64_t u32 = UINT32_MAX;
 	uint64_t v;
 	bool ok = true;
-	int c;
+	int c, li;
 
 	memset(opt, 0, sizeof(*opt));
 	opt->identities = 1;
@@ -146,7 +226,8 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	o->lengths[0] = 2000;
 	o->nlengths = 1;
 	optind = 1;
-	while (ok && (c = getopt_long(argc, argv, "f:h", lo, NULL)) != -1) {
+	while (ok && (li = -1,
+		      c = getopt_long(argc, argv, "f:h", lo, &li)) != -1) {
 		switch (c) {
 		case 'f':
 			/* one configuration: a second would silently win */
@@ -194,22 +275,6 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 			ok = number(app, "start-delay-ms", optarg, 0, u32, &v);
 			o->start_delay_ms = (uint32_t)v;
 			break;
-		case 'd':
-			ok = number(app, "ctl-drop", optarg, 0, 50, &v);
-			k->drop_pct = (uint32_t)v;
-			break;
-		case 'u':
-			ok = number(app, "ctl-dup", optarg, 0, 50, &v);
-			k->dup_pct = (uint32_t)v;
-			break;
-		case 'r':
-			ok = number(app, "ctl-reorder", optarg, 0, 50, &v);
-			k->reorder_pct = (uint32_t)v;
-			break;
-		case 'J':
-			ok = number(app, "inject-junk", optarg, 0, 64, &v);
-			k->junk_per_tick = (uint32_t)v;
-			break;
 		case 'K': opt->capture = optarg; break;
 		case 'Q':
 			ok = number(app, "rate", optarg, 0, u32, &v);
@@ -229,29 +294,9 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 			ok = number(app, "identities", optarg, 1, GW_MAX_IDS, &v);
 			opt->identities = (uint16_t)v;
 			break;
-		case 'E':
-			ok = number(app, "fault-qp-error", optarg, 0, UINT64_MAX,
-				    &k->qp_error_at);
-			break;
-		case 'S': {
-			char *end = NULL;
-
-			errno = 0;
-			/* strtoull takes "-1" for UINT64_MAX: digits only */
-			k->session = strtoull(optarg, &end, 0);
-			if (errno != 0 || end == optarg || *end != '\0' ||
-			    !isdigit((unsigned char)optarg[0]) ||
-			    k->session == 0) {
-				fprintf(stderr, "%s: --test-session: '%s' is not a "
-					"non-zero 64-bit session id\n", app->name,
-					optarg);
-				ok = false;
-			}
-			break;
-		}
+		case 'd': case 'u': case 'r': case 'J': case 'E': case 'S':
 		case 'Z':
-			ok = number(app, "fault-stale-write", optarg, 0,
-				    UINT64_MAX, &k->stale_write_at);
+			ok = test_option(app, c, lo[li].name, optarg, opt);
 			break;
 		default:
 			return -1;
@@ -265,8 +310,11 @@ gw_options_parse(int argc, char **argv, const struct gw_app *app,
 	}
 	if (app->exit_when_driven && o->drive > 0)
 		opt->exit_when_done = true;
-	k->on = k->drop_pct || k->dup_pct || k->reorder_pct ||
-		k->junk_per_tick || k->qp_error_at || k->stale_write_at;
-	k->rng = o->seed ? o->seed : 1;
+	opt->rng = o->seed ? o->seed : 1;
+#ifdef GW_TEST_HOOKS
+	opt->knobs.on = opt->knobs.drop_pct || opt->knobs.dup_pct ||
+			opt->knobs.reorder_pct || opt->knobs.junk_per_tick;
+	opt->knobs.rng = opt->rng;
+#endif
 	return 0;
 }

@@ -127,8 +127,14 @@ out=$("$embgw" --check-config "$t/metrics.cfg" 2>&1); rc=$?
 # --vdev naming a configured device: refused (before EAL starts)
 gateway=0
 "$embgw" --help 2>&1 | grep -q "EAL args" && gateway=1  # built with DPDK
-for a in "--ranks 65537" "--identities 65537" "--duration-ms soon" \
-	 "--drive 12abc" "--concurrency 0" "--ctl-drop 51"; do
+# a test build (-Dtest_hooks=true) takes the test options; a production
+# build lists none and refuses each, naming the build that takes it
+testbuild=0
+"$embgw" --help 2>&1 | grep -q "^test-build options" && testbuild=1
+numbers=("--ranks 65537" "--identities 65537" "--duration-ms soon"
+	 "--drive 12abc" "--concurrency 0")
+[ $testbuild = 1 ] && numbers+=("--ctl-drop 51" "--inject-junk 65")
+for a in "${numbers[@]}"; do
 	[ $gateway = 1 ] || break
 	out=$("$embgw" -- -f "$src/config/language.cfg" $a 2>&1); rc=$?
 	opt=${a%% *}; val=${a#* }
@@ -141,8 +147,20 @@ if [ -n "$dev" ] && [ $gateway = 1 ]; then
 	[ $rc -eq 1 ] && grep -q "EAL argument --vdev $dev,x=1 names port .*'s device" <<<"$out" ||
 		{ echo "FAIL: --vdev $dev: exit $rc: $(tail -1 <<<"$out")"; fail=1; }
 fi
+if [ $gateway = 1 ] && [ $testbuild = 0 ]; then
+	help=$("$embgw" --help 2>&1)
+	for o in --ctl-drop --ctl-dup --ctl-reorder --inject-junk \
+		 --fault-qp-error --fault-stale-write --test-session; do
+		grep -q -- "$o" <<<"$help" &&
+			{ echo "FAIL: a production build's --help lists $o"; fail=1; }
+		out=$("$embgw" -- -f "$src/config/language.cfg" "$o" 5 2>&1); rc=$?
+		[ $rc -eq 2 ] && grep -qF "embgw: $o is a test option: only a test build (meson -Dtest_hooks=true) takes it" <<<"$out" ||
+			{ echo "FAIL: $o in a production build: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+	done
+fi
 # --test-session takes digits only: strtoull would read "-1" as 2^64 - 1
 for bad in -1 +5 " 7" 0; do
+	[ $testbuild = 1 ] || break
 	out=$("$embgw" -- -f "$src/config/language.cfg" --test-session "$bad" 2>&1); rc=$?
 	[ $rc -eq 2 ] && grep -q "test-session: '$bad' is not a non-zero 64-bit session id" <<<"$out" ||
 		{ echo "FAIL: --test-session '$bad': exit $rc: $out"; fail=1; }

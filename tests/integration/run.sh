@@ -1998,6 +1998,13 @@ case "${1:-}" in
 	sed -n '2,13s/^# \{0,1\}//p' "$0"
 	exit 0 ;;
 esac
+# the cases pass test options (--ctl-drop, --inject-junk, --test-session):
+# a production build refuses them, so the suite wants a test build
+if ! "$EMBGW" --help 2>&1 | grep -q "^test-build options"; then
+	echo "run.sh: $EMBGW is not a test build: configure its build with" \
+		"meson -Dtest_hooks=true (scripts/test.sh does)" >&2
+	exit 2
+fi
 selected=("$@")
 [ $# -gt 0 ] || selected=("${CASES[@]}")
 for c in "${selected[@]}"; do

@@ -9,9 +9,11 @@
 # gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
 # its own RoCE packets for 8 s (netem behind a u32 filter on UDP port 4791,
 # so the control protocol carries on): soft-RoCE retransmits and the rooms
-# stall, then land; and (2) the encode QP is put in error after a set batch
-# (--fault-qp-error; soft-RoCE does not give up on retries in a useful
-# time): the rooms in flight fail as payload errors, the driver rebuilds the
+# stall, then land; and (2) the encode QP goes to error after a set batch
+# (--fault-qp-error: the fault-injecting driver writes under a key the
+# language side never gave, whose NAK fails the QP; soft-RoCE does not
+# give up on retries in a useful time, so the drop alone would not): the
+# rooms in flight fail as payload errors, the driver rebuilds the
 # QP with a new PSN and re-registers, the language side rebuilds its end,
 # and the rooms opened after the last failure must land byte-exact. Then
 # (3) per-window keys: a fresh encode gateway writes once more into the
@@ -51,6 +53,9 @@ embgw=$(realpath -m "${gw_arg:-build/app/embgw/embgw}")
 mw_probe=$(realpath -m "$(dirname "$embgw")/../../tests/vm/mw_probe")
 [ -x "$mw_probe" ] || { echo "vm: FAIL no $mw_probe (ninja -C build)"; exit 2; }
 [ -x "$embgw" ] || { echo "vm: FAIL no gateway binary $embgw (meson setup build && ninja -C build)"; exit 2; }
+# --fault-qp-error and --fault-stale-write are test-build options
+"$embgw" --help 2>&1 | grep -q "^test-build options" ||
+	{ echo "vm: FAIL $embgw is not a test build (meson -Dtest_hooks=true)"; exit 2; }
 if ! missing=$(vm_missing_programs); then
 	echo "vm: FAIL missing $missing - run scripts/deps.sh (it installs what the suites need)"
 	exit 2
