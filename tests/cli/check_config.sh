@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # embgw --check-config: examples pass with a summary, a broken file fails
-# with every error as file:line, nothing needs EAL or a device.
+# with every error as file:line, nothing needs EAL or a device. The
+# command line: the gateway takes operator options only and refuses each
+# load option, naming embgw-gen (the third argument, where DPDK built it),
+# which refuses numbers out of range.
+# usage: check_config.sh EMBGW SRCDIR [EMBGW-GEN]
 set -u
 embgw=$1
 src=$2
+gen=${3:-}
 fail=0
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
@@ -132,15 +137,33 @@ gateway=0
 testbuild=0
 "$embgw" --help 2>&1 | grep -q "^test-build options" && testbuild=1
 numbers=("--ranks 65537" "--identities 65537" "--duration-ms soon"
-	 "--drive 12abc" "--concurrency 0")
+	 "--drive 12abc" "--concurrency 0" "--lengths 100,0")
 [ $testbuild = 1 ] && numbers+=("--ctl-drop 51" "--inject-junk 65")
 for a in "${numbers[@]}"; do
-	[ $gateway = 1 ] || break
-	out=$("$embgw" -- -f "$src/config/language.cfg" $a 2>&1); rc=$?
-	opt=${a%% *}; val=${a#* }
-	[ $rc -eq 2 ] && grep -q "^embgw: $opt: '$val' is not a number in " <<<"$out" ||
-		{ echo "FAIL: $a: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+	[ -n "$gen" ] || break
+	out=$("$gen" -- -f "$src/config/language.cfg" $a 2>&1); rc=$?
+	opt=${a%% *}; val=${a#* }; val=${val##*,}
+	[ $rc -eq 2 ] && grep -q "^embgw-gen: $opt: '$val' is not a number in " <<<"$out" ||
+		{ echo "FAIL: embgw-gen $a: exit $rc: $(head -1 <<<"$out")"; fail=1; }
 done
+# the load options are embgw-gen's: the gateway lists none and refuses
+# each, valid or not, naming it and the program that takes it
+load=(--produce --drive --concurrency --lengths --ranks --dummy-rank --peer
+      --rate --start-delay-ms --exit-when-done --duration-ms --seed
+      --identities --flood-pps)
+if [ $gateway = 1 ]; then
+	help=$("$embgw" --help 2>&1)
+	genhelp=$("$gen" --help 2>&1)
+	for o in "${load[@]}"; do
+		grep -q -- "$o\b" <<<"$help" &&
+			{ echo "FAIL: embgw --help lists $o"; fail=1; }
+		grep -q -- "^  $o\b" <<<"$genhelp" ||
+			{ echo "FAIL: embgw-gen --help does not list $o"; fail=1; }
+		out=$("$embgw" -- -f "$src/config/language.cfg" "$o" 1 2>&1); rc=$?
+		[ $rc -eq 2 ] && grep -qF "embgw: $o is a load option: embgw-gen takes it (the gateway takes operator options only)" <<<"$out" ||
+			{ echo "FAIL: embgw $o: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+	done
+fi
 dev=$(sed -n 's/^ *device = "\(net_[a-z_]*[0-9]*\).*/\1/p' "$src/config/language.cfg" | head -1)
 if [ -n "$dev" ] && [ $gateway = 1 ]; then
 	out=$("$embgw" --vdev "$dev,x=1" -- -f "$src/config/language.cfg" 2>&1); rc=$?
