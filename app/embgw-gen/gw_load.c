@@ -34,7 +34,7 @@ static const char usage[] =
 	"  --rate R               language: open loop, R rooms/s (--concurrency caps)\n"
 	"  --start-delay-ms D     language: wait D ms before the first room\n"
 	"  --exit-when-done       language: stop after the N rooms (the default\n"
-	"                         with --drive)\n"
+	"                         with --drive and no --duration-ms)\n"
 	"  --duration-ms D        stop after D ms (bounded runs)\n"
 	"  --seed S               room-id seed (also of the flood and test faults)\n"
 	"  --identities K         play K peers from the one configured port:\n"
@@ -157,13 +157,14 @@ load_option(const struct gw_app *app, const char *name, const char *arg,
 	return true;
 }
 
-/* The generator stops once its rooms are done, without --exit-when-done;
- * its seed is also the flood's and the test faults'. */
+/* With --drive the generator stops once its rooms are done, unless
+ * --duration-ms bounds the run (it then serves past them, e.g. to be
+ * scraped); its seed is also the flood's and the test faults'. */
 static int
 load_check(const struct gw_app *app, struct gw_options *opt)
 {
 	(void)app;
-	if (rooms.drive > 0)
+	if (rooms.drive > 0 && opt->duration_ns == 0)
 		opt->exit_when_done = true;
 	opt->identities = identities;
 	opt->rng = rooms.seed ? rooms.seed : 1;
