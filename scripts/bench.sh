@@ -76,7 +76,7 @@ drive=200000
 scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
 gw_tx=() gw_dg=() gw_ns=()
 for r in $(seq 1 "$rounds"); do
-	start_gw enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce >/dev/null
+	start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce >/dev/null
 	wait_socket "$W/ctl/memif0.sock"
 	EMBGW=$GEN run_gw gen 0 "$W/ctl/language.cfg" "$W/lang.log" 120 \
 		--drive "$drive" --concurrency 64 --lengths 1 || true
@@ -151,9 +151,9 @@ scripts/gen-configs.sh --memif "$W/rfull" 50048 262144 >/dev/null
 lat_r=() lat_f=()
 for r in $(seq 1 "$rounds"); do
 	for cfg in r8k rfull; do
-		start_gw enc 1 "$W/$cfg/encode.cfg" "$W/enc.log" --produce >/dev/null
+		start_gen enc 1 "$W/$cfg/encode.cfg" "$W/enc.log" --produce >/dev/null
 		wait_socket "$W/$cfg/memif0.sock"
-		run_gw lang 0 "$W/$cfg/language.cfg" "$W/lang.log" 120 --exit-when-done \
+		run_gen lang 0 "$W/$cfg/language.cfg" "$W/lang.log" 120 --exit-when-done \
 			--drive "$n" --lengths 50000 || true
 		stop_all
 		v=$(field "$W/lang.log" latency p50_ms)
@@ -174,7 +174,7 @@ drive=300
 flood=200000
 scripts/gen-configs.sh --memif "$W/fl" 1024 262144 >/dev/null
 rate() { # extra embgw-gen args...
-	start_gw enc 1 "$W/fl/encode.cfg" "$W/enc.log" --produce >/dev/null
+	start_gen enc 1 "$W/fl/encode.cfg" "$W/enc.log" --produce >/dev/null
 	wait_socket "$W/fl/memif0.sock"
 	EMBGW=$GEN run_gw gen 0 "$W/fl/language.cfg" "$W/lang.log" 120 \
 		--drive "$drive" --concurrency 16 --lengths 2000 "$@" || true
@@ -210,24 +210,24 @@ scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 "$W/e
 	"peer_dead_ms = 5000;" >/dev/null
 ENGINE=(env "EMBGW_CLIENT_LIB=$B/lib/client/libegw_client.so"
 	timeout -s KILL 300 /usr/bin/python3 tests/integration/engine.py)
-eng_pair() { # the encode gateway [args], up
+eng_pair() { # START [args]: the encode gateway (start_gw) or embgw-gen, up
 	# each run maps a fresh language pool file: neither run finds the
 	# other's pages already in memory
 	rm -f "$W/eng/lang-pool-0"
-	start_gw enc 1 "$W/eng/encode.cfg" "$W/enc.log" "$@" >/dev/null
+	"$1" enc 1 "$W/eng/encode.cfg" "$W/enc.log" "${@:2}" >/dev/null
 	{ wait_socket "$W/eng/memif0.sock" && wait_ready enc; } >/dev/null || true
 }
 en_r=() bi_r=() en_ce=() en_cl=() en_cp=()
 for r in $(seq 1 "$rounds"); do
-	eng_pair --produce
-	run_gw lang 0 "$W/eng/language.cfg" "$W/lang.log" 300 --exit-when-done \
+	eng_pair start_gen --produce
+	run_gen lang 0 "$W/eng/language.cfg" "$W/lang.log" 300 --exit-when-done \
 		--drive "$n" --concurrency 4 --lengths 10000 || true
 	stop_all
 	[ "$(field "$W/lang.log" result errors)" = 0 ] &&
 		[ "$(field "$W/lang.log" language ok)" = "$n" ] &&
 		bi_r+=("$(awk -v n="$n" -v s="$(field "$W/lang.log" latency secs)" \
 			'BEGIN { printf "%.2f", (s > 0 ? n / s : 0) }')")
-	eng_pair
+	eng_pair start_gw
 	start_gw lang 0 "$W/eng/language.cfg" "$W/lang.log" >/dev/null
 	wait_socket "$W/eng/lang-0.sock" && wait_socket "$W/eng/enc-0.sock" || true
 	"${ENGINE[@]}" language "$W/eng/lang-0.sock" --bench "$n" --length 10000 \

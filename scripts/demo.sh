@@ -134,10 +134,10 @@ builtin_phase() {
 	shift 2
 	echo "== $title (language default $def tokens)"
 	scripts/gen-configs.sh --veth "$VETH" "$d" "$def" 262144 "$TIMERS" >/dev/null
-	start_gw enc 1 "$d/encode.cfg" "$d/enc.log" --produce
+	start_gen enc 1 "$d/encode.cfg" "$d/enc.log" --produce
 	wait_ready enc
 	local rc=0 failed
-	run_gw lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done "$@" || rc=$?
+	run_gen lang 0 "$d/language.cfg" "$d/lang.log" 90 --exit-when-done "$@" || rc=$?
 	stop_all
 	grep -hE "^(language|latency|failed):" "$d/lang.log" | sed 's/^/   /' || :
 	grep -hE "^encode:" "$d/enc.log" | sed 's/^/   /' || :

@@ -93,10 +93,11 @@ for t in json.load(sys.stdin):
 
 # -Ddpdk=enabled -Dverbs=enabled: a machine without DPDK or rdma-core
 # fails here, loudly, instead of building (and testing) less
+# -Dtest_hooks=true: the integration and VM suites pass test options
 B=build-test
-configure $B "" -Ddpdk=enabled -Dverbs=enabled
+configure $B "" -Ddpdk=enabled -Dverbs=enabled -Dtest_hooks=true
 build $B
-configure build-test-asan "" -Ddpdk=enabled -Dverbs=enabled \
+configure build-test-asan "" -Ddpdk=enabled -Dverbs=enabled -Dtest_hooks=true \
 	-Db_sanitize=address,undefined -Db_lundef=false \
 	-Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
 build build-test-asan

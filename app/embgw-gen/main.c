@@ -14,14 +14,16 @@
  *             [--lengths ...] [--flood-pps P] [--duration-ms D]
  *
  * It runs the gateway's devices, identities and loop (the embgw_core
- * library), with the flood and stopping once its rooms are done.
+ * library) with the load options, the built-in room source (gw_load.c,
+ * gw_pattern_source.c) and the flood; it stops once its rooms are done.
  */
 #include "gw_app.h"
 #include "gw_flood.h"
+#include "gw_load.h"
 
 static const struct gw_app generator = {
 	.name = "embgw-gen",
-	.exit_when_driven = true,
+	.load = &gw_load_ops,
 	.flood_tick = gw_flood_tick,
 };
 

@@ -63,16 +63,19 @@ struct gw_neigh {
 	uint64_t next_arp;
 };
 
-/* Test knobs on the control datagrams an identity sends (gw_test_knobs.c).
- * Off unless a command-line flag sets one: `on` is then true. */
+#ifdef GW_TEST_HOOKS
+/* A test build's knobs (-Dtest_hooks=true; gw_test_knobs.c): faults on
+ * the control datagrams an identity sends, junk at its peer, a fixed
+ * session id, and the fault-injecting payload driver over the configured
+ * one. A production build has none of this, not even the struct. */
 struct gw_test_knobs {
-	bool on;
+	bool on;                 /* a datagram knob is set */
 	uint32_t drop_pct, dup_pct, reorder_pct; /* 0..50 */
 	uint32_t junk_per_tick;  /* malformed/forged/replayed datagrams */
-	uint64_t qp_error_at;    /* verbs: a QP error after this batch */
-	uint64_t stale_write_at; /* verbs: a write into the window of the
-				  * room sent this many rooms ago, once ended */
-	uint64_t rooms_sent;     /* rooms the sender finished successfully */
+	uint64_t qp_error_at;    /* the driver's link fails after batch N */
+	uint64_t stale_write_at; /* a write into the window of room N once
+				  * room N + 1 has been sent */
+	bool fault;              /* the payload driver is wrapped */
 	uint64_t session;        /* --test-session: this session id, not a
 				  * random one (0: random) */
 	uint64_t rng;
@@ -82,6 +85,7 @@ struct gw_test_knobs {
 	uint32_t last_ip;
 	uint16_t last_port;
 };
+#endif
 
 /* Junk at a set rate towards the first peer (embgw-gen's flood,
  * app/embgw-gen/gw_flood.c; the gateway does not link it). */
@@ -171,7 +175,9 @@ struct gw_id {
 	uint64_t next_tick;
 	bool finished;           /* its room sources have run all they had */
 	struct gw_capture cap;   /* --capture: control frames in and out */
+#ifdef GW_TEST_HOOKS
 	struct gw_test_knobs knobs;
+#endif
 	struct gw_flood flood;
 	struct gw_id_stats st;
 	struct gw_room_hist hist[GW_MAX_PEERS]; /* by the node's peer index */
@@ -227,8 +233,8 @@ void gw_id_payload_changes(struct gw_id *id, uint64_t now);
 /* teardown: abort the open rooms, drain the driver, free the blocks */
 void gw_id_drain(struct gw_id *id, uint64_t linger_ns);
 
-/* 0..99 from a test knob's own generator (an LCG whose start value the
- * command line sets, so a run can be repeated; for tests only) */
+/* 0..99 from a generator of the flood or a test knob (an LCG whose start
+ * value --seed sets, so a run can be repeated; not for anything secret) */
 static inline uint32_t
 gw_rand_pct(uint64_t *rng)
 {
@@ -236,13 +242,19 @@ gw_rand_pct(uint64_t *rng)
 	return (uint32_t)(*rng >> 33) % 100;
 }
 
-/* gw_test_knobs.c: faults on sent control datagrams, junk, QP errors */
+#ifdef GW_TEST_HOOKS
+/* gw_test_knobs.c, test builds only: faults on sent control datagrams
+ * (send: instead of queueing the frame; tick: a held one and the junk),
+ * the session id, the fault-injecting payload driver (wrap: after the
+ * driver opened; room_sent: what it counts rooms by) */
 void gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
 			const uint8_t *buf, size_t len);
 void gw_test_knobs_tick(struct gw_id *id);
-void gw_test_knobs_after_post(struct gw_id *id, uint32_t peer);
+int gw_test_knobs_session(struct gw_id *id, uint16_t index);
+int gw_test_knobs_wrap(struct gw_id *id);
 void gw_test_knobs_room_sent(struct gw_id *id);
 void gw_test_knobs_close(struct gw_id *id);
+#endif
 
 /* gw_loop.c: the worker of one device */
 struct gw_loop_opts {

@@ -255,27 +255,6 @@ make_identity_confs(const char *prog, uint16_t k)
 	return 0;
 }
 
-/* An identity's share of the generator's load: --drive, --concurrency and
- * --rate split evenly (the first ones take the remainder), distinct room
- * ids (the run number differs per identity). */
-static struct gw_pattern_opts
-share_of(const struct gw_pattern_opts *o, uint16_t i, uint16_t k)
-{
-	struct gw_pattern_opts s = *o;
-
-	s.identity = i; /* also a port's index: distinct room ids */
-	if (k == 1)
-		return s;
-	s.drive = o->drive / k + (i < o->drive % k);
-	s.concurrency = o->concurrency / k + (i < o->concurrency % k);
-	if (s.concurrency == 0)
-		s.concurrency = 1;
-	s.rate = o->rate / k + (i < o->rate % k);
-	if (o->rate > 0 && s.rate == 0)
-		s.rate = 1;
-	return s;
-}
-
 static int
 find_port_id(const char *device, uint16_t *id)
 {
@@ -426,11 +405,10 @@ payload_params(const struct egw_conf *c, const struct egw_conf_port *port,
 }
 
 /* An identity on device `d`: port `cfg_port` of configuration `c`, its
- * payload driver, pool, node and the built-in room source. */
+ * payload driver, pool, node and the engines' attach point. */
 static int
 make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
-	uint16_t cfg_port, const struct gw_pattern_opts *rooms,
-	const struct gw_app *app)
+	uint16_t cfg_port, const struct gw_app *app)
 {
 	struct egw_region regions[EGW_KIND_MAX];
 	struct egw_payload_params pp;
@@ -444,11 +422,13 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 	id->conf = c;
 	id->cfg = &c->ports[cfg_port];
 	id->cfg_port = cfg_port;
+#ifdef GW_TEST_HOOKS
 	id->knobs = opt.knobs;
+#endif
 	/* --flood-pps is the generator's rate: the first identity's */
 	if (app->flood_tick != NULL && d->nids == 0) {
 		id->flood.pps = opt.flood_pps;
-		id->flood.rng = opt.knobs.rng;
+		id->flood.rng = opt.rng;
 	}
 	d->ids[d->nids++] = id;
 	gw_id_neigh_init(id);
@@ -459,24 +439,22 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 			"binary\n", id->cfg->name);
 		return -ENOTSUP;
 	}
-	/* this incarnation: random, whatever the clock says (a test may
-	 * force it: --test-session, one more per identity of the process,
-	 * counted across ports, so no two identities share one) */
-	if (opt.knobs.session != 0 &&
-	    opt.knobs.session > UINT64_MAX - (uint64_t)(nids - 1)) {
-		GW_LOG(ERR, "port %s: --test-session %#lx + identity %u "
-		       "passes 2^64 - 1: the session would wrap to 0 or "
-		       "repeat\n", id->cfg->name,
-		       (unsigned long)opt.knobs.session, nids - 1u);
-		return -EINVAL;
-	}
-	id->session = opt.knobs.session != 0 ?
-		      opt.knobs.session + (uint64_t)(nids - 1) :
-		      egw_proto_session_new();
+	/* this incarnation: random, whatever the clock says (a test build
+	 * may fix it: --test-session) */
+	id->session = egw_proto_session_new();
+#ifdef GW_TEST_HOOKS
+	rc = gw_test_knobs_session(id, (uint16_t)(nids - 1));
+	if (rc != 0)
+		return rc;
+#endif
 	GW_LOG(INFO, "port %s: session %#lx\n", id->cfg->name,
 	       (unsigned long)id->session);
 	payload_params(c, id->cfg, &pp);
 	rc = id->dops->open(&pp, id->session, &id->drv, &id->pool);
+#ifdef GW_TEST_HOOKS
+	if (rc == 0)
+		rc = gw_test_knobs_wrap(id);
+#endif
 	if (rc == 0)
 		rc = egw_pool_cache_enable(id->pool, EGW_POOL_CACHE_DEFAULT);
 	if (rc != 0) {
@@ -504,11 +482,9 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		       "a room): %s\n", id->cfg->name, c->max_rooms,
 		       c->max_runs_per_room, strerror(-rc));
 	/* engines' rooms first: the attach source takes only its clients'
-	 * rooms, the pattern source answers for any other */
+	 * rooms, embgw-gen's room source (set_up) answers for any other */
 	if (rc == 0 && c->attach.enabled)
 		rc = gw_attach_source_attach(id, &id->attach);
-	if (rc == 0)
-		rc = gw_pattern_source_attach(id, rooms);
 	/* after the payload driver: a second gateway with the same pool file
 	 * hears that refusal, which says more */
 	if (rc == 0)
@@ -541,12 +517,6 @@ set_up(const struct gw_app *app)
 
 		rc = gw_force_quit ? -EINTR : make_dev(d, &conf.ports[ndevs]);
 		for (uint16_t i = 0; rc == 0 && i < k; i++) {
-			/* ports and identities derive their room ids from
-			 * one base plus their index: bases drawn apart could
-			 * meet, and two of ours would send one room id to
-			 * the same gateway */
-			struct gw_pattern_opts share =
-				share_of(&opt.rooms, (uint16_t)(nids), k);
 			const struct egw_conf *c = k > 1 ? &id_confs[i] : &conf;
 
 			ids[nids] = calloc(1, sizeof(*ids[nids]));
@@ -557,7 +527,11 @@ set_up(const struct gw_app *app)
 			ids[nids]->cap.fd = -1;
 			ids[nids]->lock_fd = -1;
 			rc = make_id(ids[nids++], d, c, k > 1 ? 0 : ndevs,
-				     &share, app);
+				     app);
+			/* the load's room source, after the attach point's */
+			if (rc == 0 && app->load != NULL)
+				rc = app->load->attach(ids[nids - 1],
+						       (uint16_t)(nids - 1), k);
 			if (rc == 0 && gw_force_quit)
 				rc = -EINTR; /* a signal: the start ends here */
 		}
@@ -584,7 +558,7 @@ tear_down(struct gw_outcome *out)
 		for (uint16_t i = d->nids; i-- > 0;) {
 			struct gw_id *id = d->ids[i];
 
-			if (id->nsources > 0 && (d->started || quit_signal)) {
+			if (id->node != NULL && (d->started || quit_signal)) {
 				if (d->started) {
 					gw_id_drain(id, conf.timers.linger_ns);
 					gw_dev_flush(d);
@@ -593,7 +567,9 @@ tear_down(struct gw_outcome *out)
 				fflush(stdout);
 				gw_report_driven(id, out);
 			}
+#ifdef GW_TEST_HOOKS
 			gw_test_knobs_close(id);
+#endif
 		}
 		gw_dev_stop(d);
 		for (uint16_t i = 0; i < d->nids; i++)
@@ -604,15 +580,13 @@ tear_down(struct gw_outcome *out)
 
 /* The driven rooms asked for that no room source accounts for: a signal
  * during the start can stop it before an identity (and its source) is
- * made. --drive N is each port's with one identity per port, shared out
- * among --identities K. */
+ * made. */
 static uint64_t
-rooms_never_sourced(const struct gw_outcome *o)
+rooms_never_sourced(const struct gw_app *app, const struct gw_outcome *o)
 {
-	uint64_t asked = opt.rooms.drive;
+	uint64_t asked = app->load != NULL ?
+			 app->load->rooms_asked(conf.nports) : 0;
 
-	if (opt.identities == 1)
-		asked *= conf.nports;
 	return asked > o->rooms ? asked - o->rooms : 0;
 }
 
@@ -788,8 +762,6 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	gw_notify_status("starting %u port(s) of %s", conf.nports, conf.file);
 	gw_log_init();
 	gw_pdump_init();
-	if (opt.rooms.seed == 0)
-		opt.rooms.seed = gw_now_ns() >> 10;
 	/* a signal during the start ends it here, cleanly */
 	rc = set_up(app);
 	if (rc == 0 && conf.attach.enabled && !gw_force_quit)
@@ -815,7 +787,7 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	tear_down(&out);
 	/* rooms of identities a signal kept from being made are unfinished
 	 * as much as those of a started one */
-	out.unfinished += rooms_never_sourced(&out);
+	out.unfinished += rooms_never_sourced(app, &out);
 	/* the telemetry thread may still read: it lets go of the identities
 	 * before the attach points and the identities are freed */
 	gw_telemetry_stop();

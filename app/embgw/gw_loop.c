@@ -25,15 +25,18 @@ gw_loop_init(const struct gw_loop_opts *o, uint32_t bounded_ids)
 
 /* An identity's timers, every GW_TICK_NS: the node's (retransmissions,
  * deadlines, heartbeats, REGISTER), ARP, the driver's rebuilt links, the
- * test knobs and the flood; then whether its rooms are all done. */
+ * flood (embgw-gen) and, in a test build, the test knobs; then whether
+ * its rooms are all done. */
 static void
 timers(struct gw_id *id, uint64_t now)
 {
 	egw_node_tick(id->node, now);
 	gw_id_arp_tick(id, now);
 	gw_id_payload_changes(id, now);
+#ifdef GW_TEST_HOOKS
 	if (id->knobs.on)
 		gw_test_knobs_tick(id);
+#endif
 	if (opts.flood_tick != NULL)
 		opts.flood_tick(id, now);
 	if (opts.exit_when_done && !id->finished &&

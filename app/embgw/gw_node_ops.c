@@ -84,8 +84,6 @@ on_post(void *ctx, uint32_t peer, const struct egw_write *wr, uint32_t n,
 		GW_LOG(ERR, "port %s: payload driver refused a batch: %s\n",
 		       id->cfg->name, egw_strerror(rc));
 	id->st.posts++;
-	if (id->knobs.on)
-		gw_test_knobs_after_post(id, peer);
 	return rc;
 }
 
@@ -120,11 +118,11 @@ static void
 on_done(void *ctx, uint64_t room, uint16_t rank, enum egw_err e, bool is_sender,
 	uint64_t now)
 {
-	struct gw_id *id = ctx;
-
 	gw_room_sources_done(ctx, room, rank, e, is_sender, now);
-	if (id->knobs.on && is_sender && e == EGW_E_OK)
-		gw_test_knobs_room_sent(id);
+#ifdef GW_TEST_HOOKS
+	if (is_sender && e == EGW_E_OK)
+		gw_test_knobs_room_sent(ctx);
+#endif
 }
 
 static int

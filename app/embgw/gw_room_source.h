@@ -12,9 +12,10 @@
  * The worker lcore calls every source of an identity each poll-loop
  * iteration, after the payload completions, and hands it the node's
  * events; nothing here blocks or allocates on the fast path. An identity
- * has up to GW_MAX_SOURCES sources: the built-in pattern source
- * (gw_pattern_source.c), and any other that fills these ops - e.g. one
- * through which local inference-engine processes attach and open rooms.
+ * has up to GW_MAX_SOURCES sources: the one through which local
+ * inference-engine processes attach and open rooms (gw_attach_source.c),
+ * embgw-gen's built-in pattern source (app/embgw-gen/gw_pattern_source.c),
+ * and any other that fills these ops.
  */
 #ifndef EMBGW_GW_ROOM_SOURCE_H
 #define EMBGW_GW_ROOM_SOURCE_H

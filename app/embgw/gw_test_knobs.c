@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Test knobs, off unless a command-line flag turns them on (the fast path
- * only tests `knobs.on`): control datagrams we send are lost, duplicated
- * or reordered (--ctl-drop/--ctl-dup/--ctl-reorder), junk is sent at the
- * peer every tick (--inject-junk), and a verbs QP is put in error after a
- * given payload batch (--fault-qp-error) so that the driver's recovery
- * runs for real.
+ * Test knobs, compiled into test builds only (-Dtest_hooks=true): control
+ * datagrams we send are lost, duplicated or reordered (--ctl-drop,
+ * --ctl-dup, --ctl-reorder), junk is sent at the peer every tick
+ * (--inject-junk), the session id is fixed (--test-session), and the
+ * payload driver is wrapped by the fault-injecting one
+ * (drivers/payload/fault) for --fault-qp-error and --fault-stale-write,
+ * so that the driver's recovery runs for real.
  */
+#include <errno.h>
 #include <string.h>
 
+#include "egw_payload_fault.h"
 #include "gw.h"
 
 void
@@ -116,39 +119,58 @@ gw_test_knobs_tick(struct gw_id *id)
 		inject_junk(id);
 }
 
-/* A QP error after the Nth batch, what a link failure does. */
-void
-gw_test_knobs_after_post(struct gw_id *id, uint32_t peer)
+/* --test-session N: identity `index` of the process takes N + index
+ * (counted across ports, so no two identities share one). */
+int
+gw_test_knobs_session(struct gw_id *id, uint16_t index)
 {
-	if (id->st.posts != id->knobs.qp_error_at ||
-	    id->dops->inject_qp_error == NULL)
-		return;
-	GW_LOG(WARNING, "port %s: test fault: QP towards peer %u put in error "
-	       "after batch %lu\n", id->cfg->name, peer,
-	       (unsigned long)id->st.posts);
-	id->dops->inject_qp_error(id->drv, peer);
+	uint64_t s = id->knobs.session;
+
+	if (s == 0)
+		return 0;
+	if (s > UINT64_MAX - index) {
+		GW_LOG(ERR, "port %s: --test-session %#lx + identity %u "
+		       "passes 2^64 - 1: the session would wrap to 0 or "
+		       "repeat\n", id->cfg->name, (unsigned long)s, index);
+		return -EINVAL;
+	}
+	id->session = s + index;
+	return 0;
 }
 
-/* A writer that writes into a window after its room ended: when the Nth
- * room sent has succeeded here, its last write is remembered (with one
- * room at a time, the last write posted is that room's); when the next
- * one has succeeded - the receiver delivered the Nth, closing its windows,
- * before it opened that one - the remembered write goes out once more,
- * under the key it had. */
+/* The fault-injecting driver over the configured one, when a fault is
+ * asked for: the rest of the gateway sees the same driver. */
+int
+gw_test_knobs_wrap(struct gw_id *id)
+{
+	struct egw_payload_fault_params fp = {
+		.link_error_at = id->knobs.qp_error_at,
+		.stale_write_at = id->knobs.stale_write_at,
+	};
+	int rc;
+
+	if (fp.link_error_at == 0 && fp.stale_write_at == 0)
+		return 0;
+	rc = egw_payload_fault_wrap(&id->dops, &id->drv, &fp);
+	if (rc != 0) {
+		GW_LOG(ERR, "port %s: cannot wrap payload driver %s for test "
+		       "faults: %s\n", id->cfg->name, id->dops->name,
+		       strerror(-rc));
+		return rc;
+	}
+	id->knobs.fault = true;
+	GW_LOG(WARNING, "port %s: test build: payload driver %s wrapped by "
+	       "the fault-injecting driver\n", id->cfg->name, id->dops->name);
+	return 0;
+}
+
+/* A room this side sent has succeeded: the fault driver counts rooms by
+ * it for --fault-stale-write. */
 void
 gw_test_knobs_room_sent(struct gw_id *id)
 {
-	uint64_t n = ++id->knobs.rooms_sent, at = id->knobs.stale_write_at;
-
-	if (at == 0 || (n != at && n != at + 1) ||
-	    id->dops->inject_stale_write == NULL)
-		return;
-	if (n == at + 1)
-		GW_LOG(WARNING, "port %s: test fault: room %lu has ended; writing "
-		       "into its window once more\n", id->cfg->name,
-		       (unsigned long)at);
-	for (uint32_t i = 0; i < id->cfg->npeers; i++)
-		id->dops->inject_stale_write(id->drv, i, n == at);
+	if (id->knobs.fault)
+		egw_payload_fault_room_sent(id->drv);
 }
 
 void

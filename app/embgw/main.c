@@ -8,13 +8,14 @@
  *       run the gateway: one worker lcore per configured port
  *
  * The program is gw_app_main() (gw_app.c), shared with embgw-gen; the
- * gateway runs it without the flood.
+ * gateway runs it without the load (no load options, no room source of
+ * its own: its rooms are the attached engines') and without the flood.
  */
 #include "gw_app.h"
 
 static const struct gw_app gateway = {
 	.name = "embgw",
-	.exit_when_driven = false,
+	.load = NULL,
 	.flood_tick = NULL,
 };
 

@@ -332,14 +332,6 @@ struct egw_payload_ops {
 	 *  (verbs then frees the window instead). */
 	void (*window_unbind)(struct egw_payload *p, const struct egw_run *run,
 			      uint64_t cookie, uint64_t now);
-	/** Test knob: a writer that writes into a window after it closed.
-	 *  `arm`: remember the last write posted to `peer`; otherwise post
-	 *  the remembered write once more, under the key it had. Optional. */
-	void (*inject_stale_write)(struct egw_payload *p, uint32_t peer,
-				   bool arm);
-	/** Test knob: put the link to `peer` in error now, as a failure on
-	 *  the wire would (verbs: QP to ERR; in-flight WRs flush). Optional. */
-	void (*inject_qp_error)(struct egw_payload *p, uint32_t peer);
 	/** Up to `max` completions of writes and windows; `now` is the
 	 *  caller's clock (the driver reads none). */
 	uint32_t (*poll)(struct egw_payload *p, struct egw_payload_cpl *c,

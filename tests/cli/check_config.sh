@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # embgw --check-config: examples pass with a summary, a broken file fails
-# with every error as file:line, nothing needs EAL or a device.
+# with every error as file:line, nothing needs EAL or a device. The
+# command line: the gateway takes operator options only and refuses each
+# load option, naming embgw-gen (the third argument, where DPDK built it),
+# which refuses numbers out of range.
+# usage: check_config.sh EMBGW SRCDIR [EMBGW-GEN]
 set -u
 embgw=$1
 src=$2
+gen=${3:-}
 fail=0
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
@@ -127,23 +132,59 @@ out=$("$embgw" --check-config "$t/metrics.cfg" 2>&1); rc=$?
 # --vdev naming a configured device: refused (before EAL starts)
 gateway=0
 "$embgw" --help 2>&1 | grep -q "EAL args" && gateway=1  # built with DPDK
-for a in "--ranks 65537" "--identities 65537" "--duration-ms soon" \
-	 "--drive 12abc" "--concurrency 0" "--ctl-drop 51"; do
-	[ $gateway = 1 ] || break
+# a test build (-Dtest_hooks=true) takes the test options; a production
+# build lists none and refuses each, naming the build that takes it
+testbuild=0
+"$embgw" --help 2>&1 | grep -q "^test-build options" && testbuild=1
+numbers=("--ranks 65537" "--identities 65537" "--duration-ms soon"
+	 "--drive 12abc" "--concurrency 0" "--lengths 100,0")
+[ $testbuild = 1 ] && numbers+=("--ctl-drop 51" "--inject-junk 65")
+for a in "${numbers[@]}"; do
+	[ -n "$gen" ] || break
 	# shellcheck disable=SC2086 # $a is the option and its value, two words
-	out=$("$embgw" -- -f "$src/config/language.cfg" $a 2>&1); rc=$?
-	opt=${a%% *}; val=${a#* }
-	[ $rc -eq 2 ] && grep -q "^embgw: $opt: '$val' is not a number in " <<<"$out" ||
-		{ echo "FAIL: $a: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+	out=$("$gen" -- -f "$src/config/language.cfg" $a 2>&1); rc=$?
+	opt=${a%% *}; val=${a#* }; val=${val##*,}
+	[ $rc -eq 2 ] && grep -q "^embgw-gen: $opt: '$val' is not a number in " <<<"$out" ||
+		{ echo "FAIL: embgw-gen $a: exit $rc: $(head -1 <<<"$out")"; fail=1; }
 done
+# the load options are embgw-gen's: the gateway lists none and refuses
+# each, valid or not, naming it and the program that takes it
+load=(--produce --drive --concurrency --lengths --ranks --dummy-rank --peer
+      --rate --start-delay-ms --exit-when-done --duration-ms --seed
+      --identities --flood-pps)
+if [ $gateway = 1 ]; then
+	help=$("$embgw" --help 2>&1)
+	genhelp=$([ -z "$gen" ] || "$gen" --help 2>&1)
+	for o in "${load[@]}"; do
+		grep -q -- "$o\b" <<<"$help" &&
+			{ echo "FAIL: embgw --help lists $o"; fail=1; }
+		[ -z "$gen" ] || grep -q -- "^  $o\b" <<<"$genhelp" ||
+			{ echo "FAIL: embgw-gen --help does not list $o"; fail=1; }
+		out=$("$embgw" -- -f "$src/config/language.cfg" "$o" 1 2>&1); rc=$?
+		[ $rc -eq 2 ] && grep -qF "embgw: $o is a load option: embgw-gen takes it (the gateway takes operator options only)" <<<"$out" ||
+			{ echo "FAIL: embgw $o: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+	done
+fi
 dev=$(sed -n 's/^ *device = "\(net_[a-z_]*[0-9]*\).*/\1/p' "$src/config/language.cfg" | head -1)
 if [ -n "$dev" ] && [ $gateway = 1 ]; then
 	out=$("$embgw" --vdev "$dev,x=1" -- -f "$src/config/language.cfg" 2>&1); rc=$?
 	[ $rc -eq 1 ] && grep -q "EAL argument --vdev $dev,x=1 names port .*'s device" <<<"$out" ||
 		{ echo "FAIL: --vdev $dev: exit $rc: $(tail -1 <<<"$out")"; fail=1; }
 fi
+if [ $gateway = 1 ] && [ $testbuild = 0 ]; then
+	help=$("$embgw" --help 2>&1)
+	for o in --ctl-drop --ctl-dup --ctl-reorder --inject-junk \
+		 --fault-qp-error --fault-stale-write --test-session; do
+		grep -q -- "$o" <<<"$help" &&
+			{ echo "FAIL: a production build's --help lists $o"; fail=1; }
+		out=$("$embgw" -- -f "$src/config/language.cfg" "$o" 5 2>&1); rc=$?
+		[ $rc -eq 2 ] && grep -qF "embgw: $o is a test option: only a test build (meson -Dtest_hooks=true) takes it" <<<"$out" ||
+			{ echo "FAIL: $o in a production build: exit $rc: $(head -1 <<<"$out")"; fail=1; }
+	done
+fi
 # --test-session takes digits only: strtoull would read "-1" as 2^64 - 1
 for bad in -1 +5 " 7" 0; do
+	[ $testbuild = 1 ] || break
 	out=$("$embgw" -- -f "$src/config/language.cfg" --test-session "$bad" 2>&1); rc=$?
 	[ $rc -eq 2 ] && grep -q "test-session: '$bad' is not a non-zero 64-bit session id" <<<"$out" ||
 		{ echo "FAIL: --test-session '$bad': exit $rc: $out"; fail=1; }

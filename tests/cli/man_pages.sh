@@ -6,7 +6,9 @@
 #    each group's settings together in one section (a group's key list in
 #    lib/conf/*.c: `static const char *const ...keys[] = { ... }`),
 #  - every setting a table of doc/configuration.md lists is accepted,
-#  - every option gw_options.c takes is in doc/gateway.md's "## Options",
+#  - every option gw_options.c names is in doc/gateway.md: the gateway's
+#    in "## Options" (embgw(8)), the load options in "## Load generation"
+#    (embgw-gen(8)),
 #  - the generated pages carry them all and groff renders them without a
 #    warning.
 # usage: man_pages.sh SRCDIR PAGEDIR
@@ -71,24 +73,43 @@ cfg5_words = {w for span in re.findall(r"\\fB(.*?)\\fR", cfg5)
 for k in sorted(accepted):
     if k not in cfg5_words:
         bad.append("embgw.cfg.5: no %s" % k)
-# the programs' options
-opts = re.findall(r'\{ "([a-z-]+)", (?:no|required)_argument',
-                  open(src + "/app/embgw/gw_options.c").read())
-if len(opts) < 10:
-    bad.append("gw_options.c: only %d options found" % len(opts))
-gw = "\n".join(open(src + "/doc/gateway.md").read().split("\n## Options\n", 1)[1]
-               .split("\n## ", 1)[0:1])
+# the programs' options: the gateway's (operator and test-build) in
+# doc/gateway.md's "## Options" and embgw(8), embgw-gen's load options in
+# its "## Load generation" and embgw-gen(8)
+opts_c = open(src + "/app/embgw/gw_options.c").read()
+def table(name):
+    m = re.search(r"static const struct option " + name + r"\[\] = \{(.*?)\n\};",
+                  opts_c, re.S)
+    return re.findall(r'\{ "([a-z-]+)", (?:no|required)_argument',
+                      m.group(1)) if m else []
+opts, load = table("operator_lo"), table("load_lo")
+if len(opts) < 3 or len(load) < 10:
+    bad.append("gw_options.c: only %d operator and %d load options found"
+               % (len(opts), len(load)))
+doc_gw = open(src + "/doc/gateway.md").read()
+def doc_section(heading):
+    if ("\n" + heading + "\n") not in doc_gw:
+        bad.append("doc/gateway.md: no %s" % heading)
+        return ""
+    return doc_gw.split("\n" + heading + "\n", 1)[1].split("\n## ", 1)[0]
+gw, gen_doc = doc_section("## Options"), doc_section("## Load generation (`embgw-gen`)")
 man8 = open(pages + "/embgw.8").read()
-for o in opts + ["version", "check-config"]:
-    if o in ("version", "check-config"):
-        where = man8
-    else:
-        where = gw
-        if "\\-\\-" + o.replace("-", "\\-") not in man8:
-            bad.append("embgw.8: no --%s" % o)
-    if ("--" + o) not in where and ("\\-\\-" + o.replace("-", "\\-")) not in where:
-        bad.append("%s: no --%s" % ("embgw.8" if where is man8 else
-                                    'doc/gateway.md "## Options"', o))
+gen8 = open(pages + "/embgw-gen.8").read()
+def roff(o):
+    return "\\-\\-" + o.replace("-", "\\-")
+for o in ["version", "check-config"]:
+    if roff(o) not in man8:
+        bad.append("embgw.8: no --%s" % o)
+for group, where, wname, page, pname in (
+        (opts, gw, 'doc/gateway.md "## Options"', man8, "embgw.8"),
+        (load, gen_doc, 'doc/gateway.md "## Load generation"', gen8,
+         "embgw-gen.8")):
+    for o in group:
+        if roff(o) not in page:
+            bad.append("%s: no --%s" % (pname, o))
+        if ("--" + o) not in where:
+            bad.append("%s: no --%s" % (wname, o))
+opts = opts + load
 print("\n".join(bad))
 print("checked: %d settings in %d groups, %d options" % (len(accepted), len(arrays), len(opts)))
 PY

@@ -69,7 +69,9 @@ class Gateway:
         self.log_path = os.path.join(tmp, self.name + ".log")
         cfg = os.path.join(tmp, "encode.cfg" if side == "encode" else "language.cfg")
         lcore = "1" if side == "encode" else "0"
-        exe = os.path.join(build, "app/embgw/embgw")
+        # the load options (--produce, --drive ...) are embgw-gen's
+        exe = os.path.join(build, "app/embgw-gen/embgw-gen" if args
+                           else "app/embgw/embgw")
         cmd = ["timeout", "-s", "INT", "-k", "10", str(secs), exe, "-l", lcore,
                "--no-huge", "-m", "400", "--no-pci", "--file-prefix",
                self.prefix, "--", "-f", cfg] + list(args)

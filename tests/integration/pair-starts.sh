@@ -36,7 +36,7 @@ up() {
 for i in $(seq 1 "$n"); do
 	veth_up 1 || { echo "pair-starts: no veth pair"; exit 1; }
 	scripts/gen-configs.sh --veth "$VETH" "$T" 1024 16384 >/dev/null
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.log" --produce
+	start_gen enc 1 "$T/encode.cfg" "$T/enc.log" --produce
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
 	ok=1
 	up "$T/enc.log" || ok=0

@@ -44,7 +44,7 @@ gen_configs() {
 	fi
 }
 
-# encode_server START LOG [args]: the encode side (START: start_gw or
+# encode_server START LOG [args]: the encode side (START: start_gen, or
 # start_gen) on lcore 1 with $T/encode.cfg, --produce, up once its port is
 encode_server() {
 	local start=$1 log=$2
@@ -70,8 +70,8 @@ define scenarios-8192 "the same against a default of 8192: byte-exact, 2 resume 
 scenarios() { # default, resume rounds expected
 	local def=$1 want=$2
 	gen_configs "$T" "$def" 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done \
+	encode_server start_gen "$T/enc.log" || return 1
+	language_client run_gen "$T/lang.log" 60 --exit-when-done \
 		--drive 4 --lengths 500,2000,10000,50000
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
@@ -90,9 +90,9 @@ case_scenarios_8192() { scenarios 8192 2; }
 define lossy-control "10% loss, duplication and reordering of control packets both ways: 40 rooms byte-exact"
 case_lossy_control() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" \
+	encode_server start_gen "$T/enc.log" \
 		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 7 || return 1
-	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 40 \
+	language_client run_gen "$T/lang.log" 90 --exit-when-done --drive 40 \
 		--concurrency 4 --lengths 129,2000,10000,700 \
 		--ctl-drop 10 --ctl-dup 10 --ctl-reorder 10 --seed 9
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
@@ -108,8 +108,8 @@ define pool-exhaustion "8 rooms at once for 1 room's worth of memory: they wait 
 case_pool_exhaustion() {
 	# 16384 tokens (128 blocks) for 8 concurrent rooms of 10000 tokens (79 blocks)
 	gen_configs "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
-	language_client run_gw "$T/lang.log" 90 --exit-when-done --drive 24 \
+	encode_server start_gen "$T/enc.log" || return 1
+	language_client run_gen "$T/lang.log" 90 --exit-when-done --drive 24 \
 		--concurrency 8 --lengths 10000,3000
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
 	expect "$T/lang.log" result leaked -eq 0 && expect "$T/enc.log" result-encode leaked -eq 0 &&
@@ -132,7 +132,7 @@ case_admission_many() {
 	per=$((rooms / 4))
 	gen_configs --hidden 16 --enc-capacity $((20 * 8192)) "$T" 8192 \
 		$((10 * 8192)) "$SLACK" 1 4 >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 300 --identities 4 --drive "$rooms" \
 		--concurrency "$rooms" \
 		--lengths 500,2000,5000,8000,12000,20000,35000,50000
@@ -162,9 +162,9 @@ case_room_table_burst() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	sed -i 's/^  timers = {/  limits = { max_rooms = 16; };\n  timers = {/' "$T/language.cfg"
 	grep -q "max_rooms = 16" "$T/language.cfg" || { MSG="no limits group written"; return 1; }
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 120 \
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 90 --exit-when-done --drive 120 \
 		--concurrency 120 --lengths 500,2000
 	stop_all
 	MSG="lang: $(report "$T/lang.log")"
@@ -177,8 +177,8 @@ case_room_table_burst() {
 define junk "malformed, forged, replayed and unknown-source datagrams at the port: dropped, counted, 60 rooms unaffected"
 case_junk() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" --inject-junk 3 --seed 3 || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 60 \
+	encode_server start_gen "$T/enc.log" --inject-junk 3 --seed 3 || return 1
+	language_client run_gen "$T/lang.log" 60 --exit-when-done --drive 60 \
 		--concurrency 4 --lengths 2000,10000 --start-delay-ms 300
 	MSG="lang: $(report "$T/lang.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
@@ -194,10 +194,10 @@ define telemetry "/embgw/stats, /embgw/rooms and /embgw/pool answer through dpdk
 case_telemetry() {
 	local stats rooms pool okr
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
 	# junk from the language side, so that the encode gateway counts drops
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 20 \
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 20 \
 		--concurrency 4 --lengths 2000,10000 --inject-junk 3 --seed 5
 	expect "$T/lang.log" language ok -eq 20 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
 	# the encode gateway still runs: its counters hold the 20 rooms (the
@@ -221,10 +221,10 @@ define telemetry-stop "/embgw/rooms and /embgw/clients read in a loop while the 
 case_telemetry_stop() {
 	local i pid gw rc cmd n seen=""
 	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	for i in 1 2 3 4 5 6; do
 		LOG=$T/lang-$i.log
-		start_gw lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
+		start_gen lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
 			--concurrency 2 --lengths 20000
 		pid=${PIDS[-1]}
 		wait_registered "$LOG" 20 || return 1
@@ -332,10 +332,10 @@ case_metrics_scrape() {
 		>"$T/prometheus.log" 2>&1 &
 	prom=$!
 	PIDS+=("$prom")
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
-	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --drive $n --concurrency 2 \
-		--lengths 2000,10000,50000 --seed 7
+	start_gen lang 0 "$T/language.cfg" "$T/lang.log" --drive $n --concurrency 2 \
+		--lengths 2000,10000,50000 --seed 7 --duration-ms 120000
 	local lang=${PIDS[-1]}
 	# scrapes during the run: each one a valid page
 	local deadline=$((SECONDS + 60)) v
@@ -438,7 +438,7 @@ case_dumpcap() {
 	lang_ip=$(cfg_value "$T/language.cfg" address)
 	# only the captured gateway needs hugepages: a secondary process maps
 	# its primary's memory from the hugepage files
-	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gw "$T/enc.log" || return 1
+	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gen "$T/enc.log" || return 1
 	timeout -s INT 90 dpdk-dumpcap --file-prefix "egw-enc-$$" -i "$dev" \
 		-w "$T/cap.pcapng" >"$T/dumpcap.log" 2>&1 &
 	dc=$!
@@ -452,7 +452,7 @@ case_dumpcap() {
 	grep -q "Packets captured:" "$T/dumpcap.log" ||
 		{ MSG="dpdk-dumpcap did not start capturing in 10 s: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
 	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 10 \
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 10 \
 		--lengths 500,50000,2000
 	kill -INT "$dc"
 	wait_exit "$dc" || { MSG="dpdk-dumpcap failed: $(tr '\n' ' ' <"$T/dumpcap.log" | cut -c1-300)"; return 1; }
@@ -477,9 +477,9 @@ case_proc_info() {
 	command -v dpdk-proc-info >/dev/null 2>&1 || { MSG="dpdk-proc-info missing (scripts/deps.sh installs dpdk)"; return 1; }
 	hugepages_up $TOOLS_HUGEPAGES "$T/hugepages" || { MSG="no hugepages for the gateway"; return 1; }
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gw "$T/enc.log" || return 1
+	EAL_COMMON="--huge-dir $HUGE_DIR" encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 5 \
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 5 \
 		--lengths 2000
 	expect "$T/lang.log" language ok -eq 5 || { MSG="lang: $(report "$T/lang.log")"; return 1; }
 	# the language gateway has gone: nothing more arrives at the port
@@ -501,12 +501,12 @@ define peer-killed "an encode peer SIGKILLed mid-transfer: its rooms fail as pee
 case_peer_killed() {
 	local enc1 t0 t1
 	gen_configs "$T" 1024 262144 "$SLACK" 2 >/dev/null
-	start_gw enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
-	start_gw enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
+	start_gen enc0 1 "$T/encode.cfg" "$T/enc0.log" --produce
+	start_gen enc1 0 "$T/encode1.cfg" "$T/enc1.log" --produce
 	enc1=${PIDS[-1]}
 	wait_ready enc0 && wait_ready enc1 || return 1
 	LOG=$T/lang.log
-	start_gw lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
+	start_gen lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
 		--concurrency 2 --lengths 50000,10000
 	# kill enc-1 once rooms to it are under way (one telemetry round trip
 	# takes a fraction of a second: the kill lands within the first rooms)
@@ -544,9 +544,9 @@ define restart-language "the language gateway SIGKILLed mid-transfer and started
 case_restart_language() {
 	local i=0 lang
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	for gap in $RESTART_GAPS; do
-		start_gw lang 0 "$T/language.cfg" "$T/lang.$i.log" --drive 1000 \
+		start_gen lang 0 "$T/language.cfg" "$T/lang.$i.log" --drive 1000 \
 			--concurrency 2 --lengths 50000,2000
 		lang=${PIDS[-1]}
 		LOG=$T/lang.$i.log
@@ -556,7 +556,7 @@ case_restart_language() {
 		sleep "$gap"
 		i=$((i + 1))
 	done
-	language_client run_gw "$T/lang.$i.log" 60 --exit-when-done --drive 20 \
+	language_client run_gen "$T/lang.$i.log" 60 --exit-when-done --drive 20 \
 		--concurrency 2 --lengths 50000,2000
 	MSG="lang: $(report "$T/lang.$i.log") enc: $(report "$T/enc.log")"
 	expect "$T/enc.log" node peer_restarts -eq 4 && expect "$T/enc.log" node adoptions -eq 5 &&
@@ -578,10 +578,10 @@ case_restart_encode() {
 	LOG=$T/lang.log
 	# 37 s of rooms on a schedule: the restarts fall in the first part,
 	# the rooms after the last one show the recovery
-	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 150 \
+	start_gen lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 150 \
 		--concurrency 2 --rate 4 --lengths 50000,2000
 	wait_ready lang || return 1
-	start_gw enc 1 "$T/encode.cfg" "$T/enc.$i.log" --produce
+	start_gen enc 1 "$T/encode.cfg" "$T/enc.$i.log" --produce
 	enc=${PIDS[-1]}
 	for gap in $RESTART_GAPS; do
 		# each incarnation serves before it is killed
@@ -590,7 +590,7 @@ case_restart_encode() {
 		kill_gw "$enc"
 		sleep "$gap"
 		i=$((i + 1))
-		start_gw enc 1 "$T/encode.cfg" "$T/enc.$i.log" --produce
+		start_gen enc 1 "$T/encode.cfg" "$T/enc.$i.log" --produce
 		enc=${PIDS[-1]}
 	done
 	wait_line "$T/lang.log" result 90
@@ -611,15 +611,15 @@ define restart-smaller-session "the language gateway restarted with a smaller se
 case_restart_smaller_session() {
 	local lang
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
-	start_gw lang 0 "$T/language.cfg" "$T/lang.0.log" --drive 1000 \
+	encode_server start_gen "$T/enc.log" || return 1
+	start_gen lang 0 "$T/language.cfg" "$T/lang.0.log" --drive 1000 \
 		--lengths 50000 --test-session 0x7000000000000000
 	lang=${PIDS[-1]}
 	LOG=$T/lang.0.log
 	wait_registered "$T/lang.0.log" 20 || return 1
 	sleep 0.5
 	kill_gw "$lang"
-	language_client run_gw "$T/lang.1.log" 60 --exit-when-done --drive 10 \
+	language_client run_gen "$T/lang.1.log" 60 --exit-when-done --drive 10 \
 		--lengths 50000,2000 --test-session 5
 	MSG="lang: $(report "$T/lang.1.log") enc: $(report "$T/enc.log")"
 	grep -q "session 0x5\$" "$T/lang.1.log" &&
@@ -649,8 +649,8 @@ case_block_tokens_mismatch() {
 	sed -i 's/capacity_tokens = \([0-9]*\);/capacity_tokens = \1; block_tokens = 64;/' \
 		"$T/language.cfg" || return 1
 	grep -q "block_tokens = 64;" "$T/language.cfg" || return 1
-	encode_server start_gw "$T/enc.log" || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 3 --lengths 2000
+	encode_server start_gen "$T/enc.log" || return 1
+	language_client run_gen "$T/lang.log" 60 --exit-when-done --drive 3 --lengths 2000
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
 	unregistered_rooms_end "$T/lang.log" &&
 		[ "$(grep -c "refused, geometry: block_tokens 128 (ours 64)" "$T/lang.log")" = 1 ] &&
@@ -669,9 +669,9 @@ case_unreachable_repaired() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	sed -i "s|path = \"$T/lang-pool-0\";|path = \"$T/late-pool\";|" "$T/encode.cfg" || return 1
 	grep -q "late-pool" "$T/encode.cfg" || return 1
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
-	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 5 \
+	start_gen lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 5 \
 		--lengths 2000,50000
 	for _ in $(seq 1 100); do
 		grep -q "refused our REGISTER: unreachable" "$T/lang.log" && break
@@ -698,8 +698,8 @@ case_key_mismatch() {
 	chmod 600 "$T/other.key"
 	sed -i 's/key_file = "psk.key";/key_file = "other.key";/' "$T/language.cfg" || return 1
 	grep -q '"other.key"' "$T/language.cfg" || return 1
-	encode_server start_gw "$T/enc.log" || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 3 --lengths 2000
+	encode_server start_gen "$T/enc.log" || return 1
+	language_client run_gen "$T/lang.log" 60 --exit-when-done --drive 3 --lengths 2000
 	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
 	unregistered_rooms_end "$T/lang.log" &&
 		[ "$(grep -c "datagrams from peer enc-0 fail authentication: different key?" "$T/lang.log")" = 1 ] &&
@@ -718,13 +718,13 @@ case_peer_exit_cycles() {
 	LOG=$T/lang.log
 	# the survivor: rooms open-loop at 100/s from its start to its end,
 	# junk to its peer all along
-	start "$EMBGW" lang 0 "$T/language.cfg" "$T/lang.log" 400 --drive 40000 \
+	start "$EMBGW_GEN" lang 0 "$T/language.cfg" "$T/lang.log" 400 --drive 40000 \
 		--rate 100 --concurrency 16 --lengths 129,2000,10000 --inject-junk 2 --seed 5
 	lang=${PIDS[-1]}
 	sleep 1
 	child=$(pgrep -P "$lang")
 	for i in $(seq 1 50); do
-		start_gw enc 1 "$T/encode.cfg" "$T/enc-$i.log" --produce --inject-junk 2 --seed "$i"
+		start_gen enc 1 "$T/encode.cfg" "$T/enc-$i.log" --produce --inject-junk 2 --seed "$i"
 		pid=${PIDS[-1]}
 		# the peer leaves while rooms and junk flow both ways: after it has
 		# registered, at a random moment in the next 0.4 s
@@ -740,7 +740,7 @@ case_peer_exit_cycles() {
 			{ MSG="peer $i leaked: $(report "$T/enc-$i.log")"; LOG=$T/enc-$i.log; return 1; }
 	done
 	# the last peer stays: the survivor's rooms complete again
-	start_gw enc 1 "$T/encode.cfg" "$T/enc-last.log" --produce --inject-junk 2 --seed 99
+	start_gen enc 1 "$T/encode.cfg" "$T/enc-last.log" --produce --inject-junk 2 --seed 99
 	wait_registered "$T/enc-last.log" 30 || { MSG="the last peer never registered"; return 1; }
 	ok0=$(tel_value "$(telemetry lang /embgw/rooms)" /embgw/rooms p0 language_rooms_ok)
 	wait_counter lang /embgw/rooms p0 language_rooms_ok $((${ok0:-0} + 50)) 30 ||
@@ -765,13 +765,13 @@ case_language_exit_cycles() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	LOG=$T/enc.log
 	# the survivor: serves whatever rooms its peer opens, junk to it
-	start "$EMBGW" enc 1 "$T/encode.cfg" "$T/enc.log" 400 --produce \
+	start "$EMBGW_GEN" enc 1 "$T/encode.cfg" "$T/enc.log" 400 --produce \
 		--inject-junk 2 --seed 5
 	enc=${PIDS[-1]}
 	wait_ready enc || return 1
 	child=$(pgrep -P "$enc")
 	for i in $(seq 1 50); do
-		start_gw lang 0 "$T/language.cfg" "$T/lang-$i.log" --drive 40000 --rate 100 \
+		start_gen lang 0 "$T/language.cfg" "$T/lang-$i.log" --drive 40000 --rate 100 \
 			--concurrency 16 --lengths 129,2000,10000 --inject-junk 2 --seed "$i"
 		pid=${PIDS[-1]}
 		wait_registered "$T/lang-$i.log" 30 || { MSG="peer $i never registered"; LOG=$T/lang-$i.log; return 1; }
@@ -788,7 +788,7 @@ case_language_exit_cycles() {
 	done
 	# the last peer: its rooms complete byte-exact against the survivor
 	LOG=$T/lang-last.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang-last.log" 60 --exit-when-done \
+	run_gen lang 0 "$T/language.cfg" "$T/lang-last.log" 60 --exit-when-done \
 		--drive 50 --concurrency 4 --lengths 129,2000,10000
 	alive "$child" || { MSG="the encode gateway died at the end"; return 1; }
 	kill -INT "$child"
@@ -808,17 +808,17 @@ define encode-restart "an encode gateway SIGKILLed under load and started again 
 case_encode_restart() {
 	local enc at last after after_ok
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	enc=${PIDS[-1]}
 	LOG=$T/lang.log
 	# 600 rooms open-loop at 40/s: 15 s, the restart within the first 4
-	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 600 \
+	start_gen lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 600 \
 		--rate 40 --concurrency 16 --lengths 700,3000,10000
 	wait_counter lang /embgw/rooms p0 language_rooms_ok 40 30 ||
 		{ MSG="no rooms before the kill: $(report "$T/lang.log")"; return 1; }
 	kill_gw "$enc"
 	# the same configuration, the same EAL file prefix, at once
-	encode_server start_gw "$T/enc2.log" || { LOG=$T/enc2.log; MSG="no restart"; return 1; }
+	encode_server start_gen "$T/enc2.log" || { LOG=$T/enc2.log; MSG="no restart"; return 1; }
 	# the restart is done once the language gateway has registered with
 	# the new process: every room opened from then on must complete
 	wait_registered "$T/enc2.log" 30 || { LOG=$T/enc2.log; MSG="the language gateway never registered again"; return 1; }
@@ -850,8 +850,8 @@ case_dissector() {
 	local udp dec bad types names rx want_rx tags regs proofs
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done --drive 6 \
+	encode_server start_gen "$T/enc.log" || return 1
+	language_client run_gen "$T/lang.log" 60 --exit-when-done --drive 6 \
 		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
 		--capture "$T/cap.pcap"
 	ts() { tshark -X lua_script:tools/wireshark/embgw.lua -r "$T/cap.pcap" "$@" 2>/dev/null; }
@@ -879,7 +879,7 @@ case_dissector() {
 define gen-flood "embgw-gen: 300 rooms open-loop at 1000/s with a 10k/s junk flood against an encode gateway: byte-exact, junk dropped"
 case_gen_flood() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 90 --drive 300 --rate 1000 \
 		--concurrency 128 --lengths 700,3000 --flood-pps 10000
 	MSG="gen: $(report "$T/gen.log") enc: $(report "$T/enc.log")"
@@ -914,7 +914,7 @@ case_gen_identities() {
 	# the gateway under test lists 8 peers; the generator answers ARP for
 	# all 8 addresses and shares the rooms out
 	gen_configs "$T" 1024 16384 "$SLACK" 1 8 >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	language_client run_gen "$T/gen.log" 90 --identities 8 --drive 400 \
 		--concurrency 32 --lengths 300,2500
 	# each identity fetched its 50 rooms from the gateway, so each registered
@@ -940,7 +940,7 @@ define gen-encode "embgw-gen --produce as the encode peer: 60 rooms x 2 ranks se
 case_gen_encode() {
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	encode_server start_gen "$T/gen.log" || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done \
+	language_client run_gen "$T/lang.log" 60 --exit-when-done \
 		--drive 60 --concurrency 8 --lengths 1500,9000 --ranks 2
 	MSG="lang: $(report "$T/lang.log") gen: $(report "$T/gen.log")"
 	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
@@ -956,7 +956,7 @@ case_gen_encode_identities() {
 	local per=0
 	gen_configs --encode-identities 4 "$T" 1024 65536 "$SLACK" >/dev/null
 	encode_server start_gen "$T/gen.log" --identities 4 || return 1
-	language_client run_gw "$T/lang.log" 60 --exit-when-done --peer all \
+	language_client run_gen "$T/lang.log" 60 --exit-when-done --peer all \
 		--drive 80 --concurrency 8 --lengths 700,5000
 	for i in 0 1 2 3; do
 		expect "$T/gen.log" result-encode rooms -eq 20 "p0.$i" &&
@@ -1458,21 +1458,21 @@ case_pool_file_stranger() {
 	LOG=$T/lang.log
 	printf "somebody else's data\n" >"$pool"
 	cp "$pool" "$T/stranger.copy"
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
 	rc=$?
 	MSG="a file: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
 	[ "$rc" -eq 1 ] && cmp -s "$pool" "$T/stranger.copy" &&
 		grep -q "payload.path $pool exists and is not an embgw pool file: refused, left untouched" "$T/lang.log" || return 1
 	rm -f "$pool"
 	mkfifo "$pool"
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
 	rc=$?
 	MSG="a FIFO: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
 	[ "$rc" -eq 1 ] && [ -p "$pool" ] &&
 		grep -q "payload.path $pool exists and is a FIFO: refused" "$T/lang.log" || return 1
 	rm -f "$pool"
 	if mknod "$pool" c 1 3 2>/dev/null; then
-		run_gw lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
+		run_gen lang 0 "$T/language.cfg" "$T/lang.log" 20 --drive 1
 		rc=$?
 		MSG="a device node: exit $rc, $(grep -m1 'shm:' "$T/lang.log")"
 		[ "$rc" -eq 1 ] && [ -c "$pool" ] &&
@@ -1488,14 +1488,14 @@ define pool-file-second-instance "a second language gateway with the same payloa
 case_pool_file_second_instance() {
 	local pool=$T/lang-pool-0 ino ino2 rc
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
-	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
+	start_gen lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
 		--concurrency 2 --lengths 10000,50000 --start-delay-ms 2000
 	wait_registered "$T/lang.log" 20 || return 1
 	ino=$(stat -c %i "$pool")
 	LOG=$T/lang2.log
-	run_gw lang2 0 "$T/language.cfg" "$T/lang2.log" 20 --drive 1
+	run_gen lang2 0 "$T/language.cfg" "$T/lang2.log" 20 --drive 1
 	rc=$?
 	ino2=$(stat -c %i "$pool" 2>/dev/null)
 	LOG=$T/lang.log
@@ -1514,15 +1514,15 @@ case_port_second_instance() {
 	local rc first
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
 	sed "s|$T/lang-pool-0|$T/lang-pool-b|" "$T/language.cfg" >"$T/language2.cfg"
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
-	start_gw lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 20 \
+	start_gen lang 0 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 20 \
 		--concurrency 2 --lengths 10000 --start-delay-ms 2000
 	first=${PIDS[-1]}
 	wait_registered "$T/lang.log" 20 || return 1
 	first=$(child_of "$first") || return 1
 	LOG=$T/lang2.log
-	run_gw lang2 0 "$T/language2.cfg" "$T/lang2.log" 20 --drive 1
+	run_gen lang2 0 "$T/language2.cfg" "$T/lang2.log" 20 --drive 1
 	rc=$?
 	LOG=$T/lang.log
 	wait_line "$T/lang.log" result 60
@@ -1542,9 +1542,9 @@ case_restart_language_small_shm() {
 	# a 132 MiB pool (262144 tokens x 512 B and the rest): one fits
 	mkdir "$small" && mount -t tmpfs -o size=200m embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
 	gen_configs "$small" 1024 262144 "$SLACK" >/dev/null
-	start_gw enc 1 "$small/encode.cfg" "$T/enc.log" --produce
+	start_gen enc 1 "$small/encode.cfg" "$T/enc.log" --produce
 	wait_ready enc || { stop_all; umount "$small"; return 1; }
-	start_gw lang 0 "$small/language.cfg" "$T/lang.0.log" --drive 1000 \
+	start_gen lang 0 "$small/language.cfg" "$T/lang.0.log" --drive 1000 \
 		--concurrency 2 --lengths 50000,2000
 	lang=${PIDS[-1]}
 	LOG=$T/lang.0.log
@@ -1552,7 +1552,7 @@ case_restart_language_small_shm() {
 	sleep 0.5 # rooms under way
 	kill_gw "$lang"
 	LOG=$T/lang.1.log
-	run_gw lang 0 "$small/language.cfg" "$T/lang.1.log" 60 --exit-when-done \
+	run_gen lang 0 "$small/language.cfg" "$T/lang.1.log" 60 --exit-when-done \
 		--drive 20 --concurrency 2 --lengths 50000,2000
 	stop_all
 	MSG="lang: $(grep -m1 'no room for' "$T/lang.1.log") $(report "$T/lang.1.log") enc: $(report "$T/enc.log")"
@@ -1613,7 +1613,7 @@ case_pool_no_room() {
 	LOG=$T/lang.log
 	"$EMBGW" --check-config "$small/language.cfg" >"$T/check.log" 2>&1
 	chk=$?
-	run_gw lang 0 "$small/language.cfg" "$T/lang.log" 20 --drive 1
+	run_gen lang 0 "$small/language.cfg" "$T/lang.log" 20 --drive 1
 	rc=$?
 	MSG="lang: check $chk, exit $rc, $(grep -m1 'reserve' "$T/lang.log") check: $(tail -1 "$T/check.log")"
 	[ "$chk" -eq 1 ] && [ "$rc" -eq 1 ] && [ ! -e "$small/lang-pool-0" ] &&
@@ -1628,7 +1628,7 @@ case_pool_no_room() {
 	LOG=$T/enc.log
 	"$EMBGW" --check-config "$T/encode.cfg" >"$T/check2.log" 2>&1
 	chk2=$?
-	run_gw enc 1 "$T/encode.cfg" "$T/enc.log" 20 --produce
+	run_gen enc 1 "$T/encode.cfg" "$T/enc.log" 20 --produce
 	rc2=$?
 	MSG="enc ($cap tokens): check $chk2, exit $rc2, $(grep -m1 'reserve' "$T/enc.log") check: $(tail -1 "$T/check2.log")"
 	[ "$chk2" -eq 1 ] && [ "$rc2" -eq 1 ] &&
@@ -1646,7 +1646,7 @@ case_af_packet_fanout() {
 	# other pair's end, in the process that then becomes the gateway
 	# (exec keeps the PID and the socket)
 	# shellcheck disable=SC2046 # eal's words are separate arguments
-	timeout -s INT 30 /usr/bin/python3 - "$ifx" "${VETH}e1" "$EMBGW" $(eal lang 0) \
+	timeout -s INT 30 /usr/bin/python3 - "$ifx" "${VETH}e1" "$EMBGW_GEN" $(eal lang 0) \
 		-- -f "$T/language.cfg" --drive 1 >"$LOG" 2>&1 <<'PY'
 import os, socket, sys
 ifx, other, prog = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -1671,10 +1671,10 @@ define signals "SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGALRM mid-transfer: the sa
 case_signals() {
 	local sig pid gw rc enc_failed=0 seen=""
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	for sig in QUIT USR1 USR2 TERM ALRM; do
 		LOG=$T/lang-$sig.log
-		start_gw lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
+		start_gen lang 0 "$T/language.cfg" "$LOG" --drive 1000000 \
 			--concurrency 2 --lengths 20000
 		pid=${PIDS[-1]}
 		wait_registered "$LOG" 20 || return 1
@@ -1711,12 +1711,12 @@ define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into th
 case_signal_during_start() {
 	local sig at pid gw rc n=0
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	for sig in TERM QUIT; do
 		for at in 0 0.02 0.1 0.3; do
 			LOG=$T/lang-$sig-$at.log
 			# no room opens before the signal: all 10 are left
-			start_gw lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000 \
+			start_gen lang 0 "$T/language.cfg" "$LOG" --drive 10 --lengths 2000 \
 				--start-delay-ms 5000
 			pid=${PIDS[-1]}
 			gw=$(child_of "$pid") || return 1
@@ -1737,9 +1737,9 @@ define exit-status "the exit status and the report's last line: 0 and 'reason=ok
 case_exit_status() {
 	local rc
 	gen_configs "$T" 1024 16384 "$SLACK alloc_ms = 1000;" >/dev/null
-	encode_server start_gw "$T/enc.log" || return 1
+	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/ok.log
-	run_gw lang 0 "$T/language.cfg" "$T/ok.log" 60 --exit-when-done --drive 4 --lengths 2000
+	run_gen lang 0 "$T/language.cfg" "$T/ok.log" 60 --exit-when-done --drive 4 --lengths 2000
 	rc=$?
 	# shellcheck disable=SC2012 # ls names what is left, or says nothing is
 	MSG="all ok: exit $rc, $(tail -1 "$T/ok.log"); EAL runtime files: $(ls /var/run/dpdk/egw-lang-$$ 2>&1 | tr '\n' ' ')"
@@ -1749,7 +1749,7 @@ case_exit_status() {
 	# every other room is larger than the whole language pool (16384
 	# tokens): it fails as too large, the others are byte-exact
 	LOG=$T/fail.log
-	run_gw lang 0 "$T/language.cfg" "$T/fail.log" 90 --exit-when-done --drive 6 \
+	run_gen lang 0 "$T/language.cfg" "$T/fail.log" 90 --exit-when-done --drive 6 \
 		--concurrency 2 --lengths 2000,20000
 	rc=$?
 	stop_all
@@ -1765,9 +1765,9 @@ case_capture_full_disk() {
 	[ "$(id -u)" = 0 ] || { MSG="mounting a tmpfs needs root"; return 1; }
 	mkdir "$small" && mount -t tmpfs -o size=16k embgw-it "$small" || { MSG="cannot mount a tmpfs"; return 1; }
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
-	encode_server start_gw "$T/enc.log" || { umount "$small"; return 1; }
+	encode_server start_gen "$T/enc.log" || { umount "$small"; return 1; }
 	LOG=$T/lang.log
-	run_gw lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 40 \
+	run_gen lang 0 "$T/language.cfg" "$T/lang.log" 60 --exit-when-done --drive 40 \
 		--concurrency 2 --lengths 2000,10000 --capture "$small/cap.pcap"
 	rc=$?
 	stop_all
@@ -2015,6 +2015,13 @@ case "${1:-}" in
 	sed -n '2,13s/^# \{0,1\}//p' "$0"
 	exit 0 ;;
 esac
+# the cases pass test options (--ctl-drop, --inject-junk, --test-session):
+# a production build refuses them, so the suite wants a test build
+if ! "$EMBGW" --help 2>&1 | grep -q "^test-build options"; then
+	echo "run.sh: $EMBGW is not a test build: configure its build with" \
+		"meson -Dtest_hooks=true (scripts/test.sh does)" >&2
+	exit 2
+fi
 selected=("$@")
 [ $# -gt 0 ] || selected=("${CASES[@]}")
 for c in "${selected[@]}"; do

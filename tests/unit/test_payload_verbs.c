@@ -288,6 +288,15 @@ test_sq_never_overrun(void)
 	pp_close(&pp);
 }
 
+/* The link of side `s` fails: its QP to ERR, in-flight WRs flush. */
+static void
+qp_error(int s)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	CU_ASSERT_EQUAL(ibv_modify_qp(ibv_stub.qp[s], &a, IBV_QP_STATE), 0);
+}
+
 /* ---- completions, errors, generations ---------------------------------- */
 
 static void
@@ -303,7 +312,7 @@ test_qp_error_fails_in_flight_once(void)
 	CU_ASSERT(post_tokens(3, 1) == 0);
 	CU_ASSERT(post_tokens(2, 2) == 0);
 	CU_ASSERT_EQUAL(pp_poll(&pp, PP_ENC, c, 8), 0);
-	pp.ops->inject_qp_error(ENC, 0);
+	qp_error(PP_ENC); /* as a failure on the wire would */
 	ibv_stub.hold = false;
 	/* five flushed WRs, five error completions in one poll: the first
 	 * resets the QP, the other four are from before the reset */
@@ -338,7 +347,7 @@ test_posts_wait_for_peer_after_reset(void)
 
 	stub_device();
 	open_connected();
-	pp.ops->inject_qp_error(ENC, 0);
+	qp_error(PP_ENC); /* as a failure on the wire would */
 	CU_ASSERT(post_tokens(1, 1) == 0);
 	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 4), 1); /* flushed */
 	CU_ASSERT(!c[0].ok);
@@ -542,7 +551,7 @@ test_post_errors(void)
 	CU_ASSERT_EQUAL(pp.ops->poll(ENC, c, 0, 0), 0);
 	CU_ASSERT_EQUAL(post_tokens(1, 98), -ENOBUFS);
 	/* the reset that room is kept for: every completion fits */
-	pp.ops->inject_qp_error(ENC, 0);
+	qp_error(PP_ENC); /* as a failure on the wire would */
 	ibv_stub.hold = false;
 	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 64), size);
 	for (uint32_t i = 0; i < size; i++)
@@ -778,7 +787,7 @@ test_window_bind_on_a_qp_in_error(void)
 	/* the responder's QP went to error (a refused write): the bind is
 	 * flushed, nothing stays bound, the QP is rebuilt with a new PSN
 	 * for the peer to hear */
-	pp.ops->inject_qp_error(LANG, 0);
+	qp_error(PP_LANG);
 	CU_ASSERT_EQUAL(bind_window(&run, keys, 5), -EIO);
 	for (int i = 0; i < IBV_STUB_MAX_MW; i++)
 		CU_ASSERT(!ibv_stub.mw[i].used || !ibv_stub.mw[i].bound);

@@ -9,9 +9,11 @@
 # gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
 # its own RoCE packets for 8 s (netem behind a u32 filter on UDP port 4791,
 # so the control protocol carries on): soft-RoCE retransmits and the rooms
-# stall, then land; and (2) the encode QP is put in error after a set batch
-# (--fault-qp-error; soft-RoCE does not give up on retries in a useful
-# time): the rooms in flight fail as payload errors, the driver rebuilds the
+# stall, then land; and (2) the encode QP goes to error after a set batch
+# (--fault-qp-error: the fault-injecting driver writes under a key the
+# language side never gave, whose NAK fails the QP; soft-RoCE does not
+# give up on retries in a useful time, so the drop alone would not): the
+# rooms in flight fail as payload errors, the driver rebuilds the
 # QP with a new PSN and re-registers, the language side rebuilds its end,
 # and the rooms opened after the last failure must land byte-exact. Then
 # (3) per-window keys: a fresh encode gateway writes once more into the
@@ -47,10 +49,16 @@ judge_only=${EMBGW_VM_JUDGE_ONLY:-0} # 1: judge the last run's output again
 guests=${EMBGW_VM_GUESTS:-lang enc}
 peer_wait=${EMBGW_VM_PEER_WAIT:-60}
 embgw=$(realpath -m "${gw_arg:-build/app/embgw/embgw}")
+# the guests run the built-in room source: embgw-gen, built beside it
+gen=$(realpath -m "$(dirname "$embgw")/../embgw-gen/embgw-gen")
 # built next to the gateway (tests/vm/meson.build)
 mw_probe=$(realpath -m "$(dirname "$embgw")/../../tests/vm/mw_probe")
 [ -x "$mw_probe" ] || { echo "vm: FAIL no $mw_probe (ninja -C build)"; exit 2; }
 [ -x "$embgw" ] || { echo "vm: FAIL no gateway binary $embgw (meson setup build && ninja -C build)"; exit 2; }
+[ -x "$gen" ] || { echo "vm: FAIL no $gen (ninja -C build)"; exit 2; }
+# --fault-qp-error and --fault-stale-write are test-build options
+"$gen" --help 2>&1 | grep -q "^test-build options" ||
+	{ echo "vm: FAIL $gen is not a test build (meson -Dtest_hooks=true)"; exit 2; }
 if ! missing=$(vm_missing_programs); then
 	echo "vm: FAIL missing $missing - run scripts/deps.sh (it installs what the suites need)"
 	exit 2
@@ -145,7 +153,7 @@ peer=lang
 sh /out/net.sh 10.88.0.1
 touch /out/enc.up
 wait_for lang.up $peer_wait "the language guest" || exit 1
-$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-enc -- \\
+$gen -l 0,1 --no-huge -m 512 --file-prefix vm-enc -- \\
 	-f /out/encode.cfg --produce --duration-ms 600000 \\
 	--fault-qp-error $qp_error_at > /out/enc-gw.log 2>&1 &
 gw=\$!
@@ -173,7 +181,7 @@ kill -INT \$gw; wait \$gw
 echo "encode gateway: \$?"
 [ \$done_rc -eq 0 ] || exit 1
 # phase 3: a writer that writes into a window after its room ended
-$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-enc3 -- \\
+$gen -l 0,1 --no-huge -m 512 --file-prefix vm-enc3 -- \\
 	-f /out/encode.cfg --produce --duration-ms 300000 \\
 	--fault-stale-write 3 > /out/enc-gw3.log 2>&1 &
 gw=\$!
@@ -211,7 +219,7 @@ cap=\$!
 echo "waiting up to 30 s for dumpcap to capture"
 for _ in \$(seq 1 300); do grep -q "Capturing on" /run/dumpcap.log && break; sleep 0.1; done
 grep -q "Capturing on" /run/dumpcap.log || echo "dumpcap did not say it captures after 30 s"
-$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang -- \\
+$gen -l 0,1 --no-huge -m 512 --file-prefix vm-lang -- \\
 	-f /out/language.cfg --drive 8 --lengths 500,2000,10000,50000 \\
 	--exit-when-done --duration-ms 600000 > /out/lang-gw.log 2>&1
 rc=\$?
@@ -220,7 +228,7 @@ kill -INT \$cap; wait \$cap
 cp /run/wire.pcapng /out/wire.pcapng
 # phase 2: a steady stream of rooms across the encode side's fault
 touch /out/phase2.started
-$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
+$gen -l 0,1 --no-huge -m 512 --file-prefix vm-lang2 -- \
 	-f /out/language.cfg --drive 40 --rate 2 --concurrency 4 --lengths 1000 \
 	--exit-when-done --duration-ms 300000 > /out/lang-gw2.log 2>&1
 touch /out/lang.done
@@ -231,7 +239,7 @@ if wait_for enc3.up 60 "the encode gateway of phase 3"; then
 	cap=\$!
 	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/dumpcap3.log && break; sleep 0.1; done
 	grep -q "Capturing on" /run/dumpcap3.log || echo "dumpcap did not say it captures after 30 s"
-	$embgw -l 0,1 --no-huge -m 512 --file-prefix vm-lang3 -- \
+	$gen -l 0,1 --no-huge -m 512 --file-prefix vm-lang3 -- \
 		-f /out/language.cfg --drive 12 --lengths 1000 \
 		--exit-when-done --duration-ms 240000 > /out/lang-gw3.log 2>&1
 	sleep 1

@@ -61,10 +61,6 @@ struct vpeer {
 	struct egw_register reg; /* the peer's endpoint and regions */
 	struct verbs_sq sq;      /* chain, send queue use, generation */
 	char why[128];           /* why the last connect failed */
-	struct ibv_send_wr last_wr; /* the last write posted (a test knob) */
-	struct ibv_sge last_sge;
-	struct ibv_send_wr stale_wr; /* ... as remembered by the knob */
-	struct ibv_sge stale_sge;
 };
 
 /* A window's memory windows, kept by its first block (windows are single
@@ -527,20 +523,6 @@ verbs_disconnect(struct egw_payload *p, uint32_t peer)
 	memset(&v->reg, 0, sizeof(v->reg));
 }
 
-static void
-verbs_inject_qp_error(struct egw_payload *p, uint32_t peer)
-{
-	struct ibv_qp_attr a;
-
-	if (peer >= p->npeers)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	if (ibv_modify_qp(p->peers[peer].qp, &a, IBV_QP_STATE) != 0)
-		verr("test fault: cannot move the QP of peer %s to ERR",
-		     p->peers[peer].reg.name);
-}
-
 static uint32_t
 verbs_changed(struct egw_payload *p, uint32_t *peers, uint32_t max)
 {
@@ -843,40 +825,6 @@ verbs_window_unbind(struct egw_payload *p, const struct egw_run *run,
 	}
 }
 
-/* Remember the last write posted to the peer; or post the remembered one
- * once more, under its key then. */
-static void
-verbs_inject_stale_write(struct egw_payload *p, uint32_t peer, bool arm)
-{
-	struct vpeer *v;
-	struct ibv_send_wr wr, *bad = NULL;
-	struct ibv_sge sge;
-
-	if (peer >= p->npeers)
-		return;
-	v = &p->peers[peer];
-	if (arm) {
-		v->stale_wr = v->last_wr;
-		v->stale_sge = v->last_sge;
-		return;
-	}
-	if (v->stale_wr.num_sge == 0)
-		return;
-	wr = v->stale_wr;
-	sge = v->stale_sge;
-	wr.sg_list = &sge;
-	wr.next = NULL;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr_id = verbs_wr_id_make(&(struct verbs_wr_id){
-		.peer = peer, .gen = v->sq.gen, .covered = 1,
-		.slot = VERBS_NO_BATCH });
-	verr("test fault: %u bytes written once more to peer %s at %#llx "
-	     "under rkey %#x", sge.length, v->reg.name,
-	     (unsigned long long)wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
-	if (ibv_post_send(v->qp, &wr, &bad) == 0)
-		v->sq.used++;
-}
-
 static uint32_t
 verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
 	   uint64_t now)
@@ -894,8 +842,6 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
 
 		if (head == NULL)
 			continue;
-		v->last_wr = v->sq.wr[v->sq.nchain - 1];
-		v->last_sge = *v->last_wr.sg_list;
 		rc = neg_errno(ibv_post_send(v->qp, head, &bad));
 		verbs_chain_done(&v->sq, rc == 0);
 		if (rc != 0) {
@@ -971,10 +917,8 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.disconnect = verbs_disconnect,
 	.post = verbs_post,
 	.changed = verbs_changed,
-	.inject_qp_error = verbs_inject_qp_error,
 	.window_bind = verbs_window_bind,
 	.window_unbind = verbs_window_unbind,
-	.inject_stale_write = verbs_inject_stale_write,
 	.poll = verbs_poll,
 	.stats = verbs_stats,
 	.pool_fd = verbs_pool_fd,
