@@ -138,6 +138,9 @@ struct gw_dev {
 	uint16_t nids;
 	bool started;            /* the DPDK port is up (stop only then) */
 	bool link_up;            /* as last read (gw_dev_link_check) */
+	uint64_t now;            /* the worker's time of this iteration (0
+				  * before the loop): what dates a captured
+				  * frame, so capture reads no clock */
 	uint64_t next_link_check;
 	uint64_t link_settled_at; /* ARP requests wait until then */
 	uint64_t loops;          /* turns of the worker's loop (the watchdog
@@ -191,6 +194,9 @@ struct gw_id {
 void gw_clock_init(void);
 uint64_t gw_now_ns(void);
 uint64_t gw_tsc_ns(uint64_t cycles);
+/* The wall-clock time (ns since the epoch) of a gw_now_ns() value, from
+ * one reading of both clocks at gw_clock_init: pcap timestamps. */
+uint64_t gw_wall_ns(uint64_t now);
 
 /* gw_dev.c: the device - bring-up, close, ARP, IPv4/UDP in and out */
 int gw_dev_start(struct gw_dev *d);

@@ -97,16 +97,18 @@ void
 gw_capture_frame(struct gw_id *id, const struct rte_mbuf *m)
 {
 	struct gw_capture *c = &id->cap;
-	struct timespec ts;
+	uint64_t wall;
 	uint32_t rec[4];
 	struct iovec iov[2];
 	int err;
 
 	if (c->fd < 0)
 		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	rec[0] = (uint32_t)ts.tv_sec;
-	rec[1] = (uint32_t)(ts.tv_nsec / 1000);
+	/* the worker's time of this iteration; a frame sent before the
+	 * loop runs (or after it) reads the clock */
+	wall = gw_wall_ns(id->dev->now ? id->dev->now : gw_now_ns());
+	rec[0] = (uint32_t)(wall / 1000000000ull);
+	rec[1] = (uint32_t)(wall % 1000000000ull / 1000);
 	rec[2] = rec[3] = m->data_len;
 	iov[0] = (struct iovec){ rec, sizeof(rec) };
 	iov[1] = (struct iovec){ rte_pktmbuf_mtod(m, void *), m->data_len };

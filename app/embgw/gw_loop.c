@@ -62,7 +62,10 @@ gw_loop_worker(void *arg)
 	while (!gw_force_quit) {
 		uint64_t t0 = rte_get_tsc_cycles();
 		uint64_t now = gw_tsc_ns(t0);
-		uint32_t work = gw_dev_rx_burst(d, now);
+		uint32_t work;
+
+		d->now = now;
+		work = gw_dev_rx_burst(d, now);
 
 		gw_dev_link_check(d, now);
 

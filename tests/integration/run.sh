@@ -355,13 +355,15 @@ case_metrics_scrape() {
 	scrape "$ml" "$T/lang.om" || { MSG="no scrape of the language gateway after the rooms"; return 1; }
 	wait_om "$me" "$T/enc.om" 'embgw_rooms_ok_total{port="p0",role="encode"}' $n 20 ||
 		{ MSG="the encode gateway's rooms did not reach $n"; return 1; }
-	# Prometheus has scraped both and sees the same count
+	# Prometheus has scraped both and sees the same count (the targets'
+	# scrapes are spread over the interval: the language one may come
+	# first and the encode one up to a second later)
 	for _ in $(seq 1 100); do
 		q=$(prom_query "$mp" 'embgw_rooms_ok_total{role="language"}')
-		[ "$q" = "$n" ] && break
+		targets=$(prom_targets "$mp")
+		[ "$q" = "$n" ] && [ "$(grep -c " up ''$" <<<"$targets")" = 2 ] && break
 		sleep 0.2
 	done
-	targets=$(prom_targets "$mp")
 	kill -INT "$prom"
 	wait_exit "$prom"
 	[ "$q" = "$n" ] || { MSG="Prometheus: language rooms ok '$q', not $n; targets: $targets"; return 1; }
