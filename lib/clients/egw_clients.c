@@ -97,6 +97,7 @@ struct slot_queue {
 	struct slot_ref *q;
 	uint32_t head, n;
 	bool said;                 /* the wait episode was noted */
+	bool gave_up;              /* ... and its first room to give up */
 };
 
 struct egw_clients {
@@ -244,7 +245,7 @@ queue_remove(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
 			q->q[(q->head + k) % cap] = q->q[(q->head + k + 1) % cap];
 	}
 	if (--q->n == 0)
-		q->said = false; /* the episode is over */
+		q->said = q->gave_up = false; /* the episode is over */
 }
 
 /* A slot leaves whichever wait it is in (it is opened, or it ends). */
@@ -805,18 +806,23 @@ slot_wait(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 }
 
 /* Past admit_ns without a slot: NO_SLOT, as without the wait, and the log
- * says how long it waited. */
+ * says how long it waited (the episode's first such room: under a
+ * lasting overload every later one would say the same). */
 static void
 slot_give_up(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
+	struct slot_queue *q = &s->sq[p->side];
 	char text[160];
 
-	snprintf(text, sizeof(text), "room %" PRIu64 " rank %u: no slot "
-		 "after waiting %" PRIu64 " ms (admit_ms %" PRIu64 "): the "
-		 "room table stayed full", p->room, p->rank,
-		 (now - p->since) / 1000000, s->c.admit_ns / 1000000);
-	note(s, cid, text);
+	if (!q->gave_up) {
+		q->gave_up = true;
+		snprintf(text, sizeof(text), "room %" PRIu64 " rank %u: no "
+			 "slot after waiting %" PRIu64 " ms (admit_ms %" PRIu64
+			 "): the room table stayed full", p->room, p->rank,
+			 (now - p->since) / 1000000, s->c.admit_ns / 1000000);
+		note(s, cid, text);
+	}
 	unindex(s, p->wire, rank_side(p->rank, p->side));
 	entry_leave(s, cid, slot, -EGW_E_NO_SLOT);
 	finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, -EGW_E_NO_SLOT);

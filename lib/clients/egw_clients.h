@@ -91,9 +91,10 @@ struct egw_clients_ops {
 	 * only while it says more than 0; without it, on every poll. */
 	uint32_t (*slots_free)(void *ctx, enum egw_attach_side side);
 	/** Optional, for the log: rooms began to wait for a slot of the
-	 * room table (once per wait episode: until no room of that side
-	 * waits), or one gave up waiting (fails -EGW_E_NO_SLOT). `text`
-	 * says which, with the room and how long it waited. */
+	 * room table, or the first of them gave up waiting (fails
+	 * -EGW_E_NO_SLOT): each once per wait episode (until no room of
+	 * that side waits). `text` says which; a give-up names the room
+	 * and how long it waited. */
 	void (*slot_note)(void *ctx, uint32_t client, const char *text);
 };
 

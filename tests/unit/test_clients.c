@@ -1549,6 +1549,15 @@ test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
 	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_NO_SLOT);
 	CU_ASSERT(w_cq_empty(&w));
+	/* a second episode, said again; of its rooms that give up, the
+	 * first is said, the other only fails */
+	CU_ASSERT_EQUAL(w.f.slot_notes, 3);
+	w.now += 50 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(w.f.slot_notes, 4);
+	CU_ASSERT(strstr(w.f.slot_note, "room 3 rank 0") != NULL);
 	w_fini(&w);
 }
 
