@@ -209,7 +209,8 @@ op_slots_free(void *ctx, enum egw_attach_side side)
 	else
 		return 0;
 	return xs.rooms_active < id->conf->max_rooms ?
-	       id->conf->max_rooms - (uint32_t)xs.rooms_active : 0;
+		       id->conf->max_rooms - (uint32_t)xs.rooms_active :
+		       0;
 }
 
 static void
@@ -394,10 +395,12 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		.lease_ns = (uint64_t)at->lease_ms * 1000000u,
 		.budget = ATTACH_BUDGET,
 		.cache_entries = (c->roles & EGW_ROLE_LANGUAGE) != 0 ?
-				 at->cache_entries : 0,
+					 at->cache_entries :
+					 0,
 		.cache_blocks = (at->cache_tokens == EGW_CONF_CACHE_HALF ?
-				 c->geom.capacity_tokens / 2 :
-				 at->cache_tokens) / c->geom.block_tokens,
+					 c->geom.capacity_tokens / 2 :
+					 at->cache_tokens) /
+				c->geom.block_tokens,
 		.cache_max_runs = c->max_runs_per_room,
 		.held_warn_ns = (uint64_t)at->held_warn_ms * 1000000u,
 		.ops = &clients_ops,

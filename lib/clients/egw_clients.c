@@ -15,15 +15,15 @@
 
 enum phase {
 	PH_FREE = 0,
-	PH_WAIT_MEM,   /* SEND_OPEN waiting for blocks */
-	PH_WAIT_SLOT,  /* OPEN waiting for a slot of the node's room table */
-	PH_OPEN,       /* send: blocks given, not committed; recv: opened */
-	PH_COMMITTED,  /* send: the engine owns the runs */
-	PH_DELIVERED,  /* recv: the client owns the blocks until RELEASE */
-	PH_FOLLOW,     /* recv: waits for another room's transfer of the
-			* same content (no receive of its own) */
-	PH_HELD,       /* the client was given up while it may still map
-			* these blocks: out of the pool until it is removed */
+	PH_WAIT_MEM,  /* SEND_OPEN waiting for blocks */
+	PH_WAIT_SLOT, /* OPEN waiting for a slot of the node's room table */
+	PH_OPEN,      /* send: blocks given, not committed; recv: opened */
+	PH_COMMITTED, /* send: the engine owns the runs */
+	PH_DELIVERED, /* recv: the client owns the blocks until RELEASE */
+	PH_FOLLOW,    /* recv: waits for another room's transfer of the
+		       * same content (no receive of its own) */
+	PH_HELD,      /* the client was given up while it may still map
+		       * these blocks: out of the pool until it is removed */
 };
 
 #define NO_ENTRY UINT32_MAX
@@ -36,7 +36,7 @@ struct slot_state {
 	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
 	uint64_t deadline;         /* PH_WAIT_MEM: the allocation deadline */
-	uint64_t since;            /* PH_WAIT_SLOT: waiting since */
+	uint64_t since;		   /* PH_WAIT_SLOT: waiting since */
 	uint64_t cookie;
 	int32_t mrope_delta;
 	uint32_t total, nruns;
@@ -96,8 +96,8 @@ struct slot_ref {
 struct slot_queue {
 	struct slot_ref *q;
 	uint32_t head, n;
-	bool said;                 /* the wait episode was noted */
-	bool gave_up;              /* ... and its first room to give up */
+	bool said;    /* the wait episode was noted */
+	bool gave_up; /* ... and its first room to give up */
 };
 
 struct egw_clients {
@@ -209,8 +209,9 @@ queue_push(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
 
 	if (q->n == s->c.slot_queue)
 		return false;
-	q->q[(q->head + q->n++) % s->c.slot_queue] =
-		(struct slot_ref){ .client = cid, .slot = slot };
+	q->q[(q->head + q->n++) % s->c.slot_queue] = (struct slot_ref){
+		.client = cid, .slot = slot
+	};
 	return true;
 }
 
@@ -242,7 +243,8 @@ queue_remove(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
 		q->head = (q->head + 1) % cap;
 	} else {
 		for (; k + 1 < q->n; k++)
-			q->q[(q->head + k) % cap] = q->q[(q->head + k + 1) % cap];
+			q->q[(q->head + k) % cap] =
+				q->q[(q->head + k + 1) % cap];
 	}
 	if (--q->n == 0)
 		q->said = q->gave_up = false; /* the episode is over */
@@ -795,7 +797,8 @@ slot_wait(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 	show_waiting(s, cid, slot);
 	if (!q->said) {
 		q->said = true;
-		snprintf(text, sizeof(text), "the %s room table is full: "
+		snprintf(text, sizeof(text),
+			 "the %s room table is full: "
 			 "rooms wait for a slot, in order, up to admit_ms "
 			 "(%" PRIu64 " ms) each, at most %u at once",
 			 p->side == EGW_SIDE_SEND ? "encode" : "language",
@@ -817,10 +820,12 @@ slot_give_up(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 
 	if (!q->gave_up) {
 		q->gave_up = true;
-		snprintf(text, sizeof(text), "room %" PRIu64 " rank %u: no "
+		snprintf(text, sizeof(text),
+			 "room %" PRIu64 " rank %u: no "
 			 "slot after waiting %" PRIu64 " ms (admit_ms %" PRIu64
-			 "): the room table stayed full", p->room, p->rank,
-			 (now - p->since) / 1000000, s->c.admit_ns / 1000000);
+			 "): the room table stayed full",
+			 p->room, p->rank, (now - p->since) / 1000000,
+			 s->c.admit_ns / 1000000);
 		note(s, cid, text);
 	}
 	unindex(s, p->wire, rank_side(p->rank, p->side));
@@ -952,8 +957,7 @@ try_recv(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 /* A new OPEN while rooms of its side wait for a slot joins them at the
  * back: nothing overtakes them. */
 static bool
-behind_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot,
-	       uint64_t now)
+behind_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 
@@ -1181,8 +1185,8 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 	}
 	if (s->clients == NULL || s->tab == NULL ||
 	    (c->slot_queue > 0 && (s->sq[0].q == NULL || s->sq[1].q == NULL)) ||
-	    (c->cache_entries > 0 && (s->cache == NULL ||
-				      s->cache_runs == NULL))) {
+	    (c->cache_entries > 0 &&
+	     (s->cache == NULL || s->cache_runs == NULL))) {
 		egw_clients_destroy(s, 0);
 		return -ENOMEM;
 	}

@@ -109,11 +109,11 @@ struct egw_clients_conf {
 				    *   memory at once; one more is refused
 				    *   with -EGW_E_BUSY (0: no bound but the
 				    *   client's slots) */
-	uint64_t admit_ns;         /**< an OPEN that finds the node's room
+	uint64_t admit_ns;	   /**< an OPEN that finds the node's room
 				    *   table full waits this long for a slot
 				    *   (in order, per side), then fails
 				    *   -EGW_E_NO_SLOT */
-	uint32_t slot_queue;       /**< OPENs waiting for a slot at once, per
+	uint32_t slot_queue;	   /**< OPENs waiting for a slot at once, per
 				    *   side; one more fails -EGW_E_NO_SLOT at
 				    *   once (0: none wait) */
 	uint64_t lease_ns;         /**< 0: no lease */
@@ -140,7 +140,7 @@ struct egw_clients_stats {
 	uint64_t cq_overflow;      /**< lost to a full completion ring */
 	uint64_t alloc_waits;      /**< SEND_OPENs that waited for memory */
 	uint64_t busy;             /**< SEND_OPENs refused: max_waiting reached */
-	uint64_t slot_waits;       /**< OPENs that waited for a room-table slot */
+	uint64_t slot_waits; /**< OPENs that waited for a room-table slot */
 	uint64_t cache_hits;       /**< keyed RECV_OPENs served from the cache */
 	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
 	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */

@@ -34,10 +34,10 @@ struct fake {
 	/* the node's room table: opens past table_slots rooms are refused
 	 * NO_SLOT (0: no limit); the test frees a slot as a room ends */
 	uint32_t table_slots, table_used;
-	uint64_t opened[32];       /* rooms the table took, in order */
+	uint64_t opened[32]; /* rooms the table took, in order */
 	uint32_t nopened;
 	uint32_t slot_notes;
-	char slot_note[200];       /* the last slot_note text */
+	char slot_note[200]; /* the last slot_note text */
 };
 
 /* The table takes the room (true) or is full. */
@@ -206,7 +206,7 @@ f_slots_free(void *ctx, enum egw_attach_side side)
 
 	(void)side;
 	return f->table_slots == 0 ? UINT32_MAX :
-	       f->table_slots - f->table_used;
+				     f->table_slots - f->table_used;
 }
 
 static void
@@ -261,15 +261,23 @@ static void
 w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 {
 	struct egw_clients_conf c = {
-		.max_clients = 4, .max_rooms = max_rooms,
-		.max_total_tokens = 1u << 20, .npeers = 2,
-		.encode = true, .language = true,
-		.alloc_ns = 100 * MS, .lease_ns = w_lease_ns, .budget = 64,
-		.max_waiting = w_max_waiting, .ops = &fake_ops,
+		.max_clients = 4,
+		.max_rooms = max_rooms,
+		.max_total_tokens = 1u << 20,
+		.npeers = 2,
+		.encode = true,
+		.language = true,
+		.alloc_ns = 100 * MS,
+		.lease_ns = w_lease_ns,
+		.budget = 64,
+		.max_waiting = w_max_waiting,
+		.ops = &fake_ops,
 		.cache_entries = w_cache_entries,
-		.cache_blocks = w_cache_blocks, .cache_max_runs = 4,
+		.cache_blocks = w_cache_blocks,
+		.cache_max_runs = 4,
 		.held_warn_ns = w_held_warn_ns,
-		.slot_queue = w_slot_queue, .admit_ns = w_admit_ns,
+		.slot_queue = w_slot_queue,
+		.admit_ns = w_admit_ns,
 	};
 
 	memset(w, 0, sizeof(*w));
@@ -1379,7 +1387,8 @@ w_deliver_release(struct world *w, uint64_t room, uint32_t slot)
 	struct egw_attach_cqe e;
 
 	CU_ASSERT_EQUAL(egw_clients_room_delivered(w->srv, room, 0, 100, &run,
-						   1), 0);
+						   1),
+			0);
 	w->f.table_used--;
 	e = w_cqe(w);
 	CU_ASSERT_EQUAL(e.room, room);
@@ -1453,7 +1462,8 @@ test_encode_room_waits_for_a_slot_then_gets_blocks(void)
 	CU_ASSERT_EQUAL(w.f.blocks_out, 8); /* room 1's only */
 	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 1, 0));
 	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_TRANSFERRING);
-	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, 0), 0);
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, 0),
+			0);
 	w.f.table_used--;
 	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_SUCCESS);
 	w.now += MS;
@@ -1534,7 +1544,8 @@ test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
 	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_NO_SLOT);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_NO_SLOT);
-	CU_ASSERT_STRING_EQUAL(w.f.slot_note, "room 2 rank 0: no slot after "
+	CU_ASSERT_STRING_EQUAL(w.f.slot_note,
+			       "room 2 rank 0: no slot after "
 			       "waiting 50 ms (admit_ms 50): the room table "
 			       "stayed full");
 	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
@@ -1565,32 +1576,57 @@ int
 main(void)
 {
 	static const struct cu_test tests[] = {
-		{ "encode_room_open_commit_success", test_encode_room_open_commit_success },
-		{ "language_room_states_delivery_release", test_language_room_states_delivery_release },
+		{ "encode_room_open_commit_success",
+		  test_encode_room_open_commit_success },
+		{ "language_room_states_delivery_release",
+		  test_language_room_states_delivery_release },
 		{ "refusals_change_nothing", test_refusals_change_nothing },
-		{ "open_busy_past_the_waiting_bound", test_open_busy_past_the_waiting_bound },
-		{ "open_waits_for_memory_then_deadline", test_open_waits_for_memory_then_deadline },
-		{ "abort_in_every_phase_frees_once", test_abort_in_every_phase_frees_once },
-		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },
-		{ "full_completion_ring_never_blocks", test_full_completion_ring_never_blocks },
-		{ "broken_ring_or_silent_client_is_lost", test_broken_ring_or_silent_client_is_lost },
-		{ "lease_lost_holds_delivered_blocks", test_lease_lost_holds_delivered_blocks },
-		{ "broken_completion_ring_ends_rooms_once", test_broken_completion_ring_ends_rooms_once },
-		{ "sleeping_client_is_woken_once_per_sleep", test_sleeping_client_is_woken_once_per_sleep },
-		{ "delivery_too_long_for_the_slot_fails", test_delivery_too_long_for_the_slot_fails },
-		{ "content_key_served_again_without_transfer", test_content_key_served_again_without_transfer },
-		{ "content_in_flight_is_shared_and_fails_together", test_content_in_flight_is_shared_and_fails_together },
-		{ "other_rank_of_the_same_room_transfers_itself", test_other_rank_of_the_same_room_transfers_itself },
-		{ "retry_of_the_same_room_transfers_itself", test_retry_of_the_same_room_transfers_itself },
-		{ "cache_gives_back_least_recent_first", test_cache_gives_back_least_recent_first },
-		{ "without_a_cache_keys_change_nothing", test_without_a_cache_keys_change_nothing },
-		{ "attempt_is_a_new_room_inside_the_gateway", test_attempt_is_a_new_room_inside_the_gateway },
-		{ "held_rooms_reported_once_and_stats_published", test_held_rooms_reported_once_and_stats_published },
-		{ "lost_client_keeps_its_cached_room_until_removed", test_lost_client_keeps_its_cached_room_until_removed },
-		{ "rooms_beyond_the_table_wait_and_open_in_order", test_rooms_beyond_the_table_wait_and_open_in_order },
-		{ "encode_room_waits_for_a_slot_then_gets_blocks", test_encode_room_waits_for_a_slot_then_gets_blocks },
-		{ "waiting_room_aborted_or_detached_leaves_nothing", test_waiting_room_aborted_or_detached_leaves_nothing },
-		{ "wait_past_admit_ms_fails_no_slot_saying_how_long", test_wait_past_admit_ms_fails_no_slot_saying_how_long },
+		{ "open_busy_past_the_waiting_bound",
+		  test_open_busy_past_the_waiting_bound },
+		{ "open_waits_for_memory_then_deadline",
+		  test_open_waits_for_memory_then_deadline },
+		{ "abort_in_every_phase_frees_once",
+		  test_abort_in_every_phase_frees_once },
+		{ "detach_ends_every_room_silently",
+		  test_detach_ends_every_room_silently },
+		{ "full_completion_ring_never_blocks",
+		  test_full_completion_ring_never_blocks },
+		{ "broken_ring_or_silent_client_is_lost",
+		  test_broken_ring_or_silent_client_is_lost },
+		{ "lease_lost_holds_delivered_blocks",
+		  test_lease_lost_holds_delivered_blocks },
+		{ "broken_completion_ring_ends_rooms_once",
+		  test_broken_completion_ring_ends_rooms_once },
+		{ "sleeping_client_is_woken_once_per_sleep",
+		  test_sleeping_client_is_woken_once_per_sleep },
+		{ "delivery_too_long_for_the_slot_fails",
+		  test_delivery_too_long_for_the_slot_fails },
+		{ "content_key_served_again_without_transfer",
+		  test_content_key_served_again_without_transfer },
+		{ "content_in_flight_is_shared_and_fails_together",
+		  test_content_in_flight_is_shared_and_fails_together },
+		{ "other_rank_of_the_same_room_transfers_itself",
+		  test_other_rank_of_the_same_room_transfers_itself },
+		{ "retry_of_the_same_room_transfers_itself",
+		  test_retry_of_the_same_room_transfers_itself },
+		{ "cache_gives_back_least_recent_first",
+		  test_cache_gives_back_least_recent_first },
+		{ "without_a_cache_keys_change_nothing",
+		  test_without_a_cache_keys_change_nothing },
+		{ "attempt_is_a_new_room_inside_the_gateway",
+		  test_attempt_is_a_new_room_inside_the_gateway },
+		{ "held_rooms_reported_once_and_stats_published",
+		  test_held_rooms_reported_once_and_stats_published },
+		{ "lost_client_keeps_its_cached_room_until_removed",
+		  test_lost_client_keeps_its_cached_room_until_removed },
+		{ "rooms_beyond_the_table_wait_and_open_in_order",
+		  test_rooms_beyond_the_table_wait_and_open_in_order },
+		{ "encode_room_waits_for_a_slot_then_gets_blocks",
+		  test_encode_room_waits_for_a_slot_then_gets_blocks },
+		{ "waiting_room_aborted_or_detached_leaves_nothing",
+		  test_waiting_room_aborted_or_detached_leaves_nothing },
+		{ "wait_past_admit_ms_fails_no_slot_saying_how_long",
+		  test_wait_past_admit_ms_fails_no_slot_saying_how_long },
 		{ NULL, NULL },
 	};
 
