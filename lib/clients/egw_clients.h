@@ -43,7 +43,9 @@ struct egw_clients_ops {
 	 * `max_runs` runs (in token order) with the aux record written in
 	 * the first block, and the sender told that `nranks` ranks will
 	 * fetch it. @return runs (> 0); -ENOSPC while memory is short (asked
-	 * again every poll until the allocation deadline); other: refused. */
+	 * again every poll until the allocation deadline); -EGW_E_NO_SLOT
+	 * while the room table is full, nothing kept (the room waits for a
+	 * slot, conf slot_queue); other: refused. */
 	int (*send_open)(void *ctx, uint64_t room, uint16_t nranks,
 			 uint32_t total, int32_t mrope_delta, uint64_t cookie,
 			 struct egw_attach_run *runs, uint32_t max_runs);
@@ -58,7 +60,9 @@ struct egw_clients_ops {
 	 * error. */
 	void (*send_abort)(void *ctx, uint64_t room, bool committed,
 			   const struct egw_attach_run *runs, uint32_t nruns);
-	/** RECV_OPEN: receive `room` as `rank` of `nranks` from `peer`. */
+	/** RECV_OPEN: receive `room` as `rank` of `nranks` from `peer`.
+	 * -EGW_E_NO_SLOT: the room table is full, nothing was opened (the
+	 * room waits for a slot, conf slot_queue). */
 	int (*recv_open)(void *ctx, uint64_t room, uint16_t rank,
 			 uint16_t nranks, uint16_t peer, bool aux_only);
 	/** End a language room that has not been delivered. */
