@@ -1524,6 +1524,35 @@ test_waiting_room_aborted_or_detached_leaves_nothing(void)
 }
 
 static void
+test_lost_client_leaves_the_wait(void)
+{
+	struct world w;
+	struct egw_clients_stats st;
+
+	w_lease_ns = 3000 * MS;
+	w_init_slots(&w, 1, 8, 60000 * MS);
+	w_lease_ns = 0;
+	w_cmd(&w, recv_open(1, 0, 0));
+	w_cmd(&w, recv_open(2, 1, 0));
+	w_cmd(&w, recv_open(3, 2, 0));
+	CU_ASSERT_EQUAL(w.f.nopened, 1);
+	w.now += 10 * 1000 * MS; /* no beat for longer than the lease */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1); /* room 1, the only one opened */
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	/* the slot room 1 left opens none of the given-up client's rooms */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.nopened, 1);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.slot_waits, 2);
+	CU_ASSERT_EQUAL(st.rooms_failed, 3);
+	egw_clients_remove(w.srv, 0, w.now);
+	w_fini(&w);
+}
+
+static void
 test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
 {
 	struct world w;
@@ -1627,6 +1656,7 @@ main(void)
 		  test_waiting_room_aborted_or_detached_leaves_nothing },
 		{ "wait_past_admit_ms_fails_no_slot_saying_how_long",
 		  test_wait_past_admit_ms_fails_no_slot_saying_how_long },
+		{ "lost_client_leaves_the_wait", test_lost_client_leaves_the_wait },
 		{ NULL, NULL },
 	};
 
