@@ -1656,7 +1656,8 @@ main(void)
 		  test_waiting_room_aborted_or_detached_leaves_nothing },
 		{ "wait_past_admit_ms_fails_no_slot_saying_how_long",
 		  test_wait_past_admit_ms_fails_no_slot_saying_how_long },
-		{ "lost_client_leaves_the_wait", test_lost_client_leaves_the_wait },
+		{ "lost_client_leaves_the_wait",
+		  test_lost_client_leaves_the_wait },
 		{ NULL, NULL },
 	};
 
