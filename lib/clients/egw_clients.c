@@ -1157,13 +1157,14 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 	const struct egw_clients_ops *o = c->ops;
 
 	if (c->max_clients == 0 || c->max_clients > 4096 || c->max_rooms == 0 ||
-	    c->max_rooms > (1u << 24) || c->budget == 0 || o == NULL ||
-	    o->send_open == NULL || o->send_commit == NULL ||
-	    o->send_abort == NULL || o->recv_open == NULL ||
-	    o->recv_abort == NULL || o->recv_release == NULL ||
-	    o->wake == NULL || o->client_lost == NULL ||
-	    (c->cache_entries > 0 && (c->cache_max_runs == 0 ||
-				      c->cache_entries > (1u << 16))))
+	    c->max_rooms > (1u << 24) || c->budget == 0 ||
+	    c->slot_queue > (1u << 24) || o == NULL || o->send_open == NULL ||
+	    o->send_commit == NULL || o->send_abort == NULL ||
+	    o->recv_open == NULL || o->recv_abort == NULL ||
+	    o->recv_release == NULL || o->wake == NULL ||
+	    o->client_lost == NULL ||
+	    (c->cache_entries > 0 &&
+	     (c->cache_max_runs == 0 || c->cache_entries > (1u << 16))))
 		return -EINVAL;
 	while (tab < 2 * c->max_rooms)
 		tab <<= 1;
