@@ -24,6 +24,10 @@
  * engine sheds the request or sends it elsewhere, nothing is dropped
  * silently. */
 #define ATTACH_MAX_WAITING 8
+/* Rooms of a port that may wait at once for a slot of the node's full
+ * room table (per side); one more fails NO_SLOT at once, as it would
+ * without the wait. As deep as the producer's wait for source memory. */
+#define ATTACH_SLOT_QUEUE 256
 
 /* the clients' runs are handed to the node as they are */
 _Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
@@ -189,6 +193,35 @@ op_client_lost(void *ctx, uint32_t client, const char *why)
 		 egw_clients_client_held(ap->clients, client));
 }
 
+/* Free slots of the node's room table: the stats, never an open that
+ * would be refused (a refused open is counted as a rejection). */
+static uint32_t
+op_slots_free(void *ctx, enum egw_attach_side side)
+{
+	struct gw_attach_port *ap = ctx;
+	struct gw_id *id = ap->base.id;
+	struct egw_xfer_stats xs;
+
+	if (side == EGW_SIDE_SEND && egw_node_sender(id->node) != NULL)
+		egw_sender_get_stats(egw_node_sender(id->node), &xs);
+	else if (side == EGW_SIDE_RECV && egw_node_receiver(id->node) != NULL)
+		egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
+	else
+		return 0;
+	return xs.rooms_active < id->conf->max_rooms ?
+		       id->conf->max_rooms - (uint32_t)xs.rooms_active :
+		       0;
+}
+
+static void
+op_slot_note(void *ctx, uint32_t client, const char *text)
+{
+	struct gw_attach_port *ap = ctx;
+
+	GW_LOG(NOTICE, "port %s: client %u: %s\n", ap->base.id->cfg->name,
+	       client, text);
+}
+
 static const struct egw_clients_ops clients_ops = {
 	.send_open = op_send_open,
 	.send_commit = op_send_commit,
@@ -200,6 +233,8 @@ static const struct egw_clients_ops clients_ops = {
 	.client_lost = op_client_lost,
 	.pool_state = op_pool_state,
 	.held_long = op_held_long,
+	.slots_free = op_slots_free,
+	.slot_note = op_slot_note,
 };
 
 /* ---- the room source ---------------------------------------------------- */
@@ -310,6 +345,7 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 	out->client.cq_overflow = st.cq_overflow;
 	out->client.alloc_waits = st.alloc_waits;
 	out->client.busy = st.busy;
+	out->client.slot_waits = st.slot_waits;
 	out->client.lost = st.lost;
 	out->client.held_blocks = egw_clients_held_blocks(ap->clients);
 }
@@ -354,13 +390,17 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		.language = (c->roles & EGW_ROLE_LANGUAGE) != 0,
 		.alloc_ns = c->timers.alloc_ns,
 		.max_waiting = ATTACH_MAX_WAITING,
+		.admit_ns = c->timers.admit_ns,
+		.slot_queue = ATTACH_SLOT_QUEUE,
 		.lease_ns = (uint64_t)at->lease_ms * 1000000u,
 		.budget = ATTACH_BUDGET,
 		.cache_entries = (c->roles & EGW_ROLE_LANGUAGE) != 0 ?
-				 at->cache_entries : 0,
+					 at->cache_entries :
+					 0,
 		.cache_blocks = (at->cache_tokens == EGW_CONF_CACHE_HALF ?
-				 c->geom.capacity_tokens / 2 :
-				 at->cache_tokens) / c->geom.block_tokens,
+					 c->geom.capacity_tokens / 2 :
+					 at->cache_tokens) /
+				c->geom.block_tokens,
 		.cache_max_runs = c->max_runs_per_room,
 		.held_warn_ns = (uint64_t)at->held_warn_ms * 1000000u,
 		.ops = &clients_ops,

@@ -532,6 +532,10 @@ client_families(FILE *f, const struct snap *sn, uint16_t n)
 		    "waited for source memory.", s->cs.alloc_waits);
 	PER_CLIENTS("embgw_client_busy", true, "Engines' rooms refused as "
 		    "busy (too many waiting).", s->cs.busy);
+	PER_CLIENTS("embgw_client_slot_waits", true,
+		    "Engines' rooms that "
+		    "waited for a slot of the full room table.",
+		    s->cs.slot_waits);
 	PER_CLIENTS("embgw_client_held_long", true, "Success rooms held past "
 		    "held_warn_ms without RELEASE.", s->cs.held_long);
 	PER_CLIENTS("embgw_clients_lost", true, "Clients given up (lease "

@@ -186,21 +186,23 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 		memset(&xs, 0, sizeof(xs));
 		if (egw_node_receiver(id->node) != NULL)
 			egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
-		fprintf(f, "clients: port=%s attached=%u rooms=%lu ok=%lu "
+		fprintf(f,
+			"clients: port=%s attached=%u rooms=%lu ok=%lu "
 			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "
-			"alloc_waits=%lu busy=%lu blocks_in_use=%u rounds=%lu "
-			"cache_hits=%lu cache_misses=%lu cache_shared=%lu "
+			"alloc_waits=%lu busy=%lu slot_waits=%lu "
+			"blocks_in_use=%u rounds=%lu cache_hits=%lu cache_misses=%lu cache_shared=%lu "
 			"cache_evictions=%lu held_long=%lu "
 			"lost=%lu held_blocks=%u\n",
-			name,
-			st.client.attached, (unsigned long)st.client.rooms,
+			name, st.client.attached,
+			(unsigned long)st.client.rooms,
 			(unsigned long)st.client.ok,
 			(unsigned long)st.client.failed,
 			(unsigned long)st.client.commands,
 			(unsigned long)st.client.refused,
 			(unsigned long)st.client.cq_overflow,
 			(unsigned long)st.client.alloc_waits,
-			(unsigned long)st.client.busy, ps.blocks_in_use,
+			(unsigned long)st.client.busy,
+			(unsigned long)st.client.slot_waits, ps.blocks_in_use,
 			(unsigned long)xs.resumes,
 			(unsigned long)st.client.cache_hits,
 			(unsigned long)st.client.cache_misses,

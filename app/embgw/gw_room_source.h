@@ -27,6 +27,7 @@ struct gw_client_stats {
 	uint32_t attached;       /* at exit */
 	uint64_t rooms, ok, failed;
 	uint64_t commands, refused, cq_overflow, alloc_waits, busy;
+	uint64_t slot_waits; /* rooms that waited for a room table slot */
 	uint64_t cache_hits, cache_misses, cache_shared, cache_evictions;
 	uint64_t held_long;
 	uint64_t lost;           /* clients given up (lease, broken ring) */

@@ -252,6 +252,7 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "cq_overflow", st.cq_overflow);
 		add(c, "alloc_waits", st.alloc_waits);
 		add(c, "busy", st.busy);
+		add(c, "slot_waits", st.slot_waits);
 		egw_clients_cache(ap->clients, &cs);
 		add(c, "cache_entries", cs.entries);
 		add(c, "cache_blocks", cs.blocks);

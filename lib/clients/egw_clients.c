@@ -8,19 +8,22 @@
 #include "egw_clients.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum phase {
 	PH_FREE = 0,
-	PH_WAIT_MEM,   /* SEND_OPEN waiting for blocks */
-	PH_OPEN,       /* send: blocks given, not committed; recv: opened */
-	PH_COMMITTED,  /* send: the engine owns the runs */
-	PH_DELIVERED,  /* recv: the client owns the blocks until RELEASE */
-	PH_FOLLOW,     /* recv: waits for another room's transfer of the
-			* same content (no receive of its own) */
-	PH_HELD,       /* the client was given up while it may still map
-			* these blocks: out of the pool until it is removed */
+	PH_WAIT_MEM,  /* SEND_OPEN waiting for blocks */
+	PH_WAIT_SLOT, /* OPEN waiting for a slot of the node's room table */
+	PH_OPEN,      /* send: blocks given, not committed; recv: opened */
+	PH_COMMITTED, /* send: the engine owns the runs */
+	PH_DELIVERED, /* recv: the client owns the blocks until RELEASE */
+	PH_FOLLOW,    /* recv: waits for another room's transfer of the
+		       * same content (no receive of its own) */
+	PH_HELD,      /* the client was given up while it may still map
+		       * these blocks: out of the pool until it is removed */
 };
 
 #define NO_ENTRY UINT32_MAX
@@ -33,10 +36,12 @@ struct slot_state {
 	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
 	uint64_t deadline;         /* PH_WAIT_MEM: the allocation deadline */
+	uint64_t since;		   /* PH_WAIT_SLOT: waiting since */
 	uint64_t cookie;
 	int32_t mrope_delta;
 	uint32_t total, nruns;
-	uint16_t rank, nranks;
+	uint16_t rank, nranks, peer;
+	bool aux_only;
 	uint8_t side, phase, state, op;
 	struct egw_attach_run *runs; /* max_runs, private */
 };
@@ -82,8 +87,22 @@ struct cache_entry {
 	struct egw_attach_run *runs; /* cache_max_runs */
 };
 
+/* OPENs waiting for a room-table slot, oldest first: a ring of
+ * slot_queue entries per side */
+struct slot_ref {
+	uint32_t client, slot;
+};
+
+struct slot_queue {
+	struct slot_ref *q;
+	uint32_t head, n;
+	bool said;    /* the wait episode was noted */
+	bool gave_up; /* ... and its first room to give up */
+};
+
 struct egw_clients {
 	struct egw_clients_conf c;
+	struct slot_queue sq[2];   /* by enum egw_attach_side */
 	uint64_t now;              /* the last poll's */
 	uint64_t pub_at, scan_at;  /* stats published, held rooms scanned */
 	struct egw_attach_stats pool; /* the last pool_state() */
@@ -177,6 +196,72 @@ unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
 		index_erase(s, e);
 }
 
+/* ---- the wait for a room-table slot ------------------------------------- */
+
+/* The node's room table holds the admission queue too (xfer.md,
+ * "Admission"), so a room that finds it full cannot wait there: it waits
+ * here, in a bounded ring per side, and is opened in order as slots free. */
+
+static bool
+queue_push(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
+{
+	struct slot_queue *q = &s->sq[side];
+
+	if (q->n == s->c.slot_queue)
+		return false;
+	q->q[(q->head + q->n++) % s->c.slot_queue] = (struct slot_ref){
+		.client = cid, .slot = slot
+	};
+	return true;
+}
+
+static struct slot_ref
+queue_at(const struct egw_clients *s, uint8_t side, uint32_t k)
+{
+	const struct slot_queue *q = &s->sq[side];
+
+	return q->q[(q->head + k) % s->c.slot_queue];
+}
+
+/* Out of the ring wherever it stands (an abort, a lost client): the rooms
+ * behind it move up, keeping their order. */
+static void
+queue_remove(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
+{
+	struct slot_queue *q = &s->sq[side];
+	uint32_t cap = s->c.slot_queue, k = 0;
+	struct slot_ref r;
+
+	for (; k < q->n; k++) {
+		r = queue_at(s, side, k);
+		if (r.client == cid && r.slot == slot)
+			break;
+	}
+	if (k == q->n)
+		return;
+	if (k == 0) {
+		q->head = (q->head + 1) % cap;
+	} else {
+		for (; k + 1 < q->n; k++)
+			q->q[(q->head + k) % cap] =
+				q->q[(q->head + k + 1) % cap];
+	}
+	if (--q->n == 0)
+		q->said = q->gave_up = false; /* the episode is over */
+}
+
+/* A slot leaves whichever wait it is in (it is opened, or it ends). */
+static void
+unwait(struct egw_clients *s, uint32_t cid, uint32_t slot)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+
+	if (p->phase == PH_WAIT_MEM)
+		s->clients[cid].nwait--;
+	else if (p->phase == PH_WAIT_SLOT)
+		queue_remove(s, p->side, cid, slot);
+}
+
 /* ---- completions and shared slots --------------------------------------- */
 
 
@@ -257,8 +342,7 @@ finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
 	     p->nruns, state == EGW_AST_SUCCESS ? p->total : 0);
 	if (state == EGW_AST_FAILED && p->phase != PH_DELIVERED)
 		cl->st.rooms_failed++;
-	if (p->phase == PH_WAIT_MEM)
-		cl->nwait--;
+	unwait(s, cid, slot);
 	p->room = 0;
 	p->phase = PH_FREE;
 	if (!cl->lost) {
@@ -561,6 +645,9 @@ end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 		s->held_blocks -= blocks_of(p);
 		s->clients[cid].held_blocks -= blocks_of(p);
 		return; /* out of the index already */
+	case PH_WAIT_SLOT:
+		unwait(s, cid, slot); /* nothing was opened yet */
+		break;
 	default: /* PH_WAIT_MEM, PH_FOLLOW: nothing was given yet */
 		break;
 	}
@@ -663,19 +750,104 @@ refuse(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	     c->slot, 0, 0, 0);
 }
 
+/* The engine sees a waiting room as Bootstrapping, said once. */
+static void
+show_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+
+	if (p->state == EGW_AST_BOOTSTRAPPING)
+		return;
+	p->state = EGW_AST_BOOTSTRAPPING;
+	publish_slot(cl, slot, 0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
+	     p->total, 0, 0);
+}
+
+static void
+note(struct egw_clients *s, uint32_t cid, const char *text)
+{
+	if (s->c.ops->slot_note != NULL)
+		s->c.ops->slot_note(s->c.ctx, cid, text);
+}
+
+/*
+ * The room found the node's room table full: it waits at the back of its
+ * side's queue (as Bootstrapping), or, with the queue full, fails
+ * NO_SLOT at once. @return true when it waits.
+ */
+static bool
+slot_wait(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+	struct slot_queue *q = &s->sq[p->side];
+	char text[160];
+
+	if (p->phase == PH_WAIT_SLOT)
+		return true; /* still full: it keeps its place */
+	if (!queue_push(s, p->side, cid, slot))
+		return false;
+	if (p->phase == PH_WAIT_MEM)
+		cl->nwait--;
+	p->phase = PH_WAIT_SLOT;
+	p->since = now;
+	cl->st.slot_waits++;
+	show_waiting(s, cid, slot);
+	if (!q->said) {
+		q->said = true;
+		snprintf(text, sizeof(text),
+			 "the %s room table is full: "
+			 "rooms wait for a slot, in order, up to admit_ms "
+			 "(%" PRIu64 " ms) each, at most %u at once",
+			 p->side == EGW_SIDE_SEND ? "encode" : "language",
+			 s->c.admit_ns / 1000000, s->c.slot_queue);
+		note(s, cid, text);
+	}
+	return true;
+}
+
+/* Past admit_ns without a slot: NO_SLOT, as without the wait, and the log
+ * says how long it waited (the episode's first such room: under a
+ * lasting overload every later one would say the same). */
+static void
+slot_give_up(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+	struct slot_queue *q = &s->sq[p->side];
+	char text[160];
+
+	if (!q->gave_up) {
+		q->gave_up = true;
+		snprintf(text, sizeof(text),
+			 "room %" PRIu64 " rank %u: no "
+			 "slot after waiting %" PRIu64 " ms (admit_ms %" PRIu64
+			 "): the room table stayed full",
+			 p->room, p->rank, (now - p->since) / 1000000,
+			 s->c.admit_ns / 1000000);
+		note(s, cid, text);
+	}
+	unindex(s, p->wire, rank_side(p->rank, p->side));
+	entry_leave(s, cid, slot, -EGW_E_NO_SLOT);
+	finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, -EGW_E_NO_SLOT);
+}
+
 /* SEND_OPEN's allocation, first and on every retry. */
 static void
 try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
+	bool first = p->phase == PH_FREE || p->phase == PH_WAIT_SLOT;
 	int n = s->c.ops->send_open(s->c.ctx, p->wire, p->nranks, p->total,
 				    p->mrope_delta, p->cookie, p->runs,
 				    cl->m.max_runs);
 
+	if (n == -EGW_E_NO_SLOT && slot_wait(s, cid, slot, now))
+		return;
 	if (n > 0 && (uint32_t)n <= cl->m.max_runs) {
-		if (p->phase == PH_WAIT_MEM)
-			cl->nwait--;
+		unwait(s, cid, slot);
 		p->nruns = (uint32_t)n;
 		p->phase = PH_OPEN;
 		p->state = EGW_AST_WAITING_FOR_INPUT;
@@ -684,22 +856,20 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 		     p->total, p->nruns, 0);
 		return;
 	}
-	if (n == -ENOSPC && p->phase == PH_FREE && s->c.max_waiting != 0 &&
+	if (n == -ENOSPC && first && s->c.max_waiting != 0 &&
 	    cl->nwait >= s->c.max_waiting) {
 		/* backpressure: the client has enough rooms waiting already;
 		 * a clear "busy", never a silent drop */
 		cl->st.busy++;
 		n = -EGW_E_BUSY;
-	} else if (n == -ENOSPC && p->phase == PH_FREE) {
+	} else if (n == -ENOSPC && first) {
 		/* queued, not refused: the engine sees Bootstrapping */
+		unwait(s, cid, slot);
 		p->phase = PH_WAIT_MEM;
 		p->deadline = now + s->c.alloc_ns;
-		p->state = EGW_AST_BOOTSTRAPPING;
 		cl->nwait++;
 		cl->st.alloc_waits++;
-		publish_slot(cl, slot, 0);
-		post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
-		     p->total, 0, 0);
+		show_waiting(s, cid, slot);
 		return;
 	}
 	if (n == -ENOSPC && now < p->deadline)
@@ -762,6 +932,38 @@ open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
 	return false;
 }
 
+/* RECV_OPEN at the node, first and from the slot queue. */
+static void
+try_recv(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+	int rc = s->c.ops->recv_open(s->c.ctx, p->wire, p->rank, p->nranks,
+				     p->peer, p->aux_only);
+
+	if (rc == -EGW_E_NO_SLOT && slot_wait(s, cid, slot, now))
+		return;
+	if (rc != 0) {
+		unindex(s, p->wire, rank_side(p->rank, p->side));
+		entry_leave(s, cid, slot, rc);
+		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, rc);
+		return;
+	}
+	unwait(s, cid, slot);
+	p->phase = PH_OPEN;
+	show_waiting(s, cid, slot);
+}
+
+/* A new OPEN while rooms of its side wait for a slot joins them at the
+ * back: nothing overtakes them. */
+static bool
+behind_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+
+	return s->sq[p->side].n > 0 && slot_wait(s, cid, slot, now);
+}
+
 static void
 cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	 uint64_t now)
@@ -797,30 +999,23 @@ cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->total = c->total_tokens;
 	p->mrope_delta = c->mrope_delta;
 	p->cookie = c->cookie;
+	p->peer = c->peer;
+	p->aux_only = (c->flags & EGW_CMDF_AUX_ONLY) != 0;
 	p->nruns = 0;
 	p->phase = PH_FREE;
+	p->state = EGW_AST_FAILED; /* nothing shown to the engine yet */
 	cl->st.rooms_opened++;
 	if (side == EGW_SIDE_SEND) {
-		try_alloc(s, cid, c->slot, now);
+		if (!behind_waiting(s, cid, c->slot, now))
+			try_alloc(s, cid, c->slot, now);
 		return;
 	}
 	p->total = 0;
 	if (s->c.cache_entries > 0 && !key_zero(c->content) &&
 	    open_keyed(s, cid, c->slot, c))
 		return;
-	rc = s->c.ops->recv_open(s->c.ctx, wire, c->rank, c->nranks,
-				 c->peer, (c->flags & EGW_CMDF_AUX_ONLY) != 0);
-	if (rc != 0) {
-		unindex(s, wire, rank_side(rank, side));
-		entry_leave(s, cid, c->slot, rc);
-		finish(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, rc);
-		return;
-	}
-	p->phase = PH_OPEN;
-	p->state = EGW_AST_BOOTSTRAPPING;
-	publish_slot(cl, c->slot, 0);
-	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE,
-	     c->slot, 0, 0, 0);
+	if (!behind_waiting(s, cid, c->slot, now))
+		try_recv(s, cid, c->slot, now);
 }
 
 /* The slot must hold this room on this side. */
@@ -962,13 +1157,14 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 	const struct egw_clients_ops *o = c->ops;
 
 	if (c->max_clients == 0 || c->max_clients > 4096 || c->max_rooms == 0 ||
-	    c->max_rooms > (1u << 24) || c->budget == 0 || o == NULL ||
-	    o->send_open == NULL || o->send_commit == NULL ||
-	    o->send_abort == NULL || o->recv_open == NULL ||
-	    o->recv_abort == NULL || o->recv_release == NULL ||
-	    o->wake == NULL || o->client_lost == NULL ||
-	    (c->cache_entries > 0 && (c->cache_max_runs == 0 ||
-				      c->cache_entries > (1u << 16))))
+	    c->max_rooms > (1u << 24) || c->budget == 0 ||
+	    c->slot_queue > (1u << 24) || o == NULL || o->send_open == NULL ||
+	    o->send_commit == NULL || o->send_abort == NULL ||
+	    o->recv_open == NULL || o->recv_abort == NULL ||
+	    o->recv_release == NULL || o->wake == NULL ||
+	    o->client_lost == NULL ||
+	    (c->cache_entries > 0 &&
+	     (c->cache_max_runs == 0 || c->cache_entries > (1u << 16))))
 		return -EINVAL;
 	while (tab < 2 * c->max_rooms)
 		tab <<= 1;
@@ -984,9 +1180,14 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 		s->cache_runs = calloc((size_t)c->cache_entries *
 				       c->cache_max_runs, sizeof(*s->cache_runs));
 	}
+	if (c->slot_queue > 0) {
+		s->sq[0].q = calloc(c->slot_queue, sizeof(*s->sq[0].q));
+		s->sq[1].q = calloc(c->slot_queue, sizeof(*s->sq[1].q));
+	}
 	if (s->clients == NULL || s->tab == NULL ||
-	    (c->cache_entries > 0 && (s->cache == NULL ||
-				      s->cache_runs == NULL))) {
+	    (c->slot_queue > 0 && (s->sq[0].q == NULL || s->sq[1].q == NULL)) ||
+	    (c->cache_entries > 0 &&
+	     (s->cache == NULL || s->cache_runs == NULL))) {
 		egw_clients_destroy(s, 0);
 		return -ENOMEM;
 	}
@@ -1009,6 +1210,8 @@ egw_clients_destroy(struct egw_clients *s, uint64_t now)
 			cache_drop(s, &s->cache[i]);
 	free(s->cache);
 	free(s->cache_runs);
+	free(s->sq[0].q);
+	free(s->sq[1].q);
 	free(s->clients);
 	free(s->tab);
 	free(s);
@@ -1221,6 +1424,44 @@ housekeeping(struct egw_clients *s, uint64_t now)
 	return done;
 }
 
+/*
+ * The rooms waiting for a slot of one side's table, oldest first: those
+ * past admit_ns fail, the others are opened while the table has room. The
+ * queue is in arrival order, so the deadlines are too: the first room
+ * still in time stops the scan when it cannot be opened.
+ */
+static uint32_t
+poll_slot_queue(struct egw_clients *s, uint8_t side, uint64_t now)
+{
+	const struct slot_queue *q = &s->sq[side];
+	uint32_t done = 0, free = UINT32_MAX;
+	struct slot_ref r;
+	struct slot_state *p;
+
+	if (q->n > 0 && s->c.ops->slots_free != NULL)
+		free = s->c.ops->slots_free(s->c.ctx,
+					    (enum egw_attach_side)side);
+	while (q->n > 0) {
+		r = queue_at(s, side, 0);
+		p = &s->clients[r.client].slots[r.slot];
+		if (now - p->since >= s->c.admit_ns) {
+			slot_give_up(s, r.client, r.slot, now);
+		} else if (free == 0) {
+			break;
+		} else {
+			if (side == EGW_SIDE_SEND)
+				try_alloc(s, r.client, r.slot, now);
+			else
+				try_recv(s, r.client, r.slot, now);
+			if (p->phase == PH_WAIT_SLOT && p->room != 0)
+				break; /* still full */
+			free--;
+		}
+		done++;
+	}
+	return done;
+}
+
 uint32_t
 egw_clients_poll(struct egw_clients *s, uint64_t now)
 {
@@ -1228,6 +1469,8 @@ egw_clients_poll(struct egw_clients *s, uint64_t now)
 
 	s->now = now;
 	done += housekeeping(s, now);
+	done += poll_slot_queue(s, EGW_SIDE_SEND, now);
+	done += poll_slot_queue(s, EGW_SIDE_RECV, now);
 
 	for (uint32_t i = 0, seen = 0; seen < s->nattached &&
 	     i < s->c.max_clients; i++) {

@@ -43,7 +43,9 @@ struct egw_clients_ops {
 	 * `max_runs` runs (in token order) with the aux record written in
 	 * the first block, and the sender told that `nranks` ranks will
 	 * fetch it. @return runs (> 0); -ENOSPC while memory is short (asked
-	 * again every poll until the allocation deadline); other: refused. */
+	 * again every poll until the allocation deadline); -EGW_E_NO_SLOT
+	 * while the room table is full, nothing kept (the room waits for a
+	 * slot, conf slot_queue); other: refused. */
 	int (*send_open)(void *ctx, uint64_t room, uint16_t nranks,
 			 uint32_t total, int32_t mrope_delta, uint64_t cookie,
 			 struct egw_attach_run *runs, uint32_t max_runs);
@@ -58,7 +60,9 @@ struct egw_clients_ops {
 	 * error. */
 	void (*send_abort)(void *ctx, uint64_t room, bool committed,
 			   const struct egw_attach_run *runs, uint32_t nruns);
-	/** RECV_OPEN: receive `room` as `rank` of `nranks` from `peer`. */
+	/** RECV_OPEN: receive `room` as `rank` of `nranks` from `peer`.
+	 * -EGW_E_NO_SLOT: the room table is full, nothing was opened (the
+	 * room waits for a slot, conf slot_queue). */
 	int (*recv_open)(void *ctx, uint64_t room, uint16_t rank,
 			 uint16_t nranks, uint16_t peer, bool aux_only);
 	/** End a language room that has not been delivered. */
@@ -86,6 +90,16 @@ struct egw_clients_ops {
 	 * held_warn_ns (once per room; for the log). */
 	void (*held_long)(void *ctx, uint32_t client, uint64_t room,
 			  uint64_t held_ns);
+	/** Optional: free slots of the node's room table on `side` (asked
+	 * once per poll while rooms wait for one). A waiting room is tried
+	 * only while it says more than 0; without it, on every poll. */
+	uint32_t (*slots_free)(void *ctx, enum egw_attach_side side);
+	/** Optional, for the log: rooms began to wait for a slot of the
+	 * room table, or the first of them gave up waiting (fails
+	 * -EGW_E_NO_SLOT): each once per wait episode (until no room of
+	 * that side waits). `text` says which; a give-up names the room
+	 * and how long it waited. */
+	void (*slot_note)(void *ctx, uint32_t client, const char *text);
 };
 
 struct egw_clients_conf {
@@ -99,6 +113,13 @@ struct egw_clients_conf {
 				    *   memory at once; one more is refused
 				    *   with -EGW_E_BUSY (0: no bound but the
 				    *   client's slots) */
+	uint64_t admit_ns;	   /**< an OPEN that finds the node's room
+				    *   table full waits this long for a slot
+				    *   (in order, per side), then fails
+				    *   -EGW_E_NO_SLOT */
+	uint32_t slot_queue;	   /**< OPENs waiting for a slot at once, per
+				    *   side; one more fails -EGW_E_NO_SLOT at
+				    *   once (0: none wait) */
 	uint64_t lease_ns;         /**< 0: no lease */
 	uint32_t budget;           /**< commands taken per client per poll */
 	uint32_t cache_entries;    /**< content entries kept (0: content keys
@@ -123,6 +144,7 @@ struct egw_clients_stats {
 	uint64_t cq_overflow;      /**< lost to a full completion ring */
 	uint64_t alloc_waits;      /**< SEND_OPENs that waited for memory */
 	uint64_t busy;             /**< SEND_OPENs refused: max_waiting reached */
+	uint64_t slot_waits; /**< OPENs that waited for a room-table slot */
 	uint64_t cache_hits;       /**< keyed RECV_OPENs served from the cache */
 	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
 	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */
@@ -171,7 +193,8 @@ void egw_clients_remove(struct egw_clients *s, uint32_t client,
 
 /**
  * Take commands (up to `budget` per client), retry SEND_OPENs waiting for
- * memory, end what passed its deadline, check leases, ask for wake-ups.
+ * memory and OPENs waiting for a room-table slot (in order, once a slot
+ * is free), end what passed its deadline, check leases, ask for wake-ups.
  * @return the number of things done (0: idle).
  */
 uint32_t egw_clients_poll(struct egw_clients *s, uint64_t now);

@@ -1020,6 +1020,11 @@ engine_gateways() {
 		sed -i "s|^  timers = { .* };\$|  timers = { $ENGINE_LANG_TIMERS };|" "$T/language.cfg"
 		grep -qF "timers = { $ENGINE_LANG_TIMERS };" "$T/language.cfg" || return 1
 	}
+	# ENGINE_LANG_MAX_ROOMS: the language gateway's room table, when set
+	[ -z "${ENGINE_LANG_MAX_ROOMS:-}" ] || {
+		sed -i "s/^  timers = {/  limits = { max_rooms = $ENGINE_LANG_MAX_ROOMS; };\n  timers = {/" "$T/language.cfg"
+		grep -q "max_rooms = $ENGINE_LANG_MAX_ROOMS;" "$T/language.cfg" || return 1
+	}
 	# ENGINE_LEASE: the clients' lease in ms, when not the default
 	[ -z "${ENGINE_LEASE:-}" ] ||
 		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
@@ -1367,6 +1372,44 @@ case_engines_concurrent() {
 	MSG="100 rooms held at once by the language gateway, from 8 processes, byte-exact; 200 commands (and 4 NOPs), 100 ok, 0 refused on each; zero blocks in use on both"
 }
 
+define engines-room-table "100 engines' rooms opened at once into a language room table of 16: the 84 beyond it wait for a slot (Bootstrapping) instead of failing NO_SLOT, and all 100 complete byte-exact"
+case_engines_room_table() {
+	local p rooms
+	# as engines-concurrent; admit_ms long enough for 100 rooms to pass
+	# through 16 slots on two shared cores
+	ENGINE_LANG_MAX_ROOMS=16 ENGINE_TIMERS="peer_dead_ms = 20000; bootstrap_ms = 60000; round_ms = 30000; admit_ms = 120000;" \
+		engine_gateways || return 1
+	LOG=$T/lang.log
+	for p in 0 1 2 3; do
+		# shellcheck disable=SC2046 # 25 lengths, one word each
+		rooms=$(room_ids $((30 + p)) $(for _ in 1 2 3 4 5; do echo 1 700 2000 3000 129; done))
+		engine "$T/rank-$p.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1 --go "$T/open"
+		engine "$T/encode-$p.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 1 --go "$T/write"
+		sleep 1
+	done
+	# all 100 opened (16 in the table, 84 waiting) before any data moves
+	if wait_counter enc /embgw/clients p0 attached 4 60 &&
+		wait_counter lang /embgw/clients p0 attached 4 60 && touch "$T/open" &&
+		wait_counter lang /embgw/clients p0 rooms_held 100 60; then
+		touch "$T/write"
+	else
+		touch "$T/open" "$T/write"
+		engines_wait
+		MSG="attached or rooms held short: $(tel_value "$TEL" /embgw/clients p0 rooms_held) rooms held"
+		return 1
+	fi
+	engines_wait || { MSG="$(cat "$T"/rank-*.log "$T"/encode-*.log | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="enc: $(report "$T/enc.log") lang: $(report "$T/lang.log")"
+	[ "$(cat "$T"/rank-*.log | grep -c "engine-language: rank=0 rooms=25 ok=25 bad=0 failed=0")" = 4 ] &&
+		[ "$(cat "$T"/encode-*.log | grep -c "engine-encode: rooms=25 ok=25 failed=0")" = 4 ] || return 1
+	expect "$T/lang.log" clients ok -eq 100 && expect "$T/lang.log" clients failed -eq 0 &&
+		expect "$T/lang.log" clients slot_waits -eq 84 &&
+		expect "$T/lang.log" clients blocks_in_use -eq 0 &&
+		grep -q "the language room table is full: rooms wait for a slot" "$T/lang.log" || return 1
+	MSG="100 engines' rooms into a table of 16: 84 waited for a slot, 100 byte-exact, none failed, zero blocks in use"
+}
+
 define engines-telemetry "/embgw/clients through dpdk-telemetry.py: the engines' rooms and the refused commands by reason, as the exit report counts them"
 case_engines_telemetry() {
 	local rooms tel enc k v
@@ -1393,7 +1436,8 @@ case_engines_telemetry() {
 		[ "$(tel_value "$enc" /embgw/clients p0 rooms_ok)" = 3 ] || return 1
 	# what telemetry said is what the gateways report at exit
 	for k in rooms_ok:ok rooms_failed:failed commands:commands refused:refused \
-		cq_overflow:cq_overflow alloc_waits:alloc_waits busy:busy rooms_opened:rooms; do
+		cq_overflow:cq_overflow alloc_waits:alloc_waits busy:busy slot_waits:slot_waits \
+		rooms_opened:rooms; do
 		v=$(tel_value "$tel" /embgw/clients p0 "${k%%:*}")
 		expect "$T/lang.log" clients "${k#*:}" -eq "${v:-x}" ||
 			{ MSG="lang ${k%%:*}=$v, the exit report differs; $MSG"; return 1; }

@@ -5,6 +5,7 @@
  * with a fake gateway behind the room operations that records every call.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,26 @@ struct fake {
 	uint32_t admission_queue;  /* what pool_state says */
 	uint32_t held_long;        /* held_long calls */
 	uint64_t held_room;
+	/* the node's room table: opens past table_slots rooms are refused
+	 * NO_SLOT (0: no limit); the test frees a slot as a room ends */
+	uint32_t table_slots, table_used;
+	uint64_t opened[32]; /* rooms the table took, in order */
+	uint32_t nopened;
+	uint32_t slot_notes;
+	char slot_note[200]; /* the last slot_note text */
 };
+
+/* The table takes the room (true) or is full. */
+static bool
+f_table_take(struct fake *f, uint64_t room)
+{
+	if (f->table_slots != 0 && f->table_used == f->table_slots)
+		return false;
+	f->table_used++;
+	if (f->nopened < 32)
+		f->opened[f->nopened++] = room;
+	return true;
+}
 
 static uint64_t
 blocks_of(const struct egw_attach_run *r, uint32_t n)
@@ -53,6 +73,8 @@ f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 	(void)nranks; (void)mrope_delta; (void)cookie;
 	f->send_opens++;
 	f->last_room = room;
+	if (f->table_slots != 0 && f->table_used == f->table_slots)
+		return -EGW_E_NO_SLOT;
 	if (f->enospc_left > 0) {
 		f->enospc_left--;
 		return -ENOSPC;
@@ -61,6 +83,7 @@ f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 		n = blocks;
 	if (n > max_runs)
 		return -E2BIG;
+	(void)f_table_take(f, room);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t c = blocks / n + (i < blocks % n);
 
@@ -109,6 +132,8 @@ f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 	(void)rank; (void)nranks; (void)peer; (void)aux_only;
 	f->recv_opens++;
 	f->last_room = room;
+	if (f->recv_open_rc == 0 && !f_table_take(f, room))
+		return -EGW_E_NO_SLOT;
 	return f->recv_open_rc;
 }
 
@@ -118,6 +143,8 @@ f_recv_abort(void *ctx, uint64_t room, uint16_t rank)
 	struct fake *f = ctx;
 
 	f->recv_aborts++;
+	if (f->table_used > 0)
+		f->table_used--;
 	if (f->done_inside_abort)
 		egw_clients_room_done(f->srv, EGW_SIDE_RECV, room, rank,
 				      EGW_E_ABORTED);
@@ -172,6 +199,26 @@ f_held_long(void *ctx, uint32_t client, uint64_t room, uint64_t held_ns)
 	f->held_room = room;
 }
 
+static uint32_t
+f_slots_free(void *ctx, enum egw_attach_side side)
+{
+	struct fake *f = ctx;
+
+	(void)side;
+	return f->table_slots == 0 ? UINT32_MAX :
+				     f->table_slots - f->table_used;
+}
+
+static void
+f_slot_note(void *ctx, uint32_t client, const char *text)
+{
+	struct fake *f = ctx;
+
+	(void)client;
+	f->slot_notes++;
+	snprintf(f->slot_note, sizeof(f->slot_note), "%s", text);
+}
+
 static const struct egw_clients_ops fake_ops = {
 	.send_open = f_send_open,
 	.send_commit = f_send_commit,
@@ -183,6 +230,8 @@ static const struct egw_clients_ops fake_ops = {
 	.client_lost = f_lost,
 	.pool_state = f_pool_state,
 	.held_long = f_held_long,
+	.slots_free = f_slots_free,
+	.slot_note = f_slot_note,
 };
 
 /* ---- a client of it ---------------------------------------------------------- */
@@ -204,19 +253,31 @@ static uint32_t w_max_waiting; /* the next w_init's max_waiting */
 static uint32_t w_cache_entries, w_cache_blocks;
 static uint64_t w_held_warn_ns;
 static uint64_t w_lease_ns;    /* the next w_init's lease */
+/* the next w_init's wait for a room-table slot */
+static uint32_t w_slot_queue;
+static uint64_t w_admit_ns;
 
 static void
 w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 {
 	struct egw_clients_conf c = {
-		.max_clients = 4, .max_rooms = max_rooms,
-		.max_total_tokens = 1u << 20, .npeers = 2,
-		.encode = true, .language = true,
-		.alloc_ns = 100 * MS, .lease_ns = w_lease_ns, .budget = 64,
-		.max_waiting = w_max_waiting, .ops = &fake_ops,
+		.max_clients = 4,
+		.max_rooms = max_rooms,
+		.max_total_tokens = 1u << 20,
+		.npeers = 2,
+		.encode = true,
+		.language = true,
+		.alloc_ns = 100 * MS,
+		.lease_ns = w_lease_ns,
+		.budget = 64,
+		.max_waiting = w_max_waiting,
+		.ops = &fake_ops,
 		.cache_entries = w_cache_entries,
-		.cache_blocks = w_cache_blocks, .cache_max_runs = 4,
+		.cache_blocks = w_cache_blocks,
+		.cache_max_runs = 4,
 		.held_warn_ns = w_held_warn_ns,
+		.slot_queue = w_slot_queue,
+		.admit_ns = w_admit_ns,
 	};
 
 	memset(w, 0, sizeof(*w));
@@ -1304,32 +1365,299 @@ test_lost_client_keeps_its_cached_room_until_removed(void)
 	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
 }
 
+/* ---- rooms waiting for a slot of the node's room table ------------------- */
+
+static void
+w_init_slots(struct world *w, uint32_t table, uint32_t queue, uint64_t admit)
+{
+	w_slot_queue = queue;
+	w_admit_ns = admit;
+	w_init(w, 64, 16);
+	w_slot_queue = 0;
+	w_admit_ns = 0;
+	w->f.table_slots = table;
+}
+
+/* A language room the node delivered (its table slot frees with it),
+ * released by the engine. */
+static void
+w_deliver_release(struct world *w, uint64_t room, uint32_t slot)
+{
+	struct egw_attach_run run = { 10, 1 };
+	struct egw_attach_cqe e;
+
+	CU_ASSERT_EQUAL(egw_clients_room_delivered(w->srv, room, 0, 100, &run,
+						   1),
+			0);
+	w->f.table_used--;
+	e = w_cqe(w);
+	CU_ASSERT_EQUAL(e.room, room);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	w_cmd(w, on_slot(EGW_OP_RELEASE, room, slot));
+	e = w_cqe(w);
+	CU_ASSERT_EQUAL(e.op, EGW_OP_RELEASE);
+	CU_ASSERT_EQUAL(e.result, 0);
+}
+
+static void
+test_rooms_beyond_the_table_wait_and_open_in_order(void)
+{
+	enum { N = 4 };
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_clients_stats st;
+
+	w_init_slots(&w, N, 8, 1000 * MS);
+	for (uint32_t i = 0; i < N + 3; i++) {
+		w_cmd(&w, recv_open(100 + i, i, 0));
+		e = w_cqe(&w);
+		CU_ASSERT_EQUAL(e.result, 0);
+		CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+		CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
+		CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, i)->state,
+				EGW_AST_BOOTSTRAPPING);
+	}
+	CU_ASSERT(w_cq_empty(&w));
+	CU_ASSERT_EQUAL(w.f.nopened, N);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.slot_waits, 3);
+	CU_ASSERT_EQUAL(w.f.slot_notes, 1); /* the episode, said once */
+	/* no room ends: the waiting ones stay as they are */
+	w.now += 10 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.nopened, N);
+	CU_ASSERT(w_cq_empty(&w));
+	/* each room that ends lets the oldest waiting one in */
+	for (uint32_t k = 0; k < N + 3; k++) {
+		w_deliver_release(&w, 100 + k, k);
+		w.now += MS;
+		egw_clients_poll(w.srv, w.now);
+		if (k < 3) {
+			CU_ASSERT_EQUAL(w.f.nopened, N + k + 1);
+			CU_ASSERT_EQUAL(w.f.opened[N + k], 100 + N + k);
+		}
+		CU_ASSERT(w_cq_empty(&w)); /* still Bootstrapping: no news */
+	}
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.rooms_ok, N + 3);
+	CU_ASSERT_EQUAL(st.rooms_failed, 0);
+	CU_ASSERT_EQUAL(w.f.nopened, N + 3);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	w_fini(&w);
+}
+
+static void
+test_encode_room_waits_for_a_slot_then_gets_blocks(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+
+	w_init_slots(&w, 1, 8, 1000 * MS);
+	w_cmd(&w, send_open(1, 0, 1000));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	w_cmd(&w, send_open(2, 1, 1000));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.nruns, 0);
+	CU_ASSERT_EQUAL(w.f.blocks_out, 8); /* room 1's only */
+	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 1, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, 0),
+			0);
+	w.f.table_used--;
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_SUCCESS);
+	w.now += MS;
+	egw_clients_poll(w.srv, w.now);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 2);
+	CU_ASSERT_EQUAL(e.tag, 21);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.nruns, 2);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->nruns, 2);
+	w_fini(&w);
+}
+
+static void
+test_waiting_room_aborted_or_detached_leaves_nothing(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_clients_stats st;
+
+	w_init_slots(&w, 1, 8, 1000 * MS);
+	w_cmd(&w, recv_open(1, 0, 0));
+	w_cmd(&w, recv_open(2, 1, 0));
+	w_cmd(&w, recv_open(3, 2, 0));
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	/* the middle one is aborted while it waits */
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 2, 1));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, 0);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_ABORTED);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 0);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 0); /* never opened at the node */
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 2);
+	/* the slot it left is free for another room, which waits behind */
+	w_cmd(&w, recv_open(4, 1, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	/* room 1 ends: room 3 gets the slot, not the aborted room 2 */
+	w_deliver_release(&w, 1, 0);
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.nopened, 2);
+	CU_ASSERT_EQUAL(w.f.opened[1], 3);
+	/* detached with room 3 open and room 4 waiting: both end, and the
+	 * freed slot opens nothing */
+	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	w.now += 2000 * MS; /* past any deadline too */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.nopened, 2);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 3); /* 1, 2 (refused), 3 */
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.slot_waits, 3);
+	CU_ASSERT_EQUAL(st.rooms_ok, 1);
+	CU_ASSERT_EQUAL(st.rooms_failed, 3);
+	w_fini(&w);
+}
+
+static void
+test_lost_client_leaves_the_wait(void)
+{
+	struct world w;
+	struct egw_clients_stats st;
+
+	w_lease_ns = 3000 * MS;
+	w_init_slots(&w, 1, 8, 60000 * MS);
+	w_lease_ns = 0;
+	w_cmd(&w, recv_open(1, 0, 0));
+	w_cmd(&w, recv_open(2, 1, 0));
+	w_cmd(&w, recv_open(3, 2, 0));
+	CU_ASSERT_EQUAL(w.f.nopened, 1);
+	w.now += 10 * 1000 * MS; /* no beat for longer than the lease */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.lost, 1);
+	CU_ASSERT_EQUAL(w.f.recv_aborts, 1); /* room 1, the only one opened */
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	/* the slot room 1 left opens none of the given-up client's rooms */
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.nopened, 1);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	egw_clients_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.slot_waits, 2);
+	CU_ASSERT_EQUAL(st.rooms_failed, 3);
+	egw_clients_remove(w.srv, 0, w.now);
+	w_fini(&w);
+}
+
+static void
+test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+
+	w_init_slots(&w, 1, 2, 50 * MS);
+	w_cmd(&w, recv_open(1, 0, 0));
+	w_cmd(&w, recv_open(2, 1, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	w.now = 49 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT(w_cq_empty(&w));
+	w.now = 50 * MS;
+	egw_clients_poll(w.srv, w.now);
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 2);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_NO_SLOT);
+	CU_ASSERT_STRING_EQUAL(w.f.slot_note,
+			       "room 2 rank 0: no slot after "
+			       "waiting 50 ms (admit_ms 50): the room table "
+			       "stayed full");
+	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
+	/* a full wait list: the next room fails at once, as without one */
+	w_cmd(&w, recv_open(3, 1, 0));
+	w_cmd(&w, recv_open(4, 2, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	w_cmd(&w, recv_open(5, 3, 0));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.room, 5);
+	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.result, -EGW_E_NO_SLOT);
+	CU_ASSERT(w_cq_empty(&w));
+	/* a second episode, said again; of its rooms that give up, the
+	 * first is said, the other only fails */
+	CU_ASSERT_EQUAL(w.f.slot_notes, 3);
+	w.now += 50 * MS;
+	egw_clients_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_NO_SLOT);
+	CU_ASSERT_EQUAL(w.f.slot_notes, 4);
+	CU_ASSERT(strstr(w.f.slot_note, "room 3 rank 0") != NULL);
+	w_fini(&w);
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
-		{ "encode_room_open_commit_success", test_encode_room_open_commit_success },
-		{ "language_room_states_delivery_release", test_language_room_states_delivery_release },
+		{ "encode_room_open_commit_success",
+		  test_encode_room_open_commit_success },
+		{ "language_room_states_delivery_release",
+		  test_language_room_states_delivery_release },
 		{ "refusals_change_nothing", test_refusals_change_nothing },
-		{ "open_busy_past_the_waiting_bound", test_open_busy_past_the_waiting_bound },
-		{ "open_waits_for_memory_then_deadline", test_open_waits_for_memory_then_deadline },
-		{ "abort_in_every_phase_frees_once", test_abort_in_every_phase_frees_once },
-		{ "detach_ends_every_room_silently", test_detach_ends_every_room_silently },
-		{ "full_completion_ring_never_blocks", test_full_completion_ring_never_blocks },
-		{ "broken_ring_or_silent_client_is_lost", test_broken_ring_or_silent_client_is_lost },
-		{ "lease_lost_holds_delivered_blocks", test_lease_lost_holds_delivered_blocks },
-		{ "broken_completion_ring_ends_rooms_once", test_broken_completion_ring_ends_rooms_once },
-		{ "sleeping_client_is_woken_once_per_sleep", test_sleeping_client_is_woken_once_per_sleep },
-		{ "delivery_too_long_for_the_slot_fails", test_delivery_too_long_for_the_slot_fails },
-		{ "content_key_served_again_without_transfer", test_content_key_served_again_without_transfer },
-		{ "content_in_flight_is_shared_and_fails_together", test_content_in_flight_is_shared_and_fails_together },
-		{ "other_rank_of_the_same_room_transfers_itself", test_other_rank_of_the_same_room_transfers_itself },
-		{ "retry_of_the_same_room_transfers_itself", test_retry_of_the_same_room_transfers_itself },
-		{ "cache_gives_back_least_recent_first", test_cache_gives_back_least_recent_first },
-		{ "without_a_cache_keys_change_nothing", test_without_a_cache_keys_change_nothing },
-		{ "attempt_is_a_new_room_inside_the_gateway", test_attempt_is_a_new_room_inside_the_gateway },
-		{ "held_rooms_reported_once_and_stats_published", test_held_rooms_reported_once_and_stats_published },
-		{ "lost_client_keeps_its_cached_room_until_removed", test_lost_client_keeps_its_cached_room_until_removed },
+		{ "open_busy_past_the_waiting_bound",
+		  test_open_busy_past_the_waiting_bound },
+		{ "open_waits_for_memory_then_deadline",
+		  test_open_waits_for_memory_then_deadline },
+		{ "abort_in_every_phase_frees_once",
+		  test_abort_in_every_phase_frees_once },
+		{ "detach_ends_every_room_silently",
+		  test_detach_ends_every_room_silently },
+		{ "full_completion_ring_never_blocks",
+		  test_full_completion_ring_never_blocks },
+		{ "broken_ring_or_silent_client_is_lost",
+		  test_broken_ring_or_silent_client_is_lost },
+		{ "lease_lost_holds_delivered_blocks",
+		  test_lease_lost_holds_delivered_blocks },
+		{ "broken_completion_ring_ends_rooms_once",
+		  test_broken_completion_ring_ends_rooms_once },
+		{ "sleeping_client_is_woken_once_per_sleep",
+		  test_sleeping_client_is_woken_once_per_sleep },
+		{ "delivery_too_long_for_the_slot_fails",
+		  test_delivery_too_long_for_the_slot_fails },
+		{ "content_key_served_again_without_transfer",
+		  test_content_key_served_again_without_transfer },
+		{ "content_in_flight_is_shared_and_fails_together",
+		  test_content_in_flight_is_shared_and_fails_together },
+		{ "other_rank_of_the_same_room_transfers_itself",
+		  test_other_rank_of_the_same_room_transfers_itself },
+		{ "retry_of_the_same_room_transfers_itself",
+		  test_retry_of_the_same_room_transfers_itself },
+		{ "cache_gives_back_least_recent_first",
+		  test_cache_gives_back_least_recent_first },
+		{ "without_a_cache_keys_change_nothing",
+		  test_without_a_cache_keys_change_nothing },
+		{ "attempt_is_a_new_room_inside_the_gateway",
+		  test_attempt_is_a_new_room_inside_the_gateway },
+		{ "held_rooms_reported_once_and_stats_published",
+		  test_held_rooms_reported_once_and_stats_published },
+		{ "lost_client_keeps_its_cached_room_until_removed",
+		  test_lost_client_keeps_its_cached_room_until_removed },
+		{ "rooms_beyond_the_table_wait_and_open_in_order",
+		  test_rooms_beyond_the_table_wait_and_open_in_order },
+		{ "encode_room_waits_for_a_slot_then_gets_blocks",
+		  test_encode_room_waits_for_a_slot_then_gets_blocks },
+		{ "waiting_room_aborted_or_detached_leaves_nothing",
+		  test_waiting_room_aborted_or_detached_leaves_nothing },
+		{ "wait_past_admit_ms_fails_no_slot_saying_how_long",
+		  test_wait_past_admit_ms_fails_no_slot_saying_how_long },
+		{ "lost_client_leaves_the_wait",
+		  test_lost_client_leaves_the_wait },
 		{ NULL, NULL },
 	};
 
