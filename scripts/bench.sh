@@ -54,7 +54,7 @@ emit pool-tree-alloc-free "$tns" "ns/op (CPU time, free-run tree alone: cache of
 
 # ---- the attach path: an engine's command off its submission ring -------
 # The worker's CPU for taking a command off a client's ring, checking it,
-# acting on it (room operations that do nothing: lib/clients alone) and
+# acting on it (room operations that do nothing: lib/engines alone) and
 # posting its completion, against one bare put+get of a 64-byte entry.
 cmds=2000000
 [ "$quick" = 1 ] && cmds=100000

@@ -110,7 +110,7 @@ produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 		return -EGW_E_BEYOND_TOTAL;
 	}
 	if (total > EGW_XFER_MAX_TOKENS ||
-	    egw_geom_blocks_for(g, total) > egw_pool_nblocks(s->id->pool)) {
+	    egw_pool_geom_blocks_for(g, total) > egw_pool_nblocks(s->id->pool)) {
 		ps->produce_refused++;
 		return -EGW_E_TOO_LARGE;
 	}
@@ -143,7 +143,7 @@ produce_poll(struct pattern_source *ps, uint64_t now)
 
 	while (ps->nwait > 0) {
 		uint64_t room = ps->wait[ps->wait_head];
-		int st = egw_sender_state(egw_node_sender(node), room);
+		int st = egw_xfer_sender_state(egw_node_sender(node), room);
 
 		/* a room that ended meanwhile (its deadline, an abort) needs
 		 * nothing any more */
@@ -332,12 +332,12 @@ static bool
 slots_free(struct pattern_source *ps, uint64_t now)
 {
 	const struct gw_id *id = ps->base.id;
-	const struct egw_receiver *rx = egw_node_receiver(id->node);
+	const struct egw_xfer_receiver *rx = egw_node_receiver(id->node);
 	struct egw_xfer_stats st;
 
 	if (rx == NULL)
 		return true;
-	egw_receiver_get_stats(rx, &st);
+	egw_xfer_receiver_get_stats(rx, &st);
 	if (st.rooms_active + ps->o.ranks <= id->conf->max_rooms) {
 		ps->slot_wait_since = 0;
 		return true;

@@ -13,7 +13,7 @@
 
 #include <rte_ring.h>
 
-#include "egw_clients.h"
+#include "egw_engines.h"
 #include "gw_room_source.h"
 
 /* Messages between the control thread and a worker (16 bytes each). */
@@ -36,7 +36,7 @@ struct gw_attach_msg {
 /* One identity's attach point: the room source plus its mailboxes. */
 struct gw_attach_port {
 	struct gw_room_source base;
-	struct egw_clients *clients;
+	struct egw_engines *clients;
 	struct rte_ring *to_worker, *to_ctl;
 	/* client id -> the control thread's connection index */
 	uint16_t conn_of[4096];

@@ -507,7 +507,7 @@ welcome(struct conn *k)
 	/* offsets from the fd's start (shm: the pool file's header first) */
 	w.pool_bytes = pool_bytes;
 	for (int kind = 0; kind < EGW_KIND_MAX; kind++) {
-		w.region_bytes[kind] = egw_geom_region_bytes(g, kind);
+		w.region_bytes[kind] = egw_pool_geom_region_bytes(g, kind);
 		w.region_offset[kind] = w.region_bytes[kind] == 0 ? 0 : pool_off +
 			(uint64_t)((uint8_t *)egw_pool_region(id->pool, kind) -
 				   (uint8_t *)egw_pool_mem(id->pool));

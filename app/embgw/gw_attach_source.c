@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The attached engines as a room source: lib/clients decides what the
+ * The attached engines as a room source: lib/engines decides what the
  * clients' commands mean; this file carries its room operations out on
  * the identity's node and pool, and hands the node's events about those
  * rooms back to it. Runs on the identity's worker lcore: no system call,
@@ -59,7 +59,7 @@ tell_ctl(struct gw_attach_port *ap, uint16_t type, int32_t client,
 		ap->to_ctl_full++;
 }
 
-/* ---- the room operations (egw_clients_ops) --------------------------- */
+/* ---- the room operations (egw_engines_ops) --------------------------- */
 
 static int
 op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
@@ -153,7 +153,7 @@ op_pool_state(void *ctx, struct egw_attach_stats *st)
 {
 	struct gw_attach_port *ap = ctx;
 	struct gw_id *id = ap->base.id;
-	const struct egw_receiver *r = egw_node_receiver(id->node);
+	const struct egw_xfer_receiver *r = egw_node_receiver(id->node);
 	struct egw_pool_stats ps;
 
 	egw_pool_get_stats(id->pool, &ps);
@@ -164,7 +164,7 @@ op_pool_state(void *ctx, struct egw_attach_stats *st)
 	if (r != NULL) {
 		struct egw_xfer_stats xs;
 
-		egw_receiver_get_stats(r, &xs);
+		egw_xfer_receiver_get_stats(r, &xs);
 		st->quarantined_blocks = (uint32_t)xs.quarantine_blocks;
 		st->admission_queue = (uint32_t)xs.admit_queued;
 	}
@@ -190,7 +190,7 @@ op_client_lost(void *ctx, uint32_t client, const char *why)
 	GW_LOG(WARNING, "port %s: client %u given up: %s\n",
 	       ap->base.id->cfg->name, client, why);
 	tell_ctl(ap, GW_AM_LOST, (int32_t)client,
-		 egw_clients_client_held(ap->clients, client));
+		 egw_engines_client_held(ap->clients, client));
 }
 
 /* Free slots of the node's room table: the stats, never an open that
@@ -203,9 +203,9 @@ op_slots_free(void *ctx, enum egw_attach_side side)
 	struct egw_xfer_stats xs;
 
 	if (side == EGW_SIDE_SEND && egw_node_sender(id->node) != NULL)
-		egw_sender_get_stats(egw_node_sender(id->node), &xs);
+		egw_xfer_sender_get_stats(egw_node_sender(id->node), &xs);
 	else if (side == EGW_SIDE_RECV && egw_node_receiver(id->node) != NULL)
-		egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
+		egw_xfer_receiver_get_stats(egw_node_receiver(id->node), &xs);
 	else
 		return 0;
 	return xs.rooms_active < id->conf->max_rooms ?
@@ -222,7 +222,7 @@ op_slot_note(void *ctx, uint32_t client, const char *text)
 	       client, text);
 }
 
-static const struct egw_clients_ops clients_ops = {
+static const struct egw_engines_ops clients_ops = {
 	.send_open = op_send_open,
 	.send_commit = op_send_commit,
 	.send_abort = op_send_abort,
@@ -252,7 +252,7 @@ mailbox(struct gw_attach_port *ap, uint64_t now)
 
 		n++;
 		if (m.type == GW_AM_ADD) {
-			rc = egw_clients_add(ap->clients, area,
+			rc = egw_engines_add(ap->clients, area,
 					     ((struct egw_attach_area *)area)->area_bytes,
 					     now);
 			if (rc >= 0)
@@ -260,7 +260,7 @@ mailbox(struct gw_attach_port *ap, uint64_t now)
 			m.type = GW_AM_ADDED;
 			m.client = rc;
 		} else { /* GW_AM_REMOVE */
-			egw_clients_remove(ap->clients, (uint32_t)m.client,
+			egw_engines_remove(ap->clients, (uint32_t)m.client,
 					   now);
 			m.type = GW_AM_REMOVED;
 		}
@@ -276,7 +276,7 @@ src_poll(struct gw_room_source *s, uint64_t now)
 	struct gw_attach_port *ap = port_of(s);
 
 	ap->now = now;
-	return mailbox(ap, now) + egw_clients_poll(ap->clients, now);
+	return mailbox(ap, now) + egw_engines_poll(ap->clients, now);
 }
 
 static bool
@@ -286,7 +286,7 @@ src_deliver(struct gw_room_source *s, const struct egw_act *a, uint64_t now)
 	int rc;
 
 	ap->now = now;
-	rc = egw_clients_room_delivered(ap->clients, a->room, a->rank,
+	rc = egw_engines_room_delivered(ap->clients, a->room, a->rank,
 					a->tokens,
 					(const struct egw_attach_run *)a->runs,
 					a->nruns);
@@ -304,7 +304,7 @@ src_done(struct gw_room_source *s, uint64_t room, uint16_t rank,
 	struct gw_attach_port *ap = port_of(s);
 
 	ap->now = now;
-	return egw_clients_room_done(ap->clients,
+	return egw_engines_room_done(ap->clients,
 				     is_sender ? EGW_SIDE_SEND : EGW_SIDE_RECV,
 				     room, rank, e == EGW_E_OK ? 0 : -(int)e) == 0;
 }
@@ -320,23 +320,23 @@ static void
 src_report(struct gw_room_source *s, struct gw_room_stats *out)
 {
 	struct gw_attach_port *ap = port_of(s);
-	struct egw_clients_stats st;
-	struct egw_clients_cache_stats cs;
+	struct egw_engines_stats st;
+	struct egw_engines_cache_stats cs;
 
 	/* the exit report, the workers stopped: the content cache gives
 	 * back what no room holds, so that blocks_in_use counts only what
 	 * rooms still hold */
-	egw_clients_cache_flush(ap->clients);
+	egw_engines_cache_flush(ap->clients);
 	memset(out, 0, sizeof(*out));
-	egw_clients_stats(ap->clients, &st);
-	egw_clients_cache(ap->clients, &cs);
+	egw_engines_stats(ap->clients, &st);
+	egw_engines_cache(ap->clients, &cs);
 	out->client.cache_hits = st.cache_hits;
 	out->client.cache_misses = st.cache_misses;
 	out->client.cache_shared = st.cache_shared;
 	out->client.cache_evictions = cs.evictions;
 	out->client.held_long = st.held_long;
 	out->clients = true;
-	out->client.attached = egw_clients_attached(ap->clients);
+	out->client.attached = egw_engines_attached(ap->clients);
 	out->client.rooms = st.rooms_opened;
 	out->client.ok = st.rooms_ok;
 	out->client.failed = st.rooms_failed;
@@ -347,7 +347,7 @@ src_report(struct gw_room_source *s, struct gw_room_stats *out)
 	out->client.busy = st.busy;
 	out->client.slot_waits = st.slot_waits;
 	out->client.lost = st.lost;
-	out->client.held_blocks = egw_clients_held_blocks(ap->clients);
+	out->client.held_blocks = egw_engines_held_blocks(ap->clients);
 }
 
 /* At exit, the worker and the control thread stopped: every client's
@@ -358,7 +358,7 @@ src_close(struct gw_room_source *s)
 {
 	struct gw_attach_port *ap = port_of(s);
 
-	egw_clients_destroy(ap->clients, ap->now);
+	egw_engines_destroy(ap->clients, ap->now);
 	rte_ring_free(ap->to_worker);
 	rte_ring_free(ap->to_ctl);
 	free(ap);
@@ -381,7 +381,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 	const struct egw_conf *c = id->conf;
 	const struct egw_conf_attach *at = &c->attach;
 	struct gw_attach_port *ap = calloc(1, sizeof(*ap));
-	struct egw_clients_conf cc = {
+	struct egw_engines_conf cc = {
 		.max_clients = at->max_clients,
 		.max_rooms = at->max_clients * at->slots,
 		.max_total_tokens = c->geom.capacity_tokens,
@@ -415,7 +415,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		cc.max_rooms = 1u << 24;
 	cc.ctx = ap;
 	ap->base.ops = &attach_source_ops;
-	rc = egw_clients_create(&cc, &ap->clients);
+	rc = egw_engines_create(&cc, &ap->clients);
 	/* ring names are global to the process: numbered, not named */
 	snprintf(name, sizeof(name), "egw_attach_w%u", nports);
 	if (rc == 0)
@@ -434,7 +434,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 	if (rc != 0) {
 		GW_LOG(ERR, "port %s: attach point: %s\n", id->cfg->name,
 		       egw_strerror(rc));
-		egw_clients_destroy(ap->clients, 0);
+		egw_engines_destroy(ap->clients, 0);
 		rte_ring_free(ap->to_worker);
 		rte_ring_free(ap->to_ctl);
 		free(ap);

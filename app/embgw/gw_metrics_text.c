@@ -40,8 +40,8 @@ struct snap {
 	struct egw_pool_stats ps;
 	struct egw_payload_stats pl;
 	bool has_clients;
-	struct egw_clients_stats cs;
-	struct egw_clients_cache_stats cc;
+	struct egw_engines_stats cs;
+	struct egw_engines_cache_stats cc;
 	uint32_t attached, rooms_held, held_blocks;
 	struct gw_id_stats is;
 };
@@ -61,23 +61,23 @@ take(struct snap *s, const struct gw_id *id)
 	egw_node_get_stats(id->node, &s->ns);
 	if (egw_node_sender(id->node) != NULL) {
 		s->has_role[R_ENCODE] = true;
-		egw_sender_get_stats(egw_node_sender(id->node),
+		egw_xfer_sender_get_stats(egw_node_sender(id->node),
 				     &s->xs[R_ENCODE]);
 	}
 	if (egw_node_receiver(id->node) != NULL) {
 		s->has_role[R_LANGUAGE] = true;
-		egw_receiver_get_stats(egw_node_receiver(id->node),
+		egw_xfer_receiver_get_stats(egw_node_receiver(id->node),
 				       &s->xs[R_LANGUAGE]);
 	}
 	egw_pool_get_stats(id->pool, &s->ps);
 	id->dops->stats(id->drv, &s->pl);
 	if (id->attach != NULL) {
 		s->has_clients = true;
-		egw_clients_stats(id->attach->clients, &s->cs);
-		s->attached = egw_clients_attached(id->attach->clients);
-		s->rooms_held = egw_clients_rooms(id->attach->clients);
-		s->held_blocks = egw_clients_held_blocks(id->attach->clients);
-		egw_clients_cache(id->attach->clients, &s->cc);
+		egw_engines_stats(id->attach->clients, &s->cs);
+		s->attached = egw_engines_attached(id->attach->clients);
+		s->rooms_held = egw_engines_rooms(id->attach->clients);
+		s->held_blocks = egw_engines_held_blocks(id->attach->clients);
+		egw_engines_cache(id->attach->clients, &s->cc);
 	}
 	s->is = id->st;
 }
@@ -256,15 +256,15 @@ node_families(FILE *f, const struct snap *sn, uint16_t n)
 					  "bad_header", "bad_field", "replay" };
 	static const char *const inj[] = { "dropped", "duplicated",
 					   "reordered", "junk" };
-	const char *dn[EGW_ND_MAX];
+	const char *dn[EGW_NODE_DROP_MAX];
 
-	for (int d = 0; d < EGW_ND_MAX; d++)
+	for (int d = 0; d < EGW_NODE_DROP_MAX; d++)
 		dn[d] = egw_node_drop_name((enum egw_node_drop)d);
 	PER_ID_BY("embgw_datagrams", true, "Control datagrams received and "
 		  "sent.", false, "direction", 2, dir[k],
 		  k == 0 ? s->ns.rx_datagrams : s->ns.tx_datagrams);
 	PER_ID_BY("embgw_datagram_drops", true, "Control datagrams dropped, "
-		  "by reason.", false, "reason", EGW_ND_MAX, dn[k],
+		  "by reason.", false, "reason", EGW_NODE_DROP_MAX, dn[k],
 		  s->ns.drops[k]);
 	PER_ID("embgw_arp_misses", true, "Datagrams not sent: no MAC address "
 	       "for the peer yet.", false, s->is.arp_miss);
@@ -272,19 +272,19 @@ node_families(FILE *f, const struct snap *sn, uint16_t n)
 	       false, s->ns.proto.ok);
 	PER_ID_BY("embgw_protocol_refused", true, "Datagrams the decoder "
 		  "refused, by reason.", false, "reason", 5, pe[k],
-		  k == 0 ? s->ns.proto.refused[EGW_PE_MAC] :
-		  k == 1 ? s->ns.proto.refused[EGW_PE_SHORT] +
-			   s->ns.proto.refused[EGW_PE_LONG] +
-			   s->ns.proto.refused[EGW_PE_LENGTH] +
-			   s->ns.proto.refused[EGW_PE_BODY] :
-		  k == 2 ? s->ns.proto.refused[EGW_PE_MAGIC] +
-			   s->ns.proto.refused[EGW_PE_VERSION] +
-			   s->ns.proto.refused[EGW_PE_TYPE] +
-			   s->ns.proto.refused[EGW_PE_FLAGS] +
-			   s->ns.proto.refused[EGW_PE_RESERVED] :
-		  k == 3 ? s->ns.proto.refused[EGW_PE_FIELD] :
-			   s->ns.proto.refused[EGW_PE_REPLAY] +
-			   s->ns.proto.refused[EGW_PE_SESSION]);
+		  k == 0 ? s->ns.proto.refused[EGW_PROTO_ERR_MAC] :
+		  k == 1 ? s->ns.proto.refused[EGW_PROTO_ERR_SHORT] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_LONG] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_LENGTH] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_BODY] :
+		  k == 2 ? s->ns.proto.refused[EGW_PROTO_ERR_MAGIC] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_VERSION] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_TYPE] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_FLAGS] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_RESERVED] :
+		  k == 3 ? s->ns.proto.refused[EGW_PROTO_ERR_FIELD] :
+			   s->ns.proto.refused[EGW_PROTO_ERR_REPLAY] +
+			   s->ns.proto.refused[EGW_PROTO_ERR_SESSION]);
 	PER_ID_BY("embgw_registers", true, "REGISTER messages received and "
 		  "sent.", false, "direction", 2, dir[k],
 		  k == 0 ? s->ns.registers_rx : s->ns.registers_tx);
@@ -509,7 +509,7 @@ client_families(FILE *f, const struct snap *sn, uint16_t n)
 	head(f, "embgw_client_refused_commands", "counter", "Commands "
 	     "answered with an error, by reason.");
 	for (uint16_t i = 0; i < n; i++) {
-		const struct egw_clients_stats *c = &sn[i].cs;
+		const struct egw_engines_stats *c = &sn[i].cs;
 		uint64_t known = c->refused_invalid + c->refused_state;
 
 		if (!sn[i].has_clients)

@@ -58,11 +58,11 @@ on_note(void *ctx, uint32_t peer, const struct egw_node_note *nt,
 	(void)peer;
 	(void)now;
 	switch (nt->kind) {
-	case EGW_NN_REGISTERED:
+	case EGW_NODE_NOTE_REGISTERED:
 		GW_LOG(INFO, "port %s: %s\n", id->cfg->name, nt->text);
 		break;
-	case EGW_NN_RESTARTED:
-	case EGW_NN_FENCED:
+	case EGW_NODE_NOTE_RESTARTED:
+	case EGW_NODE_NOTE_FENCED:
 		GW_LOG(WARNING, "port %s: %s\n", id->cfg->name, nt->text);
 		break;
 	default:

@@ -80,12 +80,12 @@ report_node(const struct gw_id *id, FILE *f)
 	uint64_t drops = 0;
 
 	egw_node_get_stats(id->node, &ns);
-	for (int i = 0; i < EGW_ND_MAX; i++)
+	for (int i = 0; i < EGW_NODE_DROP_MAX; i++)
 		drops += ns.drops[i];
 	fprintf(f, "node: port=%s rx_datagrams=%lu tx_datagrams=%lu dropped=%lu",
 		id->cfg->name, (unsigned long)ns.rx_datagrams,
 		(unsigned long)ns.tx_datagrams, (unsigned long)drops);
-	for (int i = 0; i < EGW_ND_MAX; i++)
+	for (int i = 0; i < EGW_NODE_DROP_MAX; i++)
 		fprintf(f, " drop_%s=%lu",
 			egw_node_drop_name((enum egw_node_drop)i),
 			(unsigned long)ns.drops[i]);
@@ -96,7 +96,7 @@ report_node(const struct gw_id *id, FILE *f)
 		(unsigned long)ns.adoptions, (unsigned long)ns.peer_restarts,
 		(unsigned long)ns.register_refusals,
 		(unsigned long)ns.register_refused,
-		(unsigned long)ns.proto.refused[EGW_PE_MAC],
+		(unsigned long)ns.proto.refused[EGW_PROTO_ERR_MAC],
 		(unsigned long)ns.peers_fenced);
 }
 
@@ -185,7 +185,7 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 		/* the language side's resume rounds (none on the encode side) */
 		memset(&xs, 0, sizeof(xs));
 		if (egw_node_receiver(id->node) != NULL)
-			egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
+			egw_xfer_receiver_get_stats(egw_node_receiver(id->node), &xs);
 		fprintf(f,
 			"clients: port=%s attached=%u rooms=%lu ok=%lu "
 			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "
@@ -227,7 +227,7 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 			ps.blocks_in_use);
 		return;
 	}
-	egw_receiver_get_stats(egw_node_receiver(id->node), &xs);
+	egw_xfer_receiver_get_stats(egw_node_receiver(id->node), &xs);
 	qsort(st.latency_ns, st.nlatency, sizeof(st.latency_ns[0]), cmp_u64);
 	secs = st.last_done_ns > st.first_open_ns ?
 	       (double)(st.last_done_ns - st.first_open_ns) / 1e9 : 0;

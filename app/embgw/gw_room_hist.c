@@ -31,8 +31,8 @@ uint64_t
 gw_delivered_bytes(const struct egw_pool *pool, const struct egw_act *a)
 {
 	const struct egw_pool_geom *g = egw_pool_geom(pool);
-	uint64_t per = egw_geom_unit_bytes(g, EGW_KIND_EMB) + 4 +
-		       egw_geom_unit_bytes(g, EGW_KIND_MROPE);
+	uint64_t per = egw_pool_geom_unit_bytes(g, EGW_KIND_EMB) + 4 +
+		       egw_pool_geom_unit_bytes(g, EGW_KIND_MROPE);
 
 	return (a->dummy ? 0 : per * a->tokens) + g->aux_bytes;
 }

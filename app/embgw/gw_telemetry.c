@@ -78,7 +78,7 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	add(c, "drop_not_ours", ds->drop_not_ours);
 	add(c, "rx_datagrams", ns.rx_datagrams);
 	add(c, "tx_datagrams", ns.tx_datagrams);
-	for (int k = 0; k < EGW_ND_MAX; k++) {
+	for (int k = 0; k < EGW_NODE_DROP_MAX; k++) {
 		char name[64];
 
 		snprintf(name, sizeof(name), "drop_%s",
@@ -86,16 +86,16 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 		add(c, name, ns.drops[k]);
 	}
 	add(c, "proto_ok", ns.proto.ok);
-	add(c, "proto_bad_mac", ns.proto.refused[EGW_PE_MAC]);
-	add(c, "proto_bad_length", ns.proto.refused[EGW_PE_SHORT] +
-		ns.proto.refused[EGW_PE_LONG] + ns.proto.refused[EGW_PE_LENGTH] +
-		ns.proto.refused[EGW_PE_BODY]);
-	add(c, "proto_bad_header", ns.proto.refused[EGW_PE_MAGIC] +
-		ns.proto.refused[EGW_PE_VERSION] + ns.proto.refused[EGW_PE_TYPE] +
-		ns.proto.refused[EGW_PE_FLAGS] + ns.proto.refused[EGW_PE_RESERVED]);
-	add(c, "proto_bad_field", ns.proto.refused[EGW_PE_FIELD]);
-	add(c, "proto_replay", ns.proto.refused[EGW_PE_REPLAY] +
-		ns.proto.refused[EGW_PE_SESSION]);
+	add(c, "proto_bad_mac", ns.proto.refused[EGW_PROTO_ERR_MAC]);
+	add(c, "proto_bad_length", ns.proto.refused[EGW_PROTO_ERR_SHORT] +
+		ns.proto.refused[EGW_PROTO_ERR_LONG] + ns.proto.refused[EGW_PROTO_ERR_LENGTH] +
+		ns.proto.refused[EGW_PROTO_ERR_BODY]);
+	add(c, "proto_bad_header", ns.proto.refused[EGW_PROTO_ERR_MAGIC] +
+		ns.proto.refused[EGW_PROTO_ERR_VERSION] + ns.proto.refused[EGW_PROTO_ERR_TYPE] +
+		ns.proto.refused[EGW_PROTO_ERR_FLAGS] + ns.proto.refused[EGW_PROTO_ERR_RESERVED]);
+	add(c, "proto_bad_field", ns.proto.refused[EGW_PROTO_ERR_FIELD]);
+	add(c, "proto_replay", ns.proto.refused[EGW_PROTO_ERR_REPLAY] +
+		ns.proto.refused[EGW_PROTO_ERR_SESSION]);
 	add(c, "registers_rx", ns.registers_rx);
 	add(c, "registers_tx", ns.registers_tx);
 	add(c, "reregisters", ns.reregisters);
@@ -167,11 +167,11 @@ fill_rooms(const struct gw_id *id, struct rte_tel_data *c)
 	struct egw_xfer_stats x;
 
 	if (egw_node_sender(id->node) != NULL) {
-		egw_sender_get_stats(egw_node_sender(id->node), &x);
+		egw_xfer_sender_get_stats(egw_node_sender(id->node), &x);
 		add_xfer(c, "encode", &x);
 	}
 	if (egw_node_receiver(id->node) != NULL) {
-		egw_receiver_get_stats(egw_node_receiver(id->node), &x);
+		egw_xfer_receiver_get_stats(egw_node_receiver(id->node), &x);
 		add_xfer(c, "language", &x);
 	}
 }
@@ -226,8 +226,8 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 	for (uint16_t i = 0; i < ntids; i++) {
 		const struct gw_attach_port *ap = tids[i]->attach;
-		struct egw_clients_stats st;
-		struct egw_clients_cache_stats cs;
+		struct egw_engines_stats st;
+		struct egw_engines_cache_stats cs;
 		struct rte_tel_data *c;
 
 		if (ap == NULL)
@@ -237,10 +237,10 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 			rc = -1;
 			break;
 		}
-		egw_clients_stats(ap->clients, &st);
+		egw_engines_stats(ap->clients, &st);
 		rte_tel_data_start_dict(c);
-		add(c, "attached", egw_clients_attached(ap->clients));
-		add(c, "rooms_held", egw_clients_rooms(ap->clients));
+		add(c, "attached", egw_engines_attached(ap->clients));
+		add(c, "rooms_held", egw_engines_rooms(ap->clients));
 		add(c, "rooms_opened", st.rooms_opened);
 		add(c, "rooms_ok", st.rooms_ok);
 		add(c, "rooms_failed", st.rooms_failed);
@@ -253,7 +253,7 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "alloc_waits", st.alloc_waits);
 		add(c, "busy", st.busy);
 		add(c, "slot_waits", st.slot_waits);
-		egw_clients_cache(ap->clients, &cs);
+		egw_engines_cache(ap->clients, &cs);
 		add(c, "cache_entries", cs.entries);
 		add(c, "cache_blocks", cs.blocks);
 		add(c, "cache_pinned", cs.pinned);
@@ -264,7 +264,7 @@ cmd_clients(const char *cmd, const char *params, struct rte_tel_data *d)
 		add(c, "held_long", st.held_long);
 		add(c, "lost", st.lost);
 		add(c, "held_rooms", st.held_rooms);
-		add(c, "held_blocks", egw_clients_held_blocks(ap->clients));
+		add(c, "held_blocks", egw_engines_held_blocks(ap->clients));
 		rte_tel_data_add_dict_container(d, tids[i]->cfg->name, c, 0);
 	}
 	pthread_mutex_unlock(&lock);

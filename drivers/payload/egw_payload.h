@@ -196,7 +196,7 @@ egw_payload_check_write(const struct egw_pool *pool, const struct egw_register *
 	if (s == NULL)
 		return -1;
 	end = (uint8_t *)egw_pool_region(pool, k) +
-	      egw_geom_region_bytes(egw_pool_geom(pool), k);
+	      egw_pool_geom_region_bytes(egw_pool_geom(pool), k);
 	if (w->bytes > (uint64_t)(end - s))
 		return -1;
 	off = k == EGW_KIND_AUX ? (uint64_t)w->dst_block * r->aux_bytes
@@ -222,7 +222,7 @@ egw_payload_regions(const struct egw_pool *pool, uint64_t origin, uint32_t rkey,
 
 		r[k].addr = base == NULL ? 0 : (uint64_t)(uintptr_t)base - origin;
 		r[k].rkey = base == NULL ? 0 : rkey;
-		r[k].unit_bytes = (uint32_t)egw_geom_unit_bytes(g, (enum egw_kind)k);
+		r[k].unit_bytes = (uint32_t)egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 	}
 }
 

@@ -190,11 +190,11 @@ struct egw_attach_cmd {
 
 /** Room states in completions: the KVPoll order of the reference design. */
 enum egw_attach_state {
-	EGW_AST_FAILED = 0,
-	EGW_AST_BOOTSTRAPPING = 1,
-	EGW_AST_WAITING_FOR_INPUT = 2,
-	EGW_AST_TRANSFERRING = 3,
-	EGW_AST_SUCCESS = 4,
+	EGW_ATTACH_STATE_FAILED = 0,
+	EGW_ATTACH_STATE_BOOTSTRAPPING = 1,
+	EGW_ATTACH_STATE_WAITING_FOR_INPUT = 2,
+	EGW_ATTACH_STATE_TRANSFERRING = 3,
+	EGW_ATTACH_STATE_SUCCESS = 4,
 };
 
 /** cqe.flags: more completions will follow for this command's room. */

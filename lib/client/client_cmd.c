@@ -81,7 +81,7 @@ open_room(struct egw_client *c, struct egw_attach_cmd *cmd)
 		return rc;
 	c->slots[slot] = (struct client_slot){ .room = cmd->room,
 					       .op = cmd->op,
-					       .state = EGW_AST_BOOTSTRAPPING,
+					       .state = EGW_ATTACH_STATE_BOOTSTRAPPING,
 					       .sq_seq = seq };
 	return slot;
 }

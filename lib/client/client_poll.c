@@ -99,8 +99,8 @@ take_cqe(struct egw_client *c, const struct egw_attach_cqe *q,
 static bool
 final_state(const struct client_slot *s, uint32_t state)
 {
-	return state == EGW_AST_FAILED ||
-	       (state == EGW_AST_SUCCESS &&
+	return state == EGW_ATTACH_STATE_FAILED ||
+	       (state == EGW_ATTACH_STATE_SUCCESS &&
 		(s->op == EGW_OP_SEND_OPEN || s->released));
 }
 
@@ -158,8 +158,8 @@ recover(struct egw_client *c, struct egw_client_event *ev, unsigned int max)
 				again = true;
 				continue;
 			}
-			state = EGW_AST_FAILED;
-			result = sl->state == EGW_AST_FAILED &&
+			state = EGW_ATTACH_STATE_FAILED;
+			result = sl->state == EGW_ATTACH_STATE_FAILED &&
 				 sl->error != 0 ? sl->error : -ENODATA;
 		} else {
 			result = sl->error;

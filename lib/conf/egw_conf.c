@@ -1204,7 +1204,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	}
 	load_ports(&l, root, c);
 	check_tenant_ports(&l, gw, c);
-	if (errs->total == 0 && egw_geom_check(&c->geom) != 0)
+	if (errs->total == 0 && egw_pool_geom_check(&c->geom) != 0)
 		err(&l, gw, "pool", "inconsistent pool geometry");
 	config_destroy(&cfg);
 	conf_text_free(&text);
@@ -1248,9 +1248,9 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 	fprintf(f, "pool: %u tokens = %u blocks x %u tokens; per token %zu B "
 		"embedding + 4 B fill_ids%s; aux %u B/block; %.1f MiB\n",
 		g->capacity_tokens, blocks, g->block_tokens,
-		egw_geom_unit_bytes(g, EGW_KIND_EMB),
+		egw_pool_geom_unit_bytes(g, EGW_KIND_EMB),
 		g->mrope ? " + 12 B mrope" : "", g->aux_bytes,
-		egw_geom_mem_bytes(g) / 1048576.0);
+		egw_pool_geom_mem_bytes(g) / 1048576.0);
 	if (c->policy.kind == EGW_POLICY_FIXED)
 		fprintf(f, "default allocation: fixed %u tokens\n",
 			c->policy.tokens);

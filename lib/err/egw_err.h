@@ -5,7 +5,7 @@
 /**
  * @file
  * The one list of embgw's protocol and failure codes, at the bottom of the
- * house: lib/xfer, lib/proto, lib/clients and the client library all read
+ * house: lib/xfer, lib/proto, lib/engines and the client library all read
  * it, so a code, its wire value, its key and its texts are written once.
  *
  * Every function of the egw_ libraries returns 0 (or a count) on success

@@ -39,22 +39,22 @@
 
 #include "node_priv.h"
 
-static const char *const drop_names[EGW_ND_MAX] = {
-	[EGW_ND_UNKNOWN_PEER] = "unknown_peer",
-	[EGW_ND_PROTO] = "proto",
-	[EGW_ND_REPLAY] = "replay",
-	[EGW_ND_NOT_REGISTERED] = "not_registered",
-	[EGW_ND_GEOMETRY] = "geometry",
-	[EGW_ND_ROLE] = "role",
-	[EGW_ND_PAYLOAD] = "payload",
-	[EGW_ND_SESSION] = "session",
-	[EGW_ND_NAME] = "name",
+static const char *const drop_names[EGW_NODE_DROP_MAX] = {
+	[EGW_NODE_DROP_UNKNOWN_PEER] = "unknown_peer",
+	[EGW_NODE_DROP_PROTO] = "proto",
+	[EGW_NODE_DROP_REPLAY] = "replay",
+	[EGW_NODE_DROP_NOT_REGISTERED] = "not_registered",
+	[EGW_NODE_DROP_GEOMETRY] = "geometry",
+	[EGW_NODE_DROP_ROLE] = "role",
+	[EGW_NODE_DROP_PAYLOAD] = "payload",
+	[EGW_NODE_DROP_SESSION] = "session",
+	[EGW_NODE_DROP_NAME] = "name",
 };
 
 const char *
 egw_node_drop_name(enum egw_node_drop d)
 {
-	return (unsigned)d < EGW_ND_MAX ? drop_names[d] : "?";
+	return (unsigned)d < EGW_NODE_DROP_MAX ? drop_names[d] : "?";
 }
 
 /* ---- output ------------------------------------------------------------ */
@@ -139,11 +139,11 @@ note_bit(enum egw_node_note_kind k, enum egw_err code)
 {
 	uint32_t c = egw_err_to_wire(code) % 15u;
 
-	if (k == EGW_NN_REFUSED)
+	if (k == EGW_NODE_NOTE_REFUSED)
 		return 1u << (1u + c);
-	if (k == EGW_NN_PEER_REFUSED)
+	if (k == EGW_NODE_NOTE_PEER_REFUSED)
 		return 1u << (16u + c);
-	if (k == EGW_NN_WINDOW)
+	if (k == EGW_NODE_NOTE_WINDOW)
 		return 1u << 31;
 	return 1u;
 }
@@ -275,13 +275,13 @@ node_drain_deferred(struct egw_node *n)
 		for (uint32_t i = 0; i < n->nalloc; i++) {
 			struct alloc_res r = n->allocq[i];
 
-			egw_receiver_alloc_done_keys(n->receiver, r.room,
+			egw_xfer_receiver_alloc_done_keys(n->receiver, r.room,
 						     r.rank, r.runs, r.nruns,
 						     r.rkeys, n->now);
 		}
 		n->nalloc = 0;
 		for (uint32_t i = 0; i < n->nrefused; i++)
-			egw_sender_writes_done(n->sender, n->refusedq[i], false,
+			egw_xfer_sender_writes_done(n->sender, n->refusedq[i], false,
 					       n->now);
 		n->nrefused = 0;
 	}
@@ -351,7 +351,7 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 	xc.emit_ctx = n;
 	if (params->roles & EGW_ROLE_ENCODE) {
 		xc.emit = emit_sender;
-		rc = egw_sender_create(&xc, &n->sender);
+		rc = egw_xfer_sender_create(&xc, &n->sender);
 		n->refusedq_len = xc.max_rooms * EGW_XFER_MAX_RANKS *
 				  EGW_XFER_PIPE;
 		n->refusedq = calloc(n->refusedq_len, sizeof(*n->refusedq));
@@ -375,9 +375,9 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 	}
 	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
-		rc = egw_receiver_create(&xc, &params->policy, &n->receiver);
+		rc = egw_xfer_receiver_create(&xc, &params->policy, &n->receiver);
 		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
-			rc = egw_receiver_peer_add(n->receiver, i, now);
+			rc = egw_xfer_receiver_peer_add(n->receiver, i, now);
 	}
 	if (rc != 0) {
 		egw_node_destroy(n);
@@ -392,8 +392,8 @@ egw_node_destroy(struct egw_node *n)
 {
 	if (n == NULL)
 		return;
-	egw_sender_destroy(n->sender);
-	egw_receiver_destroy(n->receiver);
+	egw_xfer_sender_destroy(n->sender);
+	egw_xfer_receiver_destroy(n->receiver);
 	free(n->allocq);
 	free(n->refusedq);
 	free(n->win);
@@ -460,7 +460,7 @@ geometry_check(const struct egw_node *n, const struct egw_register *r,
 	/* which kinds exist, and their sizes */
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		f[4 + k] = (struct field){ kind[k], r->region[k].unit_bytes,
-			egw_geom_unit_bytes(g, (enum egw_kind)k) };
+			egw_pool_geom_unit_bytes(g, (enum egw_kind)k) };
 	what[0] = '\0';
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]) && used < len; i++) {
 		if (f[i].theirs == f[i].ours)
@@ -484,9 +484,9 @@ refuse_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p,
 	struct egw_msg m = { .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
 			     .error = (uint16_t)e };
 
-	n->st.drops[e == EGW_E_GEOMETRY ? EGW_ND_GEOMETRY :
-		    e == EGW_E_NAME ? EGW_ND_NAME : EGW_ND_PAYLOAD]++;
-	node_note(n, peer, EGW_NN_REFUSED, e, true,
+	n->st.drops[e == EGW_E_GEOMETRY ? EGW_NODE_DROP_GEOMETRY :
+		    e == EGW_E_NAME ? EGW_NODE_DROP_NAME : EGW_NODE_DROP_PAYLOAD]++;
+	node_note(n, peer, EGW_NODE_NOTE_REFUSED, e, true,
 	     "REGISTER from peer %s (session %#lx) refused, %s: %s",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e), what);
 	if ((p->flags & EGW_MSGF_ACK) || n->now < pe->next_refusal)
@@ -530,7 +530,7 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	pe->applied = p->reg;
 	pe->reached = true;
 	if (n->sender != NULL && (p->reg.roles & EGW_ROLE_LANGUAGE))
-		egw_sender_peer_add(n->sender, peer, p->reg.pool_blocks, n->now);
+		egw_xfer_sender_peer_add(n->sender, peer, p->reg.pool_blocks, n->now);
 	return true;
 }
 
@@ -544,9 +544,9 @@ forget_incarnation(struct egw_node *n, uint32_t peer)
 	if (n->ops.peer_down != NULL)
 		n->ops.peer_down(n->ops.ctx, peer, false, n->now);
 	if (n->sender != NULL)
-		egw_sender_peer_dead(n->sender, peer, n->now);
+		egw_xfer_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
-		egw_receiver_peer_dead(n->receiver, peer, n->now);
+		egw_xfer_receiver_peer_dead(n->receiver, peer, n->now);
 	if (pe->adopted != 0)
 		pe->retired[pe->nretired++ % NODE_RETIRED] = pe->adopted;
 	pe->adopted = 0;
@@ -576,12 +576,12 @@ adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
 	if (pe->heard_win.session == p->session)
 		pe->replay = pe->heard_win;
 	else
-		egw_replay_start(&pe->replay, p->session, p->seq);
+		egw_proto_replay_start(&pe->replay, p->session, p->seq);
 	if (n->receiver != NULL)
-		egw_receiver_peer_add(n->receiver, peer, n->now);
+		egw_xfer_receiver_peer_add(n->receiver, peer, n->now);
 	n->st.adoptions++;
 	if (old != 0)
-		node_note(n, peer, EGW_NN_RESTARTED, EGW_E_PEER_DEAD, false,
+		node_note(n, peer, EGW_NODE_NOTE_RESTARTED, EGW_E_PEER_DEAD, false,
 		     "peer %s restarted: session %#lx replaces %#lx, the rooms "
 		     "shared with the old one failed", pe->cfg.name,
 		     (unsigned long)p->session, (unsigned long)old);
@@ -660,7 +660,7 @@ on_register_error(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	enum egw_err e = (enum egw_err)p->msg.error;
 
 	n->st.register_refused++;
-	node_note(n, peer, EGW_NN_PEER_REFUSED, e, true,
+	node_note(n, peer, EGW_NODE_NOTE_PEER_REFUSED, e, true,
 	     "peer %s (session %#lx) refused our REGISTER: %s (%s)",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e),
 	     egw_strerror(e));
@@ -677,14 +677,14 @@ static enum egw_proto_err
 session_check(struct node_peer *pe, const struct egw_pkt *p, bool about_register)
 {
 	if (p->session == pe->adopted)
-		return egw_replay_check(&pe->replay, p->session, p->seq);
+		return egw_proto_replay_check(&pe->replay, p->session, p->seq);
 	if (!about_register || peer_retired(pe, p->session))
-		return EGW_PE_SESSION;
+		return EGW_PROTO_ERR_SESSION;
 	if (pe->heard_win.session != p->session) {
-		egw_replay_start(&pe->heard_win, p->session, p->seq);
-		return EGW_PE_OK;
+		egw_proto_replay_start(&pe->heard_win, p->session, p->seq);
+		return EGW_PROTO_ERR_OK;
 	}
-	return egw_replay_check(&pe->heard_win, p->session, p->seq);
+	return egw_proto_replay_check(&pe->heard_win, p->session, p->seq);
 }
 
 /* An INIT for a room the sender does not know: validate it first, then
@@ -693,13 +693,13 @@ session_check(struct node_peer *pe, const struct egw_pkt *p, bool about_register
 static bool
 produce_on_demand(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
 {
-	int rc = egw_sender_check_init(n->sender, peer, m);
+	int rc = egw_xfer_sender_check_init(n->sender, peer, m);
 
 	if (rc == 0)
 		rc = n->ops.unknown_room(n->ops.ctx, m->room, m->nranks, n->now);
 	if (rc == 0 || rc == -EGW_E_UNKNOWN_ROOM || !egw_rc_is_err(rc))
 		return false; /* the sender answers: STATUS, or unknown */
-	egw_sender_refuse(n->sender, peer, m, (enum egw_err)-rc, n->now);
+	egw_xfer_sender_refuse(n->sender, peer, m, (enum egw_err)-rc, n->now);
 	return true;
 }
 
@@ -711,9 +711,9 @@ dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	switch (p->type) {
 	case EGW_MSG_HEARTBEAT:
 		if (n->sender != NULL)
-			egw_sender_on_msg(n->sender, peer, &p->msg, n->now);
+			egw_xfer_sender_on_msg(n->sender, peer, &p->msg, n->now);
 		if (n->receiver != NULL)
-			egw_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
+			egw_xfer_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
 		return;
 	case EGW_MSG_INIT:
 	case EGW_MSG_RESUME:
@@ -734,18 +734,18 @@ dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		return;
 	}
 	if ((to_sender ? (void *)n->sender : (void *)n->receiver) == NULL) {
-		n->st.drops[EGW_ND_ROLE]++;
+		n->st.drops[EGW_NODE_DROP_ROLE]++;
 		return;
 	}
 	if (!to_sender) {
-		egw_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
+		egw_xfer_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
 		return;
 	}
 	if (p->type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
 	    !egw_node_sender_has_room(n, p->msg.room) &&
 	    produce_on_demand(n, peer, &p->msg))
 		return;
-	egw_sender_on_msg(n->sender, peer, &p->msg, n->now);
+	egw_xfer_sender_on_msg(n->sender, peer, &p->msg, n->now);
 }
 
 static void
@@ -757,10 +757,10 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 	bool about_register;
 
 	e = egw_proto_decode(&n->key, buf, len, &p, &n->st.proto);
-	if (e != EGW_PE_OK) {
-		n->st.drops[EGW_ND_PROTO]++;
-		if (e == EGW_PE_MAC)
-			node_note(n, peer, EGW_NN_AUTH, EGW_E_OK, true,
+	if (e != EGW_PROTO_ERR_OK) {
+		n->st.drops[EGW_NODE_DROP_PROTO]++;
+		if (e == EGW_PROTO_ERR_MAC)
+			node_note(n, peer, EGW_NODE_NOTE_AUTH, EGW_E_OK, true,
 			     "datagrams from peer %s fail authentication: "
 			     "different key?", pe->cfg.name);
 		return;
@@ -768,12 +768,12 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 	about_register = p.type == EGW_MSG_REGISTER ||
 			 (p.type == EGW_MSG_ERROR && p.msg.state == EGW_MSG_REGISTER);
 	e = session_check(pe, &p, about_register);
-	if (e != EGW_PE_OK) {
+	if (e != EGW_PROTO_ERR_OK) {
 		n->st.proto.refused[e]++;
-		n->st.drops[e == EGW_PE_SESSION ? EGW_ND_SESSION : EGW_ND_REPLAY]++;
+		n->st.drops[e == EGW_PROTO_ERR_SESSION ? EGW_NODE_DROP_SESSION : EGW_NODE_DROP_REPLAY]++;
 		/* rule 6: tell a peer that speaks from another session who
 		 * we are (at most every 200 ms) */
-		if (e == EGW_PE_SESSION)
+		if (e == EGW_PROTO_ERR_SESSION)
 			nudge(n, peer);
 		return;
 	}
@@ -786,7 +786,7 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 		return;
 	}
 	if (!peer_registered(pe)) {
-		n->st.drops[EGW_ND_NOT_REGISTERED]++;
+		n->st.drops[EGW_NODE_DROP_NOT_REGISTERED]++;
 		nudge(n, peer);
 		return;
 	}
@@ -805,7 +805,7 @@ registered_check(struct egw_node *n, uint32_t peer)
 
 	if (reg && !pe->was_registered) {
 		pe->noted = 0;
-		node_note(n, peer, EGW_NN_REGISTERED, EGW_E_OK, false,
+		node_note(n, peer, EGW_NODE_NOTE_REGISTERED, EGW_E_OK, false,
 		     "peer %s registered: session %#lx, %u blocks",
 		     pe->cfg.name, (unsigned long)pe->adopted,
 		     pe->applied.pool_blocks);
@@ -824,7 +824,7 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	peer = find_peer(n, ip, port);
 	if (peer < 0) {
 		/* not even decoded: nothing of an unknown source is parsed */
-		n->st.drops[EGW_ND_UNKNOWN_PEER]++;
+		n->st.drops[EGW_NODE_DROP_UNKNOWN_PEER]++;
 		return;
 	}
 	node_rx(n, (uint32_t)peer, buf, len);
@@ -843,9 +843,9 @@ let_go(struct egw_node *n, uint32_t peer)
 
 	pe->silent = false;
 	if (n->sender != NULL)
-		egw_sender_peer_dead(n->sender, peer, n->now);
+		egw_xfer_sender_peer_dead(n->sender, peer, n->now);
 	if (n->receiver != NULL)
-		egw_receiver_peer_dead(n->receiver, peer, n->now);
+		egw_xfer_receiver_peer_dead(n->receiver, peer, n->now);
 	if (n->ops.peer_down != NULL)
 		n->ops.peer_down(n->ops.ctx, peer, true, n->now);
 	pe->reached = false;
@@ -866,7 +866,7 @@ fence(struct egw_node *n, uint32_t peer)
 	uint64_t old = pe->adopted;
 
 	pe->fence = false;
-	node_note(n, peer, EGW_NN_FENCED, EGW_E_ABORTED, false,
+	node_note(n, peer, EGW_NODE_NOTE_FENCED, EGW_E_ABORTED, false,
 	     "peer %s (session %#lx) did not answer the ABORT of room %#lx "
 	     "rank %u within quarantine_ms (%lu ms): fenced - its rooms "
 	     "failed, its writes cut off (%s), its quarantined blocks back "
@@ -894,9 +894,9 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 		}
 	}
 	if (n->sender != NULL)
-		egw_sender_tick(n->sender, now);
+		egw_xfer_sender_tick(n->sender, now);
 	if (n->receiver != NULL)
-		egw_receiver_tick(n->receiver, now);
+		egw_xfer_receiver_tick(n->receiver, now);
 	for (uint32_t i = 0; i < n->npeers; i++)
 		if (n->peers[i].fence)
 			fence(n, i);
@@ -932,7 +932,7 @@ egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 {
 	n->now = now;
 	if (n->sender != NULL)
-		egw_sender_writes_done(n->sender, cookie, ok, now);
+		egw_xfer_sender_writes_done(n->sender, cookie, ok, now);
 	node_drain_deferred(n);
 }
 
@@ -968,7 +968,7 @@ egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 	if (n->receiver == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	rc = egw_receiver_open(n->receiver, room, rank, nranks, peer, dummy, now);
+	rc = egw_xfer_receiver_open(n->receiver, room, rank, nranks, peer, dummy, now);
 	node_drain_deferred(n);
 	return rc;
 }
@@ -994,7 +994,7 @@ egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
 	if (n->sender == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	rc = egw_sender_open(n->sender, room, nranks, now);
+	rc = egw_xfer_sender_open(n->sender, room, nranks, now);
 	node_drain_deferred(n);
 	return rc;
 }
@@ -1015,7 +1015,7 @@ egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 	if (n->sender == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	rc = egw_sender_input(n->sender, room, total, runs, nruns, now);
+	rc = egw_xfer_sender_input(n->sender, room, total, runs, nruns, now);
 	node_drain_deferred(n);
 	return rc;
 }
@@ -1023,7 +1023,7 @@ egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 bool
 egw_node_sender_has_room(const struct egw_node *n, uint64_t room)
 {
-	return n->sender != NULL && egw_sender_state(n->sender, room) >= 0;
+	return n->sender != NULL && egw_xfer_sender_state(n->sender, room) >= 0;
 }
 
 int
@@ -1035,8 +1035,8 @@ egw_node_abort_room(struct egw_node *n, uint64_t room, uint16_t rank,
 	if ((sender ? (void *)n->sender : (void *)n->receiver) == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	rc = sender ? egw_sender_abort(n->sender, room, now) :
-		      egw_receiver_abort(n->receiver, room, rank, now);
+	rc = sender ? egw_xfer_sender_abort(n->sender, room, now) :
+		      egw_xfer_receiver_abort(n->receiver, room, rank, now);
 	node_drain_deferred(n);
 	return rc;
 }
@@ -1046,9 +1046,9 @@ egw_node_abort_all(struct egw_node *n, uint64_t now)
 {
 	n->now = now;
 	if (n->sender != NULL)
-		egw_sender_abort_all(n->sender, now);
+		egw_xfer_sender_abort_all(n->sender, now);
 	if (n->receiver != NULL)
-		egw_receiver_abort_all(n->receiver, now);
+		egw_xfer_receiver_abort_all(n->receiver, now);
 	node_drain_deferred(n);
 }
 
@@ -1064,13 +1064,13 @@ egw_node_get_stats(const struct egw_node *n, struct egw_node_stats *st)
 	*st = n->st;
 }
 
-const struct egw_sender *
+const struct egw_xfer_sender *
 egw_node_sender(const struct egw_node *n)
 {
 	return n->sender;
 }
 
-const struct egw_receiver *
+const struct egw_xfer_receiver *
 egw_node_receiver(const struct egw_node *n)
 {
 	return n->receiver;

@@ -36,23 +36,23 @@ extern "C" {
 
 /** Why the node dropped a datagram before the state machines. */
 enum egw_node_drop {
-	EGW_ND_UNKNOWN_PEER = 0, /**< source address is no configured peer */
-	EGW_ND_PROTO,            /**< refused by the decoder (see proto stats) */
-	EGW_ND_REPLAY,           /**< a sequence number seen before or too old */
-	EGW_ND_NOT_REGISTERED,   /**< a message while the peer is not registered */
-	EGW_ND_GEOMETRY,         /**< REGISTER with a pool we cannot serve */
-	EGW_ND_ROLE,             /**< a message for a role we do not have */
-	EGW_ND_PAYLOAD,          /**< REGISTER whose memory the driver cannot reach */
-	EGW_ND_SESSION,          /**< not the peer's adopted session (or a retired one) */
-	EGW_ND_NAME,             /**< REGISTER with a name not configured for its address */
-	EGW_ND_MAX
+	EGW_NODE_DROP_UNKNOWN_PEER = 0, /**< source address is no configured peer */
+	EGW_NODE_DROP_PROTO,            /**< refused by the decoder (see proto stats) */
+	EGW_NODE_DROP_REPLAY,           /**< a sequence number seen before or too old */
+	EGW_NODE_DROP_NOT_REGISTERED,   /**< a message while the peer is not registered */
+	EGW_NODE_DROP_GEOMETRY,         /**< REGISTER with a pool we cannot serve */
+	EGW_NODE_DROP_ROLE,             /**< a message for a role we do not have */
+	EGW_NODE_DROP_PAYLOAD,          /**< REGISTER whose memory the driver cannot reach */
+	EGW_NODE_DROP_SESSION,          /**< not the peer's adopted session (or a retired one) */
+	EGW_NODE_DROP_NAME,             /**< REGISTER with a name not configured for its address */
+	EGW_NODE_DROP_MAX
 };
 
 const char *egw_node_drop_name(enum egw_node_drop d);
 
 struct egw_node_stats {
 	uint64_t rx_datagrams, tx_datagrams;
-	uint64_t drops[EGW_ND_MAX];
+	uint64_t drops[EGW_NODE_DROP_MAX];
 	uint64_t registers_rx, registers_tx;
 	uint64_t reregisters;   /**< endpoint changes announced to a peer */
 	uint64_t adoptions;     /**< peer incarnations adopted */
@@ -74,16 +74,16 @@ struct egw_node_stats {
 
 /** What a note is about (egw_node_ops.note). */
 enum egw_node_note_kind {
-	EGW_NN_REGISTERED,    /**< a peer is registered (info) */
-	EGW_NN_RESTARTED,     /**< a peer's new incarnation replaced the
+	EGW_NODE_NOTE_REGISTERED,    /**< a peer is registered (info) */
+	EGW_NODE_NOTE_RESTARTED,     /**< a peer's new incarnation replaced the
 			       *   adopted one: its rooms failed (warning) */
-	EGW_NN_REFUSED,       /**< we refused a peer's REGISTER (error) */
-	EGW_NN_PEER_REFUSED,  /**< a peer refused our REGISTER (error) */
-	EGW_NN_AUTH,          /**< a peer's datagrams fail authentication */
-	EGW_NN_FENCED,        /**< a peer left a quarantine unanswered past
+	EGW_NODE_NOTE_REFUSED,       /**< we refused a peer's REGISTER (error) */
+	EGW_NODE_NOTE_PEER_REFUSED,  /**< a peer refused our REGISTER (error) */
+	EGW_NODE_NOTE_AUTH,          /**< a peer's datagrams fail authentication */
+	EGW_NODE_NOTE_FENCED,        /**< a peer left a quarantine unanswered past
 			       *   quarantine_ns: fenced, its session
 			       *   retired (warning) */
-	EGW_NN_WINDOW,        /**< a window's bind or invalidation failed or
+	EGW_NODE_NOTE_WINDOW,        /**< a window's bind or invalidation failed or
 			       *   passed its deadline (error) */
 };
 
@@ -152,7 +152,7 @@ struct egw_node_ops {
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
 			 uint16_t *mtu, uint64_t now);
 	/** Encode side: an INIT names a room the sender does not know, and
-	 *  the sender would accept it (egw_sender_check_init; a refused INIT
+	 *  the sender would accept it (egw_xfer_sender_check_init; a refused INIT
 	 *  never gets here, so it leaves no state). The application may open
 	 *  the room now (egw_node_sender_open, _input) and returns 0 then;
 	 *  -EGW_E_UNKNOWN_ROOM when the room is none of its own (the INIT is
@@ -269,7 +269,7 @@ uint64_t egw_node_peer_session(const struct egw_node *n, uint32_t peer);
 int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 
 /* Language side */
-/** Open a room for one rank towards `peer` (egw_receiver_open: it waits
+/** Open a room for one rank towards `peer` (egw_xfer_receiver_open: it waits
  *  in the admission queue, as Bootstrapping, until the pool can hold its
  *  first window): 0,
  *  -ENOTSUP without the language role, -EINVAL for bad arguments, or
@@ -284,7 +284,7 @@ int egw_node_release(struct egw_node *n, uint64_t room,
 		     const struct egw_run *runs, uint32_t nruns);
 
 /* Encode side */
-/** The encode side learns of a request (egw_sender_open): 0, -ENOTSUP
+/** The encode side learns of a request (egw_xfer_sender_open): 0, -ENOTSUP
  *  without the encode role, -EINVAL for bad arguments, or -enum egw_err
  *  (EGW_E_BAD_RANK, EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT). */
 int egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
@@ -294,8 +294,8 @@ int egw_node_sender_open(struct egw_node *n, uint64_t room, uint16_t nranks,
  *  -errno as egw_pool_alloc_tokens. */
 int egw_node_alloc_src(struct egw_node *n, uint64_t room, uint32_t tokens,
 		       struct egw_run *runs, uint32_t max_runs);
-/** The encoder's output for `room` (egw_sender_input): 0, -ENOTSUP
- *  without the encode role, or -enum egw_err as egw_sender_input. */
+/** The encoder's output for `room` (egw_xfer_sender_input): 0, -ENOTSUP
+ *  without the encode role, or -enum egw_err as egw_xfer_sender_input. */
 int egw_node_input(struct egw_node *n, uint64_t room, uint32_t total,
 		   const struct egw_run *runs, uint32_t nruns, uint64_t now);
 /** Whether the encode side knows `room`. */
@@ -316,8 +316,8 @@ void egw_node_abort_all(struct egw_node *n, uint64_t now);
 struct egw_pool *egw_node_pool(struct egw_node *n);
 void egw_node_get_stats(const struct egw_node *n, struct egw_node_stats *st);
 /** Engine counters (NULL when the node lacks the role). */
-const struct egw_sender *egw_node_sender(const struct egw_node *n);
-const struct egw_receiver *egw_node_receiver(const struct egw_node *n);
+const struct egw_xfer_sender *egw_node_sender(const struct egw_node *n);
+const struct egw_xfer_receiver *egw_node_receiver(const struct egw_node *n);
 
 #ifdef __cplusplus
 }

@@ -40,8 +40,8 @@ struct node_peer {
 	bool fence;              /* a quarantine expired: fence after them */
 	uint64_t fence_room;     /* ... the first such room, for the note */
 	uint16_t fence_rank;
-	struct egw_replay replay;    /* the adopted session's window */
-	struct egw_replay heard_win; /* REGISTERs from other sessions */
+	struct egw_proto_replay replay;    /* the adopted session's window */
+	struct egw_proto_replay heard_win; /* REGISTERs from other sessions */
 	struct egw_register applied; /* content last applied (reached) */
 	uint32_t my_qpn, my_psn; /* our endpoint as last sent to it */
 	uint64_t next_register;  /* periodic REGISTER */
@@ -104,8 +104,8 @@ struct egw_node {
 	struct egw_node_ops ops;
 	struct egw_pool *pool;
 	struct egw_register self;
-	struct egw_sender *sender;
-	struct egw_receiver *receiver;
+	struct egw_xfer_sender *sender;
+	struct egw_xfer_receiver *receiver;
 	struct node_peer peers[EGW_NODE_MAX_PEERS];
 	uint32_t npeers;
 	uint64_t session, seq;

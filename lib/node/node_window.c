@@ -86,7 +86,7 @@ static void
 window_note(struct egw_node *n, const struct node_window *w, uint32_t b,
 	    const char *what)
 {
-	node_note(n, w->peer, EGW_NN_WINDOW, EGW_E_TRANSPORT, true,
+	node_note(n, w->peer, EGW_NODE_NOTE_WINDOW, EGW_E_TRANSPORT, true,
 	     "window over blocks %u..%u of room %#lx rank %u to peer %s: %s",
 	     b, b + w->count - 1, (unsigned long)w->room, w->rank,
 	     n->peers[w->peer].cfg.name, what);

@@ -71,7 +71,7 @@ egw_pattern_fill(struct egw_pool *p, uint64_t room, uint32_t total,
 
 	if (p == NULL || runs == NULL || nruns == 0)
 		return -EINVAL;
-	eb = egw_geom_unit_bytes(egw_pool_geom(p), EGW_KIND_EMB);
+	eb = egw_pool_geom_unit_bytes(egw_pool_geom(p), EGW_KIND_EMB);
 	FOR_EACH_TOKEN(p, runs, nruns, total, t, b, k) {
 		uint8_t *e = egw_pool_addr(p, EGW_KIND_EMB, b, k);
 		int32_t *f = egw_pool_addr(p, EGW_KIND_FILL_IDS, b, k);
@@ -98,7 +98,7 @@ egw_pattern_check(const struct egw_pool *p, uint64_t room, uint32_t total,
 {
 	const struct egw_aux_rec *aux =
 		egw_pool_addr(p, EGW_KIND_AUX, aux_block, 0);
-	size_t eb = egw_geom_unit_bytes(egw_pool_geom(p), EGW_KIND_EMB);
+	size_t eb = egw_pool_geom_unit_bytes(egw_pool_geom(p), EGW_KIND_EMB);
 	uint8_t want[MAX_EMB_BYTES];
 	uint64_t bad = 0;
 	uint32_t t = 0;

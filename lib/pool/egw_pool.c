@@ -47,7 +47,7 @@ struct egw_pool {
 /* ---- geometry ---------------------------------------------------------- */
 
 int
-egw_geom_check(const struct egw_pool_geom *g)
+egw_pool_geom_check(const struct egw_pool_geom *g)
 {
 	if (g == NULL || g->block_tokens == 0 || g->capacity_tokens == 0 ||
 	    g->capacity_tokens % g->block_tokens != 0 || g->hidden_size == 0 ||
@@ -62,7 +62,7 @@ egw_geom_check(const struct egw_pool_geom *g)
 }
 
 size_t
-egw_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k)
+egw_pool_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k)
 {
 	switch (k) {
 	case EGW_KIND_EMB:
@@ -79,21 +79,21 @@ egw_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k)
 }
 
 size_t
-egw_geom_offset(const struct egw_pool_geom *g, enum egw_kind k, uint32_t block,
+egw_pool_geom_offset(const struct egw_pool_geom *g, enum egw_kind k, uint32_t block,
 		uint32_t token)
 {
 	if (k == EGW_KIND_AUX)
 		return (size_t)block * g->aux_bytes;
 	return ((size_t)block * g->block_tokens + token) *
-	       egw_geom_unit_bytes(g, k);
+	       egw_pool_geom_unit_bytes(g, k);
 }
 
 size_t
-egw_geom_region_bytes(const struct egw_pool_geom *g, enum egw_kind k)
+egw_pool_geom_region_bytes(const struct egw_pool_geom *g, enum egw_kind k)
 {
 	uint32_t nb = g->capacity_tokens / g->block_tokens;
 
-	return egw_geom_offset(g, k, nb, 0);
+	return egw_pool_geom_offset(g, k, nb, 0);
 }
 
 static size_t
@@ -103,12 +103,12 @@ align_up(size_t v, size_t a)
 }
 
 size_t
-egw_geom_mem_bytes(const struct egw_pool_geom *g)
+egw_pool_geom_mem_bytes(const struct egw_pool_geom *g)
 {
 	size_t total = 0;
 
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		total += align_up(egw_geom_region_bytes(g, (enum egw_kind)k),
+		total += align_up(egw_pool_geom_region_bytes(g, (enum egw_kind)k),
 				  EGW_POOL_ALIGN);
 	return total;
 }
@@ -243,9 +243,9 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	struct egw_pool *p;
 	size_t need, off = 0;
 
-	if (out == NULL || egw_geom_check(g) != 0)
+	if (out == NULL || egw_pool_geom_check(g) != 0)
 		return -EINVAL;
-	need = egw_geom_mem_bytes(g);
+	need = egw_pool_geom_mem_bytes(g);
 	if (mem != NULL &&
 	    (mem_len < need || (uintptr_t)mem % EGW_POOL_ALIGN != 0))
 		return -EINVAL;
@@ -276,7 +276,7 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	}
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
 		p->region_off[k] = off;
-		off += align_up(egw_geom_region_bytes(g, (enum egw_kind)k),
+		off += align_up(egw_pool_geom_region_bytes(g, (enum egw_kind)k),
 				EGW_POOL_ALIGN);
 	}
 	/* everything used, then the real blocks free: padding never allocates */
@@ -324,7 +324,7 @@ egw_pool_mem(const struct egw_pool *p)
 void *
 egw_pool_region(const struct egw_pool *p, enum egw_kind k)
 {
-	if ((unsigned)k >= EGW_KIND_MAX || egw_geom_unit_bytes(&p->geom, k) == 0)
+	if ((unsigned)k >= EGW_KIND_MAX || egw_pool_geom_unit_bytes(&p->geom, k) == 0)
 		return NULL;
 	return p->mem + p->region_off[k];
 }
@@ -339,7 +339,7 @@ egw_pool_addr(const struct egw_pool *p, enum egw_kind k, uint32_t block,
 	    (k != EGW_KIND_AUX && token >= p->geom.block_tokens) ||
 	    (k == EGW_KIND_AUX && token != 0))
 		return NULL;
-	return base + egw_geom_offset(&p->geom, k, block, token);
+	return base + egw_pool_geom_offset(&p->geom, k, block, token);
 }
 
 /* ---- alloc / free ------------------------------------------------------ */

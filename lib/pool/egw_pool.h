@@ -84,22 +84,22 @@ struct egw_pool_stats {
 struct egw_pool;
 
 /** Check a geometry; 0 or -EINVAL. */
-int egw_geom_check(const struct egw_pool_geom *g);
+int egw_pool_geom_check(const struct egw_pool_geom *g);
 
 /** Bytes per token of a token kind, per block for EGW_KIND_AUX; 0 if absent. */
-size_t egw_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k);
+size_t egw_pool_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k);
 
 /** Byte offset of (kind, block, token) inside that kind's region. */
-size_t egw_geom_offset(const struct egw_pool_geom *g, enum egw_kind k,
+size_t egw_pool_geom_offset(const struct egw_pool_geom *g, enum egw_kind k,
 		       uint32_t block, uint32_t token);
 
 /** Bytes of one kind's region, and of the whole pool memory (all regions). */
-size_t egw_geom_region_bytes(const struct egw_pool_geom *g, enum egw_kind k);
-size_t egw_geom_mem_bytes(const struct egw_pool_geom *g);
+size_t egw_pool_geom_region_bytes(const struct egw_pool_geom *g, enum egw_kind k);
+size_t egw_pool_geom_mem_bytes(const struct egw_pool_geom *g);
 
 /** Number of blocks needed for `tokens` (ceil). */
 static inline uint32_t
-egw_geom_blocks_for(const struct egw_pool_geom *g, uint64_t tokens)
+egw_pool_geom_blocks_for(const struct egw_pool_geom *g, uint64_t tokens)
 {
 	return (uint32_t)((tokens + g->block_tokens - 1) / g->block_tokens);
 }
@@ -107,7 +107,7 @@ egw_geom_blocks_for(const struct egw_pool_geom *g, uint64_t tokens)
 /**
  * Create a pool. With mem == NULL the pool allocates (and later frees) its
  * own zeroed, page-aligned memory; otherwise `mem` must hold
- * egw_geom_mem_bytes() bytes, be EGW_POOL_ALIGN aligned, and outlive the
+ * egw_pool_geom_mem_bytes() bytes, be EGW_POOL_ALIGN aligned, and outlive the
  * pool (e.g. a shared-memory mapping). Returns 0, -EINVAL or -ENOMEM.
  */
 int egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,

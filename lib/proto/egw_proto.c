@@ -33,7 +33,7 @@ _Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4 &&
 	       EGW_MSGF_ADOPTED == 8, "flags are wire values");
 
 #define PE_TEXT(n, text) text,
-static const char *const pe_names[EGW_PE_MAX] = {
+static const char *const pe_names[EGW_PROTO_ERR_MAX] = {
 	EGW_PROTO_ERR_LIST(PE_TEXT)
 };
 #undef PE_TEXT
@@ -41,7 +41,7 @@ static const char *const pe_names[EGW_PE_MAX] = {
 const char *
 egw_proto_strerror(enum egw_proto_err e)
 {
-	if ((unsigned)e >= EGW_PE_MAX)
+	if ((unsigned)e >= EGW_PROTO_ERR_MAX)
 		return "unknown error";
 	return pe_names[e];
 }
@@ -331,23 +331,23 @@ check_body_size(uint8_t type, size_t body, const uint8_t *p)
 	case EGW_MSG_RESUME:
 		/* nruns is read only once the fixed part is known present */
 		if (body < WIN_FIXED)
-			return EGW_PE_BODY;
+			return EGW_PROTO_ERR_BODY;
 		if (get16(p + 8) > EGW_XFER_MAX_RUNS)
-			return EGW_PE_FIELD;
-		return body == WIN_FIXED + 8u * get16(p + 8) ? EGW_PE_OK
-							     : EGW_PE_BODY;
+			return EGW_PROTO_ERR_FIELD;
+		return body == WIN_FIXED + 8u * get16(p + 8) ? EGW_PROTO_ERR_OK
+							     : EGW_PROTO_ERR_BODY;
 	case EGW_MSG_STATUS:
-		return body == STATUS_BODY ? EGW_PE_OK : EGW_PE_BODY;
+		return body == STATUS_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
 	case EGW_MSG_HEARTBEAT:
-		return body == 0 ? EGW_PE_OK : EGW_PE_BODY;
+		return body == 0 ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
 	case EGW_MSG_ABORT:
-		return body == ABORT_BODY ? EGW_PE_OK : EGW_PE_BODY;
+		return body == ABORT_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
 	case EGW_MSG_ERROR:
-		return body == ERROR_BODY ? EGW_PE_OK : EGW_PE_BODY;
+		return body == ERROR_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
 	case EGW_MSG_REGISTER:
-		return body == REGISTER_BODY ? EGW_PE_OK : EGW_PE_BODY;
+		return body == REGISTER_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
 	default:
-		return EGW_PE_TYPE;
+		return EGW_PROTO_ERR_TYPE;
 	}
 }
 
@@ -374,7 +374,7 @@ parse_register(const uint8_t *p, uint16_t flags, struct egw_register *r)
 {
 	memset(r, 0, sizeof(*r));
 	if (!printable_name(p + R_NAME))
-		return EGW_PE_FIELD;
+		return EGW_PROTO_ERR_FIELD;
 	memcpy(r->name, p + R_NAME, EGW_PROTO_NAME_LEN);
 	r->name[EGW_PROTO_NAME_LEN - 1] = '\0';
 	memcpy(r->gid, p + R_GID, 16);
@@ -402,7 +402,7 @@ parse_register(const uint8_t *p, uint16_t flags, struct egw_register *r)
 	    r->ack_qpn > 0xffffffu || r->ack_psn > 0xffffffu ||
 	    ((flags & EGW_MSGF_ADOPTED) && r->peer_session == 0) ||
 	    (r->peer_session == 0) != (r->peer_seq == 0))
-		return EGW_PE_FIELD;
+		return EGW_PROTO_ERR_FIELD;
 	if (r->qpn > 0xffffffu || r->psn > 0xffffffu ||
 	    r->mtu < 256 || r->mtu > 4096 || (r->mtu & (r->mtu - 1)) != 0 ||
 	    r->roles == 0 || (r->roles & ~(EGW_ROLE_ENCODE | EGW_ROLE_LANGUAGE)) ||
@@ -410,8 +410,8 @@ parse_register(const uint8_t *p, uint16_t flags, struct egw_register *r)
 	    r->hidden_size == 0 ||
 	    (r->dtype_bytes != 1 && r->dtype_bytes != 2 && r->dtype_bytes != 4) ||
 	    r->aux_bytes < sizeof(struct egw_aux_rec))
-		return EGW_PE_FIELD;
-	return EGW_PE_OK;
+		return EGW_PROTO_ERR_FIELD;
+	return EGW_PROTO_ERR_OK;
 }
 
 static enum egw_proto_err
@@ -425,7 +425,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 	if (type == EGW_MSG_REGISTER) {
 		if (get16(b + H_RANK) || get16(b + H_NRANKS) ||
 		    get64(b + H_ROOM) || get32(b + H_OFFSET))
-			return EGW_PE_FIELD;
+			return EGW_PROTO_ERR_FIELD;
 		return parse_register(p, out->flags, &out->reg);
 	}
 	m->type = type;
@@ -438,12 +438,12 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 	if (type == EGW_MSG_HEARTBEAT ||
 	    (type == EGW_MSG_ERROR && p[0] == EGW_MSG_REGISTER)) {
 		if (m->rank || m->nranks || m->room || m->offset)
-			return EGW_PE_FIELD;
+			return EGW_PROTO_ERR_FIELD;
 		if (type == EGW_MSG_HEARTBEAT)
-			return EGW_PE_OK;
+			return EGW_PROTO_ERR_OK;
 	} else if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
 		   m->rank >= m->nranks) {
-		return EGW_PE_FIELD; /* a room message names a valid rank */
+		return EGW_PROTO_ERR_FIELD; /* a room message names a valid rank */
 	}
 	switch (type) {
 	case EGW_MSG_INIT:
@@ -454,9 +454,9 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		for (int k = 0; k < EGW_KIND_MAX; k++)
 			m->rkeys[k] = get32(p + 12 + 4 * k);
 		if (get16(p + 10) != 0)
-			return EGW_PE_RESERVED;
+			return EGW_PROTO_ERR_RESERVED;
 		if ((type == EGW_MSG_INIT) != (m->offset == 0))
-			return EGW_PE_FIELD;
+			return EGW_PROTO_ERR_FIELD;
 		for (uint16_t i = 0; i < m->nruns; i++) {
 			m->runs[i].start = get32(p + WIN_FIXED + 8u * i);
 			m->runs[i].count = get32(p + WIN_FIXED + 8u * i + 4);
@@ -469,33 +469,33 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		m->landed_tokens = get32(p + 8);
 		m->accepted_tokens = get32(p + 12);
 		if (p[1] != 0)
-			return EGW_PE_RESERVED;
+			return EGW_PROTO_ERR_RESERVED;
 		if (m->state > EGW_ST_FAILED || wire_err >= EGW_E_COUNT ||
 		    m->total_tokens > EGW_XFER_MAX_TOKENS)
-			return EGW_PE_FIELD;
+			return EGW_PROTO_ERR_FIELD;
 		break;
 	case EGW_MSG_ABORT:
 		wire_err = get16(p);
 		m->abort_id = get16(p + 2);
 		/* an ABORT says why: like ERROR's, its code is never 0 */
 		if (wire_err == 0 || wire_err >= EGW_E_COUNT)
-			return EGW_PE_FIELD;
+			return EGW_PROTO_ERR_FIELD;
 		break;
 	case EGW_MSG_ERROR:
 		m->state = p[0];
 		wire_err = get16(p + 2);
 		if (p[1] != 0)
-			return EGW_PE_RESERVED;
+			return EGW_PROTO_ERR_RESERVED;
 		if (m->state < EGW_MSG_INIT || m->state > EGW_MSG_REGISTER ||
 		    wire_err == 0 || wire_err >= EGW_E_COUNT)
-			return EGW_PE_FIELD;
+			return EGW_PROTO_ERR_FIELD;
 		break;
 	default:
-		return EGW_PE_TYPE;
+		return EGW_PROTO_ERR_TYPE;
 	}
 	m->error = (uint16_t)egw_err_from_wire(wire_err);
 	(void)body;
-	return EGW_PE_OK;
+	return EGW_PROTO_ERR_OK;
 }
 
 enum egw_proto_err
@@ -503,82 +503,82 @@ egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
 		 size_t len, struct egw_pkt *out,
 		 struct egw_proto_stats *stats)
 {
-	enum egw_proto_err e = EGW_PE_OK;
+	enum egw_proto_err e = EGW_PROTO_ERR_OK;
 	uint8_t tag[EGW_PROTO_TAG_LEN];
 	size_t body = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (len < EGW_PROTO_HDR_LEN + EGW_PROTO_TAG_LEN)
-		e = EGW_PE_SHORT;
+		e = EGW_PROTO_ERR_SHORT;
 	else if (len > EGW_PROTO_MAX_LEN)
-		e = EGW_PE_LONG;
+		e = EGW_PROTO_ERR_LONG;
 	else if (get32(buf + H_MAGIC) != EGW_PROTO_MAGIC)
-		e = EGW_PE_MAGIC;
+		e = EGW_PROTO_ERR_MAGIC;
 	else if (buf[H_VERSION] != EGW_PROTO_VERSION)
-		e = EGW_PE_VERSION;
+		e = EGW_PROTO_ERR_VERSION;
 	else if (buf[H_TYPE] < EGW_MSG_INIT || buf[H_TYPE] > EGW_MSG_REGISTER)
-		e = EGW_PE_TYPE;
+		e = EGW_PROTO_ERR_TYPE;
 	else if ((get16(buf + H_FLAGS) & ~allowed_flags(buf[H_TYPE])) != 0)
-		e = EGW_PE_FLAGS;
+		e = EGW_PROTO_ERR_FLAGS;
 	else if ((body = get16(buf + H_BODY_LEN)) !=
 		 len - EGW_PROTO_HDR_LEN - EGW_PROTO_TAG_LEN)
-		e = EGW_PE_LENGTH;
+		e = EGW_PROTO_ERR_LENGTH;
 	else if (get16(buf + H_RSV1) != 0 || get32(buf + H_RSV2) != 0)
-		e = EGW_PE_RESERVED;
+		e = EGW_PROTO_ERR_RESERVED;
 	else if ((e = check_body_size(buf[H_TYPE], body,
-				      buf + EGW_PROTO_HDR_LEN)) != EGW_PE_OK)
+				      buf + EGW_PROTO_HDR_LEN)) != EGW_PROTO_ERR_OK)
 		; /* size known bad */
 	else {
 		mac(key, buf, EGW_PROTO_HDR_LEN + body, tag);
 		if (crypto_verify_16(tag, buf + EGW_PROTO_HDR_LEN + body) != 0)
-			e = EGW_PE_MAC;
+			e = EGW_PROTO_ERR_MAC;
 	}
-	if (e == EGW_PE_OK) {
+	if (e == EGW_PROTO_ERR_OK) {
 		out->type = buf[H_TYPE];
 		out->flags = get16(buf + H_FLAGS);
 		out->session = get64(buf + H_SESSION);
 		out->seq = get64(buf + H_SEQ);
 		if (out->seq == 0 || out->session == 0)
-			e = EGW_PE_FIELD;
+			e = EGW_PROTO_ERR_FIELD;
 		else
 			e = parse_body(buf, body, out);
 		out->reg.session = out->session;
 	}
 	if (stats != NULL) {
-		if (e == EGW_PE_OK)
+		if (e == EGW_PROTO_ERR_OK)
 			stats->ok++;
 		else
 			stats->refused[e]++;
 	}
-	if (e != EGW_PE_OK)
+	if (e != EGW_PROTO_ERR_OK)
 		memset(out, 0, sizeof(*out));
 	return e;
 }
 
 enum egw_proto_err
-egw_replay_check(struct egw_replay *r, uint64_t session, uint64_t seq)
+egw_proto_replay_check(struct egw_proto_replay *r, uint64_t session, uint64_t seq)
 {
 	uint64_t d;
 
 	if (seq == 0)
-		return EGW_PE_REPLAY;
+		return EGW_PROTO_ERR_REPLAY;
 	if (session != r->session || session == 0)
-		return EGW_PE_SESSION;
+		return EGW_PROTO_ERR_SESSION;
 	if (seq > r->top) {
 		d = seq - r->top;
 		r->bitmap = d >= EGW_PROTO_REPLAY_WINDOW ? 1 : (r->bitmap << d) | 1;
 		r->top = seq;
-		return EGW_PE_OK;
+		return EGW_PROTO_ERR_OK;
 	}
 	d = r->top - seq;
 	if (d >= EGW_PROTO_REPLAY_WINDOW || (r->bitmap >> d) & 1)
-		return EGW_PE_REPLAY;
+		return EGW_PROTO_ERR_REPLAY;
 	r->bitmap |= 1ull << d;
-	return EGW_PE_OK;
+	return EGW_PROTO_ERR_OK;
 }
 
 void
-egw_replay_start(struct egw_replay *r, uint64_t session, uint64_t seq)
+egw_proto_replay_start(struct egw_proto_replay *r, uint64_t session, uint64_t seq)
 {
 	r->session = session;
 	r->top = seq;

@@ -45,7 +45,7 @@ extern "C" {
 
 /**
  * Why a datagram was refused, X(NAME, text): enum egw_proto_err is
- * EGW_PE_NAME in this order, and each has a counter in egw_proto_stats.
+ * EGW_PROTO_ERR_NAME in this order, and each has a counter in egw_proto_stats.
  */
 #define EGW_PROTO_ERR_LIST(X) \
 	X(OK, "ok") \
@@ -64,10 +64,10 @@ extern "C" {
 	X(SESSION, "not the peer's adopted session")
 
 enum egw_proto_err {
-#define EGW_PROTO_ERR_ENUM_(n, text) EGW_PE_##n,
+#define EGW_PROTO_ERR_ENUM_(n, text) EGW_PROTO_ERR_##n,
 	EGW_PROTO_ERR_LIST(EGW_PROTO_ERR_ENUM_)
 #undef EGW_PROTO_ERR_ENUM_
-	EGW_PE_MAX
+	EGW_PROTO_ERR_MAX
 };
 
 const char *egw_proto_strerror(enum egw_proto_err e);
@@ -122,7 +122,7 @@ struct egw_pkt {
 };
 
 /** Replay state the receiver keeps for one session of a peer. */
-struct egw_replay {
+struct egw_proto_replay {
 	uint64_t session;    /**< the session this window is for (0: none) */
 	uint64_t top;        /**< highest sequence accepted */
 	uint64_t bitmap;     /**< bit i: top - i accepted */
@@ -130,7 +130,7 @@ struct egw_replay {
 
 struct egw_proto_stats {
 	uint64_t ok;
-	uint64_t refused[EGW_PE_MAX];
+	uint64_t refused[EGW_PROTO_ERR_MAX];
 };
 
 /** A key schedule: the 32-byte pre-shared key. */
@@ -178,8 +178,8 @@ int egw_proto_encode_register(const struct egw_proto_key *key,
  * past `len`, never
  * allocates. Structure is checked before the MAC, the body after it: no
  * field of an unauthenticated datagram is ever interpreted. Replay is the
- * caller's next step (egw_replay_check), once it knows the peer.
- * @return EGW_PE_OK or the reason; `stats`, if given, is counted.
+ * caller's next step (egw_proto_replay_check), once it knows the peer.
+ * @return EGW_PROTO_ERR_OK or the reason; `stats`, if given, is counted.
  */
 enum egw_proto_err egw_proto_decode(const struct egw_proto_key *key,
 				    const uint8_t *buf, size_t len,
@@ -188,16 +188,16 @@ enum egw_proto_err egw_proto_decode(const struct egw_proto_key *key,
 
 /**
  * Accept (session, seq) at most once: a session other than the window's
- * is refused (EGW_PE_SESSION: which sessions a peer may use is the
- * caller's decision, see egw_replay_start), within it a sequence number
+ * is refused (EGW_PROTO_ERR_SESSION: which sessions a peer may use is the
+ * caller's decision, see egw_proto_replay_start), within it a sequence number
  * is accepted once and only if it is within the window below the highest.
  * Updates `r` only on success.
  */
-enum egw_proto_err egw_replay_check(struct egw_replay *r, uint64_t session,
+enum egw_proto_err egw_proto_replay_check(struct egw_proto_replay *r, uint64_t session,
 				    uint64_t seq);
 /** Start the window for `session` at `seq` (accepted): top = seq, bitmap
  *  = 1. */
-void egw_replay_start(struct egw_replay *r, uint64_t session, uint64_t seq);
+void egw_proto_replay_start(struct egw_proto_replay *r, uint64_t session, uint64_t seq);
 
 #ifdef __cplusplus
 }

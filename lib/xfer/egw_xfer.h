@@ -147,7 +147,7 @@ enum egw_act_type {
 			       *   peer is broken for that memory. The
 			       *   application makes sure no write of the
 			       *   peer can land any more (verbs: reset its
-			       *   QP), then calls egw_receiver_peer_dead,
+			       *   QP), then calls egw_xfer_receiver_peer_dead,
 			       *   which returns the blocks (doc/xfer.md,
 			       *   "Quarantine") */
 };
@@ -249,7 +249,7 @@ struct egw_xfer_conf {
 	bool announce_early;        /**< sender: total in the INIT answer */
 	/** receiver: every window is one run (one contiguous range per kind,
 	 *  which one memory window per kind can cover) and carries the keys
-	 *  given with its allocation (egw_receiver_alloc_done_keys) */
+	 *  given with its allocation (egw_xfer_receiver_alloc_done_keys) */
 	bool window_keys;
 	struct egw_xfer_timers timers;
 	egw_emit_fn emit;
@@ -312,15 +312,15 @@ uint64_t egw_xfer_wait_quantile(const struct egw_xfer_stats *st, double q);
 
 /* ---- receiver (language side) ------------------------------------------ */
 
-struct egw_receiver;
+struct egw_xfer_receiver;
 
 /** 0, -EINVAL (bad configuration or policy), -ENOMEM. */
-int egw_receiver_create(const struct egw_xfer_conf *c,
+int egw_xfer_receiver_create(const struct egw_xfer_conf *c,
 			const struct egw_policy *policy,
-			struct egw_receiver **out);
-void egw_receiver_destroy(struct egw_receiver *r);
+			struct egw_xfer_receiver **out);
+void egw_xfer_receiver_destroy(struct egw_xfer_receiver *r);
 /** 0, or -EINVAL for peer >= max_peers. */
-int egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now);
+int egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer, uint64_t now);
 
 /** Open a room for one rank: it joins the admission queue (FIFO), which
  *  allocates its first window and sends INIT as soon as the pool can hold
@@ -328,61 +328,61 @@ int egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now);
  *  Bootstrapping. 0, -EINVAL (NULL engine), or -enum egw_err:
  *  EGW_E_UNKNOWN_PEER, EGW_E_PEER_DEAD, EGW_E_BAD_RANK,
  *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT (room table full). */
-int egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
+int egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
 		      uint16_t nranks, uint32_t peer, bool dummy, uint64_t now);
 /** Result of an EGW_ACT_ALLOC: n > 0 runs, or n = -errno (the pool's
  *  answer). Returns 0 or -enum egw_err (a stale or unknown request). */
-int egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room,
+int egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room,
 			    uint16_t rank, const struct egw_run *runs, int n,
 			    uint64_t now);
 /** The same with the window's keys, one per kind (0: the region's), for
  *  its INIT/RESUME; rkeys NULL: all 0. With window_keys, n > 1 is refused
  *  like any other answer that does not fit the request. */
-int egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
+int egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
 				 uint16_t rank, const struct egw_run *runs, int n,
 				 const uint32_t rkeys[EGW_KIND_MAX], uint64_t now);
 /** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
  *  argument), or -enum egw_err: why the message was refused (counted in
  *  stats.rejected). */
-int egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
+int egw_xfer_receiver_on_msg(struct egw_xfer_receiver *r, uint32_t peer,
 			const struct egw_msg *m, uint64_t now);
 /** The local app gives up on a room: DONE(ABORTED) now; the sender hears
  *  ABORT and the blocks go back once it answers with ABORT ACK (doc/xfer.md,
  *  "Quarantine"). 0 or -EGW_E_UNKNOWN_ROOM (not open, or ended). */
-int egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
+int egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
 		       uint64_t now);
-void egw_receiver_tick(struct egw_receiver *r, uint64_t now);
+void egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now);
 /** Shutdown: abort every open room, tell the peers, and free every block
  *  at once (quarantined ones too: the payload path goes with it). */
-void egw_receiver_abort_all(struct egw_receiver *r, uint64_t now);
+void egw_xfer_receiver_abort_all(struct egw_xfer_receiver *r, uint64_t now);
 /** Declare a peer dead now (e.g. the transport lost it). */
-void egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer,
+void egw_xfer_receiver_peer_dead(struct egw_xfer_receiver *r, uint32_t peer,
 			    uint64_t now);
 /** enum egw_state of a room (a queued one reads Bootstrapping), or
  *  -EGW_E_UNKNOWN_ROOM (not open, or ended: a failed room waiting for its
  *  ABORT ACK has ended for the app). */
-int egw_receiver_state(const struct egw_receiver *r, uint64_t room,
+int egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room,
 		       uint16_t rank);
-void egw_receiver_get_stats(const struct egw_receiver *r,
+void egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r,
 			    struct egw_xfer_stats *st);
 /** The policy, e.g. to read its current default. */
-const struct egw_policy *egw_receiver_policy(const struct egw_receiver *r);
+const struct egw_policy *egw_xfer_receiver_policy(const struct egw_xfer_receiver *r);
 
 /* ---- sender (encode side) ---------------------------------------------- */
 
-struct egw_sender;
+struct egw_xfer_sender;
 
 /** 0, -EINVAL (bad configuration), -ENOMEM. */
-int egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out);
-void egw_sender_destroy(struct egw_sender *s);
+int egw_xfer_sender_create(const struct egw_xfer_conf *c, struct egw_xfer_sender **out);
+void egw_xfer_sender_destroy(struct egw_xfer_sender *s);
 /** 0, or -EINVAL for peer >= max_peers. */
-int egw_sender_peer_add(struct egw_sender *s, uint32_t peer,
+int egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer,
 			uint32_t pool_blocks, uint64_t now);
 
 /** The encode side learns of a request that `nranks` ranks will fetch.
  *  0, -EINVAL (NULL engine), or -enum egw_err: EGW_E_BAD_RANK (nranks),
  *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT. */
-int egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
+int egw_xfer_sender_open(struct egw_xfer_sender *s, uint64_t room, uint16_t nranks,
 		    uint64_t now);
 /**
  * The encoder's output is in the local pool: `total` tokens in the blocks
@@ -392,12 +392,12 @@ int egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
  * EGW_E_TOO_LARGE, EGW_E_BAD_BLOCKS, EGW_E_BLOCK_TOKENS,
  * EGW_E_ALLOC_MISMATCH (runs do not cover the total).
  */
-int egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
+int egw_xfer_sender_input(struct egw_xfer_sender *s, uint64_t room, uint32_t total,
 		     const struct egw_run *runs, uint32_t nruns, uint64_t now);
 /** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
  *  argument), or -enum egw_err: why the message was refused (counted in
  *  stats.rejected; the peer hears an ERROR where one is due). */
-int egw_sender_on_msg(struct egw_sender *s, uint32_t peer,
+int egw_xfer_sender_on_msg(struct egw_xfer_sender *s, uint32_t peer,
 		      const struct egw_msg *m, uint64_t now);
 /**
  * Check an INIT for a room the sender does not know as the room would
@@ -406,32 +406,32 @@ int egw_sender_on_msg(struct egw_sender *s, uint32_t peer,
  * this first, so a refused INIT leaves no state. 0 when the INIT would be
  * accepted, -EINVAL (NULL argument), or the -enum egw_err it would get.
  */
-int egw_sender_check_init(struct egw_sender *s, uint32_t peer,
+int egw_xfer_sender_check_init(struct egw_xfer_sender *s, uint32_t peer,
 			  const struct egw_msg *m);
 /**
  * Refuse a request with ERROR(e) echoing it (type, offset, room, rank),
  * counted in stats.rejected: the answer for an INIT that a producer
  * refused (EGW_E_NO_SLOT, EGW_E_TOO_LARGE, EGW_E_BEYOND_TOTAL, EGW_E_BUSY)
- * or that egw_sender_check_init() refused. Returns -e, or -EINVAL (NULL
+ * or that egw_xfer_sender_check_init() refused. Returns -e, or -EINVAL (NULL
  * argument, e not a code), -EGW_E_UNKNOWN_PEER.
  */
-int egw_sender_refuse(struct egw_sender *s, uint32_t peer,
+int egw_xfer_sender_refuse(struct egw_xfer_sender *s, uint32_t peer,
 		      const struct egw_msg *m, enum egw_err e, uint64_t now);
 /** Writes of an EGW_ACT_POST_WRITES completed; ok == false fails the room.
  *  0, or -enum egw_err for a cookie that is stale (EGW_E_UNKNOWN_ROOM),
  *  malformed (EGW_E_BAD_RANK) or already completed (EGW_E_STATE). */
-int egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
+int egw_xfer_sender_writes_done(struct egw_xfer_sender *s, uint64_t cookie, bool ok,
 			   uint64_t now);
 /** 0 or -EGW_E_UNKNOWN_ROOM. */
-int egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now);
-void egw_sender_tick(struct egw_sender *s, uint64_t now);
+int egw_xfer_sender_abort(struct egw_xfer_sender *s, uint64_t room, uint64_t now);
+void egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now);
 /** Shutdown: fail every open room as aborted and tell its ranks. */
-void egw_sender_abort_all(struct egw_sender *s, uint64_t now);
-void egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now);
+void egw_xfer_sender_abort_all(struct egw_xfer_sender *s, uint64_t now);
+void egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer, uint64_t now);
 /** enum egw_state of a room (a finished one while it lingers), or
  *  -EGW_E_UNKNOWN_ROOM. */
-int egw_sender_state(const struct egw_sender *s, uint64_t room);
-void egw_sender_get_stats(const struct egw_sender *s,
+int egw_xfer_sender_state(const struct egw_xfer_sender *s, uint64_t room);
+void egw_xfer_sender_get_stats(const struct egw_xfer_sender *s,
 			  struct egw_xfer_stats *st);
 
 #ifdef __cplusplus

@@ -61,7 +61,7 @@ egw_xfer_conf_default(struct egw_xfer_conf *c, const struct egw_pool_geom *g)
 /* ---- core -------------------------------------------------------------- */
 
 int
-core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
+xfer_core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 {
 	uint32_t buckets = 4;
 
@@ -70,7 +70,7 @@ core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 	    c->max_rooms > (1u << 24) || c->max_peers == 0 ||
 	    c->max_runs_per_room == 0 || c->pipeline_depth == 0 ||
 	    c->pipeline_depth >= EGW_XFER_PIPE || c->timers.rto_ns == 0 ||
-	    c->timers.rto_max_ns < c->timers.rto_ns || egw_geom_check(&c->geom) != 0)
+	    c->timers.rto_max_ns < c->timers.rto_ns || egw_pool_geom_check(&c->geom) != 0)
 		return -EINVAL;
 	core->conf = *c;
 	while (buckets < 2 * c->max_rooms)
@@ -84,7 +84,7 @@ core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 	core->gen = calloc(c->max_rooms, sizeof(*core->gen));
 	if (core->tab == NULL || core->peers == NULL || core->free_idx == NULL ||
 	    core->active == NULL || core->active_pos == NULL || core->gen == NULL) {
-		core_fini(core);
+		xfer_core_fini(core);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < c->max_rooms; i++)
@@ -94,7 +94,7 @@ core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 }
 
 void
-core_fini(struct xfer_core *core)
+xfer_core_fini(struct xfer_core *core)
 {
 	free(core->tab);
 	free(core->peers);
@@ -114,7 +114,7 @@ hash_key(uint64_t room, uint32_t rank)
 }
 
 int32_t
-core_find(const struct xfer_core *core, uint64_t room, uint32_t rank)
+xfer_core_find(const struct xfer_core *core, uint64_t room, uint32_t rank)
 {
 	uint32_t i = hash_key(room, rank) & core->tab_mask;
 
@@ -127,11 +127,11 @@ core_find(const struct xfer_core *core, uint64_t room, uint32_t rank)
 }
 
 int32_t
-core_take(struct xfer_core *core, uint64_t room, uint32_t rank)
+xfer_core_take(struct xfer_core *core, uint64_t room, uint32_t rank)
 {
 	uint32_t i, idx;
 
-	if (core_find(core, room, rank) >= 0)
+	if (xfer_core_find(core, room, rank) >= 0)
 		return -EGW_E_DUPLICATE_ROOM;
 	if (core->nfree == 0)
 		return -EGW_E_NO_SLOT;
@@ -150,7 +150,7 @@ core_take(struct xfer_core *core, uint64_t room, uint32_t rank)
 }
 
 void
-core_probe_delete(const struct core_probe_table *t, uint32_t hole)
+xfer_core_probe_delete(const struct xfer_core_probe_table *t, uint32_t hole)
 {
 	uint8_t *slots = t->slots;
 	uint32_t i = hole, j = hole;
@@ -189,9 +189,9 @@ slot_clear(void *slot)
 }
 
 void
-core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
+xfer_core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
 {
-	const struct core_probe_table tab = {
+	const struct xfer_core_probe_table tab = {
 		.slots = core->tab, .size = sizeof(*core->tab),
 		.mask = core->tab_mask, .home = slot_home, .clear = slot_clear,
 	};
@@ -202,7 +202,7 @@ core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
 			return; /* not there: nothing to undo */
 		i = (i + 1) & core->tab_mask;
 	}
-	core_probe_delete(&tab, i);
+	xfer_core_probe_delete(&tab, i);
 	pos = core->active_pos[idx];
 	last = core->active[--core->nactive];
 	core->active[pos] = last;
@@ -213,7 +213,7 @@ core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
 }
 
 int
-core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
+xfer_core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 	      uint64_t now)
 {
 	if (peer >= core->conf.max_peers)
@@ -227,10 +227,10 @@ core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 }
 
 int
-core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now)
+xfer_core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now)
 {
 	if (peer >= core->conf.max_peers || !core->peers[peer].used)
-		return core_reject(core, EGW_E_UNKNOWN_PEER);
+		return xfer_core_reject(core, EGW_E_UNKNOWN_PEER);
 	core->peers[peer].last_rx = now;
 	core->peers[peer].dead = false;
 	core->stats.rx_msgs++;
@@ -238,8 +238,8 @@ core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now)
 }
 
 void
-core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
-	       bool announce, core_on_dead_fn on_dead, void *eng)
+xfer_core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
+	       bool announce, xfer_core_on_dead_fn on_dead, void *eng)
 {
 	if (peer < core->conf.max_peers && core->peers[peer].used &&
 	    !core->peers[peer].dead) {
@@ -248,13 +248,13 @@ core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
 		core->peers[peer].dead = true;
 		core->stats.peers_dead++;
 		if (announce)
-			core_emit(core, &a);
+			xfer_core_emit(core, &a);
 	}
 	on_dead(eng, peer, now);
 }
 
 void
-core_peer_tick(struct xfer_core *core, uint64_t now, core_on_dead_fn on_dead,
+xfer_core_peer_tick(struct xfer_core *core, uint64_t now, xfer_core_on_dead_fn on_dead,
 	       void *eng)
 {
 	for (uint32_t p = 0; p < core->conf.max_peers; p++) {
@@ -265,36 +265,36 @@ core_peer_tick(struct xfer_core *core, uint64_t now, core_on_dead_fn on_dead,
 		if (now >= pe->next_hb) {
 			struct egw_msg m = { .type = EGW_MSG_HEARTBEAT };
 
-			core_send(core, p, &m);
+			xfer_core_send(core, p, &m);
 			pe->next_hb = now + core->conf.timers.heartbeat_ns;
 		}
 		if (!pe->dead && now - pe->last_rx >= core->conf.timers.peer_dead_ns)
-			core_peer_dead(core, p, now, true, on_dead, eng);
+			xfer_core_peer_dead(core, p, now, true, on_dead, eng);
 	}
 }
 
 void
-core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m)
+xfer_core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m)
 {
 	struct egw_act a = { .type = EGW_ACT_SEND, .peer = peer,
 			     .room = m->room, .rank = m->rank, .msg = m };
 
-	core_emit(core, &a);
+	xfer_core_emit(core, &a);
 }
 
 void
-core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
+xfer_core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
 	       const struct egw_run *runs, uint32_t n)
 {
 	struct egw_act a = { .type = EGW_ACT_FREE, .room = room, .rank = rank,
 			     .runs = runs, .nruns = n };
 
 	if (n > 0)
-		core_emit(core, &a);
+		xfer_core_emit(core, &a);
 }
 
 void
-core_done(struct xfer_core *core, uint64_t room, uint16_t rank, enum egw_err e)
+xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank, enum egw_err e)
 {
 	struct egw_act a = { .type = EGW_ACT_DONE, .room = room, .rank = rank,
 			     .error = e };
@@ -305,18 +305,18 @@ core_done(struct xfer_core *core, uint64_t room, uint16_t rank, enum egw_err e)
 		core->stats.rooms_failed++;
 		core->stats.failed[egw_err_to_wire(e)]++;
 	}
-	core_emit(core, &a);
+	xfer_core_emit(core, &a);
 }
 
 int
-core_reject(struct xfer_core *core, enum egw_err e)
+xfer_core_reject(struct xfer_core *core, enum egw_err e)
 {
 	core->stats.rejected[egw_err_to_wire(e)]++;
 	return -(int)e;
 }
 
 int64_t
-core_check_runs(const struct egw_run *runs, uint32_t n, uint32_t pool_blocks)
+xfer_core_check_runs(const struct egw_run *runs, uint32_t n, uint32_t pool_blocks)
 {
 	int64_t blocks = 0;
 

@@ -41,7 +41,7 @@ struct xfer_core {
  * sees it: `nslots` (a power of two, mask = nslots - 1) slots of `size`
  * bytes; home() gives a used slot's home bucket and UINT32_MAX for an
  * empty one, clear() empties a slot. */
-struct core_probe_table {
+struct xfer_core_probe_table {
 	void *slots;
 	size_t size;
 	uint32_t mask;
@@ -52,53 +52,53 @@ struct core_probe_table {
 /* Empty slot `hole` and close the gap by backward-shift deletion: the
  * probe chains stay intact without tombstone markers. Used by the room
  * table and the sender's tombstones. */
-void core_probe_delete(const struct core_probe_table *t, uint32_t hole);
+void xfer_core_probe_delete(const struct xfer_core_probe_table *t, uint32_t hole);
 
-int core_init(struct xfer_core *core, const struct egw_xfer_conf *c);
-void core_fini(struct xfer_core *core);
+int xfer_core_init(struct xfer_core *core, const struct egw_xfer_conf *c);
+void xfer_core_fini(struct xfer_core *core);
 
 /* Room table: key (room, rank). Returns the index or -1. */
-int32_t core_find(const struct xfer_core *core, uint64_t room, uint32_t rank);
+int32_t xfer_core_find(const struct xfer_core *core, uint64_t room, uint32_t rank);
 /* New room index for the key: >= 0, -EGW_E_DUPLICATE_ROOM, -EGW_E_NO_SLOT. */
-int32_t core_take(struct xfer_core *core, uint64_t room, uint32_t rank);
-void core_release(struct xfer_core *core, uint64_t room, uint32_t rank,
+int32_t xfer_core_take(struct xfer_core *core, uint64_t room, uint32_t rank);
+void xfer_core_release(struct xfer_core *core, uint64_t room, uint32_t rank,
 		  uint32_t idx);
 
-int core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
+int xfer_core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 		  uint64_t now);
 /* A message arrived from `peer`: 0, or -EGW_E_UNKNOWN_PEER (counted). */
-int core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now);
+int xfer_core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now);
 /* What an engine does when one of its peers dies: fail its rooms. */
-typedef void (*core_on_dead_fn)(void *eng, uint32_t peer, uint64_t now);
+typedef void (*xfer_core_on_dead_fn)(void *eng, uint32_t peer, uint64_t now);
 
 /* A peer is dead: marked and counted once, announced (EGW_ACT_PEER_DEAD)
  * when `announce` (the heartbeat deadline found it; a caller that declares
  * it dead knows already), and its rooms failed through on_dead. */
-void core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
-		    bool announce, core_on_dead_fn on_dead, void *eng);
-/* Heartbeats, and core_peer_dead for each peer silent past its deadline. */
-void core_peer_tick(struct xfer_core *core, uint64_t now,
-		    core_on_dead_fn on_dead, void *eng);
+void xfer_core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
+		    bool announce, xfer_core_on_dead_fn on_dead, void *eng);
+/* Heartbeats, and xfer_core_peer_dead for each peer silent past its deadline. */
+void xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
+		    xfer_core_on_dead_fn on_dead, void *eng);
 
 static inline void
-core_emit(struct xfer_core *core, const struct egw_act *a)
+xfer_core_emit(struct xfer_core *core, const struct egw_act *a)
 {
 	if (a->type == EGW_ACT_SEND)
 		core->stats.tx_msgs++;
 	core->conf.emit(core->conf.emit_ctx, a);
 }
 
-void core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m);
-void core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
+void xfer_core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m);
+void xfer_core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
 		    const struct egw_run *runs, uint32_t n);
-void core_done(struct xfer_core *core, uint64_t room, uint16_t rank,
+void xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank,
 	       enum egw_err e);
 /* Count a refused message; returns -e for the caller to hand back. */
-int core_reject(struct xfer_core *core, enum egw_err e);
+int xfer_core_reject(struct xfer_core *core, enum egw_err e);
 
 /* Next retransmission timeout: double, up to the ceiling. */
 static inline uint64_t
-core_backoff(const struct xfer_core *core, uint64_t rto)
+xfer_core_backoff(const struct xfer_core *core, uint64_t rto)
 {
 	uint64_t n = rto * 2;
 
@@ -107,7 +107,7 @@ core_backoff(const struct xfer_core *core, uint64_t rto)
 
 /* Check a window's run list against a pool of `pool_blocks`: counts,
  * bounds and no overlap. Returns the block count or -egw_err. */
-int64_t core_check_runs(const struct egw_run *runs, uint32_t n,
+int64_t xfer_core_check_runs(const struct egw_run *runs, uint32_t n,
 			uint32_t pool_blocks);
 
 #endif /* EGW_XFER_CORE_H */

@@ -51,7 +51,7 @@ struct receiver_room {
 	uint64_t mem_deadline;    /* open + admit_ns: waiting for memory ends */
 	uint64_t queued_at;
 	uint64_t waited;          /* time spent in the queue so far */
-	uint64_t opened_at;       /* egw_receiver_open's now */
+	uint64_t opened_at;       /* egw_xfer_receiver_open's now */
 	/* quarantine: ABORT sent, blocks held until its ACK */
 	bool wait_ack;
 	bool restart;             /* a yield: back to the queue after the ACK */
@@ -66,7 +66,7 @@ struct receiver_room {
 	uint32_t nwin;
 };
 
-struct egw_receiver {
+struct egw_xfer_receiver {
 	struct xfer_core core;
 	struct egw_policy policy;
 	struct receiver_room *rooms;
@@ -83,15 +83,15 @@ struct egw_receiver {
 	bool closing;             /* abort_all: free at once */
 };
 
-static void receiver_fail(struct egw_receiver *r, struct receiver_room *x,
+static void receiver_fail(struct egw_xfer_receiver *r, struct receiver_room *x,
 			  enum egw_err e, bool tell_peer, uint64_t now);
-static void receiver_admit(struct egw_receiver *r, uint64_t now);
+static void receiver_admit(struct egw_xfer_receiver *r, uint64_t now);
 
 int
-egw_receiver_create(const struct egw_xfer_conf *c,
-		    const struct egw_policy *policy, struct egw_receiver **out)
+egw_xfer_receiver_create(const struct egw_xfer_conf *c,
+		    const struct egw_policy *policy, struct egw_xfer_receiver **out)
 {
-	struct egw_receiver *r;
+	struct egw_xfer_receiver *r;
 	size_t n;
 	int rc;
 
@@ -101,7 +101,7 @@ egw_receiver_create(const struct egw_xfer_conf *c,
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;
-	rc = core_init(&r->core, c);
+	rc = xfer_core_init(&r->core, c);
 	if (rc != 0) {
 		free(r);
 		return rc;
@@ -112,7 +112,7 @@ egw_receiver_create(const struct egw_xfer_conf *c,
 	r->run_store = calloc(n, sizeof(*r->run_store));
 	r->win_store = calloc(n, sizeof(*r->win_store));
 	if (r->rooms == NULL || r->run_store == NULL || r->win_store == NULL) {
-		egw_receiver_destroy(r);
+		egw_xfer_receiver_destroy(r);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < c->max_rooms; i++) {
@@ -125,11 +125,11 @@ egw_receiver_create(const struct egw_xfer_conf *c,
 }
 
 void
-egw_receiver_destroy(struct egw_receiver *r)
+egw_xfer_receiver_destroy(struct egw_xfer_receiver *r)
 {
 	if (r == NULL)
 		return;
-	core_fini(&r->core);
+	xfer_core_fini(&r->core);
 	free(r->rooms);
 	free(r->run_store);
 	free(r->win_store);
@@ -137,35 +137,35 @@ egw_receiver_destroy(struct egw_receiver *r)
 }
 
 int
-egw_receiver_peer_add(struct egw_receiver *r, uint32_t peer, uint64_t now)
+egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer, uint64_t now)
 {
-	return core_peer_add(&r->core, peer, 0, now);
+	return xfer_core_peer_add(&r->core, peer, 0, now);
 }
 
 const struct egw_policy *
-egw_receiver_policy(const struct egw_receiver *r)
+egw_xfer_receiver_policy(const struct egw_xfer_receiver *r)
 {
 	return &r->policy;
 }
 
 void
-egw_receiver_get_stats(const struct egw_receiver *r, struct egw_xfer_stats *st)
+egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r, struct egw_xfer_stats *st)
 {
 	*st = r->core.stats;
 }
 
 static struct receiver_room *
-receiver_find(struct egw_receiver *r, uint64_t room, uint16_t rank)
+receiver_find(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank)
 {
-	int32_t i = core_find(&r->core, room, rank);
+	int32_t i = xfer_core_find(&r->core, room, rank);
 
 	return i < 0 ? NULL : &r->rooms[i];
 }
 
 int
-egw_receiver_state(const struct egw_receiver *r, uint64_t room, uint16_t rank)
+egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room, uint16_t rank)
 {
-	int32_t i = core_find(&r->core, room, rank);
+	int32_t i = xfer_core_find(&r->core, room, rank);
 
 	/* a failed room waiting for its ABORT ACK has ended for the app */
 	if (i < 0 || r->rooms[i].state == EGW_ST_FAILED)
@@ -176,7 +176,7 @@ egw_receiver_state(const struct egw_receiver *r, uint64_t room, uint16_t rank)
 /* ---- the admission queue ------------------------------------------------ */
 
 static uint32_t
-idx_of(const struct egw_receiver *r, const struct receiver_room *x)
+idx_of(const struct egw_xfer_receiver *r, const struct receiver_room *x)
 {
 	return (uint32_t)(x - r->rooms);
 }
@@ -187,7 +187,7 @@ static bool older(const struct receiver_room *a, const struct receiver_room *b);
  * the first younger room waiting (it keeps its age, and the rule that
  * breaks deadlocks needs the oldest to go first). */
 static void
-queue_push(struct egw_receiver *r, struct receiver_room *x, bool restarted,
+queue_push(struct egw_xfer_receiver *r, struct receiver_room *x, bool restarted,
 	   uint64_t now)
 {
 	uint32_t i = idx_of(r, x), next = QNIL;
@@ -213,7 +213,7 @@ queue_push(struct egw_receiver *r, struct receiver_room *x, bool restarted,
 }
 
 static void
-queue_remove(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+queue_remove(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t now)
 {
 	if (!x->queued)
 		return;
@@ -234,7 +234,7 @@ queue_remove(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 
 /* A room ends: its admission wait goes into the statistics. */
 static void
-record_wait(struct egw_receiver *r, const struct receiver_room *x)
+record_wait(struct egw_xfer_receiver *r, const struct receiver_room *x)
 {
 	struct egw_xfer_stats *st = &r->core.stats;
 	uint64_t us = x->waited / 1000;
@@ -269,7 +269,7 @@ admitted_live(const struct receiver_room *x)
 
 
 static void
-receiver_set_state(struct egw_receiver *r, struct receiver_room *x,
+receiver_set_state(struct egw_xfer_receiver *r, struct receiver_room *x,
 		   enum egw_state s, uint64_t now)
 {
 	const struct egw_xfer_timers *t = &r->core.conf.timers;
@@ -286,7 +286,7 @@ receiver_set_state(struct egw_receiver *r, struct receiver_room *x,
 
 /* Ask the app for the next window's blocks. */
 static void
-receiver_request_window(struct egw_receiver *r, struct receiver_room *x,
+receiver_request_window(struct egw_xfer_receiver *r, struct receiver_room *x,
 			uint64_t now)
 {
 	const struct egw_xfer_conf *c = &r->core.conf;
@@ -320,11 +320,11 @@ receiver_request_window(struct egw_receiver *r, struct receiver_room *x,
 	if (c->window_keys)
 		a.max_runs = 1; /* the rest goes in further windows */
 	x->alloc_pending = true;
-	core_emit(&r->core, &a);
+	xfer_core_emit(&r->core, &a);
 }
 
 static void
-receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
+receiver_send_window(struct egw_xfer_receiver *r, struct receiver_room *x,
 		     const struct receiver_window *w)
 {
 	struct egw_msg m = {
@@ -341,11 +341,11 @@ receiver_send_window(struct egw_receiver *r, struct receiver_room *x,
 
 	memcpy(m.rkeys, w->rkeys, sizeof(m.rkeys));
 	memcpy(m.runs, x->runs + w->first_run, w->nruns * sizeof(m.runs[0]));
-	core_send(&r->core, x->peer, &m);
+	xfer_core_send(&r->core, x->peer, &m);
 }
 
 static void
-receiver_send_simple(struct egw_receiver *r, struct receiver_room *x,
+receiver_send_simple(struct egw_xfer_receiver *r, struct receiver_room *x,
 		     uint8_t type, enum egw_err e)
 {
 	struct egw_msg m = { .type = type, .error = (uint16_t)e,
@@ -354,22 +354,22 @@ receiver_send_simple(struct egw_receiver *r, struct receiver_room *x,
 			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0,
 			     .abort_id = type == EGW_MSG_ABORT ? x->abort_id : 0 };
 
-	core_send(&r->core, x->peer, &m);
+	xfer_core_send(&r->core, x->peer, &m);
 }
 
 static void
-receiver_release(struct egw_receiver *r, struct receiver_room *x,
+receiver_release(struct egw_xfer_receiver *r, struct receiver_room *x,
 		 uint64_t now)
 {
 	queue_remove(r, x, now);
-	core_release(&r->core, x->room, x->rank, idx_of(r, x));
+	xfer_core_release(&r->core, x->room, x->rank, idx_of(r, x));
 }
 
 /* Every block the room holds back to the pool; windows forgotten. */
 static void
-receiver_free_all(struct egw_receiver *r, struct receiver_room *x)
+receiver_free_all(struct egw_xfer_receiver *r, struct receiver_room *x)
 {
-	core_free_runs(&r->core, x->room, x->rank, x->runs, x->nruns);
+	xfer_core_free_runs(&r->core, x->room, x->rank, x->runs, x->nruns);
 	x->nruns = 0;
 	x->nwin = 0;
 	x->alloc_end = 0;
@@ -378,7 +378,7 @@ receiver_free_all(struct egw_receiver *r, struct receiver_room *x)
 }
 
 static void
-receiver_done(struct egw_receiver *r, struct receiver_room *x, enum egw_err e)
+receiver_done(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err e)
 {
 	struct egw_act a = { .type = EGW_ACT_DONE, .room = x->room,
 			     .rank = x->rank, .error = e,
@@ -391,13 +391,13 @@ receiver_done(struct egw_receiver *r, struct receiver_room *x, enum egw_err e)
 		r->core.stats.rooms_failed++;
 		r->core.stats.failed[egw_err_to_wire(e)]++;
 	}
-	core_emit(&r->core, &a);
+	xfer_core_emit(&r->core, &a);
 }
 
 /* A new ABORT's name (never 0): only an ACK echoing it ends the
  * quarantine, not one answering an earlier ABORT of the same rank. */
 static uint16_t
-next_abort_id(struct egw_receiver *r)
+next_abort_id(struct egw_xfer_receiver *r)
 {
 	if (++r->abort_ids == 0)
 		r->abort_ids = 1;
@@ -406,7 +406,7 @@ next_abort_id(struct egw_receiver *r)
 
 /* Send the room's ABORT now and again on the timer, until the ACK. */
 static void
-receiver_hold_for_ack(struct egw_receiver *r, struct receiver_room *x,
+receiver_hold_for_ack(struct egw_xfer_receiver *r, struct receiver_room *x,
 		      enum egw_err e, uint64_t now)
 {
 	x->wait_ack = true;
@@ -425,7 +425,7 @@ receiver_hold_for_ack(struct egw_receiver *r, struct receiver_room *x,
 
 /* The quarantine ends (ACK, or the peer is gone): blocks back to the pool. */
 static void
-receiver_unhold(struct egw_receiver *r, struct receiver_room *x)
+receiver_unhold(struct egw_xfer_receiver *r, struct receiver_room *x)
 {
 	r->core.stats.quarantine_rooms--;
 	r->core.stats.quarantine_blocks -= held_blocks(x);
@@ -441,7 +441,7 @@ receiver_unhold(struct egw_receiver *r, struct receiver_room *x)
  * ABORT ACK says none of the room's writes to this rank is in flight.
  */
 static void
-receiver_fail_(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
+receiver_fail_(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err e,
 	       bool tell_peer, bool peer_gone, uint64_t now)
 {
 	if (x->wait_ack) {
@@ -478,7 +478,7 @@ receiver_fail_(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
 }
 
 static void
-receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
+receiver_fail(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err e,
 	      bool tell_peer, uint64_t now)
 {
 	receiver_fail_(r, x, e, tell_peer, false, now);
@@ -488,7 +488,7 @@ receiver_fail(struct egw_receiver *r, struct receiver_room *x, enum egw_err e,
  * admitted anew (doc/xfer.md, "Admission"): the sender resets the rank
  * when none of its writes is in flight and answers with ABORT ACK. */
 static void
-receiver_yield(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+receiver_yield(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t now)
 {
 	x->restart = true;
 	receiver_hold_for_ack(r, x, EGW_E_BUSY, now);
@@ -509,7 +509,7 @@ receiver_outstanding(const struct receiver_room *x)
 }
 
 static void
-receiver_maybe_resume(struct egw_receiver *r, struct receiver_room *x,
+receiver_maybe_resume(struct egw_xfer_receiver *r, struct receiver_room *x,
 		      uint64_t now)
 {
 	/* a restarted room knows its total before the sender has its INIT:
@@ -524,7 +524,7 @@ receiver_maybe_resume(struct egw_receiver *r, struct receiver_room *x,
 
 /* Blocks a room's first window asks for. */
 static uint32_t
-first_window_blocks(const struct egw_receiver *r, const struct receiver_room *x)
+first_window_blocks(const struct egw_xfer_receiver *r, const struct receiver_room *x)
 {
 	const struct egw_xfer_conf *c = &r->core.conf;
 	uint32_t b;
@@ -532,11 +532,11 @@ first_window_blocks(const struct egw_receiver *r, const struct receiver_room *x)
 	if (x->dummy)
 		return 1;
 	if (x->total == 0) {
-		b = egw_geom_blocks_for(&c->geom, egw_policy_tokens(&r->policy));
+		b = egw_pool_geom_blocks_for(&c->geom, egw_policy_tokens(&r->policy));
 		return b < c->geom.capacity_tokens / c->geom.block_tokens
 			       ? b : c->geom.capacity_tokens / c->geom.block_tokens;
 	}
-	b = egw_geom_blocks_for(&c->geom, x->total);
+	b = egw_pool_geom_blocks_for(&c->geom, x->total);
 	return c->max_blocks_per_round != 0 && b > c->max_blocks_per_round
 		       ? c->max_blocks_per_round : b;
 }
@@ -552,7 +552,7 @@ first_window_blocks(const struct egw_receiver *r, const struct receiver_room *x)
  * it out.
  */
 static bool
-receiver_may_admit(const struct egw_receiver *r, const struct receiver_room *h)
+receiver_may_admit(const struct egw_xfer_receiver *r, const struct receiver_room *h)
 {
 	const struct egw_pool_geom *g = &r->core.conf.geom;
 	uint64_t held = 0, need = 0, pool = g->capacity_tokens / g->block_tokens;
@@ -567,8 +567,8 @@ receiver_may_admit(const struct egw_receiver *r, const struct receiver_room *h)
 		if (x->alloc_failing)
 			return false;
 		if (x->total != 0 && !x->dummy &&
-		    egw_geom_blocks_for(g, x->total) > b)
-			need += egw_geom_blocks_for(g, x->total) - b;
+		    egw_pool_geom_blocks_for(g, x->total) > b)
+			need += egw_pool_geom_blocks_for(g, x->total) - b;
 	}
 	return held + need + first_window_blocks(r, h) <= pool;
 }
@@ -576,7 +576,7 @@ receiver_may_admit(const struct egw_receiver *r, const struct receiver_room *h)
 /* Allocate the first window of the room at the head of the queue, one at
  * a time, when receiver_may_admit() says so. */
 static void
-receiver_admit(struct egw_receiver *r, uint64_t now)
+receiver_admit(struct egw_xfer_receiver *r, uint64_t now)
 {
 	if (r->qhead == QNIL) {
 		r->admit_blocked_since = 0;
@@ -600,9 +600,9 @@ receiver_admit(struct egw_receiver *r, uint64_t now)
  * its writes are in flight.
  */
 static void
-receiver_trim(struct egw_receiver *r, struct receiver_room *x)
+receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 {
-	uint32_t need = x->dummy ? 1 : egw_geom_blocks_for(&r->core.conf.geom,
+	uint32_t need = x->dummy ? 1 : egw_pool_geom_blocks_for(&r->core.conf.geom,
 							    x->total);
 	uint32_t cum = 0, i;
 
@@ -615,11 +615,11 @@ receiver_trim(struct egw_receiver *r, struct receiver_room *x)
 				     .rank = x->rank, .runs = &x->runs[i],
 				     .nruns = 1, .keep = need - cum };
 
-		core_emit(&r->core, &a);
+		xfer_core_emit(&r->core, &a);
 		x->runs[i].count = need - cum;
 		i++;
 	}
-	core_free_runs(&r->core, x->room, x->rank, x->runs + i, x->nruns - i);
+	xfer_core_free_runs(&r->core, x->room, x->rank, x->runs + i, x->nruns - i);
 	x->nruns = i;
 	for (uint32_t w = 0; w < x->nwin; w++)
 		if (x->win[w].first_run + x->win[w].nruns > i)
@@ -629,7 +629,7 @@ receiver_trim(struct egw_receiver *r, struct receiver_room *x)
 }
 
 static void
-receiver_deliver(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
+receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t now)
 {
 	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
 			     .rank = x->rank, .peer = x->peer,
@@ -640,7 +640,7 @@ receiver_deliver(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 
 	x->state = EGW_ST_SUCCESS;
 	/* ownership of the runs passes to the app with this action */
-	core_emit(&r->core, &a);
+	xfer_core_emit(&r->core, &a);
 	x->nruns = 0;
 	receiver_done(r, x, EGW_E_OK);
 	receiver_release(r, x, now);
@@ -648,7 +648,7 @@ receiver_deliver(struct egw_receiver *r, struct receiver_room *x, uint64_t now)
 }
 
 int
-egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
+egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
 		  uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
 {
 	struct receiver_room *x;
@@ -657,15 +657,15 @@ egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 	if (r == NULL)
 		return -EINVAL;
 	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS || rank >= nranks)
-		return core_reject(&r->core, EGW_E_BAD_RANK);
+		return xfer_core_reject(&r->core, EGW_E_BAD_RANK);
 	if (peer >= r->core.conf.max_peers || !r->core.peers[peer].used)
-		return core_reject(&r->core, EGW_E_UNKNOWN_PEER);
+		return xfer_core_reject(&r->core, EGW_E_UNKNOWN_PEER);
 	/* a dead peer gets no new rooms until it is heard from again */
 	if (r->core.peers[peer].dead)
-		return core_reject(&r->core, EGW_E_PEER_DEAD);
-	idx = core_take(&r->core, room, rank);
+		return xfer_core_reject(&r->core, EGW_E_PEER_DEAD);
+	idx = xfer_core_take(&r->core, room, rank);
 	if (idx < 0)
-		return core_reject(&r->core, (enum egw_err)-idx);
+		return xfer_core_reject(&r->core, (enum egw_err)-idx);
 	x = &r->rooms[idx];
 	{
 		struct egw_run *runs = x->runs;
@@ -696,7 +696,7 @@ egw_receiver_open(struct egw_receiver *r, uint64_t room, uint16_t rank,
 
 /* The pool said no (or answered nonsense). */
 static int
-receiver_alloc_refused(struct egw_receiver *r, struct receiver_room *x, int n,
+receiver_alloc_refused(struct egw_xfer_receiver *r, struct receiver_room *x, int n,
 		       uint64_t now)
 {
 	r->core.stats.alloc_retries++;
@@ -715,14 +715,14 @@ receiver_alloc_refused(struct egw_receiver *r, struct receiver_room *x, int n,
 }
 
 int
-egw_receiver_alloc_done(struct egw_receiver *r, uint64_t room, uint16_t rank,
+egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
 			const struct egw_run *runs, int n, uint64_t now)
 {
-	return egw_receiver_alloc_done_keys(r, room, rank, runs, n, NULL, now);
+	return egw_xfer_receiver_alloc_done_keys(r, room, rank, runs, n, NULL, now);
 }
 
 int
-egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
+egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
 			     uint16_t rank, const struct egw_run *runs, int n,
 			     const uint32_t rkeys[EGW_KIND_MAX], uint64_t now)
 {
@@ -737,7 +737,7 @@ egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
 		if (x != NULL)
 			x->alloc_pending = false;
 		if (n > 0)
-			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
+			xfer_core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
 		return -EGW_E_UNKNOWN_ROOM;
 	}
 	x->alloc_pending = false;
@@ -751,8 +751,8 @@ egw_receiver_alloc_done_keys(struct egw_receiver *r, uint64_t room,
 	    (r->core.conf.window_keys && n > 1)) {
 		if (n > 0) {
 			/* an allocator that answers nonsense is refused */
-			core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
-			core_reject(&r->core, EGW_E_ZERO_BLOCKS);
+			xfer_core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
+			xfer_core_reject(&r->core, EGW_E_ZERO_BLOCKS);
 		}
 		return receiver_alloc_refused(r, x, n, now);
 	}
@@ -804,7 +804,7 @@ receiver_stale(const struct receiver_room *x, const struct egw_msg *m)
 }
 
 static int
-receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
+receiver_on_status(struct egw_xfer_receiver *r, struct receiver_room *x,
 		   const struct egw_msg *m, uint64_t now)
 {
 	bool progress = false;
@@ -818,12 +818,12 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 		return 0;
 	}
 	if (m->state > EGW_ST_FAILED)
-		return core_reject(&r->core, EGW_E_BAD_STATUS);
+		return xfer_core_reject(&r->core, EGW_E_BAD_STATUS);
 	if (m->total_tokens != 0 && x->total != 0 &&
 	    m->total_tokens != x->total)
-		return core_reject(&r->core, EGW_E_TOTAL_CHANGED);
+		return xfer_core_reject(&r->core, EGW_E_TOTAL_CHANGED);
 	if (m->total_tokens > EGW_XFER_MAX_TOKENS)
-		return core_reject(&r->core, EGW_E_TOO_LARGE);
+		return xfer_core_reject(&r->core, EGW_E_TOO_LARGE);
 	if (m->accepted_tokens > x->alloc_end ||
 	    (m->total_tokens == 0 && m->landed_tokens != 0) ||
 	    m->landed_tokens > m->total_tokens ||
@@ -832,7 +832,7 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 	     m->landed_tokens != m->total_tokens) ||
 	    (m->state == EGW_ST_SUCCESS &&
 	     (m->total_tokens == 0 || m->landed_tokens != m->total_tokens)))
-		return core_reject(&r->core, EGW_E_BAD_STATUS);
+		return xfer_core_reject(&r->core, EGW_E_BAD_STATUS);
 
 	if (m->accepted_tokens > x->accepted) {
 		x->accepted = m->accepted_tokens;
@@ -843,7 +843,7 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 	if (m->total_tokens != 0 && x->total == 0) {
 		x->total = m->total_tokens;
 		egw_policy_observe(&r->policy, x->total);
-		if (!x->dummy && egw_geom_blocks_for(&r->core.conf.geom, x->total) >
+		if (!x->dummy && egw_pool_geom_blocks_for(&r->core.conf.geom, x->total) >
 		    r->core.conf.geom.capacity_tokens /
 			    r->core.conf.geom.block_tokens) {
 			/* more than the whole pool: it could never complete */
@@ -875,7 +875,7 @@ receiver_on_status(struct egw_receiver *r, struct receiver_room *x,
 }
 
 static int
-receiver_on_error(struct egw_receiver *r, struct receiver_room *x,
+receiver_on_error(struct egw_xfer_receiver *r, struct receiver_room *x,
 		  const struct egw_msg *m, uint64_t now)
 {
 	enum egw_err e = egw_err_to_wire((enum egw_err)m->error) != UINT16_MAX
@@ -889,7 +889,7 @@ receiver_on_error(struct egw_receiver *r, struct receiver_room *x,
 			if (x->win[i].off == m->offset)
 				w = &x->win[i];
 		if (w == NULL || receiver_window_acked(x, w))
-			return core_reject(&r->core, EGW_E_STATE); /* stale */
+			return xfer_core_reject(&r->core, EGW_E_STATE); /* stale */
 	}
 	if (e == EGW_E_BUSY ||
 	    ((e == EGW_E_UNKNOWN_ROOM || e == EGW_E_NO_SLOT) &&
@@ -903,7 +903,7 @@ receiver_on_error(struct egw_receiver *r, struct receiver_room *x,
 		return 0;
 	}
 	if (m->state == EGW_MSG_STATUS && e != EGW_E_UNKNOWN_ROOM)
-		return core_reject(&r->core, EGW_E_STATE);
+		return xfer_core_reject(&r->core, EGW_E_STATE);
 	if (e == EGW_E_OK)
 		e = EGW_E_BAD_STATUS;
 	receiver_fail(r, x, e, false, now);
@@ -912,13 +912,13 @@ receiver_on_error(struct egw_receiver *r, struct receiver_room *x,
 
 /* ABORT ACK: none of the room's writes to this rank is in flight. */
 static int
-receiver_on_ack(struct egw_receiver *r, struct receiver_room *x,
+receiver_on_ack(struct egw_xfer_receiver *r, struct receiver_room *x,
 		const struct egw_msg *m, uint64_t now)
 {
 	/* a late duplicate, or the answer to an earlier ABORT of this rank
 	 * (a quarantine it did not end) */
 	if (!x->wait_ack || m->abort_id != x->abort_id)
-		return core_reject(&r->core, EGW_E_STATE);
+		return xfer_core_reject(&r->core, EGW_E_STATE);
 	r->core.stats.quarantine_acked++;
 	receiver_unhold(r, x);
 	if (!x->restart) {
@@ -938,7 +938,7 @@ receiver_on_ack(struct egw_receiver *r, struct receiver_room *x,
 }
 
 int
-egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
+egw_xfer_receiver_on_msg(struct egw_xfer_receiver *r, uint32_t peer,
 		    const struct egw_msg *m, uint64_t now)
 {
 	struct receiver_room *x;
@@ -946,19 +946,19 @@ egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 
 	if (r == NULL || m == NULL)
 		return -EINVAL;
-	rc = core_peer_heard(&r->core, peer, now);
+	rc = xfer_core_peer_heard(&r->core, peer, now);
 	if (rc != 0)
 		return rc;
 	if (m->type == EGW_MSG_HEARTBEAT)
 		return 0;
 	if (m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ERROR &&
 	    m->type != EGW_MSG_ABORT)
-		return core_reject(&r->core, EGW_E_STATE);
+		return xfer_core_reject(&r->core, EGW_E_STATE);
 	x = receiver_find(r, m->room, m->rank);
 	if (x == NULL)
-		return core_reject(&r->core, EGW_E_UNKNOWN_ROOM);
+		return xfer_core_reject(&r->core, EGW_E_UNKNOWN_ROOM);
 	if (x->peer != peer)
-		return core_reject(&r->core, EGW_E_BAD_RANK);
+		return xfer_core_reject(&r->core, EGW_E_BAD_RANK);
 	if (m->type == EGW_MSG_ABORT && (m->flags & EGW_MSGF_ACK))
 		return receiver_on_ack(r, x, m, now);
 	if (receiver_stale(x, m)) {
@@ -1010,7 +1010,7 @@ egw_receiver_on_msg(struct egw_receiver *r, uint32_t peer,
 }
 
 int
-egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
+egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
 		   uint64_t now)
 {
 	struct receiver_room *x = receiver_find(r, room, rank);
@@ -1022,7 +1022,7 @@ egw_receiver_abort(struct egw_receiver *r, uint64_t room, uint16_t rank,
 }
 
 static void
-receiver_retransmit(struct egw_receiver *r, struct receiver_room *x,
+receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 		    uint64_t now)
 {
 	bool sent = false;
@@ -1041,12 +1041,12 @@ receiver_retransmit(struct egw_receiver *r, struct receiver_room *x,
 	if (!sent)
 		receiver_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
 	r->core.stats.retransmits++;
-	x->rto = core_backoff(&r->core, x->rto);
+	x->rto = xfer_core_backoff(&r->core, x->rto);
 	x->next_tx = now + x->rto;
 }
 
 static void
-receiver_tick_room(struct egw_receiver *r, struct receiver_room *x,
+receiver_tick_room(struct egw_xfer_receiver *r, struct receiver_room *x,
 		   uint64_t now)
 {
 	const struct egw_xfer_timers *t = &r->core.conf.timers;
@@ -1064,7 +1064,7 @@ receiver_tick_room(struct egw_receiver *r, struct receiver_room *x,
 			 * application has fenced the peer (peer_dead) */
 			x->expired = true;
 			r->core.stats.quarantine_expired++;
-			core_emit(&r->core, &a);
+			xfer_core_emit(&r->core, &a);
 			return;
 		}
 		if (x->restart && now >= x->mem_deadline)
@@ -1127,7 +1127,7 @@ older(const struct receiver_room *a, const struct receiver_room *b)
  * delivered room the app frees) from costing a restart.
  */
 static void
-receiver_wound(struct egw_receiver *r, uint64_t now)
+receiver_wound(struct egw_xfer_receiver *r, uint64_t now)
 {
 	uint64_t grace = 8 * r->core.conf.timers.alloc_retry_ns;
 	struct receiver_room *waiter = NULL, *victim = NULL;
@@ -1165,7 +1165,7 @@ receiver_wound(struct egw_receiver *r, uint64_t now)
 /* A room waiting for its ACK ends without it (peer dead, shutdown): the
  * blocks go back at once; a yielding room fails with `e`. */
 static void
-receiver_drop_held(struct egw_receiver *r, struct receiver_room *x,
+receiver_drop_held(struct egw_xfer_receiver *r, struct receiver_room *x,
 		   enum egw_err e, uint64_t now)
 {
 	receiver_unhold(r, x);
@@ -1180,7 +1180,7 @@ receiver_drop_held(struct egw_receiver *r, struct receiver_room *x,
 static void
 receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 {
-	struct egw_receiver *r = eng;
+	struct egw_xfer_receiver *r = eng;
 
 	/* walk backwards: failing a room swaps the last one into its place */
 	for (uint32_t i = r->core.nactive; i > 0; i--) {
@@ -1201,23 +1201,23 @@ receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 }
 
 void
-egw_receiver_peer_dead(struct egw_receiver *r, uint32_t peer, uint64_t now)
+egw_xfer_receiver_peer_dead(struct egw_xfer_receiver *r, uint32_t peer, uint64_t now)
 {
-	core_peer_dead(&r->core, peer, now, false, receiver_on_dead, r);
+	xfer_core_peer_dead(&r->core, peer, now, false, receiver_on_dead, r);
 }
 
 void
-egw_receiver_tick(struct egw_receiver *r, uint64_t now)
+egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now)
 {
 	for (uint32_t i = r->core.nactive; i > 0; i--)
 		receiver_tick_room(r, &r->rooms[r->core.active[i - 1]], now);
-	core_peer_tick(&r->core, now, receiver_on_dead, r);
+	xfer_core_peer_tick(&r->core, now, receiver_on_dead, r);
 	receiver_wound(r, now);
 	receiver_admit(r, now);
 }
 
 void
-egw_receiver_abort_all(struct egw_receiver *r, uint64_t now)
+egw_xfer_receiver_abort_all(struct egw_xfer_receiver *r, uint64_t now)
 {
 	/* shutdown: the payload path goes with the engine, so nothing is
 	 * held for an ACK */

@@ -77,7 +77,7 @@ struct sender_tomb {
 	bool used;
 };
 
-struct egw_sender {
+struct egw_xfer_sender {
 	struct xfer_core core;
 	struct sender_tomb *tombs;    /* open addressing on room id */
 	uint64_t *tomb_fifo;      /* insertion order, for expiry and eviction */
@@ -90,7 +90,7 @@ struct egw_sender {
 
 /* cookie = gen:16 | idx:24 | rank:4 | seq:20 */
 static uint64_t
-cookie_make(const struct egw_sender *s, uint32_t idx, uint32_t rank,
+cookie_make(const struct egw_xfer_sender *s, uint32_t idx, uint32_t rank,
 	    uint32_t seq)
 {
 	return ((uint64_t)s->core.gen[idx] << 48) | ((uint64_t)idx << 24) |
@@ -98,9 +98,9 @@ cookie_make(const struct egw_sender *s, uint32_t idx, uint32_t rank,
 }
 
 int
-egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
+egw_xfer_sender_create(const struct egw_xfer_conf *c, struct egw_xfer_sender **out)
 {
-	struct egw_sender *s;
+	struct egw_xfer_sender *s;
 	int rc;
 
 	if (out == NULL || c == NULL)
@@ -108,7 +108,7 @@ egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
-	rc = core_init(&s->core, c);
+	rc = xfer_core_init(&s->core, c);
 	if (rc != 0) {
 		free(s);
 		return rc;
@@ -128,7 +128,7 @@ egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
 	s->tomb_fifo = calloc((size_t)4 * c->max_rooms, sizeof(*s->tomb_fifo));
 	if (s->rooms == NULL || s->src_store == NULL || s->scratch == NULL ||
 	    s->tombs == NULL || s->tomb_fifo == NULL) {
-		egw_sender_destroy(s);
+		egw_xfer_sender_destroy(s);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < c->max_rooms; i++)
@@ -139,11 +139,11 @@ egw_sender_create(const struct egw_xfer_conf *c, struct egw_sender **out)
 }
 
 void
-egw_sender_destroy(struct egw_sender *s)
+egw_xfer_sender_destroy(struct egw_xfer_sender *s)
 {
 	if (s == NULL)
 		return;
-	core_fini(&s->core);
+	xfer_core_fini(&s->core);
 	free(s->rooms);
 	free(s->src_store);
 	free(s->scratch);
@@ -153,35 +153,35 @@ egw_sender_destroy(struct egw_sender *s)
 }
 
 int
-egw_sender_peer_add(struct egw_sender *s, uint32_t peer, uint32_t pool_blocks,
+egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer, uint32_t pool_blocks,
 		    uint64_t now)
 {
 	if (pool_blocks == 0)
 		return -EINVAL;
-	return core_peer_add(&s->core, peer, pool_blocks, now);
+	return xfer_core_peer_add(&s->core, peer, pool_blocks, now);
 }
 
 void
-egw_sender_get_stats(const struct egw_sender *s, struct egw_xfer_stats *st)
+egw_xfer_sender_get_stats(const struct egw_xfer_sender *s, struct egw_xfer_stats *st)
 {
 	*st = s->core.stats;
 }
 
 static struct sender_room *
-sender_find(struct egw_sender *s, uint64_t room)
+sender_find(struct egw_xfer_sender *s, uint64_t room)
 {
-	int32_t i = core_find(&s->core, room, 0);
+	int32_t i = xfer_core_find(&s->core, room, 0);
 
 	return i < 0 ? NULL : &s->rooms[i];
 }
 
-static struct sender_tomb *tomb_find(const struct egw_sender *s, uint64_t room,
+static struct sender_tomb *tomb_find(const struct egw_xfer_sender *s, uint64_t room,
 				 uint64_t now);
 
 int
-egw_sender_state(const struct egw_sender *s, uint64_t room)
+egw_xfer_sender_state(const struct egw_xfer_sender *s, uint64_t room)
 {
-	int32_t i = core_find(&s->core, room, 0);
+	int32_t i = xfer_core_find(&s->core, room, 0);
 	const struct sender_tomb *t;
 
 	if (i >= 0)
@@ -207,7 +207,7 @@ tomb_hash(uint64_t room)
 }
 
 static struct sender_tomb *
-tomb_find(const struct egw_sender *s, uint64_t room, uint64_t now)
+tomb_find(const struct egw_xfer_sender *s, uint64_t room, uint64_t now)
 {
 	uint32_t i = tomb_hash(room) & s->tomb_mask;
 
@@ -234,9 +234,9 @@ tomb_clear(void *slot)
 }
 
 static void
-tomb_delete(struct egw_sender *s, uint64_t room)
+tomb_delete(struct egw_xfer_sender *s, uint64_t room)
 {
-	const struct core_probe_table tab = {
+	const struct xfer_core_probe_table tab = {
 		.slots = s->tombs, .size = sizeof(*s->tombs),
 		.mask = s->tomb_mask, .home = tomb_home, .clear = tomb_clear,
 	};
@@ -245,13 +245,13 @@ tomb_delete(struct egw_sender *s, uint64_t room)
 	while (s->tombs[i].used && s->tombs[i].room != room)
 		i = (i + 1) & s->tomb_mask;
 	if (s->tombs[i].used)
-		core_probe_delete(&tab, i);
+		xfer_core_probe_delete(&tab, i);
 }
 
 /* Drop tombstones past their time (oldest first), or the oldest to make
  * room: a late duplicate after that gets UNKNOWN_ROOM, as after linger. */
 static void
-tomb_expire(struct egw_sender *s, uint64_t now, bool make_room)
+tomb_expire(struct egw_xfer_sender *s, uint64_t now, bool make_room)
 {
 	uint32_t cap = 4 * s->core.conf.max_rooms;
 
@@ -269,7 +269,7 @@ tomb_expire(struct egw_sender *s, uint64_t now, bool make_room)
 }
 
 static void
-tomb_add(struct egw_sender *s, const struct sender_room *x, uint64_t now)
+tomb_add(struct egw_xfer_sender *s, const struct sender_room *x, uint64_t now)
 {
 	uint32_t cap = 4 * s->core.conf.max_rooms, i;
 	struct sender_tomb *t;
@@ -314,7 +314,7 @@ status_counters(struct egw_msg *m, bool early, uint32_t total, uint32_t landed,
 
 /* A late request for a finished room: the same final answer. */
 static int
-tomb_answer(struct egw_sender *s, const struct sender_tomb *t, uint32_t peer,
+tomb_answer(struct egw_xfer_sender *s, const struct sender_tomb *t, uint32_t peer,
 	    const struct egw_msg *m)
 {
 	struct egw_msg a = {
@@ -329,18 +329,18 @@ tomb_answer(struct egw_sender *s, const struct sender_tomb *t, uint32_t peer,
 	if (m->rank >= t->nranks || m->nranks != t->nranks ||
 	    (t->peer[m->rank] != peer &&
 	     !(t->peer[m->rank] == UINT32_MAX && t->state == EGW_ST_FAILED)))
-		return core_reject(&s->core, EGW_E_BAD_RANK);
+		return xfer_core_reject(&s->core, EGW_E_BAD_RANK);
 	status_counters(&a, s->core.conf.announce_early, t->total,
 			t->landed[m->rank], t->accepted[m->rank]);
 	s->core.stats.duplicates++;
-	core_send(&s->core, peer, &a);
+	xfer_core_send(&s->core, peer, &a);
 	return 0;
 }
 
 /* ---- STATUS ------------------------------------------------------------ */
 
 static void
-sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
+sender_status(struct egw_xfer_sender *s, const struct sender_room *x, uint16_t r)
 {
 	const struct sender_rank *rk = &x->rank[r];
 	struct egw_msg m = {
@@ -358,11 +358,11 @@ sender_status(struct egw_sender *s, const struct sender_room *x, uint16_t r)
 		m.state = EGW_ST_TRANSFERRING;
 	status_counters(&m, s->core.conf.announce_early,
 			x->started ? x->total : 0, rk->landed, rk->accepted);
-	core_send(&s->core, rk->peer, &m);
+	xfer_core_send(&s->core, rk->peer, &m);
 }
 
 static void
-sender_status_all(struct egw_sender *s, const struct sender_room *x)
+sender_status_all(struct egw_xfer_sender *s, const struct sender_room *x)
 {
 	for (uint16_t r = 0; r < x->nranks; r++)
 		if (x->rank[r].inited)
@@ -370,7 +370,7 @@ sender_status_all(struct egw_sender *s, const struct sender_room *x)
 }
 
 static int
-sender_error(struct egw_sender *s, uint32_t peer, const struct egw_msg *req,
+sender_error(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *req,
 	 enum egw_err e)
 {
 	struct egw_msg m = {
@@ -383,33 +383,33 @@ sender_error(struct egw_sender *s, uint32_t peer, const struct egw_msg *req,
 		.offset = req->offset,
 	};
 
-	core_send(&s->core, peer, &m);
-	return core_reject(&s->core, e);
+	xfer_core_send(&s->core, peer, &m);
+	return xfer_core_reject(&s->core, e);
 }
 
 /* ---- ending a room ----------------------------------------------------- */
 
 static void
-sender_free_src(struct egw_sender *s, struct sender_room *x)
+sender_free_src(struct egw_xfer_sender *s, struct sender_room *x)
 {
 	/* never while writes may still read the source blocks */
 	if (!x->have_input || x->src_freed || x->inflight > 0)
 		return;
-	core_free_runs(&s->core, x->room, 0, x->src, x->nsrc);
+	xfer_core_free_runs(&s->core, x->room, 0, x->src, x->nsrc);
 	x->src_freed = true;
 }
 
-static void sender_release(struct egw_sender *s, struct sender_room *x);
+static void sender_release(struct egw_xfer_sender *s, struct sender_room *x);
 
 static void
-sender_finish(struct egw_sender *s, struct sender_room *x, enum egw_err e,
+sender_finish(struct egw_xfer_sender *s, struct sender_room *x, enum egw_err e,
 	  uint64_t now)
 {
 	x->state = e == EGW_E_OK ? EGW_ST_SUCCESS : EGW_ST_FAILED;
 	x->err = (uint16_t)e;
 	sender_free_src(s, x);
 	sender_status_all(s, x);
-	core_done(&s->core, x->room, 0, e);
+	xfer_core_done(&s->core, x->room, 0, e);
 	tomb_add(s, x, now);
 	/* the slot goes back now, or when its last write completes */
 	if (x->inflight == 0)
@@ -417,9 +417,9 @@ sender_finish(struct egw_sender *s, struct sender_room *x, enum egw_err e,
 }
 
 static void
-sender_release(struct egw_sender *s, struct sender_room *x)
+sender_release(struct egw_xfer_sender *s, struct sender_room *x)
 {
-	core_release(&s->core, x->room, 0, (uint32_t)(x - s->rooms));
+	xfer_core_release(&s->core, x->room, 0, (uint32_t)(x - s->rooms));
 }
 
 /* ---- payload ----------------------------------------------------------- */
@@ -443,7 +443,7 @@ sender_src_block(const struct sender_room *x, uint32_t bt, uint32_t t, uint32_t 
 }
 
 static void
-sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
+sender_post(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r,
 	struct sender_window *w)
 {
 	const struct egw_pool_geom *g = &s->core.conf.geom;
@@ -469,7 +469,7 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 			tokens = blocks * bt;
 		blocks = (tokens + bt - 1) / bt;
 		for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++) {
-			size_t unit = egw_geom_unit_bytes(g, (enum egw_kind)k);
+			size_t unit = egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 
 			if (unit == 0)
 				continue;
@@ -503,11 +503,11 @@ sender_post(struct egw_sender *s, struct sender_room *x, uint16_t r,
 	a.writes = s->scratch;
 	a.nwrites = n;
 	a.cookie = cookie_make(s, (uint32_t)(x - s->rooms), r, w->seq);
-	core_emit(&s->core, &a);
+	xfer_core_emit(&s->core, &a);
 }
 
 static void
-sender_pump(struct egw_sender *s, struct sender_room *x, uint16_t r)
+sender_pump(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r)
 {
 	struct sender_rank *rk = &x->rank[r];
 
@@ -522,7 +522,7 @@ sender_pump(struct egw_sender *s, struct sender_room *x, uint16_t r)
 }
 
 static void
-sender_start(struct egw_sender *s, struct sender_room *x, uint64_t now)
+sender_start(struct egw_xfer_sender *s, struct sender_room *x, uint64_t now)
 {
 	x->state = EGW_ST_TRANSFERRING;
 	x->started = true;
@@ -537,7 +537,7 @@ sender_start(struct egw_sender *s, struct sender_room *x, uint64_t now)
 /* ---- ABORT ACK and restarts ---------------------------------------------- */
 
 static void
-sender_send_ack(struct egw_sender *s, uint32_t peer, uint64_t room,
+sender_send_ack(struct egw_xfer_sender *s, uint32_t peer, uint64_t room,
 		uint16_t rank, uint16_t nranks, uint16_t err, uint16_t abort_id)
 {
 	struct egw_msg m = { .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
@@ -545,13 +545,13 @@ sender_send_ack(struct egw_sender *s, uint32_t peer, uint64_t room,
 			     .error = err, .abort_id = abort_id };
 
 	s->core.stats.abort_acks++;
-	core_send(&s->core, peer, &m);
+	xfer_core_send(&s->core, peer, &m);
 }
 
 /* A rank's last write completed: answer an ABORT waiting for that, and
  * reset a rank whose receiver gave its blocks back. */
 static void
-sender_rank_drained(struct egw_sender *s, struct sender_room *x, uint16_t r,
+sender_rank_drained(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r,
 		    uint64_t now)
 {
 	struct sender_rank *rk = &x->rank[r];
@@ -602,7 +602,7 @@ sender_stale(const struct sender_rank *rk, const struct egw_msg *m)
  * flight.
  */
 static int
-sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
+sender_on_abort(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 		const struct egw_msg *m, uint64_t now)
 {
 	struct sender_rank *rk;
@@ -612,7 +612,7 @@ sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 	 * peer, only that peer speaks for it */
 	if (m->rank >= x->nranks ||
 	    (x->rank[m->rank].inited && x->rank[m->rank].peer != peer))
-		return core_reject(&s->core, EGW_E_BAD_RANK);
+		return xfer_core_reject(&s->core, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
 	if (m->error == EGW_E_BUSY && m->seq != 0 &&
 	    (m->seq <= rk->yield_seq || m->seq < rk->init_seq)) {
@@ -663,7 +663,7 @@ sender_on_abort(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 /* ---- API --------------------------------------------------------------- */
 
 int
-egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
+egw_xfer_sender_open(struct egw_xfer_sender *s, uint64_t room, uint16_t nranks,
 		uint64_t now)
 {
 	struct sender_room *x;
@@ -673,10 +673,10 @@ egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 	if (s == NULL)
 		return -EINVAL;
 	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS)
-		return core_reject(&s->core, EGW_E_BAD_RANK);
-	idx = core_take(&s->core, room, 0);
+		return xfer_core_reject(&s->core, EGW_E_BAD_RANK);
+	idx = xfer_core_take(&s->core, room, 0);
 	if (idx < 0)
-		return core_reject(&s->core, (enum egw_err)-idx);
+		return xfer_core_reject(&s->core, (enum egw_err)-idx);
 	x = &s->rooms[idx];
 	src = x->src;
 	/* only what this room can reach: ranks past nranks are refused, and
@@ -699,7 +699,7 @@ egw_sender_open(struct egw_sender *s, uint64_t room, uint16_t nranks,
 }
 
 int
-egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
+egw_xfer_sender_input(struct egw_xfer_sender *s, uint64_t room, uint32_t total,
 		 const struct egw_run *runs, uint32_t nruns, uint64_t now)
 {
 	struct sender_room *x = sender_find(s, room);
@@ -707,21 +707,21 @@ egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
 	uint32_t nb;
 
 	if (x == NULL)
-		return core_reject(&s->core, EGW_E_UNKNOWN_ROOM);
+		return xfer_core_reject(&s->core, EGW_E_UNKNOWN_ROOM);
 	if (x->have_input || sender_final(x))
-		return core_reject(&s->core, EGW_E_STATE);
+		return xfer_core_reject(&s->core, EGW_E_STATE);
 	if (total == 0 || total > EGW_XFER_MAX_TOKENS || nruns == 0 ||
 	    nruns > s->core.conf.max_runs_per_room)
-		return core_reject(&s->core, EGW_E_TOO_LARGE);
+		return xfer_core_reject(&s->core, EGW_E_TOO_LARGE);
 	nb = s->core.conf.geom.capacity_tokens / s->core.conf.geom.block_tokens;
 	for (uint32_t i = 0; i < nruns; i++) {
 		if (runs[i].count == 0 || runs[i].start >= nb ||
 		    runs[i].count > nb - runs[i].start)
-			return core_reject(&s->core, EGW_E_BAD_BLOCKS);
+			return xfer_core_reject(&s->core, EGW_E_BAD_BLOCKS);
 		blocks += runs[i].count;
 	}
-	if (blocks < egw_geom_blocks_for(&s->core.conf.geom, total))
-		return core_reject(&s->core, EGW_E_BAD_BLOCKS);
+	if (blocks < egw_pool_geom_blocks_for(&s->core.conf.geom, total))
+		return xfer_core_reject(&s->core, EGW_E_BAD_BLOCKS);
 	memcpy(x->src, runs, nruns * sizeof(*runs));
 	x->nsrc = nruns;
 	x->total = total;
@@ -732,7 +732,7 @@ egw_sender_input(struct egw_sender *s, uint64_t room, uint32_t total,
 }
 
 static void
-sender_rank_complete(struct egw_sender *s, struct sender_room *x, uint16_t r,
+sender_rank_complete(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r,
 		 uint64_t now)
 {
 	x->rank[r].complete = true;
@@ -744,7 +744,7 @@ sender_rank_complete(struct egw_sender *s, struct sender_room *x, uint16_t r,
 
 /* Validate an INIT/RESUME window; returns its block count or -egw_err. */
 static int64_t
-sender_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m)
+sender_check_window(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *m)
 {
 	uint32_t bt = s->core.conf.geom.block_tokens;
 	int64_t blocks;
@@ -753,7 +753,7 @@ sender_check_window(struct egw_sender *s, uint32_t peer, const struct egw_msg *m
 		return -EGW_E_BLOCK_TOKENS;
 	if (m->nruns > EGW_XFER_MAX_RUNS)
 		return -EGW_E_TOO_LARGE;
-	blocks = core_check_runs(m->runs, m->nruns,
+	blocks = xfer_core_check_runs(m->runs, m->nruns,
 				 s->core.peers[peer].pool_blocks);
 	if (blocks < 0)
 		return blocks;
@@ -798,7 +798,7 @@ sender_accept(struct sender_rank *rk, const struct egw_msg *m)
 }
 
 static int
-sender_on_init(struct egw_sender *s, struct sender_room *x, uint32_t peer,
+sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	   const struct egw_msg *m, uint64_t now)
 {
 	struct sender_rank *rk;
@@ -852,7 +852,7 @@ sender_on_init(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 }
 
 static int
-sender_on_resume(struct egw_sender *s, struct sender_room *x, uint32_t peer,
+sender_on_resume(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	     const struct egw_msg *m, uint64_t now)
 {
 	struct sender_rank *rk;
@@ -903,7 +903,7 @@ sender_on_resume(struct egw_sender *s, struct sender_room *x, uint32_t peer,
 }
 
 int
-egw_sender_check_init(struct egw_sender *s, uint32_t peer,
+egw_xfer_sender_check_init(struct egw_xfer_sender *s, uint32_t peer,
 		      const struct egw_msg *m)
 {
 	int64_t blocks;
@@ -922,19 +922,19 @@ egw_sender_check_init(struct egw_sender *s, uint32_t peer,
 }
 
 int
-egw_sender_refuse(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
+egw_xfer_sender_refuse(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *m,
 		  enum egw_err e, uint64_t now)
 {
 	if (s == NULL || m == NULL || egw_err_to_wire(e) == UINT16_MAX ||
 	    e == EGW_E_OK)
 		return -EINVAL;
-	if (core_peer_heard(&s->core, peer, now) != 0)
+	if (xfer_core_peer_heard(&s->core, peer, now) != 0)
 		return -EGW_E_UNKNOWN_PEER;
 	return sender_error(s, peer, m, e);
 }
 
 int
-egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
+egw_xfer_sender_on_msg(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *m,
 		  uint64_t now)
 {
 	struct sender_room *x;
@@ -942,16 +942,16 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 
 	if (s == NULL || m == NULL)
 		return -EINVAL;
-	rc = core_peer_heard(&s->core, peer, now);
+	rc = xfer_core_peer_heard(&s->core, peer, now);
 	if (rc != 0)
 		return rc;
 	if (m->type == EGW_MSG_HEARTBEAT)
 		return 0;
 	if (m->type != EGW_MSG_INIT && m->type != EGW_MSG_RESUME &&
 	    m->type != EGW_MSG_STATUS && m->type != EGW_MSG_ABORT)
-		return core_reject(&s->core, EGW_E_STATE);
+		return xfer_core_reject(&s->core, EGW_E_STATE);
 	if (m->type == EGW_MSG_ABORT && (m->flags & EGW_MSGF_ACK))
-		return core_reject(&s->core, EGW_E_STATE); /* not ours */
+		return xfer_core_reject(&s->core, EGW_E_STATE); /* not ours */
 	x = sender_find(s, m->room);
 	if (x == NULL) {
 		const struct sender_tomb *t = tomb_find(s, m->room, now);
@@ -965,7 +965,7 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 			/* a room that is gone has no write in flight */
 			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
 					m->error, m->abort_id);
-			return t != NULL ? 0 : core_reject(&s->core,
+			return t != NULL ? 0 : xfer_core_reject(&s->core,
 							   EGW_E_UNKNOWN_ROOM);
 		}
 		if (t != NULL)
@@ -993,7 +993,7 @@ egw_sender_on_msg(struct egw_sender *s, uint32_t peer, const struct egw_msg *m,
 }
 
 int
-egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
+egw_xfer_sender_writes_done(struct egw_xfer_sender *s, uint64_t cookie, bool ok,
 		       uint64_t now)
 {
 	uint32_t idx = (uint32_t)(cookie >> 24) & 0xffffffu;
@@ -1058,7 +1058,7 @@ egw_sender_writes_done(struct egw_sender *s, uint64_t cookie, bool ok,
 }
 
 int
-egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now)
+egw_xfer_sender_abort(struct egw_xfer_sender *s, uint64_t room, uint64_t now)
 {
 	struct sender_room *x = sender_find(s, room);
 
@@ -1070,7 +1070,7 @@ egw_sender_abort(struct egw_sender *s, uint64_t room, uint64_t now)
 }
 
 static void
-sender_tick_room(struct egw_sender *s, struct sender_room *x, uint64_t now)
+sender_tick_room(struct egw_xfer_sender *s, struct sender_room *x, uint64_t now)
 {
 	if (sender_final(x))
 		return; /* waits for its in-flight writes (round deadline
@@ -1092,7 +1092,7 @@ sender_tick_room(struct egw_sender *s, struct sender_room *x, uint64_t now)
 static void
 sender_on_dead(void *eng, uint32_t peer, uint64_t now)
 {
-	struct egw_sender *s = eng;
+	struct egw_xfer_sender *s = eng;
 
 	for (uint32_t i = s->core.nactive; i > 0; i--) {
 		struct sender_room *x = &s->rooms[s->core.active[i - 1]];
@@ -1109,22 +1109,22 @@ sender_on_dead(void *eng, uint32_t peer, uint64_t now)
 }
 
 void
-egw_sender_peer_dead(struct egw_sender *s, uint32_t peer, uint64_t now)
+egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer, uint64_t now)
 {
-	core_peer_dead(&s->core, peer, now, false, sender_on_dead, s);
+	xfer_core_peer_dead(&s->core, peer, now, false, sender_on_dead, s);
 }
 
 void
-egw_sender_tick(struct egw_sender *s, uint64_t now)
+egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now)
 {
 	tomb_expire(s, now, false);
 	for (uint32_t i = s->core.nactive; i > 0; i--)
 		sender_tick_room(s, &s->rooms[s->core.active[i - 1]], now);
-	core_peer_tick(&s->core, now, sender_on_dead, s);
+	xfer_core_peer_tick(&s->core, now, sender_on_dead, s);
 }
 
 void
-egw_sender_abort_all(struct egw_sender *s, uint64_t now)
+egw_xfer_sender_abort_all(struct egw_xfer_sender *s, uint64_t now)
 {
 	for (uint32_t i = s->core.nactive; i > 0; i--) {
 		struct sender_room *x = &s->rooms[s->core.active[i - 1]];

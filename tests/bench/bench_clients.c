@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What an engine's command costs the worker lcore: egw_clients_poll()
+ * What an engine's command costs the worker lcore: egw_engines_poll()
  * taking commands off a client's submission ring, checking them, acting
- * (through room operations that do nothing, so that only lib/clients is
+ * (through room operations that do nothing, so that only lib/engines is
  * measured) and posting completions - against the floor, one bare ring
  * put and get of a 64-byte entry. CPU time of the polling alone, best of
  * `rounds`.
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "egw_clients.h"
+#include "egw_engines.h"
 
 #define BATCH 32u
 
@@ -64,7 +64,7 @@ static void op_lost(void *c, uint32_t id, const char *why)
 	exit(1);
 }
 
-static const struct egw_clients_ops ops = {
+static const struct egw_engines_ops ops = {
 	op_send_open, op_send_commit, op_send_abort, op_recv_open,
 	op_recv_abort, op_recv_release, op_wake, op_lost,
 };
@@ -80,7 +80,7 @@ cpu_ns(void)
 
 /* ns per command of `kind`: 0 NOP, 1 RECV_OPEN then ABORT of the room */
 static double
-run(struct egw_clients *srv, struct egw_attach_map *m, int kind, uint64_t n)
+run(struct egw_engines *srv, struct egw_attach_map *m, int kind, uint64_t n)
 {
 	struct egw_attach_cmd c;
 	struct egw_attach_cqe e;
@@ -107,7 +107,7 @@ run(struct egw_clients *srv, struct egw_attach_map *m, int kind, uint64_t n)
 		}
 		room += BATCH / 2;
 		t0 = cpu_ns();
-		egw_clients_poll(srv, t0);
+		egw_engines_poll(srv, t0);
 		spent += cpu_ns() - t0;
 		while (egw_attach_ring_get(&m->cq, &e) == 1)
 			if (e.result != 0)
@@ -137,7 +137,7 @@ main(int argc, char **argv)
 {
 	uint32_t rounds = argc > 1 ? (uint32_t)atoi(argv[1]) : 5;
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
-	struct egw_clients_conf cc = {
+	struct egw_engines_conf cc = {
 		.max_clients = 1, .max_rooms = 64, .max_total_tokens = 1u << 20,
 		.npeers = 1, .encode = true, .language = true,
 		.alloc_ns = 1000000000ull, .lease_ns = 0, .budget = BATCH,
@@ -147,12 +147,12 @@ main(int argc, char **argv)
 	size_t bytes = egw_attach_area_bytes(64, 64, BATCH, 4);
 	void *area = calloc(1, bytes);
 	struct egw_attach_map m;
-	struct egw_clients *srv;
+	struct egw_engines *srv;
 
 	if (area == NULL || egw_attach_area_init(area, 64, 64, BATCH, 4) != 0 ||
 	    egw_attach_map_init(&m, area, bytes) != 0 ||
-	    egw_clients_create(&cc, &srv) != 0 ||
-	    egw_clients_add(srv, area, bytes, 0) != 0) {
+	    egw_engines_create(&cc, &srv) != 0 ||
+	    egw_engines_add(srv, area, bytes, 0) != 0) {
 		fprintf(stderr, "bench_clients: set-up failed\n");
 		return 1;
 	}
@@ -166,7 +166,7 @@ main(int argc, char **argv)
 	}
 	printf("clients_ns nop=%.1f open_abort=%.1f ring=%.1f\n", best[0],
 	       best[1], best[2]);
-	egw_clients_destroy(srv, 0);
+	egw_engines_destroy(srv, 0);
 	free(area);
 	return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The attach shim: the gateway's attach server as the client tests meet
- * it, built from the libraries the gateway uses - lib/clients checks and
+ * it, built from the libraries the gateway uses - lib/engines checks and
  * answers every command, lib/attach lays out the areas and checks hellos
  * and credentials, lib/pool hands out the blocks (in a memfd the clients
  * map), lib/pattern fills and checks the rooms' bytes. What the shim adds
@@ -21,7 +21,7 @@
  *  - SHIM_STALL in R: the room stops there until it is ended otherwise.
  * Lines on stdin script more: "fail R RANK ERR" ends a room now with a
  * given error (a positive enum egw_err or a negative errno); "skip MS"
- * moves the shim's clock (the `now` lib/clients is given) MS ahead, so
+ * moves the shim's clock (the `now` lib/engines is given) MS ahead, so
  * that a lease runs out without the test waiting for it.
  *
  * Everything worth checking is one line on stdout, which the tests read.
@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "egw_attach.h"
-#include "egw_clients.h"
+#include "egw_engines.h"
 #include "egw_pool.h"
 
 #define SHIM_MAX_CLIENTS 64u
@@ -74,7 +74,7 @@ struct shim_room {
 struct shim_conn {
 	int sock;                 /* -1: free */
 	int efd;
-	uint32_t client;          /* lib/clients' id */
+	uint32_t client;          /* lib/engines' id */
 	void *area;
 	uint64_t area_bytes;
 	bool lost;                /* given up: waiting for the socket's end */
@@ -88,7 +88,7 @@ struct shim {
 	uint64_t pool_bytes;
 	struct egw_pool *pool;
 	uint32_t filler_blocks;   /* kept out to cut the free space in runs */
-	struct egw_clients *srv;
+	struct egw_engines *srv;
 	struct shim_conn conns[SHIM_MAX_CLIENTS];
 	struct shim_room *rooms;  /* max_rooms */
 	struct egw_run *run_store;
@@ -99,8 +99,8 @@ struct shim {
 
 uint64_t shim_now_ns(const struct shim *sh);
 
-/* The transfer: lib/clients' operations table, and its time. */
-extern const struct egw_clients_ops shim_ops;
+/* The transfer: lib/engines' operations table, and its time. */
+extern const struct egw_engines_ops shim_ops;
 int shim_rooms_init(struct shim *sh);
 void shim_rooms_step(struct shim *sh, uint64_t now);
 /* One scripted line (stdin). */

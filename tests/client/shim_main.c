@@ -2,7 +2,7 @@
 /*
  * The attach shim's program (shim.h): the attach socket of doc/client.md
  * as the gateway's control thread serves it, one port, and the loop that
- * plays the gateway's worker around lib/clients.
+ * plays the gateway's worker around lib/engines.
  *
  * attach_shim --socket PATH [--port NAME] [--mode encode|language]
  *   [--dtype bf16|fp16|fp32|fp8|int8] [--hidden N] [--block-tokens N]
@@ -198,7 +198,7 @@ pool_create(struct shim *sh)
 		.mrope = c->mrope, .aux_bytes = 64,
 	};
 	char path[64];
-	int rc = egw_geom_check(&g);
+	int rc = egw_pool_geom_check(&g);
 
 	if (rc != 0) {
 		fprintf(stderr, "attach_shim: lib/pool refuses the geometry "
@@ -207,7 +207,7 @@ pool_create(struct shim *sh)
 			c->hidden, strerror(-rc));
 		return rc;
 	}
-	sh->pool_bytes = egw_geom_mem_bytes(&g);
+	sh->pool_bytes = egw_pool_geom_mem_bytes(&g);
 	sh->pool_fd = memfd_create("egw-shim-pool", MFD_CLOEXEC);
 	if (sh->pool_fd < 0 ||
 	    ftruncate(sh->pool_fd, (off_t)sh->pool_bytes) != 0)
@@ -233,7 +233,7 @@ static int
 server_create(struct shim *sh)
 {
 	const struct shim_cfg *c = &sh->cfg;
-	struct egw_clients_conf cc = {
+	struct egw_engines_conf cc = {
 		.max_clients = c->max_clients,
 		.max_rooms = c->max_clients * c->slots,
 		.max_total_tokens = c->max_total,
@@ -250,7 +250,7 @@ server_create(struct shim *sh)
 		.ctx = sh,
 	};
 
-	return egw_clients_create(&cc, &sh->srv);
+	return egw_engines_create(&cc, &sh->srv);
 }
 
 /* ---- the socket ---------------------------------------------------------------- */
@@ -405,7 +405,7 @@ fill_welcome(const struct shim *sh, const struct shim_conn *k,
 	w->max_runs = ((const struct egw_attach_area *)k->area)->max_runs;
 	w->pool_bytes = sh->pool_bytes;
 	for (int kind = 0; kind < EGW_KIND_MAX; kind++) {
-		w->region_bytes[kind] = egw_geom_region_bytes(g, kind);
+		w->region_bytes[kind] = egw_pool_geom_region_bytes(g, kind);
 		w->region_offset[kind] = w->region_bytes[kind] == 0 ? 0 :
 			(uint64_t)((uint8_t *)egw_pool_region(sh->pool, kind) -
 				   (uint8_t *)sh->pool_mem);
@@ -468,9 +468,9 @@ accept_client(struct shim *sh, int lfd)
 		k->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		rc = k->efd < 0 ? -errno : 0;
 	}
-	/* the worker's part: lib/clients takes the area or says why not */
+	/* the worker's part: lib/engines takes the area or says why not */
 	if (rc == 0)
-		rc = egw_clients_add(sh->srv, k->area, k->area_bytes, sh->now);
+		rc = egw_engines_add(sh->srv, k->area, k->area_bytes, sh->now);
 	if (rc < 0) {
 		if (rc == -EUSERS)
 			snprintf(why, sizeof(why), "the port takes no more "
@@ -497,17 +497,17 @@ accept_client(struct shim *sh, int lfd)
 	       k->efd >= 0 ? " wakeup" : "");
 }
 
-/* The client's socket ended: lib/clients ends its rooms. */
+/* The client's socket ended: lib/engines ends its rooms. */
 static void
 detach(struct shim *sh, struct shim_conn *k, const char *why)
 {
-	uint32_t rooms = egw_clients_rooms(sh->srv);
+	uint32_t rooms = egw_engines_rooms(sh->srv);
 	uint32_t free0 = shim_pool_free(sh);
 
-	egw_clients_remove(sh->srv, k->client, sh->now);
+	egw_engines_remove(sh->srv, k->client, sh->now);
 	printf("client %u detached (%s): ended %u rooms, freed %u blocks; "
 	       "pool free %u of %u\n", k->client, why,
-	       rooms - egw_clients_rooms(sh->srv),
+	       rooms - egw_engines_rooms(sh->srv),
 	       shim_pool_free(sh) - free0, shim_pool_free(sh),
 	       shim_pool_blocks(sh));
 	conn_close(k);
@@ -576,7 +576,7 @@ serve(struct shim *sh, int lfd)
 						 sizeof(script));
 		if (p[0].revents & POLLIN)
 			accept_client(sh, lfd);
-		egw_clients_poll(sh->srv, sh->now);
+		egw_engines_poll(sh->srv, sh->now);
 		shim_rooms_step(sh, sh->now);
 		fflush(stdout);
 	}
@@ -615,7 +615,7 @@ main(int argc, char **argv)
 	for (uint32_t i = 0; i < SHIM_MAX_CLIENTS; i++)
 		if (sh.conns[i].sock >= 0)
 			detach(&sh, &sh.conns[i], "shim stopping");
-	egw_clients_destroy(sh.srv, sh.now);
+	egw_engines_destroy(sh.srv, sh.now);
 	printf("stopped: pool free %u of %u\n", shim_pool_free(&sh),
 	       shim_pool_blocks(&sh));
 	close(lfd);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The shim's transfer: what the gateway's node would do with the rooms
- * lib/clients asks for (shim.h says how it moves them), on a real
+ * lib/engines asks for (shim.h says how it moves them), on a real
  * lib/pool pool, with lib/pattern's bytes. It reports back through
- * egw_clients_room_state/_delivered/_done, as the gateway's worker does.
+ * egw_engines_room_state/_delivered/_done, as the gateway's worker does.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -150,7 +150,7 @@ shim_rooms_init(struct shim *sh)
 	return 0;
 }
 
-/* ---- lib/clients' operations -------------------------------------------------- */
+/* ---- lib/engines' operations -------------------------------------------------- */
 
 static int
 op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
@@ -167,7 +167,7 @@ op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 		return -EGW_E_DUPLICATE_ROOM;
 	n = egw_pool_alloc_tokens(sh->pool, room, total, er, max_runs);
 	if (n < 0)
-		return n; /* -ENOSPC: lib/clients asks again */
+		return n; /* -ENOSPC: lib/engines asks again */
 	r = take(sh, EGW_SIDE_SEND, room, 0);
 	if (r == NULL) {
 		free_runs(sh, room, er, (uint32_t)n);
@@ -179,7 +179,7 @@ op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 	r->cookie = cookie;
 	r->nruns = (uint32_t)n;
 	memcpy(r->runs, er, (size_t)n * sizeof(*er));
-	r->state = EGW_AST_WAITING_FOR_INPUT;
+	r->state = EGW_ATTACH_STATE_WAITING_FOR_INPUT;
 	return n;
 }
 
@@ -232,7 +232,7 @@ op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 		return -EGW_E_NO_SLOT;
 	r->aux_only = aux_only;
 	r->total = SHIM_TOTAL(room);
-	r->state = EGW_AST_BOOTSTRAPPING;
+	r->state = EGW_ATTACH_STATE_BOOTSTRAPPING;
 	return 0;
 }
 
@@ -295,7 +295,7 @@ op_client_lost(void *ctx, uint32_t client, const char *why)
 		shutdown(k->sock, SHUT_WR);
 	}
 	printf("client %u given up (%s): %u blocks held\n", client, why,
-	       egw_clients_client_held(sh->srv, client));
+	       egw_engines_client_held(sh->srv, client));
 }
 
 static void
@@ -309,7 +309,7 @@ op_pool_state(void *ctx, struct egw_attach_stats *st)
 	st->admission_queue = 0;
 }
 
-const struct egw_clients_ops shim_ops = {
+const struct egw_engines_ops shim_ops = {
 	.send_open = op_send_open,
 	.send_commit = op_send_commit,
 	.send_abort = op_send_abort,
@@ -334,14 +334,14 @@ fail(struct shim *sh, struct shim_room *r, int err)
 
 	drop(sh, r);
 	printf("room %" PRIu64 " rank %u: failed %d\n", room, rank, err);
-	egw_clients_room_done(sh->srv, side, room, rank, err);
+	egw_engines_room_done(sh->srv, side, room, rank, err);
 }
 
 static void
 state(struct shim *sh, struct shim_room *r, uint8_t st, uint32_t landed)
 {
 	r->state = st;
-	egw_clients_room_state(sh->srv, r->side, r->room, r->rank, st,
+	egw_engines_room_state(sh->srv, r->side, r->room, r->rank, st,
 			       r->total, landed);
 }
 
@@ -350,7 +350,7 @@ static void
 recv_land(struct shim *sh, struct shim_room *r)
 {
 	uint32_t blocks = r->aux_only ? 1 :
-			  egw_geom_blocks_for(egw_pool_geom(sh->pool),
+			  egw_pool_geom_blocks_for(egw_pool_geom(sh->pool),
 					      r->total);
 	int n = egw_pool_alloc(sh->pool, r->room, blocks, r->runs,
 			       sh->cfg.max_runs);
@@ -368,13 +368,13 @@ recv_land(struct shim *sh, struct shim_room *r)
 		fail(sh, r, EGW_E_TRANSPORT);
 		return;
 	}
-	state(sh, r, EGW_AST_TRANSFERRING, r->total);
+	state(sh, r, EGW_ATTACH_STATE_TRANSFERRING, r->total);
 }
 
 static void
 recv_deliver(struct shim *sh, struct shim_room *r)
 {
-	int rc = egw_clients_room_delivered(sh->srv, r->room, r->rank,
+	int rc = egw_engines_room_delivered(sh->srv, r->room, r->rank,
 					    r->total,
 					    (const struct egw_attach_run *)
 					    r->runs, r->nruns);
@@ -393,10 +393,10 @@ static void
 step_recv(struct shim *sh, struct shim_room *r)
 {
 	switch (r->state) {
-	case EGW_AST_BOOTSTRAPPING:
-		state(sh, r, EGW_AST_WAITING_FOR_INPUT, 0);
+	case EGW_ATTACH_STATE_BOOTSTRAPPING:
+		state(sh, r, EGW_ATTACH_STATE_WAITING_FOR_INPUT, 0);
 		return;
-	case EGW_AST_WAITING_FOR_INPUT:
+	case EGW_ATTACH_STATE_WAITING_FOR_INPUT:
 		if (r->room & SHIM_STALL)
 			return;
 		if (r->room & SHIM_FAIL)
@@ -480,7 +480,7 @@ step_send(struct shim *sh, struct shim_room *r)
 	}
 	drop(sh, r);
 	printf("room %" PRIu64 ": success, %u tokens checked\n", room, total);
-	egw_clients_room_done(sh->srv, EGW_SIDE_SEND, room, 0, 0);
+	egw_engines_room_done(sh->srv, EGW_SIDE_SEND, room, 0, 0);
 }
 
 void

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * lib/client against the gateway's own attach server, lib/clients, behind
+ * lib/client against the gateway's own attach server, lib/engines, behind
  * the attach shim (shim.h): attach and its refusals, language and encode
  * rooms byte-exact (lib/pattern) over several runs, ranks and an aux-only
  * rank, failures with the gateway's codes, the overflow recovery, the
@@ -97,7 +97,7 @@ test_attach_refusals(void)
 	CU_ASSERT_FATAL(shim_start(&f, one) == 0);
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
 	CU_ASSERT(shim_attach(&f, "lang0", 0, &c2) == -EUSERS);
-	/* lib/clients' own answer, as the gateway passes it on */
+	/* lib/engines' own answer, as the gateway passes it on */
 	CU_ASSERT(strstr(egw_client_last_error(), "takes no more clients") !=
 		  NULL);
 	egw_client_detach(c);
@@ -534,7 +534,7 @@ test_lease(void)
 				    &a) == 0);
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &b) == 0);
 	CU_ASSERT(egw_client_geometry(a)->lease_ms == 500);
-	/* b stays away from the library for a lease: lib/clients gives it
+	/* b stays away from the library for a lease: lib/engines gives it
 	 * up; a's thread keeps it attached */
 	CU_ASSERT(shim_expect(&f, "client 1 given up (lease expired", MS));
 	usleep(1500 * 1000);
@@ -968,7 +968,7 @@ test_encode_busy(void)
 	CU_ASSERT_FATAL(full >= 0);
 	CU_ASSERT(wait_event(c, (uint32_t)full, EGW_CLIENT_WAITING_FOR_INPUT,
 			     MS, &ev));
-	/* the shim's gateway lets 8 wait (lib/clients' max_waiting) */
+	/* the shim's gateway lets 8 wait (lib/engines' max_waiting) */
 	for (int i = 0; i < 9; i++) {
 		s[i] = egw_client_send_open(c, 71 + (uint64_t)i, 128, 1, 0, 0,
 					    2);

@@ -53,7 +53,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		inited = 1;
 	}
-	if (egw_proto_decode(&key, data, size, &pkt, NULL) == EGW_PE_OK)
+	if (egw_proto_decode(&key, data, size, &pkt, NULL) == EGW_PROTO_ERR_OK)
 		check_round_trip(data, size, &pkt);
 
 	if (size >= EGW_PROTO_HDR_LEN && size <= EGW_PROTO_MAX_LEN - EGW_PROTO_TAG_LEN) {
@@ -61,26 +61,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		crypto_generichash(buf + size, EGW_PROTO_TAG_LEN, buf, size,
 				   key.k, EGW_PROTO_KEY_LEN);
 		if (egw_proto_decode(&key, buf, size + EGW_PROTO_TAG_LEN, &pkt,
-				     NULL) == EGW_PE_OK)
+				     NULL) == EGW_PROTO_ERR_OK)
 			check_round_trip(buf, size + EGW_PROTO_TAG_LEN, &pkt);
 	}
 
 	{
-		struct egw_replay r = { 0 };
+		struct egw_proto_replay r = { 0 };
 		uint64_t seen_s[64], seen_q[64];
 		bool adopted[4] = { false };
 		size_t n = 0;
 
 		for (size_t i = 0; i + 3 <= size && n < 64; i += 3) {
 			uint64_t s = 1 + data[i] % 3, q = 1 + (data[i + 1] << 8 | data[i + 2]) % 200;
-			enum egw_proto_err e = egw_replay_check(&r, s, q);
+			enum egw_proto_err e = egw_proto_replay_check(&r, s, q);
 
-			if (e == EGW_PE_SESSION && !adopted[s]) {
+			if (e == EGW_PROTO_ERR_SESSION && !adopted[s]) {
 				adopted[s] = true;
-				egw_replay_start(&r, s, q);
-				e = EGW_PE_OK;
+				egw_proto_replay_start(&r, s, q);
+				e = EGW_PROTO_ERR_OK;
 			}
-			if (e == EGW_PE_OK) {
+			if (e == EGW_PROTO_ERR_OK) {
 				for (size_t j = 0; j < n; j++)
 					if (seen_s[j] == s && seen_q[j] == q)
 						abort(); /* accepted twice */

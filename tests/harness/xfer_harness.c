@@ -105,7 +105,7 @@ w_pattern_bytes(const struct world *w, uint32_t total, bool dummy)
 	uint64_t per = 0;
 
 	for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++)
-		per += egw_geom_unit_bytes(&w->geom, (enum egw_kind)k);
+		per += egw_pool_geom_unit_bytes(&w->geom, (enum egw_kind)k);
 	return (dummy ? 0 : per * total) + w->geom.aux_bytes;
 }
 
@@ -130,7 +130,7 @@ verify_delivery(struct world *w, int rank, const struct egw_act *a)
 		blocks += a->runs[i].count;
 	/* exactly the blocks that cover total (aux-only: one): nothing more
 	 * is held */
-	if (blocks != (a->dummy ? 1 : egw_geom_blocks_for(g, a->tokens)))
+	if (blocks != (a->dummy ? 1 : egw_pool_geom_blocks_for(g, a->tokens)))
 		bad++;
 	bad += (uint32_t)egw_pattern_check(p, a->room, a->tokens, a->runs,
 					   a->nruns, a->aux_block, a->dummy);
@@ -165,9 +165,9 @@ do_writes(struct world *w, int rank, uint64_t room,
 		uint8_t *s = egw_pool_addr(w->src_pool, k, x->src_block, x->src_token);
 		uint8_t *d = egw_pool_addr(dp, k, x->dst_block, x->dst_token);
 		uint8_t *send = (uint8_t *)egw_pool_region(w->src_pool, k) +
-				egw_geom_region_bytes(egw_pool_geom(w->src_pool), k);
+				egw_pool_geom_region_bytes(egw_pool_geom(w->src_pool), k);
 		uint8_t *dend = (uint8_t *)egw_pool_region(dp, k) +
-				egw_geom_region_bytes(egw_pool_geom(dp), k);
+				egw_pool_geom_region_bytes(egw_pool_geom(dp), k);
 
 		if (s == NULL || d == NULL || s + x->bytes > send ||
 		    d + x->bytes > dend) {
@@ -403,7 +403,7 @@ w_create(const struct w_conf *c)
 	xc.emit = emit;
 	xc.emit_ctx = &eps[0];
 	xc.geom = g;
-	if (egw_sender_create(&xc, &w->tx) != 0)
+	if (egw_xfer_sender_create(&xc, &w->tx) != 0)
 		abort();
 	if (c->policy != NULL)
 		pol = *c->policy;
@@ -420,10 +420,10 @@ w_create(const struct w_conf *c)
 		eps[r + 1] = (struct w_ep){ w, r };
 		xc.emit_ctx = &eps[r + 1];
 		xc.geom = g;
-		if (egw_receiver_create(&xc, &pol, &w->rx[r]) != 0)
+		if (egw_xfer_receiver_create(&xc, &pol, &w->rx[r]) != 0)
 			abort();
-		egw_receiver_peer_add(w->rx[r], W_RECEIVER_PEER, 0);
-		egw_sender_peer_add(w->tx, W_SENDER_PEER_BASE + r,
+		egw_xfer_receiver_peer_add(w->rx[r], W_RECEIVER_PEER, 0);
+		egw_xfer_sender_peer_add(w->tx, W_SENDER_PEER_BASE + r,
 				    g.capacity_tokens / g.block_tokens, 0);
 	}
 	return w;
@@ -434,10 +434,10 @@ w_destroy(struct world *w)
 {
 	for (uint32_t i = 0; i < w->nev; i++)
 		free(w->ev[i].late);
-	egw_sender_destroy(w->tx);
+	egw_xfer_sender_destroy(w->tx);
 	egw_pool_destroy(w->src_pool);
 	for (uint16_t r = 0; r < w->nranks; r++) {
-		egw_receiver_destroy(w->rx[r]);
+		egw_xfer_receiver_destroy(w->rx[r]);
 		egw_pool_destroy(w->dst_pool[r]);
 		free(w->blk_owner[r]);
 	}
@@ -457,7 +457,7 @@ w_input(struct world *w, uint64_t room, uint32_t total)
 	if (n < 0)
 		return n;
 	fill_src(w, room, total, runs, n);
-	rc = egw_sender_input(w->tx, room, total, runs, (uint32_t)n, w->now);
+	rc = egw_xfer_sender_input(w->tx, room, total, runs, (uint32_t)n, w->now);
 	if (rc != 0)
 		for (int i = 0; i < n; i++)
 			egw_pool_free(w->src_pool, room, runs[i]);
@@ -467,14 +467,14 @@ w_input(struct world *w, uint64_t room, uint32_t total)
 int
 w_open(struct world *w, uint64_t room, uint32_t input_total, bool dummy_last)
 {
-	int rc = egw_sender_open(w->tx, room, w->nranks, w->now);
+	int rc = egw_xfer_sender_open(w->tx, room, w->nranks, w->now);
 
 	if (rc != 0)
 		return rc;
 	for (uint16_t r = 0; r < w->nranks; r++) {
 		bool dummy = dummy_last && r == w->nranks - 1 && w->nranks > 1;
 
-		rc = egw_receiver_open(w->rx[r], room, r, w->nranks,
+		rc = egw_xfer_receiver_open(w->rx[r], room, r, w->nranks,
 				       W_RECEIVER_PEER, dummy, w->now);
 		if (rc != 0)
 			return rc;
@@ -487,11 +487,11 @@ w_open(struct world *w, uint64_t room, uint32_t input_total, bool dummy_last)
 int
 w_open_on(struct world *w, uint64_t room, uint32_t total, uint16_t engine)
 {
-	int rc = egw_sender_open(w->tx, room, 1, w->now);
+	int rc = egw_xfer_sender_open(w->tx, room, 1, w->now);
 
 	if (rc != 0)
 		return rc;
-	rc = egw_receiver_open(w->rx[engine], room, 0, 1, W_RECEIVER_PEER,
+	rc = egw_xfer_receiver_open(w->rx[engine], room, 0, 1, W_RECEIVER_PEER,
 			       false, w->now);
 	if (rc != 0)
 		return rc;
@@ -502,13 +502,13 @@ w_open_on(struct world *w, uint64_t room, uint32_t total, uint16_t engine)
 int
 w_to_receiver(struct world *w, uint16_t rank, const struct egw_msg *m)
 {
-	return egw_receiver_on_msg(w->rx[rank], W_RECEIVER_PEER, m, w->now);
+	return egw_xfer_receiver_on_msg(w->rx[rank], W_RECEIVER_PEER, m, w->now);
 }
 
 int
 w_to_sender(struct world *w, uint16_t rank, const struct egw_msg *m)
 {
-	return egw_sender_on_msg(w->tx, W_SENDER_PEER_BASE + rank, m, w->now);
+	return egw_xfer_sender_on_msg(w->tx, W_SENDER_PEER_BASE + rank, m, w->now);
 }
 
 static void
@@ -534,10 +534,10 @@ dispatch(struct world *w, struct w_ev *e)
 				do_writes(w, e->rank, e->room, e->late, e->nlate);
 			free(e->late);
 		}
-		egw_sender_writes_done(w->tx, e->cookie, e->ok, w->now);
+		egw_xfer_sender_writes_done(w->tx, e->cookie, e->ok, w->now);
 		break;
 	case EV_ALLOC:
-		egw_receiver_alloc_done(w->rx[e->rank], e->room, e->room_rank,
+		egw_xfer_receiver_alloc_done(w->rx[e->rank], e->room, e->room_rank,
 					e->runs, e->nruns, w->now);
 		break;
 	}
@@ -548,11 +548,11 @@ engines_idle(const struct world *w)
 {
 	struct egw_xfer_stats st;
 
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	if (st.rooms_active)
 		return false;
 	for (uint16_t r = 0; r < w->nranks; r++) {
-		egw_receiver_get_stats(w->rx[r], &st);
+		egw_xfer_receiver_get_stats(w->rx[r], &st);
 		if (st.rooms_active)
 			return false;
 	}
@@ -562,9 +562,9 @@ engines_idle(const struct world *w)
 static void
 tick_all(struct world *w)
 {
-	egw_sender_tick(w->tx, w->now);
+	egw_xfer_sender_tick(w->tx, w->now);
 	for (uint16_t r = 0; r < w->nranks; r++)
-		egw_receiver_tick(w->rx[r], w->now);
+		egw_xfer_receiver_tick(w->rx[r], w->now);
 }
 
 static void

@@ -55,8 +55,8 @@ struct world {
 	struct w_net net;
 	uint64_t rng;
 	struct egw_pool_geom geom;
-	struct egw_sender *tx;
-	struct egw_receiver *rx[W_MAX_RANKS];
+	struct egw_xfer_sender *tx;
+	struct egw_xfer_receiver *rx[W_MAX_RANKS];
 	struct egw_pool *src_pool;
 	struct egw_pool *dst_pool[W_MAX_RANKS];
 	/* event queue (binary heap on time, then sequence) */

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The embgw package against the attach shim (tests/client/shim.h): the
-gateway's attach server, lib/clients, behind a socket.
+gateway's attach server, lib/engines, behind a socket.
 
 $EMBGW_ATTACH_SHIM names the shim's program and $EMBGW_CLIENT_LIB the
 library (meson sets both); a test that needs the shim fails without them

@@ -40,12 +40,12 @@ account(struct world *w, uint32_t rooms, struct totals *t)
 	struct egw_xfer_stats st;
 
 	t->rooms += rooms;
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	t->ok += (uint32_t)st.rooms_ok;
 	t->failed += (uint32_t)st.rooms_failed;
 	t->leaked += w_blocks_in_use(w, -1);
 	for (uint16_t r = 0; r < w->nranks; r++) {
-		egw_receiver_get_stats(w->rx[r], &st);
+		egw_xfer_receiver_get_stats(w->rx[r], &st);
 		t->resumes += st.resumes;
 		t->retransmits += st.retransmits;
 		t->leaked += w_blocks_in_use(w, r);
@@ -143,7 +143,7 @@ main(int argc, char **argv)
 			w->keep_log = false;
 			w_open(w, 1, lens[l], false);
 			w_run(w, 120 * SEC);
-			egw_receiver_get_stats(w->rx[0], &st);
+			egw_xfer_receiver_get_stats(w->rx[0], &st);
 			printf("  scenario %5u tokens, default %4u: %s, %lu resume "
 			       "round(s), %lu bytes verified, %.2f ms (virtual)\n",
 			       lens[l], defs[d], w->deliveries == ranks &&

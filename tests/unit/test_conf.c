@@ -33,7 +33,7 @@ test_examples_load(void)
 			printf("\n  %s", errs.msg[e]);
 		CU_ASSERT(conf.nports >= 1);
 		CU_ASSERT(conf.roles != 0);
-		CU_ASSERT_EQUAL(egw_geom_check(&conf.geom), 0);
+		CU_ASSERT_EQUAL(egw_pool_geom_check(&conf.geom), 0);
 	}
 	{
 		char path[512];

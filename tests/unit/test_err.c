@@ -82,8 +82,8 @@ test_client_reasons_cover_every_code(void)
 static void
 test_proto_reasons_are_distinct(void)
 {
-	CU_ASSERT(EGW_PE_MAX > EGW_PE_SESSION);
-	for (int a = 0; a < EGW_PE_MAX; a++) {
+	CU_ASSERT(EGW_PROTO_ERR_MAX > EGW_PROTO_ERR_SESSION);
+	for (int a = 0; a < EGW_PROTO_ERR_MAX; a++) {
 		const char *ta = egw_proto_strerror((enum egw_proto_err)a);
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(ta);
@@ -92,7 +92,7 @@ test_proto_reasons_are_distinct(void)
 			CU_ASSERT_STRING_NOT_EQUAL(ta,
 				egw_proto_strerror((enum egw_proto_err)b));
 	}
-	CU_ASSERT_STRING_EQUAL(egw_proto_strerror(EGW_PE_MAX), "unknown error");
+	CU_ASSERT_STRING_EQUAL(egw_proto_strerror(EGW_PROTO_ERR_MAX), "unknown error");
 }
 
 /* One "| code | NAME |" cell pair of protocol.md's table into names[code]. */

@@ -62,9 +62,9 @@ static struct {
 	 * (with the session), 'D' let go, 'P' a post */
 	struct { char what; uint64_t session; } ev[8192];
 	unsigned nev;
-	unsigned notes[2][EGW_NN_WINDOW + 1];
-	enum egw_err note_code[2][EGW_NN_WINDOW + 1]; /* the last of each kind */
-	char note_text[2][EGW_NN_WINDOW + 1][384];
+	unsigned notes[2][EGW_NODE_NOTE_WINDOW + 1];
+	enum egw_err note_code[2][EGW_NODE_NOTE_WINDOW + 1]; /* the last of each kind */
+	char note_text[2][EGW_NODE_NOTE_WINDOW + 1][384];
 	unsigned peer_downs[2];
 	unsigned fail_ev;     /* t.nev when a sender room first failed */
 	/* per-window keys on the language side: its driver's windows, by
@@ -196,7 +196,7 @@ window_bind(void *ctx, uint32_t peer, const struct egw_run *run,
 	w->peer = peer;
 	w->count = run->count;
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		w->keys[k] = rkeys[k] = egw_geom_unit_bytes(&t.geom[1],
+		w->keys[k] = rkeys[k] = egw_pool_geom_unit_bytes(&t.geom[1],
 							    (enum egw_kind)k)
 					? ++t.next_key << 8 | (uint32_t)k : 0;
 	t.binds++;
@@ -438,7 +438,7 @@ start(int i, uint64_t session)
 	CU_ASSERT_FATAL(egw_pool_create(&t.geom[i], NULL, 0, &t.pool[i]) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++)
 		reg[k] = (struct egw_region){ 0, 0,
-			(uint32_t)egw_geom_unit_bytes(&t.geom[i], (enum egw_kind)k) };
+			(uint32_t)egw_pool_geom_unit_bytes(&t.geom[i], (enum egw_kind)k) };
 	ops.ctx = (void *)(intptr_t)i;
 	/* both sides, as the gateway gives them to every verbs port: only
 	 * the receiving one opens windows */
@@ -563,7 +563,7 @@ test_register_then_resume_transfer(void)
 		egw_pool_get_stats(t.pool[i], &ps);
 		CU_ASSERT_EQUAL(ps.blocks_in_use, 0);
 		egw_node_get_stats(t.node[i], &st);
-		for (int d = 0; d < EGW_ND_MAX; d++)
+		for (int d = 0; d < EGW_NODE_DROP_MAX; d++)
 			CU_ASSERT_EQUAL(st.drops[d], 0);
 		CU_ASSERT(st.proto.ok > 0);
 	}
@@ -643,16 +643,16 @@ test_bad_datagrams_dropped_and_counted(void)
 	d.b[d.len - 1] ^= 1;
 	egw_node_rx(t.node[1], ENC_IP, PORT, d.b, d.len, t.now); /* replay */
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_UNKNOWN_PEER], 2);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_PROTO], 3);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_REPLAY], 1);
-	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_MAC], 2);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_UNKNOWN_PEER], 2);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_PROTO], 3);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_REPLAY], 1);
+	CU_ASSERT_EQUAL(st.proto.refused[EGW_PROTO_ERR_MAC], 2);
 	/* a configured peer's datagrams that fail authentication: noted
 	 * once (a different key?), counted every time */
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_AUTH], 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_AUTH],
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_AUTH], 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NODE_NOTE_AUTH],
 				      "peer enc fail authentication: different key?"));
-	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_REPLAY], 1);
+	CU_ASSERT_EQUAL(st.proto.refused[EGW_PROTO_ERR_REPLAY], 1);
 	/* and a transfer afterwards is unaffected */
 	assert_room_transfers(2000);
 	teardown();
@@ -675,19 +675,19 @@ test_mismatched_geometry_is_not_registered(void)
 		CU_ASSERT_FALSE(egw_node_peer_ready(t.node[i], 0));
 		CU_ASSERT_EQUAL(egw_node_peer_session(t.node[i], 0), 0);
 		egw_node_get_stats(t.node[i], &st[i]);
-		CU_ASSERT(st[i].drops[EGW_ND_GEOMETRY] >= 5);
+		CU_ASSERT(st[i].drops[EGW_NODE_DROP_GEOMETRY] >= 5);
 		CU_ASSERT(st[i].register_refusals >= 5);
 		CU_ASSERT(st[i].register_refusals <= 2000 / 200 + 1);
 		CU_ASSERT(st[i].register_refused >= 5);
 		CU_ASSERT_EQUAL(st[i].adoptions, 0);
 		/* once per peer, not per datagram */
-		CU_ASSERT_EQUAL(t.notes[i][EGW_NN_REFUSED], 1);
-		CU_ASSERT_EQUAL(t.notes[i][EGW_NN_PEER_REFUSED], 1);
-		CU_ASSERT_EQUAL(t.notes[i][EGW_NN_REGISTERED], 0);
+		CU_ASSERT_EQUAL(t.notes[i][EGW_NODE_NOTE_REFUSED], 1);
+		CU_ASSERT_EQUAL(t.notes[i][EGW_NODE_NOTE_PEER_REFUSED], 1);
+		CU_ASSERT_EQUAL(t.notes[i][EGW_NODE_NOTE_REGISTERED], 0);
 	}
-	CU_ASSERT_EQUAL(t.note_code[1][EGW_NN_REFUSED], EGW_E_GEOMETRY);
-	CU_ASSERT_EQUAL(t.note_code[0][EGW_NN_PEER_REFUSED], EGW_E_GEOMETRY);
-	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+	CU_ASSERT_EQUAL(t.note_code[1][EGW_NODE_NOTE_REFUSED], EGW_E_GEOMETRY);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED], EGW_E_GEOMETRY);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NODE_NOTE_REFUSED],
 				      "hidden_size 16 (ours 32)"));
 	run(4000000000ull); /* past the bootstrap deadline */
 	CU_ASSERT_EQUAL(t.delivered, 0);
@@ -717,15 +717,15 @@ test_wrong_name_is_refused_once(void)
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 0);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT(st.drops[EGW_ND_NAME] >= 5);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_GEOMETRY], 0);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REFUSED], 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+	CU_ASSERT(st.drops[EGW_NODE_DROP_NAME] >= 5);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_GEOMETRY], 0);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_REFUSED], 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NODE_NOTE_REFUSED],
 				      "name 'enc' (configured 'enc-b')"));
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT(st.register_refused >= 5);
-	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_PEER_REFUSED], 1);
-	CU_ASSERT_EQUAL(t.note_code[0][EGW_NN_PEER_REFUSED], EGW_E_NAME);
+	CU_ASSERT_EQUAL(t.notes[0][EGW_NODE_NOTE_PEER_REFUSED], 1);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED], EGW_E_NAME);
 	teardown();
 }
 
@@ -745,7 +745,7 @@ test_message_for_missing_role_dropped(void)
 	len = egw_proto_encode(&t.par[0].key, 1000, 1u << 30, &m, b, sizeof(b));
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 1);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_ROLE], 1);
 	/* an ABORT is the encode side's to hear; its ACK the receiver's,
 	 * flag and all */
 	m = (struct egw_msg){ .type = EGW_MSG_ABORT, .rank = 0, .nranks = 1,
@@ -753,18 +753,18 @@ test_message_for_missing_role_dropped(void)
 	len = egw_proto_encode(&t.par[0].key, 1000, (1u << 30) + 1, &m, b, sizeof(b));
 	egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 2);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_ROLE], 2);
 	{
 		struct egw_xfer_stats xs0, xs1;
 
-		egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs0);
+		egw_xfer_receiver_get_stats(egw_node_receiver(t.node[1]), &xs0);
 		m.flags = EGW_MSGF_ACK;
 		len = egw_proto_encode(&t.par[0].key, 1000, (1u << 30) + 2, &m, b,
 				       sizeof(b));
 		egw_node_rx(t.node[1], ENC_IP, PORT, b, (size_t)len, t.now);
 		egw_node_get_stats(t.node[1], &st);
-		CU_ASSERT_EQUAL(st.drops[EGW_ND_ROLE], 2);
-		egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs1);
+		CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_ROLE], 2);
+		egw_xfer_receiver_get_stats(egw_node_receiver(t.node[1]), &xs1);
 		CU_ASSERT_EQUAL(xs1.rx_msgs, xs0.rx_msgs + 1);
 	}
 	teardown();
@@ -922,7 +922,7 @@ static void
 decode(const struct dgram *d, struct egw_pkt *p)
 {
 	CU_ASSERT_EQUAL_FATAL(egw_proto_decode(&t.par[0].key, d->b, d->len, p,
-					       NULL), EGW_PE_OK);
+					       NULL), EGW_PROTO_ERR_OK);
 }
 
 /* Deliver queued datagrams one at a time, no ticks, until both sides are
@@ -980,7 +980,7 @@ test_handshake_typical_order(void)
 	CU_ASSERT_EQUAL(seen[3].reg.ack_psn, 5);
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[0], 0), 0x1111);
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), 1000);
-	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_REGISTERED], 1);
+	CU_ASSERT_EQUAL(t.notes[0][EGW_NODE_NOTE_REGISTERED], 1);
 	assert_room_transfers(2000);
 	teardown();
 }
@@ -1041,8 +1041,8 @@ restart_encode_as(uint64_t session)
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), session);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_PEER_DEAD)], 1);
 	CU_ASSERT_EQUAL(t.peer_downs[1], 1);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_RESTARTED], 1);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REGISTERED], 2);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_RESTARTED], 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_REGISTERED], 2);
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.peer_restarts, 1);
 	CU_ASSERT_EQUAL(st.adoptions, 2);
@@ -1055,8 +1055,8 @@ restart_encode_as(uint64_t session)
 	/* the old incarnation's REGISTER replayed: refused, nothing changes */
 	egw_node_rx(t.node[1], ENC_IP, PORT, old_reg.b, old_reg.len, t.now);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_SESSION], 1);
-	CU_ASSERT_EQUAL(st.proto.refused[EGW_PE_SESSION], 1);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_SESSION], 1);
+	CU_ASSERT_EQUAL(st.proto.refused[EGW_PROTO_ERR_SESSION], 1);
 	CU_ASSERT_EQUAL(st.peer_restarts, 1);
 	CU_ASSERT_EQUAL(egw_node_peer_session(t.node[1], 0), session);
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
@@ -1228,7 +1228,7 @@ test_adoption_keeps_the_sessions_window(void)
 	egw_node_get_stats(t.node[1], &st0);
 	egw_node_rx(t.node[1], ENC_IP, PORT, first.b, first.len, t.now);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_REPLAY], st0.drops[EGW_ND_REPLAY] + 1);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_REPLAY], st0.drops[EGW_NODE_DROP_REPLAY] + 1);
 	CU_ASSERT_EQUAL(st.registers_rx, st0.registers_rx);
 	t.down[0] = false;
 	teardown();
@@ -1281,7 +1281,7 @@ test_silent_peer_let_go_and_reapplied(void)
 static void
 test_quarantine_deadline_fences_a_live_peer(void)
 {
-	const struct egw_receiver *rx;
+	const struct egw_xfer_receiver *rx;
 	struct egw_node_stats ns;
 	struct egw_xfer_stats xs;
 	struct egw_pool_stats ps;
@@ -1295,11 +1295,11 @@ test_quarantine_deadline_fences_a_live_peer(void)
 	run(t.par[1].xfer.timers.quarantine_ns - 100000000ull);
 	egw_pool_get_stats(t.pool[1], &ps);
 	CU_ASSERT(ps.blocks_in_use > 0); /* quarantined, no ACK */
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 0);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_FENCED], 0);
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0)); /* alive */
 	run(200000000ull);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_FENCED],
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_FENCED], 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NODE_NOTE_FENCED],
 				      "did not answer the ABORT of room 0xc350"));
 	CU_ASSERT_EQUAL(t.peer_downs[1], downs + 1);
 	egw_pool_get_stats(t.pool[1], &ps);
@@ -1307,15 +1307,15 @@ test_quarantine_deadline_fences_a_live_peer(void)
 	egw_node_get_stats(t.node[1], &ns);
 	CU_ASSERT_EQUAL(ns.peers_fenced, 1);
 	rx = egw_node_receiver(t.node[1]);
-	egw_receiver_get_stats(rx, &xs);
+	egw_xfer_receiver_get_stats(rx, &xs);
 	CU_ASSERT_EQUAL(xs.quarantine_expired, 1);
 	CU_ASSERT_EQUAL(xs.quarantine_rooms, 0);
 	/* its session is retired: it is not served again as it is */
 	run(1000000000ull);
 	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
 	egw_node_get_stats(t.node[1], &ns);
-	CU_ASSERT(ns.drops[EGW_ND_SESSION] > 0);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_FENCED], 1);
+	CU_ASSERT(ns.drops[EGW_NODE_DROP_SESSION] > 0);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_FENCED], 1);
 	/* a new incarnation is */
 	restart(0, 0x4444);
 	t.hold_writes = false;
@@ -1379,17 +1379,17 @@ test_unreachable_then_repaired_by_the_next_register(void)
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_PAYLOAD], 3);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_PAYLOAD], 3);
 	CU_ASSERT(st.register_refusals >= 1 && st.register_refusals <= 3);
 	CU_ASSERT_EQUAL(st.adoptions, 1);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_REFUSED], 1);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_REFUSED], 1);
 	/* the driver's own reason, noted once (the driver logs nothing) */
-	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NN_REFUSED],
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NODE_NOTE_REFUSED],
 				      "cannot reach its endpoint: the driver's reason"));
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT(st.register_refused >= 1);
-	CU_ASSERT_EQUAL(t.notes[0][EGW_NN_PEER_REFUSED], 1);
-	CU_ASSERT_EQUAL(t.note_code[0][EGW_NN_PEER_REFUSED], EGW_E_UNREACHABLE);
+	CU_ASSERT_EQUAL(t.notes[0][EGW_NODE_NOTE_PEER_REFUSED], 1);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED], EGW_E_UNREACHABLE);
 	assert_room_transfers(2000);
 	teardown();
 }
@@ -1490,7 +1490,7 @@ test_window_keys_delivered(void)
 	CU_ASSERT_EQUAL(t.delivered, 2);
 	CU_ASSERT_EQUAL(t.bad, 0);
 	CU_ASSERT_EQUAL(t.done_err, 0);
-	egw_receiver_get_stats(egw_node_receiver(t.node[1]), &xs);
+	egw_xfer_receiver_get_stats(egw_node_receiver(t.node[1]), &xs);
 	CU_ASSERT_EQUAL(t.binds, xs.windows);
 	CU_ASSERT(xs.resumes >= 2); /* 8192 tokens, then 8-block windows */
 	run(3000000000ull);
@@ -1545,9 +1545,9 @@ test_window_keys_bind_failure_retried(void)
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT_EQUAL(st.window_bind_failed, 4);
 	/* the failed completion is noted, with the window and the peer */
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_WINDOW], 1);
-	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "bind failed") != NULL);
-	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "peer enc") != NULL);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_WINDOW], 1);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "bind failed") != NULL);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "peer enc") != NULL);
 	run(3000000000ull);
 	assert_windows_closed();
 	assert_no_blocks_in_use();
@@ -1637,8 +1637,8 @@ test_window_keys_deadlines(void)
 	egw_node_get_stats(t.node[1], &st);
 	CU_ASSERT(st.window_overdue >= 1);
 	CU_ASSERT(st.window_bind_failed >= 1);
-	CU_ASSERT_EQUAL(t.notes[1][EGW_NN_WINDOW], 1);
-	CU_ASSERT(strstr(t.note_text[1][EGW_NN_WINDOW], "did not complete") != NULL);
+	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_WINDOW], 1);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "did not complete") != NULL);
 	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
 	/* the bind's late completion is stale; the room goes through */
 	t.hold_binds = false;
@@ -1673,7 +1673,7 @@ test_window_keys_deadlines(void)
 static void
 test_producer_refusals_have_their_codes(void)
 {
-	const struct egw_sender *snd;
+	const struct egw_xfer_sender *snd;
 	struct egw_xfer_stats st;
 	unsigned calls;
 
@@ -1685,9 +1685,9 @@ test_producer_refusals_have_their_codes(void)
 	run(20000000);
 	calls = t.unknown_calls;
 	CU_ASSERT(calls > 1); /* retried */
-	CU_ASSERT_EQUAL(egw_receiver_state(egw_node_receiver(t.node[1]), 3000, 0),
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(egw_node_receiver(t.node[1]), 3000, 0),
 			EGW_ST_BOOTSTRAPPING);
-	CU_ASSERT_EQUAL(egw_sender_state(snd, 3000), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(snd, 3000), -EGW_E_UNKNOWN_ROOM);
 	t.producer_says = -EGW_E_BUSY;
 	run(20000000);
 	CU_ASSERT(t.unknown_calls > calls);
@@ -1704,9 +1704,9 @@ test_producer_refusals_have_their_codes(void)
 	run(20000000);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
 	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_BEYOND_TOTAL)], 1);
-	CU_ASSERT_EQUAL(egw_sender_state(snd, 3001), -EGW_E_UNKNOWN_ROOM);
-	CU_ASSERT_EQUAL(egw_sender_state(snd, 3002), -EGW_E_UNKNOWN_ROOM);
-	egw_sender_get_stats(snd, &st);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(snd, 3001), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(snd, 3002), -EGW_E_UNKNOWN_ROOM);
+	egw_xfer_sender_get_stats(snd, &st);
 	CU_ASSERT(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)] > 1);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_TOO_LARGE)], 1);
 	CU_ASSERT_EQUAL(st.rooms_failed, 0);
@@ -1737,7 +1737,7 @@ test_foreign_session_nudged_at_most_every_200ms(void)
 		t.now += 1000000; /* 50 ms in all */
 	}
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_ND_SESSION] - st0.drops[EGW_ND_SESSION], 50);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_SESSION] - st0.drops[EGW_NODE_DROP_SESSION], 50);
 	CU_ASSERT_EQUAL(st.registers_tx - st0.registers_tx, 1);
 	CU_ASSERT_EQUAL(t.nq, 1);
 	CU_ASSERT_EQUAL(t.q[0].b[5], EGW_MSG_REGISTER);
@@ -1768,9 +1768,9 @@ test_refused_init_creates_nothing(void)
 	CU_ASSERT_FATAL(len > 0);
 	egw_node_rx(t.node[0], LANG_IP, PORT, buf, (size_t)len, t.now);
 	CU_ASSERT_EQUAL(t.unknown_calls, 0);
-	CU_ASSERT_EQUAL(egw_sender_state(egw_node_sender(t.node[0]), 4000),
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(egw_node_sender(t.node[0]), 4000),
 			-EGW_E_UNKNOWN_ROOM);
-	egw_sender_get_stats(egw_node_sender(t.node[0]), &st);
+	egw_xfer_sender_get_stats(egw_node_sender(t.node[0]), &st);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BLOCK_TOKENS)], 1);
 	egw_pool_get_stats(t.pool[0], &ps);
 	CU_ASSERT_EQUAL(ps.blocks_in_use, 0);

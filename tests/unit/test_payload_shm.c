@@ -198,7 +198,7 @@ file_ino(const char *f)
 static size_t
 data_bytes(void)
 {
-	return egw_geom_mem_bytes(&pp.side[PP_LANG].par.geom);
+	return egw_pool_geom_mem_bytes(&pp.side[PP_LANG].par.geom);
 }
 
 /* The pool file as doc/protocol.md lays it out: a 4096-byte big-endian
@@ -664,7 +664,7 @@ test_pool_fd_maps_the_pool(void)
 	open_pair();
 	for (int side = PP_ENC; side <= PP_LANG; side++) {
 		struct egw_pool *pool = pp.side[side].pool;
-		size_t bytes = egw_geom_mem_bytes(egw_pool_geom(pool));
+		size_t bytes = egw_pool_geom_mem_bytes(egw_pool_geom(pool));
 		uint64_t off, fd_bytes;
 		int fd = pp.ops->pool_fd(pp.side[side].drv, &off, &fd_bytes);
 		uint8_t *m;

@@ -680,7 +680,7 @@ test_window_per_kind_on_peer_qp(void)
 
 	CU_ASSERT_FATAL(bind_window(&run, keys, 7) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
-		size_t unit = egw_geom_unit_bytes(g, (enum egw_kind)k);
+		size_t unit = egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 		uint64_t per_block = k == EGW_KIND_AUX ? unit : unit * g->block_tokens;
 		uint8_t *base = egw_pool_region(pp.side[PP_LANG].pool,
 						(enum egw_kind)k);

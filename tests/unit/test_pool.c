@@ -35,10 +35,10 @@ test_geometry_and_addresses(void)
 	struct egw_pool *p = mk(64);
 	uint8_t *emb = egw_pool_region(p, EGW_KIND_EMB);
 
-	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_EMB), 32);
-	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_FILL_IDS), 4);
-	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_MROPE), 12);
-	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_AUX), 64);
+	CU_ASSERT_EQUAL(egw_pool_geom_unit_bytes(&g, EGW_KIND_EMB), 32);
+	CU_ASSERT_EQUAL(egw_pool_geom_unit_bytes(&g, EGW_KIND_FILL_IDS), 4);
+	CU_ASSERT_EQUAL(egw_pool_geom_unit_bytes(&g, EGW_KIND_MROPE), 12);
+	CU_ASSERT_EQUAL(egw_pool_geom_unit_bytes(&g, EGW_KIND_AUX), 64);
 	/* kind k of block b token t lives at base[k] + (b * bt + t) * unit */
 	CU_ASSERT_PTR_EQUAL(egw_pool_addr(p, EGW_KIND_EMB, 3, 5),
 			    emb + (3 * 128 + 5) * 32);
@@ -51,20 +51,20 @@ test_geometry_and_addresses(void)
 		CU_ASSERT_EQUAL((uintptr_t)egw_pool_region(p, k) % EGW_POOL_ALIGN, 0);
 	/* the last byte of every region is inside the pool memory */
 	CU_ASSERT((uint8_t *)egw_pool_addr(p, EGW_KIND_AUX, 63, 0) + 64 <=
-		  (uint8_t *)egw_pool_mem(p) + egw_geom_mem_bytes(&g));
+		  (uint8_t *)egw_pool_mem(p) + egw_pool_geom_mem_bytes(&g));
 	egw_pool_destroy(p);
 
 	g.mrope = false;
-	CU_ASSERT_EQUAL(egw_geom_unit_bytes(&g, EGW_KIND_MROPE), 0);
+	CU_ASSERT_EQUAL(egw_pool_geom_unit_bytes(&g, EGW_KIND_MROPE), 0);
 	g = geom(4);
 	g.capacity_tokens = 100; /* not whole blocks */
-	CU_ASSERT_EQUAL(egw_geom_check(&g), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_geom_check(&g), -EINVAL);
 	g = geom(4);
 	g.aux_bytes = 8; /* smaller than the aux record */
-	CU_ASSERT_EQUAL(egw_geom_check(&g), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_geom_check(&g), -EINVAL);
 	g = geom(4);
 	g.dtype_bytes = 3;
-	CU_ASSERT_EQUAL(egw_geom_check(&g), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_geom_check(&g), -EINVAL);
 }
 
 static void
@@ -352,7 +352,7 @@ static void
 test_external_memory(void)
 {
 	struct egw_pool_geom g = geom(8);
-	size_t need = egw_geom_mem_bytes(&g);
+	size_t need = egw_pool_geom_mem_bytes(&g);
 	void *mem = aligned_alloc(EGW_POOL_ALIGN, need);
 	struct egw_pool *p = NULL;
 

@@ -156,7 +156,7 @@ test_concurrent_rooms_lossy_tight_pools(void)
 	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
 	CU_ASSERT_EQUAL(w_blocks_in_use(w, 1), 0);
 	CU_ASSERT(w->msgs_dropped > 0 && w->msgs_duped > 0);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT(st.alloc_retries > 0); /* the pools really were tight */
 	CU_ASSERT(st.retransmits > 0);
 	printf(" [%u ok, %u failed cleanly] ", ok_rooms, failed_rooms);
@@ -266,7 +266,7 @@ run_schedule(uint64_t seed, struct sched_outcome *o)
 	o->leaked = w_blocks_in_use(w, -1) != 0;
 	for (uint16_t k = 0; k < c.nranks; k++) {
 		o->leaked |= w_blocks_in_use(w, k) != 0;
-		egw_receiver_get_stats(w->rx[k], &st);
+		egw_xfer_receiver_get_stats(w->rx[k], &st);
 		o->leaked |= st.quarantine_rooms != 0 || st.admit_queued != 0;
 		o->restarts += (uint32_t)st.restarts;
 		o->quarantined += (uint32_t)st.quarantined;

@@ -9,7 +9,7 @@
 
 #include "cu_main.h"
 #include "xfer_harness.h"
-#include "xfer_core.h" /* core_probe_delete */
+#include "xfer_core.h" /* xfer_core_probe_delete */
 
 #define US 1000ull
 #define MS 1000000ull
@@ -93,18 +93,18 @@ test_states_move_forward_to_success(void)
 
 	c.net.hold_writes = true;
 	w = w_create(&c);
-	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 7, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 7, 0, 1, 0, false, 0), 0);
-	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 7, 0), EGW_ST_BOOTSTRAPPING);
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 7, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 7, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_BOOTSTRAPPING);
 	w_run_for(w, 1 * MS);
-	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 7, 0), EGW_ST_WAITING_FOR_INPUT);
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0), EGW_ST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_WAITING_FOR_INPUT);
 	w->expected_bytes += w_pattern_bytes(w, 2000, false);
 	CU_ASSERT_EQUAL(w_input(w, 7, 2000), 0);
 	w_run_for(w, 1 * MS);
-	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 7, 0), EGW_ST_TRANSFERRING);
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0), EGW_ST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_TRANSFERRING);
 	w->net.hold_writes = false;
 	w_release_writes(w, true);
 	w_run_for(w, 5 * MS);
@@ -112,7 +112,7 @@ test_states_move_forward_to_success(void)
 	CU_ASSERT_EQUAL(err_of(w, 7, TX), EGW_E_OK);
 	/* the sender's slot is free already; its tombstone answers late
 	 * duplicates with the final state until linger_ns passes */
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), EGW_ST_SUCCESS);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_SUCCESS);
 	CU_ASSERT_EQUAL(w->deliveries, 1);
 	/* DELIVER carries the time since the open (at 0): the room
 	 * duration the metrics endpoint's histogram counts */
@@ -125,7 +125,7 @@ test_states_move_forward_to_success(void)
 					.flags = EGW_MSGF_POLL };
 		uint32_t before = w_count_sends(w, TX, EGW_MSG_STATUS);
 
-		egw_sender_get_stats(w->tx, &st);
+		egw_xfer_sender_get_stats(w->tx, &st);
 		CU_ASSERT_EQUAL(st.rooms_active, 0);
 		CU_ASSERT_EQUAL(w_to_sender(w, 0, &poll), 0);
 		CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_STATUS), before + 1);
@@ -133,7 +133,7 @@ test_states_move_forward_to_success(void)
 		CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.landed_tokens, 2000);
 	}
 	w_run_for(w, 3 * SEC);
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 7), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), -EGW_E_UNKNOWN_ROOM);
 	finish(w);
 }
 
@@ -152,19 +152,19 @@ test_failed_is_final_and_frees_both_sides(void)
 	CU_ASSERT_EQUAL(w_open(w, 9, 5000, false), 0);
 	w_run_for(w, 2 * MS);
 	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
-	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 9, 0, w->now), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 9, 0, w->now), 0);
 	w_run_for(w, 2 * MS);
 	CU_ASSERT_EQUAL(err_of(w, 9, 0), EGW_E_ABORTED);
 	CU_ASSERT_EQUAL(err_of(w, 9, TX), EGW_E_ABORTED);
 	CU_ASSERT_EQUAL(err_of(w, 9, 1), EGW_E_ABORTED); /* the other rank too */
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 9), EGW_ST_FAILED);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 9), EGW_ST_FAILED);
 	/* source blocks stay until the in-flight writes are done */
 	CU_ASSERT(w_blocks_in_use(w, TX) > 0);
 	release_and_run(w);
 	/* final: a late Success for the failed room changes nothing */
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &late), -EGW_E_UNKNOWN_ROOM);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
-	CU_ASSERT_EQUAL(egw_sender_abort(w->tx, 9, w->now), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_abort(w->tx, 9, w->now), -EGW_E_UNKNOWN_ROOM);
 	finish(w);
 }
 
@@ -185,7 +185,7 @@ test_finished_rooms_free_their_slot_at_once(void)
 	}
 	w_run(w, 10 * SEC);
 	CU_ASSERT_EQUAL(w->deliveries, 40);
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	CU_ASSERT_EQUAL(st.rooms_ok, 40);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)], 0);
 	CU_ASSERT(w->now < 2 * SEC);
@@ -306,7 +306,7 @@ idle_waits(bool pipelined)
 	CU_ASSERT_EQUAL(w_open(w, 6, 10000, false), 0);
 	w_run(w, 10 * SEC);
 	CU_ASSERT_EQUAL(err_of(w, 6, 0), EGW_E_OK);
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	finish(w);
 	return st.idle_waits;
 }
@@ -365,12 +365,12 @@ test_duplicate_request_answered_without_work(void)
 		if (w->log[i].who == 0 && w->log[i].msg.type == EGW_MSG_INIT)
 			init = w->log[i].msg;
 	CU_ASSERT_EQUAL(init.type, EGW_MSG_INIT);
-	egw_sender_get_stats(w->tx, &before);
+	egw_xfer_sender_get_stats(w->tx, &before);
 	posts = w_count_acts(w, TX, EGW_ACT_POST_WRITES);
 	status = w_count_sends(w, TX, EGW_MSG_STATUS);
 	for (int i = 0; i < 10; i++)
 		CU_ASSERT_EQUAL(w_to_sender(w, 0, &init), 0);
-	egw_sender_get_stats(w->tx, &after);
+	egw_xfer_sender_get_stats(w->tx, &after);
 	CU_ASSERT_EQUAL(after.duplicates - before.duplicates, 10);
 	CU_ASSERT_EQUAL(w_count_acts(w, TX, EGW_ACT_POST_WRITES), posts);
 	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_STATUS), status + 10);
@@ -469,7 +469,7 @@ test_multi_tp_success_only_when_all_ranks_hold_all(void)
 	w_run_for(w, 50 * MS);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
 	for (uint16_t r = 0; r < 3; r++)
-		CU_ASSERT_EQUAL(egw_receiver_state(w->rx[r], 30, r),
+		CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[r], 30, r),
 				EGW_ST_TRANSFERRING);
 	release_and_run(w);
 	CU_ASSERT_EQUAL(w->deliveries, 4);
@@ -538,7 +538,7 @@ test_pool_exhausted_waits_and_completes(void)
 	CU_ASSERT_EQUAL(w_open(w, 40, 6000, false), 0);
 	CU_ASSERT_EQUAL(w_open(w, 41, 6000, false), 0);
 	w_run(w, 10 * SEC);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT(st.alloc_retries > 0);
 	CU_ASSERT_EQUAL(err_of(w, 40, 0), EGW_E_OK);
 	CU_ASSERT_EQUAL(err_of(w, 41, 0), EGW_E_OK);
@@ -586,13 +586,13 @@ test_pool_exhausted_fails_at_its_own_deadline(void)
 	CU_ASSERT_EQUAL(err_of(w, 45, 0), EGW_E_POOL_EXHAUSTED);
 	CU_ASSERT(w_result(w, 45, 0)->at >= 1 * SEC + c.xc.timers.admit_ns &&
 		  w_result(w, 45, 0)->at <= 1 * SEC + c.xc.timers.admit_ns + 10 * MS);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.admitted, 1);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
 	CU_ASSERT(st.quarantine_blocks >= 63);
 	CU_ASSERT(w_blocks_in_use(w, 0) >= 63);
 	release_and_run(w);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
 	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
 	CU_ASSERT_EQUAL(st.quarantine_acked, 1);
@@ -606,10 +606,10 @@ test_alloc_result_after_failure_is_returned(void)
 	struct w_conf c = conf(1, 1024);
 	struct world *w = w_create(&c);
 
-	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 43, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 43, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 43, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 43, 0, 1, 0, false, 0), 0);
 	/* the ALLOC is queued; the room dies before its result arrives */
-	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 43, 0, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 43, 0, 0), 0);
 	w_run(w, 10 * SEC);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_FREE), 1);
 	finish(w);
@@ -624,11 +624,11 @@ test_deadlines_on_every_state(void)
 	struct world *w = w_create(&c);
 
 	/* bootstrap: the sender never hears of room 50, the receiver of 51 */
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 50, 0, 1, 0, false, 0), 0);
-	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 51, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 50, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 51, 1, 0), 0);
 	/* waiting for input: both sides know room 52, no data ever comes */
-	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 52, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 52, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 52, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 52, 0, 1, 0, false, 0), 0);
 	/* round in flight: room 53's payload never completes */
 	w->net.hold_writes = true;
 	CU_ASSERT_EQUAL(w_open(w, 53, 3000, false), 0);
@@ -665,17 +665,17 @@ test_declared_dead_peer_fails_its_rooms_at_once(void)
 	CU_ASSERT_EQUAL(w_open_on(w, 71, 3000, 1), 0);
 	w_run_for(w, 2 * MS);
 	CU_ASSERT_PTR_NULL(w_result(w, 71, TX));
-	egw_sender_peer_dead(w->tx, W_SENDER_PEER_BASE + 1, w->now);
-	egw_sender_peer_dead(w->tx, W_SENDER_PEER_BASE + 1, w->now);
+	egw_xfer_sender_peer_dead(w->tx, W_SENDER_PEER_BASE + 1, w->now);
+	egw_xfer_sender_peer_dead(w->tx, W_SENDER_PEER_BASE + 1, w->now);
 	CU_ASSERT_EQUAL(err_of(w, 71, TX), EGW_E_PEER_DEAD);
 	CU_ASSERT_PTR_NULL(w_result(w, 70, TX));
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	CU_ASSERT_EQUAL(st.peers_dead, 1);
-	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	egw_xfer_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
 	CU_ASSERT_EQUAL(err_of(w, 70, 0), EGW_E_PEER_DEAD);
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 72, 0, 1, W_RECEIVER_PEER,
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 72, 0, 1, W_RECEIVER_PEER,
 					  false, w->now), -EGW_E_PEER_DEAD);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.peers_dead, 1);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_DEAD), 0);
 	release_and_run(w);
@@ -704,7 +704,7 @@ test_dead_peer_fails_its_rooms_only(void)
 	CU_ASSERT(w_result(w, 61, TX)->at <= 1 * MS + c.xc.timers.peer_dead_ns +
 					      c.xc.timers.heartbeat_ns + MS);
 	/* no new room towards a dead peer: refused at once, nothing held */
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[1], 63, 0, 1, 0, false, w->now),
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[1], 63, 0, 1, 0, false, w->now),
 			-EGW_E_PEER_DEAD);
 	release_and_run(w);
 	finish(w);
@@ -769,9 +769,9 @@ test_bad_input_rejected_and_counted(void)
 	m.room = 70;
 	m.rank = 3;
 	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_BAD_RANK);
-	CU_ASSERT_EQUAL(egw_sender_on_msg(w->tx, 77, &init, w->now),
+	CU_ASSERT_EQUAL(egw_xfer_sender_on_msg(w->tx, 77, &init, w->now),
 			-EGW_E_UNKNOWN_PEER);
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BAD_BLOCKS)], 3);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_ALLOC_MISMATCH)], 1);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BLOCK_TOKENS)], 1);
@@ -794,7 +794,7 @@ test_bad_input_rejected_and_counted(void)
 	m = status;
 	m.room = 12345;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &m), -EGW_E_UNKNOWN_ROOM);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_BAD_STATUS)], 2);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_TOTAL_CHANGED)], 1);
 
@@ -815,8 +815,8 @@ test_refused_init_fails_receiver_room(void)
 	 * cleanly on the receiver; the ABORT it sends to get its blocks
 	 * back fails the sender's room too, without waiting for the
 	 * bootstrap deadline */
-	CU_ASSERT_EQUAL(egw_sender_open(w->tx, 80, 2, 0), 0);
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 80, 2, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0), 0);
 	w_run(w, 30 * SEC);
 	CU_ASSERT_EQUAL(err_of(w, 80, 0), EGW_E_BAD_RANK);
 	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_ABORTED);
@@ -871,7 +871,7 @@ test_failed_status_keeps_its_counters(void)
 	w_run_for(w, 2 * MS);
 	w_release_writes(w, true); /* the windows accepted so far land */
 	w_run_for(w, 1 * MS);
-	CU_ASSERT_EQUAL(egw_sender_abort(w->tx, 12, w->now), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_abort(w->tx, 12, w->now), 0);
 	w_run_for(w, 2 * MS);
 	n = assert_status_monotonic(w, 0, &last);
 	CU_ASSERT(n >= 3);
@@ -933,38 +933,38 @@ test_init_checked_before_the_room_exists(void)
 	struct egw_xfer_stats st;
 
 	m.block_tokens = c.xc.geom.block_tokens;
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m), 0);
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, 99, &m), -EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, 99, &m), -EGW_E_UNKNOWN_PEER);
 	m.alloc_tokens = 1000;
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
 			-EGW_E_ALLOC_MISMATCH);
 	m.alloc_tokens = 1024;
 	m.block_tokens = 64;
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
 			-EGW_E_BLOCK_TOKENS);
 	m.block_tokens = c.xc.geom.block_tokens;
 	m.rank = 1;
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
 			-EGW_E_BAD_RANK);
 	m.rank = 0;
 	m.nruns = 0;
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
 			-EGW_E_ZERO_BLOCKS);
 	m.nruns = 1;
 	m.offset = 128;
-	CU_ASSERT_EQUAL(egw_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
 			-EGW_E_STATE);
 	m.offset = 0;
-	CU_ASSERT_EQUAL(egw_sender_state(w->tx, 77), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 77), -EGW_E_UNKNOWN_ROOM);
 	/* a refusal is an ERROR echoing the request */
-	CU_ASSERT_EQUAL(egw_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
+	CU_ASSERT_EQUAL(egw_xfer_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
 					  EGW_E_NO_SLOT, w->now), -EGW_E_NO_SLOT);
-	CU_ASSERT_EQUAL(egw_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
+	CU_ASSERT_EQUAL(egw_xfer_sender_refuse(w->tx, W_SENDER_PEER_BASE, &m,
 					  EGW_E_OK, w->now), -EINVAL);
 	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.type, EGW_MSG_ERROR);
 	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.error, EGW_E_NO_SLOT);
 	CU_ASSERT_EQUAL(w->log[w->nlog - 1].msg.state, EGW_MSG_INIT);
-	egw_sender_get_stats(w->tx, &st);
+	egw_xfer_sender_get_stats(w->tx, &st);
 	CU_ASSERT_EQUAL(st.rejected[egw_err_to_wire(EGW_E_NO_SLOT)], 1);
 	CU_ASSERT_EQUAL(st.rooms_opened, 0);
 	finish(w);
@@ -980,11 +980,11 @@ test_no_slot_retried_too_large_final(void)
 	struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
 			     .room = 40, .nranks = 1, .error = EGW_E_NO_SLOT };
 
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 40, 0, 1, 0, false, 0), 0);
-	CU_ASSERT_EQUAL(egw_receiver_open(w->rx[0], 41, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 40, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 41, 0, 1, 0, false, 0), 0);
 	w_run_for(w, 1 * MS);
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
-	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 40, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 40, 0), EGW_ST_BOOTSTRAPPING);
 	e.room = 41;
 	e.error = EGW_E_TOO_LARGE;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
@@ -1054,7 +1054,7 @@ test_late_writer_never_writes_into_reused_blocks(void)
 				 false) == 0;
 	w_run_for(w, c.xc.timers.round_ns + 100 * MS);
 	/* failed on the receiver, writes still in flight, blocks held */
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 3);
 	CU_ASSERT_EQUAL(st.quarantine_blocks, 48);
 	CU_ASSERT(w->now < late_until);
@@ -1079,8 +1079,8 @@ test_late_writer_never_writes_into_reused_blocks(void)
 			CU_ASSERT(r != NULL && r->at > late_until);
 	}
 	CU_ASSERT_EQUAL(ok, 300);
-	egw_receiver_get_stats(w->rx[0], &st);
-	egw_sender_get_stats(w->tx, &tst);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_sender_get_stats(w->tx, &tst);
 	/* the three, and the restarts of the rooms after them: each
 	 * quarantine ended by its ACK */
 	CU_ASSERT(st.quarantine_acked >= 3);
@@ -1115,7 +1115,7 @@ test_abort_ack_after_writes_drained(void)
 	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_ABORT), acks);
 	CU_ASSERT_EQUAL(w_open(w, 91, 3000, false), 0);
 	w_run_for(w, 2 * MS);
-	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 91, 0, w->now), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 91, 0, w->now), 0);
 	w_run_for(w, 50 * MS);
 	/* writes held: no ACK yet, the blocks stay quarantined */
 	CU_ASSERT_EQUAL(w_count_sends(w, TX, EGW_MSG_ABORT), acks);
@@ -1150,7 +1150,7 @@ test_restart_from_token_zero(void)
 	CU_ASSERT_EQUAL(err_of(w, 71, 0), EGW_E_OK);
 	CU_ASSERT_EQUAL(err_of(w, 70, TX), EGW_E_OK);
 	CU_ASSERT_EQUAL(err_of(w, 71, TX), EGW_E_OK);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT(st.restarts >= 1);
 	CU_ASSERT_EQUAL(w->verified_tokens, 2 * 30 * 128);
 	finish(w);
@@ -1172,9 +1172,9 @@ test_admission_queue_is_fifo(void)
 	for (uint64_t i = 0; i < 20; i++)
 		CU_ASSERT_EQUAL(w_open(w, 200 + i, 900, false), 0);
 	w_run_for(w, 1 * MS);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT(st.admit_queued >= 17);
-	CU_ASSERT_EQUAL(egw_receiver_state(w->rx[0], 219, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 219, 0), EGW_ST_BOOTSTRAPPING);
 	w_run(w, 60 * SEC);
 	for (uint64_t i = 0; i < 20; i++) {
 		const struct w_room_result *r = w_result(w, 200 + i, 0);
@@ -1184,7 +1184,7 @@ test_admission_queue_is_fifo(void)
 		CU_ASSERT(r->at >= prev);
 		prev = r->at;
 	}
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.admit_queued, 0);
 	CU_ASSERT(st.admit_queue_max >= 17);
 	CU_ASSERT(st.admit_wait_max_ns > 0);
@@ -1205,13 +1205,13 @@ test_quarantine_ends_when_the_peer_dies(void)
 	w = w_create(&c);
 	CU_ASSERT_EQUAL(w_open(w, 95, 3000, false), 0);
 	w_run_for(w, 2 * MS);
-	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 95, 0, w->now), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 95, 0, w->now), 0);
 	w_run_for(w, 10 * MS);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
 	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
-	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
 	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
 	CU_ASSERT_EQUAL(st.quarantine_dead, 1);
@@ -1238,18 +1238,18 @@ test_quarantine_deadline_fences_the_peer(void)
 	w->keep_log = true;
 	CU_ASSERT_EQUAL(w_open(w, 96, 3000, false), 0);
 	w_run_for(w, 2 * MS);
-	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 96, 0, w->now), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 96, 0, w->now), 0);
 	/* ABORTs resent, no ACK (the writes are held): before the deadline
 	 * nothing is asked */
 	w_run_for(w, 250 * MS);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_FENCE), 0);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
 	CU_ASSERT_EQUAL(st.quarantine_expired, 0);
 	CU_ASSERT_EQUAL(st.peers_dead, 0); /* alive: heartbeats flow */
 	w_run_for(w, 100 * MS);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_FENCE), 1);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_expired, 1);
 	/* not yet fenced: still held */
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
@@ -1257,8 +1257,8 @@ test_quarantine_deadline_fences_the_peer(void)
 	/* asked once, however long the fence takes */
 	w_run_for(w, 500 * MS);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_FENCE), 1);
-	egw_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
 	CU_ASSERT_EQUAL(st.quarantine_blocks, 0);
 	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
@@ -1295,18 +1295,18 @@ test_ack_of_another_abort_ends_nothing(void)
 	w = w_create(&c);
 	CU_ASSERT_EQUAL(w_open(w, 96, 3000, false), 0);
 	w_run_for(w, 2 * MS);
-	CU_ASSERT_EQUAL(egw_receiver_abort(w->rx[0], 96, 0, w->now), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 96, 0, w->now), 0);
 	w_run_for(w, 10 * MS);
 	id = last_abort_id(w, 96);
 	CU_ASSERT_NOT_EQUAL_FATAL(id, 0);
 	ack.abort_id = (uint16_t)(id - 1 == 0 ? 0xffff : id - 1);
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &ack), -EGW_E_STATE);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
 	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
 	ack.abort_id = id;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &ack), 0);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
 	CU_ASSERT_EQUAL(st.quarantine_acked, 1);
 	release_and_run(w);
@@ -1331,12 +1331,12 @@ test_reported_peer_dead_is_quarantined(void)
 	w_run_for(w, 2 * MS);
 	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &failed), 0);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 1);
 	CU_ASSERT(w_blocks_in_use(w, 0) > 0);
 	CU_ASSERT_EQUAL(err_of(w, 97, 0), EGW_E_PEER_DEAD);
 	release_and_run(w);
-	egw_receiver_get_stats(w->rx[0], &st);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.quarantine_rooms, 0);
 	CU_ASSERT_EQUAL(w_blocks_in_use(w, 0), 0);
 	finish(w);
@@ -1384,7 +1384,7 @@ test_backward_shift_delete_keeps_every_chain(void)
 	 * and the deleted one is not */
 	for (int round = 0; round < 2000; round++) {
 		struct probe_slot tab[8] = { 0 };
-		const struct core_probe_table t = {
+		const struct xfer_core_probe_table t = {
 			.slots = tab, .size = sizeof(tab[0]), .mask = 7,
 			.home = probe_home, .clear = probe_clear,
 		};
@@ -1401,7 +1401,7 @@ test_backward_shift_delete_keeps_every_chain(void)
 		for (at = homes[victim]; tab[at].key != victim || !tab[at].used;
 		     at = (at + 1) & 7)
 			;
-		core_probe_delete(&t, at);
+		xfer_core_probe_delete(&t, at);
 		for (uint32_t k = 0; k < n; k++)
 			CU_ASSERT_EQUAL(probe_finds(tab, homes[k], k), k != victim);
 	}
@@ -1449,7 +1449,7 @@ test_window_keys_single_run_and_keys_in_init(void)
 	const struct egw_run two[2] = { { 0, 2 }, { 4, 2 } }, one = { 8, 4 };
 	struct egw_xfer_conf c;
 	struct egw_policy pol;
-	struct egw_receiver *r;
+	struct egw_xfer_receiver *r;
 	struct egw_xfer_stats st;
 	const struct egw_act *a;
 
@@ -1459,23 +1459,23 @@ test_window_keys_single_run_and_keys_in_init(void)
 		c.emit = capture;
 		c.window_keys = keyed;
 		CU_ASSERT_FATAL(egw_policy_init_fixed(&pol, 128, 512) == 0);
-		CU_ASSERT_FATAL(egw_receiver_create(&c, &pol, &r) == 0);
-		CU_ASSERT_FATAL(egw_receiver_peer_add(r, 0, 0) == 0);
-		CU_ASSERT_FATAL(egw_receiver_open(r, 7, 0, 1, 0, false, 0) == 0);
+		CU_ASSERT_FATAL(egw_xfer_receiver_create(&c, &pol, &r) == 0);
+		CU_ASSERT_FATAL(egw_xfer_receiver_peer_add(r, 0, 0) == 0);
+		CU_ASSERT_FATAL(egw_xfer_receiver_open(r, 7, 0, 1, 0, false, 0) == 0);
 		a = last_act(EGW_ACT_ALLOC);
 		CU_ASSERT_FATAL(a != NULL);
 		CU_ASSERT_EQUAL(a->max_runs, keyed ? 1 : EGW_XFER_MAX_RUNS);
 		if (keyed) {
-			CU_ASSERT(egw_receiver_alloc_done_keys(r, 7, 0, two, 2, keys, 0) < 0);
-			egw_receiver_get_stats(r, &st);
+			CU_ASSERT(egw_xfer_receiver_alloc_done_keys(r, 7, 0, two, 2, keys, 0) < 0);
+			egw_xfer_receiver_get_stats(r, &st);
 			CU_ASSERT_EQUAL(st.alloc_retries, 1);
 			CU_ASSERT(last_act(EGW_ACT_FREE) != NULL); /* given back */
 			CU_ASSERT(last_act(EGW_ACT_SEND) == NULL);
-			egw_receiver_tick(r, 2 * MS); /* asks again */
-			CU_ASSERT_EQUAL(egw_receiver_alloc_done_keys(r, 7, 0, &one, 1,
+			egw_xfer_receiver_tick(r, 2 * MS); /* asks again */
+			CU_ASSERT_EQUAL(egw_xfer_receiver_alloc_done_keys(r, 7, 0, &one, 1,
 								     keys, 2 * MS), 0);
 		} else {
-			CU_ASSERT_EQUAL(egw_receiver_alloc_done(r, 7, 0, &one, 1, 0), 0);
+			CU_ASSERT_EQUAL(egw_xfer_receiver_alloc_done(r, 7, 0, &one, 1, 0), 0);
 		}
 		a = last_act(EGW_ACT_SEND);
 		CU_ASSERT_FATAL(a != NULL);
@@ -1484,7 +1484,7 @@ test_window_keys_single_run_and_keys_in_init(void)
 		for (int k = 0; k < EGW_KIND_MAX; k++)
 			CU_ASSERT_EQUAL(cap.msg[a - cap.act].rkeys[k],
 					keyed ? keys[k] : 0);
-		egw_receiver_destroy(r);
+		egw_xfer_receiver_destroy(r);
 	}
 }
 

@@ -92,7 +92,7 @@ static int
 shm_open_(const struct egw_payload_params *pp, uint64_t session,
 	  struct egw_payload **out, struct egw_pool **pool)
 {
-	size_t need = egw_geom_mem_bytes(&pp->geom);
+	size_t need = egw_pool_geom_mem_bytes(&pp->geom);
 	struct egw_payload *p;
 	int rc;
 

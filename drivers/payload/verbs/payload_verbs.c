@@ -336,7 +336,7 @@ verbs_open(const struct egw_payload_params *pp,
 		verbs_close(p);
 		return -ENODEV;
 	}
-	p->mem_len = egw_geom_mem_bytes(&pp->geom);
+	p->mem_len = egw_pool_geom_mem_bytes(&pp->geom);
 	/* a sealed memfd: local engines map the pool through it */
 	if (egw_payload_pool_mem("embgw-pool", p->mem_len, &p->own) == 0)
 		p->mem = p->own.mem;

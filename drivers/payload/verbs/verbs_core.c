@@ -65,7 +65,7 @@ verbs_window_range(const struct egw_pool *pool, enum egw_kind k,
 {
 	const struct egw_pool_geom *g = egw_pool_geom(pool);
 	uint8_t *base = egw_pool_region(pool, k);
-	size_t unit = egw_geom_unit_bytes(g, k);
+	size_t unit = egw_pool_geom_unit_bytes(g, k);
 	uint64_t per_block = k == EGW_KIND_AUX ? unit : (uint64_t)unit * g->block_tokens;
 
 	if (base == NULL || unit == 0 || count == 0 ||

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cu_main.h"
-#include "egw_clients.h"
+#include "egw_engines.h"
 
 /* ---- the fake gateway ------------------------------------------------------ */
 
@@ -25,7 +25,7 @@ struct fake {
 	uint64_t released_blocks;
 	uint32_t last_lost;
 	const char *lost_why;
-	struct egw_clients *srv;   /* for calls back from inside an op */
+	struct egw_engines *srv;   /* for calls back from inside an op */
 	bool done_inside_abort;
 	uint64_t last_room;        /* the room id the last OPEN named */
 	uint32_t admission_queue;  /* what pool_state says */
@@ -119,7 +119,7 @@ f_send_abort(void *ctx, uint64_t room, bool committed,
 	f->send_aborts_committed += committed;
 	f->blocks_out -= blocks_of(runs, nruns);
 	if (f->done_inside_abort) /* the engine reports the end at once */
-		egw_clients_room_done(f->srv, EGW_SIDE_SEND, room, 0,
+		egw_engines_room_done(f->srv, EGW_SIDE_SEND, room, 0,
 				      EGW_E_ABORTED);
 }
 
@@ -146,7 +146,7 @@ f_recv_abort(void *ctx, uint64_t room, uint16_t rank)
 	if (f->table_used > 0)
 		f->table_used--;
 	if (f->done_inside_abort)
-		egw_clients_room_done(f->srv, EGW_SIDE_RECV, room, rank,
+		egw_engines_room_done(f->srv, EGW_SIDE_RECV, room, rank,
 				      EGW_E_ABORTED);
 }
 
@@ -219,7 +219,7 @@ f_slot_note(void *ctx, uint32_t client, const char *text)
 	snprintf(f->slot_note, sizeof(f->slot_note), "%s", text);
 }
 
-static const struct egw_clients_ops fake_ops = {
+static const struct egw_engines_ops fake_ops = {
 	.send_open = f_send_open,
 	.send_commit = f_send_commit,
 	.send_abort = f_send_abort,
@@ -240,7 +240,7 @@ static const struct egw_clients_ops fake_ops = {
 
 struct world {
 	struct fake f;
-	struct egw_clients *srv;
+	struct egw_engines *srv;
 	void *area;
 	size_t bytes;
 	struct egw_attach_map m;   /* the client's view */
@@ -260,7 +260,7 @@ static uint64_t w_admit_ns;
 static void
 w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 {
-	struct egw_clients_conf c = {
+	struct egw_engines_conf c = {
 		.max_clients = 4,
 		.max_rooms = max_rooms,
 		.max_total_tokens = 1u << 20,
@@ -283,7 +283,7 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 	memset(w, 0, sizeof(*w));
 	w->f.runs_per_open = 2;
 	c.ctx = &w->f;
-	CU_ASSERT_EQUAL_FATAL(egw_clients_create(&c, &w->srv), 0);
+	CU_ASSERT_EQUAL_FATAL(egw_engines_create(&c, &w->srv), 0);
 	w->f.srv = w->srv;
 	w->bytes = egw_attach_area_bytes(16, cq_entries, 8, 4);
 	w->area = calloc(1, w->bytes);
@@ -291,14 +291,14 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(w->area, 16, cq_entries, 8,
 						   4), 0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&w->m, w->area, w->bytes), 0);
-	w->cid = egw_clients_add(w->srv, w->area, w->bytes, 0);
+	w->cid = egw_engines_add(w->srv, w->area, w->bytes, 0);
 	CU_ASSERT_EQUAL_FATAL(w->cid, 0);
 }
 
 static void
 w_fini(struct world *w)
 {
-	egw_clients_destroy(w->srv, w->now);
+	egw_engines_destroy(w->srv, w->now);
 	free(w->area);
 }
 
@@ -306,7 +306,7 @@ static void
 w_cmd(struct world *w, struct egw_attach_cmd c)
 {
 	CU_ASSERT_EQUAL(egw_attach_ring_put(&w->m.sq, &c), 0);
-	egw_clients_poll(w->srv, w->now);
+	egw_engines_poll(w->srv, w->now);
 }
 
 /* The next completion (it must be there). */
@@ -388,7 +388,7 @@ test_encode_room_open_commit_success(void)
 	CU_ASSERT_EQUAL(e.room, 7);
 	CU_ASSERT_EQUAL(e.result, 0);
 	CU_ASSERT_EQUAL(e.op, EGW_OP_SEND_OPEN);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(e.slot, 3);
 	CU_ASSERT_EQUAL(e.nruns, 2);
@@ -403,7 +403,7 @@ test_encode_room_open_commit_success(void)
 	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 7, 3));
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.tag, 72);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_TRANSFERRING);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 0); /* handed to the engine */
 	/* a second commit is out of place */
@@ -412,19 +412,19 @@ test_encode_room_open_commit_success(void)
 	CU_ASSERT_EQUAL(e.result, -EBADFD);
 	CU_ASSERT_EQUAL(e.flags, 0);
 
-	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 7, 0, 0);
+	egw_engines_room_done(w.srv, EGW_SIDE_SEND, 7, 0, 0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.tag, 72); /* the commit's */
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.result, 0);
 	CU_ASSERT_EQUAL(e.flags, 0);
 	CU_ASSERT_EQUAL(sl->room, 0);
-	CU_ASSERT_EQUAL(sl->state, EGW_AST_SUCCESS);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(sl->state, EGW_ATTACH_STATE_SUCCESS);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	CU_ASSERT(w_cq_empty(&w));
 	/* the slot is free again */
 	w_cmd(&w, send_open(8, 3, 10));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	w_fini(&w);
 }
 
@@ -439,7 +439,7 @@ test_language_room_states_delivery_release(void)
 	w_init(&w, 64, 16);
 	w_cmd(&w, recv_open(9, 0, 1));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(e.op, EGW_OP_RECV_OPEN);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
@@ -448,42 +448,42 @@ test_language_room_states_delivery_release(void)
 	CU_ASSERT_EQUAL(w_cqe(&w).result, -EEXIST);
 	/* another rank of it is fine */
 	w_cmd(&w, recv_open(9, 1, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 
-	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
-			       EGW_AST_WAITING_FOR_INPUT, 0, 0);
+	egw_engines_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_ATTACH_STATE_WAITING_FOR_INPUT, 0, 0);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	CU_ASSERT_EQUAL(e.tag, 92);
-	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
-			       EGW_AST_TRANSFERRING, 800, 128);
+	egw_engines_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_ATTACH_STATE_TRANSFERRING, 800, 128);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_TRANSFERRING);
 	CU_ASSERT_EQUAL(e.total_tokens, 800);
 	CU_ASSERT_EQUAL(e.landed_tokens, 128);
 	/* never backwards, never twice */
-	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
-			       EGW_AST_WAITING_FOR_INPUT, 0, 0);
-	egw_clients_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
-			       EGW_AST_TRANSFERRING, 800, 256);
+	egw_engines_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_ATTACH_STATE_WAITING_FOR_INPUT, 0, 0);
+	egw_engines_room_state(w.srv, EGW_SIDE_RECV, 9, 1,
+			       EGW_ATTACH_STATE_TRANSFERRING, 800, 256);
 	CU_ASSERT(w_cq_empty(&w));
 
 	/* RELEASE before the data is there */
 	w_cmd(&w, on_slot(EGW_OP_RELEASE, 9, 0));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, -EBADFD);
 
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 9, 1, 800, runs, 3), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 9, 1, 800, runs, 3), 0);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(e.nruns, 3);
 	CU_ASSERT_EQUAL(e.total_tokens, 800);
 	sl = egw_attach_slot_at(&w.m, 0);
 	CU_ASSERT_EQUAL(sl->first_block, 10);
 	CU_ASSERT_EQUAL(sl->runs[2].start, 30);
-	CU_ASSERT_EQUAL(sl->state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(sl->state, EGW_ATTACH_STATE_SUCCESS);
 	/* a late failure report of a delivered room changes nothing */
-	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_RECV, 9, 1,
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, 9, 1,
 					      EGW_E_PEER_DEAD), 0);
 	CU_ASSERT(w_cq_empty(&w));
 
@@ -495,18 +495,18 @@ test_language_room_states_delivery_release(void)
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.result, 0);
 	CU_ASSERT_EQUAL(e.op, EGW_OP_RELEASE);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, 0);
 	CU_ASSERT_EQUAL(w.f.releases, 1);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 7);
 	CU_ASSERT_EQUAL(sl->room, 0);
 	/* the other rank fails: Failed with the reason, negated */
-	egw_clients_room_done(w.srv, EGW_SIDE_RECV, 9, 0, EGW_E_PEER_DEAD);
+	egw_engines_room_done(w.srv, EGW_SIDE_RECV, 9, 0, EGW_E_PEER_DEAD);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_PEER_DEAD);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_PEER_DEAD);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	w_fini(&w);
 }
 
@@ -516,7 +516,7 @@ test_refusals_change_nothing(void)
 	struct world w;
 	struct egw_attach_cqe e;
 	struct egw_attach_cmd c;
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_init(&w, 64, 2);
 	w_cmd(&w, send_open(5, 0, 100));
@@ -550,20 +550,20 @@ test_refusals_change_nothing(void)
 	/* a recv_open the gateway refuses */
 	w.f.recv_open_rc = -EGW_E_UNKNOWN_PEER;
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 6, 1));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
 	w_cmd(&w, recv_open(8, 1, 0));
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_UNKNOWN_PEER);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 0);
 	/* the first room is untouched by all of it */
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->room, 5);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
-	CU_ASSERT_EQUAL(egw_clients_client_stats(w.srv, 0, &st), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 1);
+	CU_ASSERT_EQUAL(egw_engines_client_stats(w.srv, 0, &st), 0);
 	CU_ASSERT_EQUAL(st.refused, 8);
 	CU_ASSERT_EQUAL(st.refused_invalid, 2);
 	CU_ASSERT_EQUAL(st.refused_state, 6);
-	CU_ASSERT_EQUAL(egw_clients_client_stats(w.srv, 3, &st), -ENOENT);
+	CU_ASSERT_EQUAL(egw_engines_client_stats(w.srv, 3, &st), -ENOENT);
 	w_fini(&w);
 }
 
@@ -578,39 +578,39 @@ test_open_waits_for_memory_then_deadline(void)
 	w_cmd(&w, send_open(4, 2, 300));
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.result, 0);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING); /* queued */
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING); /* queued */
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	w.now += MS;
-	egw_clients_poll(w.srv, w.now);
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT(w_cq_empty(&w));
-	egw_clients_poll(w.srv, w.now); /* the fourth try gets blocks */
+	egw_engines_poll(w.srv, w.now); /* the fourth try gets blocks */
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	CU_ASSERT_EQUAL(e.nruns, 2);
 	CU_ASSERT_EQUAL(w.f.send_opens, 4);
 
 	/* no memory at all: Failed at the allocation deadline, not before */
 	w.f.enospc_left = 1000;
 	w_cmd(&w, send_open(5, 3, 300));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	w.now += 99 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT(w_cq_empty(&w));
 	w.now += 2 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_POOL_EXHAUSTED);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 3)->room, 0);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 1);
 	/* a waiting room aborted: nothing to free, no more tries */
 	w_cmd(&w, send_open(6, 4, 300));
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 6, 4));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
 	w.f.send_opens = 0;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.send_opens, 0);
 	CU_ASSERT_EQUAL(w.f.send_aborts, 0);
 	w_fini(&w);
@@ -623,7 +623,7 @@ static void
 test_open_busy_past_the_waiting_bound(void)
 {
 	struct world w;
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 	struct egw_attach_cqe e;
 
 	w_max_waiting = 2;
@@ -631,26 +631,26 @@ test_open_busy_past_the_waiting_bound(void)
 	w_max_waiting = 0;
 	w.f.enospc_left = 1000;
 	w_cmd(&w, send_open(10, 0, 300));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	w_cmd(&w, send_open(11, 1, 300));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	w_cmd(&w, send_open(12, 2, 300));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_BUSY);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 2)->room, 0); /* slot free */
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.busy, 1);
 	CU_ASSERT_EQUAL(st.alloc_waits, 2);
 	/* memory comes: the waiting rooms open, and a new one may wait */
 	w.f.enospc_left = 0;
 	w.now += MS;
-	egw_clients_poll(w.srv, w.now);
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	w.f.enospc_left = 1000;
 	w_cmd(&w, send_open(13, 2, 300));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	w_fini(&w);
 }
 
@@ -668,7 +668,7 @@ test_abort_in_every_phase_frees_once(void)
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 1, 0));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, 0);
 	CU_ASSERT_EQUAL(e.tag, 15);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->error, -EGW_E_ABORTED);
@@ -680,33 +680,33 @@ test_abort_in_every_phase_frees_once(void)
 	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 2, 0));
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 2, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(w.f.send_aborts, 2);
 	CU_ASSERT_EQUAL(w.f.send_aborts_committed, 1);
 	/* language, before and after delivery */
 	w_cmd(&w, recv_open(3, 0, 0));
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 3, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
 	w_cmd(&w, recv_open(4, 0, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 0, 200, &run, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 0, 200, &run, 1), 0);
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 4, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
 	/* the reports from inside the aborts posted nothing more */
 	CU_ASSERT(w_cq_empty(&w));
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	/* the engine ends an uncommitted encode room (peer dead): its runs
 	 * are freed by the server's send_abort */
 	w.f.done_inside_abort = false;
 	w_cmd(&w, send_open(5, 0, 1000));
 	(void)w_cqe(&w);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 8);
-	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 5, 0, EGW_E_PEER_DEAD);
+	egw_engines_room_done(w.srv, EGW_SIDE_SEND, 5, 0, EGW_E_PEER_DEAD);
 	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_PEER_DEAD);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
 	w_fini(&w);
@@ -717,7 +717,7 @@ test_detach_ends_every_room_silently(void)
 {
 	struct world w;
 	struct egw_attach_run run = { 70, 3 };
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_init(&w, 64, 16);
 	w_cmd(&w, send_open(1, 0, 1000));
@@ -725,31 +725,31 @@ test_detach_ends_every_room_silently(void)
 	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 2, 1));
 	w_cmd(&w, recv_open(3, 2, 0));
 	w_cmd(&w, recv_open(4, 3, 1));
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 1, 300, &run, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 1, 300, &run, 1), 0);
 	w.f.enospc_left = 100;
 	w_cmd(&w, send_open(5, 4, 1000));
 	while (!w_cq_empty(&w))
 		;
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 5);
-	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 5);
+	egw_engines_remove(w.srv, 0, w.now);
 	CU_ASSERT(w_cq_empty(&w));
 	CU_ASSERT_EQUAL(w.f.blocks_out, 0);      /* room 1's runs */
 	CU_ASSERT_EQUAL(w.f.send_aborts_committed, 1);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 3);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
-	CU_ASSERT_EQUAL(egw_clients_attached(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_attached(w.srv), 0);
 	/* reports about its rooms find nothing now */
-	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, 0),
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_SEND, 2, 0, 0),
 			-ENOENT);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 3, 0, 1, &run, 1),
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 3, 0, 1, &run, 1),
 			-ENOENT);
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.rooms_opened, 5);
 	CU_ASSERT_EQUAL(st.rooms_ok, 1);
 	CU_ASSERT_EQUAL(st.rooms_failed, 4);
 	/* the id is free for the next client */
-	CU_ASSERT_EQUAL(egw_clients_add(w.srv, w.area, w.bytes, w.now), 0);
+	CU_ASSERT_EQUAL(egw_engines_add(w.srv, w.area, w.bytes, w.now), 0);
 	w_fini(&w);
 }
 
@@ -765,9 +765,9 @@ test_full_completion_ring_never_blocks(void)
 		c = send_open(100 + i, i, 200);
 		CU_ASSERT_EQUAL(egw_attach_ring_put(&w.m.sq, &c), 0);
 	}
-	egw_clients_poll(w.srv, w.now); /* six answers, room for two */
+	egw_engines_poll(w.srv, w.now); /* six answers, room for two */
 	CU_ASSERT_EQUAL(w.m.cq.ctl->overflow, 4);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 6);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 6);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 100);
 	(void)w_cqe(&w);
@@ -777,7 +777,7 @@ test_full_completion_ring_never_blocks(void)
 		struct egw_attach_slot *sl = egw_attach_slot_at(&w.m, i);
 
 		CU_ASSERT_EQUAL(sl->room, 100 + i);
-		CU_ASSERT_EQUAL(sl->state, EGW_AST_WAITING_FOR_INPUT);
+		CU_ASSERT_EQUAL(sl->state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 		CU_ASSERT_EQUAL(sl->nruns, 2);
 	}
 	w_fini(&w);
@@ -787,7 +787,7 @@ static void
 test_broken_ring_or_silent_client_is_lost(void)
 {
 	struct world w;
-	struct egw_clients_conf c = {
+	struct egw_engines_conf c = {
 		.max_clients = 2, .max_rooms = 8, .max_total_tokens = 1000,
 		.npeers = 1, .encode = true, .language = true,
 		.alloc_ns = MS, .lease_ns = 50 * MS, .budget = 8,
@@ -800,44 +800,44 @@ test_broken_ring_or_silent_client_is_lost(void)
 	(void)w_cqe(&w);
 	a = w.area;
 	a->sq.tail = a->sq.head + 1000; /* beyond any ring */
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why, "submission ring tail out of range");
 	CU_ASSERT_EQUAL(egw_attach_trust_of(a)->lost, EGW_LOST_RING);
 	/* the uncommitted room's blocks stay out of the pool while the
 	 * client may still write them: until it is removed */
 	CU_ASSERT_EQUAL(w.f.blocks_out, 4);
-	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 4);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
-	egw_clients_poll(w.srv, w.now); /* given up: not polled again */
+	CU_ASSERT_EQUAL(egw_engines_held_blocks(w.srv), 4);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	egw_engines_poll(w.srv, w.now); /* given up: not polled again */
 	CU_ASSERT_EQUAL(w.f.lost, 1);
-	egw_clients_remove(w.srv, 0, w.now);
+	egw_engines_remove(w.srv, 0, w.now);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
-	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_held_blocks(w.srv), 0);
 	w_fini(&w);
 
 	/* the lease: a moving beat keeps the client, a still one loses it */
 	memset(&w, 0, sizeof(w));
 	c.ctx = &w.f;
 	w.f.runs_per_open = 1;
-	CU_ASSERT_EQUAL_FATAL(egw_clients_create(&c, &w.srv), 0);
+	CU_ASSERT_EQUAL_FATAL(egw_engines_create(&c, &w.srv), 0);
 	w.bytes = egw_attach_area_bytes(8, 8, 2, 2);
 	w.area = calloc(1, w.bytes);
 	CU_ASSERT_EQUAL(egw_attach_area_init(w.area, 8, 8, 2, 2), 0);
 	CU_ASSERT_EQUAL(egw_attach_map_init(&w.m, w.area, w.bytes), 0);
-	CU_ASSERT_EQUAL(egw_clients_add(w.srv, w.area, w.bytes, 0), 0);
+	CU_ASSERT_EQUAL(egw_engines_add(w.srv, w.area, w.bytes, 0), 0);
 	a = w.area;
 	for (int i = 0; i < 10; i++) {
 		w.now += 40 * MS;
 		a->client_beat++;
-		egw_clients_poll(w.srv, w.now);
+		egw_engines_poll(w.srv, w.now);
 	}
 	CU_ASSERT_EQUAL(w.f.lost, 0);
 	w.now += 40 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 0);
 	w.now += 20 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why,
 			       "lease expired (client_beat did not move)");
@@ -854,38 +854,38 @@ test_lease_lost_holds_delivered_blocks(void)
 {
 	struct world w;
 	struct egw_attach_run runs[2] = { { 10, 3 }, { 20, 2 } };
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_lease_ns = 3000 * MS;
 	w_init(&w, 64, 16);
 	w_lease_ns = 0;
 	w_cmd(&w, recv_open(4, 0, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 4, 0, 600, runs, 2), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 0, 600, runs, 2), 0);
 	(void)w_cqe(&w);
 	w_cmd(&w, recv_open(5, 1, 0)); /* not delivered: ended at once */
 	(void)w_cqe(&w);
 	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->lost, EGW_LOST_NONE);
 	w.now += 10 * 1000 * MS; /* no beat for longer than the lease */
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->lost, EGW_LOST_LEASE);
 	CU_ASSERT_EQUAL(egw_attach_trust_of(w.area)->held_blocks, 5);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);   /* room 5 */
 	CU_ASSERT_EQUAL(w.f.releases, 0);      /* room 4's blocks held */
-	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 5);
-	CU_ASSERT_EQUAL(egw_clients_client_held(w.srv, 0), 5);
+	CU_ASSERT_EQUAL(egw_engines_held_blocks(w.srv), 5);
+	CU_ASSERT_EQUAL(egw_engines_client_held(w.srv, 0), 5);
 	/* the gateway reporting about the room finds nothing to do */
-	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_RECV, 4, 0,
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, 4, 0,
 					      EGW_E_ABORTED), -ENOENT);
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.lost, 1);
 	CU_ASSERT_EQUAL(st.held_rooms, 1);
 	CU_ASSERT_EQUAL(st.held_blocks, 5);
-	egw_clients_remove(w.srv, 0, w.now);
+	egw_engines_remove(w.srv, 0, w.now);
 	CU_ASSERT_EQUAL(w.f.releases, 1);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
-	CU_ASSERT_EQUAL(egw_clients_held_blocks(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_held_blocks(w.srv), 0);
 	w_fini(&w);
 }
 
@@ -907,8 +907,8 @@ test_broken_completion_ring_ends_rooms_once(void)
 	CU_ASSERT_STRING_EQUAL(w.f.lost_why, "completion ring head out of range");
 	CU_ASSERT_EQUAL(w.f.send_aborts, 1);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 0);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
-	egw_clients_remove(w.srv, 0, w.now);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	egw_engines_remove(w.srv, 0, w.now);
 	w_fini(&w);
 }
 
@@ -926,7 +926,7 @@ test_sleeping_client_is_woken_once_per_sleep(void)
 	CU_ASSERT_EQUAL(w.f.wakes, 1);
 	/* the wake-up took the bit: one eventfd write per sleep */
 	CU_ASSERT_EQUAL(w.m.cq.ctl->flags & EGW_RING_F_NEED_WAKEUP, 0);
-	egw_clients_poll(w.srv, w.now); /* nothing new: no wake-up */
+	egw_engines_poll(w.srv, w.now); /* nothing new: no wake-up */
 	CU_ASSERT_EQUAL(w.f.wakes, 1);
 	w_cmd(&w, send_open(3, 2, 100)); /* awake again: no write */
 	CU_ASSERT_EQUAL(w.f.wakes, 1);
@@ -934,9 +934,9 @@ test_sleeping_client_is_woken_once_per_sleep(void)
 	 * poll, once for both */
 	__atomic_or_fetch(&w.m.cq.ctl->flags, EGW_RING_F_NEED_WAKEUP,
 			  __ATOMIC_RELEASE);
-	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, EGW_E_ABORTED);
-	egw_clients_room_done(w.srv, EGW_SIDE_SEND, 2, 0, EGW_E_ABORTED);
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_room_done(w.srv, EGW_SIDE_SEND, 1, 0, EGW_E_ABORTED);
+	egw_engines_room_done(w.srv, EGW_SIDE_SEND, 2, 0, EGW_E_ABORTED);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.wakes, 2);
 	w_fini(&w);
 }
@@ -952,12 +952,12 @@ test_delivery_too_long_for_the_slot_fails(void)
 	w_init(&w, 64, 16); /* slots list 4 runs */
 	w_cmd(&w, recv_open(3, 0, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 3, 0, 600, runs, 5),
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 3, 0, 600, runs, 5),
 			-E2BIG);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -E2BIG);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	w_fini(&w);
 }
 
@@ -1003,7 +1003,7 @@ test_content_key_served_again_without_transfer(void)
 	struct egw_attach_run runs[2] = { { 10, 4 }, { 20, 3 } };
 	struct egw_attach_cqe e;
 	struct egw_attach_slot *sl;
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_cache_init(&w, 8, 100);
 	w_cmd(&w, lookup_cmd(1));
@@ -1012,11 +1012,11 @@ test_content_key_served_again_without_transfer(void)
 	CU_ASSERT_EQUAL(e.tag, 77);
 	CU_ASSERT_EQUAL(e.result, EGW_LOOKUP_NONE);
 	w_cmd(&w, keyed(1, 0, 0, 1));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 0, 800, runs, 2), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 800, runs, 2), 0);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE); /* it did transfer */
 	w_cmd(&w, on_slot(EGW_OP_RELEASE, 1, 0));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, 0);
@@ -1028,7 +1028,7 @@ test_content_key_served_again_without_transfer(void)
 	/* another room of the same content: Success at once, same blocks */
 	w_cmd(&w, keyed(2, 3, 1, 1));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE | EGW_CQEF_CACHED);
 	CU_ASSERT_EQUAL(e.room, 2);
 	CU_ASSERT_EQUAL(e.total_tokens, 800);
@@ -1039,17 +1039,17 @@ test_content_key_served_again_without_transfer(void)
 	CU_ASSERT_EQUAL(sl->runs[1].start, 20);
 	/* a different key transfers */
 	w_cmd(&w, keyed(3, 4, 0, 2));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
 	/* held entries stay through a flush; released ones go, once */
-	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_cache_flush(w.srv), 0);
 	w_cmd(&w, on_slot(EGW_OP_RELEASE, 2, 3));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, 0);
 	CU_ASSERT_EQUAL(w.f.releases, 0);
-	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 1);
+	CU_ASSERT_EQUAL(egw_engines_cache_flush(w.srv), 1);
 	CU_ASSERT_EQUAL(w.f.releases, 1);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 7);
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.cache_hits, 1);
 	CU_ASSERT_EQUAL(st.cache_misses, 2);
 	CU_ASSERT_EQUAL(st.rooms_ok, 2);
@@ -1072,18 +1072,18 @@ test_content_in_flight_is_shared_and_fails_together(void)
 	 * and rank again in another slot: both wait for the one transfer */
 	w_cmd(&w, keyed(2, 1, 0, 1));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
 	w_cmd(&w, lookup_cmd(1));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_IN_FLIGHT);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 0, 200, runs, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 200, runs, 1), 0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 1);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 2);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE | EGW_CQEF_CACHED);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->first_block, 40);
 
@@ -1093,10 +1093,10 @@ test_content_in_flight_is_shared_and_fails_together(void)
 	(void)w_cqe(&w);
 	w_cmd(&w, keyed(4, 3, 1, 2));
 	(void)w_cqe(&w);
-	egw_clients_room_done(w.srv, EGW_SIDE_RECV, 3, 0, EGW_E_PEER_DEAD);
+	egw_engines_room_done(w.srv, EGW_SIDE_RECV, 3, 0, EGW_E_PEER_DEAD);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 4);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_PEER_DEAD);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 3);
@@ -1109,11 +1109,11 @@ test_content_in_flight_is_shared_and_fails_together(void)
 	w_cmd(&w, keyed(6, 3, 0, 3));
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 6, 3));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 0);
 	w_cmd(&w, lookup_cmd(3));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_IN_FLIGHT);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 3);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 3);
 	w_fini(&w);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 2);
 }
@@ -1135,17 +1135,17 @@ test_retry_of_the_same_room_transfers_itself(void)
 	retry.attempt = 1;
 	w_cmd(&w, retry);
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
 	/* attempt 0 is given up: the retry goes on and lands */
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 1, 0));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(
 				w.srv, egw_attach_room_id(1, 1), 1, 200, r1, 1), 0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 1);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->first_block, 20);
 	w_fini(&w);
@@ -1164,9 +1164,9 @@ test_other_rank_of_the_same_room_transfers_itself(void)
 	w_cmd(&w, keyed(1, 1, 1, 1));
 	CU_ASSERT_EQUAL(w_cqe(&w).flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 0, 200, r0, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 200, r0, 1), 0);
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 1, 1, 200, r1, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 1, 200, r1, 1), 0);
 	CU_ASSERT_EQUAL(w_cqe(&w).flags, EGW_CQEF_MORE);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->first_block, 20);
 	/* rank 1's copy is its own: freed at its release; rank 0's stays */
@@ -1191,7 +1191,7 @@ land(struct world *w, uint64_t room, uint32_t slot, uint8_t key,
 
 	w_cmd(w, keyed(room, slot, 0, key));
 	(void)w_cqe(w);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w->srv, room, 0, 640, r, 1),
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w->srv, room, 0, 640, r, 1),
 			0);
 	(void)w_cqe(w);
 }
@@ -1200,7 +1200,7 @@ static void
 test_cache_gives_back_least_recent_first(void)
 {
 	struct world w;
-	struct egw_clients_cache_stats cs;
+	struct egw_engines_cache_stats cs;
 
 	w_cache_init(&w, 8, 10); /* two entries of 5 blocks unheld */
 	land(&w, 1, 0, 1, 100);
@@ -1227,12 +1227,12 @@ test_cache_gives_back_least_recent_first(void)
 	/* rooms waiting for memory: one entry a housekeeping round */
 	w.f.admission_queue = 1;
 	w.now += 2 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.releases, 2);
 	w.now += 2 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.releases, 3);
-	egw_clients_cache(w.srv, &cs);
+	egw_engines_cache(w.srv, &cs);
 	CU_ASSERT_EQUAL(cs.entries, 0);
 	CU_ASSERT_EQUAL(cs.blocks, 0);
 	CU_ASSERT_EQUAL(cs.evictions, 3);
@@ -1277,7 +1277,7 @@ test_attempt_is_a_new_room_inside_the_gateway(void)
 	CU_ASSERT_EQUAL(w.f.last_room, egw_attach_room_id(5, 1));
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 5);
 	/* the gateway's reports name the attempt's id */
-	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND,
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_SEND,
 					      egw_attach_room_id(5, 1), 0,
 					      EGW_E_PEER_DEAD), 0);
 	e = w_cqe(&w);
@@ -1290,17 +1290,17 @@ test_attempt_is_a_new_room_inside_the_gateway(void)
 	CU_ASSERT_EQUAL(w_cqe(&w).room, 5);
 	/* what the gateway says of the attempt's id reaches the engine
 	 * under its own id */
-	egw_clients_room_state(w.srv, EGW_SIDE_RECV, egw_attach_room_id(5, 3),
-			       0, EGW_AST_TRANSFERRING, 100, 0);
+	egw_engines_room_state(w.srv, EGW_SIDE_RECV, egw_attach_room_id(5, 3),
+			       0, EGW_ATTACH_STATE_TRANSFERRING, 100, 0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 5);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_TRANSFERRING);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv,
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv,
 						   egw_attach_room_id(5, 3), 0,
 						   100, runs, 1), 0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 5);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	w_fini(&w);
 }
 
@@ -1317,12 +1317,12 @@ test_held_rooms_reported_once_and_stats_published(void)
 	land(&w, 7, 0, 1, 10);
 	w_cmd(&w, recv_open(8, 1, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w.srv, 8, 0, 200, runs, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 8, 0, 200, runs, 1), 0);
 	w.now += 1500 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.held_long, 2);
 	w.now += 5000 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.held_long, 2);
 	st = &((struct egw_attach_area *)w.area)->stats;
 	CU_ASSERT_EQUAL(st->seq % 2, 0);
@@ -1344,22 +1344,22 @@ static void
 test_lost_client_keeps_its_cached_room_until_removed(void)
 {
 	struct world w;
-	struct egw_clients_cache_stats cs;
+	struct egw_engines_cache_stats cs;
 
 	w_lease_ns = 3000 * MS;
 	w_cache_init(&w, 8, 0); /* nothing kept unheld */
 	w_lease_ns = 0;
 	land(&w, 1, 0, 1, 100);
 	w.now += 4000 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
-	CU_ASSERT_EQUAL(egw_clients_cache_flush(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_cache_flush(w.srv), 0);
 	CU_ASSERT_EQUAL(w.f.releases, 0);
-	egw_clients_remove(w.srv, (uint32_t)w.cid, w.now);
+	egw_engines_remove(w.srv, (uint32_t)w.cid, w.now);
 	/* the hold is dropped, and with no bound the entry goes at once */
 	CU_ASSERT_EQUAL(w.f.releases, 1);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
-	egw_clients_cache(w.srv, &cs);
+	egw_engines_cache(w.srv, &cs);
 	CU_ASSERT_EQUAL(cs.entries, 0);
 	w_fini(&w);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
@@ -1386,13 +1386,13 @@ w_deliver_release(struct world *w, uint64_t room, uint32_t slot)
 	struct egw_attach_run run = { 10, 1 };
 	struct egw_attach_cqe e;
 
-	CU_ASSERT_EQUAL(egw_clients_room_delivered(w->srv, room, 0, 100, &run,
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w->srv, room, 0, 100, &run,
 						   1),
 			0);
 	w->f.table_used--;
 	e = w_cqe(w);
 	CU_ASSERT_EQUAL(e.room, room);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	w_cmd(w, on_slot(EGW_OP_RELEASE, room, slot));
 	e = w_cqe(w);
 	CU_ASSERT_EQUAL(e.op, EGW_OP_RELEASE);
@@ -1405,44 +1405,44 @@ test_rooms_beyond_the_table_wait_and_open_in_order(void)
 	enum { N = 4 };
 	struct world w;
 	struct egw_attach_cqe e;
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_init_slots(&w, N, 8, 1000 * MS);
 	for (uint32_t i = 0; i < N + 3; i++) {
 		w_cmd(&w, recv_open(100 + i, i, 0));
 		e = w_cqe(&w);
 		CU_ASSERT_EQUAL(e.result, 0);
-		CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+		CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 		CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
 		CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, i)->state,
-				EGW_AST_BOOTSTRAPPING);
+				EGW_ATTACH_STATE_BOOTSTRAPPING);
 	}
 	CU_ASSERT(w_cq_empty(&w));
 	CU_ASSERT_EQUAL(w.f.nopened, N);
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.slot_waits, 3);
 	CU_ASSERT_EQUAL(w.f.slot_notes, 1); /* the episode, said once */
 	/* no room ends: the waiting ones stay as they are */
 	w.now += 10 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.nopened, N);
 	CU_ASSERT(w_cq_empty(&w));
 	/* each room that ends lets the oldest waiting one in */
 	for (uint32_t k = 0; k < N + 3; k++) {
 		w_deliver_release(&w, 100 + k, k);
 		w.now += MS;
-		egw_clients_poll(w.srv, w.now);
+		egw_engines_poll(w.srv, w.now);
 		if (k < 3) {
 			CU_ASSERT_EQUAL(w.f.nopened, N + k + 1);
 			CU_ASSERT_EQUAL(w.f.opened[N + k], 100 + N + k);
 		}
 		CU_ASSERT(w_cq_empty(&w)); /* still Bootstrapping: no news */
 	}
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.rooms_ok, N + 3);
 	CU_ASSERT_EQUAL(st.rooms_failed, 0);
 	CU_ASSERT_EQUAL(w.f.nopened, N + 3);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	w_fini(&w);
 }
 
@@ -1454,24 +1454,24 @@ test_encode_room_waits_for_a_slot_then_gets_blocks(void)
 
 	w_init_slots(&w, 1, 8, 1000 * MS);
 	w_cmd(&w, send_open(1, 0, 1000));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	w_cmd(&w, send_open(2, 1, 1000));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(e.nruns, 0);
 	CU_ASSERT_EQUAL(w.f.blocks_out, 8); /* room 1's only */
 	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 1, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_TRANSFERRING);
-	CU_ASSERT_EQUAL(egw_clients_room_done(w.srv, EGW_SIDE_SEND, 1, 0, 0),
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_SEND, 1, 0, 0),
 			0);
 	w.f.table_used--;
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_SUCCESS);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_SUCCESS);
 	w.now += MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 2);
 	CU_ASSERT_EQUAL(e.tag, 21);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_WAITING_FOR_INPUT);
 	CU_ASSERT_EQUAL(e.nruns, 2);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->nruns, 2);
 	w_fini(&w);
@@ -1482,41 +1482,41 @@ test_waiting_room_aborted_or_detached_leaves_nothing(void)
 {
 	struct world w;
 	struct egw_attach_cqe e;
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_init_slots(&w, 1, 8, 1000 * MS);
 	w_cmd(&w, recv_open(1, 0, 0));
 	w_cmd(&w, recv_open(2, 1, 0));
 	w_cmd(&w, recv_open(3, 2, 0));
 	for (int i = 0; i < 3; i++)
-		CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+		CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	/* the middle one is aborted while it waits */
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 2, 1));
 	e = w_cqe(&w);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, 0);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_ABORTED);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 0);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 0); /* never opened at the node */
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 2);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 2);
 	/* the slot it left is free for another room, which waits behind */
 	w_cmd(&w, recv_open(4, 1, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	/* room 1 ends: room 3 gets the slot, not the aborted room 2 */
 	w_deliver_release(&w, 1, 0);
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.nopened, 2);
 	CU_ASSERT_EQUAL(w.f.opened[1], 3);
 	/* detached with room 3 open and room 4 waiting: both end, and the
 	 * freed slot opens nothing */
-	egw_clients_remove(w.srv, 0, w.now);
+	egw_engines_remove(w.srv, 0, w.now);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	w.now += 2000 * MS; /* past any deadline too */
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.nopened, 2);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 3); /* 1, 2 (refused), 3 */
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.slot_waits, 3);
 	CU_ASSERT_EQUAL(st.rooms_ok, 1);
 	CU_ASSERT_EQUAL(st.rooms_failed, 3);
@@ -1527,7 +1527,7 @@ static void
 test_lost_client_leaves_the_wait(void)
 {
 	struct world w;
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 
 	w_lease_ns = 3000 * MS;
 	w_init_slots(&w, 1, 8, 60000 * MS);
@@ -1537,18 +1537,18 @@ test_lost_client_leaves_the_wait(void)
 	w_cmd(&w, recv_open(3, 2, 0));
 	CU_ASSERT_EQUAL(w.f.nopened, 1);
 	w.now += 10 * 1000 * MS; /* no beat for longer than the lease */
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.lost, 1);
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1); /* room 1, the only one opened */
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
 	/* the slot room 1 left opens none of the given-up client's rooms */
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.nopened, 1);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
-	egw_clients_stats(w.srv, &st);
+	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.slot_waits, 2);
 	CU_ASSERT_EQUAL(st.rooms_failed, 3);
-	egw_clients_remove(w.srv, 0, w.now);
+	egw_engines_remove(w.srv, 0, w.now);
 	w_fini(&w);
 }
 
@@ -1561,39 +1561,39 @@ test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
 	w_init_slots(&w, 1, 2, 50 * MS);
 	w_cmd(&w, recv_open(1, 0, 0));
 	w_cmd(&w, recv_open(2, 1, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	w.now = 49 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT(w_cq_empty(&w));
 	w.now = 50 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 2);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_NO_SLOT);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_NO_SLOT);
 	CU_ASSERT_STRING_EQUAL(w.f.slot_note,
 			       "room 2 rank 0: no slot after "
 			       "waiting 50 ms (admit_ms 50): the room table "
 			       "stayed full");
-	CU_ASSERT_EQUAL(egw_clients_rooms(w.srv), 1);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 1);
 	/* a full wait list: the next room fails at once, as without one */
 	w_cmd(&w, recv_open(3, 1, 0));
 	w_cmd(&w, recv_open(4, 2, 0));
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
-	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_AST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	w_cmd(&w, recv_open(5, 3, 0));
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 5);
-	CU_ASSERT_EQUAL(e.state, EGW_AST_FAILED);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_FAILED);
 	CU_ASSERT_EQUAL(e.result, -EGW_E_NO_SLOT);
 	CU_ASSERT(w_cq_empty(&w));
 	/* a second episode, said again; of its rooms that give up, the
 	 * first is said, the other only fails */
 	CU_ASSERT_EQUAL(w.f.slot_notes, 3);
 	w.now += 50 * MS;
-	egw_clients_poll(w.srv, w.now);
+	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_NO_SLOT);
 	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_NO_SLOT);
 	CU_ASSERT_EQUAL(w.f.slot_notes, 4);

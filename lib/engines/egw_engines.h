@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#ifndef EGW_CLIENTS_H
-#define EGW_CLIENTS_H
+#ifndef EGW_ENGINES_H
+#define EGW_ENGINES_H
 
 /**
  * @file
@@ -15,7 +15,7 @@
  * ring and checked before use; the runs it hands back to the gateway
  * (release, abort) come from its own copy, never from the shared slot.
  *
- * lib/clients: the gateway links it; a client links lib/attach only.
+ * lib/engines: the gateway links it; a client links lib/attach only.
  */
 
 #include "egw_attach.h"
@@ -35,10 +35,10 @@ enum egw_attach_side {
  * What the server asks of the gateway. Each returns 0 (or a run count) or
  * a negative errno / negated embgw code, which the server passes to the
  * client as the completion's result. They may call back into the server
- * (egw_clients_room_*): the room is out of the client's table
+ * (egw_engines_room_*): the room is out of the client's table
  * before an abort is asked for, so such calls find nothing and are ignored.
  */
-struct egw_clients_ops {
+struct egw_engines_ops {
 	/** SEND_OPEN: `total` tokens of source blocks for `room` as at most
 	 * `max_runs` runs (in token order) with the aux record written in
 	 * the first block, and the sender told that `nranks` ranks will
@@ -50,7 +50,7 @@ struct egw_clients_ops {
 			 uint32_t total, int32_t mrope_delta, uint64_t cookie,
 			 struct egw_attach_run *runs, uint32_t max_runs);
 	/** SEND_COMMIT: the data is in place; the room's engine owns the
-	 * runs from now on and reports the end (egw_clients_room_done). */
+	 * runs from now on and reports the end (egw_engines_room_done). */
 	int (*send_commit)(void *ctx, uint64_t room, uint32_t total,
 			   const struct egw_attach_run *runs, uint32_t nruns);
 	/** End an encode room early (abort, detach), or free the runs of one
@@ -77,7 +77,7 @@ struct egw_clients_ops {
 	 * its rooms are already ended at the node and the area's trust word
 	 * says so, but the blocks of rooms the client may still map
 	 * (delivered, or opened and not committed) are held out of the pool
-	 * until egw_clients_remove(): call it once the client's process can
+	 * until egw_engines_remove(): call it once the client's process can
 	 * no longer map them (its socket closed) or a bound passed. `why`
 	 * is for the log. */
 	void (*client_lost)(void *ctx, uint32_t client, const char *why);
@@ -102,7 +102,7 @@ struct egw_clients_ops {
 	void (*slot_note)(void *ctx, uint32_t client, const char *text);
 };
 
-struct egw_clients_conf {
+struct egw_engines_conf {
 	uint32_t max_clients;      /**< attached at once */
 	uint32_t max_rooms;        /**< rooms of all clients together */
 	uint32_t max_total_tokens; /**< largest SEND_OPEN */
@@ -129,12 +129,12 @@ struct egw_clients_conf {
 	uint32_t cache_max_runs;   /**< runs an entry can list */
 	uint64_t held_warn_ns;     /**< report a delivered room held longer
 				    *   (0: never) */
-	const struct egw_clients_ops *ops;
+	const struct egw_engines_ops *ops;
 	void *ctx;
 };
 
 /** Per-client counters (also summed over clients by the server). */
-struct egw_clients_stats {
+struct egw_engines_stats {
 	uint64_t commands;         /**< taken off the ring */
 	uint64_t refused;          /**< answered with an error, any reason */
 	uint64_t refused_invalid;  /**< -EINVAL, -ERANGE, -EFBIG, -EOPNOTSUPP */
@@ -156,22 +156,22 @@ struct egw_clients_stats {
 };
 
 /** The content cache of a port (doc/client.md, "Content keys"). */
-struct egw_clients_cache_stats {
+struct egw_engines_cache_stats {
 	uint32_t entries;          /**< in flight or landed */
 	uint32_t blocks;           /**< held by landed entries */
 	uint32_t pinned;           /**< landed entries some room holds */
 	uint64_t evictions;        /**< landed entries given back */
 };
 
-struct egw_clients;
+struct egw_engines;
 
 /**
  * @return 0, -EINVAL (a count 0 or too large, ops missing), -ENOMEM.
  */
-int egw_clients_create(const struct egw_clients_conf *c,
-			     struct egw_clients **out);
+int egw_engines_create(const struct egw_engines_conf *c,
+			     struct egw_engines **out);
 /** Frees the server; clients still attached are removed first. */
-void egw_clients_destroy(struct egw_clients *s, uint64_t now);
+void egw_engines_destroy(struct egw_engines *s, uint64_t now);
 
 /**
  * Add a client whose area the caller has laid out (egw_attach_area_init)
@@ -179,7 +179,7 @@ void egw_clients_destroy(struct egw_clients *s, uint64_t now);
  * @return the client's id (>= 0, below max_clients), -EUSERS (full),
  *   -ENOMEM, or egw_attach_map_init()'s error.
  */
-int egw_clients_add(struct egw_clients *s, void *area,
+int egw_engines_add(struct egw_engines *s, void *area,
 			  size_t area_bytes, uint64_t now);
 
 /**
@@ -188,7 +188,7 @@ int egw_clients_add(struct egw_clients *s, void *area,
  * posted and the client's area is not touched (it may be unmapped
  * already). Its id may be reused afterwards. Unknown ids are ignored.
  */
-void egw_clients_remove(struct egw_clients *s, uint32_t client,
+void egw_engines_remove(struct egw_engines *s, uint32_t client,
 			      uint64_t now);
 
 /**
@@ -197,13 +197,13 @@ void egw_clients_remove(struct egw_clients *s, uint32_t client,
  * is free), end what passed its deadline, check leases, ask for wake-ups.
  * @return the number of things done (0: idle).
  */
-uint32_t egw_clients_poll(struct egw_clients *s, uint64_t now);
+uint32_t egw_engines_poll(struct egw_engines *s, uint64_t now);
 
 /* ---- what the gateway reports about a room (the server ignores rooms it
  * does not hold) ----------------------------------------------------------- */
 
 /** A state change (WaitingForInput, Transferring) with what is known. */
-void egw_clients_room_state(struct egw_clients *s,
+void egw_engines_room_state(struct egw_engines *s,
 				  enum egw_attach_side side, uint64_t room,
 				  uint16_t rank, enum egw_attach_state st,
 				  uint32_t total, uint32_t landed);
@@ -216,7 +216,7 @@ void egw_clients_room_state(struct egw_clients *s,
  *   and frees them: -ENOENT (no client holds the room), -E2BIG (the slot
  *   cannot list nruns runs: the room is reported Failed with it).
  */
-int egw_clients_room_delivered(struct egw_clients *s,
+int egw_engines_room_delivered(struct egw_engines *s,
 				     uint64_t room, uint16_t rank,
 				     uint32_t total,
 				     const struct egw_attach_run *runs,
@@ -230,29 +230,29 @@ int egw_clients_room_delivered(struct egw_clients *s,
  * the room's blocks itself.
  * @return 0 when a client held the room, -ENOENT otherwise.
  */
-int egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
+int egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 			  uint64_t room, uint16_t rank, int err);
 
 /** A client's counters; -ENOENT for an unknown id. */
-int egw_clients_client_stats(const struct egw_clients *s,
-				   uint32_t client, struct egw_clients_stats *st);
+int egw_engines_client_stats(const struct egw_engines *s,
+				   uint32_t client, struct egw_engines_stats *st);
 /** All clients', removed ones included. */
-void egw_clients_stats(const struct egw_clients *s,
-			     struct egw_clients_stats *st);
+void egw_engines_stats(const struct egw_engines *s,
+			     struct egw_engines_stats *st);
 /** The content cache's state and counters. */
-void egw_clients_cache(const struct egw_clients *s,
-		       struct egw_clients_cache_stats *st);
+void egw_engines_cache(const struct egw_engines *s,
+		       struct egw_engines_cache_stats *st);
 /** Give back every landed entry that no room holds (at exit, before the
  *  report: what stays in use then is what rooms hold). @return entries
  *  given back. */
-uint32_t egw_clients_cache_flush(struct egw_clients *s);
+uint32_t egw_engines_cache_flush(struct egw_engines *s);
 /** Clients attached, rooms held. */
-uint32_t egw_clients_attached(const struct egw_clients *s);
-uint32_t egw_clients_rooms(const struct egw_clients *s);
+uint32_t egw_engines_attached(const struct egw_engines *s);
+uint32_t egw_engines_rooms(const struct egw_engines *s);
 /** Blocks kept out of the pool now for given-up clients not yet removed
  * (all clients; or one client, 0 for an unknown id). */
-uint32_t egw_clients_held_blocks(const struct egw_clients *s);
-uint32_t egw_clients_client_held(const struct egw_clients *s,
+uint32_t egw_engines_held_blocks(const struct egw_engines *s);
+uint32_t egw_engines_client_held(const struct egw_engines *s,
 				 uint32_t client);
 
 #ifdef __cplusplus

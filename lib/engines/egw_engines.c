@@ -5,7 +5,7 @@
  * ever written from it, and completions are posted after the shared slot
  * says what they report.
  */
-#include "egw_clients.h"
+#include "egw_engines.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -56,7 +56,7 @@ struct client {
 	uint32_t pub_seq;          /* the published stats' sequence */
 	uint64_t beat, beat_at;
 	uint32_t held_blocks;      /* in PH_HELD rooms */
-	struct egw_clients_stats st;
+	struct egw_engines_stats st;
 };
 
 /* (room, rank, side) -> (client, slot): open addressing, linear probing,
@@ -100,8 +100,8 @@ struct slot_queue {
 	bool gave_up; /* ... and its first room to give up */
 };
 
-struct egw_clients {
-	struct egw_clients_conf c;
+struct egw_engines {
+	struct egw_engines_conf c;
 	struct slot_queue sq[2];   /* by enum egw_attach_side */
 	uint64_t now;              /* the last poll's */
 	uint64_t pub_at, scan_at;  /* stats published, held rooms scanned */
@@ -110,12 +110,12 @@ struct egw_clients {
 	struct egw_attach_run *cache_runs;
 	uint64_t use_clock;
 	uint32_t pinned_blocks;    /* of landed entries some room holds */
-	struct egw_clients_cache_stats cst;
+	struct egw_engines_cache_stats cst;
 	struct client *clients;
 	uint32_t nattached;
 	struct index_entry *tab;
 	uint32_t tab_mask, nrooms;
-	struct egw_clients_stats removed; /* counters of removed clients */
+	struct egw_engines_stats removed; /* counters of removed clients */
 	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
 };
 
@@ -128,7 +128,7 @@ rank_side(uint16_t rank, uint8_t side)
 }
 
 static uint32_t
-home_of(const struct egw_clients *s, uint64_t room, uint32_t rs)
+home_of(const struct egw_engines *s, uint64_t room, uint32_t rs)
 {
 	uint64_t x = room ^ ((uint64_t)rs << 47);
 
@@ -139,7 +139,7 @@ home_of(const struct egw_clients *s, uint64_t room, uint32_t rs)
 }
 
 static struct index_entry *
-index_find(const struct egw_clients *s, uint64_t room, uint32_t rs)
+index_find(const struct egw_engines *s, uint64_t room, uint32_t rs)
 {
 	for (uint32_t i = home_of(s, room, rs);; i = (i + 1) & s->tab_mask) {
 		struct index_entry *e = &s->tab[i];
@@ -152,7 +152,7 @@ index_find(const struct egw_clients *s, uint64_t room, uint32_t rs)
 }
 
 static int
-index_insert(struct egw_clients *s, uint64_t room, uint32_t rs,
+index_insert(struct egw_engines *s, uint64_t room, uint32_t rs,
 	     uint32_t client, uint32_t slot)
 {
 	uint32_t i;
@@ -168,7 +168,7 @@ index_insert(struct egw_clients *s, uint64_t room, uint32_t rs,
 }
 
 static void
-index_erase(struct egw_clients *s, struct index_entry *e)
+index_erase(struct egw_engines *s, struct index_entry *e)
 {
 	uint32_t hole = (uint32_t)(e - s->tab);
 
@@ -188,7 +188,7 @@ index_erase(struct egw_clients *s, struct index_entry *e)
 }
 
 static void
-unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
+unindex(struct egw_engines *s, uint64_t room, uint32_t rs)
 {
 	struct index_entry *e = index_find(s, room, rs);
 
@@ -203,7 +203,7 @@ unindex(struct egw_clients *s, uint64_t room, uint32_t rs)
  * here, in a bounded ring per side, and is opened in order as slots free. */
 
 static bool
-queue_push(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
+queue_push(struct egw_engines *s, uint8_t side, uint32_t cid, uint32_t slot)
 {
 	struct slot_queue *q = &s->sq[side];
 
@@ -216,7 +216,7 @@ queue_push(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
 }
 
 static struct slot_ref
-queue_at(const struct egw_clients *s, uint8_t side, uint32_t k)
+queue_at(const struct egw_engines *s, uint8_t side, uint32_t k)
 {
 	const struct slot_queue *q = &s->sq[side];
 
@@ -226,7 +226,7 @@ queue_at(const struct egw_clients *s, uint8_t side, uint32_t k)
 /* Out of the ring wherever it stands (an abort, a lost client): the rooms
  * behind it move up, keeping their order. */
 static void
-queue_remove(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
+queue_remove(struct egw_engines *s, uint8_t side, uint32_t cid, uint32_t slot)
 {
 	struct slot_queue *q = &s->sq[side];
 	uint32_t cap = s->c.slot_queue, k = 0;
@@ -252,7 +252,7 @@ queue_remove(struct egw_clients *s, uint8_t side, uint32_t cid, uint32_t slot)
 
 /* A slot leaves whichever wait it is in (it is opened, or it ends). */
 static void
-unwait(struct egw_clients *s, uint32_t cid, uint32_t slot)
+unwait(struct egw_engines *s, uint32_t cid, uint32_t slot)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 
@@ -266,7 +266,7 @@ unwait(struct egw_clients *s, uint32_t cid, uint32_t slot)
 
 
 static void
-post(struct egw_clients *s, uint32_t cid, uint64_t tag, uint64_t room,
+post(struct egw_engines *s, uint32_t cid, uint64_t tag, uint64_t room,
      int result, uint8_t op, uint8_t state, uint16_t flags, uint32_t slot,
      uint32_t total, uint32_t nruns, uint32_t landed)
 {
@@ -325,7 +325,7 @@ publish_slot(struct client *cl, uint32_t slot, int error)
  * counts as ok when it succeeded (delivered, or served to every rank) and
  * as failed when it ends Failed before that. */
 static void
-finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
+finish_as(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t tag,
 	  uint8_t op, uint8_t state, int result, int slot_error)
 {
 	struct client *cl = &s->clients[cid];
@@ -334,13 +334,13 @@ finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
 	uint64_t room = p->room;
 
 	p->state = state;
-	if (state == EGW_AST_FAILED)
+	if (state == EGW_ATTACH_STATE_FAILED)
 		p->nruns = 0;
 	if (!cl->lost)
 		publish_slot(cl, slot, slot_error);
 	post(s, cid, tag, room, result, op, state, 0, slot, p->total,
-	     p->nruns, state == EGW_AST_SUCCESS ? p->total : 0);
-	if (state == EGW_AST_FAILED && p->phase != PH_DELIVERED)
+	     p->nruns, state == EGW_ATTACH_STATE_SUCCESS ? p->total : 0);
+	if (state == EGW_ATTACH_STATE_FAILED && p->phase != PH_DELIVERED)
 		cl->st.rooms_failed++;
 	unwait(s, cid, slot);
 	p->room = 0;
@@ -353,7 +353,7 @@ finish_as(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
 
 /* The usual case: the completion's result is the slot's error. */
 static void
-finish(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t tag,
+finish(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t tag,
        uint8_t op, uint8_t state, int result)
 {
 	finish_as(s, cid, slot, tag, op, state, result, result);
@@ -379,7 +379,7 @@ key_zero(const uint8_t *k)
 /* Entries are few (the configuration bounds them) and a lookup compares
  * 16 bytes each: a scan costs less than keeping an index in step. */
 static struct cache_entry *
-cache_find(const struct egw_clients *s, const uint8_t *key)
+cache_find(const struct egw_engines *s, const uint8_t *key)
 {
 	for (uint32_t i = 0; i < s->c.cache_entries; i++) {
 		struct cache_entry *e = &s->cache[i];
@@ -392,14 +392,14 @@ cache_find(const struct egw_clients *s, const uint8_t *key)
 }
 
 static uint32_t
-entry_index(const struct egw_clients *s, const struct cache_entry *e)
+entry_index(const struct egw_engines *s, const struct cache_entry *e)
 {
 	return (uint32_t)(e - s->cache);
 }
 
 /* A landed entry's blocks go back to the pool through the gateway. */
 static void
-cache_drop(struct egw_clients *s, struct cache_entry *e)
+cache_drop(struct egw_engines *s, struct cache_entry *e)
 {
 	if (e->state == CE_LANDED) {
 		s->c.ops->recv_release(s->c.ctx, e->origin, e->origin_rank,
@@ -414,7 +414,7 @@ cache_drop(struct egw_clients *s, struct cache_entry *e)
 
 /* The least recently used landed entry that no room holds goes. */
 static bool
-cache_evict_one(struct egw_clients *s)
+cache_evict_one(struct egw_engines *s)
 {
 	struct cache_entry *victim = NULL;
 
@@ -434,7 +434,7 @@ cache_evict_one(struct egw_clients *s)
 
 /* The bound is on blocks no room holds: held ones cannot go anyway. */
 static void
-cache_trim(struct egw_clients *s)
+cache_trim(struct egw_engines *s)
 {
 	while (s->cst.blocks - s->pinned_blocks > s->c.cache_blocks &&
 	       cache_evict_one(s))
@@ -442,7 +442,7 @@ cache_trim(struct egw_clients *s)
 }
 
 static struct cache_entry *
-cache_new(struct egw_clients *s, const uint8_t *key)
+cache_new(struct egw_engines *s, const uint8_t *key)
 {
 	struct cache_entry *e = NULL;
 
@@ -470,7 +470,7 @@ cache_new(struct egw_clients *s, const uint8_t *key)
 }
 
 static void
-cache_unref(struct egw_clients *s, struct cache_entry *e)
+cache_unref(struct egw_engines *s, struct cache_entry *e)
 {
 	e->used = ++s->use_clock;
 	if (--e->refs == 0) {
@@ -480,7 +480,7 @@ cache_unref(struct egw_clients *s, struct cache_entry *e)
 	}
 }
 
-static int entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
+static int entry_deliver(struct egw_engines *s, uint32_t cid, uint32_t slot,
 			 struct cache_entry *e, uint16_t flags);
 
 /*
@@ -488,7 +488,7 @@ static int entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
  * blocks (code 0), or failed with `code` when the transfer did not land.
  */
 static void
-settle_followers(struct egw_clients *s, struct cache_entry *e, int code)
+settle_followers(struct egw_engines *s, struct cache_entry *e, int code)
 {
 	for (uint32_t c = 0; e->followers > 0 && c < s->c.max_clients; c++) {
 		struct client *cl = &s->clients[c];
@@ -506,7 +506,7 @@ settle_followers(struct egw_clients *s, struct cache_entry *e, int code)
 			if (rc == 0)
 				continue;
 			unindex(s, f->wire, rank_side(f->rank, f->side));
-			finish(s, c, i, f->tag, f->op, EGW_AST_FAILED, rc);
+			finish(s, c, i, f->tag, f->op, EGW_ATTACH_STATE_FAILED, rc);
 		}
 	}
 }
@@ -518,7 +518,7 @@ settle_followers(struct egw_clients *s, struct cache_entry *e, int code)
  * content is under way, so they cannot land).
  */
 static void
-entry_leave(struct egw_clients *s, uint32_t cid, uint32_t slot, int code)
+entry_leave(struct egw_engines *s, uint32_t cid, uint32_t slot, int code)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 	struct cache_entry *e;
@@ -544,7 +544,7 @@ entry_leave(struct egw_clients *s, uint32_t cid, uint32_t slot, int code)
 
 /* A slot receives a landed entry's blocks: Success, nothing transferred. */
 static int
-entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
+entry_deliver(struct egw_engines *s, uint32_t cid, uint32_t slot,
 	      struct cache_entry *e, uint16_t flags)
 {
 	struct client *cl = &s->clients[cid];
@@ -557,7 +557,7 @@ entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
 	p->total = e->total;
 	p->entry = entry_index(s, e);
 	p->phase = PH_DELIVERED;
-	p->state = EGW_AST_SUCCESS;
+	p->state = EGW_ATTACH_STATE_SUCCESS;
 	p->held_at = s->now;
 	p->warned = false;
 	if (e->refs++ == 0) {
@@ -574,7 +574,7 @@ entry_deliver(struct egw_clients *s, uint32_t cid, uint32_t slot,
 
 /* The leader's transfer landed: the entry keeps its blocks. */
 static void
-entry_landed(struct egw_clients *s, struct cache_entry *e, uint32_t total,
+entry_landed(struct egw_engines *s, struct cache_entry *e, uint32_t total,
 	     const struct egw_attach_run *runs, uint32_t nruns)
 {
 	memcpy(e->runs, runs, nruns * sizeof(*runs));
@@ -606,10 +606,10 @@ blocks_of(const struct slot_state *p)
 }
 
 static void
-end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
+end_room(struct egw_engines *s, uint32_t cid, uint32_t slot)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
-	const struct egw_clients_ops *ops = s->c.ops;
+	const struct egw_engines_ops *ops = s->c.ops;
 	bool shared = p->entry != NO_ENTRY &&
 		      s->cache[p->entry].state == CE_LANDED;
 
@@ -654,7 +654,7 @@ end_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 }
 
 static void
-end_all(struct egw_clients *s, uint32_t cid)
+end_all(struct egw_engines *s, uint32_t cid)
 {
 	struct client *cl = &s->clients[cid];
 
@@ -679,7 +679,7 @@ end_all(struct egw_clients *s, uint32_t cid)
  * another room's, until it is removed (its socket closed).
  */
 static void
-hold_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
+hold_room(struct egw_engines *s, uint32_t cid, uint32_t slot)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
@@ -697,7 +697,7 @@ hold_room(struct egw_clients *s, uint32_t cid, uint32_t slot)
 }
 
 static void
-lose(struct egw_clients *s, uint32_t cid, const char *why,
+lose(struct egw_engines *s, uint32_t cid, const char *why,
      enum egw_attach_lost reason, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
@@ -735,7 +735,7 @@ lose(struct egw_clients *s, uint32_t cid, const char *why,
 /* ---- commands -------------------------------------------------------------- */
 
 static void
-refuse(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
+refuse(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
        int rc)
 {
 	struct client *cl = &s->clients[cid];
@@ -746,27 +746,27 @@ refuse(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 		cl->st.refused_invalid++;
 	else
 		cl->st.refused_state++;
-	post(s, cid, c->tag, c->room, rc, c->op, EGW_AST_FAILED, 0,
+	post(s, cid, c->tag, c->room, rc, c->op, EGW_ATTACH_STATE_FAILED, 0,
 	     c->slot, 0, 0, 0);
 }
 
 /* The engine sees a waiting room as Bootstrapping, said once. */
 static void
-show_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot)
+show_waiting(struct egw_engines *s, uint32_t cid, uint32_t slot)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
 
-	if (p->state == EGW_AST_BOOTSTRAPPING)
+	if (p->state == EGW_ATTACH_STATE_BOOTSTRAPPING)
 		return;
-	p->state = EGW_AST_BOOTSTRAPPING;
+	p->state = EGW_ATTACH_STATE_BOOTSTRAPPING;
 	publish_slot(cl, slot, 0);
 	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
 	     p->total, 0, 0);
 }
 
 static void
-note(struct egw_clients *s, uint32_t cid, const char *text)
+note(struct egw_engines *s, uint32_t cid, const char *text)
 {
 	if (s->c.ops->slot_note != NULL)
 		s->c.ops->slot_note(s->c.ctx, cid, text);
@@ -778,7 +778,7 @@ note(struct egw_clients *s, uint32_t cid, const char *text)
  * NO_SLOT at once. @return true when it waits.
  */
 static bool
-slot_wait(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+slot_wait(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
@@ -812,7 +812,7 @@ slot_wait(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
  * says how long it waited (the episode's first such room: under a
  * lasting overload every later one would say the same). */
 static void
-slot_give_up(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+slot_give_up(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 	struct slot_queue *q = &s->sq[p->side];
@@ -830,12 +830,12 @@ slot_give_up(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 	}
 	unindex(s, p->wire, rank_side(p->rank, p->side));
 	entry_leave(s, cid, slot, -EGW_E_NO_SLOT);
-	finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, -EGW_E_NO_SLOT);
+	finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, -EGW_E_NO_SLOT);
 }
 
 /* SEND_OPEN's allocation, first and on every retry. */
 static void
-try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+try_alloc(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
@@ -850,7 +850,7 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 		unwait(s, cid, slot);
 		p->nruns = (uint32_t)n;
 		p->phase = PH_OPEN;
-		p->state = EGW_AST_WAITING_FOR_INPUT;
+		p->state = EGW_ATTACH_STATE_WAITING_FOR_INPUT;
 		publish_slot(cl, slot, 0);
 		post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
 		     p->total, p->nruns, 0);
@@ -879,7 +879,7 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 	else if (n > 0)
 		n = -E2BIG; /* more runs than asked for: the gateway's bug */
 	unindex(s, p->wire, rank_side(0, EGW_SIDE_SEND));
-	finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, n);
+	finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, n);
 }
 
 /*
@@ -892,7 +892,7 @@ try_alloc(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
  * open).
  */
 static bool
-open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
+open_keyed(struct egw_engines *s, uint32_t cid, uint32_t slot,
 	   const struct egw_attach_cmd *c)
 {
 	struct client *cl = &s->clients[cid];
@@ -910,7 +910,7 @@ open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
 	if (e != NULL && e->state == CE_IN_FLIGHT) {
 		p->entry = entry_index(s, e);
 		p->phase = PH_FOLLOW;
-		p->state = EGW_AST_BOOTSTRAPPING;
+		p->state = EGW_ATTACH_STATE_BOOTSTRAPPING;
 		e->followers++;
 		cl->st.cache_shared++;
 		publish_slot(cl, slot, 0);
@@ -934,7 +934,7 @@ open_keyed(struct egw_clients *s, uint32_t cid, uint32_t slot,
 
 /* RECV_OPEN at the node, first and from the slot queue. */
 static void
-try_recv(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+try_recv(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
@@ -946,7 +946,7 @@ try_recv(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 	if (rc != 0) {
 		unindex(s, p->wire, rank_side(p->rank, p->side));
 		entry_leave(s, cid, slot, rc);
-		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, rc);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, rc);
 		return;
 	}
 	unwait(s, cid, slot);
@@ -957,7 +957,7 @@ try_recv(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 /* A new OPEN while rooms of its side wait for a slot joins them at the
  * back: nothing overtakes them. */
 static bool
-behind_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
+behind_waiting(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 
@@ -965,7 +965,7 @@ behind_waiting(struct egw_clients *s, uint32_t cid, uint32_t slot, uint64_t now)
 }
 
 static void
-cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
+cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	 uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
@@ -1003,7 +1003,7 @@ cmd_open(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->aux_only = (c->flags & EGW_CMDF_AUX_ONLY) != 0;
 	p->nruns = 0;
 	p->phase = PH_FREE;
-	p->state = EGW_AST_FAILED; /* nothing shown to the engine yet */
+	p->state = EGW_ATTACH_STATE_FAILED; /* nothing shown to the engine yet */
 	cl->st.rooms_opened++;
 	if (side == EGW_SIDE_SEND) {
 		if (!behind_waiting(s, cid, c->slot, now))
@@ -1028,7 +1028,7 @@ held(struct client *cl, const struct egw_attach_cmd *c, uint8_t side)
 }
 
 static void
-cmd_commit(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+cmd_commit(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c)
 {
 	struct slot_state *p = held(&s->clients[cid], c, EGW_SIDE_SEND);
 	int rc;
@@ -1045,20 +1045,20 @@ cmd_commit(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 				   p->nruns);
 	if (rc != 0) {
 		end_room(s, cid, c->slot); /* frees the runs */
-		finish(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, rc);
+		finish(s, cid, c->slot, c->tag, c->op, EGW_ATTACH_STATE_FAILED, rc);
 		return;
 	}
 	p->phase = PH_COMMITTED;
 	p->tag = c->tag;
 	p->op = c->op;
-	p->state = EGW_AST_TRANSFERRING;
+	p->state = EGW_ATTACH_STATE_TRANSFERRING;
 	publish_slot(&s->clients[cid], c->slot, 0);
 	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, c->slot,
 	     p->total, p->nruns, 0);
 }
 
 static void
-cmd_release(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+cmd_release(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c)
 {
 	struct slot_state *p = held(&s->clients[cid], c, EGW_SIDE_RECV);
 
@@ -1071,11 +1071,11 @@ cmd_release(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 		return;
 	}
 	end_room(s, cid, c->slot); /* recv_release */
-	finish(s, cid, c->slot, c->tag, c->op, EGW_AST_SUCCESS, 0);
+	finish(s, cid, c->slot, c->tag, c->op, EGW_ATTACH_STATE_SUCCESS, 0);
 }
 
 static void
-cmd_abort(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+cmd_abort(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[c->slot];
@@ -1086,14 +1086,14 @@ cmd_abort(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 	}
 	end_room(s, cid, c->slot);
 	/* the abort itself succeeded; the room failed as aborted */
-	finish_as(s, cid, c->slot, c->tag, c->op, EGW_AST_FAILED, 0,
+	finish_as(s, cid, c->slot, c->tag, c->op, EGW_ATTACH_STATE_FAILED, 0,
 		  -EGW_E_ABORTED);
 }
 
 /* What the port holds for a key; the answer's result is the
  * enum egw_attach_lookup (0 with no cache). */
 static void
-cmd_lookup(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
+cmd_lookup(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c)
 {
 	const struct cache_entry *e = s->c.cache_entries > 0 ?
 				      cache_find(s, c->content) : NULL;
@@ -1106,7 +1106,7 @@ cmd_lookup(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c)
 }
 
 static void
-command(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
+command(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
@@ -1150,11 +1150,11 @@ command(struct egw_clients *s, uint32_t cid, const struct egw_attach_cmd *c,
 /* ---- the server ------------------------------------------------------------ */
 
 int
-egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
+egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 {
-	struct egw_clients *s;
+	struct egw_engines *s;
 	uint32_t tab = 1;
-	const struct egw_clients_ops *o = c->ops;
+	const struct egw_engines_ops *o = c->ops;
 
 	if (c->max_clients == 0 || c->max_clients > 4096 || c->max_rooms == 0 ||
 	    c->max_rooms > (1u << 24) || c->budget == 0 ||
@@ -1188,7 +1188,7 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 	    (c->slot_queue > 0 && (s->sq[0].q == NULL || s->sq[1].q == NULL)) ||
 	    (c->cache_entries > 0 &&
 	     (s->cache == NULL || s->cache_runs == NULL))) {
-		egw_clients_destroy(s, 0);
+		egw_engines_destroy(s, 0);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < c->cache_entries; i++)
@@ -1198,12 +1198,12 @@ egw_clients_create(const struct egw_clients_conf *c, struct egw_clients **out)
 }
 
 void
-egw_clients_destroy(struct egw_clients *s, uint64_t now)
+egw_engines_destroy(struct egw_engines *s, uint64_t now)
 {
 	if (s == NULL)
 		return;
 	for (uint32_t i = 0; s->clients != NULL && i < s->c.max_clients; i++)
-		egw_clients_remove(s, i, now);
+		egw_engines_remove(s, i, now);
 	/* no room holds an entry now: every landed block goes back */
 	for (uint32_t i = 0; s->cache != NULL && i < s->c.cache_entries; i++)
 		if (s->cache[i].state != CE_FREE)
@@ -1218,7 +1218,7 @@ egw_clients_destroy(struct egw_clients *s, uint64_t now)
 }
 
 int
-egw_clients_add(struct egw_clients *s, void *area, size_t area_bytes,
+egw_engines_add(struct egw_engines *s, void *area, size_t area_bytes,
 		uint64_t now)
 {
 	struct client *cl = NULL;
@@ -1255,7 +1255,7 @@ egw_clients_add(struct egw_clients *s, void *area, size_t area_bytes,
 }
 
 static void
-add_stats(struct egw_clients_stats *to, const struct egw_clients_stats *a)
+add_stats(struct egw_engines_stats *to, const struct egw_engines_stats *a)
 {
 	const uint64_t *src = (const uint64_t *)a;
 	uint64_t *dst = (uint64_t *)to;
@@ -1266,7 +1266,7 @@ add_stats(struct egw_clients_stats *to, const struct egw_clients_stats *a)
 }
 
 void
-egw_clients_remove(struct egw_clients *s, uint32_t client, uint64_t now)
+egw_engines_remove(struct egw_engines *s, uint32_t client, uint64_t now)
 {
 	struct client *cl;
 
@@ -1284,7 +1284,7 @@ egw_clients_remove(struct egw_clients *s, uint32_t client, uint64_t now)
 }
 
 static uint32_t
-poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
+poll_client(struct egw_engines *s, uint32_t cid, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct egw_attach_cmd c;
@@ -1341,12 +1341,12 @@ poll_client(struct egw_clients *s, uint32_t cid, uint64_t now)
 
 /* The published stats of every client, as a sequence lock. */
 static void
-publish_stats(struct egw_clients *s, uint64_t now)
+publish_stats(struct egw_engines *s, uint64_t now)
 {
 	struct egw_attach_stats st = s->pool;
-	struct egw_clients_stats sum;
+	struct egw_engines_stats sum;
 
-	egw_clients_stats(s, &sum);
+	egw_engines_stats(s, &sum);
 	st.updated_ns = now;
 	st.cache_entries = s->cst.entries;
 	st.cache_blocks = s->cst.blocks;
@@ -1377,7 +1377,7 @@ publish_stats(struct egw_clients *s, uint64_t now)
 /* Delivered rooms held too long: reported once each (a forgotten
  * RELEASE keeps blocks from every other room). */
 static void
-scan_held(struct egw_clients *s, uint64_t now)
+scan_held(struct egw_engines *s, uint64_t now)
 {
 	for (uint32_t c = 0; c < s->c.max_clients; c++) {
 		struct client *cl = &s->clients[c];
@@ -1402,7 +1402,7 @@ scan_held(struct egw_clients *s, uint64_t now)
  * entries nobody holds given back while rooms wait for memory; once a
  * second: the held rooms. */
 static uint32_t
-housekeeping(struct egw_clients *s, uint64_t now)
+housekeeping(struct egw_engines *s, uint64_t now)
 {
 	uint32_t done = 0;
 
@@ -1431,7 +1431,7 @@ housekeeping(struct egw_clients *s, uint64_t now)
  * still in time stops the scan when it cannot be opened.
  */
 static uint32_t
-poll_slot_queue(struct egw_clients *s, uint8_t side, uint64_t now)
+poll_slot_queue(struct egw_engines *s, uint8_t side, uint64_t now)
 {
 	const struct slot_queue *q = &s->sq[side];
 	uint32_t done = 0, free = UINT32_MAX;
@@ -1463,7 +1463,7 @@ poll_slot_queue(struct egw_clients *s, uint8_t side, uint64_t now)
 }
 
 uint32_t
-egw_clients_poll(struct egw_clients *s, uint64_t now)
+egw_engines_poll(struct egw_engines *s, uint64_t now)
 {
 	uint32_t done = 0;
 
@@ -1486,7 +1486,7 @@ egw_clients_poll(struct egw_clients *s, uint64_t now)
 /* ---- events from the gateway ----------------------------------------------- */
 
 static struct slot_state *
-lookup(struct egw_clients *s, enum egw_attach_side side, uint64_t room,
+lookup(struct egw_engines *s, enum egw_attach_side side, uint64_t room,
        uint16_t rank, uint32_t *cid, uint32_t *slot)
 {
 	struct index_entry *e;
@@ -1503,7 +1503,7 @@ lookup(struct egw_clients *s, enum egw_attach_side side, uint64_t room,
 }
 
 void
-egw_clients_room_state(struct egw_clients *s, enum egw_attach_side side,
+egw_engines_room_state(struct egw_engines *s, enum egw_attach_side side,
 		       uint64_t room, uint16_t rank, enum egw_attach_state st,
 		       uint32_t total, uint32_t landed)
 {
@@ -1511,8 +1511,8 @@ egw_clients_room_state(struct egw_clients *s, enum egw_attach_side side,
 	struct slot_state *p = lookup(s, side, room, rank, &cid, &slot);
 
 	/* only forward, and never to the end: done() and delivered() say it */
-	if (p == NULL || st <= p->state || st >= EGW_AST_SUCCESS ||
-	    st == EGW_AST_FAILED)
+	if (p == NULL || st <= p->state || st >= EGW_ATTACH_STATE_SUCCESS ||
+	    st == EGW_ATTACH_STATE_FAILED)
 		return;
 	p->state = (uint8_t)st;
 	if (total != 0)
@@ -1523,7 +1523,7 @@ egw_clients_room_state(struct egw_clients *s, enum egw_attach_side side,
 }
 
 int
-egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
+egw_engines_room_delivered(struct egw_engines *s, uint64_t room, uint16_t rank,
 			   uint32_t total, const struct egw_attach_run *runs,
 			   uint32_t nruns)
 {
@@ -1539,7 +1539,7 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 	if (nruns == 0 || nruns > cl->m.max_runs) {
 		unindex(s, room, rank_side(rank, EGW_SIDE_RECV));
 		entry_leave(s, cid, slot, -E2BIG);
-		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED, -E2BIG);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, -E2BIG);
 		return -E2BIG;
 	}
 	if (p->entry != NO_ENTRY && s->cache[p->entry].state == CE_IN_FLIGHT) {
@@ -1561,7 +1561,7 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 	p->nruns = nruns;
 	p->total = total;
 	p->phase = PH_DELIVERED;
-	p->state = EGW_AST_SUCCESS;
+	p->state = EGW_ATTACH_STATE_SUCCESS;
 	p->held_at = s->now;
 	p->warned = false;
 	cl->st.rooms_ok++;
@@ -1572,7 +1572,7 @@ egw_clients_room_delivered(struct egw_clients *s, uint64_t room, uint16_t rank,
 }
 
 int
-egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
+egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 		      uint64_t room, uint16_t rank, int err)
 {
 	uint32_t cid, slot;
@@ -1589,9 +1589,9 @@ egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
 		s->c.ops->send_abort(s->c.ctx, room, false, p->runs, p->nruns);
 	if (err == 0 && side == EGW_SIDE_SEND && p->phase == PH_COMMITTED) {
 		s->clients[cid].st.rooms_ok++;
-		finish(s, cid, slot, p->tag, p->op, EGW_AST_SUCCESS, 0);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_SUCCESS, 0);
 	} else
-		finish(s, cid, slot, p->tag, p->op, EGW_AST_FAILED,
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
 		       err == 0 ? -EGW_E_ABORTED : err_code(err));
 	return 0;
 }
@@ -1599,8 +1599,8 @@ egw_clients_room_done(struct egw_clients *s, enum egw_attach_side side,
 /* ---- counters ---------------------------------------------------------------- */
 
 int
-egw_clients_client_stats(const struct egw_clients *s, uint32_t client,
-			 struct egw_clients_stats *st)
+egw_engines_client_stats(const struct egw_engines *s, uint32_t client,
+			 struct egw_engines_stats *st)
 {
 	if (client >= s->c.max_clients || !s->clients[client].used)
 		return -ENOENT;
@@ -1609,7 +1609,7 @@ egw_clients_client_stats(const struct egw_clients *s, uint32_t client,
 }
 
 void
-egw_clients_stats(const struct egw_clients *s, struct egw_clients_stats *st)
+egw_engines_stats(const struct egw_engines *s, struct egw_engines_stats *st)
 {
 	*st = s->removed;
 	for (uint32_t i = 0; i < s->c.max_clients; i++)
@@ -1618,7 +1618,7 @@ egw_clients_stats(const struct egw_clients *s, struct egw_clients_stats *st)
 }
 
 uint32_t
-egw_clients_cache_flush(struct egw_clients *s)
+egw_engines_cache_flush(struct egw_engines *s)
 {
 	uint32_t n = 0;
 
@@ -1628,32 +1628,32 @@ egw_clients_cache_flush(struct egw_clients *s)
 }
 
 void
-egw_clients_cache(const struct egw_clients *s,
-		  struct egw_clients_cache_stats *st)
+egw_engines_cache(const struct egw_engines *s,
+		  struct egw_engines_cache_stats *st)
 {
 	*st = s->cst;
 }
 
 uint32_t
-egw_clients_attached(const struct egw_clients *s)
+egw_engines_attached(const struct egw_engines *s)
 {
 	return s->nattached;
 }
 
 uint32_t
-egw_clients_rooms(const struct egw_clients *s)
+egw_engines_rooms(const struct egw_engines *s)
 {
 	return s->nrooms;
 }
 
 uint32_t
-egw_clients_held_blocks(const struct egw_clients *s)
+egw_engines_held_blocks(const struct egw_engines *s)
 {
 	return s->held_blocks;
 }
 
 uint32_t
-egw_clients_client_held(const struct egw_clients *s, uint32_t client)
+egw_engines_client_held(const struct egw_engines *s, uint32_t client)
 {
 	if (client >= s->c.max_clients || !s->clients[client].used)
 		return 0;
