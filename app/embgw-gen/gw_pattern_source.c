@@ -110,7 +110,8 @@ produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 		return -EGW_E_BEYOND_TOTAL;
 	}
 	if (total > EGW_XFER_MAX_TOKENS ||
-	    egw_pool_geom_blocks_for(g, total) > egw_pool_nblocks(s->id->pool)) {
+	    egw_pool_geom_blocks_for(g, total) >
+		    egw_pool_nblocks(s->id->pool)) {
 		ps->produce_refused++;
 		return -EGW_E_TOO_LARGE;
 	}

@@ -185,7 +185,8 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 		/* the language side's resume rounds (none on the encode side) */
 		memset(&xs, 0, sizeof(xs));
 		if (egw_node_receiver(id->node) != NULL)
-			egw_xfer_receiver_get_stats(egw_node_receiver(id->node), &xs);
+			egw_xfer_receiver_get_stats(egw_node_receiver(id->node),
+						    &xs);
 		fprintf(f,
 			"clients: port=%s attached=%u rooms=%lu ok=%lu "
 			"failed=%lu commands=%lu refused=%lu cq_overflow=%lu "

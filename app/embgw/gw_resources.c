@@ -34,7 +34,8 @@ space_for(const char *path, uint64_t *free_bytes)
 unsigned
 gw_check_resources(const struct egw_conf *c, FILE *err)
 {
-	uint64_t pool = egw_pool_geom_mem_bytes(&c->geom), mem = 0, avail, room = 0;
+	uint64_t pool = egw_pool_geom_mem_bytes(&c->geom), mem = 0, avail,
+		 room = 0;
 	unsigned bad = 0;
 	int rc;
 

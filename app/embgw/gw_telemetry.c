@@ -87,12 +87,17 @@ fill_stats(const struct gw_id *id, struct rte_tel_data *c)
 	}
 	add(c, "proto_ok", ns.proto.ok);
 	add(c, "proto_bad_mac", ns.proto.refused[EGW_PROTO_ERR_MAC]);
-	add(c, "proto_bad_length", ns.proto.refused[EGW_PROTO_ERR_SHORT] +
-		ns.proto.refused[EGW_PROTO_ERR_LONG] + ns.proto.refused[EGW_PROTO_ERR_LENGTH] +
-		ns.proto.refused[EGW_PROTO_ERR_BODY]);
-	add(c, "proto_bad_header", ns.proto.refused[EGW_PROTO_ERR_MAGIC] +
-		ns.proto.refused[EGW_PROTO_ERR_VERSION] + ns.proto.refused[EGW_PROTO_ERR_TYPE] +
-		ns.proto.refused[EGW_PROTO_ERR_FLAGS] + ns.proto.refused[EGW_PROTO_ERR_RESERVED]);
+	add(c, "proto_bad_length",
+	    ns.proto.refused[EGW_PROTO_ERR_SHORT] +
+		    ns.proto.refused[EGW_PROTO_ERR_LONG] +
+		    ns.proto.refused[EGW_PROTO_ERR_LENGTH] +
+		    ns.proto.refused[EGW_PROTO_ERR_BODY]);
+	add(c, "proto_bad_header",
+	    ns.proto.refused[EGW_PROTO_ERR_MAGIC] +
+		    ns.proto.refused[EGW_PROTO_ERR_VERSION] +
+		    ns.proto.refused[EGW_PROTO_ERR_TYPE] +
+		    ns.proto.refused[EGW_PROTO_ERR_FLAGS] +
+		    ns.proto.refused[EGW_PROTO_ERR_RESERVED]);
 	add(c, "proto_bad_field", ns.proto.refused[EGW_PROTO_ERR_FIELD]);
 	add(c, "proto_replay", ns.proto.refused[EGW_PROTO_ERR_REPLAY] +
 		ns.proto.refused[EGW_PROTO_ERR_SESSION]);

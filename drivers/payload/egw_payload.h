@@ -222,7 +222,8 @@ egw_payload_regions(const struct egw_pool *pool, uint64_t origin, uint32_t rkey,
 
 		r[k].addr = base == NULL ? 0 : (uint64_t)(uintptr_t)base - origin;
 		r[k].rkey = base == NULL ? 0 : rkey;
-		r[k].unit_bytes = (uint32_t)egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
+		r[k].unit_bytes = (uint32_t)
+			egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 	}
 }
 

@@ -79,10 +79,12 @@ open_room(struct egw_client *c, struct egw_attach_cmd *cmd)
 	rc = submit(c, cmd);
 	if (rc != 0)
 		return rc;
-	c->slots[slot] = (struct client_slot){ .room = cmd->room,
-					       .op = cmd->op,
-					       .state = EGW_ATTACH_STATE_BOOTSTRAPPING,
-					       .sq_seq = seq };
+	c->slots[slot] = (struct client_slot){
+		.room = cmd->room,
+		.op = cmd->op,
+		.state = EGW_ATTACH_STATE_BOOTSTRAPPING,
+		.sq_seq = seq
+	};
 	return slot;
 }
 

@@ -506,7 +506,8 @@ settle_followers(struct egw_engines *s, struct cache_entry *e, int code)
 			if (rc == 0)
 				continue;
 			unindex(s, f->wire, rank_side(f->rank, f->side));
-			finish(s, c, i, f->tag, f->op, EGW_ATTACH_STATE_FAILED, rc);
+			finish(s, c, i, f->tag, f->op, EGW_ATTACH_STATE_FAILED,
+			       rc);
 		}
 	}
 }
@@ -830,7 +831,8 @@ slot_give_up(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	}
 	unindex(s, p->wire, rank_side(p->rank, p->side));
 	entry_leave(s, cid, slot, -EGW_E_NO_SLOT);
-	finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, -EGW_E_NO_SLOT);
+	finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+	       -EGW_E_NO_SLOT);
 }
 
 /* SEND_OPEN's allocation, first and on every retry. */
@@ -946,7 +948,8 @@ try_recv(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	if (rc != 0) {
 		unindex(s, p->wire, rank_side(p->rank, p->side));
 		entry_leave(s, cid, slot, rc);
-		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, rc);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       rc);
 		return;
 	}
 	unwait(s, cid, slot);
@@ -1003,7 +1006,8 @@ cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->aux_only = (c->flags & EGW_CMDF_AUX_ONLY) != 0;
 	p->nruns = 0;
 	p->phase = PH_FREE;
-	p->state = EGW_ATTACH_STATE_FAILED; /* nothing shown to the engine yet */
+	/* nothing shown to the engine yet */
+	p->state = EGW_ATTACH_STATE_FAILED;
 	cl->st.rooms_opened++;
 	if (side == EGW_SIDE_SEND) {
 		if (!behind_waiting(s, cid, c->slot, now))
@@ -1045,7 +1049,8 @@ cmd_commit(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c)
 				   p->nruns);
 	if (rc != 0) {
 		end_room(s, cid, c->slot); /* frees the runs */
-		finish(s, cid, c->slot, c->tag, c->op, EGW_ATTACH_STATE_FAILED, rc);
+		finish(s, cid, c->slot, c->tag, c->op, EGW_ATTACH_STATE_FAILED,
+		       rc);
 		return;
 	}
 	p->phase = PH_COMMITTED;
@@ -1539,7 +1544,8 @@ egw_engines_room_delivered(struct egw_engines *s, uint64_t room, uint16_t rank,
 	if (nruns == 0 || nruns > cl->m.max_runs) {
 		unindex(s, room, rank_side(rank, EGW_SIDE_RECV));
 		entry_leave(s, cid, slot, -E2BIG);
-		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED, -E2BIG);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       -E2BIG);
 		return -E2BIG;
 	}
 	if (p->entry != NO_ENTRY && s->cache[p->entry].state == CE_IN_FLIGHT) {
@@ -1589,7 +1595,8 @@ egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 		s->c.ops->send_abort(s->c.ctx, room, false, p->runs, p->nruns);
 	if (err == 0 && side == EGW_SIDE_SEND && p->phase == PH_COMMITTED) {
 		s->clients[cid].st.rooms_ok++;
-		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_SUCCESS, 0);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_SUCCESS,
+		       0);
 	} else
 		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
 		       err == 0 ? -EGW_E_ABORTED : err_code(err));

@@ -234,8 +234,8 @@ int egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 			  uint64_t room, uint16_t rank, int err);
 
 /** A client's counters; -ENOENT for an unknown id. */
-int egw_engines_client_stats(const struct egw_engines *s,
-				   uint32_t client, struct egw_engines_stats *st);
+int egw_engines_client_stats(const struct egw_engines *s, uint32_t client,
+			     struct egw_engines_stats *st);
 /** All clients', removed ones included. */
 void egw_engines_stats(const struct egw_engines *s,
 			     struct egw_engines_stats *st);

@@ -281,8 +281,8 @@ node_drain_deferred(struct egw_node *n)
 		}
 		n->nalloc = 0;
 		for (uint32_t i = 0; i < n->nrefused; i++)
-			egw_xfer_sender_writes_done(n->sender, n->refusedq[i], false,
-					       n->now);
+			egw_xfer_sender_writes_done(n->sender, n->refusedq[i],
+						    false, n->now);
 		n->nrefused = 0;
 	}
 }
@@ -375,7 +375,8 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 	}
 	if (rc == 0 && (params->roles & EGW_ROLE_LANGUAGE)) {
 		xc.emit = emit_receiver;
-		rc = egw_xfer_receiver_create(&xc, &params->policy, &n->receiver);
+		rc = egw_xfer_receiver_create(&xc, &params->policy,
+					      &n->receiver);
 		for (uint32_t i = 0; rc == 0 && i < n->npeers; i++)
 			rc = egw_xfer_receiver_peer_add(n->receiver, i, now);
 	}
@@ -485,7 +486,8 @@ refuse_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p,
 			     .error = (uint16_t)e };
 
 	n->st.drops[e == EGW_E_GEOMETRY ? EGW_NODE_DROP_GEOMETRY :
-		    e == EGW_E_NAME ? EGW_NODE_DROP_NAME : EGW_NODE_DROP_PAYLOAD]++;
+		    e == EGW_E_NAME ? EGW_NODE_DROP_NAME :
+		    EGW_NODE_DROP_PAYLOAD]++;
 	node_note(n, peer, EGW_NODE_NOTE_REFUSED, e, true,
 	     "REGISTER from peer %s (session %#lx) refused, %s: %s",
 	     pe->cfg.name, (unsigned long)p->session, egw_err_key(e), what);
@@ -530,7 +532,8 @@ apply_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	pe->applied = p->reg;
 	pe->reached = true;
 	if (n->sender != NULL && (p->reg.roles & EGW_ROLE_LANGUAGE))
-		egw_xfer_sender_peer_add(n->sender, peer, p->reg.pool_blocks, n->now);
+		egw_xfer_sender_peer_add(n->sender, peer, p->reg.pool_blocks,
+					 n->now);
 	return true;
 }
 
@@ -581,10 +584,11 @@ adopt(struct egw_node *n, uint32_t peer, const struct egw_pkt *p, uint64_t old)
 		egw_xfer_receiver_peer_add(n->receiver, peer, n->now);
 	n->st.adoptions++;
 	if (old != 0)
-		node_note(n, peer, EGW_NODE_NOTE_RESTARTED, EGW_E_PEER_DEAD, false,
-		     "peer %s restarted: session %#lx replaces %#lx, the rooms "
-		     "shared with the old one failed", pe->cfg.name,
-		     (unsigned long)p->session, (unsigned long)old);
+		node_note(n, peer, EGW_NODE_NOTE_RESTARTED, EGW_E_PEER_DEAD,
+			  false, "peer %s restarted: session %#lx replaces "
+			  "%#lx, the rooms shared with the old one failed",
+			  pe->cfg.name, (unsigned long)p->session,
+			  (unsigned long)old);
 }
 
 static void
@@ -711,9 +715,11 @@ dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	switch (p->type) {
 	case EGW_MSG_HEARTBEAT:
 		if (n->sender != NULL)
-			egw_xfer_sender_on_msg(n->sender, peer, &p->msg, n->now);
+			egw_xfer_sender_on_msg(n->sender, peer, &p->msg,
+					       n->now);
 		if (n->receiver != NULL)
-			egw_xfer_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
+			egw_xfer_receiver_on_msg(n->receiver, peer, &p->msg,
+						 n->now);
 		return;
 	case EGW_MSG_INIT:
 	case EGW_MSG_RESUME:
@@ -770,7 +776,9 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 	e = session_check(pe, &p, about_register);
 	if (e != EGW_PROTO_ERR_OK) {
 		n->st.proto.refused[e]++;
-		n->st.drops[e == EGW_PROTO_ERR_SESSION ? EGW_NODE_DROP_SESSION : EGW_NODE_DROP_REPLAY]++;
+		n->st.drops[e == EGW_PROTO_ERR_SESSION ?
+				    EGW_NODE_DROP_SESSION :
+				    EGW_NODE_DROP_REPLAY]++;
 		/* rule 6: tell a peer that speaks from another session who
 		 * we are (at most every 200 ms) */
 		if (e == EGW_PROTO_ERR_SESSION)
@@ -968,7 +976,8 @@ egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 	if (n->receiver == NULL)
 		return -ENOTSUP;
 	n->now = now;
-	rc = egw_xfer_receiver_open(n->receiver, room, rank, nranks, peer, dummy, now);
+	rc = egw_xfer_receiver_open(n->receiver, room, rank, nranks, peer,
+				    dummy, now);
 	node_drain_deferred(n);
 	return rc;
 }

@@ -36,15 +36,24 @@ extern "C" {
 
 /** Why the node dropped a datagram before the state machines. */
 enum egw_node_drop {
-	EGW_NODE_DROP_UNKNOWN_PEER = 0, /**< source address is no configured peer */
-	EGW_NODE_DROP_PROTO,            /**< refused by the decoder (see proto stats) */
-	EGW_NODE_DROP_REPLAY,           /**< a sequence number seen before or too old */
-	EGW_NODE_DROP_NOT_REGISTERED,   /**< a message while the peer is not registered */
-	EGW_NODE_DROP_GEOMETRY,         /**< REGISTER with a pool we cannot serve */
-	EGW_NODE_DROP_ROLE,             /**< a message for a role we do not have */
-	EGW_NODE_DROP_PAYLOAD,          /**< REGISTER whose memory the driver cannot reach */
-	EGW_NODE_DROP_SESSION,          /**< not the peer's adopted session (or a retired one) */
-	EGW_NODE_DROP_NAME,             /**< REGISTER with a name not configured for its address */
+	/** source address is no configured peer */
+	EGW_NODE_DROP_UNKNOWN_PEER = 0,
+	/** refused by the decoder (see proto stats) */
+	EGW_NODE_DROP_PROTO,
+	/** a sequence number seen before or too old */
+	EGW_NODE_DROP_REPLAY,
+	/** a message while the peer is not registered */
+	EGW_NODE_DROP_NOT_REGISTERED,
+	/** REGISTER with a pool we cannot serve */
+	EGW_NODE_DROP_GEOMETRY,
+	/** a message for a role we do not have */
+	EGW_NODE_DROP_ROLE,
+	/** REGISTER whose memory the driver cannot reach */
+	EGW_NODE_DROP_PAYLOAD,
+	/** not the peer's adopted session (or a retired one) */
+	EGW_NODE_DROP_SESSION,
+	/** REGISTER with a name not configured for its address */
+	EGW_NODE_DROP_NAME,
 	EGW_NODE_DROP_MAX
 };
 
@@ -74,17 +83,23 @@ struct egw_node_stats {
 
 /** What a note is about (egw_node_ops.note). */
 enum egw_node_note_kind {
-	EGW_NODE_NOTE_REGISTERED,    /**< a peer is registered (info) */
-	EGW_NODE_NOTE_RESTARTED,     /**< a peer's new incarnation replaced the
-			       *   adopted one: its rooms failed (warning) */
-	EGW_NODE_NOTE_REFUSED,       /**< we refused a peer's REGISTER (error) */
-	EGW_NODE_NOTE_PEER_REFUSED,  /**< a peer refused our REGISTER (error) */
-	EGW_NODE_NOTE_AUTH,          /**< a peer's datagrams fail authentication */
-	EGW_NODE_NOTE_FENCED,        /**< a peer left a quarantine unanswered past
-			       *   quarantine_ns: fenced, its session
-			       *   retired (warning) */
-	EGW_NODE_NOTE_WINDOW,        /**< a window's bind or invalidation failed or
-			       *   passed its deadline (error) */
+	/** a peer is registered (info) */
+	EGW_NODE_NOTE_REGISTERED,
+	/** a peer's new incarnation replaced the adopted one: its rooms
+	 *  failed (warning) */
+	EGW_NODE_NOTE_RESTARTED,
+	/** we refused a peer's REGISTER (error) */
+	EGW_NODE_NOTE_REFUSED,
+	/** a peer refused our REGISTER (error) */
+	EGW_NODE_NOTE_PEER_REFUSED,
+	/** a peer's datagrams fail authentication */
+	EGW_NODE_NOTE_AUTH,
+	/** a peer left a quarantine unanswered past quarantine_ns: fenced,
+	 *  its session retired (warning) */
+	EGW_NODE_NOTE_FENCED,
+	/** a window's bind or invalidation failed or passed its deadline
+	 *  (error) */
+	EGW_NODE_NOTE_WINDOW,
 };
 
 /** One line worth logging about a peer. Refusals and authentication
@@ -152,9 +167,9 @@ struct egw_node_ops {
 	void (*endpoint)(void *ctx, uint32_t peer, uint32_t *qpn, uint32_t *psn,
 			 uint16_t *mtu, uint64_t now);
 	/** Encode side: an INIT names a room the sender does not know, and
-	 *  the sender would accept it (egw_xfer_sender_check_init; a refused INIT
-	 *  never gets here, so it leaves no state). The application may open
-	 *  the room now (egw_node_sender_open, _input) and returns 0 then;
+	 *  the sender would accept it (egw_xfer_sender_check_init; a refused
+	 *  INIT never gets here, so it leaves no state). The application may
+	 *  open the room now (egw_node_sender_open, _input) and returns 0 then;
 	 *  -EGW_E_UNKNOWN_ROOM when the room is none of its own (the INIT is
 	 *  answered as unknown and retried); or the refusal the INIT is
 	 *  answered with: -EGW_E_NO_SLOT (room table full), -EGW_E_TOO_LARGE

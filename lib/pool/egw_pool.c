@@ -79,8 +79,8 @@ egw_pool_geom_unit_bytes(const struct egw_pool_geom *g, enum egw_kind k)
 }
 
 size_t
-egw_pool_geom_offset(const struct egw_pool_geom *g, enum egw_kind k, uint32_t block,
-		uint32_t token)
+egw_pool_geom_offset(const struct egw_pool_geom *g, enum egw_kind k,
+		     uint32_t block, uint32_t token)
 {
 	if (k == EGW_KIND_AUX)
 		return (size_t)block * g->aux_bytes;
@@ -108,8 +108,9 @@ egw_pool_geom_mem_bytes(const struct egw_pool_geom *g)
 	size_t total = 0;
 
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		total += align_up(egw_pool_geom_region_bytes(g, (enum egw_kind)k),
-				  EGW_POOL_ALIGN);
+		total += align_up(
+			egw_pool_geom_region_bytes(g, (enum egw_kind)k),
+			EGW_POOL_ALIGN);
 	return total;
 }
 
@@ -324,7 +325,8 @@ egw_pool_mem(const struct egw_pool *p)
 void *
 egw_pool_region(const struct egw_pool *p, enum egw_kind k)
 {
-	if ((unsigned)k >= EGW_KIND_MAX || egw_pool_geom_unit_bytes(&p->geom, k) == 0)
+	if ((unsigned)k >= EGW_KIND_MAX ||
+	    egw_pool_geom_unit_bytes(&p->geom, k) == 0)
 		return NULL;
 	return p->mem + p->region_off[k];
 }

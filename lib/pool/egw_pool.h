@@ -94,7 +94,8 @@ size_t egw_pool_geom_offset(const struct egw_pool_geom *g, enum egw_kind k,
 		       uint32_t block, uint32_t token);
 
 /** Bytes of one kind's region, and of the whole pool memory (all regions). */
-size_t egw_pool_geom_region_bytes(const struct egw_pool_geom *g, enum egw_kind k);
+size_t egw_pool_geom_region_bytes(const struct egw_pool_geom *g,
+				  enum egw_kind k);
 size_t egw_pool_geom_mem_bytes(const struct egw_pool_geom *g);
 
 /** Number of blocks needed for `tokens` (ceil). */

@@ -334,18 +334,23 @@ check_body_size(uint8_t type, size_t body, const uint8_t *p)
 			return EGW_PROTO_ERR_BODY;
 		if (get16(p + 8) > EGW_XFER_MAX_RUNS)
 			return EGW_PROTO_ERR_FIELD;
-		return body == WIN_FIXED + 8u * get16(p + 8) ? EGW_PROTO_ERR_OK
-							     : EGW_PROTO_ERR_BODY;
+		return body == WIN_FIXED + 8u * get16(p + 8) ?
+			       EGW_PROTO_ERR_OK :
+			       EGW_PROTO_ERR_BODY;
 	case EGW_MSG_STATUS:
-		return body == STATUS_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
+		return body == STATUS_BODY ? EGW_PROTO_ERR_OK :
+					     EGW_PROTO_ERR_BODY;
 	case EGW_MSG_HEARTBEAT:
 		return body == 0 ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
 	case EGW_MSG_ABORT:
-		return body == ABORT_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
+		return body == ABORT_BODY ? EGW_PROTO_ERR_OK :
+					    EGW_PROTO_ERR_BODY;
 	case EGW_MSG_ERROR:
-		return body == ERROR_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
+		return body == ERROR_BODY ? EGW_PROTO_ERR_OK :
+					    EGW_PROTO_ERR_BODY;
 	case EGW_MSG_REGISTER:
-		return body == REGISTER_BODY ? EGW_PROTO_ERR_OK : EGW_PROTO_ERR_BODY;
+		return body == REGISTER_BODY ? EGW_PROTO_ERR_OK :
+					       EGW_PROTO_ERR_BODY;
 	default:
 		return EGW_PROTO_ERR_TYPE;
 	}
@@ -443,7 +448,8 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 			return EGW_PROTO_ERR_OK;
 	} else if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
 		   m->rank >= m->nranks) {
-		return EGW_PROTO_ERR_FIELD; /* a room message names a valid rank */
+		return EGW_PROTO_ERR_FIELD; /* a room message names a valid rank
+					     */
 	}
 	switch (type) {
 	case EGW_MSG_INIT:
@@ -526,7 +532,8 @@ egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
 	else if (get16(buf + H_RSV1) != 0 || get32(buf + H_RSV2) != 0)
 		e = EGW_PROTO_ERR_RESERVED;
 	else if ((e = check_body_size(buf[H_TYPE], body,
-				      buf + EGW_PROTO_HDR_LEN)) != EGW_PROTO_ERR_OK)
+				      buf + EGW_PROTO_HDR_LEN)) !=
+		 EGW_PROTO_ERR_OK)
 		; /* size known bad */
 	else {
 		mac(key, buf, EGW_PROTO_HDR_LEN + body, tag);
@@ -556,7 +563,8 @@ egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
 }
 
 enum egw_proto_err
-egw_proto_replay_check(struct egw_proto_replay *r, uint64_t session, uint64_t seq)
+egw_proto_replay_check(struct egw_proto_replay *r, uint64_t session,
+		       uint64_t seq)
 {
 	uint64_t d;
 
@@ -578,7 +586,8 @@ egw_proto_replay_check(struct egw_proto_replay *r, uint64_t session, uint64_t se
 }
 
 void
-egw_proto_replay_start(struct egw_proto_replay *r, uint64_t session, uint64_t seq)
+egw_proto_replay_start(struct egw_proto_replay *r, uint64_t session,
+		       uint64_t seq)
 {
 	r->session = session;
 	r->top = seq;

@@ -193,11 +193,12 @@ enum egw_proto_err egw_proto_decode(const struct egw_proto_key *key,
  * is accepted once and only if it is within the window below the highest.
  * Updates `r` only on success.
  */
-enum egw_proto_err egw_proto_replay_check(struct egw_proto_replay *r, uint64_t session,
-				    uint64_t seq);
+enum egw_proto_err egw_proto_replay_check(struct egw_proto_replay *r,
+					  uint64_t session, uint64_t seq);
 /** Start the window for `session` at `seq` (accepted): top = seq, bitmap
  *  = 1. */
-void egw_proto_replay_start(struct egw_proto_replay *r, uint64_t session, uint64_t seq);
+void egw_proto_replay_start(struct egw_proto_replay *r, uint64_t session,
+			    uint64_t seq);
 
 #ifdef __cplusplus
 }

@@ -320,7 +320,8 @@ int egw_xfer_receiver_create(const struct egw_xfer_conf *c,
 			struct egw_xfer_receiver **out);
 void egw_xfer_receiver_destroy(struct egw_xfer_receiver *r);
 /** 0, or -EINVAL for peer >= max_peers. */
-int egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer, uint64_t now);
+int egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer,
+			       uint64_t now);
 
 /** Open a room for one rank: it joins the admission queue (FIFO), which
  *  allocates its first window and sends INIT as soon as the pool can hold
@@ -328,8 +329,9 @@ int egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer, uint6
  *  Bootstrapping. 0, -EINVAL (NULL engine), or -enum egw_err:
  *  EGW_E_UNKNOWN_PEER, EGW_E_PEER_DEAD, EGW_E_BAD_RANK,
  *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT (room table full). */
-int egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
-		      uint16_t nranks, uint32_t peer, bool dummy, uint64_t now);
+int egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room,
+			   uint16_t rank, uint16_t nranks, uint32_t peer,
+			   bool dummy, uint64_t now);
 /** Result of an EGW_ACT_ALLOC: n > 0 runs, or n = -errno (the pool's
  *  answer). Returns 0 or -enum egw_err (a stale or unknown request). */
 int egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room,
@@ -338,9 +340,11 @@ int egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room,
 /** The same with the window's keys, one per kind (0: the region's), for
  *  its INIT/RESUME; rkeys NULL: all 0. With window_keys, n > 1 is refused
  *  like any other answer that does not fit the request. */
-int egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
-				 uint16_t rank, const struct egw_run *runs, int n,
-				 const uint32_t rkeys[EGW_KIND_MAX], uint64_t now);
+int egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r,
+				      uint64_t room, uint16_t rank,
+				      const struct egw_run *runs, int n,
+				      const uint32_t rkeys[EGW_KIND_MAX],
+				      uint64_t now);
 /** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
  *  argument), or -enum egw_err: why the message was refused (counted in
  *  stats.rejected). */
@@ -349,8 +353,8 @@ int egw_xfer_receiver_on_msg(struct egw_xfer_receiver *r, uint32_t peer,
 /** The local app gives up on a room: DONE(ABORTED) now; the sender hears
  *  ABORT and the blocks go back once it answers with ABORT ACK (doc/xfer.md,
  *  "Quarantine"). 0 or -EGW_E_UNKNOWN_ROOM (not open, or ended). */
-int egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
-		       uint64_t now);
+int egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room,
+			    uint16_t rank, uint64_t now);
 void egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now);
 /** Shutdown: abort every open room, tell the peers, and free every block
  *  at once (quarantined ones too: the payload path goes with it). */
@@ -366,14 +370,16 @@ int egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room,
 void egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r,
 			    struct egw_xfer_stats *st);
 /** The policy, e.g. to read its current default. */
-const struct egw_policy *egw_xfer_receiver_policy(const struct egw_xfer_receiver *r);
+const struct egw_policy *
+egw_xfer_receiver_policy(const struct egw_xfer_receiver *r);
 
 /* ---- sender (encode side) ---------------------------------------------- */
 
 struct egw_xfer_sender;
 
 /** 0, -EINVAL (bad configuration), -ENOMEM. */
-int egw_xfer_sender_create(const struct egw_xfer_conf *c, struct egw_xfer_sender **out);
+int egw_xfer_sender_create(const struct egw_xfer_conf *c,
+			   struct egw_xfer_sender **out);
 void egw_xfer_sender_destroy(struct egw_xfer_sender *s);
 /** 0, or -EINVAL for peer >= max_peers. */
 int egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer,
@@ -382,8 +388,8 @@ int egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer,
 /** The encode side learns of a request that `nranks` ranks will fetch.
  *  0, -EINVAL (NULL engine), or -enum egw_err: EGW_E_BAD_RANK (nranks),
  *  EGW_E_DUPLICATE_ROOM, EGW_E_NO_SLOT. */
-int egw_xfer_sender_open(struct egw_xfer_sender *s, uint64_t room, uint16_t nranks,
-		    uint64_t now);
+int egw_xfer_sender_open(struct egw_xfer_sender *s, uint64_t room,
+			 uint16_t nranks, uint64_t now);
 /**
  * The encoder's output is in the local pool: `total` tokens in the blocks
  * of `runs` (in token order), aux record in the first block. The room owns
@@ -392,8 +398,9 @@ int egw_xfer_sender_open(struct egw_xfer_sender *s, uint64_t room, uint16_t nran
  * EGW_E_TOO_LARGE, EGW_E_BAD_BLOCKS, EGW_E_BLOCK_TOKENS,
  * EGW_E_ALLOC_MISMATCH (runs do not cover the total).
  */
-int egw_xfer_sender_input(struct egw_xfer_sender *s, uint64_t room, uint32_t total,
-		     const struct egw_run *runs, uint32_t nruns, uint64_t now);
+int egw_xfer_sender_input(struct egw_xfer_sender *s, uint64_t room,
+			  uint32_t total, const struct egw_run *runs,
+			  uint32_t nruns, uint64_t now);
 /** A decoded, authenticated message from `peer`. Returns 0, -EINVAL (NULL
  *  argument), or -enum egw_err: why the message was refused (counted in
  *  stats.rejected; the peer hears an ERROR where one is due). */
@@ -420,14 +427,16 @@ int egw_xfer_sender_refuse(struct egw_xfer_sender *s, uint32_t peer,
 /** Writes of an EGW_ACT_POST_WRITES completed; ok == false fails the room.
  *  0, or -enum egw_err for a cookie that is stale (EGW_E_UNKNOWN_ROOM),
  *  malformed (EGW_E_BAD_RANK) or already completed (EGW_E_STATE). */
-int egw_xfer_sender_writes_done(struct egw_xfer_sender *s, uint64_t cookie, bool ok,
-			   uint64_t now);
+int egw_xfer_sender_writes_done(struct egw_xfer_sender *s, uint64_t cookie,
+				bool ok, uint64_t now);
 /** 0 or -EGW_E_UNKNOWN_ROOM. */
-int egw_xfer_sender_abort(struct egw_xfer_sender *s, uint64_t room, uint64_t now);
+int egw_xfer_sender_abort(struct egw_xfer_sender *s, uint64_t room,
+			  uint64_t now);
 void egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now);
 /** Shutdown: fail every open room as aborted and tell its ranks. */
 void egw_xfer_sender_abort_all(struct egw_xfer_sender *s, uint64_t now);
-void egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer, uint64_t now);
+void egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer,
+			       uint64_t now);
 /** enum egw_state of a room (a finished one while it lingers), or
  *  -EGW_E_UNKNOWN_ROOM. */
 int egw_xfer_sender_state(const struct egw_xfer_sender *s, uint64_t room);

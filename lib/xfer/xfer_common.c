@@ -70,7 +70,8 @@ xfer_core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 	    c->max_rooms > (1u << 24) || c->max_peers == 0 ||
 	    c->max_runs_per_room == 0 || c->pipeline_depth == 0 ||
 	    c->pipeline_depth >= EGW_XFER_PIPE || c->timers.rto_ns == 0 ||
-	    c->timers.rto_max_ns < c->timers.rto_ns || egw_pool_geom_check(&c->geom) != 0)
+	    c->timers.rto_max_ns < c->timers.rto_ns ||
+	    egw_pool_geom_check(&c->geom) != 0)
 		return -EINVAL;
 	core->conf = *c;
 	while (buckets < 2 * c->max_rooms)
@@ -189,7 +190,8 @@ slot_clear(void *slot)
 }
 
 void
-xfer_core_release(struct xfer_core *core, uint64_t room, uint32_t rank, uint32_t idx)
+xfer_core_release(struct xfer_core *core, uint64_t room, uint32_t rank,
+		  uint32_t idx)
 {
 	const struct xfer_core_probe_table tab = {
 		.slots = core->tab, .size = sizeof(*core->tab),
@@ -254,8 +256,8 @@ xfer_core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
 }
 
 void
-xfer_core_peer_tick(struct xfer_core *core, uint64_t now, xfer_core_on_dead_fn on_dead,
-	       void *eng)
+xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
+		    xfer_core_on_dead_fn on_dead, void *eng)
 {
 	for (uint32_t p = 0; p < core->conf.max_peers; p++) {
 		struct xfer_peer *pe = &core->peers[p];
@@ -294,7 +296,8 @@ xfer_core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
 }
 
 void
-xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank, enum egw_err e)
+xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank,
+	       enum egw_err e)
 {
 	struct egw_act a = { .type = EGW_ACT_DONE, .room = room, .rank = rank,
 			     .error = e };
@@ -316,7 +319,8 @@ xfer_core_reject(struct xfer_core *core, enum egw_err e)
 }
 
 int64_t
-xfer_core_check_runs(const struct egw_run *runs, uint32_t n, uint32_t pool_blocks)
+xfer_core_check_runs(const struct egw_run *runs, uint32_t n,
+		     uint32_t pool_blocks)
 {
 	int64_t blocks = 0;
 

@@ -52,20 +52,22 @@ struct xfer_core_probe_table {
 /* Empty slot `hole` and close the gap by backward-shift deletion: the
  * probe chains stay intact without tombstone markers. Used by the room
  * table and the sender's tombstones. */
-void xfer_core_probe_delete(const struct xfer_core_probe_table *t, uint32_t hole);
+void xfer_core_probe_delete(const struct xfer_core_probe_table *t,
+			    uint32_t hole);
 
 int xfer_core_init(struct xfer_core *core, const struct egw_xfer_conf *c);
 void xfer_core_fini(struct xfer_core *core);
 
 /* Room table: key (room, rank). Returns the index or -1. */
-int32_t xfer_core_find(const struct xfer_core *core, uint64_t room, uint32_t rank);
+int32_t xfer_core_find(const struct xfer_core *core, uint64_t room,
+		       uint32_t rank);
 /* New room index for the key: >= 0, -EGW_E_DUPLICATE_ROOM, -EGW_E_NO_SLOT. */
 int32_t xfer_core_take(struct xfer_core *core, uint64_t room, uint32_t rank);
 void xfer_core_release(struct xfer_core *core, uint64_t room, uint32_t rank,
 		  uint32_t idx);
 
-int xfer_core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
-		  uint64_t now);
+int xfer_core_peer_add(struct xfer_core *core, uint32_t peer,
+		       uint32_t pool_blocks, uint64_t now);
 /* A message arrived from `peer`: 0, or -EGW_E_UNKNOWN_PEER (counted). */
 int xfer_core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now);
 /* What an engine does when one of its peers dies: fail its rooms. */
@@ -76,7 +78,8 @@ typedef void (*xfer_core_on_dead_fn)(void *eng, uint32_t peer, uint64_t now);
  * it dead knows already), and its rooms failed through on_dead. */
 void xfer_core_peer_dead(struct xfer_core *core, uint32_t peer, uint64_t now,
 		    bool announce, xfer_core_on_dead_fn on_dead, void *eng);
-/* Heartbeats, and xfer_core_peer_dead for each peer silent past its deadline. */
+/* Heartbeats, and xfer_core_peer_dead for each peer silent past its
+ * deadline. */
 void xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
 		    xfer_core_on_dead_fn on_dead, void *eng);
 
@@ -88,7 +91,8 @@ xfer_core_emit(struct xfer_core *core, const struct egw_act *a)
 	core->conf.emit(core->conf.emit_ctx, a);
 }
 
-void xfer_core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m);
+void xfer_core_send(struct xfer_core *core, uint32_t peer,
+		    const struct egw_msg *m);
 void xfer_core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
 		    const struct egw_run *runs, uint32_t n);
 void xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank,

@@ -89,7 +89,8 @@ static void receiver_admit(struct egw_xfer_receiver *r, uint64_t now);
 
 int
 egw_xfer_receiver_create(const struct egw_xfer_conf *c,
-		    const struct egw_policy *policy, struct egw_xfer_receiver **out)
+			 const struct egw_policy *policy,
+			 struct egw_xfer_receiver **out)
 {
 	struct egw_xfer_receiver *r;
 	size_t n;
@@ -137,7 +138,8 @@ egw_xfer_receiver_destroy(struct egw_xfer_receiver *r)
 }
 
 int
-egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer, uint64_t now)
+egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer,
+			   uint64_t now)
 {
 	return xfer_core_peer_add(&r->core, peer, 0, now);
 }
@@ -149,7 +151,8 @@ egw_xfer_receiver_policy(const struct egw_xfer_receiver *r)
 }
 
 void
-egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r, struct egw_xfer_stats *st)
+egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r,
+			    struct egw_xfer_stats *st)
 {
 	*st = r->core.stats;
 }
@@ -163,7 +166,8 @@ receiver_find(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank)
 }
 
 int
-egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room, uint16_t rank)
+egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room,
+			uint16_t rank)
 {
 	int32_t i = xfer_core_find(&r->core, room, rank);
 
@@ -378,7 +382,8 @@ receiver_free_all(struct egw_xfer_receiver *r, struct receiver_room *x)
 }
 
 static void
-receiver_done(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err e)
+receiver_done(struct egw_xfer_receiver *r, struct receiver_room *x,
+	      enum egw_err e)
 {
 	struct egw_act a = { .type = EGW_ACT_DONE, .room = x->room,
 			     .rank = x->rank, .error = e,
@@ -441,8 +446,8 @@ receiver_unhold(struct egw_xfer_receiver *r, struct receiver_room *x)
  * ABORT ACK says none of the room's writes to this rank is in flight.
  */
 static void
-receiver_fail_(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err e,
-	       bool tell_peer, bool peer_gone, uint64_t now)
+receiver_fail_(struct egw_xfer_receiver *r, struct receiver_room *x,
+	       enum egw_err e, bool tell_peer, bool peer_gone, uint64_t now)
 {
 	if (x->wait_ack) {
 		/* a yielding room fails before its ACK: the ACK now only
@@ -478,8 +483,8 @@ receiver_fail_(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_er
 }
 
 static void
-receiver_fail(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err e,
-	      bool tell_peer, uint64_t now)
+receiver_fail(struct egw_xfer_receiver *r, struct receiver_room *x,
+	      enum egw_err e, bool tell_peer, uint64_t now)
 {
 	receiver_fail_(r, x, e, tell_peer, false, now);
 }
@@ -488,7 +493,8 @@ receiver_fail(struct egw_xfer_receiver *r, struct receiver_room *x, enum egw_err
  * admitted anew (doc/xfer.md, "Admission"): the sender resets the rank
  * when none of its writes is in flight and answers with ABORT ACK. */
 static void
-receiver_yield(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t now)
+receiver_yield(struct egw_xfer_receiver *r, struct receiver_room *x,
+	       uint64_t now)
 {
 	x->restart = true;
 	receiver_hold_for_ack(r, x, EGW_E_BUSY, now);
@@ -524,7 +530,8 @@ receiver_maybe_resume(struct egw_xfer_receiver *r, struct receiver_room *x,
 
 /* Blocks a room's first window asks for. */
 static uint32_t
-first_window_blocks(const struct egw_xfer_receiver *r, const struct receiver_room *x)
+first_window_blocks(const struct egw_xfer_receiver *r,
+		    const struct receiver_room *x)
 {
 	const struct egw_xfer_conf *c = &r->core.conf;
 	uint32_t b;
@@ -532,7 +539,8 @@ first_window_blocks(const struct egw_xfer_receiver *r, const struct receiver_roo
 	if (x->dummy)
 		return 1;
 	if (x->total == 0) {
-		b = egw_pool_geom_blocks_for(&c->geom, egw_policy_tokens(&r->policy));
+		b = egw_pool_geom_blocks_for(&c->geom,
+					     egw_policy_tokens(&r->policy));
 		return b < c->geom.capacity_tokens / c->geom.block_tokens
 			       ? b : c->geom.capacity_tokens / c->geom.block_tokens;
 	}
@@ -552,7 +560,8 @@ first_window_blocks(const struct egw_xfer_receiver *r, const struct receiver_roo
  * it out.
  */
 static bool
-receiver_may_admit(const struct egw_xfer_receiver *r, const struct receiver_room *h)
+receiver_may_admit(const struct egw_xfer_receiver *r,
+		   const struct receiver_room *h)
 {
 	const struct egw_pool_geom *g = &r->core.conf.geom;
 	uint64_t held = 0, need = 0, pool = g->capacity_tokens / g->block_tokens;
@@ -602,7 +611,8 @@ receiver_admit(struct egw_xfer_receiver *r, uint64_t now)
 static void
 receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 {
-	uint32_t need = x->dummy ? 1 : egw_pool_geom_blocks_for(&r->core.conf.geom,
+	uint32_t need = x->dummy ? 1 :
+				   egw_pool_geom_blocks_for(&r->core.conf.geom,
 							    x->total);
 	uint32_t cum = 0, i;
 
@@ -619,7 +629,8 @@ receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 		x->runs[i].count = need - cum;
 		i++;
 	}
-	xfer_core_free_runs(&r->core, x->room, x->rank, x->runs + i, x->nruns - i);
+	xfer_core_free_runs(&r->core, x->room, x->rank, x->runs + i,
+			    x->nruns - i);
 	x->nruns = i;
 	for (uint32_t w = 0; w < x->nwin; w++)
 		if (x->win[w].first_run + x->win[w].nruns > i)
@@ -629,7 +640,8 @@ receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 }
 
 static void
-receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t now)
+receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x,
+		 uint64_t now)
 {
 	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
 			     .rank = x->rank, .peer = x->peer,
@@ -648,8 +660,9 @@ receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t 
 }
 
 int
-egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
-		  uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
+egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room,
+		       uint16_t rank, uint16_t nranks, uint32_t peer,
+		       bool dummy, uint64_t now)
 {
 	struct receiver_room *x;
 	int32_t idx;
@@ -696,8 +709,8 @@ egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank
 
 /* The pool said no (or answered nonsense). */
 static int
-receiver_alloc_refused(struct egw_xfer_receiver *r, struct receiver_room *x, int n,
-		       uint64_t now)
+receiver_alloc_refused(struct egw_xfer_receiver *r, struct receiver_room *x,
+		       int n, uint64_t now)
 {
 	r->core.stats.alloc_retries++;
 	if (x->queued) {
@@ -715,10 +728,12 @@ receiver_alloc_refused(struct egw_xfer_receiver *r, struct receiver_room *x, int
 }
 
 int
-egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
-			const struct egw_run *runs, int n, uint64_t now)
+egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room,
+			     uint16_t rank, const struct egw_run *runs, int n,
+			     uint64_t now)
 {
-	return egw_xfer_receiver_alloc_done_keys(r, room, rank, runs, n, NULL, now);
+	return egw_xfer_receiver_alloc_done_keys(r, room, rank, runs, n, NULL,
+						 now);
 }
 
 int
@@ -737,7 +752,8 @@ egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
 		if (x != NULL)
 			x->alloc_pending = false;
 		if (n > 0)
-			xfer_core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
+			xfer_core_free_runs(&r->core, room, rank, runs,
+					    (uint32_t)n);
 		return -EGW_E_UNKNOWN_ROOM;
 	}
 	x->alloc_pending = false;
@@ -751,7 +767,8 @@ egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
 	    (r->core.conf.window_keys && n > 1)) {
 		if (n > 0) {
 			/* an allocator that answers nonsense is refused */
-			xfer_core_free_runs(&r->core, room, rank, runs, (uint32_t)n);
+			xfer_core_free_runs(&r->core, room, rank, runs,
+					    (uint32_t)n);
 			xfer_core_reject(&r->core, EGW_E_ZERO_BLOCKS);
 		}
 		return receiver_alloc_refused(r, x, n, now);
@@ -843,9 +860,10 @@ receiver_on_status(struct egw_xfer_receiver *r, struct receiver_room *x,
 	if (m->total_tokens != 0 && x->total == 0) {
 		x->total = m->total_tokens;
 		egw_policy_observe(&r->policy, x->total);
-		if (!x->dummy && egw_pool_geom_blocks_for(&r->core.conf.geom, x->total) >
-		    r->core.conf.geom.capacity_tokens /
-			    r->core.conf.geom.block_tokens) {
+		if (!x->dummy &&
+		    egw_pool_geom_blocks_for(&r->core.conf.geom, x->total) >
+			    r->core.conf.geom.capacity_tokens /
+				    r->core.conf.geom.block_tokens) {
 			/* more than the whole pool: it could never complete */
 			receiver_fail(r, x, EGW_E_TOO_LARGE, true, now);
 			return 0;
@@ -888,8 +906,8 @@ receiver_on_error(struct egw_xfer_receiver *r, struct receiver_room *x,
 		for (uint32_t i = 0; i < x->nwin; i++)
 			if (x->win[i].off == m->offset)
 				w = &x->win[i];
-		if (w == NULL || receiver_window_acked(x, w))
-			return xfer_core_reject(&r->core, EGW_E_STATE); /* stale */
+		if (w == NULL || receiver_window_acked(x, w)) /* stale */
+			return xfer_core_reject(&r->core, EGW_E_STATE);
 	}
 	if (e == EGW_E_BUSY ||
 	    ((e == EGW_E_UNKNOWN_ROOM || e == EGW_E_NO_SLOT) &&
@@ -1010,8 +1028,8 @@ egw_xfer_receiver_on_msg(struct egw_xfer_receiver *r, uint32_t peer,
 }
 
 int
-egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank,
-		   uint64_t now)
+egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room,
+			uint16_t rank, uint64_t now)
 {
 	struct receiver_room *x = receiver_find(r, room, rank);
 
@@ -1201,7 +1219,8 @@ receiver_on_dead(void *eng, uint32_t peer, uint64_t now)
 }
 
 void
-egw_xfer_receiver_peer_dead(struct egw_xfer_receiver *r, uint32_t peer, uint64_t now)
+egw_xfer_receiver_peer_dead(struct egw_xfer_receiver *r, uint32_t peer,
+			    uint64_t now)
 {
 	xfer_core_peer_dead(&r->core, peer, now, false, receiver_on_dead, r);
 }

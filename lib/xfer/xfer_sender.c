@@ -98,7 +98,8 @@ cookie_make(const struct egw_xfer_sender *s, uint32_t idx, uint32_t rank,
 }
 
 int
-egw_xfer_sender_create(const struct egw_xfer_conf *c, struct egw_xfer_sender **out)
+egw_xfer_sender_create(const struct egw_xfer_conf *c,
+		       struct egw_xfer_sender **out)
 {
 	struct egw_xfer_sender *s;
 	int rc;
@@ -153,8 +154,8 @@ egw_xfer_sender_destroy(struct egw_xfer_sender *s)
 }
 
 int
-egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer, uint32_t pool_blocks,
-		    uint64_t now)
+egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer,
+			 uint32_t pool_blocks, uint64_t now)
 {
 	if (pool_blocks == 0)
 		return -EINVAL;
@@ -162,7 +163,8 @@ egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer, uint32_t pool
 }
 
 void
-egw_xfer_sender_get_stats(const struct egw_xfer_sender *s, struct egw_xfer_stats *st)
+egw_xfer_sender_get_stats(const struct egw_xfer_sender *s,
+			  struct egw_xfer_stats *st)
 {
 	*st = s->core.stats;
 }
@@ -175,8 +177,8 @@ sender_find(struct egw_xfer_sender *s, uint64_t room)
 	return i < 0 ? NULL : &s->rooms[i];
 }
 
-static struct sender_tomb *tomb_find(const struct egw_xfer_sender *s, uint64_t room,
-				 uint64_t now);
+static struct sender_tomb *tomb_find(const struct egw_xfer_sender *s,
+				     uint64_t room, uint64_t now);
 
 int
 egw_xfer_sender_state(const struct egw_xfer_sender *s, uint64_t room)
@@ -314,8 +316,8 @@ status_counters(struct egw_msg *m, bool early, uint32_t total, uint32_t landed,
 
 /* A late request for a finished room: the same final answer. */
 static int
-tomb_answer(struct egw_xfer_sender *s, const struct sender_tomb *t, uint32_t peer,
-	    const struct egw_msg *m)
+tomb_answer(struct egw_xfer_sender *s, const struct sender_tomb *t,
+	    uint32_t peer, const struct egw_msg *m)
 {
 	struct egw_msg a = {
 		.type = EGW_MSG_STATUS, .room = t->room, .rank = m->rank,
@@ -340,7 +342,8 @@ tomb_answer(struct egw_xfer_sender *s, const struct sender_tomb *t, uint32_t pee
 /* ---- STATUS ------------------------------------------------------------ */
 
 static void
-sender_status(struct egw_xfer_sender *s, const struct sender_room *x, uint16_t r)
+sender_status(struct egw_xfer_sender *s, const struct sender_room *x,
+	      uint16_t r)
 {
 	const struct sender_rank *rk = &x->rank[r];
 	struct egw_msg m = {
@@ -370,8 +373,8 @@ sender_status_all(struct egw_xfer_sender *s, const struct sender_room *x)
 }
 
 static int
-sender_error(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *req,
-	 enum egw_err e)
+sender_error(struct egw_xfer_sender *s, uint32_t peer,
+	     const struct egw_msg *req, enum egw_err e)
 {
 	struct egw_msg m = {
 		.type = EGW_MSG_ERROR,
@@ -469,7 +472,8 @@ sender_post(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r,
 			tokens = blocks * bt;
 		blocks = (tokens + bt - 1) / bt;
 		for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++) {
-			size_t unit = egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
+			size_t unit =
+				egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 
 			if (unit == 0)
 				continue;
@@ -551,8 +555,8 @@ sender_send_ack(struct egw_xfer_sender *s, uint32_t peer, uint64_t room,
 /* A rank's last write completed: answer an ABORT waiting for that, and
  * reset a rank whose receiver gave its blocks back. */
 static void
-sender_rank_drained(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r,
-		    uint64_t now)
+sender_rank_drained(struct egw_xfer_sender *s, struct sender_room *x,
+		    uint16_t r, uint64_t now)
 {
 	struct sender_rank *rk = &x->rank[r];
 
@@ -732,8 +736,8 @@ egw_xfer_sender_input(struct egw_xfer_sender *s, uint64_t room, uint32_t total,
 }
 
 static void
-sender_rank_complete(struct egw_xfer_sender *s, struct sender_room *x, uint16_t r,
-		 uint64_t now)
+sender_rank_complete(struct egw_xfer_sender *s, struct sender_room *x,
+		     uint16_t r, uint64_t now)
 {
 	x->rank[r].complete = true;
 	if (++x->ncomplete == x->nranks)
@@ -744,7 +748,8 @@ sender_rank_complete(struct egw_xfer_sender *s, struct sender_room *x, uint16_t 
 
 /* Validate an INIT/RESUME window; returns its block count or -egw_err. */
 static int64_t
-sender_check_window(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *m)
+sender_check_window(struct egw_xfer_sender *s, uint32_t peer,
+		    const struct egw_msg *m)
 {
 	uint32_t bt = s->core.conf.geom.block_tokens;
 	int64_t blocks;
@@ -852,8 +857,8 @@ sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 }
 
 static int
-sender_on_resume(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
-	     const struct egw_msg *m, uint64_t now)
+sender_on_resume(struct egw_xfer_sender *s, struct sender_room *x,
+		 uint32_t peer, const struct egw_msg *m, uint64_t now)
 {
 	struct sender_rank *rk;
 	int64_t blocks;
@@ -922,8 +927,8 @@ egw_xfer_sender_check_init(struct egw_xfer_sender *s, uint32_t peer,
 }
 
 int
-egw_xfer_sender_refuse(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *m,
-		  enum egw_err e, uint64_t now)
+egw_xfer_sender_refuse(struct egw_xfer_sender *s, uint32_t peer,
+		       const struct egw_msg *m, enum egw_err e, uint64_t now)
 {
 	if (s == NULL || m == NULL || egw_err_to_wire(e) == UINT16_MAX ||
 	    e == EGW_E_OK)
@@ -934,8 +939,8 @@ egw_xfer_sender_refuse(struct egw_xfer_sender *s, uint32_t peer, const struct eg
 }
 
 int
-egw_xfer_sender_on_msg(struct egw_xfer_sender *s, uint32_t peer, const struct egw_msg *m,
-		  uint64_t now)
+egw_xfer_sender_on_msg(struct egw_xfer_sender *s, uint32_t peer,
+		       const struct egw_msg *m, uint64_t now)
 {
 	struct sender_room *x;
 	int rc;
@@ -1109,7 +1114,8 @@ sender_on_dead(void *eng, uint32_t peer, uint64_t now)
 }
 
 void
-egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer, uint64_t now)
+egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer,
+			  uint64_t now)
 {
 	xfer_core_peer_dead(&s->core, peer, now, false, sender_on_dead, s);
 }

@@ -150,7 +150,8 @@ shim_rooms_init(struct shim *sh)
 	return 0;
 }
 
-/* ---- lib/engines' operations -------------------------------------------------- */
+/* ---- lib/engines' operations
+ * -------------------------------------------------- */
 
 static int
 op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,

@@ -165,9 +165,12 @@ do_writes(struct world *w, int rank, uint64_t room,
 		uint8_t *s = egw_pool_addr(w->src_pool, k, x->src_block, x->src_token);
 		uint8_t *d = egw_pool_addr(dp, k, x->dst_block, x->dst_token);
 		uint8_t *send = (uint8_t *)egw_pool_region(w->src_pool, k) +
-				egw_pool_geom_region_bytes(egw_pool_geom(w->src_pool), k);
+				egw_pool_geom_region_bytes(egw_pool_geom(
+								   w->src_pool),
+							   k);
 		uint8_t *dend = (uint8_t *)egw_pool_region(dp, k) +
-				egw_pool_geom_region_bytes(egw_pool_geom(dp), k);
+				egw_pool_geom_region_bytes(egw_pool_geom(dp),
+							   k);
 
 		if (s == NULL || d == NULL || s + x->bytes > send ||
 		    d + x->bytes > dend) {
@@ -457,7 +460,8 @@ w_input(struct world *w, uint64_t room, uint32_t total)
 	if (n < 0)
 		return n;
 	fill_src(w, room, total, runs, n);
-	rc = egw_xfer_sender_input(w->tx, room, total, runs, (uint32_t)n, w->now);
+	rc = egw_xfer_sender_input(w->tx, room, total, runs, (uint32_t)n,
+				   w->now);
 	if (rc != 0)
 		for (int i = 0; i < n; i++)
 			egw_pool_free(w->src_pool, room, runs[i]);
@@ -502,13 +506,15 @@ w_open_on(struct world *w, uint64_t room, uint32_t total, uint16_t engine)
 int
 w_to_receiver(struct world *w, uint16_t rank, const struct egw_msg *m)
 {
-	return egw_xfer_receiver_on_msg(w->rx[rank], W_RECEIVER_PEER, m, w->now);
+	return egw_xfer_receiver_on_msg(w->rx[rank], W_RECEIVER_PEER, m,
+					w->now);
 }
 
 int
 w_to_sender(struct world *w, uint16_t rank, const struct egw_msg *m)
 {
-	return egw_xfer_sender_on_msg(w->tx, W_SENDER_PEER_BASE + rank, m, w->now);
+	return egw_xfer_sender_on_msg(w->tx, W_SENDER_PEER_BASE + rank, m,
+				      w->now);
 }
 
 static void
@@ -537,8 +543,9 @@ dispatch(struct world *w, struct w_ev *e)
 		egw_xfer_sender_writes_done(w->tx, e->cookie, e->ok, w->now);
 		break;
 	case EV_ALLOC:
-		egw_xfer_receiver_alloc_done(w->rx[e->rank], e->room, e->room_rank,
-					e->runs, e->nruns, w->now);
+		egw_xfer_receiver_alloc_done(w->rx[e->rank], e->room,
+					     e->room_rank, e->runs, e->nruns,
+					     w->now);
 		break;
 	}
 }

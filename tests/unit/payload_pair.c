@@ -139,9 +139,12 @@ pp_emb(const struct pp_pair *pp, uint32_t src, uint32_t dst, uint32_t tokens)
 	const struct egw_pool_geom *g = &pp->side[PP_ENC].par.geom;
 
 	return (struct egw_write){
-		.kind = EGW_KIND_EMB, .src_block = src, .dst_block = dst,
+		.kind = EGW_KIND_EMB,
+		.src_block = src,
+		.dst_block = dst,
 		.tokens = tokens,
-		.bytes = (uint64_t)tokens * egw_pool_geom_unit_bytes(g, EGW_KIND_EMB),
+		.bytes = (uint64_t)tokens *
+			 egw_pool_geom_unit_bytes(g, EGW_KIND_EMB),
 	};
 }
 
@@ -156,7 +159,8 @@ pp_fill(struct pp_pair *pp, uint32_t block, uint8_t seed)
 {
 	const struct egw_pool_geom *g = &pp->side[PP_ENC].par.geom;
 	uint8_t *b = egw_pool_addr(pp->side[PP_ENC].pool, EGW_KIND_EMB, block, 0);
-	size_t len = (size_t)g->block_tokens * egw_pool_geom_unit_bytes(g, EGW_KIND_EMB);
+	size_t len = (size_t)g->block_tokens *
+		     egw_pool_geom_unit_bytes(g, EGW_KIND_EMB);
 
 	for (size_t i = 0; i < len; i++)
 		b[i] = pattern(seed, i);

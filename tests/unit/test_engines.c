@@ -472,7 +472,8 @@ test_language_room_states_delivery_release(void)
 	w_cmd(&w, on_slot(EGW_OP_RELEASE, 9, 0));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, -EBADFD);
 
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 9, 1, 800, runs, 3), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 9, 1, 800, runs, 3),
+			0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
@@ -691,7 +692,8 @@ test_abort_in_every_phase_frees_once(void)
 	CU_ASSERT_EQUAL(w.f.recv_aborts, 1);
 	w_cmd(&w, recv_open(4, 0, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 0, 200, &run, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 0, 200, &run, 1),
+			0);
 	(void)w_cqe(&w);
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 4, 0));
 	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_FAILED);
@@ -725,7 +727,8 @@ test_detach_ends_every_room_silently(void)
 	w_cmd(&w, on_slot(EGW_OP_SEND_COMMIT, 2, 1));
 	w_cmd(&w, recv_open(3, 2, 0));
 	w_cmd(&w, recv_open(4, 3, 1));
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 1, 300, &run, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 1, 300, &run, 1),
+			0);
 	w.f.enospc_left = 100;
 	w_cmd(&w, send_open(5, 4, 1000));
 	while (!w_cq_empty(&w))
@@ -861,7 +864,8 @@ test_lease_lost_holds_delivered_blocks(void)
 	w_lease_ns = 0;
 	w_cmd(&w, recv_open(4, 0, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 0, 600, runs, 2), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 4, 0, 600, runs, 2),
+			0);
 	(void)w_cqe(&w);
 	w_cmd(&w, recv_open(5, 1, 0)); /* not delivered: ended at once */
 	(void)w_cqe(&w);
@@ -1014,7 +1018,8 @@ test_content_key_served_again_without_transfer(void)
 	w_cmd(&w, keyed(1, 0, 0, 1));
 	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 800, runs, 2), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 800, runs, 2),
+			0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE); /* it did transfer */
@@ -1077,7 +1082,8 @@ test_content_in_flight_is_shared_and_fails_together(void)
 	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
 	w_cmd(&w, lookup_cmd(1));
 	CU_ASSERT_EQUAL(w_cqe(&w).result, EGW_LOOKUP_IN_FLIGHT);
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 200, runs, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 1, 0, 200, runs, 1),
+			0);
 	e = w_cqe(&w);
 	CU_ASSERT_EQUAL(e.room, 1);
 	CU_ASSERT_EQUAL(e.flags, EGW_CQEF_MORE);
@@ -1317,7 +1323,8 @@ test_held_rooms_reported_once_and_stats_published(void)
 	land(&w, 7, 0, 1, 10);
 	w_cmd(&w, recv_open(8, 1, 0));
 	(void)w_cqe(&w);
-	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 8, 0, 200, runs, 1), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_delivered(w.srv, 8, 0, 200, runs, 1),
+			0);
 	w.now += 1500 * MS;
 	egw_engines_poll(w.srv, w.now);
 	CU_ASSERT_EQUAL(w.f.held_long, 2);
@@ -1489,7 +1496,8 @@ test_waiting_room_aborted_or_detached_leaves_nothing(void)
 	w_cmd(&w, recv_open(2, 1, 0));
 	w_cmd(&w, recv_open(3, 2, 0));
 	for (int i = 0; i < 3; i++)
-		CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
+		CU_ASSERT_EQUAL(w_cqe(&w).state,
+				EGW_ATTACH_STATE_BOOTSTRAPPING);
 	/* the middle one is aborted while it waits */
 	w_cmd(&w, on_slot(EGW_OP_ABORT, 2, 1));
 	e = w_cqe(&w);

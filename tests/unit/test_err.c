@@ -92,7 +92,8 @@ test_proto_reasons_are_distinct(void)
 			CU_ASSERT_STRING_NOT_EQUAL(ta,
 				egw_proto_strerror((enum egw_proto_err)b));
 	}
-	CU_ASSERT_STRING_EQUAL(egw_proto_strerror(EGW_PROTO_ERR_MAX), "unknown error");
+	CU_ASSERT_STRING_EQUAL(egw_proto_strerror(EGW_PROTO_ERR_MAX),
+			       "unknown error");
 }
 
 /* One "| code | NAME |" cell pair of protocol.md's table into names[code]. */

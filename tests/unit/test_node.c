@@ -63,7 +63,8 @@ static struct {
 	struct { char what; uint64_t session; } ev[8192];
 	unsigned nev;
 	unsigned notes[2][EGW_NODE_NOTE_WINDOW + 1];
-	enum egw_err note_code[2][EGW_NODE_NOTE_WINDOW + 1]; /* the last of each kind */
+	enum egw_err note_code[2][EGW_NODE_NOTE_WINDOW +
+				  1]; /* the last of each kind */
 	char note_text[2][EGW_NODE_NOTE_WINDOW + 1][384];
 	unsigned peer_downs[2];
 	unsigned fail_ev;     /* t.nev when a sender room first failed */
@@ -437,8 +438,11 @@ start(int i, uint64_t session)
 
 	CU_ASSERT_FATAL(egw_pool_create(&t.geom[i], NULL, 0, &t.pool[i]) == 0);
 	for (int k = 0; k < EGW_KIND_MAX; k++)
-		reg[k] = (struct egw_region){ 0, 0,
-			(uint32_t)egw_pool_geom_unit_bytes(&t.geom[i], (enum egw_kind)k) };
+		reg[k] = (struct egw_region){
+			0, 0,
+			(uint32_t)egw_pool_geom_unit_bytes(&t.geom[i],
+							   (enum egw_kind)k)
+		};
 	ops.ctx = (void *)(intptr_t)i;
 	/* both sides, as the gateway gives them to every verbs port: only
 	 * the receiving one opens windows */
@@ -686,7 +690,8 @@ test_mismatched_geometry_is_not_registered(void)
 		CU_ASSERT_EQUAL(t.notes[i][EGW_NODE_NOTE_REGISTERED], 0);
 	}
 	CU_ASSERT_EQUAL(t.note_code[1][EGW_NODE_NOTE_REFUSED], EGW_E_GEOMETRY);
-	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED], EGW_E_GEOMETRY);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED],
+			EGW_E_GEOMETRY);
 	CU_ASSERT_PTR_NOT_NULL(strstr(t.note_text[1][EGW_NODE_NOTE_REFUSED],
 				      "hidden_size 16 (ours 32)"));
 	run(4000000000ull); /* past the bootstrap deadline */
@@ -1228,7 +1233,8 @@ test_adoption_keeps_the_sessions_window(void)
 	egw_node_get_stats(t.node[1], &st0);
 	egw_node_rx(t.node[1], ENC_IP, PORT, first.b, first.len, t.now);
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_REPLAY], st0.drops[EGW_NODE_DROP_REPLAY] + 1);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_REPLAY],
+			st0.drops[EGW_NODE_DROP_REPLAY] + 1);
 	CU_ASSERT_EQUAL(st.registers_rx, st0.registers_rx);
 	t.down[0] = false;
 	teardown();
@@ -1389,7 +1395,8 @@ test_unreachable_then_repaired_by_the_next_register(void)
 	egw_node_get_stats(t.node[0], &st);
 	CU_ASSERT(st.register_refused >= 1);
 	CU_ASSERT_EQUAL(t.notes[0][EGW_NODE_NOTE_PEER_REFUSED], 1);
-	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED], EGW_E_UNREACHABLE);
+	CU_ASSERT_EQUAL(t.note_code[0][EGW_NODE_NOTE_PEER_REFUSED],
+			EGW_E_UNREACHABLE);
 	assert_room_transfers(2000);
 	teardown();
 }
@@ -1546,8 +1553,10 @@ test_window_keys_bind_failure_retried(void)
 	CU_ASSERT_EQUAL(st.window_bind_failed, 4);
 	/* the failed completion is noted, with the window and the peer */
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_WINDOW], 1);
-	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "bind failed") != NULL);
-	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "peer enc") != NULL);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "bind failed") !=
+		  NULL);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "peer enc") !=
+		  NULL);
 	run(3000000000ull);
 	assert_windows_closed();
 	assert_no_blocks_in_use();
@@ -1638,7 +1647,8 @@ test_window_keys_deadlines(void)
 	CU_ASSERT(st.window_overdue >= 1);
 	CU_ASSERT(st.window_bind_failed >= 1);
 	CU_ASSERT_EQUAL(t.notes[1][EGW_NODE_NOTE_WINDOW], 1);
-	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW], "did not complete") != NULL);
+	CU_ASSERT(strstr(t.note_text[1][EGW_NODE_NOTE_WINDOW],
+			 "did not complete") != NULL);
 	CU_ASSERT(!egw_node_sender_has_room(t.node[0], 2000));
 	/* the bind's late completion is stale; the room goes through */
 	t.hold_binds = false;
@@ -1685,7 +1695,8 @@ test_producer_refusals_have_their_codes(void)
 	run(20000000);
 	calls = t.unknown_calls;
 	CU_ASSERT(calls > 1); /* retried */
-	CU_ASSERT_EQUAL(egw_xfer_receiver_state(egw_node_receiver(t.node[1]), 3000, 0),
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(egw_node_receiver(t.node[1]),
+						3000, 0),
 			EGW_ST_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(snd, 3000), -EGW_E_UNKNOWN_ROOM);
 	t.producer_says = -EGW_E_BUSY;
@@ -1737,7 +1748,9 @@ test_foreign_session_nudged_at_most_every_200ms(void)
 		t.now += 1000000; /* 50 ms in all */
 	}
 	egw_node_get_stats(t.node[1], &st);
-	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_SESSION] - st0.drops[EGW_NODE_DROP_SESSION], 50);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_SESSION] -
+				st0.drops[EGW_NODE_DROP_SESSION],
+			50);
 	CU_ASSERT_EQUAL(st.registers_tx - st0.registers_tx, 1);
 	CU_ASSERT_EQUAL(t.nq, 1);
 	CU_ASSERT_EQUAL(t.q[0].b[5], EGW_MSG_REGISTER);

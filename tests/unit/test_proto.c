@@ -305,10 +305,12 @@ test_register_and_error_rules(void)
 	r.peer_session = 7;
 	len = egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ADOPTED | EGW_MSGF_ACK,
 					&r, b, sizeof(b));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_OK);
 	memset(b + 48 + 144, 0, 8);
 	remac(b, len);
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	/* peer_session and peer_seq name the same REGISTER heard: both 0
 	 * (none heard) or neither (forged past the encoder) */
 	r.ack_qpn = r.ack_psn = 0;
@@ -331,22 +333,27 @@ test_register_and_error_rules(void)
 	r.peer_session = 0;
 	r.peer_seq = 0;
 	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_OK);
 	/* only an ACK echoes an endpoint */
 	r.ack_psn = 5;
 	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	len = egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ACK, &r, b, sizeof(b));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_OK);
 	r.ack_psn = 1u << 24; /* 24 bits, like the psn it echoes */
 	len = egw_proto_encode_register(&key, 1, 1, EGW_MSGF_ACK, &r, b, sizeof(b));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	/* a REGISTER carries no rank, room or offset */
 	r.ack_psn = 0;
 	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
 	b[13] = 1; /* nranks */
 	remac(b, len);
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 
 	/* an ERROR about a REGISTER: nranks 0 and no room, or FIELD */
 	{
@@ -354,56 +361,77 @@ test_register_and_error_rules(void)
 				     .error = EGW_E_GEOMETRY };
 
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_OK);
 		CU_ASSERT_EQUAL(pkt.msg.state, EGW_MSG_REGISTER);
 		CU_ASSERT_EQUAL(pkt.msg.error, EGW_E_GEOMETRY);
 		e.nranks = 1;
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_FIELD);
 		e.nranks = 0;
 		e.room = 3;
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_FIELD);
 		e.room = 0;
 		e.offset = 128;
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_FIELD);
 		/* an ERROR about a room keeps the nranks rule */
 		e = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
 				      .error = EGW_E_NO_SLOT };
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_FIELD);
 		e.nranks = 8;
 		e.rank = 7;
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_OK);
 		e.rank = 8;
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_FIELD);
 		/* the last code is a code; one past it is not */
 		e = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
 				      .error = EGW_E_NAME };
 		len = egw_proto_encode(&key, 1, 1, &e, b, sizeof(b));
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_OK);
 		b[51] = 26;
 		remac(b, len);
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_FIELD);
 	}
 	/* a room message: nranks 1..8, rank below it */
 	ms[5].nranks = 0;
 	len = egw_proto_encode(&key, 1, 1, &ms[5], b, sizeof(b));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	/* a HEARTBEAT names no room */
 	len = egw_proto_encode(&key, 1, 1, &ms[4], b, sizeof(b));
 	b[13] = 1;
 	remac(b, len);
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	/* INIT/RESUME: body_len = 28 + 8 x nruns exactly */
 	len = egw_proto_encode(&key, 1, 1, &ms[2], b, sizeof(b)); /* 0 runs */
 	CU_ASSERT_EQUAL(len, 48 + 28 + 16);
 	b[57] = 1; /* claims a run the body does not hold */
 	remac(b, len);
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_BODY);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_BODY);
 }
 
 /* Session ids: random and never 0 (a restart is a new incarnation). */
@@ -453,18 +481,21 @@ test_truncation_and_bit_flips_rejected(void)
 
 		CU_ASSERT_FATAL(len > 0);
 		for (int cut = 0; cut < len; cut++, tried++)
-			if (egw_proto_decode(&key, buf, (size_t)cut, &pkt, &st) == EGW_PROTO_ERR_OK)
+			if (egw_proto_decode(&key, buf, (size_t)cut, &pkt,
+					     &st) == EGW_PROTO_ERR_OK)
 				accepted++;
 		for (int bit = 0; bit < 8 * len; bit++, tried++) {
 			memcpy(copy, buf, (size_t)len);
 			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			if (egw_proto_decode(&key, copy, (size_t)len, &pkt, &st) == EGW_PROTO_ERR_OK)
+			if (egw_proto_decode(&key, copy, (size_t)len, &pkt,
+					     &st) == EGW_PROTO_ERR_OK)
 				accepted++;
 		}
 		/* one byte too many */
 		memcpy(copy, buf, (size_t)len);
 		copy[len] = 0;
-		if (egw_proto_decode(&key, copy, (size_t)len + 1, &pkt, &st) == EGW_PROTO_ERR_OK)
+		if (egw_proto_decode(&key, copy, (size_t)len + 1, &pkt, &st) ==
+		    EGW_PROTO_ERR_OK)
 			accepted++;
 	}
 	CU_ASSERT(tried > 5000);
@@ -489,40 +520,51 @@ test_wrong_key_and_unknown_fields_rejected(void)
 	samples(m, &reg);
 	other.k[31] ^= 1;
 	len = egw_proto_encode(&other, 1, 1, &m[3], buf, sizeof(buf));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_MAC);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_MAC);
 	len = egw_proto_encode(&key, 1, 1, &m[3], buf, sizeof(buf));
 	buf[4] = 1; /* a version we do not speak: refused before the MAC */
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_VERSION);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_VERSION);
 	buf[4] = 3;
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_VERSION);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_VERSION);
 	buf[4] = 2;
 	buf[5] = 42;
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_TYPE);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_TYPE);
 	buf[5] = EGW_MSG_STATUS;
 	buf[7] = 0x80; /* undefined flag */
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FLAGS);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FLAGS);
 	/* a field out of range behind a valid MAC (a buggy peer, not an
 	 * attacker): refused and typed */
 	m[3].nranks = 9;
 	len = egw_proto_encode(&key, 1, 1, &m[3], buf, sizeof(buf));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	m[3].nranks = 2;
 	m[3].state = 9;
 	len = egw_proto_encode(&key, 1, 1, &m[3], buf, sizeof(buf));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	len = egw_proto_encode(&key, 0, 1, &m[4], buf, sizeof(buf)); /* session 0 */
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	/* a REGISTER name must leave room for its NUL (found by the fuzzer:
 	 * 32 characters decoded, then re-encoded as 31) */
 	memset(reg.name, 'x', sizeof(reg.name));
 	len = egw_proto_encode_register(&key, 1, 1, 0, &reg, buf, sizeof(buf));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	reg.name[0] = '\0';
 	len = egw_proto_encode_register(&key, 1, 1, 0, &reg, buf, sizeof(buf));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 	m[1].offset = 0; /* a RESUME at offset 0 is an INIT in disguise */
 	len = egw_proto_encode(&key, 1, 1, &m[1], buf, sizeof(buf));
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_FIELD);
 }
 
 static void
@@ -531,24 +573,37 @@ test_replay_window(void)
 	struct egw_proto_replay r = { 0 };
 
 	/* no window yet: every session is the caller's to start */
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 1), EGW_PROTO_ERR_SESSION);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 1),
+			EGW_PROTO_ERR_SESSION);
 	egw_proto_replay_start(&r, 100, 1);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 1), EGW_PROTO_ERR_REPLAY);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 1),
+			EGW_PROTO_ERR_REPLAY);
 	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 3), EGW_PROTO_ERR_OK);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 2), EGW_PROTO_ERR_OK); /* late, in window */
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 2), EGW_PROTO_ERR_REPLAY);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 3 + EGW_PROTO_REPLAY_WINDOW), EGW_PROTO_ERR_OK);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 3), EGW_PROTO_ERR_REPLAY); /* too old */
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 4), EGW_PROTO_ERR_OK); /* oldest in window */
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 2),
+			EGW_PROTO_ERR_OK); /* late, in window */
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 2),
+			EGW_PROTO_ERR_REPLAY);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100,
+					       3 + EGW_PROTO_REPLAY_WINDOW),
+			EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 3),
+			EGW_PROTO_ERR_REPLAY); /* too old */
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 4),
+			EGW_PROTO_ERR_OK); /* oldest in window */
 	/* sessions carry no order: a larger one and a smaller one are both
 	 * just another session, refused until started */
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 101, 1), EGW_PROTO_ERR_SESSION);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 1000), EGW_PROTO_ERR_SESSION);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 101, 1),
+			EGW_PROTO_ERR_SESSION);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 1000),
+			EGW_PROTO_ERR_SESSION);
 	egw_proto_replay_start(&r, 99, 7);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 7), EGW_PROTO_ERR_REPLAY);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 7),
+			EGW_PROTO_ERR_REPLAY);
 	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 8), EGW_PROTO_ERR_OK);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 500), EGW_PROTO_ERR_SESSION);
-	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 0), EGW_PROTO_ERR_REPLAY);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 100, 500),
+			EGW_PROTO_ERR_SESSION);
+	CU_ASSERT_EQUAL(egw_proto_replay_check(&r, 99, 0),
+			EGW_PROTO_ERR_REPLAY);
 	/* a whole captured exchange replayed: all refused */
 	{
 		struct egw_proto_replay s = { 0 };
@@ -556,9 +611,11 @@ test_replay_window(void)
 
 		egw_proto_replay_start(&s, 7, 1);
 		for (uint64_t q = 2; q <= 200; q++)
-			CU_ASSERT_EQUAL(egw_proto_replay_check(&s, 7, q), EGW_PROTO_ERR_OK);
+			CU_ASSERT_EQUAL(egw_proto_replay_check(&s, 7, q),
+					EGW_PROTO_ERR_OK);
 		for (uint64_t q = 1; q <= 200; q++)
-			refused += egw_proto_replay_check(&s, 7, q) != EGW_PROTO_ERR_OK;
+			refused += egw_proto_replay_check(&s, 7, q) !=
+				   EGW_PROTO_ERR_OK;
 		CU_ASSERT_EQUAL(refused, 200);
 	}
 }
@@ -580,7 +637,9 @@ test_error_codes_on_the_wire_and_in_text(void)
 		/* ABORT's body starts with the 16-bit big-endian code */
 		CU_ASSERT_EQUAL(b[EGW_PROTO_HDR_LEN], w >> 8);
 		CU_ASSERT_EQUAL(b[EGW_PROTO_HDR_LEN + 1], w & 0xff);
-		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL), EGW_PROTO_ERR_OK);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_OK);
 		CU_ASSERT_EQUAL(pkt.msg.error, m.error);
 		CU_ASSERT_EQUAL(egw_err_to_wire((enum egw_err)m.error), w);
 	}

@@ -94,16 +94,21 @@ test_states_move_forward_to_success(void)
 	c.net.hold_writes = true;
 	w = w_create(&c);
 	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 7, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 7, 0, 1, 0, false, 0), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 7, 0, 1, 0, false, 0),
+			0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0),
+			EGW_ST_BOOTSTRAPPING);
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_BOOTSTRAPPING);
 	w_run_for(w, 1 * MS);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0), EGW_ST_WAITING_FOR_INPUT);
-	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0),
+			EGW_ST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7),
+			EGW_ST_WAITING_FOR_INPUT);
 	w->expected_bytes += w_pattern_bytes(w, 2000, false);
 	CU_ASSERT_EQUAL(w_input(w, 7, 2000), 0);
 	w_run_for(w, 1 * MS);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0), EGW_ST_TRANSFERRING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 7, 0),
+			EGW_ST_TRANSFERRING);
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 7), EGW_ST_TRANSFERRING);
 	w->net.hold_writes = false;
 	w_release_writes(w, true);
@@ -164,7 +169,8 @@ test_failed_is_final_and_frees_both_sides(void)
 	/* final: a late Success for the failed room changes nothing */
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &late), -EGW_E_UNKNOWN_ROOM);
 	CU_ASSERT_EQUAL(w->deliveries, 0);
-	CU_ASSERT_EQUAL(egw_xfer_sender_abort(w->tx, 9, w->now), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_abort(w->tx, 9, w->now),
+			-EGW_E_UNKNOWN_ROOM);
 	finish(w);
 }
 
@@ -607,7 +613,8 @@ test_alloc_result_after_failure_is_returned(void)
 	struct world *w = w_create(&c);
 
 	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 43, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 43, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 43, 0, 1, 0, false, 0),
+			0);
 	/* the ALLOC is queued; the room dies before its result arrives */
 	CU_ASSERT_EQUAL(egw_xfer_receiver_abort(w->rx[0], 43, 0, 0), 0);
 	w_run(w, 10 * SEC);
@@ -624,11 +631,13 @@ test_deadlines_on_every_state(void)
 	struct world *w = w_create(&c);
 
 	/* bootstrap: the sender never hears of room 50, the receiver of 51 */
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 50, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 50, 0, 1, 0, false, 0),
+			0);
 	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 51, 1, 0), 0);
 	/* waiting for input: both sides know room 52, no data ever comes */
 	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 52, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 52, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 52, 0, 1, 0, false, 0),
+			0);
 	/* round in flight: room 53's payload never completes */
 	w->net.hold_writes = true;
 	CU_ASSERT_EQUAL(w_open(w, 53, 3000, false), 0);
@@ -673,8 +682,9 @@ test_declared_dead_peer_fails_its_rooms_at_once(void)
 	CU_ASSERT_EQUAL(st.peers_dead, 1);
 	egw_xfer_receiver_peer_dead(w->rx[0], W_RECEIVER_PEER, w->now);
 	CU_ASSERT_EQUAL(err_of(w, 70, 0), EGW_E_PEER_DEAD);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 72, 0, 1, W_RECEIVER_PEER,
-					  false, w->now), -EGW_E_PEER_DEAD);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 72, 0, 1,
+					       W_RECEIVER_PEER, false, w->now),
+			-EGW_E_PEER_DEAD);
 	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT_EQUAL(st.peers_dead, 1);
 	CU_ASSERT_EQUAL(w_count_acts(w, 0, EGW_ACT_PEER_DEAD), 0);
@@ -704,7 +714,8 @@ test_dead_peer_fails_its_rooms_only(void)
 	CU_ASSERT(w_result(w, 61, TX)->at <= 1 * MS + c.xc.timers.peer_dead_ns +
 					      c.xc.timers.heartbeat_ns + MS);
 	/* no new room towards a dead peer: refused at once, nothing held */
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[1], 63, 0, 1, 0, false, w->now),
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[1], 63, 0, 1, 0, false,
+					       w->now),
 			-EGW_E_PEER_DEAD);
 	release_and_run(w);
 	finish(w);
@@ -816,7 +827,8 @@ test_refused_init_fails_receiver_room(void)
 	 * back fails the sender's room too, without waiting for the
 	 * bootstrap deadline */
 	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 80, 2, 0), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 80, 0, 1, 0, false, 0),
+			0);
 	w_run(w, 30 * SEC);
 	CU_ASSERT_EQUAL(err_of(w, 80, 0), EGW_E_BAD_RANK);
 	CU_ASSERT_EQUAL(err_of(w, 80, TX), EGW_E_ABORTED);
@@ -933,26 +945,34 @@ test_init_checked_before_the_room_exists(void)
 	struct egw_xfer_stats st;
 
 	m.block_tokens = c.xc.geom.block_tokens;
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m), 0);
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, 99, &m), -EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE,
+						   &m),
+			0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, 99, &m),
+			-EGW_E_UNKNOWN_PEER);
 	m.alloc_tokens = 1000;
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE,
+						   &m),
 			-EGW_E_ALLOC_MISMATCH);
 	m.alloc_tokens = 1024;
 	m.block_tokens = 64;
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE,
+						   &m),
 			-EGW_E_BLOCK_TOKENS);
 	m.block_tokens = c.xc.geom.block_tokens;
 	m.rank = 1;
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE,
+						   &m),
 			-EGW_E_BAD_RANK);
 	m.rank = 0;
 	m.nruns = 0;
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE,
+						   &m),
 			-EGW_E_ZERO_BLOCKS);
 	m.nruns = 1;
 	m.offset = 128;
-	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE, &m),
+	CU_ASSERT_EQUAL(egw_xfer_sender_check_init(w->tx, W_SENDER_PEER_BASE,
+						   &m),
 			-EGW_E_STATE);
 	m.offset = 0;
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 77), -EGW_E_UNKNOWN_ROOM);
@@ -980,11 +1000,14 @@ test_no_slot_retried_too_large_final(void)
 	struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
 			     .room = 40, .nranks = 1, .error = EGW_E_NO_SLOT };
 
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 40, 0, 1, 0, false, 0), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 41, 0, 1, 0, false, 0), 0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 40, 0, 1, 0, false, 0),
+			0);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_open(w->rx[0], 41, 0, 1, 0, false, 0),
+			0);
 	w_run_for(w, 1 * MS);
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 40, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 40, 0),
+			EGW_ST_BOOTSTRAPPING);
 	e.room = 41;
 	e.error = EGW_E_TOO_LARGE;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
@@ -1174,7 +1197,8 @@ test_admission_queue_is_fifo(void)
 	w_run_for(w, 1 * MS);
 	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT(st.admit_queued >= 17);
-	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 219, 0), EGW_ST_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 219, 0),
+			EGW_ST_BOOTSTRAPPING);
 	w_run(w, 60 * SEC);
 	for (uint64_t i = 0; i < 20; i++) {
 		const struct w_room_result *r = w_result(w, 200 + i, 0);
@@ -1461,21 +1485,29 @@ test_window_keys_single_run_and_keys_in_init(void)
 		CU_ASSERT_FATAL(egw_policy_init_fixed(&pol, 128, 512) == 0);
 		CU_ASSERT_FATAL(egw_xfer_receiver_create(&c, &pol, &r) == 0);
 		CU_ASSERT_FATAL(egw_xfer_receiver_peer_add(r, 0, 0) == 0);
-		CU_ASSERT_FATAL(egw_xfer_receiver_open(r, 7, 0, 1, 0, false, 0) == 0);
+		CU_ASSERT_FATAL(
+			egw_xfer_receiver_open(r, 7, 0, 1, 0, false, 0) == 0);
 		a = last_act(EGW_ACT_ALLOC);
 		CU_ASSERT_FATAL(a != NULL);
 		CU_ASSERT_EQUAL(a->max_runs, keyed ? 1 : EGW_XFER_MAX_RUNS);
 		if (keyed) {
-			CU_ASSERT(egw_xfer_receiver_alloc_done_keys(r, 7, 0, two, 2, keys, 0) < 0);
+			CU_ASSERT(egw_xfer_receiver_alloc_done_keys(r, 7, 0,
+								    two, 2,
+								    keys,
+								    0) < 0);
 			egw_xfer_receiver_get_stats(r, &st);
 			CU_ASSERT_EQUAL(st.alloc_retries, 1);
 			CU_ASSERT(last_act(EGW_ACT_FREE) != NULL); /* given back */
 			CU_ASSERT(last_act(EGW_ACT_SEND) == NULL);
 			egw_xfer_receiver_tick(r, 2 * MS); /* asks again */
-			CU_ASSERT_EQUAL(egw_xfer_receiver_alloc_done_keys(r, 7, 0, &one, 1,
-								     keys, 2 * MS), 0);
+			CU_ASSERT_EQUAL(egw_xfer_receiver_alloc_done_keys(
+						r, 7, 0, &one, 1, keys, 2 * MS),
+					0);
 		} else {
-			CU_ASSERT_EQUAL(egw_xfer_receiver_alloc_done(r, 7, 0, &one, 1, 0), 0);
+			CU_ASSERT_EQUAL(egw_xfer_receiver_alloc_done(r, 7, 0,
+								     &one, 1,
+								     0),
+					0);
 		}
 		a = last_act(EGW_ACT_SEND);
 		CU_ASSERT_FATAL(a != NULL);
