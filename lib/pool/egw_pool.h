@@ -69,6 +69,17 @@ struct egw_run {
 	uint32_t count;
 };
 
+/** The blocks of `n` runs, summed. */
+static inline uint32_t
+egw_pool_runs_blocks(const struct egw_run *runs, uint32_t n)
+{
+	uint32_t b = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		b += runs[i].count;
+	return b;
+}
+
 struct egw_pool_stats {
 	uint32_t blocks_total;
 	uint32_t blocks_in_use;

@@ -256,11 +256,7 @@ record_wait(struct egw_xfer_receiver *r, const struct receiver_room *x)
 static uint32_t
 held_blocks(const struct receiver_room *x)
 {
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < x->nruns; i++)
-		n += x->runs[i].count;
-	return n;
+	return egw_pool_runs_blocks(x->runs, x->nruns);
 }
 
 /* Admitted and still able to use memory: has windows, not ended, not

@@ -101,11 +101,7 @@ take(struct shim *sh, enum egw_attach_side side, uint64_t room,
 static uint32_t
 room_blocks(const struct shim_room *r)
 {
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < r->nruns; i++)
-		n += r->runs[i].count;
-	return n;
+	return egw_pool_runs_blocks(r->runs, r->nruns);
 }
 
 /* The room leaves the transfer; blocks it still holds go back. */
