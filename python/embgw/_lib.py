@@ -103,8 +103,11 @@ def candidates():
     # build/ first, then the other build directories, newest first
     root = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
-    tree = glob.glob(os.path.join(root, "build*", "lib", "client",
-                                  "libegw_client.so"))
+    # only files that are there: a build directory that built other
+    # targets only can hold the soname's link without its library
+    tree = [p for p in glob.glob(os.path.join(root, "build*", "lib",
+                                              "client", "libegw_client.so"))
+            if os.path.isfile(p)]
     tree.sort(key=lambda p: (os.path.basename(os.path.dirname(
         os.path.dirname(os.path.dirname(p)))) != "build",
         -os.path.getmtime(p)))

@@ -46,6 +46,11 @@ def test_library_found_in_build_tree(tmp_path):
     libdir = tmp_path / "build" / "lib" / "client"
     libdir.mkdir(parents=True)
     os.symlink(os.path.abspath(built), libdir / "libegw_client.so")
+    # a build directory that built other targets only: the soname's link
+    # is there, the library it names is not - passed over
+    other = tmp_path / "build-other" / "lib" / "client"
+    other.mkdir(parents=True)
+    os.symlink("libegw_client.so.1", other / "libegw_client.so")
     env = env_without_lib()
     env["PYTHONPATH"] = str(tmp_path / "python")
     code = ("import embgw, embgw._lib as l\n"
