@@ -24,7 +24,7 @@ static const char usage_test[] =
 	"  --ctl-drop PCT, --ctl-dup PCT, --ctl-reorder PCT\n"
 	"                         lose/duplicate/reorder our control datagrams (0..50)\n"
 	"  --inject-junk N        N malformed/forged/replayed datagrams per tick (0..64)\n"
-	"  --fault-qp-error N     the payload link fails after batch N\n"
+	"  --fault-qp-error N     the payload link fails under batch N\n"
 	"  --fault-stale-write N  once the room after the Nth has been sent, write\n"
 	"                         the Nth's last write once more, under its key\n"
 	"  --test-session N       session id N (N+i for the process's identity i,\n"

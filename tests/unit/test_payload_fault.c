@@ -211,13 +211,14 @@ test_link_error_after_the_nth_batch(void)
 	CU_ASSERT_EQUAL(post_one(0, 0x100, 2), 0);
 	CU_ASSERT_EQUAL(stub.nposts, 2); /* nothing before the 3rd */
 	CU_ASSERT_EQUAL(post_one(1, 0x200, 3), 0);
-	/* the 3rd batch, then the fault's write to its peer under a key
-	 * the peer never gave */
+	/* the fault's write to the 3rd batch's peer under a key the peer
+	 * never gave, then the batch behind it (it fails with the link) */
 	CU_ASSERT_EQUAL_FATAL(stub.nposts, 4);
-	CU_ASSERT_EQUAL(stub.post[3].peer, 1);
-	CU_ASSERT_EQUAL(stub.post[3].cookie, EGW_PAYLOAD_FAULT_COOKIE);
-	CU_ASSERT_EQUAL(stub.post[3].w.rkey, ~0x200u);
-	CU_ASSERT_EQUAL(stub.post[3].w.dst_block, 3);
+	CU_ASSERT_EQUAL(stub.post[2].peer, 1);
+	CU_ASSERT_EQUAL(stub.post[2].cookie, EGW_PAYLOAD_FAULT_COOKIE);
+	CU_ASSERT_EQUAL(stub.post[2].w.rkey, ~0x200u);
+	CU_ASSERT_EQUAL(stub.post[2].w.dst_block, 3);
+	CU_ASSERT_EQUAL(stub.post[3].cookie, 3);
 	CU_ASSERT_EQUAL(egw_payload_fault_count(drv), 1);
 	CU_ASSERT_EQUAL(post_one(0, 0x100, 4), 0);
 	CU_ASSERT_EQUAL(stub.nposts, 5); /* once */

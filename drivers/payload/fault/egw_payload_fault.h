@@ -17,11 +17,11 @@
 #include "egw_payload.h"
 
 struct egw_payload_fault_params {
-	/** After the Nth post() (counted over all peers, from 1), the
-	 *  link to that batch's peer fails: the batch's first write goes
-	 *  once more under a key the peer never gave (verbs: the peer's
-	 *  responder refuses it, our QP goes to error, what was in flight
-	 *  flushes). 0: never. */
+	/** At the Nth post() (counted over all peers, from 1), the link to
+	 *  that batch's peer fails under it: the batch's first write goes
+	 *  just ahead of the batch under a key the peer never gave (verbs:
+	 *  the peer's responder refuses it, our QP goes to error, the batch
+	 *  and whatever else is in flight flush). 0: never. */
 	uint64_t link_error_at;
 	/** When the Nth room sent has succeeded (reported by
 	 *  egw_payload_fault_room_sent()), the last write posted to each

@@ -133,16 +133,18 @@ fault_post_own(struct egw_payload *p, uint32_t peer, const struct egw_write *w)
 }
 
 /* The batch's first write once more, under a key the peer never gave
- * (every bit of the real one flipped): the peer's device refuses it and
- * our link fails, as a failure on the wire would make it. */
+ * (every bit of the real one flipped), posted just ahead of the batch:
+ * the peer's device refuses it and our link fails with the batch behind
+ * it, as a failure on the wire in the middle of a room would. */
 static void
 link_error(struct egw_payload *p, uint32_t peer, const struct egw_write *w)
 {
 	struct egw_write bad = *w;
 
 	bad.rkey = ~w->rkey;
-	flog("test fault: link to peer %u failed after batch %llu (a write "
-	     "under rkey %#x)", peer, (unsigned long long)p->posts, bad.rkey);
+	flog("test fault: link to peer %u fails at batch %llu (a write under "
+	     "rkey %#x ahead of it)",
+	     peer, (unsigned long long)p->fp.link_error_at, bad.rkey);
 	fault_post_own(p, peer, &bad);
 }
 
@@ -150,17 +152,18 @@ static int
 fault_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	   uint32_t n, uint64_t cookie)
 {
-	int rc = p->in->post(p->inner, peer, w, n, cookie);
+	int rc;
 
-	p->posts++;
+	if (++p->posts == p->fp.link_error_at && n > 0 &&
+	    peer < EGW_PAYLOAD_MAX_PEERS)
+		link_error(p, peer, &w[0]);
+	rc = p->in->post(p->inner, peer, w, n, cookie);
 	if (n == 0 || peer >= EGW_PAYLOAD_MAX_PEERS)
 		return rc;
 	/* the batch's last write, for a stale write later: with one room
 	 * at a time, the last write posted is that room's */
 	p->last[peer].w = w[n - 1];
 	p->last[peer].valid = true;
-	if (p->posts == p->fp.link_error_at)
-		link_error(p, peer, &w[0]);
 	return rc;
 }
 
