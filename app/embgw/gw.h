@@ -240,7 +240,8 @@ void gw_id_payload_changes(struct gw_id *id, uint64_t now);
 void gw_id_drain(struct gw_id *id, uint64_t linger_ns);
 
 /* 0..99 from a generator of the flood or a test knob (an LCG whose start
- * value --seed sets, so a run can be repeated; not for anything secret) */
+ * value embgw-gen's --seed sets, 1 in the gateway, so a run can be
+ * repeated; not for anything secret) */
 static inline uint32_t
 gw_rand_pct(uint64_t *rng)
 {

@@ -51,8 +51,9 @@ struct gw_options {
 #ifdef GW_TEST_HOOKS
 	struct gw_test_knobs knobs; /* test-build options */
 #endif
-	uint64_t rng;            /* --seed as given, else 1: the flood's
-				  * and the test knobs' generators */
+	/* embgw-gen's --seed as given, else 1: the flood's and the test
+	 * knobs' generators */
+	uint64_t rng;
 	uint64_t flood_pps;
 	uint64_t duration_ns;
 	const char *capture;

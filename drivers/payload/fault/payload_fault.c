@@ -171,11 +171,17 @@ static uint32_t
 fault_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
 	   uint64_t now)
 {
-	uint32_t n = p->in->poll(p->inner, c, max, now), kept = 0;
+	uint32_t n, kept;
 
-	for (uint32_t i = 0; i < n; i++)
-		if (c[i].cookie != EGW_PAYLOAD_FAULT_COOKIE)
-			c[kept++] = c[i];
+	/* a burst of the fault's own completions alone is no end of the
+	 * driver's: 0 only when the driver has nothing more */
+	do {
+		n = p->in->poll(p->inner, c, max, now);
+		kept = 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (c[i].cookie != EGW_PAYLOAD_FAULT_COOKIE)
+				c[kept++] = c[i];
+	} while (kept == 0 && n > 0);
 	return kept;
 }
 
