@@ -133,7 +133,7 @@ meson_tests build-test-tsan --no-rebuild --suite threads
 fuzz_secs=${EGW_FUZZ_SECONDS:-20}
 each=$((fuzz_secs / ${#fuzzers[@]}))
 [ "$each" -ge 1 ] || each=1
-# seeds: a valid datagram of every type (make_corpus), the shipped
+# starting inputs: a valid datagram of every type (make_corpus), the shipped
 # configurations; the attach target starts from nothing (fixed-size
 # structs). tests/fuzz/regressions/TARGET holds inputs that once crashed
 # TARGET: replayed every run.
