@@ -139,20 +139,20 @@ each=$((fuzz_secs / ${#fuzzers[@]}))
 # TARGET: replayed every run.
 declare -A max_len=([fuzz_proto]=512 [fuzz_attach]=2048 [fuzz_conf]=8192)
 corpora=$(mktemp -d "${TMPDIR:-/tmp}/embgw-fuzz.XXXXXX")
-mkdir -p "$corpora/seed-fuzz_proto" "$corpora/seed-fuzz_conf"
-./build-test-fuzz/tests/fuzz/make_corpus "$corpora/seed-fuzz_proto"
-cp config/*.cfg "$corpora/seed-fuzz_conf/"
+mkdir -p "$corpora/start-fuzz_proto" "$corpora/start-fuzz_conf"
+./build-test-fuzz/tests/fuzz/make_corpus "$corpora/start-fuzz_proto"
+cp config/*.cfg "$corpora/start-fuzz_conf/"
 for fz in "${fuzzers[@]}"; do
 	corpus=$corpora/$fz
 	flog="$logs/$fz.log"
 	mkdir -p "$corpus"
-	seeds=()
-	[ -d "$corpora/seed-$fz" ] && seeds+=("$corpora/seed-$fz")
-	[ -d "tests/fuzz/regressions/$fz" ] && seeds+=("tests/fuzz/regressions/$fz")
+	inputs=()
+	[ -d "$corpora/start-$fz" ] && inputs+=("$corpora/start-$fz")
+	[ -d "tests/fuzz/regressions/$fz" ] && inputs+=("tests/fuzz/regressions/$fz")
 	if LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp \
 		./build-test-fuzz/tests/fuzz/"$fz" -max_total_time="$each" -max_len="${max_len[$fz]}" \
 		-print_final_stats=1 -artifact_prefix="$corpus/" \
-		"$corpus" "${seeds[@]}" >"$flog" 2>&1; then
+		"$corpus" "${inputs[@]}" >"$flog" 2>&1; then
 		passed=$((passed + 1))
 		echo "[fuzz] $fz OK: $(grep -E '^Done' "$flog")"
 	else
