@@ -37,7 +37,7 @@ remove_dir(void)
 	rmdir(dir);
 }
 
-/* A directory of our own with the key file the seeds name. */
+/* Our own directory, with the key file the start configurations name. */
 static int
 setup(void)
 {
