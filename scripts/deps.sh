@@ -28,7 +28,8 @@ pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	python3-numpy python3-torch python3-pytest iproute2
 	libmicrohttpd-dev prometheus python3-prometheus-client curl
 	libsystemd-dev systemd debhelper dh-python dpkg-dev fakeroot lintian
-	groff-base clang-format shellcheck cppcheck flake8 git)
+	groff-base clang-format shellcheck cppcheck flake8 git
+	etcd-server etcd-client libcurl4-openssl-dev libjson-c-dev)
 vm=1
 [ "${EMBGW_SKIP_VM:-0}" = 1 ] && [ "${CI:-}" != true ] && vm=0
 [ $vm = 0 ] || pkgs+=(qemu-system-x86 busybox-static cpio kmod)
