@@ -109,7 +109,13 @@ extern "C" {
 	  "peer memory unreachable", "peer memory unreachable") \
 	/* REGISTER: not the name configured for the sender */ \
 	X(NAME, 25, "name", \
-	  "name not the one configured for the peer", "name not configured")
+	  "name not the one configured for the peer", "name not configured") \
+	/* local only, never on the wire (EGW_E_WIRE_COUNT): the peer was \
+	 * removed from the configuration or the cluster while the room \
+	 * was open */ \
+	X(PEER_REMOVED, 26, "peer_removed", \
+	  "peer removed from the configuration or the cluster", \
+	  "peer removed")
 
 /** Protocol and failure codes: carried in ERROR/ABORT/STATUS and in stats. */
 enum egw_err {
@@ -120,8 +126,12 @@ enum egw_err {
 	EGW_E_END /**< one past the last code; not a code */
 };
 
-/** Number of codes, EGW_E_OK included: wire values are 0..EGW_E_COUNT-1. */
+/** Number of codes, EGW_E_OK included (indexes of per-code counters). */
 #define EGW_E_COUNT (EGW_E_END - EGW_ERR_BASE)
+/** Codes a datagram may carry: 0..EGW_E_WIRE_COUNT-1. The codes past
+ *  them are local reasons only (a room's end as its own gateway saw it);
+ *  the wire carries ABORTED for them. */
+#define EGW_E_WIRE_COUNT 26
 
 /** Wire value of a code (0..EGW_E_COUNT-1); UINT16_MAX for a non-code. */
 static inline uint16_t

@@ -200,7 +200,10 @@ struct egw_node_ops {
 	void *ctx;
 };
 
-#define EGW_NODE_MAX_PEERS 32
+/** Peers given at create (a configuration file's list) */
+#define EGW_NODE_MAX_STATIC 32
+/** Peer slots a node can have at most (egw_node_params.max_peers) */
+#define EGW_NODE_MAX_PEERS 4096
 #define EGW_NODE_NAME_LEN 32
 
 /** A peer of the node's port. */
@@ -221,8 +224,11 @@ struct egw_node_params {
 	 *  the node's to fill */
 	struct egw_xfer_conf xfer;
 	struct egw_policy policy; /**< the receiver's allocation policy */
-	struct egw_node_peer peers[EGW_NODE_MAX_PEERS];
+	struct egw_node_peer peers[EGW_NODE_MAX_STATIC];
 	uint32_t npeers;
+	/** peer slots: the static peers and those added live
+	 *  (egw_node_peer_add); 0: npeers. At most EGW_NODE_MAX_PEERS. */
+	uint32_t max_peers;
 };
 
 struct egw_node;
@@ -266,8 +272,57 @@ void egw_node_window_done(struct egw_node *n, uint64_t cookie, bool ok,
  *  shutdown polls the driver until none is left). */
 uint32_t egw_node_windows_parked(const struct egw_node *n);
 
-/** Peer index of a configured peer name, or -1. */
+/** Peer index (slot) of a live peer's name, or -1. */
 int egw_node_peer_index(const struct egw_node *n, const char *name);
+
+/** A slot's state. */
+enum egw_node_peer_state {
+	EGW_NODE_PEER_FREE = 0,  /**< no peer */
+	EGW_NODE_PEER_ACTIVE,    /**< a peer: rooms may name it */
+	EGW_NODE_PEER_LEAVING,   /**< removed: its rooms are ending; the
+				  *   slot is freed once they are done */
+};
+
+/** What the node tells of one slot. */
+struct egw_node_peer_info {
+	struct egw_node_peer cfg;
+	uint32_t id;             /**< assigned at add, never reused by this
+				  *   node (static peers: 1..npeers) */
+	enum egw_node_peer_state state;
+	bool ready;              /**< egw_node_peer_ready */
+	uint64_t session;        /**< its adopted incarnation (0: none) */
+};
+
+/** Number of peer slots (max_peers). */
+uint32_t egw_node_peer_slots(const struct egw_node *n);
+/** 0 and *out filled, or -ENOENT for a free slot, -EINVAL past the
+ *  slots. */
+int egw_node_peer_get(const struct egw_node *n, uint32_t slot,
+		      struct egw_node_peer_info *out);
+/** The slot of the live peer with id `id`, or -1. */
+int egw_node_peer_slot(const struct egw_node *n, uint32_t id);
+/** Moves with every add, remove and freed slot: a caller that keeps a
+ *  copy of the table knows when to read it again. */
+uint64_t egw_node_peers_gen(const struct egw_node *n);
+
+/**
+ * Add a peer while running. It is registered as a configured one is
+ * (REGISTER until it answers). Returns its slot (>= 0), -EEXIST when a
+ * live peer has its name or address and port, -ENOSPC when every slot
+ * is taken (a leaving peer's slot is free only once its rooms ended),
+ * -EINVAL for an empty name, address 0 or port 0.
+ */
+int egw_node_peer_add(struct egw_node *n, const struct egw_node_peer *p,
+		      uint64_t now);
+/**
+ * Remove a live peer: its rooms end now as the local application's abort
+ * with EGW_E_PEER_REMOVED (the peer hears ABORT, blocks are freed once no
+ * write is in flight), its datagrams are dropped as from an unknown peer,
+ * and once none of its rooms is left the driver lets go of it
+ * (ops.peer_down, silent false) and the slot is free. 0, or -ENOENT when
+ * the slot holds no active peer.
+ */
+int egw_node_peer_remove(struct egw_node *n, uint32_t slot, uint64_t now);
 /** Whether a peer is registered: its incarnation adopted, ours confirmed
  *  by it, its memory reached. Room messages flow only then. */
 bool egw_node_peer_ready(const struct egw_node *n, uint32_t peer);

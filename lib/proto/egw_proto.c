@@ -25,12 +25,24 @@ _Static_assert(EGW_E_UNKNOWN_ROOM - EGW_ERR_BASE == 1 &&
 	       EGW_E_UNKNOWN_PEER - EGW_ERR_BASE == 22 &&
 	       EGW_E_GEOMETRY - EGW_ERR_BASE == 23 &&
 	       EGW_E_UNREACHABLE - EGW_ERR_BASE == 24 &&
-	       EGW_E_NAME - EGW_ERR_BASE == 25 && EGW_E_COUNT == 26,
+	       EGW_E_NAME - EGW_ERR_BASE == 25 && EGW_E_WIRE_COUNT == 26,
 	       "error codes keep their wire values");
 _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 	       "states are wire values");
 _Static_assert(EGW_MSGF_DUMMY == 1 && EGW_MSGF_ACK == 2 && EGW_MSGF_POLL == 4 &&
 	       EGW_MSGF_ADOPTED == 8, "flags are wire values");
+
+/* A code as the wire carries it: a local-only reason (past
+ * EGW_E_WIRE_COUNT) goes out as ABORTED, which every peer reads. */
+static uint16_t
+wire_code(uint16_t error)
+{
+	uint16_t w = egw_err_to_wire((enum egw_err)error);
+
+	if (w != UINT16_MAX && w >= EGW_E_WIRE_COUNT)
+		return egw_err_to_wire(EGW_E_ABORTED);
+	return w;
+}
 
 #define PE_TEXT(n, text) text,
 static const char *const pe_names[EGW_PROTO_ERR_MAX] = {
@@ -236,7 +248,7 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		return -EINVAL;
 	if ((m->type == EGW_MSG_STATUS || m->type == EGW_MSG_ABORT ||
 	     m->type == EGW_MSG_ERROR) &&
-	    egw_err_to_wire((enum egw_err)m->error) == UINT16_MAX)
+	    wire_code(m->error) == UINT16_MAX)
 		return -EINVAL;
 	if ((m->type == EGW_MSG_ABORT || m->type == EGW_MSG_ERROR) &&
 	    m->error == EGW_E_OK)
@@ -261,18 +273,18 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		break;
 	case EGW_MSG_STATUS:
 		p[0] = m->state;
-		put16(p + 2, egw_err_to_wire((enum egw_err)m->error));
+		put16(p + 2, wire_code(m->error));
 		put32(p + 4, m->total_tokens);
 		put32(p + 8, m->landed_tokens);
 		put32(p + 12, m->accepted_tokens);
 		break;
 	case EGW_MSG_ABORT:
-		put16(p, egw_err_to_wire((enum egw_err)m->error));
+		put16(p, wire_code(m->error));
 		put16(p + 2, m->abort_id);
 		break;
 	case EGW_MSG_ERROR:
 		p[0] = m->state; /* the refused request's type */
-		put16(p + 2, egw_err_to_wire((enum egw_err)m->error));
+		put16(p + 2, wire_code(m->error));
 		break;
 	default:
 		break;
@@ -476,7 +488,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		m->accepted_tokens = get32(p + 12);
 		if (p[1] != 0)
 			return EGW_PROTO_ERR_RESERVED;
-		if (m->state > EGW_ST_FAILED || wire_err >= EGW_E_COUNT ||
+		if (m->state > EGW_ST_FAILED || wire_err >= EGW_E_WIRE_COUNT ||
 		    m->total_tokens > EGW_XFER_MAX_TOKENS)
 			return EGW_PROTO_ERR_FIELD;
 		break;
@@ -484,7 +496,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		wire_err = get16(p);
 		m->abort_id = get16(p + 2);
 		/* an ABORT says why: like ERROR's, its code is never 0 */
-		if (wire_err == 0 || wire_err >= EGW_E_COUNT)
+		if (wire_err == 0 || wire_err >= EGW_E_WIRE_COUNT)
 			return EGW_PROTO_ERR_FIELD;
 		break;
 	case EGW_MSG_ERROR:
@@ -493,7 +505,7 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		if (p[1] != 0)
 			return EGW_PROTO_ERR_RESERVED;
 		if (m->state < EGW_MSG_INIT || m->state > EGW_MSG_REGISTER ||
-		    wire_err == 0 || wire_err >= EGW_E_COUNT)
+		    wire_err == 0 || wire_err >= EGW_E_WIRE_COUNT)
 			return EGW_PROTO_ERR_FIELD;
 		break;
 	default:
