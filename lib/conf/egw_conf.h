@@ -25,6 +25,7 @@ extern "C" {
 #define EGW_CONF_MAX_PORTS 8
 #define EGW_CONF_MAX_PEERS 32
 #define EGW_CONF_MAX_NEIGH 32
+#define EGW_CONF_MAX_ROUTES 16
 #define EGW_CONF_MAX_QUEUES 16
 #define EGW_CONF_MAX_ERRORS 64
 /** max_rooms x max_runs_per_room: the receiver's run tables */
@@ -46,6 +47,14 @@ struct egw_conf_peer {
 struct egw_conf_neigh {
 	uint32_t addr;
 	uint8_t mac[6];
+};
+
+/** A route: peers in net/prefix are reached through `via`, a next hop on
+ * the port's own subnet (its MAC is the one ARP asks for). */
+struct egw_conf_route {
+	uint32_t net;           /**< host byte order, host bits zero */
+	uint8_t prefix;         /**< 0..32; 0 is the default route */
+	uint32_t via;           /**< host byte order, on the port's subnet */
 };
 
 struct egw_conf_payload {
@@ -71,6 +80,8 @@ struct egw_conf_port {
 	struct egw_conf_payload payload;
 	struct egw_conf_neigh neigh[EGW_CONF_MAX_NEIGH];
 	uint16_t nneigh;
+	struct egw_conf_route routes[EGW_CONF_MAX_ROUTES];
+	uint16_t nroutes;
 	struct egw_conf_peer peers[EGW_CONF_MAX_PEERS];
 	uint16_t npeers;
 };
@@ -182,6 +193,13 @@ void egw_conf_print_summary(const struct egw_conf *c, FILE *f);
 /** Fill the xfer engine configuration and policy from the file's values. */
 void egw_conf_to_xfer(const struct egw_conf *c, struct egw_xfer_conf *xc,
 		      struct egw_policy *policy);
+
+/**
+ * Where a datagram for `ip` goes on port `p`: `ip` itself when it is on the
+ * port's subnet, else the next hop of the longest route prefix that covers
+ * it, else 0 (unreachable). Host byte order.
+ */
+uint32_t egw_conf_next_hop(const struct egw_conf_port *p, uint32_t ip);
 
 /** "a.b.c.d" of a host-order IPv4 address into buf (>= 16 bytes). */
 const char *egw_conf_ip_str(uint32_t addr, char *buf, size_t len);
