@@ -830,7 +830,8 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const shm_keys[] = { "driver", "path", NULL };
 	static const char *const verbs_keys[] = { "driver", "device", "port",
-						  "gid_index", "window_keys", NULL };
+						  "gid_index", "window_keys",
+						  "hop_limit", NULL };
 	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
 					  true);
 	const config_setting_t *gid;
@@ -870,6 +871,9 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	}
 	p->payload.window_keys = true;
 	get_bool(l, g, "window_keys", &p->payload.window_keys);
+	p->payload.hop_limit = EGW_CONF_HOP_LIMIT;
+	if (get_int(l, g, "hop_limit", 1, 255, false, &v))
+		p->payload.hop_limit = (uint8_t)v;
 }
 
 static void

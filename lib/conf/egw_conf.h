@@ -26,6 +26,8 @@ extern "C" {
 #define EGW_CONF_MAX_PEERS 32
 #define EGW_CONF_MAX_NEIGH 32
 #define EGW_CONF_MAX_ROUTES 16
+/** payload.hop_limit's default: enough routers for any fabric */
+#define EGW_CONF_HOP_LIMIT 64
 #define EGW_CONF_MAX_QUEUES 16
 #define EGW_CONF_MAX_ERRORS 64
 /** max_rooms x max_runs_per_room: the receiver's run tables */
@@ -62,6 +64,8 @@ struct egw_conf_payload {
 	char device[64];        /**< verbs: e.g. mlx5_0, rxe0 */
 	uint8_t port;           /**< verbs: 1-based port number */
 	int gid_index;          /**< verbs: -1 = auto (RoCEv2 GID of address) */
+	uint8_t hop_limit;      /**< verbs: the GRH hop limit (routers on the
+				 *   path each take one) */
 	bool window_keys;       /**< verbs: a memory window per window and kind */
 	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
 };

@@ -177,6 +177,25 @@ test_window_keys(void)
 	       1, "ports[0].payload.window_keys: unknown setting (expected one of: driver, path)");
 }
 
+/* payload.hop_limit: 64 by default for verbs, 1..255, unknown to shm. */
+static void
+test_hop_limit(void)
+{
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\"; };"), 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].payload.hop_limit, 64);
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
+		    "  hop_limit = 8; };"), 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].payload.hop_limit, 8);
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
+		    "  hop_limit = 0; }; #<\n"), 1,
+	       "ports[0].payload.hop_limit: out of range 1..255");
+	expect(edit("driver = \"shm\";", "driver = \"shm\"; hop_limit = 2; #<\n"),
+	       1, "ports[0].payload.hop_limit: unknown setting");
+}
+
 static void
 test_out_of_range(void)
 {
@@ -782,6 +801,7 @@ main(int argc, char **argv)
 		{ "unknown_key", test_unknown_key },
 		{ "wrong_type", test_wrong_type },
 		{ "payload.window_keys", test_window_keys },
+		{ "payload.hop_limit", test_hop_limit },
 		{ "out_of_range", test_out_of_range },
 		{ "duplicates_across_ports", test_duplicates_across_ports },
 		{ "key_file_problems", test_key_file_problems },
