@@ -74,8 +74,7 @@ inject_junk(struct gw_id *id)
 	struct rte_mbuf *m;
 
 	if (k->last_len == 0 ||
-	    (n = gw_id_neigh_for_peer(id, k->last_ip)) == NULL ||
-	    !n->valid)
+	    (n = gw_id_neigh_for_peer(id, k->last_ip)) == NULL || !n->valid)
 		return;
 	for (uint32_t i = 0; i < k->junk_per_tick; i++) {
 		kind = gw_rand_pct(&k->rng) % 5;

@@ -829,9 +829,10 @@ static void
 load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const shm_keys[] = { "driver", "path", NULL };
-	static const char *const verbs_keys[] = { "driver", "device", "port",
-						  "gid_index", "window_keys",
-						  "hop_limit", NULL };
+	static const char *const verbs_keys[] = {
+		"driver",      "device",    "port", "gid_index",
+		"window_keys", "hop_limit", NULL,
+	};
 	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
 					  true);
 	const config_setting_t *gid;
@@ -960,16 +961,21 @@ get_route_prefix(struct ld *l, const config_setting_t *g,
 	    pre > 32 || !parse_ipv4(buf, &r->net)) {
 		if (slash != NULL)
 			*slash = '/';
-		err(l, member(g, "prefix"), NULL, "not an IPv4 prefix "
-		    "(a.b.c.d/len, len 0..32): '%s'", buf);
+		err(l, member(g, "prefix"), NULL,
+		    "not an IPv4 prefix "
+		    "(a.b.c.d/len, len 0..32): '%s'",
+		    buf);
 		return false;
 	}
 	r->prefix = (uint8_t)pre;
 	if ((r->net & ~prefix_mask(r->prefix)) != 0) {
-		err(l, member(g, "prefix"), NULL, "%s/%ld has host bits set "
-		    "(the network is %s/%ld)", buf, pre,
+		err(l, member(g, "prefix"), NULL,
+		    "%s/%ld has host bits set "
+		    "(the network is %s/%ld)",
+		    buf, pre,
 		    egw_conf_ip_str(r->net & prefix_mask(r->prefix), ip,
-				    sizeof(ip)), pre);
+				    sizeof(ip)),
+		    pre);
 		return false;
 	}
 	return true;
@@ -983,17 +989,22 @@ check_route(struct ld *l, const config_setting_t *g,
 	char a[16], b[16];
 
 	if (r->prefix >= p->prefix && in_subnet(r->net, p->addr, p->prefix))
-		err(l, member(g, "prefix"), NULL, "%s/%u lies within the "
+		err(l, member(g, "prefix"), NULL,
+		    "%s/%u lies within the "
 		    "port's own subnet %s/%u, whose addresses are reached "
-		    "directly", egw_conf_ip_str(r->net, a, sizeof(a)),
-		    r->prefix, egw_conf_ip_str(p->addr & prefix_mask(p->prefix),
-					       b, sizeof(b)), p->prefix);
+		    "directly",
+		    egw_conf_ip_str(r->net, a, sizeof(a)), r->prefix,
+		    egw_conf_ip_str(p->addr & prefix_mask(p->prefix), b,
+				    sizeof(b)),
+		    p->prefix);
 	if (!in_subnet(r->via, p->addr, p->prefix))
-		err(l, member(g, "via"), NULL, "%s is not on the port's subnet "
+		err(l, member(g, "via"), NULL,
+		    "%s is not on the port's subnet "
 		    "%s/%u: a next hop is a neighbour on the link",
 		    egw_conf_ip_str(r->via, a, sizeof(a)),
 		    egw_conf_ip_str(p->addr & prefix_mask(p->prefix), b,
-				    sizeof(b)), p->prefix);
+				    sizeof(b)),
+		    p->prefix);
 	else if (r->via == p->addr)
 		err(l, member(g, "via"), NULL, "%s is the port's own address",
 		    egw_conf_ip_str(r->via, a, sizeof(a)));
@@ -1002,9 +1013,11 @@ check_route(struct ld *l, const config_setting_t *g,
 	for (uint16_t k = 0; k < p->nroutes; k++)
 		if (p->routes[k].net == r->net &&
 		    p->routes[k].prefix == r->prefix)
-			err(l, member(g, "prefix"), NULL, "duplicate route "
+			err(l, member(g, "prefix"), NULL,
+			    "duplicate route "
 			    "prefix %s/%u (routes[%u])",
-			    egw_conf_ip_str(r->net, a, sizeof(a)), r->prefix, k);
+			    egw_conf_ip_str(r->net, a, sizeof(a)), r->prefix,
+			    k);
 }
 
 /* Before the peers: they may lie beyond the subnet when a route covers
@@ -1018,10 +1031,11 @@ load_routes(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 					     false);
 
 	for (int i = 0; list && i < config_setting_length(list); i++) {
-		const config_setting_t *g = config_setting_get_elem(list, (unsigned)i);
+		const config_setting_t *g;
 		struct egw_conf_route r;
 		bool ok;
 
+		g = config_setting_get_elem(list, (unsigned)i);
 		if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
 			err(l, g, NULL, "wrong type: expected a group { }");
 			continue;
@@ -1072,11 +1086,13 @@ check_peer_addr(struct ld *l, const config_setting_t *s,
 	if (in_subnet(a, p->addr, p->prefix))
 		usable_addr(l, s, a, p->prefix);
 	else if (egw_conf_next_hop(p, a) == 0)
-		err(l, s, NULL, "%s is not on the port's subnet %s/%u and no "
+		err(l, s, NULL,
+		    "%s is not on the port's subnet %s/%u and no "
 		    "route covers it (routes)",
 		    egw_conf_ip_str(a, ip, sizeof(ip)),
 		    egw_conf_ip_str(p->addr & prefix_mask(p->prefix), net,
-				    sizeof(net)), p->prefix);
+				    sizeof(net)),
+		    p->prefix);
 	else
 		usable_addr(l, s, a, 32);
 }
@@ -1138,9 +1154,10 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const keys[] = { "name", "device", "address",
-		"udp_port", "mtu", "queues", "lcores", "payload", "neighbours",
-		"routes", "peers", NULL };
+	static const char *const keys[] = { "name",	"device",  "address",
+					    "udp_port", "mtu",	   "queues",
+					    "lcores",	"payload", "neighbours",
+					    "routes",	"peers",   NULL };
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;

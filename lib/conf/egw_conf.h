@@ -54,9 +54,12 @@ struct egw_conf_neigh {
 /** A route: peers in net/prefix are reached through `via`, a next hop on
  * the port's own subnet (its MAC is the one ARP asks for). */
 struct egw_conf_route {
-	uint32_t net;           /**< host byte order, host bits zero */
-	uint8_t prefix;         /**< 0..32; 0 is the default route */
-	uint32_t via;           /**< host byte order, on the port's subnet */
+	/** host byte order, host bits zero */
+	uint32_t net;
+	/** 0..32; 0 is the default route */
+	uint8_t prefix;
+	/** host byte order, on the port's subnet */
+	uint32_t via;
 };
 
 struct egw_conf_payload {
@@ -64,8 +67,8 @@ struct egw_conf_payload {
 	char device[64];        /**< verbs: e.g. mlx5_0, rxe0 */
 	uint8_t port;           /**< verbs: 1-based port number */
 	int gid_index;          /**< verbs: -1 = auto (RoCEv2 GID of address) */
-	uint8_t hop_limit;      /**< verbs: the GRH hop limit (routers on the
-				 *   path each take one) */
+	/** verbs: the GRH hop limit (routers on the path each take one) */
+	uint8_t hop_limit;
 	bool window_keys;       /**< verbs: a memory window per window and kind */
 	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
 };

@@ -182,17 +182,20 @@ static void
 test_hop_limit(void)
 {
 	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
-		    "payload = { driver = \"verbs\"; device = \"rxe0\"; };"), 0, "");
+		    "payload = { driver = \"verbs\"; device = \"rxe0\"; };"),
+	       0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].payload.hop_limit, 64);
 	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
 		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
-		    "  hop_limit = 8; };"), 0, "");
+		    "  hop_limit = 8; };"),
+	       0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].payload.hop_limit, 8);
 	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
 		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
-		    "  hop_limit = 0; }; #<\n"), 1,
-	       "ports[0].payload.hop_limit: out of range 1..255");
-	expect(edit("driver = \"shm\";", "driver = \"shm\"; hop_limit = 2; #<\n"),
+		    "  hop_limit = 0; }; #<\n"),
+	       1, "ports[0].payload.hop_limit: out of range 1..255");
+	expect(edit("driver = \"shm\";",
+		    "driver = \"shm\"; hop_limit = 2; #<\n"),
 	       1, "ports[0].payload.hop_limit: unknown setting");
 }
 
@@ -295,7 +298,8 @@ test_missing_and_cross_checks(void)
 	}
 	expect(edit("lcores = [1];", "queues = 2; lcores = [1]; #<\n"), 1,
 	       "ports[0].lcores: 1 lcores for 2 queues");
-	expect(edit("address = \"10.0.0.2\";", "address = \"10.9.0.2\"; #<\n"), 1,
+	expect(edit("address = \"10.0.0.2\";", "address = \"10.9.0.2\"; #<\n"),
+	       1,
 	       "ports[0].peers[0].address: 10.9.0.2 is not on the port's "
 	       "subnet 10.0.0.0/24 and no route covers it");
 	/* per-peer shm pool file: absolute, shm driver only */
@@ -513,12 +517,14 @@ with_routes(const char *routes, const char *peer)
 	bool mark = plen > 0 && peer[plen - 1] == '<';
 	static char out[4096];
 	char to[2048];
-	const char *from = "peers = ( { name = \"e\"; address = \"10.0.0.2\"; } );";
+	const char *from =
+		"peers = ( { name = \"e\"; address = \"10.0.0.2\"; } );";
 	const char *p = strstr(base, from);
 
-	snprintf(to, sizeof(to), "routes = (%s);\n    peers = ( { name = \"e\"; "
-		 "address = \"%.*s\"; } );%s", routes, (int)(plen - mark), peer,
-		 mark ? " #<\n" : "");
+	snprintf(to, sizeof(to),
+		 "routes = (%s);\n    peers = ( { name = \"e\"; "
+		 "address = \"%.*s\"; } );%s",
+		 routes, (int)(plen - mark), peer, mark ? " #<\n" : "");
 	snprintf(out, sizeof(out), "%.*s%s%s", (int)(p - base), base, to,
 		 p + strlen(from));
 	return out;
@@ -534,35 +540,48 @@ test_routes(void)
 {
 	const struct egw_conf_port *p = &conf.ports[0];
 
-	expect(with_routes(" { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; } ",
-			   "10.2.3.4"), 0, "");
+	expect(with_routes(
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; } ",
+		       "10.2.3.4"),
+	       0, "");
 	CU_ASSERT_EQUAL(p->nroutes, 1);
 	CU_ASSERT_EQUAL(p->routes[0].net, IP4(10, 2, 0, 0));
 	CU_ASSERT_EQUAL(p->routes[0].prefix, 16);
 	CU_ASSERT_EQUAL(p->peers[0].addr, IP4(10, 2, 3, 4));
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 3, 4)), IP4(10, 0, 0, 254));
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 0, 0, 7)), IP4(10, 0, 0, 7));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 3, 4)),
+			IP4(10, 0, 0, 254));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 0, 0, 7)),
+			IP4(10, 0, 0, 7));
 	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 3, 0, 1)), 0);
 
-	expect(with_routes(" { prefix = \"10.2.3.0/24\"; via = \"10.0.0.252\"; },"
-			   " { prefix = \"0.0.0.0/0\"; via = \"10.0.0.253\"; },"
-			   " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; },"
-			   " { prefix = \"10.0.0.0/8\"; via = \"10.0.0.251\"; } ",
-			   "192.168.9.9"), 0, "");
+	expect(with_routes(
+		       " { prefix = \"10.2.3.0/24\"; via = \"10.0.0.252\"; },"
+		       " { prefix = \"0.0.0.0/0\"; via = \"10.0.0.253\"; },"
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; },"
+		       " { prefix = \"10.0.0.0/8\"; via = \"10.0.0.251\"; } ",
+		       "192.168.9.9"),
+	       0, "");
 	CU_ASSERT_EQUAL(p->nroutes, 4);
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 3, 4)), IP4(10, 0, 0, 252));
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 4, 4)), IP4(10, 0, 0, 254));
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 9, 0, 1)), IP4(10, 0, 0, 251));
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(192, 168, 9, 9)), IP4(10, 0, 0, 253));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 3, 4)),
+			IP4(10, 0, 0, 252));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 4, 4)),
+			IP4(10, 0, 0, 254));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 9, 0, 1)),
+			IP4(10, 0, 0, 251));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(192, 168, 9, 9)),
+			IP4(10, 0, 0, 253));
 	/* a route that contains the subnet does not take it over */
-	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 0, 0, 2)), IP4(10, 0, 0, 2));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 0, 0, 2)),
+			IP4(10, 0, 0, 2));
 }
 
 /* Each rule of a route, and peers beyond the subnet that none covers. */
 static void
 test_route_errors(void)
 {
-	static const struct { const char *route, *why; } bad[] = {
+	static const struct {
+		const char *route, *why;
+	} bad[] = {
 		{ "prefix = \"10.2.0.0/16\"; via = \"10.1.0.254\";",
 		  "routes[0].via: 10.1.0.254 is not on the port's subnet 10.0.0.0/24" },
 		{ "prefix = \"10.2.0.0/16\"; via = \"10.0.0.1\";",
@@ -583,7 +602,8 @@ test_route_errors(void)
 		  "routes[0].prefix: 10.0.0.0/24 lies within the port's own subnet" },
 		{ "prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; metric = 1;",
 		  "routes[0].metric: unknown setting" },
-		{ "via = \"10.0.0.254\";", "routes[0].prefix: missing (required)" },
+		{ "via = \"10.0.0.254\";",
+		  "routes[0].prefix: missing (required)" },
 	};
 	char r[512];
 
@@ -592,22 +612,29 @@ test_route_errors(void)
 		expect(with_routes(r, "10.0.0.2"), 1, bad[i].why);
 	}
 	/* a route and its duplicate: the second is named */
-	expect(with_routes(" { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; },\n"
-			   " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.253\"; } #<\n",
-			   "10.0.0.2"), 1,
+	expect(with_routes(
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; },\n"
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.253\"; } #<\n",
+		       "10.0.0.2"),
+	       1,
 	       "routes[1].prefix: duplicate route prefix 10.2.0.0/16 (routes[0])");
 	/* a peer beyond the subnet that no route covers */
-	expect(with_routes(" { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; } ",
-			   "10.3.0.2<"), 1,
+	expect(with_routes(
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; } ",
+		       "10.3.0.2<"),
+	       1,
 	       "ports[0].peers[0].address: 10.3.0.2 is not on the port's "
 	       "subnet 10.0.0.0/24 and no route covers it (routes)");
 	/* routed, but no host's address */
-	expect(with_routes(" { prefix = \"0.0.0.0/0\"; via = \"10.0.0.254\"; } ",
-			   "224.1.1.1<"), 1,
+	expect(with_routes(
+		       " { prefix = \"0.0.0.0/0\"; via = \"10.0.0.254\"; } ",
+		       "224.1.1.1<"),
+	       1,
 	       "ports[0].peers[0].address: 224.1.1.1 is a multicast address");
 	/* static neighbours stay on the link */
-	expect(edit("lcores = [1];", "lcores = [1]; neighbours = ( { address = \"10.2.0.9\"; mac = \"02:00:00:00:00:01\"; } ); #<\n"), 1,
-	       "ports[0].neighbours[0].address: not on the port's subnet");
+	expect(edit("lcores = [1];",
+		    "lcores = [1]; neighbours = ( { address = \"10.2.0.9\"; mac = \"02:00:00:00:00:01\"; } ); #<\n"),
+	       1, "ports[0].neighbours[0].address: not on the port's subnet");
 }
 
 /* Two ports on one device name, or receiving into one pool file. */
@@ -806,7 +833,8 @@ main(int argc, char **argv)
 		{ "duplicates_across_ports", test_duplicates_across_ports },
 		{ "key_file_problems", test_key_file_problems },
 		{ "missing_and_cross_checks", test_missing_and_cross_checks },
-		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
+		{ "syntax_error_and_many_errors",
+		  test_syntax_error_and_many_errors },
 		{ "attach_group", test_attach_group },
 		{ "attach_tenants", test_attach_tenants },
 		{ "metrics_group", test_metrics_group },
@@ -816,7 +844,8 @@ main(int argc, char **argv)
 		{ "route_errors", test_route_errors },
 		{ "same_device_or_pool_file", test_same_device_or_pool_file },
 		{ "input_files", test_input_files },
-		{ "include_after_block_comment", test_include_after_block_comment },
+		{ "include_after_block_comment",
+		  test_include_after_block_comment },
 		{ "large_inputs", test_large_inputs },
 		{ NULL, NULL },
 	};

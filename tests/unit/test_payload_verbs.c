@@ -1007,14 +1007,16 @@ main(void)
 		  "key refused; closed after a QP reset by freeing the MWs",
 		  test_window_bounds_and_region_key },
 		{ "window keys: a bind on a QP in error fails cleanly and the "
-		  "QP is rebuilt", test_window_bind_on_a_qp_in_error },
+		  "QP is rebuilt",
+		  test_window_bind_on_a_qp_in_error },
 		{ "window keys: not connected, bad runs, twice",
 		  test_window_errors },
 		{ "window keys: a bind is posted; its keys admit writes once "
 		  "its completion, however late, is reaped",
 		  test_window_bind_is_posted_and_completes_late },
 		{ "window keys: an invalidation is posted; the keys admit "
-		  "writes until it completed", test_window_unbind_is_posted },
+		  "writes until it completed",
+		  test_window_unbind_is_posted },
 		{ "window keys: a pending bind given up on is freed and never "
 		  "reported; a reset fails pending binds",
 		  test_window_pending_given_up_and_reset },

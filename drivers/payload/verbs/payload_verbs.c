@@ -96,7 +96,8 @@ struct egw_payload {
 	uint8_t port;
 	int gid_index;
 	union ibv_gid gid;
-	uint8_t hop_limit;       /* the GRH's: routers on the path take one each */
+	/* the GRH's: routers on the path take one each */
+	uint8_t hop_limit;
 	enum ibv_mtu mtu;
 	uint32_t max_send_wr;
 	uint8_t *mem;

@@ -25,7 +25,8 @@ struct stub_qp {
 	uint32_t sq_used;            /* posted, not yet freed by a completion */
 	uint32_t since_signal;       /* completed unsignalled, slots still held */
 	uint32_t dest_qpn;
-	struct ibv_ah_attr av;       /* the address vector RTR was given */
+	/* the address vector RTR was given */
+	struct ibv_ah_attr av;
 };
 
 struct ibv_stub ibv_stub;
