@@ -178,7 +178,9 @@ netns_add() {
 # no IPv6): a gateway's net_af_packet end
 netns_link() {
 	ip link set "$2" netns "$1" || return 1
-	ip netns exec "$1" sh -c "echo 1 >/proc/sys/net/ipv6/conf/$2/disable_ipv6" || return 1
+	# (where the kernel has IPv6 at all)
+	ip netns exec "$1" sh -c "f=/proc/sys/net/ipv6/conf/$2/disable_ipv6; [ ! -w \$f ] || echo 1 >\$f" ||
+		return 1
 	if [ -n "${3:-}" ]; then
 		ip -n "$1" link set "$2" arp on up &&
 			ip -n "$1" addr add "$3" dev "$2"
