@@ -92,7 +92,7 @@ parse_peers(struct shim_cfg *c, const char *list)
 	c->npeers = 0;
 	for (char *p = strtok_r(buf, ",", &save); p != NULL;
 	     p = strtok_r(NULL, ",", &save)) {
-		if (c->npeers == EGW_ATTACH_MAX_PEERS ||
+		if (c->npeers == SHIM_MAX_PEERS ||
 		    strlen(p) >= EGW_ATTACH_NAME_LEN)
 			usage_exit("--peers lists at most 16 names of at most "
 				   "31 characters", list);
@@ -237,7 +237,9 @@ server_create(struct shim *sh)
 		.max_clients = c->max_clients,
 		.max_rooms = c->max_clients * c->slots,
 		.max_total_tokens = c->max_total,
-		.npeers = c->npeers,
+		.max_peers = SHIM_MAX_PEERS,
+		/* a room waits this long for a peer named but not listed */
+		.peer_wait_ns = 2000u * 1000000u,
 		.encode = c->encode, .language = c->language,
 		.alloc_ns = (uint64_t)c->alloc_ms * 1000000u,
 		.max_waiting = 8,
@@ -250,7 +252,30 @@ server_create(struct shim *sh)
 		.ctx = sh,
 	};
 
-	return egw_engines_create(&cc, &sh->srv);
+	int rc = egw_engines_create(&cc, &sh->srv);
+
+	if (rc != 0)
+		return rc;
+	for (uint32_t i = 0; i < c->npeers; i++) {
+		struct egw_engines_peer *p = &sh->peers[sh->npeers++];
+
+		p->id = ++sh->next_peer_id;
+		p->slot = i;
+		p->ready = true;
+		snprintf(p->name, sizeof(p->name), "%s", c->peers[i]);
+	}
+	shim_peers_changed(sh);
+	return 0;
+}
+
+void
+shim_peers_changed(struct shim *sh)
+{
+	int rc = egw_engines_peers_set(sh->srv, sh->peers, sh->npeers,
+				       sh->now);
+
+	if (rc != 0)
+		printf("peers: refused by lib/engines (%d)\n", rc);
 }
 
 /* ---- the socket ---------------------------------------------------------------- */
@@ -365,11 +390,12 @@ make_area(struct shim *sh, struct shim_conn *k,
 	uint32_t sq = h->sq_entries ? h->sq_entries : DEFAULT_RING;
 	uint32_t cq = h->cq_entries ? h->cq_entries : DEFAULT_RING;
 	uint32_t slots = h->nslots ? h->nslots : sh->cfg.slots;
+	int rc;
 
 	if (slots > sh->cfg.slots)
 		slots = sh->cfg.slots;
 	k->area_bytes = egw_attach_area_bytes(sq, cq, slots,
-					      sh->cfg.max_runs);
+					      sh->cfg.max_runs, SHIM_MAX_PEERS);
 	if (k->area_bytes == 0)
 		return -EINVAL;
 	*area_fd = memfd_create("egw-shim-area", MFD_CLOEXEC);
@@ -381,7 +407,11 @@ make_area(struct shim *sh, struct shim_conn *k,
 		k->area = NULL;
 		return -errno;
 	}
-	return egw_attach_area_init(k->area, sq, cq, slots, sh->cfg.max_runs);
+	rc = egw_attach_area_init(k->area, sq, cq, slots, sh->cfg.max_runs,
+				  SHIM_MAX_PEERS);
+	if (rc == 0 && (h->flags & EGW_HELLO_F_PEERS) != 0)
+		((struct egw_attach_area *)k->area)->events |= EGW_AREA_EV_PEERS;
+	return rc;
 }
 
 static void
@@ -413,11 +443,10 @@ fill_welcome(const struct shim *sh, const struct shim_conn *k,
 	w->area_bytes = k->area_bytes;
 	w->max_total_tokens = c->max_total;
 	w->lease_ms = c->lease_ms;
-	w->npeers = c->npeers;
+	w->max_peers = SHIM_MAX_PEERS;
 	w->cache_entries = c->language ? c->cache_entries : 0;
 	w->cache_tokens = c->capacity / 2;
 	w->client_id = k->client;
-	memcpy(w->peers, c->peers, sizeof(w->peers));
 }
 
 static void

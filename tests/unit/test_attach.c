@@ -27,13 +27,13 @@ static void
 area_make(struct area_buf *b, uint32_t sq, uint32_t cq, uint32_t nslots,
 	  uint32_t max_runs)
 {
-	b->bytes = egw_attach_area_bytes(sq, cq, nslots, max_runs);
+	b->bytes = egw_attach_area_bytes(sq, cq, nslots, max_runs, 4);
 	CU_ASSERT_FATAL(b->bytes > 0);
 	b->mem = aligned_alloc(4096, (b->bytes + 4095) & ~(size_t)4095);
 	CU_ASSERT_FATAL(b->mem != NULL);
 	memset(b->mem, 0, b->bytes);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(b->mem, sq, cq, nslots,
-						   max_runs), 0);
+						   max_runs, 4), 0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&b->m, b->mem, b->bytes), 0);
 }
 
@@ -49,7 +49,7 @@ test_layout_is_the_documented_one(void)
 	CU_ASSERT_EQUAL(egw_attach_slot_bytes(32), 320);
 	area_make(&b, 256, 512, 64, 32);
 	a = b.mem;
-	CU_ASSERT_EQUAL(b.bytes, 4096 + (256 + 512) * 64 + 64 * 320);
+	CU_ASSERT_EQUAL(b.bytes, 4096 + (256 + 512) * 64 + 64 * 320 + 4 * 48);
 	CU_ASSERT_EQUAL(a->magic, EGW_ATTACH_MAGIC);
 	CU_ASSERT_EQUAL(memcmp(&a->magic, "EGWC", 4), 0);
 	CU_ASSERT_EQUAL(a->sq.offset, 4096);
@@ -60,6 +60,11 @@ test_layout_is_the_documented_one(void)
 	CU_ASSERT_PTR_EQUAL(egw_attach_slot_at(&b.m, 63),
 			    (uint8_t *)a + a->slots_offset + 63 * 320);
 	CU_ASSERT_PTR_NULL(egw_attach_slot_at(&b.m, 64));
+	/* the peer table follows the slots; its control words at 2048 */
+	CU_ASSERT_EQUAL(a->peers_offset, 4096 + 768 * 64 + 64 * 320);
+	CU_ASSERT_EQUAL(a->max_peers, 4);
+	CU_ASSERT_PTR_EQUAL(b.m.peers, (uint8_t *)a + a->peers_offset);
+	CU_ASSERT_PTR_EQUAL(egw_attach_peers_of(a), (uint8_t *)a + 2048);
 	free(b.mem);
 }
 
@@ -69,13 +74,14 @@ test_bad_counts_and_headers_refused(void)
 	struct area_buf b;
 	struct egw_attach_area *a, save;
 
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(0, 8, 1, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 12, 1, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 0, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(131072, 8, 1, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 4097), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_init(NULL, 8, 8, 1, 1), -EINVAL);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(0, 8, 1, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 12, 1, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 0, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 0, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(131072, 8, 1, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 4097, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 1, 4097), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_init(NULL, 8, 8, 1, 1, 0), -EINVAL);
 
 	area_make(&b, 8, 8, 4, 4);
 	a = b.mem;
@@ -263,7 +269,7 @@ test_two_threads_keep_order_and_content(void)
 }
 
 static const struct egw_attach_limits both = {
-	.nslots = 16, .max_total_tokens = 1u << 20, .npeers = 2,
+	.nslots = 16, .max_total_tokens = 1u << 20,
 	.encode = true, .language = true,
 };
 
@@ -284,7 +290,7 @@ op(uint8_t o)
 	case EGW_OP_RECV_OPEN:
 		c.nranks = 2;
 		c.rank = 1;
-		c.peer = 1;
+		c.peer_id = 2;
 		break;
 	}
 	c.slot = 15;
@@ -306,7 +312,10 @@ test_command_fields_checked(void)
 
 	enc.language = false;
 	lang.encode = false;
-	for (uint8_t o = 0; o < EGW_OP_MAX; o++) {
+	/* a completion's op, never a command's */
+	c = op(EGW_OP_PEERS);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EOPNOTSUPP);
+	for (uint8_t o = 0; o <= EGW_OP_LOOKUP; o++) {
 		c = op(o);
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
 		/* a content key: RECV_OPEN's and LOOKUP's field only */
@@ -397,11 +406,19 @@ test_command_fields_checked(void)
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 	c.nranks = 9;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	/* the peer by id or by name, never both nor neither */
 	c = op(EGW_OP_RECV_OPEN);
-	c.peer = 2;
-	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
+	c.peer_id = 0;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c.flags = EGW_CMDF_PEER_NAME;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
+	c.peer_id = 7;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 	c = op(EGW_OP_RECV_OPEN);
-	c.total_tokens = 5;
+	c.reserved0 = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_RECV_OPEN);
+	c.mrope_delta = 5;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 
 	c = op(EGW_OP_RECV_OPEN);
@@ -418,7 +435,7 @@ test_command_fields_checked(void)
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
 	}
 	/* slot-naming ops carry nothing else */
-	for (uint8_t o = EGW_OP_SEND_COMMIT; o < EGW_OP_MAX; o++) {
+	for (uint8_t o = EGW_OP_SEND_COMMIT; o <= EGW_OP_LOOKUP; o++) {
 		if (o == EGW_OP_RECV_OPEN)
 			continue;
 		c = op(o);
@@ -481,9 +498,16 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
 			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 3"));
+	/* an attach version 2 client hears why, in words */
+	h.version = 2;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
+			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 2"));
 	h = hello();
-	h.flags = 2;
+	h.flags = EGW_HELLO_F_WAKEUP | EGW_HELLO_F_PEERS;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
+	h.flags = 4;
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
 	h = hello();
 	h.reserved[39] = 1;

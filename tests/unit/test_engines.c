@@ -17,6 +17,7 @@
 struct fake {
 	int enospc_left;           /* send_open: -ENOSPC this many times */
 	int commit_rc, recv_open_rc;
+	uint32_t last_peer_slot;   /* recv_open: the node slot it was given */
 	uint32_t runs_per_open;    /* send_open answers this many runs */
 	uint32_t next_block;
 	uint64_t blocks_out;       /* given by send_open, not yet freed */
@@ -125,12 +126,13 @@ f_send_abort(void *ctx, uint64_t room, bool committed,
 
 static int
 f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
-	    uint16_t peer, bool aux_only)
+	    uint32_t peer, bool aux_only)
 {
 	struct fake *f = ctx;
 
-	(void)rank; (void)nranks; (void)peer; (void)aux_only;
+	(void)rank; (void)nranks; (void)aux_only;
 	f->recv_opens++;
+	f->last_peer_slot = peer;
 	f->last_room = room;
 	if (f->recv_open_rc == 0 && !f_table_take(f, room))
 		return -EGW_E_NO_SLOT;
@@ -248,6 +250,11 @@ struct world {
 	uint64_t now;
 };
 
+static const struct egw_engines_peer w_two_peers[] = {
+	{ .id = 1, .slot = 0, .name = "enc-0", .ready = true },
+	{ .id = 2, .slot = 1, .name = "enc-1", .ready = true },
+};
+
 static uint32_t w_max_waiting; /* the next w_init's max_waiting */
 /* the next w_init's content cache: entries, blocks kept unheld */
 static uint32_t w_cache_entries, w_cache_blocks;
@@ -264,7 +271,8 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 		.max_clients = 4,
 		.max_rooms = max_rooms,
 		.max_total_tokens = 1u << 20,
-		.npeers = 2,
+		.max_peers = 8,
+		.peer_wait_ns = 50 * MS,
 		.encode = true,
 		.language = true,
 		.alloc_ns = 100 * MS,
@@ -285,14 +293,18 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 	c.ctx = &w->f;
 	CU_ASSERT_EQUAL_FATAL(egw_engines_create(&c, &w->srv), 0);
 	w->f.srv = w->srv;
-	w->bytes = egw_attach_area_bytes(16, cq_entries, 8, 4);
+	w->bytes = egw_attach_area_bytes(16, cq_entries, 8, 4, 8);
 	w->area = calloc(1, w->bytes);
 	CU_ASSERT_FATAL(w->area != NULL);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(w->area, 16, cq_entries, 8,
-						   4), 0);
+						   4, 8), 0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&w->m, w->area, w->bytes), 0);
 	w->cid = egw_engines_add(w->srv, w->area, w->bytes, 0);
 	CU_ASSERT_EQUAL_FATAL(w->cid, 0);
+	/* two static peers, as a configuration names them: ids 1 and 2 in
+	 * the node's slots 0 and 1 */
+	CU_ASSERT_EQUAL_FATAL(egw_engines_peers_set(w->srv, w_two_peers, 2, 0),
+			      0);
 }
 
 static void
@@ -354,7 +366,7 @@ recv_open(uint64_t room, uint32_t slot, uint16_t rank)
 	c.room = room;
 	c.rank = rank;
 	c.nranks = 2;
-	c.peer = 1;
+	c.peer_id = 2;
 	c.slot = slot;
 	return c;
 }
@@ -792,7 +804,7 @@ test_broken_ring_or_silent_client_is_lost(void)
 	struct world w;
 	struct egw_engines_conf c = {
 		.max_clients = 2, .max_rooms = 8, .max_total_tokens = 1000,
-		.npeers = 1, .encode = true, .language = true,
+		.encode = true, .language = true,
 		.alloc_ns = MS, .lease_ns = 50 * MS, .budget = 8,
 		.ops = &fake_ops,
 	};
@@ -824,9 +836,9 @@ test_broken_ring_or_silent_client_is_lost(void)
 	c.ctx = &w.f;
 	w.f.runs_per_open = 1;
 	CU_ASSERT_EQUAL_FATAL(egw_engines_create(&c, &w.srv), 0);
-	w.bytes = egw_attach_area_bytes(8, 8, 2, 2);
+	w.bytes = egw_attach_area_bytes(8, 8, 2, 2, 0);
 	w.area = calloc(1, w.bytes);
-	CU_ASSERT_EQUAL(egw_attach_area_init(w.area, 8, 8, 2, 2), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_init(w.area, 8, 8, 2, 2, 0), 0);
 	CU_ASSERT_EQUAL(egw_attach_map_init(&w.m, w.area, w.bytes), 0);
 	CU_ASSERT_EQUAL(egw_engines_add(w.srv, w.area, w.bytes, 0), 0);
 	a = w.area;
