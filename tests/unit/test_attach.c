@@ -606,6 +606,78 @@ test_peer_supplementary_group_allowed(void)
 	}
 }
 
+/* A command and its name entry: both or nothing, one tail store. */
+static void
+test_two_entries_published_together(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd two[2], out;
+	struct egw_attach_cmd_name n;
+	uint32_t tail;
+
+	area_make(&b, 4, 4, 1, 1);
+	memset(two, 0, sizeof(two));
+	two[0].op = EGW_OP_RECV_OPEN;
+	snprintf((char *)&two[1], EGW_ATTACH_NAME_LEN, "enc-3");
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &two[0]), 0);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &two[0]), 0);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &two[0]), 0);
+	tail = b.m.sq.ctl->tail;
+	CU_ASSERT_EQUAL(egw_attach_ring_putn(&b.m.sq, two, 2), -ENOBUFS);
+	CU_ASSERT_EQUAL(b.m.sq.ctl->tail, tail);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 1);
+	/* across the ring's end */
+	CU_ASSERT_EQUAL(egw_attach_ring_putn(&b.m.sq, two, 2), 0);
+	CU_ASSERT_EQUAL(b.m.sq.ctl->tail, tail + 2);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 1);
+	CU_ASSERT_EQUAL(out.op, EGW_OP_RECV_OPEN);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &n), 1);
+	CU_ASSERT_STRING_EQUAL(n.name, "enc-3");
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), 0);
+	n.reserved[0] = 1;
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL);
+	memset(&n, 0, sizeof(n));
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL); /* empty */
+	snprintf(n.name, sizeof(n.name), "a");
+	n.name[5] = 'x'; /* bytes after the NUL */
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL);
+	memset(n.name, 'a', sizeof(n.name)); /* no NUL */
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL);
+	free(b.mem);
+}
+
+/* The peer table: what the gateway writes is what a client reads, a
+ * count beyond the table is impossible, a write in progress says so. */
+static void
+test_peer_table_written_and_read(void)
+{
+	struct area_buf b;
+	struct egw_attach_peer_rec in[5], out[4];
+	uint64_t gen = 0;
+
+	area_make(&b, 4, 4, 1, 1); /* 4 records */
+	memset(in, 0, sizeof(in));
+	for (uint32_t i = 0; i < 5; i++) {
+		in[i].id = 10 + i;
+		snprintf(in[i].name, sizeof(in[i].name), "p%u", i);
+	}
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 4, &gen), 0);
+	CU_ASSERT_EQUAL(gen, 0);
+	CU_ASSERT_EQUAL(egw_attach_peers_write(&b.m, in, 5, 1), -E2BIG);
+	CU_ASSERT_EQUAL(egw_attach_peers_write(&b.m, in, 3, 7), 0);
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 2, &gen), 3);
+	CU_ASSERT_EQUAL(gen, 7);
+	CU_ASSERT(out[0].id == 10 && out[1].id == 11);
+	CU_ASSERT_STRING_EQUAL(out[1].name, "p1");
+	CU_ASSERT_EQUAL(egw_attach_peers_of(b.mem)->seq % 2, 0);
+	egw_attach_peers_of(b.mem)->count = 5;
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 4, &gen), -EBADMSG);
+	egw_attach_peers_of(b.mem)->seq |= 1;
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 4, &gen), -EAGAIN);
+	free(b.mem);
+}
+
 int
 main(void)
 {
@@ -621,6 +693,8 @@ main(void)
 		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
 		{ "attempt_room_ids_are_the_documented_ones", test_attempt_room_ids_are_the_documented_ones },
 		{ "peer_supplementary_group_allowed", test_peer_supplementary_group_allowed },
+		{ "two_entries_published_together", test_two_entries_published_together },
+		{ "peer_table_written_and_read", test_peer_table_written_and_read },
 		{ NULL, NULL },
 	};
 
