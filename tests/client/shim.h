@@ -51,6 +51,7 @@ struct shim_cfg {
 	uint32_t max_runs, run_blocks, lease_ms, step_ms, max_total;
 	uint32_t max_clients, slots, cache_entries, speak_version;
 	uint32_t alloc_ms;
+	uint32_t peer_wait_ms;    /* a RECV_OPEN waits this long for a name */
 	bool mrope, pool_rdonly;
 	int64_t allow_uid;        /* -1: only our own uid (as the gateway) */
 	uint16_t npeers;          /* --peers: ids 1..npeers */

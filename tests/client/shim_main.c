@@ -8,7 +8,8 @@
  *   [--dtype bf16|fp16|fp32|fp8|int8] [--hidden N] [--block-tokens N]
  *   [--capacity TOKENS] [--max-runs N] [--run-blocks N] [--lease-ms N]
  *   [--step-ms N] [--max-total N] [--max-clients N] [--slots N]
- *   [--mrope 0|1] [--peers a,b,...] [--speak-version N] [--allow-uid UID]
+ *   [--mrope 0|1] [--peers a,b,...] [--peer-wait-ms MS]
+ *   [--speak-version N] [--allow-uid UID]
  *   [--cache-entries N] [--alloc-ms N] [--pool-rdonly]
  */
 #include <errno.h>
@@ -124,6 +125,7 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		{ "allow-uid", 1, NULL, 'U' }, { "slots", 1, NULL, 'S' },
 		{ "cache-entries", 1, NULL, 'K' }, { "alloc-ms", 1, NULL, 'A' },
 		{ "pool-rdonly", 0, NULL, 'o' },
+		{ "peer-wait-ms", 1, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char num_s[16];
@@ -135,6 +137,7 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		.block_tokens = 128, .capacity = 128 * 1024, .max_runs = 16,
 		.step_ms = 1, .max_clients = 8, .slots = 64, .mrope = true,
 		.speak_version = EGW_ATTACH_VERSION, .alloc_ms = 1000,
+		.peer_wait_ms = 2000,
 		.allow_uid = -1,
 	};
 	parse_peers(c, "enc0");
@@ -166,6 +169,7 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		case 'K': c->cache_entries = num(opt, optarg); break;
 		case 'A': c->alloc_ms = num(opt, optarg); break;
 		case 'o': c->pool_rdonly = true; break;
+		case 'W': c->peer_wait_ms = num(opt, optarg); break;
 		default: usage_exit("options are those listed in shim_main.c",
 				    argv[optind - 1]);
 		}
@@ -239,7 +243,7 @@ server_create(struct shim *sh)
 		.max_total_tokens = c->max_total,
 		.max_peers = SHIM_MAX_PEERS,
 		/* a room waits this long for a peer named but not listed */
-		.peer_wait_ns = 2000u * 1000000u,
+		.peer_wait_ns = (uint64_t)c->peer_wait_ms * 1000000u,
 		.encode = c->encode, .language = c->language,
 		.alloc_ns = (uint64_t)c->alloc_ms * 1000000u,
 		.max_waiting = 8,

@@ -79,6 +79,9 @@ aux_stats(void)
 	F(egw_client_stats, cache_hits); F(egw_client_stats, cache_misses);
 	F(egw_client_stats, cache_shared);
 	F(egw_client_stats, cache_evictions);
+	S(egw_client_peer);
+	F(egw_client_peer, id); F(egw_client_peer, flags);
+	F(egw_client_peer, name);
 }
 
 int
