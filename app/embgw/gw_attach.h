@@ -45,7 +45,7 @@ struct gw_attach_port {
 	 * `now` the loop's timers use next, and a room's progress stamp in
 	 * the future reads as an expired deadline) */
 	uint64_t now;
-	uint64_t peers_at;       /* the peer list last given to clients */
+	uint64_t peers_at;	 /* the peer list last given to clients */
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */
 };

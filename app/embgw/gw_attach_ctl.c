@@ -379,7 +379,8 @@ make_area(struct conn *k, const struct egw_attach_hello *h)
 	k->area_bytes = bytes;
 	rc = egw_attach_area_init(k->area, sq, cq, slots, max_runs, max_peers);
 	if (rc == 0 && (h->flags & EGW_HELLO_F_PEERS) != 0)
-		((struct egw_attach_area *)k->area)->events |= EGW_AREA_EV_PEERS;
+		((struct egw_attach_area *)k->area)
+			->events |= EGW_AREA_EV_PEERS;
 	return rc;
 }
 

@@ -31,8 +31,8 @@ counts_ok(uint32_t sq, uint32_t cq, uint32_t nslots, uint32_t max_runs,
 }
 
 size_t
-egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries,
-		      uint32_t nslots, uint32_t max_runs, uint32_t max_peers)
+egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries, uint32_t nslots,
+		      uint32_t max_runs, uint32_t max_peers)
 {
 	if (!counts_ok(sq_entries, cq_entries, nslots, max_runs, max_peers))
 		return 0;
@@ -176,9 +176,10 @@ egw_attach_ring_putn(const struct egw_attach_rview *r, const void *entries,
 		return -ENOBUFS;
 	for (uint32_t i = 0; i < n; i++)
 		memcpy(r->entries + (size_t)((tail + i) & (r->nentries - 1)) *
-		       EGW_ATTACH_ENTRY_BYTES,
-		       (const uint8_t *)entries + (size_t)i *
-		       EGW_ATTACH_ENTRY_BYTES, EGW_ATTACH_ENTRY_BYTES);
+					    EGW_ATTACH_ENTRY_BYTES,
+		       (const uint8_t *)entries +
+			       (size_t)i * EGW_ATTACH_ENTRY_BYTES,
+		       EGW_ATTACH_ENTRY_BYTES);
 	/* the command and its name become visible together */
 	__atomic_store_n(&r->ctl->tail, tail + n, __ATOMIC_RELEASE);
 	return 0;
@@ -234,8 +235,8 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		/* a content key names what a language port keeps: the
 		 * encode side has no use for one */
 		if (c->room == 0 || c->flags != 0 || c->rank != 0 ||
-		    c->reserved0 != 0 || c->nranks == 0 || c->nranks > MAX_NRANKS ||
-		    c->total_tokens == 0 || keyed)
+		    c->reserved0 != 0 || c->nranks == 0 ||
+		    c->nranks > MAX_NRANKS || c->total_tokens == 0 || keyed)
 			return -EINVAL;
 		if (c->total_tokens > l->max_total_tokens)
 			return -EFBIG;
@@ -249,7 +250,8 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 			return -EOPNOTSUPP;
 		if (c->room == 0 ||
 		    (c->flags & ~(EGW_CMDF_AUX_ONLY | EGW_CMDF_PEER_NAME)) !=
-		    0 || c->nranks == 0 || c->nranks > MAX_NRANKS ||
+			    0 ||
+		    c->nranks == 0 || c->nranks > MAX_NRANKS ||
 		    c->rank >= c->nranks || c->reserved0 != 0 ||
 		    c->mrope_delta != 0 || c->cookie != 0)
 			return -EINVAL;
@@ -272,10 +274,12 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 			return -EOPNOTSUPP;
 		/* the key and the tag, nothing else */
 		return keyed && c->room == 0 && c->flags == 0 &&
-		       c->total_tokens == 0 && c->rank == 0 && c->nranks == 0 &&
-		       c->reserved0 == 0 && c->slot == 0 &&
-		       c->mrope_delta == 0 &&
-		       c->cookie == 0 && c->attempt == 0 ? 0 : -EINVAL;
+				       c->total_tokens == 0 && c->rank == 0 &&
+				       c->nranks == 0 && c->reserved0 == 0 &&
+				       c->slot == 0 && c->mrope_delta == 0 &&
+				       c->cookie == 0 && c->attempt == 0 ?
+			       0 :
+			       -EINVAL;
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -304,7 +308,9 @@ int
 egw_attach_name_check(const struct egw_attach_cmd_name *n)
 {
 	return terminated(n->name, sizeof(n->name), true) &&
-	       zero(n->reserved, sizeof(n->reserved)) ? 0 : -EINVAL;
+			       zero(n->reserved, sizeof(n->reserved)) ?
+		       0 :
+		       -EINVAL;
 }
 
 int
@@ -378,8 +384,8 @@ egw_attach_hello_check(const void *msg, size_t len, char *why, size_t why_len)
 			 EGW_ATTACH_VERSION);
 		return -EPROTONOSUPPORT;
 	}
-	if ((h.flags & ~(EGW_HELLO_F_WAKEUP | EGW_HELLO_F_PEERS)) != 0 || h.reserved0 != 0 ||
-	    !zero(h.reserved, sizeof(h.reserved))) {
+	if ((h.flags & ~(EGW_HELLO_F_WAKEUP | EGW_HELLO_F_PEERS)) != 0 ||
+	    h.reserved0 != 0 || !zero(h.reserved, sizeof(h.reserved))) {
 		snprintf(why, why_len, "unknown flags or non-zero reserved "
 			 "bytes");
 		return -EINVAL;

@@ -45,7 +45,7 @@ extern "C" {
 #define EGW_ATTACH_ENTRY_BYTES 64u      /**< every command and completion */
 #define EGW_ATTACH_HEADER_BYTES 4096u   /**< the area's first page */
 #define EGW_ATTACH_MAX_ENTRIES 65536u   /**< per ring */
-#define EGW_ATTACH_NAME_LEN_ 32u        /**< names, NUL included */
+#define EGW_ATTACH_NAME_LEN_ 32u	/**< names, NUL included */
 
 /**
  * One ring's control words. head and tail sit on cache lines of their own
@@ -108,10 +108,10 @@ struct egw_attach_area {
 	uint32_t max_runs;         /**< runs a slot can list */
 	uint64_t client_beat;      /**< the client's lease: it adds 1 at least
 				     * once per lease period while alive */
-	uint32_t peers_offset;     /**< of the peer table's record 0 */
-	uint32_t max_peers;        /**< records the peer table holds */
-	uint32_t events;           /**< EGW_AREA_EV_*: what the gateway posts
-				     * besides the answers to commands */
+	uint32_t peers_offset;	   /**< of the peer table's record 0 */
+	uint32_t max_peers;	   /**< records the peer table holds */
+	uint32_t events;	   /**< EGW_AREA_EV_*: what the gateway posts
+				    * besides the answers to commands */
 	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 52];
 	struct egw_attach_ring sq; /**< commands, client -> gateway */
 	struct egw_attach_ring cq; /**< completions, gateway -> client */
@@ -160,22 +160,23 @@ enum egw_attach_lost {
 #define EGW_ATTACH_MAX_PEER_RECS 4096u
 
 struct egw_attach_peers {
-	uint32_t seq;              /**< odd while being written */
-	uint32_t count;            /**< valid records, 0..area.max_peers */
-	uint64_t gen;              /**< 0 until the gateway wrote a list */
+	uint32_t seq;	/**< odd while being written */
+	uint32_t count; /**< valid records, 0..area.max_peers */
+	uint64_t gen;	/**< 0 until the gateway wrote a list */
 };
 
 /** egw_attach_peer_rec.flags */
-#define EGW_PEER_F_READY 0x1u   /**< registered both ways: rooms move now */
-#define EGW_PEER_F_LEAVING 0x2u /**< removed: its rooms are ending; a room
-				  *   cannot name it any more */
+/** registered both ways: rooms move now */
+#define EGW_PEER_F_READY 0x1u
+/** removed: its rooms are ending; a room cannot name it any more */
+#define EGW_PEER_F_LEAVING 0x2u
 
 /** One live peer in the table: 48 bytes. */
 struct egw_attach_peer_rec {
-	uint32_t id;               /**< the gateway's id: never reused, != 0 */
-	uint32_t flags;            /**< EGW_PEER_F_* */
+	uint32_t id;	/**< the gateway's id: never reused, != 0 */
+	uint32_t flags; /**< EGW_PEER_F_* */
 	char name[EGW_ATTACH_NAME_LEN_]; /**< NUL-terminated */
-	uint64_t reserved;         /**< zero */
+	uint64_t reserved;		 /**< zero */
 };
 
 /** The peer table's control words of a mapped area. */
@@ -196,14 +197,14 @@ egw_attach_trust_of(struct egw_attach_area *a)
 
 /** Commands (egw_attach_cmd.op). */
 enum egw_attach_op {
-	EGW_OP_NOP = 0,       /**< completes at once (ring and liveness check) */
-	EGW_OP_SEND_OPEN,     /**< encode: source blocks for `total_tokens` */
-	EGW_OP_SEND_COMMIT,   /**< encode: data written, serve the room */
-	EGW_OP_RECV_OPEN,     /**< language: receive a room as one rank */
-	EGW_OP_RELEASE,       /**< language: done reading, free the blocks */
-	EGW_OP_ABORT,         /**< either side: end the room, the peer hears */
-	EGW_OP_LOOKUP,        /**< language: does the port hold a content key? */
-	EGW_OP_PEERS,         /**< completions only: the peer table changed */
+	EGW_OP_NOP = 0,	    /**< completes at once (ring and liveness check) */
+	EGW_OP_SEND_OPEN,   /**< encode: source blocks for `total_tokens` */
+	EGW_OP_SEND_COMMIT, /**< encode: data written, serve the room */
+	EGW_OP_RECV_OPEN,   /**< language: receive a room as one rank */
+	EGW_OP_RELEASE,	    /**< language: done reading, free the blocks */
+	EGW_OP_ABORT,	    /**< either side: end the room, the peer hears */
+	EGW_OP_LOOKUP,	    /**< language: does the port hold a content key? */
+	EGW_OP_PEERS,	    /**< completions only: the peer table changed */
 	EGW_OP_MAX
 };
 
@@ -223,15 +224,15 @@ struct egw_attach_cmd {
 	uint8_t flags;             /**< EGW_CMDF_* */
 	uint16_t rank;             /**< RECV_OPEN: this rank, < nranks */
 	uint16_t nranks;           /**< SEND_OPEN, RECV_OPEN: 1..8 */
-	uint16_t reserved0;        /**< zero */
+	uint16_t reserved0;	   /**< zero */
 	uint64_t tag;              /**< the client's; echoed in completions */
 	uint64_t room;             /**< the engine's request id, non-zero */
 	union {
 		uint32_t total_tokens; /**< SEND_OPEN: 1..the welcome's
-					 *   max_total_tokens */
-		uint32_t peer_id;  /**< RECV_OPEN: the encode peer's id (the
-				     *   peer table's), or 0 with
-				     *   EGW_CMDF_PEER_NAME */
+					*   max_total_tokens */
+		uint32_t peer_id;      /**< RECV_OPEN: the encode peer's id (the
+					*   peer table's), or 0 with
+					*   EGW_CMDF_PEER_NAME */
 	};
 	uint32_t slot;             /**< the room's slot: for an OPEN, a free
 				     * one the client picks */
@@ -528,7 +529,7 @@ struct egw_attach_welcome {
 	uint64_t area_bytes;       /**< map this much of the area's fd */
 	uint32_t max_total_tokens; /**< largest SEND_OPEN */
 	uint32_t lease_ms;         /**< client_beat must move this often */
-	uint32_t max_peers;        /**< records the area's peer table holds */
+	uint32_t max_peers;	   /**< records the area's peer table holds */
 	uint32_t client_id;        /**< the gateway's number for this client */
 	uint8_t reserved1[1024];   /**< zero (272..1295) */
 	uint32_t cache_entries;    /**< content entries the port keeps (0:
@@ -619,20 +620,21 @@ EGW_ATTACH_ASSERT(sizeof(struct egw_attach_ring) ==
 		  EGW_ATTACH_AT(egw_attach_ring, flags, 136) &&
 		  EGW_ATTACH_AT(egw_attach_ring, overflow, 140),
 		  "ring control: head and tail on cache lines of their own");
-EGW_ATTACH_ASSERT(EGW_ATTACH_AT(egw_attach_area, version, 4) &&
-		  EGW_ATTACH_AT(egw_attach_area, area_bytes, 8) &&
-		  EGW_ATTACH_AT(egw_attach_area, slots_offset, 16) &&
-		  EGW_ATTACH_AT(egw_attach_area, max_runs, 28) &&
-		  EGW_ATTACH_AT(egw_attach_area, client_beat, 32) &&
-		  EGW_ATTACH_AT(egw_attach_area, peers_offset, 40) &&
-		  EGW_ATTACH_AT(egw_attach_area, max_peers, 44) &&
-		  EGW_ATTACH_AT(egw_attach_area, events, 48) &&
-		  EGW_ATTACH_AT(egw_attach_area, sq, EGW_ATTACH_CACHE_LINE) &&
-		  EGW_ATTACH_AT(egw_attach_area, cq, 4 * EGW_ATTACH_CACHE_LINE) &&
-		  EGW_ATTACH_AT(egw_attach_area, stats,
-				EGW_ATTACH_STATS_OFFSET) &&
-		  sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
-		  "area header as in doc/client.md, within its page");
+EGW_ATTACH_ASSERT(
+	EGW_ATTACH_AT(egw_attach_area, version, 4) &&
+		EGW_ATTACH_AT(egw_attach_area, area_bytes, 8) &&
+		EGW_ATTACH_AT(egw_attach_area, slots_offset, 16) &&
+		EGW_ATTACH_AT(egw_attach_area, max_runs, 28) &&
+		EGW_ATTACH_AT(egw_attach_area, client_beat, 32) &&
+		EGW_ATTACH_AT(egw_attach_area, peers_offset, 40) &&
+		EGW_ATTACH_AT(egw_attach_area, max_peers, 44) &&
+		EGW_ATTACH_AT(egw_attach_area, events, 48) &&
+		EGW_ATTACH_AT(egw_attach_area, sq, EGW_ATTACH_CACHE_LINE) &&
+		EGW_ATTACH_AT(egw_attach_area, cq, 4 * EGW_ATTACH_CACHE_LINE) &&
+		EGW_ATTACH_AT(egw_attach_area, stats,
+			      EGW_ATTACH_STATS_OFFSET) &&
+		sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
+	"area header as in doc/client.md, within its page");
 EGW_ATTACH_ASSERT(EGW_ATTACH_AT(egw_attach_stats, updated_ns, 8) &&
 		  EGW_ATTACH_AT(egw_attach_stats, cache_entries, 32) &&
 		  EGW_ATTACH_AT(egw_attach_stats, cache_hits, 48) &&
@@ -644,29 +646,30 @@ EGW_ATTACH_ASSERT(sizeof(struct egw_attach_trust) == 16 &&
 		  EGW_ATTACH_TRUST_OFFSET + sizeof(struct egw_attach_trust) <=
 		  2048, "the trust word lies in the header's bytes 1024..2047");
 EGW_ATTACH_ASSERT(sizeof(struct egw_attach_peers) == 16 &&
-		  EGW_ATTACH_AT(egw_attach_peers, gen, 8) &&
-		  EGW_ATTACH_PEERS_OFFSET >= EGW_ATTACH_TRUST_OFFSET + 1024 &&
-		  sizeof(struct egw_attach_peer_rec) == 48 &&
-		  EGW_ATTACH_AT(egw_attach_peer_rec, flags, 4) &&
-		  EGW_ATTACH_AT(egw_attach_peer_rec, name, 8) &&
-		  EGW_ATTACH_AT(egw_attach_peer_rec, reserved, 40),
+			  EGW_ATTACH_AT(egw_attach_peers, gen, 8) &&
+			  EGW_ATTACH_PEERS_OFFSET >=
+				  EGW_ATTACH_TRUST_OFFSET + 1024 &&
+			  sizeof(struct egw_attach_peer_rec) == 48 &&
+			  EGW_ATTACH_AT(egw_attach_peer_rec, flags, 4) &&
+			  EGW_ATTACH_AT(egw_attach_peer_rec, name, 8) &&
+			  EGW_ATTACH_AT(egw_attach_peer_rec, reserved, 40),
 		  "peer table as in doc/client.md, at the header's byte 2048");
-EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cmd_name) ==
-		  EGW_ATTACH_ENTRY_BYTES, "a name entry is one ring entry");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cmd_name) == EGW_ATTACH_ENTRY_BYTES,
+		  "a name entry is one ring entry");
 EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cmd) == EGW_ATTACH_ENTRY_BYTES &&
-		  EGW_ATTACH_AT(egw_attach_cmd, flags, 1) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, rank, 2) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, nranks, 4) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, reserved0, 6) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, peer_id, 24) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, tag, 8) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, room, 16) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, total_tokens, 24) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, slot, 28) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, mrope_delta, 32) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, attempt, 36) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, cookie, 40) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, content, 48),
+			  EGW_ATTACH_AT(egw_attach_cmd, flags, 1) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, rank, 2) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, nranks, 4) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, reserved0, 6) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, peer_id, 24) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, tag, 8) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, room, 16) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, total_tokens, 24) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, slot, 28) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, mrope_delta, 32) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, attempt, 36) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, cookie, 40) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, content, 48),
 		  "command: 64 bytes as in doc/client.md");
 EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cqe) == EGW_ATTACH_ENTRY_BYTES &&
 		  EGW_ATTACH_AT(egw_attach_cqe, room, 8) &&
@@ -695,19 +698,20 @@ EGW_ATTACH_ASSERT(sizeof(struct egw_attach_hello) == 128 &&
 		  EGW_ATTACH_AT(egw_attach_hello, sq_entries, 72) &&
 		  EGW_ATTACH_AT(egw_attach_hello, reserved0, 84),
 		  "hello: 128 bytes as in doc/client.md");
-EGW_ATTACH_ASSERT(sizeof(struct egw_attach_welcome) == 1536 &&
-		  EGW_ATTACH_AT(egw_attach_welcome, status, 8) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, message, 16) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, capacity_tokens, 144) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, pool_bytes, 176) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, area_bytes, 248) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, max_peers, 264) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, reserved1, 272) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, cache_entries, 1296) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, held_warn_ms, 1304) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, reserved, 1308) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360),
-		  "welcome: 1536 bytes as in doc/client.md");
+EGW_ATTACH_ASSERT(
+	sizeof(struct egw_attach_welcome) == 1536 &&
+		EGW_ATTACH_AT(egw_attach_welcome, status, 8) &&
+		EGW_ATTACH_AT(egw_attach_welcome, message, 16) &&
+		EGW_ATTACH_AT(egw_attach_welcome, capacity_tokens, 144) &&
+		EGW_ATTACH_AT(egw_attach_welcome, pool_bytes, 176) &&
+		EGW_ATTACH_AT(egw_attach_welcome, area_bytes, 248) &&
+		EGW_ATTACH_AT(egw_attach_welcome, max_peers, 264) &&
+		EGW_ATTACH_AT(egw_attach_welcome, reserved1, 272) &&
+		EGW_ATTACH_AT(egw_attach_welcome, cache_entries, 1296) &&
+		EGW_ATTACH_AT(egw_attach_welcome, held_warn_ms, 1304) &&
+		EGW_ATTACH_AT(egw_attach_welcome, reserved, 1308) &&
+		EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360),
+	"welcome: 1536 bytes as in doc/client.md");
 
 #ifdef __cplusplus
 }

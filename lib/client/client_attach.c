@@ -240,12 +240,10 @@ check_geometry(const struct egw_attach_welcome *w, int nfds)
 		return -EPROTO;
 	}
 	if (w->block_tokens == 0 || tokens < w->block_tokens ||
-	    w->hidden_size == 0 ||
-	    dtype_bytes(w->dtype) == 0 ||
+	    w->hidden_size == 0 || dtype_bytes(w->dtype) == 0 ||
 	    dtype_bytes(w->dtype) != w->dtype_bytes ||
-	    w->aux_bytes < sizeof(struct egw_client_aux) ||
-	    w->max_runs == 0 || w->max_peers > EGW_ATTACH_MAX_PEER_RECS ||
-	    w->mrope > 1) {
+	    w->aux_bytes < sizeof(struct egw_client_aux) || w->max_runs == 0 ||
+	    w->max_peers > EGW_ATTACH_MAX_PEER_RECS || w->mrope > 1) {
 		client_error("welcome's pool geometry is impossible "
 			     "(block_tokens %u, capacity %u, dtype %u/%u, "
 			     "aux %u, max_runs %u, max_peers %u)",
@@ -496,8 +494,6 @@ egw_client_geometry(const struct egw_client *c)
 {
 	return &c->g;
 }
-
-
 
 void *
 egw_client_region(const struct egw_client *c, enum egw_client_kind kind,

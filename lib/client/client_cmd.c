@@ -135,8 +135,12 @@ recv_open(struct egw_client *c, uint64_t room, uint32_t id, const char *peer,
 	  const uint8_t *content, uint64_t tag)
 {
 	struct egw_attach_cmd cmd = {
-		.op = EGW_OP_RECV_OPEN, .rank = rank, .nranks = nranks,
-		.tag = tag, .room = room, .attempt = attempt,
+		.op = EGW_OP_RECV_OPEN,
+		.rank = rank,
+		.nranks = nranks,
+		.tag = tag,
+		.room = room,
+		.attempt = attempt,
 	};
 	struct egw_attach_cmd_name name;
 
@@ -152,7 +156,8 @@ recv_open(struct egw_client *c, uint64_t room, uint32_t id, const char *peer,
 		return open_room(c, &cmd, NULL);
 	if (peer[0] == '\0' || strlen(peer) >= sizeof(name.name)) {
 		client_error("recv_open: a peer's name is 1 to %zu characters, "
-			     "not '%s'", sizeof(name.name) - 1, peer);
+			     "not '%s'",
+			     sizeof(name.name) - 1, peer);
 		return -EINVAL;
 	}
 	memset(&name, 0, sizeof(name));

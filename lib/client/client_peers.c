@@ -30,16 +30,18 @@ read_table(struct egw_client *c, struct egw_attach_peer_rec *recs,
 	}
 	if (n < 0) {
 		client_error("the gateway's peer list is impossible (count "
-			     "over %u)", c->map.max_peers);
+			     "over %u)",
+			     c->map.max_peers);
 		return n;
 	}
 	for (int i = 0; i < n; i++) {
 		if (recs[i].id == 0 ||
 		    strnlen(recs[i].name, sizeof(recs[i].name)) ==
-		    sizeof(recs[i].name)) {
+			    sizeof(recs[i].name)) {
 			client_error("the gateway's peer record %d is "
 				     "impossible (id 0 or a name without its "
-				     "NUL)", i);
+				     "NUL)",
+				     i);
 			return -EBADMSG;
 		}
 	}
@@ -48,8 +50,7 @@ read_table(struct egw_client *c, struct egw_attach_peer_rec *recs,
 
 /* The records, in a buffer of the area's size (freed by the caller). */
 static int
-snapshot(struct egw_client *c, struct egw_attach_peer_rec **out,
-	 uint64_t *gen)
+snapshot(struct egw_client *c, struct egw_attach_peer_rec **out, uint64_t *gen)
 {
 	struct egw_attach_peer_rec *recs = NULL;
 	int rc;
@@ -82,8 +83,8 @@ egw_client_peers(struct egw_client *c, struct egw_client_peer *out,
 		return n;
 	for (uint32_t i = 0; out != NULL && i < (uint32_t)n && i < max; i++) {
 		out[i].id = recs[i].id;
-		out[i].flags = recs[i].flags &
-			       (EGW_CLIENT_PEER_READY | EGW_CLIENT_PEER_LEAVING);
+		out[i].flags = recs[i].flags & (EGW_CLIENT_PEER_READY |
+						EGW_CLIENT_PEER_LEAVING);
 		memcpy(out[i].name, recs[i].name, sizeof(out[i].name));
 	}
 	free(recs);

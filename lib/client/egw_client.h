@@ -32,8 +32,8 @@ struct egw_client;
 /** egw_client_opts.flags */
 #define EGW_CLIENT_F_WAKEUP 0x1u       /**< ask for the wake-up eventfd */
 #define EGW_CLIENT_F_LEASE_THREAD 0x2u /**< bump the lease from a thread */
-#define EGW_CLIENT_F_PEER_EVENTS 0x4u  /**< an event EGW_CLIENT_PEERS each
-					 *   time the peer list changes */
+/** an event EGW_CLIENT_PEERS each time the peer list changes */
+#define EGW_CLIENT_F_PEER_EVENTS 0x4u
 
 /**
  * The library's ABI version (doc/client.md, "ABI"): the soname is
@@ -110,7 +110,7 @@ struct egw_client_geometry {
 	uint32_t max_runs;
 	uint32_t max_total_tokens;
 	uint32_t lease_ms;         /**< 0: no lease */
-	uint32_t max_peers;        /**< peers the port lists at most */
+	uint32_t max_peers;	   /**< peers the port lists at most */
 	uint32_t nslots;
 	uint32_t sq_entries;
 	uint32_t cq_entries;
@@ -137,8 +137,8 @@ enum egw_client_op {
 	EGW_CLIENT_RECV_OPEN = 3,
 	EGW_CLIENT_RELEASE = 4,
 	EGW_CLIENT_ABORT = 5,
-	EGW_CLIENT_LOOKUP = 6,      /**< result: enum egw_client_lookup */
-	EGW_CLIENT_PEERS = 7,       /**< the peer list changed: room is its
+	EGW_CLIENT_LOOKUP = 6,	    /**< result: enum egw_client_lookup */
+	EGW_CLIENT_PEERS = 7,	    /**< the peer list changed: room is its
 				     *   new generation, total_tokens the
 				     *   number of peers (no command) */
 	EGW_CLIENT_RECOVERED = 255, /**< made from the slot after an overflow */
@@ -221,8 +221,8 @@ egw_client_geometry(const struct egw_client *c);
 
 /** A live peer of the port (doc/client.md, "Peers"). */
 struct egw_client_peer {
-	uint32_t id;               /**< the gateway's: never reused, != 0 */
-	uint32_t flags;            /**< EGW_CLIENT_PEER_* */
+	uint32_t id;	/**< the gateway's: never reused, != 0 */
+	uint32_t flags; /**< EGW_CLIENT_PEER_* */
 	char name[32];
 };
 
@@ -301,10 +301,10 @@ int egw_client_send_open_ex(struct egw_client *c, uint64_t room,
  * EGW_CLIENT_EV_CACHED); else it transfers as usual and its data is kept
  * for the key (doc/client.md, "Content keys").
  */
-int egw_client_recv_open_ex(struct egw_client *c, uint64_t room,
-			    uint32_t peer, uint16_t rank, uint16_t nranks,
-			    uint32_t flags, uint32_t attempt,
-			    const uint8_t *content, uint64_t tag);
+int egw_client_recv_open_ex(struct egw_client *c, uint64_t room, uint32_t peer,
+			    uint16_t rank, uint16_t nranks, uint32_t flags,
+			    uint32_t attempt, const uint8_t *content,
+			    uint64_t tag);
 
 /**
  * egw_client_recv_open_ex() naming the peer by name (1 to 31 characters):
@@ -312,10 +312,9 @@ int egw_client_recv_open_ex(struct egw_client *c, uint64_t room,
  * (the room shows Bootstrapping), then the room fails UNKNOWN_PEER.
  */
 int egw_client_recv_open_named(struct egw_client *c, uint64_t room,
-			       const char *peer, uint16_t rank,
-			       uint16_t nranks, uint32_t flags,
-			       uint32_t attempt, const uint8_t *content,
-			       uint64_t tag);
+			       const char *peer, uint16_t rank, uint16_t nranks,
+			       uint32_t flags, uint32_t attempt,
+			       const uint8_t *content, uint64_t tag);
 
 /** What a LOOKUP's event says in `result`. */
 enum egw_client_lookup {

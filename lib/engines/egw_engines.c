@@ -36,14 +36,14 @@ struct slot_state {
 	uint32_t entry;            /* content entry, NO_ENTRY: none */
 	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
-	uint64_t deadline;         /* PH_WAIT_MEM: the allocation deadline;
+	uint64_t deadline;	   /* PH_WAIT_MEM: the allocation deadline;
 				    * PH_WAIT_PEER: the bootstrap deadline */
 	uint64_t since;		   /* PH_WAIT_SLOT: waiting since */
 	uint64_t cookie;
 	int32_t mrope_delta;
 	uint32_t total, nruns;
 	uint16_t rank, nranks;
-	uint32_t peer_id;          /* recv: 0 while waiting for peer_name */
+	uint32_t peer_id; /* recv: 0 while waiting for peer_name */
 	char peer_name[EGW_ATTACH_NAME_LEN]; /* recv: as the command said */
 	bool aux_only;
 	uint8_t side, phase, state, op;
@@ -52,7 +52,7 @@ struct slot_state {
 
 struct client {
 	bool used, lost, wake;
-	uint32_t events;           /* EGW_AREA_EV_*, from the area at add */
+	uint32_t events;	   /* EGW_AREA_EV_*, from the area at add */
 	const char *broken;        /* why the client is to be given up */
 	struct egw_attach_map m;
 	struct slot_state *slots;
@@ -122,13 +122,13 @@ struct egw_engines {
 	uint32_t tab_mask, nrooms;
 	struct egw_engines_stats removed; /* counters of removed clients */
 	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
-	struct egw_engines_peer *peers; /* max_peers, ascending ids */
+	struct egw_engines_peer *peers;	  /* max_peers, ascending ids */
 	struct egw_attach_peer_rec *recs; /* the same, as clients see it */
 	uint32_t npeers;
-	uint32_t top_id;           /* the highest id ever listed */
+	uint32_t top_id; /* the highest id ever listed */
 	uint64_t peers_gen;
-	uint32_t nwait_peer;       /* slots in PH_WAIT_PEER */
-	uint64_t peer_due;         /* their earliest deadline */
+	uint32_t nwait_peer; /* slots in PH_WAIT_PEER */
+	uint64_t peer_due;   /* their earliest deadline */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -989,8 +989,9 @@ try_recv(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	struct slot_state *p = &cl->slots[slot];
 	const struct egw_engines_peer *peer = peer_by_id(s, p->peer_id);
 	int rc = peer == NULL ? -EGW_E_PEER_REMOVED :
-		 s->c.ops->recv_open(s->c.ctx, p->wire, p->rank, p->nranks,
-				     peer->slot, p->aux_only);
+				s->c.ops->recv_open(s->c.ctx, p->wire, p->rank,
+						    p->nranks, peer->slot,
+						    p->aux_only);
 
 	if (rc == -EGW_E_NO_SLOT && slot_wait(s, cid, slot, now))
 		return;
@@ -1024,8 +1025,8 @@ behind_waiting(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
  * to the node now; false when it waits or has failed.
  */
 static bool
-resolve_peer(struct egw_engines *s, uint32_t cid, uint32_t slot,
-	     uint32_t id, const char *name, uint64_t now)
+resolve_peer(struct egw_engines *s, uint32_t cid, uint32_t slot, uint32_t id,
+	     const char *name, uint64_t now)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 	const struct egw_engines_peer *peer;
@@ -1251,7 +1252,8 @@ command(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	}
 }
 
-/* ---- the port's peers ------------------------------------------------------ */
+/* ---- the port's peers ------------------------------------------------------
+ */
 
 /* The table as one client sees it, and the client told when it asked. */
 static void
@@ -1266,7 +1268,8 @@ peers_publish(struct egw_engines *s, uint32_t cid)
 	 * out) shows the lowest ids */
 	(void)egw_attach_peers_write(&cl->m, s->recs, n, s->peers_gen);
 	if (cl->events & EGW_AREA_EV_PEERS)
-		post(s, cid, 0, s->peers_gen, 0, EGW_OP_PEERS, 0, 0, 0, n, 0, 0);
+		post(s, cid, 0, s->peers_gen, 0, EGW_OP_PEERS, 0, 0, 0, n, 0,
+		     0);
 }
 
 /* A room waiting for a peer by name: opened when the name is listed, or
@@ -1295,8 +1298,7 @@ peer_wait_settle(struct egw_engines *s, uint32_t cid, uint32_t slot,
 	snprintf(text, sizeof(text),
 		 "room %" PRIu64 " rank %u: no peer named '%s' after %" PRIu64
 		 " ms (bootstrap_ms): the room fails unknown_peer",
-		 p->room, p->rank, p->peer_name,
-		 s->c.peer_wait_ns / 1000000);
+		 p->room, p->rank, p->peer_name, s->c.peer_wait_ns / 1000000);
 	note(s, cid, text);
 	unindex(s, p->wire, rank_side(p->rank, p->side));
 	entry_leave(s, cid, slot, -EGW_E_UNKNOWN_PEER);
@@ -1357,7 +1359,8 @@ peers_same(const struct egw_engines *s, const struct egw_engines_peer *p,
 	if (n != s->npeers)
 		return false;
 	for (uint32_t i = 0; i < n; i++)
-		if (p[i].id != s->peers[i].id || p[i].slot != s->peers[i].slot ||
+		if (p[i].id != s->peers[i].id ||
+		    p[i].slot != s->peers[i].slot ||
 		    p[i].ready != s->peers[i].ready ||
 		    p[i].leaving != s->peers[i].leaving ||
 		    strcmp(p[i].name, s->peers[i].name) != 0)
@@ -1383,8 +1386,9 @@ egw_engines_peers_set(struct egw_engines *s,
 	for (uint32_t i = 0; i < n; i++) {
 		size_t len = strnlen(sorted[i].name, sizeof(sorted[i].name));
 
-		if (sorted[i].id == 0 || (i > 0 && sorted[i].id == sorted[i - 1].id) ||
-		    len == 0 || len == sizeof(sorted[i].name)) {
+		if (sorted[i].id == 0 ||
+		    (i > 0 && sorted[i].id == sorted[i - 1].id) || len == 0 ||
+		    len == sizeof(sorted[i].name)) {
 			free(sorted);
 			return -EINVAL;
 		}
@@ -1402,7 +1406,8 @@ egw_engines_peers_set(struct egw_engines *s,
 	for (uint32_t i = 0; i < n; i++) {
 		s->recs[i].id = s->peers[i].id;
 		s->recs[i].flags = (s->peers[i].ready ? EGW_PEER_F_READY : 0) |
-				   (s->peers[i].leaving ? EGW_PEER_F_LEAVING : 0);
+				   (s->peers[i].leaving ? EGW_PEER_F_LEAVING :
+							  0);
 		memcpy(s->recs[i].name, s->peers[i].name,
 		       sizeof(s->recs[i].name));
 		if (s->peers[i].id > s->top_id)

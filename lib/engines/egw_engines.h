@@ -110,11 +110,11 @@ struct egw_engines_conf {
 	uint32_t max_clients;      /**< attached at once */
 	uint32_t max_rooms;        /**< rooms of all clients together */
 	uint32_t max_total_tokens; /**< largest SEND_OPEN */
-	uint32_t max_peers;        /**< peers listed at once (the node's
+	uint32_t max_peers;	   /**< peers listed at once (the node's
 				    *   peer slots), up to
 				    *   EGW_ATTACH_MAX_PEER_RECS; clients'
 				    *   areas hold this many records */
-	uint64_t peer_wait_ns;     /**< a RECV_OPEN that names a peer not
+	uint64_t peer_wait_ns;	   /**< a RECV_OPEN that names a peer not
 				    *   known yet waits this long for it
 				    *   (the port's bootstrap deadline), then
 				    *   fails -EGW_E_UNKNOWN_PEER */
@@ -245,15 +245,16 @@ int egw_engines_room_delivered(struct egw_engines *s,
 int egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 			  uint64_t room, uint16_t rank, int err);
 
-/* ---- the port's peers ------------------------------------------------------ */
+/* ---- the port's peers ------------------------------------------------------
+ */
 
 /** A live peer as the gateway's worker knows it. */
 struct egw_engines_peer {
-	uint32_t id;               /**< never reused, != 0 */
-	uint32_t slot;             /**< the node's slot (ops.recv_open) */
+	uint32_t id;   /**< never reused, != 0 */
+	uint32_t slot; /**< the node's slot (ops.recv_open) */
 	char name[EGW_ATTACH_NAME_LEN];
-	bool ready;                /**< registered both ways */
-	bool leaving;              /**< removed, its rooms ending */
+	bool ready;   /**< registered both ways */
+	bool leaving; /**< removed, its rooms ending */
 };
 
 /**

@@ -38,8 +38,8 @@ static void op_send_abort(void *c, uint64_t r, bool d,
 {
 	(void)c; (void)r; (void)d; (void)runs; (void)n;
 }
-static int op_recv_open(void *c, uint64_t r, uint16_t k, uint16_t n,
-			uint32_t p, bool a)
+static int
+op_recv_open(void *c, uint64_t r, uint16_t k, uint16_t n, uint32_t p, bool a)
 {
 	(void)c; (void)r; (void)k; (void)n; (void)p; (void)a;
 	return 0;
@@ -139,9 +139,15 @@ main(int argc, char **argv)
 	uint32_t rounds = argc > 1 ? (uint32_t)atoi(argv[1]) : 5;
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
 	struct egw_engines_conf cc = {
-		.max_clients = 1, .max_rooms = 64, .max_total_tokens = 1u << 20,
-		.max_peers = 1, .encode = true, .language = true,
-		.alloc_ns = 1000000000ull, .lease_ns = 0, .budget = BATCH,
+		.max_clients = 1,
+		.max_rooms = 64,
+		.max_total_tokens = 1u << 20,
+		.max_peers = 1,
+		.encode = true,
+		.language = true,
+		.alloc_ns = 1000000000ull,
+		.lease_ns = 0,
+		.budget = BATCH,
 		.ops = &ops,
 	};
 	double best[3] = { 1e18, 1e18, 1e18 };

@@ -39,7 +39,7 @@
 #define SHIM_MAX_CLIENTS 64u
 #define SHIM_MAX_EMB_BYTES 65536u /* a token's embedding, at most */
 #define SHIM_TOTAL(room) ((uint32_t)((room) & 0xffffffu))
-#define SHIM_MAX_PEERS 16u     /* live at once */
+#define SHIM_MAX_PEERS 16u /* live at once */
 #define SHIM_FAIL (1ull << 62)
 #define SHIM_STALL (1ull << 61)
 
@@ -51,10 +51,10 @@ struct shim_cfg {
 	uint32_t max_runs, run_blocks, lease_ms, step_ms, max_total;
 	uint32_t max_clients, slots, cache_entries, speak_version;
 	uint32_t alloc_ms;
-	uint32_t peer_wait_ms;    /* a RECV_OPEN waits this long for a name */
+	uint32_t peer_wait_ms; /* a RECV_OPEN waits this long for a name */
 	bool mrope, pool_rdonly;
 	int64_t allow_uid;        /* -1: only our own uid (as the gateway) */
-	uint16_t npeers;          /* --peers: ids 1..npeers */
+	uint16_t npeers;	  /* --peers: ids 1..npeers */
 	char peers[SHIM_MAX_PEERS][EGW_ATTACH_NAME_LEN];
 };
 

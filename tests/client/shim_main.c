@@ -114,16 +114,26 @@ static void
 parse(struct shim_cfg *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "socket", 1, NULL, 's' }, { "port", 1, NULL, 'p' },
-		{ "mode", 1, NULL, 'm' }, { "dtype", 1, NULL, 'd' },
-		{ "hidden", 1, NULL, 'h' }, { "block-tokens", 1, NULL, 'b' },
-		{ "capacity", 1, NULL, 'c' }, { "max-runs", 1, NULL, 'r' },
-		{ "run-blocks", 1, NULL, 'R' }, { "lease-ms", 1, NULL, 'l' },
-		{ "step-ms", 1, NULL, 't' }, { "max-total", 1, NULL, 'T' },
-		{ "max-clients", 1, NULL, 'C' }, { "mrope", 1, NULL, 'M' },
-		{ "peers", 1, NULL, 'P' }, { "speak-version", 1, NULL, 'V' },
-		{ "allow-uid", 1, NULL, 'U' }, { "slots", 1, NULL, 'S' },
-		{ "cache-entries", 1, NULL, 'K' }, { "alloc-ms", 1, NULL, 'A' },
+		{ "socket", 1, NULL, 's' },
+		{ "port", 1, NULL, 'p' },
+		{ "mode", 1, NULL, 'm' },
+		{ "dtype", 1, NULL, 'd' },
+		{ "hidden", 1, NULL, 'h' },
+		{ "block-tokens", 1, NULL, 'b' },
+		{ "capacity", 1, NULL, 'c' },
+		{ "max-runs", 1, NULL, 'r' },
+		{ "run-blocks", 1, NULL, 'R' },
+		{ "lease-ms", 1, NULL, 'l' },
+		{ "step-ms", 1, NULL, 't' },
+		{ "max-total", 1, NULL, 'T' },
+		{ "max-clients", 1, NULL, 'C' },
+		{ "mrope", 1, NULL, 'M' },
+		{ "peers", 1, NULL, 'P' },
+		{ "speak-version", 1, NULL, 'V' },
+		{ "allow-uid", 1, NULL, 'U' },
+		{ "slots", 1, NULL, 'S' },
+		{ "cache-entries", 1, NULL, 'K' },
+		{ "alloc-ms", 1, NULL, 'A' },
 		{ "pool-rdonly", 0, NULL, 'o' },
 		{ "peer-wait-ms", 1, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
@@ -132,11 +142,20 @@ parse(struct shim_cfg *c, int argc, char **argv)
 	int o;
 
 	*c = (struct shim_cfg){
-		.port = "lang0", .language = true,
-		.dtype = EGW_DTYPE_BF16, .dtype_bytes = 2, .hidden = 64,
-		.block_tokens = 128, .capacity = 128 * 1024, .max_runs = 16,
-		.step_ms = 1, .max_clients = 8, .slots = 64, .mrope = true,
-		.speak_version = EGW_ATTACH_VERSION, .alloc_ms = 1000,
+		.port = "lang0",
+		.language = true,
+		.dtype = EGW_DTYPE_BF16,
+		.dtype_bytes = 2,
+		.hidden = 64,
+		.block_tokens = 128,
+		.capacity = 128 * 1024,
+		.max_runs = 16,
+		.step_ms = 1,
+		.max_clients = 8,
+		.slots = 64,
+		.mrope = true,
+		.speak_version = EGW_ATTACH_VERSION,
+		.alloc_ms = 1000,
 		.peer_wait_ms = 2000,
 		.allow_uid = -1,
 	};
@@ -169,7 +188,9 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		case 'K': c->cache_entries = num(opt, optarg); break;
 		case 'A': c->alloc_ms = num(opt, optarg); break;
 		case 'o': c->pool_rdonly = true; break;
-		case 'W': c->peer_wait_ms = num(opt, optarg); break;
+		case 'W':
+			c->peer_wait_ms = num(opt, optarg);
+			break;
 		default: usage_exit("options are those listed in shim_main.c",
 				    argv[optind - 1]);
 		}
@@ -244,7 +265,8 @@ server_create(struct shim *sh)
 		.max_peers = SHIM_MAX_PEERS,
 		/* a room waits this long for a peer named but not listed */
 		.peer_wait_ns = (uint64_t)c->peer_wait_ms * 1000000u,
-		.encode = c->encode, .language = c->language,
+		.encode = c->encode,
+		.language = c->language,
 		.alloc_ns = (uint64_t)c->alloc_ms * 1000000u,
 		.max_waiting = 8,
 		.lease_ns = (uint64_t)c->lease_ms * 1000000u,
@@ -275,8 +297,7 @@ server_create(struct shim *sh)
 void
 shim_peers_changed(struct shim *sh)
 {
-	int rc = egw_engines_peers_set(sh->srv, sh->peers, sh->npeers,
-				       sh->now);
+	int rc = egw_engines_peers_set(sh->srv, sh->peers, sh->npeers, sh->now);
 
 	if (rc != 0)
 		printf("peers: refused by lib/engines (%d)\n", rc);
@@ -398,8 +419,8 @@ make_area(struct shim *sh, struct shim_conn *k,
 
 	if (slots > sh->cfg.slots)
 		slots = sh->cfg.slots;
-	k->area_bytes = egw_attach_area_bytes(sq, cq, slots,
-					      sh->cfg.max_runs, SHIM_MAX_PEERS);
+	k->area_bytes = egw_attach_area_bytes(sq, cq, slots, sh->cfg.max_runs,
+					      SHIM_MAX_PEERS);
 	if (k->area_bytes == 0)
 		return -EINVAL;
 	*area_fd = memfd_create("egw-shim-area", MFD_CLOEXEC);
@@ -414,7 +435,8 @@ make_area(struct shim *sh, struct shim_conn *k,
 	rc = egw_attach_area_init(k->area, sq, cq, slots, sh->cfg.max_runs,
 				  SHIM_MAX_PEERS);
 	if (rc == 0 && (h->flags & EGW_HELLO_F_PEERS) != 0)
-		((struct egw_attach_area *)k->area)->events |= EGW_AREA_EV_PEERS;
+		((struct egw_attach_area *)k->area)
+			->events |= EGW_AREA_EV_PEERS;
 	return rc;
 }
 

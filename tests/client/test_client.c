@@ -395,8 +395,8 @@ test_overflow_recovery(void)
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	CU_ASSERT_FATAL(egw_client_attach(f.path, "lang0", &o, &c) == 0);
 	for (int i = 0; i < 6; i++) {
-		s[i] = egw_client_recv_open(c, (uint64_t)(i + 1) << 24 | 200,
-					    1, 0, 1, 0, (uint64_t)i);
+		s[i] = egw_client_recv_open(c, (uint64_t)(i + 1) << 24 | 200, 1,
+					    0, 1, 0, (uint64_t)i);
 		CU_ASSERT_FATAL(s[i] >= 0);
 	}
 	/* nobody polls while the rooms run: the ring overflows */
@@ -453,8 +453,8 @@ test_overflow_unseen_failures(void)
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	CU_ASSERT_FATAL(egw_client_attach(f.path, "lang0", &o, &c) == 0);
 	for (int i = 0; i < 4; i++) {
-		s[i] = egw_client_recv_open(c, SHIM_FAIL | (uint64_t)(i + 1),
-					    1, 0, 1, 0, 1);
+		s[i] = egw_client_recv_open(c, SHIM_FAIL | (uint64_t)(i + 1), 1,
+					    0, 1, 0, 1);
 		CU_ASSERT_FATAL(s[i] >= 0);
 	}
 	for (int i = 0; i < 4; i++)

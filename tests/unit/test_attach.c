@@ -33,7 +33,8 @@ area_make(struct area_buf *b, uint32_t sq, uint32_t cq, uint32_t nslots,
 	CU_ASSERT_FATAL(b->mem != NULL);
 	memset(b->mem, 0, b->bytes);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(b->mem, sq, cq, nslots,
-						   max_runs, 4), 0);
+						   max_runs, 4),
+			      0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&b->m, b->mem, b->bytes), 0);
 }
 
@@ -269,8 +270,10 @@ test_two_threads_keep_order_and_content(void)
 }
 
 static const struct egw_attach_limits both = {
-	.nslots = 16, .max_total_tokens = 1u << 20,
-	.encode = true, .language = true,
+	.nslots = 16,
+	.max_total_tokens = 1u << 20,
+	.encode = true,
+	.language = true,
 };
 
 static struct egw_attach_cmd
@@ -506,7 +509,8 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 2"));
 	h = hello();
 	h.flags = EGW_HELLO_F_WAKEUP | EGW_HELLO_F_PEERS;
-	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
+			0);
 	h.flags = 4;
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
 	h = hello();
@@ -682,19 +686,30 @@ int
 main(void)
 {
 	static const struct cu_test tests[] = {
-		{ "layout_is_the_documented_one", test_layout_is_the_documented_one },
-		{ "bad_counts_and_headers_refused", test_bad_counts_and_headers_refused },
+		{ "layout_is_the_documented_one",
+		  test_layout_is_the_documented_one },
+		{ "bad_counts_and_headers_refused",
+		  test_bad_counts_and_headers_refused },
 		{ "ring_fifo_full_and_empty", test_ring_fifo_full_and_empty },
-		{ "ring_indices_wrap_at_32_bits", test_ring_indices_wrap_at_32_bits },
-		{ "hostile_indices_reported_not_used", test_hostile_indices_reported_not_used },
-		{ "rewritten_header_cannot_move_writes", test_rewritten_header_cannot_move_writes },
-		{ "two_threads_keep_order_and_content", test_two_threads_keep_order_and_content },
+		{ "ring_indices_wrap_at_32_bits",
+		  test_ring_indices_wrap_at_32_bits },
+		{ "hostile_indices_reported_not_used",
+		  test_hostile_indices_reported_not_used },
+		{ "rewritten_header_cannot_move_writes",
+		  test_rewritten_header_cannot_move_writes },
+		{ "two_threads_keep_order_and_content",
+		  test_two_threads_keep_order_and_content },
 		{ "command_fields_checked", test_command_fields_checked },
-		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
-		{ "attempt_room_ids_are_the_documented_ones", test_attempt_room_ids_are_the_documented_ones },
-		{ "peer_supplementary_group_allowed", test_peer_supplementary_group_allowed },
-		{ "two_entries_published_together", test_two_entries_published_together },
-		{ "peer_table_written_and_read", test_peer_table_written_and_read },
+		{ "hello_checked_with_reasons",
+		  test_hello_checked_with_reasons },
+		{ "attempt_room_ids_are_the_documented_ones",
+		  test_attempt_room_ids_are_the_documented_ones },
+		{ "peer_supplementary_group_allowed",
+		  test_peer_supplementary_group_allowed },
+		{ "two_entries_published_together",
+		  test_two_entries_published_together },
+		{ "peer_table_written_and_read",
+		  test_peer_table_written_and_read },
 		{ NULL, NULL },
 	};
 

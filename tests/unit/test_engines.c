@@ -130,7 +130,9 @@ f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 {
 	struct fake *f = ctx;
 
-	(void)rank; (void)nranks; (void)aux_only;
+	(void)rank;
+	(void)nranks;
+	(void)aux_only;
 	f->recv_opens++;
 	f->last_peer_slot = peer;
 	f->last_room = room;
@@ -297,7 +299,8 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 	w->area = calloc(1, w->bytes);
 	CU_ASSERT_FATAL(w->area != NULL);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(w->area, 16, cq_entries, 8,
-						   4, 8), 0);
+						   4, 8),
+			      0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&w->m, w->area, w->bytes), 0);
 	w->cid = egw_engines_add(w->srv, w->area, w->bytes, 0);
 	CU_ASSERT_EQUAL_FATAL(w->cid, 0);
@@ -803,9 +806,14 @@ test_broken_ring_or_silent_client_is_lost(void)
 {
 	struct world w;
 	struct egw_engines_conf c = {
-		.max_clients = 2, .max_rooms = 8, .max_total_tokens = 1000,
-		.encode = true, .language = true,
-		.alloc_ns = MS, .lease_ns = 50 * MS, .budget = 8,
+		.max_clients = 2,
+		.max_rooms = 8,
+		.max_total_tokens = 1000,
+		.encode = true,
+		.language = true,
+		.alloc_ns = MS,
+		.lease_ns = 50 * MS,
+		.budget = 8,
 		.ops = &fake_ops,
 	};
 	struct egw_attach_area *a;
@@ -1621,8 +1629,8 @@ test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
 	w_fini(&w);
 }
 
-
-/* ---- the port's peers ---------------------------------------------------------- */
+/* ---- the port's peers
+ * ---------------------------------------------------------- */
 
 /* A RECV_OPEN that names its peer by name: the command and its name entry,
  * published together as a client does. */
@@ -1751,7 +1759,8 @@ test_room_names_its_peer_by_id(void)
 	e = w_cqe(&w);
 	CU_ASSERT(e.state == EGW_ATTACH_STATE_FAILED &&
 		  e.result == -EGW_E_UNKNOWN_PEER && e.flags == 0);
-	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error, -EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error,
+			-EGW_E_UNKNOWN_PEER);
 	/* peer 2 leaves, then is gone; peer 1 moves to another slot: an id
 	 * once listed fails as removed, never reaches another peer */
 	memcpy(p, w_two_peers, sizeof(p));
@@ -1860,7 +1869,8 @@ test_room_fails_at_its_deadline_naming_the_peer(void)
 	e = w_cqe(&w);
 	CU_ASSERT(e.room == 40 && e.state == EGW_ATTACH_STATE_FAILED &&
 		  e.result == -EGW_E_UNKNOWN_PEER && e.flags == 0);
-	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->error, -EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->error,
+			-EGW_E_UNKNOWN_PEER);
 	CU_ASSERT_PTR_NOT_NULL(strstr(w.f.slot_note, "'enc-7'"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(w.f.slot_note, "room 40"));
 	CU_ASSERT_EQUAL(w.f.recv_opens, 0);
@@ -1901,7 +1911,8 @@ test_queued_room_of_a_removed_peer_fails(void)
 		  e.result == -EGW_E_PEER_REMOVED);
 	CU_ASSERT(w_cq_empty(&w));
 	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, 50, 0,
-					      EGW_E_PEER_REMOVED), 0);
+					      EGW_E_PEER_REMOVED),
+			0);
 	e = w_cqe(&w);
 	CU_ASSERT(e.room == 50 && e.result == -EGW_E_PEER_REMOVED);
 	CU_ASSERT_EQUAL(w.f.nopened, 1);
