@@ -371,6 +371,7 @@ src_close(struct gw_room_source *s)
 	egw_engines_destroy(ap->clients, ap->now);
 	rte_ring_free(ap->to_worker);
 	rte_ring_free(ap->to_ctl);
+	free(ap->peers);
 	free(ap);
 }
 
@@ -392,25 +393,49 @@ gw_attach_max_peers(const struct gw_id *id)
 	return n > ATTACH_PEERS_MIN ? n : ATTACH_PEERS_MIN;
 }
 
+/* The node's live peers into ap->peers: the configured ones, ids
+ * 1..npeers in their slots 0..npeers-1. */
+static void
+peers_build(struct gw_attach_port *ap, struct gw_id *id)
+{
+	ap->npeers = 0;
+	for (uint32_t i = 0; i < id->cfg->npeers && ap->npeers < ap->max_peers;
+	     i++) {
+		struct egw_engines_peer *p = &ap->peers[ap->npeers++];
+
+		memset(p, 0, sizeof(*p));
+		p->id = i + 1;
+		p->slot = i;
+		snprintf(p->name, sizeof(p->name), "%s", id->cfg->peers[i].name);
+	}
+}
+
+/* Rebuilt when the node's table moved; between two moves only readiness
+ * changes, read per listed peer; lib/engines hears only of a change. */
 int
 gw_attach_peers_changed(struct gw_id *id, uint64_t now)
 {
-	struct egw_engines_peer list[EGW_NODE_MAX_STATIC];
-	uint32_t n = 0;
+	struct gw_attach_port *ap = id->attach;
+	bool moved = false;
 
-	if (id->attach == NULL || id->attach->clients == NULL)
+	if (ap == NULL || ap->clients == NULL || ap->peers == NULL)
 		return 0;
-	/* the static peers: ids 1..npeers in their slots 0..npeers-1 */
-	for (uint32_t i = 0; i < id->cfg->npeers && n < EGW_NODE_MAX_STATIC;
-	     i++, n++) {
-		memset(&list[n], 0, sizeof(list[n]));
-		list[n].id = i + 1;
-		list[n].slot = i;
-		snprintf(list[n].name, sizeof(list[n].name), "%s",
-			 id->cfg->peers[i].name);
-		list[n].ready = egw_node_peer_ready(id->node, i);
+	if (!ap->peers_built) {
+		ap->peers_built = true;
+		peers_build(ap, id);
+		moved = true;
 	}
-	return egw_engines_peers_set(id->attach->clients, list, n, now);
+	for (uint32_t i = 0; i < ap->npeers; i++) {
+		bool ready = egw_node_peer_ready(id->node, ap->peers[i].slot);
+
+		if (ready != ap->peers[i].ready) {
+			ap->peers[i].ready = ready;
+			moved = true;
+		}
+	}
+	return moved ? egw_engines_peers_set(ap->clients, ap->peers,
+					     ap->npeers, now) :
+		       0;
 }
 
 int
@@ -456,6 +481,10 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 	cc.ctx = ap;
 	ap->base.ops = &attach_source_ops;
 	rc = egw_engines_create(&cc, &ap->clients);
+	ap->max_peers = cc.max_peers;
+	ap->peers = calloc(cc.max_peers, sizeof(*ap->peers));
+	if (rc == 0 && ap->peers == NULL)
+		rc = -ENOMEM;
 	/* ring names are global to the process: numbered, not named */
 	snprintf(name, sizeof(name), "egw_attach_w%u", nports);
 	if (rc == 0)
@@ -477,6 +506,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		egw_engines_destroy(ap->clients, 0);
 		rte_ring_free(ap->to_worker);
 		rte_ring_free(ap->to_ctl);
+		free(ap->peers);
 		free(ap);
 		return rc;
 	}
