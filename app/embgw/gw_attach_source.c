@@ -30,9 +30,6 @@
 #define ATTACH_SLOT_QUEUE 256
 /* How often the source looks at its peers' readiness on its own. */
 #define PEERS_REFRESH_NS (10u * 1000000u)
-/* Peer records of an area while the port names fewer peers: room for the
- * peers a cluster adds. */
-#define ATTACH_PEERS_MIN 64u
 
 /* the clients' runs are handed to the node as they are */
 _Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
@@ -388,25 +385,33 @@ static const struct gw_room_source_ops attach_source_ops = {
 uint32_t
 gw_attach_max_peers(const struct gw_id *id)
 {
-	uint32_t n = id->cfg->npeers;
-
-	return n > ATTACH_PEERS_MIN ? n : ATTACH_PEERS_MIN;
+	/* the port's peer slots: the configuration's, never the node's (a
+	 * control thread asks) */
+	return id->cfg->max_peers;
 }
 
-/* The node's live peers into ap->peers: the configured ones, ids
- * 1..npeers in their slots 0..npeers-1. */
+/* The node's live peers (active and leaving slots) into ap->peers. */
 static void
 peers_build(struct gw_attach_port *ap, struct gw_id *id)
 {
-	ap->npeers = 0;
-	for (uint32_t i = 0; i < id->cfg->npeers && ap->npeers < ap->max_peers;
-	     i++) {
-		struct egw_engines_peer *p = &ap->peers[ap->npeers++];
+	uint32_t slots = egw_node_peer_slots(id->node);
+	struct egw_node_peer_info info;
 
+	ap->npeers = 0;
+	for (uint32_t s = 0; s < slots && ap->npeers < ap->max_peers; s++) {
+		struct egw_engines_peer *p = &ap->peers[ap->npeers];
+
+		if (egw_node_peer_get(id->node, s, &info) != 0 ||
+		    info.state == EGW_NODE_PEER_FREE)
+			continue;
 		memset(p, 0, sizeof(*p));
-		p->id = i + 1;
-		p->slot = i;
-		snprintf(p->name, sizeof(p->name), "%s", id->cfg->peers[i].name);
+		p->id = info.id;
+		p->slot = s;
+		snprintf(p->name, sizeof(p->name), "%.*s",
+			 (int)sizeof(info.cfg.name), info.cfg.name);
+		p->ready = info.ready;
+		p->leaving = info.state == EGW_NODE_PEER_LEAVING;
+		ap->npeers++;
 	}
 }
 
@@ -420,8 +425,9 @@ gw_attach_peers_changed(struct gw_id *id, uint64_t now)
 
 	if (ap == NULL || ap->clients == NULL || ap->peers == NULL)
 		return 0;
-	if (!ap->peers_built) {
+	if (!ap->peers_built || egw_node_peers_gen(id->node) != ap->node_gen) {
 		ap->peers_built = true;
+		ap->node_gen = egw_node_peers_gen(id->node);
 		peers_build(ap, id);
 		moved = true;
 	}
