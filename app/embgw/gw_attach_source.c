@@ -439,8 +439,8 @@ gw_attach_peers_changed(struct gw_id *id, uint64_t now)
 			moved = true;
 		}
 	}
-	return moved ? egw_engines_peers_set(ap->clients, ap->peers,
-					     ap->npeers, now) :
+	return moved ? egw_engines_peers_set(ap->clients, ap->peers, ap->npeers,
+					     now) :
 		       0;
 }
 
