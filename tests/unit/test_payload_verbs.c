@@ -285,6 +285,49 @@ test_write_lands_and_rkey_checked(void)
 	pp_close(&pp);
 }
 
+/* Peer slots beyond those given at open: a free slot has no QP (posts
+ * refused), peer_add makes one (the CQ grown first) that connects and
+ * carries writes, a taken slot is refused, and peer_remove destroys the
+ * QP without touching the other peers'. */
+static void
+test_peer_slots_added_and_removed(void)
+{
+	struct egw_payload_peer pe = { .name = "lang-b" };
+	struct egw_payload_cpl c[2];
+	struct egw_register r;
+	struct egw_write w;
+
+	stub_device();
+	ibv_stub.execute = true;
+	open_connected();
+	pp.side[PP_ENC].par.max_peers = 3;
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
+	pp_fill(&pp, 4, 21);
+	w = pp_emb(&pp, 4, 5, PP_BLOCK_TOKENS);
+	CU_ASSERT_EQUAL(pp.ops->post(ENC, 1, &w, 1, 1), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 1, &pe), 0);
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 1, &pe), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 3, &pe), -EINVAL);
+	pp_register(&pp, PP_LANG, &r);
+	CU_ASSERT_FATAL(pp.ops->connect(ENC, 1, &r) == 0);
+	CU_ASSERT(pp.ops->post(ENC, 1, &w, 1, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 2 && c[0].ok);
+	CU_ASSERT(pp_landed(&pp, 5, 21, PP_BLOCK_TOKENS));
+	/* slot 0 (never connected since the reopen) goes; slot 1 stays */
+	pp.ops->peer_remove(ENC, 0);
+	CU_ASSERT_EQUAL(pp.ops->post(ENC, 0, &w, 1, 3), -EINVAL);
+	CU_ASSERT_STRING_EQUAL(pp.ops->why(ENC, 0), "no such peer");
+	pp_fill(&pp, 4, 22);
+	CU_ASSERT(pp.ops->post(ENC, 1, &w, 1, 4) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 4 && c[0].ok);
+	CU_ASSERT(pp_landed(&pp, 5, 22, PP_BLOCK_TOKENS));
+	/* and back into slot 0 */
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 0, &pe), 0);
+	pp_close(&pp);
+}
+
 /* ---- send queue depth ------------------------------------------------- */
 
 static void
@@ -981,6 +1024,8 @@ main(void)
 		  test_write_outside_regions_fails_batch },
 		{ "writes land; a wrong rkey fails the batch",
 		  test_write_lands_and_rkey_checked },
+		{ "peer_slots_added_and_removed",
+		  test_peer_slots_added_and_removed },
 		{ "the send queue is never overrun", test_sq_never_overrun },
 		{ "a QP error fails what is in flight once",
 		  test_qp_error_fails_in_flight_once },
