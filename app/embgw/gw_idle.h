@@ -36,10 +36,10 @@ enum gw_idle_act {
 };
 
 struct gw_idle {
-	bool backoff;            /* false: busy polling, never waits */
-	uint64_t max_sleep_ns;   /* the bound on one sleep (wake-up latency) */
-	uint32_t empty;          /* turns in a row that found nothing */
-	uint64_t step_ns;        /* the next sleep, before the bounds */
+	bool backoff;	       /* false: busy polling, never waits */
+	uint64_t max_sleep_ns; /* the bound on one sleep (wake-up latency) */
+	uint32_t empty;	       /* turns in a row that found nothing */
+	uint64_t step_ns;      /* the next sleep, before the bounds */
 };
 
 void gw_idle_init(struct gw_idle *s, bool backoff, uint64_t max_sleep_ns);

@@ -62,7 +62,7 @@ static uint64_t
 next_timer(const struct gw_dev *d, uint64_t stop_at)
 {
 	uint64_t t = stop_at < d->next_link_check ? stop_at :
-		     d->next_link_check;
+						    d->next_link_check;
 
 	for (uint16_t i = 0; i < d->nids; i++)
 		if (d->ids[i]->next_tick < t)
@@ -103,16 +103,21 @@ gw_loop_worker(void *arg)
 	/* a sleeping worker wakes when it asked to, not up to the default
 	 * 50 us of timer slack later: the slack is the bound's to spend */
 	if (backoff && prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0) != 0)
-		GW_LOG(WARNING, "port %s: timer slack not set, sleeps may "
-		       "overrun by up to 50 us\n", d->cfg->name);
+		GW_LOG(WARNING,
+		       "port %s: timer slack not set, sleeps may "
+		       "overrun by up to 50 us\n",
+		       d->cfg->name);
 	if (backoff)
-		GW_LOG(INFO, "port %s: worker on lcore %u (%u identit%s), "
-		       "sleeps of at most %u us when idle\n", d->cfg->name,
-		       rte_lcore_id(), d->nids, d->nids > 1 ? "ies" : "y",
-		       d->cfg->idle.max_sleep_us);
+		GW_LOG(INFO,
+		       "port %s: worker on lcore %u (%u identit%s), "
+		       "sleeps of at most %u us when idle\n",
+		       d->cfg->name, rte_lcore_id(), d->nids,
+		       d->nids > 1 ? "ies" : "y", d->cfg->idle.max_sleep_us);
 	else
-		GW_LOG(INFO, "port %s: worker on lcore %u (%u identit%s), "
-		       "busy polling\n", d->cfg->name, rte_lcore_id(), d->nids,
+		GW_LOG(INFO,
+		       "port %s: worker on lcore %u (%u identit%s), "
+		       "busy polling\n",
+		       d->cfg->name, rte_lcore_id(), d->nids,
 		       d->nids > 1 ? "ies" : "y");
 	while (!gw_force_quit) {
 		uint64_t t0 = rte_get_tsc_cycles();

@@ -110,10 +110,13 @@ report_idle(const struct gw_dev *d, const char *name, double hz, FILE *f)
 {
 	bool poll = d->cfg->idle.mode == EGW_IDLE_POLL;
 
-	fprintf(f, "idle: port=%s mode=%s max_sleep_us=%u sleeps=%lu "
-		"slept_s=%.3f slept_pct=%.1f late_max_us=%.1f\n", name,
-		poll ? "poll" : "backoff", poll ? 0 : d->cfg->idle.max_sleep_us,
-		(unsigned long)d->st.idle_sleeps, (double)d->st.idle_cycles / hz,
+	fprintf(f,
+		"idle: port=%s mode=%s max_sleep_us=%u sleeps=%lu "
+		"slept_s=%.3f slept_pct=%.1f late_max_us=%.1f\n",
+		name, poll ? "poll" : "backoff",
+		poll ? 0 : d->cfg->idle.max_sleep_us,
+		(unsigned long)d->st.idle_sleeps,
+		(double)d->st.idle_cycles / hz,
 		100.0 * (double)d->st.idle_cycles / (double)d->st.run_cycles,
 		(double)d->st.idle_late_max_cycles / hz * 1e6);
 }

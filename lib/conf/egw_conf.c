@@ -510,15 +510,21 @@ load_limits(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 static void
 load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 {
-	static const char *const keys[] = { "rto_ms", "rto_max_ms",
-		"bootstrap_ms", "input_ms", "round_ms", "alloc_retry_ms",
-		"alloc_ms", "admit_ms", "heartbeat_ms", "peer_dead_ms",
-		"linger_ms", "quarantine_ms", NULL };
+	static const char *const keys[] = { "rto_ms",	      "rto_min_ms",
+					    "rto_max_ms",     "bootstrap_ms",
+					    "input_ms",	      "round_ms",
+					    "alloc_retry_ms", "alloc_ms",
+					    "admit_ms",	      "heartbeat_ms",
+					    "peer_dead_ms",   "linger_ms",
+					    "quarantine_ms",  NULL };
 	struct egw_xfer_timers *t = &c->timers;
-	uint64_t *dst[] = { &t->rto_ns, &t->rto_max_ns, &t->bootstrap_ns,
-		&t->input_ns, &t->round_ns, &t->alloc_retry_ns, &t->alloc_ns,
-		&t->admit_ns, &t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns,
-		&t->quarantine_ns };
+	uint64_t *dst[] = { &t->rto_ns,		&t->rto_min_ns,
+			    &t->rto_max_ns,	&t->bootstrap_ns,
+			    &t->input_ns,	&t->round_ns,
+			    &t->alloc_retry_ns, &t->alloc_ns,
+			    &t->admit_ns,	&t->heartbeat_ns,
+			    &t->peer_dead_ns,	&t->linger_ns,
+			    &t->quarantine_ns };
 	const config_setting_t *p = typed(l, gw, "timers", CONFIG_TYPE_GROUP,
 					  false);
 
@@ -533,6 +539,10 @@ load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 	}
 	if (t->rto_max_ns < t->rto_ns)
 		err(l, p, "rto_max_ms", "below rto_ms");
+	if (t->rto_min_ns > t->rto_ns)
+		err(l, p, "rto_min_ms",
+		    "above rto_ms (the first timeout lies "
+		    "within rto_min_ms..rto_max_ms)");
 	if (t->alloc_ns >= t->round_ns)
 		err(l, p, "alloc_ms", "must be below round_ms, so that a room "
 		    "waiting for memory fails as pool-exhausted");
@@ -1022,9 +1032,10 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const keys[] = { "name", "device", "address",
-		"udp_port", "mtu", "queues", "lcores", "payload", "idle",
-		"neighbours", "peers", NULL };
+	static const char *const keys[] = { "name",	  "device",  "address",
+					    "udp_port",	  "mtu",     "queues",
+					    "lcores",	  "payload", "idle",
+					    "neighbours", "peers",   NULL };
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;

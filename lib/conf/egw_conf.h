@@ -60,8 +60,8 @@ struct egw_conf_payload {
 /** What a port's worker does when it finds nothing to do
  * (doc/configuration.md, "idle"). */
 enum egw_idle_mode {
-	EGW_IDLE_BACKOFF = 0,   /**< pause, then sleep up to max_sleep_us */
-	EGW_IDLE_POLL = 1,      /**< busy polling: the core is never given back */
+	EGW_IDLE_BACKOFF = 0, /**< pause, then sleep up to max_sleep_us */
+	EGW_IDLE_POLL = 1,    /**< busy polling: the core is never given back */
 };
 
 /** Longest sleep of an idle worker: its timers run every 100 us, and a
@@ -70,7 +70,7 @@ enum egw_idle_mode {
 
 struct egw_conf_idle {
 	enum egw_idle_mode mode;
-	uint32_t max_sleep_us;  /**< the bound on one sleep: wake-up latency */
+	uint32_t max_sleep_us; /**< the bound on one sleep: wake-up latency */
 };
 
 struct egw_conf_port {

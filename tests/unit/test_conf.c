@@ -185,24 +185,30 @@ test_idle_group(void)
 	expect(base, 0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
 	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 100);
-	expect(edit("lcores = [1];", "lcores = [1]; idle = { mode = \"poll\"; };"),
+	expect(edit("lcores = [1];",
+		    "lcores = [1]; idle = { mode = \"poll\"; };"),
 	       0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_POLL);
-	expect(edit("lcores = [1];", "lcores = [1];\n"
-		    "  idle = { mode = \"backoff\"; max_sleep_us = 20; };"), 0, "");
+	expect(edit("lcores = [1];",
+		    "lcores = [1];\n"
+		    "  idle = { mode = \"backoff\"; max_sleep_us = 20; };"),
+	       0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
 	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 20);
 	expect(edit("lcores = [1];", "lcores = [1];\n"
-		    "  idle = { mode = \"nap\"; }; #<\n"), 1,
+				     "  idle = { mode = \"nap\"; }; #<\n"),
+	       1,
 	       "ports[0].idle.mode: unknown idle mode 'nap' (backoff, poll)");
 	expect(edit("lcores = [1];", "lcores = [1];\n"
-		    "  idle = { max_sleep_us = 1000; }; #<\n"), 1,
-	       "ports[0].idle.max_sleep_us: out of range 1..100 (got 1000)");
+				     "  idle = { max_sleep_us = 1000; }; #<\n"),
+	       1, "ports[0].idle.max_sleep_us: out of range 1..100 (got 1000)");
+	expect(edit("lcores = [1];",
+		    "lcores = [1];\n"
+		    "  idle = { mode = \"poll\"; max_sleep_us = 50; }; #<\n"),
+	       1, "ports[0].idle.max_sleep_us: a polling worker never sleeps");
 	expect(edit("lcores = [1];", "lcores = [1];\n"
-		    "  idle = { mode = \"poll\"; max_sleep_us = 50; }; #<\n"), 1,
-	       "ports[0].idle.max_sleep_us: a polling worker never sleeps");
-	expect(edit("lcores = [1];", "lcores = [1];\n"
-		    "  idle = { sleep = 5; }; #<\n"), 1,
+				     "  idle = { sleep = 5; }; #<\n"),
+	       1,
 	       "ports[0].idle.sleep: unknown setting (expected one of: mode, max_sleep_us)");
 }
 
@@ -321,6 +327,15 @@ test_missing_and_cross_checks(void)
 	CU_ASSERT_EQUAL(conf.timers.admit_ns, 7000000000ull);
 	expect(edit("  pool = {", "  timers = { admit_ms = 0; }; #<\n  pool = {"),
 	       1, "gateway.timers.admit_ms");
+	/* the adaptive timeout's floor: 1 ms, at most the first timeout */
+	CU_ASSERT_EQUAL(conf.timers.rto_min_ns, 1000000ull);
+	expect(edit("  pool = {",
+		    "  timers = { rto_min_ms = 2; rto_ms = 4; };\n  pool = {"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.timers.rto_min_ns, 2000000ull);
+	expect(edit("  pool = {",
+		    "  timers = { rto_min_ms = 3; }; #<\n  pool = {"),
+	       1, "gateway.timers.rto_min_ms: above rto_ms");
 	expect(edit("[\"language\"]", "[\"language\", \"prefill\"] #<\n"), 1,
 	       "gateway.roles[1]: unknown role 'prefill'");
 }
@@ -707,7 +722,8 @@ main(int argc, char **argv)
 		{ "duplicates_across_ports", test_duplicates_across_ports },
 		{ "key_file_problems", test_key_file_problems },
 		{ "missing_and_cross_checks", test_missing_and_cross_checks },
-		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
+		{ "syntax_error_and_many_errors",
+		  test_syntax_error_and_many_errors },
 		{ "attach_group", test_attach_group },
 		{ "attach_tenants", test_attach_tenants },
 		{ "metrics_group", test_metrics_group },
@@ -715,7 +731,8 @@ main(int argc, char **argv)
 		{ "unusable_addresses", test_unusable_addresses },
 		{ "same_device_or_pool_file", test_same_device_or_pool_file },
 		{ "input_files", test_input_files },
-		{ "include_after_block_comment", test_include_after_block_comment },
+		{ "include_after_block_comment",
+		  test_include_after_block_comment },
 		{ "large_inputs", test_large_inputs },
 		{ "idle_group", test_idle_group },
 		{ NULL, NULL },

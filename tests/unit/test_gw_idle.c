@@ -39,9 +39,11 @@ test_spin_pause_sleep(void)
 
 	gw_idle_init(&s, true, 100000);
 	for (i = 1; i < GW_IDLE_PAUSE_TURNS; i++)
-		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns), GW_IDLE_SPIN);
+		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
+				GW_IDLE_SPIN);
 	for (; i < GW_IDLE_SLEEP_TURNS; i++)
-		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns), GW_IDLE_PAUSE);
+		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
+				GW_IDLE_PAUSE);
 	CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns), GW_IDLE_SLEEP);
 	CU_ASSERT_EQUAL(ns, GW_IDLE_FIRST_SLEEP_NS);
 }
