@@ -7,12 +7,14 @@
 # The gateways here are joined by net_memif, unlike the demo's and the
 # tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
 # is compared against is testpmd over memif. A memif peer that leaves can
-# crash the survivor still polling, so every process leaves only once the
-# traffic is done, one at a time, and no figure waits on a process that
-# outlived its peer: a process that ends otherwise than with status 0 is
-# named with its status (bench PHASE: NAME ended with ...), the figures it
-# would have given are left out of that round, and the run goes on to the
-# other figures. The run's last lines list those processes.
+# crash the survivor still polling (a client whose server left, seen here;
+# a server outlives its client), so every process leaves only once the
+# traffic is done, one at a time, the last started (the memif client)
+# first, and no figure waits on a process that outlived its peer: a
+# process that ends otherwise than with status 0 is named with its status
+# (bench PHASE: NAME ended with ...), the figures its report would have
+# given are left out of that round, and the run goes on to the other
+# figures. The run's last lines list those processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh # libzmq3-dev for the reference figures, among the rest
@@ -63,14 +65,16 @@ note() {
 	elif [ "$3" = 124 ]; then
 		why+=" (its time limit)"
 	fi
-	echo "bench $1: $2 ended with $why; its figures are left out of this round" >&2
+	echo "bench $1: $2 ended with $why; its report's figures are left out of this round" >&2
 	ended+=("$1: $2 $why")
 }
-# stop PHASE: every process of ours, in the order they started, each sent
-# SIGINT and reaped before the next is; each one's status noted
+# stop PHASE: every process of ours, the last started first (a memif
+# client before its server), each sent SIGINT and reaped before the next
+# is; each one's status noted
 stop() {
-	local p rc
-	for p in "${PIDS[@]}"; do
+	local i p rc
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		p=${PIDS[i]}
 		kill -INT "$p" 2>/dev/null || true
 		rc=0
 		wait "$p" 2>/dev/null || rc=$?
@@ -144,7 +148,7 @@ emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or AB
 drive=200000
 [ "$quick" = 1 ] && drive=5000
 scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
-gw_tx=() gw_dg=() gw_ns=()
+gw_tx=() gw_dg=() gw_ns=() gw_rt=()
 for r in $(seq 1 "$rounds"); do
 	bstart enc start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce
 	wait_socket "$W/ctl/memif0.sock" || true
@@ -160,6 +164,10 @@ for r in $(seq 1 "$rounds"); do
 		keep gw_dg "$(awk -v n="$((rx + tx))" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
 	fi
 	keep gw_ns "$(field "$W/enc.log" worker busy_ns_per_datagram)"
+	# lossless: every retransmission is a timeout that fired early
+	rt=$(field "$W/lang.log" language retransmits)
+	[ -n "$rt" ] && [ -n "$tx" ] && [ "$tx" -gt 0 ] &&
+		keep gw_rt "$(awk -v a="$rt" -v b="$tx" 'BEGIN { printf "%.5f", a / b }')"
 done
 tx=$(printf '%s\n' "${gw_tx[@]}" | median)
 dg=$(printf '%s\n' "${gw_dg[@]}" | median)
@@ -215,6 +223,12 @@ if [ -n "$tn" ] && [ "${gns:-0}" -gt 0 ]; then
 fi
 emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
 	"ZeroMQ PUSH/PULL, the reference design's multipart ASCII, ${zq} msgs/s" ">= 10"
+if [ "${#gw_rt[@]}" -gt 0 ]; then
+	rs=$(printf '%s\n' "${gw_rt[@]}" | median)
+	emit retransmit-share "$(awk -v s="$rs" 'BEGIN { printf "%.3f", s * 100 }')" \
+		"% of the language side's datagrams that were retransmissions (the control phase: no loss configured, the retransmission timeout adapting to the peer's round trips)" \
+		"$rs" "every datagram the language side sent" "< 0.01"
+fi
 
 # ---- resume cost: 50,000 tokens from an 8,192 default vs pre-allocated ---
 n=10
