@@ -455,6 +455,11 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 		 "resume rounds.", x->resumes);
 	PER_ROLE("embgw_retransmissions", true, "Control messages sent "
 		 "again after their timeout.", x->retransmits);
+	PER_ROLE("embgw_status_polls", true,
+		 "Language side: retransmissions "
+		 "that were STATUS polls (every window accepted, nothing to "
+		 "resend).",
+		 x->polls);
 	PER_ROLE("embgw_duplicate_requests", true, "Requests answered without "
 		 "new work.", x->duplicates);
 	PER_ROLE("embgw_idle_waits", true, "Encode side: a rank drained, "

@@ -252,12 +252,14 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	qsort(st.latency_ns, st.nlatency, sizeof(st.latency_ns[0]), cmp_u64);
 	secs = st.last_done_ns > st.first_open_ns ?
 	       (double)(st.last_done_ns - st.first_open_ns) / 1e9 : 0;
-	fprintf(f, "language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
-		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu slot_waits=%lu\n",
+	fprintf(f,
+		"language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
+		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu slot_waits=%lu "
+		"polls=%lu\n",
 		name, st.rooms, st.ok, st.failed, st.unfinished,
 		(unsigned long)st.bytes, (unsigned long)st.bad,
 		(unsigned long)xs.resumes, (unsigned long)xs.retransmits,
-		(unsigned long)st.slot_waits);
+		(unsigned long)st.slot_waits, (unsigned long)xs.polls);
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);

@@ -273,6 +273,9 @@ struct egw_xfer_stats {
 	uint64_t duplicates;          /**< requests answered without new work */
 	uint64_t reordered;           /**< RESUME ahead of a missing one */
 	uint64_t retransmits;
+	uint64_t polls;	      /**< receiver: of the retransmits, STATUS
+			       *   polls (every window accepted, no
+			       *   ABORT pending: nothing to resend) */
 	uint64_t rtt_samples; /**< receiver: round trips timed (a
 			       *   message sent once and its answer) */
 	uint64_t rooms_opened, rooms_ok, rooms_failed;

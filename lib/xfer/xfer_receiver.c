@@ -1108,8 +1108,10 @@ receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 			sent = true;
 		}
 	}
-	if (!sent)
+	if (!sent) {
 		receiver_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
+		r->core.stats.polls++;
+	}
 	r->core.stats.retransmits++;
 	x->rtt_at = 0; /* Karn: an answer now may be to either copy */
 	x->rto = xfer_core_backoff(&r->core, x->rto);

@@ -487,6 +487,39 @@ test_rtt_no_sample_from_retransmitted(void)
 	}
 }
 
+/* With every window accepted and the data not landed yet the timer polls
+ * with STATUS: counted as a retransmission and as a poll; a window resent
+ * over a cut link is a retransmission only. */
+static void
+test_polls_counted_apart(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct egw_xfer_stats st;
+	struct world *w;
+
+	w = w_create(&c);
+	w->net.hold_writes = true;
+	CU_ASSERT_EQUAL(w_open(w, 8, 1000, false), 0);
+	w_run_for(w, 50 * MS);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.polls > 0);
+	CU_ASSERT_EQUAL(st.retransmits, st.polls);
+	release_and_run(w);
+	CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+	finish(w);
+
+	w = w_create(&c);
+	w->net.cut_mask = 1;
+	CU_ASSERT_EQUAL(w_open(w, 8, 1000, false), 0);
+	w_run_for(w, 50 * MS);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.retransmits > 0);
+	CU_ASSERT_EQUAL(st.polls, 0);
+	release_and_run(w);
+	CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+	finish(w);
+}
+
 static void
 test_duplicate_request_answered_without_work(void)
 {
@@ -1706,6 +1739,7 @@ main(void)
 		{ "rtt_measured_from_windows", test_rtt_measured_from_windows },
 		{ "rtt_no_sample_from_retransmitted",
 		  test_rtt_no_sample_from_retransmitted },
+		{ "polls_counted_apart", test_polls_counted_apart },
 		{ "duplicate_request_answered_without_work",
 		  test_duplicate_request_answered_without_work },
 		{ "repeated_transferring_never_resumes_twice",
