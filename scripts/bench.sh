@@ -148,7 +148,7 @@ emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or AB
 drive=200000
 [ "$quick" = 1 ] && drive=5000
 scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
-gw_tx=() gw_dg=() gw_ns=() gw_rt=() gw_po=()
+gw_tx=() gw_dg=() gw_ns=() gw_rt=() gw_po=() gw_ry=()
 for r in $(seq 1 "$rounds"); do
 	bstart enc start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce
 	wait_socket "$W/ctl/memif0.sock" || true
@@ -164,13 +164,17 @@ for r in $(seq 1 "$rounds"); do
 		keep gw_dg "$(awk -v n="$((rx + tx))" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
 	fi
 	keep gw_ns "$(field "$W/enc.log" worker busy_ns_per_datagram)"
-	# lossless: every request resent is a timeout that fired before
-	# its answer came; polls (nothing to resend) are counted apart
+	# lossless: a request resent without an answer is a timeout that
+	# fired before its answer came; polls (nothing to resend) and retries
+	# (the sender refused the window for now) are counted apart
 	rt=$(field "$W/lang.log" language retransmits)
 	po=$(field "$W/lang.log" language polls)
-	if [ -n "$rt" ] && [ -n "$po" ] && [ -n "$tx" ] && [ "$tx" -gt 0 ]; then
-		keep gw_rt "$(awk -v a="$((rt - po))" -v b="$tx" 'BEGIN { printf "%.5f", a / b }')"
-		keep gw_po "$(awk -v a="$po" -v b="$tx" 'BEGIN { printf "%.5f", a / b }')"
+	ry=$(field "$W/lang.log" language retries)
+	if [ -n "$rt" ] && [ -n "$po" ] && [ -n "$ry" ] && [ -n "$tx" ] && [ "$tx" -gt 0 ]; then
+		share() { awk -v a="$1" -v b="$tx" 'BEGIN { printf "%.5f", a / b }'; }
+		keep gw_rt "$(share $((rt - po - ry)))"
+		keep gw_po "$(share "$po")"
+		keep gw_ry "$(share "$ry")"
 	fi
 done
 tx=$(printf '%s\n' "${gw_tx[@]}" | median)
@@ -230,9 +234,10 @@ emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
 if [ "${#gw_rt[@]}" -gt 0 ]; then
 	rs=$(printf '%s\n' "${gw_rt[@]}" | median)
 	rp=$(printf '%s\n' "${gw_po[@]}" | median)
+	ry=$(printf '%s\n' "${gw_ry[@]}" | median)
 	pct() { awk -v s="$1" 'BEGIN { printf "%.3f", s * 100 }'; }
 	emit retransmit-share "$(pct "$rs")" \
-		"% of the language side's datagrams that were requests sent again (the control phase: no loss configured; STATUS polls, nothing to resend, another $(pct "$rp") %)" \
+		"% of the language side's datagrams that were requests sent again unanswered (the control phase: no loss configured; besides, windows retried after a refusal for now $(pct "$ry") %, STATUS polls $(pct "$rp") %)" \
 		"$rs" "every datagram the language side sent" "< 0.01"
 fi
 

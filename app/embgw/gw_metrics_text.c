@@ -460,6 +460,11 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 		 "that were STATUS polls (every window accepted, nothing to "
 		 "resend).",
 		 x->polls);
+	PER_ROLE("embgw_request_retries", true,
+		 "Language side: "
+		 "retransmissions that were windows sent again after the "
+		 "sender refused them for now (answered, not lost).",
+		 x->retries);
 	PER_ROLE("embgw_duplicate_requests", true, "Requests answered without "
 		 "new work.", x->duplicates);
 	PER_ROLE("embgw_idle_waits", true, "Encode side: a rank drained, "

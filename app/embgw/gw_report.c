@@ -255,11 +255,12 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	fprintf(f,
 		"language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
 		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu slot_waits=%lu "
-		"polls=%lu\n",
+		"polls=%lu retries=%lu\n",
 		name, st.rooms, st.ok, st.failed, st.unfinished,
 		(unsigned long)st.bytes, (unsigned long)st.bad,
 		(unsigned long)xs.resumes, (unsigned long)xs.retransmits,
-		(unsigned long)st.slot_waits, (unsigned long)xs.polls);
+		(unsigned long)st.slot_waits, (unsigned long)xs.polls,
+		(unsigned long)xs.retries);
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);

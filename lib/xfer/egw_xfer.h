@@ -276,6 +276,10 @@ struct egw_xfer_stats {
 	uint64_t polls;	      /**< receiver: of the retransmits, STATUS
 			       *   polls (every window accepted, no
 			       *   ABORT pending: nothing to resend) */
+	uint64_t retries;     /**< receiver: of the retransmits, windows sent
+			       *   again after the sender refused them for now
+			       *   (UNKNOWN_ROOM or NO_SLOT to an INIT, BUSY):
+			       *   answered, not lost */
 	uint64_t rtt_samples; /**< receiver: round trips timed (a
 			       *   message sent once and its answer) */
 	uint64_t rooms_opened, rooms_ok, rooms_failed;

@@ -51,6 +51,8 @@ struct receiver_room {
 	uint64_t rtt_at;
 	uint32_t rtt_end;
 	bool rtt_abort;
+	bool refused; /* the sender refused a window for now: the
+		       * next resend is a retry, not a loss */
 	/* admission */
 	bool queued;              /* in the admission queue: holds no block */
 	uint32_t qprev, qnext;    /* queue links (room indices) */
@@ -967,6 +969,7 @@ receiver_on_error(struct egw_xfer_receiver *r, struct receiver_room *x,
 		if (w != NULL && x->rtt_at != 0 && !x->rtt_abort &&
 		    w->off + w->alloc == x->rtt_end)
 			rtt_answered(r, x, now);
+		x->refused = true;
 		r->core.stats.rejected[egw_err_to_wire(e)]++;
 		return 0;
 	}
@@ -1106,8 +1109,11 @@ receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 		if (!receiver_window_acked(x, &x->win[i])) {
 			receiver_send_window(r, x, &x->win[i]);
 			sent = true;
+			if (x->refused)
+				r->core.stats.retries++;
 		}
 	}
+	x->refused = false;
 	if (!sent) {
 		receiver_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
 		r->core.stats.polls++;

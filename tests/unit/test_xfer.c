@@ -1163,6 +1163,7 @@ test_no_slot_retried_too_large_final(void)
 {
 	struct w_conf c = conf(1, 1024);
 	struct world *w = w_create(&c);
+	struct egw_xfer_stats st;
 	struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
 			     .room = 40, .nranks = 1, .error = EGW_E_NO_SLOT };
 
@@ -1174,6 +1175,12 @@ test_no_slot_retried_too_large_final(void)
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
 	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 40, 0),
 			EGW_ST_BOOTSTRAPPING);
+	/* the INIT sent again after the refusal is a retry, not a loss */
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.retries, 0);
+	w_run_for(w, 50 * MS);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.retries > 0 && st.retries <= st.retransmits);
 	e.room = 41;
 	e.error = EGW_E_TOO_LARGE;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
