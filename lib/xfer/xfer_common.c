@@ -251,6 +251,7 @@ xfer_core_rtt_sample(struct xfer_core *core, uint32_t peer, uint64_t rtt)
 		pe->srtt = (7 * pe->srtt + rtt) / 8;
 	}
 	pe->rtt_samples++;
+	pe->backoff_until = 0;
 	rto = pe->srtt + 4 * pe->rttvar;
 	if (rto < t->rto_min_ns)
 		rto = t->rto_min_ns;
@@ -258,6 +259,22 @@ xfer_core_rtt_sample(struct xfer_core *core, uint32_t peer, uint64_t rtt)
 		rto = t->rto_max_ns;
 	pe->rto = rto;
 	core->stats.rtt_samples++;
+}
+
+void
+xfer_core_rto_backoff(struct xfer_core *core, uint32_t peer, uint64_t now)
+{
+	struct xfer_peer *pe;
+	uint64_t rto;
+
+	if (peer >= core->conf.max_peers || !core->peers[peer].used)
+		return;
+	pe = &core->peers[peer];
+	if (now < pe->backoff_until)
+		return;
+	rto = xfer_core_backoff(core, xfer_core_rto(core, peer));
+	pe->rto = rto;
+	pe->backoff_until = now + rto;
 }
 
 int

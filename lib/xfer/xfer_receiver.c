@@ -1098,7 +1098,7 @@ static void
 receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 		    uint64_t now)
 {
-	bool sent = false;
+	bool sent = false, retry = false;
 
 	if (x->wait_ack) {
 		receiver_send_simple(r, x, EGW_MSG_ABORT,
@@ -1109,7 +1109,8 @@ receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 		if (!receiver_window_acked(x, &x->win[i])) {
 			receiver_send_window(r, x, &x->win[i]);
 			sent = true;
-			if (x->refused)
+			retry = x->refused;
+			if (retry)
 				r->core.stats.retries++;
 		}
 	}
@@ -1117,6 +1118,9 @@ receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 	if (!sent) {
 		receiver_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
 		r->core.stats.polls++;
+	} else if (!retry) {
+		/* a request timed out unanswered: the peer's RTO backs off */
+		xfer_core_rto_backoff(&r->core, x->peer, now);
 	}
 	r->core.stats.retransmits++;
 	x->rtt_at = 0; /* Karn: an answer now may be to either copy */

@@ -421,6 +421,28 @@ test_rtt_timeout_within_bounds(void)
 	xfer_core_fini(&core);
 }
 
+/* A timeout doubles the peer's RTO for its next messages, once per RTO
+ * however many rooms time out together, until a sample sets it again. */
+static void
+test_rtt_timeout_backs_off_until_a_sample(void)
+{
+	struct xfer_core core;
+
+	rtt_core(&core, 1 * MS, 2 * MS, 200 * MS);
+	xfer_core_rto_backoff(&core, 0, 0);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 4 * MS);
+	xfer_core_rto_backoff(&core, 0, 1 * MS); /* the same timeout */
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 4 * MS);
+	xfer_core_rto_backoff(&core, 0, 4 * MS);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 8 * MS);
+	for (uint64_t t = 8 * MS; t < 10 * SEC; t += 200 * MS)
+		xfer_core_rto_backoff(&core, 0, t);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 200 * MS);
+	xfer_core_rtt_sample(&core, 0, 3 * MS); /* 3 + 4 * 1.5 */
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 9 * MS);
+	xfer_core_fini(&core);
+}
+
 /* A room over a link of 1 ms each way: the receiver times its windows
  * (INIT, RESUMEs) to the sender's acceptance, 2 ms each. */
 static void
@@ -476,7 +498,8 @@ test_rtt_no_sample_from_retransmitted(void)
 			CU_ASSERT(st.retransmits > 0);
 			CU_ASSERT_EQUAL(rtt.samples, 0);
 			CU_ASSERT_EQUAL(rtt.srtt_ns, 0);
-			CU_ASSERT_EQUAL(rtt.rto_ns, c.xc.timers.rto_ns);
+			/* backed off, and no sample has set it since */
+			CU_ASSERT(rtt.rto_ns > c.xc.timers.rto_ns);
 		} else {
 			CU_ASSERT_EQUAL(rtt.samples, 1);
 			CU_ASSERT(rtt.srtt_ns >
@@ -1744,6 +1767,8 @@ main(void)
 		  test_rtt_sample_sequence_gives_rfc6298_numbers },
 		{ "rtt_timeout_within_bounds", test_rtt_timeout_within_bounds },
 		{ "rtt_measured_from_windows", test_rtt_measured_from_windows },
+		{ "rtt_timeout_backs_off_until_a_sample",
+		  test_rtt_timeout_backs_off_until_a_sample },
 		{ "rtt_no_sample_from_retransmitted",
 		  test_rtt_no_sample_from_retransmitted },
 		{ "polls_counted_apart", test_polls_counted_apart },
