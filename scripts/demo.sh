@@ -32,8 +32,9 @@ PY=/usr/bin/python3
 PHASE_S=600
 # the language ranks ask for each request before the encoder has run it:
 # the encode side may take its time to open a room (bootstrap_ms). The
-# engines share this host's cores with both gateways' busy-polling
-# workers, and on a loaded host a live process can go without CPU for
+# engines share this host's cores with both gateways' workers (which
+# sleep when idle, the ports' default: doc/configuration.md, "idle"),
+# and on a loaded host a live process can go without CPU for
 # seconds: a peer is dead after 30 s of silence (not 1 s), a transfer
 # after 30 s without progress (not 5 s), an engine after a 60 s lease
 # (not 10 s)

@@ -194,6 +194,65 @@ per_reason(FILE *f, const struct snap *sn, uint16_t n, const char *name,
 		}
 }
 
+/* The idle policy (gw_idle.h): sleeps, time slept, the bound, the worst
+ * overrun of a sleep. */
+static void
+idle_families(FILE *f, const struct snap *sn, uint16_t n, double hz)
+{
+	head(f, "embgw_worker_idle_sleeps", "counter",
+	     "Sleeps of the "
+	     "port's idle worker (each ends in a wake-up).");
+	for (uint16_t i = 0; i < n; i++) {
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample(f, "embgw_worker_idle_sleeps", true, l,
+		       sn[i].ds.idle_sleeps);
+	}
+	head(f, "embgw_worker_idle_seconds", "counter",
+	     "Time the port's "
+	     "worker slept for want of work.");
+	for (uint16_t i = 0; i < n; i++) {
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample_f(f, "embgw_worker_idle_seconds_total", l,
+			 (double)sn[i].ds.idle_cycles / hz);
+	}
+	head(f, "embgw_worker_idle_max_sleep_seconds", "gauge",
+	     "The "
+	     "configured bound on one sleep (idle.max_sleep_us; 0: busy "
+	     "polling).");
+	for (uint16_t i = 0; i < n; i++) {
+		const struct egw_conf_idle *c = &sn[i].id->dev->cfg->idle;
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample_f(f, "embgw_worker_idle_max_sleep_seconds", l,
+			 c->mode == EGW_IDLE_POLL ?
+				 0.0 :
+				 (double)c->max_sleep_us / 1e6);
+	}
+	head(f, "embgw_worker_idle_late_max_seconds", "gauge",
+	     "The most "
+	     "one sleep overran the time it asked for.");
+	for (uint16_t i = 0; i < n; i++) {
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample_f(f, "embgw_worker_idle_late_max_seconds", l,
+			 (double)sn[i].ds.idle_late_max_cycles / hz);
+	}
+}
+
 static void
 device_families(FILE *f, const struct snap *sn, uint16_t n)
 {
@@ -260,6 +319,7 @@ device_families(FILE *f, const struct snap *sn, uint16_t n)
 		sample_f(f, "embgw_worker_busy_ratio", l, d->run_cycles ?
 			 (double)d->busy_cycles / (double)d->run_cycles : 0.0);
 	}
+	idle_families(f, sn, n, hz);
 }
 
 static void
@@ -342,6 +402,56 @@ node_families(FILE *f, const struct snap *sn, uint16_t n)
 	}
 }
 
+/* The language side's round-trip estimate of each peer (RFC 6298): what
+ * its retransmission timeout comes from. */
+static void
+rtt_family(FILE *f, const struct snap *sn, uint16_t n, const char *name,
+	   const char *help, int which)
+{
+	head(f, name, "gauge", help);
+	for (uint16_t i = 0; i < n; i++) {
+		const struct gw_id *id = sn[i].id;
+		const struct egw_xfer_receiver *rx;
+
+		if (!sn[i].has_role[R_LANGUAGE])
+			continue;
+		rx = egw_node_receiver(id->node);
+		for (uint16_t p = 0; p < id->cfg->npeers; p++) {
+			struct egw_xfer_rtt rtt;
+			char l[128];
+
+			if (egw_xfer_receiver_peer_rtt(rx, p, &rtt) != 0)
+				continue;
+			LBL(l, "port=\"%s\",peer=\"%s\"", sn[i].name,
+			    id->cfg->peers[p].name);
+			sample_f(f, name, l,
+				 (double)(which == 0 ? rtt.srtt_ns :
+					  which == 1 ? rtt.rttvar_ns :
+						       rtt.rto_ns) /
+					 1e9);
+		}
+	}
+}
+
+static void
+rtt_families(FILE *f, const struct snap *sn, uint16_t n)
+{
+	rtt_family(f, sn, n, "embgw_peer_srtt_seconds",
+		   "Smoothed round-trip "
+		   "time to the peer (0 until the first sample).",
+		   0);
+	rtt_family(f, sn, n, "embgw_peer_rttvar_seconds",
+		   "Variation of the "
+		   "round-trip time to the peer.",
+		   1);
+	rtt_family(f, sn, n, "embgw_peer_rto_seconds",
+		   "The peer's first "
+		   "retransmission timeout now (rto_ms until the first "
+		   "sample, then SRTT + 4 RTTVAR within rto_min_ms.."
+		   "rto_max_ms).",
+		   2);
+}
+
 static void
 xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 {
@@ -364,6 +474,16 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 		 "resume rounds.", x->resumes);
 	PER_ROLE("embgw_retransmissions", true, "Control messages sent "
 		 "again after their timeout.", x->retransmits);
+	PER_ROLE("embgw_status_polls", true,
+		 "Language side: retransmissions "
+		 "that were STATUS polls (every window accepted, nothing to "
+		 "resend).",
+		 x->polls);
+	PER_ROLE("embgw_request_retries", true,
+		 "Language side: "
+		 "retransmissions that were windows sent again after the "
+		 "sender refused them for now (answered, not lost).",
+		 x->retries);
 	PER_ROLE("embgw_duplicate_requests", true, "Requests answered without "
 		 "new work.", x->duplicates);
 	PER_ROLE("embgw_idle_waits", true, "Encode side: a rank drained, "
@@ -716,6 +836,7 @@ gw_metrics_render(struct gw_id *const *ids, uint16_t nids, size_t *len)
 	device_families(f, sn, nids);
 	node_families(f, sn, nids);
 	xfer_families(f, sn, nids);
+	rtt_families(f, sn, nids);
 	room_histogram(f, sn, nids, true);
 	room_histogram(f, sn, nids, false);
 	delivered_bytes(f, sn, nids);

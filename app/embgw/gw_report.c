@@ -102,6 +102,25 @@ report_node(const struct gw_id *id, FILE *f)
 
 /* The device's lines, under the name of the identity that owns it (the
  * first). */
+/* What the idle policy gave back (gw_idle.h): the sleeps, their share of
+ * the run, and the worst overrun of one sleep past its asked time - with
+ * max_sleep_us, the wake-up latency an idle worker adds. */
+static void
+report_idle(const struct gw_dev *d, const char *name, double hz, FILE *f)
+{
+	bool poll = d->cfg->idle.mode == EGW_IDLE_POLL;
+
+	fprintf(f,
+		"idle: port=%s mode=%s max_sleep_us=%u sleeps=%lu "
+		"slept_s=%.3f slept_pct=%.1f late_max_us=%.1f\n",
+		name, poll ? "poll" : "backoff",
+		poll ? 0 : d->cfg->idle.max_sleep_us,
+		(unsigned long)d->st.idle_sleeps,
+		(double)d->st.idle_cycles / hz,
+		100.0 * (double)d->st.idle_cycles / (double)d->st.run_cycles,
+		(double)d->st.idle_late_max_cycles / hz * 1e6);
+}
+
 static void
 report_device(const struct gw_dev *d, const char *name, FILE *f)
 {
@@ -132,6 +151,7 @@ report_device(const struct gw_dev *d, const char *name, FILE *f)
 			100.0 * (double)d->st.busy_cycles / (double)d->st.run_cycles,
 			(double)d->st.run_cycles / hz,
 			dg ? (double)d->st.busy_cycles / hz * 1e9 / (double)dg : 0.0);
+		report_idle(d, name, hz, f);
 	}
 }
 
@@ -232,12 +252,15 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 	qsort(st.latency_ns, st.nlatency, sizeof(st.latency_ns[0]), cmp_u64);
 	secs = st.last_done_ns > st.first_open_ns ?
 	       (double)(st.last_done_ns - st.first_open_ns) / 1e9 : 0;
-	fprintf(f, "language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
-		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu slot_waits=%lu\n",
+	fprintf(f,
+		"language: port=%s rooms=%u ok=%u failed=%u unfinished=%u "
+		"bytes=%lu bad=%lu rounds=%lu retransmits=%lu slot_waits=%lu "
+		"polls=%lu retries=%lu\n",
 		name, st.rooms, st.ok, st.failed, st.unfinished,
 		(unsigned long)st.bytes, (unsigned long)st.bad,
 		(unsigned long)xs.resumes, (unsigned long)xs.retransmits,
-		(unsigned long)st.slot_waits);
+		(unsigned long)st.slot_waits, (unsigned long)xs.polls,
+		(unsigned long)xs.retries);
 	if (st.nlatency > 0)
 		print_latency(f, "latency", name, st.latency_ns, st.nlatency,
 			      st.ok, st.bytes, secs);

@@ -510,15 +510,21 @@ load_limits(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 static void
 load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 {
-	static const char *const keys[] = { "rto_ms", "rto_max_ms",
-		"bootstrap_ms", "input_ms", "round_ms", "alloc_retry_ms",
-		"alloc_ms", "admit_ms", "heartbeat_ms", "peer_dead_ms",
-		"linger_ms", "quarantine_ms", NULL };
+	static const char *const keys[] = { "rto_ms",	      "rto_min_ms",
+					    "rto_max_ms",     "bootstrap_ms",
+					    "input_ms",	      "round_ms",
+					    "alloc_retry_ms", "alloc_ms",
+					    "admit_ms",	      "heartbeat_ms",
+					    "peer_dead_ms",   "linger_ms",
+					    "quarantine_ms",  NULL };
 	struct egw_xfer_timers *t = &c->timers;
-	uint64_t *dst[] = { &t->rto_ns, &t->rto_max_ns, &t->bootstrap_ns,
-		&t->input_ns, &t->round_ns, &t->alloc_retry_ns, &t->alloc_ns,
-		&t->admit_ns, &t->heartbeat_ns, &t->peer_dead_ns, &t->linger_ns,
-		&t->quarantine_ns };
+	uint64_t *dst[] = { &t->rto_ns,		&t->rto_min_ns,
+			    &t->rto_max_ns,	&t->bootstrap_ns,
+			    &t->input_ns,	&t->round_ns,
+			    &t->alloc_retry_ns, &t->alloc_ns,
+			    &t->admit_ns,	&t->heartbeat_ns,
+			    &t->peer_dead_ns,	&t->linger_ns,
+			    &t->quarantine_ns };
 	const config_setting_t *p = typed(l, gw, "timers", CONFIG_TYPE_GROUP,
 					  false);
 
@@ -533,6 +539,10 @@ load_timers(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 	}
 	if (t->rto_max_ns < t->rto_ns)
 		err(l, p, "rto_max_ms", "below rto_ms");
+	if (t->rto_min_ns > t->rto_ns)
+		err(l, p, "rto_min_ms",
+		    "above rto_ms (the first timeout lies "
+		    "within rto_min_ms..rto_max_ms)");
 	if (t->alloc_ns >= t->round_ns)
 		err(l, p, "alloc_ms", "must be below round_ms, so that a room "
 		    "waiting for memory fails as pool-exhausted");
@@ -877,6 +887,38 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 		p->payload.hop_limit = (uint8_t)v;
 }
 
+/* idle = { mode = "backoff" | "poll"; max_sleep_us = N; } */
+static void
+load_idle(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
+{
+	static const char *const keys[] = { "mode", "max_sleep_us", NULL };
+	const config_setting_t *g = typed(l, ps, "idle", CONFIG_TYPE_GROUP,
+					  false);
+	char mode[16];
+	uint32_t v;
+
+	p->idle.mode = EGW_IDLE_BACKOFF;
+	p->idle.max_sleep_us = EGW_CONF_IDLE_MAX_SLEEP_US;
+	if (g == NULL)
+		return;
+	known_keys(l, g, keys);
+	if (get_str(l, g, "mode", false, mode, sizeof(mode))) {
+		if (strcmp(mode, "poll") == 0)
+			p->idle.mode = EGW_IDLE_POLL;
+		else if (strcmp(mode, "backoff") != 0)
+			err(l, member(g, "mode"), NULL,
+			    "unknown idle mode '%s' (backoff, poll)", mode);
+	}
+	if (get_int(l, g, "max_sleep_us", 1, EGW_CONF_IDLE_MAX_SLEEP_US, false,
+		    &v)) {
+		p->idle.max_sleep_us = v;
+		if (p->idle.mode == EGW_IDLE_POLL)
+			err(l, member(g, "max_sleep_us"), NULL,
+			    "a polling worker never sleeps: only with mode "
+			    "\"backoff\"");
+	}
+}
+
 static void
 load_neighbours(struct ld *l, const config_setting_t *ps,
 		struct egw_conf_port *p)
@@ -1154,11 +1196,13 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const keys[] = { "name",	"device",  "address",
-					    "udp_port", "mtu",	   "queues",
-					    "lcores",	"payload", "neighbours",
-					    "routes",	"peers",   "max_peers",
-					    NULL };
+	static const char *const keys[] = { "name",	  "device",
+					    "address",	  "udp_port",
+					    "mtu",	  "queues",
+					    "lcores",	  "payload",
+					    "idle",	  "neighbours",
+					    "routes",	  "peers",
+					    "max_peers",  NULL };
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;
@@ -1232,6 +1276,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	if (get_int(l, ps, "max_peers", 1, EGW_CONF_MAX_SLOTS, false, &v))
 		p->max_peers = (uint16_t)v;
 	load_payload(l, ps, p);
+	load_idle(l, ps, p);
 	load_neighbours(l, ps, p);
 	load_routes(l, ps, p);
 	load_peers(l, ps, p);
@@ -1484,6 +1529,11 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			fprintf(f, "; payload verbs %s port %u gid %d",
 				p->payload.device, p->payload.port,
 				p->payload.gid_index);
+		if (p->idle.mode == EGW_IDLE_POLL)
+			fprintf(f, "; idle: busy polling");
+		else
+			fprintf(f, "; idle: sleeps of at most %u us",
+				p->idle.max_sleep_us);
 		fprintf(f, "; %u peer(s), %u static neighbour(s)\n", p->npeers,
 			p->nneigh);
 		for (uint16_t k = 0; k < p->nroutes; k++) {

@@ -216,8 +216,10 @@ void egw_policy_observe(struct egw_policy *p, uint32_t total);
 /* ---- engine configuration ---------------------------------------------- */
 
 struct egw_xfer_timers {
-	uint64_t rto_ns;          /**< first retransmission timeout */
-	uint64_t rto_max_ns;      /**< backoff ceiling */
+	uint64_t rto_ns;     /**< first retransmission timeout of a peer,
+			      *   until its first round-trip sample */
+	uint64_t rto_min_ns; /**< floor of the adaptive timeout (<= rto_ns) */
+	uint64_t rto_max_ns; /**< its ceiling, and the backoff's */
 	uint64_t bootstrap_ns;    /**< until INIT is accepted (all ranks: sender) */
 	uint64_t input_ns;        /**< until the total is known */
 	uint64_t round_ns;        /**< no progress while transferring */
@@ -271,6 +273,15 @@ struct egw_xfer_stats {
 	uint64_t duplicates;          /**< requests answered without new work */
 	uint64_t reordered;           /**< RESUME ahead of a missing one */
 	uint64_t retransmits;
+	uint64_t polls;	      /**< receiver: of the retransmits, STATUS
+			       *   polls (every window accepted, no
+			       *   ABORT pending: nothing to resend) */
+	uint64_t retries;     /**< receiver: of the retransmits, windows sent
+			       *   again after the sender refused them for now
+			       *   (UNKNOWN_ROOM or NO_SLOT to an INIT, BUSY):
+			       *   answered, not lost */
+	uint64_t rtt_samples; /**< receiver: round trips timed (a
+			       *   message sent once and its answer) */
 	uint64_t rooms_opened, rooms_ok, rooms_failed;
 	uint64_t windows;             /**< windows allocated (receiver) / accepted (sender) */
 	uint64_t resumes;             /**< windows after the first */
@@ -380,6 +391,18 @@ int egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room,
 		       uint16_t rank);
 void egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r,
 			    struct egw_xfer_stats *st);
+
+/** A peer's round-trip estimate (RFC 6298): what the receiver's
+ *  retransmission timeout for it comes from. */
+struct egw_xfer_rtt {
+	uint64_t srtt_ns;   /**< smoothed round-trip time (0: no sample yet) */
+	uint64_t rttvar_ns; /**< its variation */
+	uint64_t rto_ns;    /**< the peer's first retransmission timeout now */
+	uint64_t samples;   /**< round trips timed */
+};
+/** 0, or -EINVAL: no such peer. */
+int egw_xfer_receiver_peer_rtt(const struct egw_xfer_receiver *r, uint32_t peer,
+			       struct egw_xfer_rtt *out);
 /** The policy, e.g. to read its current default. */
 const struct egw_policy *
 egw_xfer_receiver_policy(const struct egw_xfer_receiver *r);

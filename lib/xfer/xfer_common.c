@@ -28,6 +28,7 @@ egw_xfer_timers_default(struct egw_xfer_timers *t)
 	 * milliseconds. alloc_ns < round_ns so that a receiver waiting for
 	 * memory fails with "pool exhausted" before anyone's round timer. */
 	t->rto_ns = 2 * MS;
+	t->rto_min_ns = 1 * MS;
 	t->rto_max_ns = 200 * MS;
 	t->bootstrap_ns = 5000 * MS;
 	t->input_ns = 30000 * MS;
@@ -70,6 +71,8 @@ xfer_core_init(struct xfer_core *core, const struct egw_xfer_conf *c)
 	    c->max_rooms > (1u << 24) || c->max_peers == 0 ||
 	    c->max_runs_per_room == 0 || c->pipeline_depth == 0 ||
 	    c->pipeline_depth >= EGW_XFER_PIPE || c->timers.rto_ns == 0 ||
+	    c->timers.rto_min_ns == 0 ||
+	    c->timers.rto_min_ns > c->timers.rto_ns ||
 	    c->timers.rto_max_ns < c->timers.rto_ns ||
 	    egw_pool_geom_check(&c->geom) != 0)
 		return -EINVAL;
@@ -235,6 +238,52 @@ xfer_core_peer_del(struct xfer_core *core, uint32_t peer)
 {
 	if (peer < core->conf.max_peers)
 		memset(&core->peers[peer], 0, sizeof(core->peers[peer]));
+}
+
+void
+xfer_core_rtt_sample(struct xfer_core *core, uint32_t peer, uint64_t rtt)
+{
+	const struct egw_xfer_timers *t = &core->conf.timers;
+	struct xfer_peer *pe;
+	uint64_t rto, dev;
+
+	if (peer >= core->conf.max_peers || !core->peers[peer].used)
+		return;
+	pe = &core->peers[peer];
+	if (pe->rtt_samples == 0) {
+		pe->srtt = rtt;
+		pe->rttvar = rtt / 2;
+	} else {
+		/* RTTVAR first: it uses the SRTT before this sample */
+		dev = pe->srtt > rtt ? pe->srtt - rtt : rtt - pe->srtt;
+		pe->rttvar = (3 * pe->rttvar + dev) / 4;
+		pe->srtt = (7 * pe->srtt + rtt) / 8;
+	}
+	pe->rtt_samples++;
+	pe->backoff_until = 0;
+	rto = pe->srtt + 4 * pe->rttvar;
+	if (rto < t->rto_min_ns)
+		rto = t->rto_min_ns;
+	if (rto > t->rto_max_ns)
+		rto = t->rto_max_ns;
+	pe->rto = rto;
+	core->stats.rtt_samples++;
+}
+
+void
+xfer_core_rto_backoff(struct xfer_core *core, uint32_t peer, uint64_t now)
+{
+	struct xfer_peer *pe;
+	uint64_t rto;
+
+	if (peer >= core->conf.max_peers || !core->peers[peer].used)
+		return;
+	pe = &core->peers[peer];
+	if (now < pe->backoff_until)
+		return;
+	rto = xfer_core_backoff(core, xfer_core_rto(core, peer));
+	pe->rto = rto;
+	pe->backoff_until = now + rto;
 }
 
 int

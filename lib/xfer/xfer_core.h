@@ -15,6 +15,10 @@ struct xfer_peer {
 	uint32_t pool_blocks;
 	uint64_t last_rx;
 	uint64_t next_hb;
+	/* round-trip estimate (RFC 6298; xfer_core_rtt_sample): 0 until the
+	 * first sample, when the first RTO is the configured one */
+	uint64_t srtt, rttvar, rto, rtt_samples;
+	uint64_t backoff_until; /* the RTO was doubled; not again before */
 };
 
 struct xfer_slot {        /* one bucket of the room table */
@@ -103,6 +107,29 @@ void xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank,
 	       enum egw_err e);
 /* Count a refused message; returns -e for the caller to hand back. */
 int xfer_core_reject(struct xfer_core *core, enum egw_err e);
+
+/* A round-trip sample `rtt` of `peer` (a message sent once, never
+ * retransmitted - Karn's rule is the caller's - and its answer): the
+ * smoothed RTT and its variation as RFC 6298 computes them (alpha 1/8,
+ * beta 1/4, K 4), and the peer's RTO from them within rto_min..rto_max. */
+void xfer_core_rtt_sample(struct xfer_core *core, uint32_t peer, uint64_t rtt);
+
+/* A message to `peer` timed out: its RTO doubles (up to rto_max) and
+ * stays so for the peer's next messages until a sample sets it again
+ * (RFC 6298 5.5 and 5.7, Karn's algorithm) - else timeouts that fire
+ * before every answer leave no sample and the RTO never grows. Once per
+ * RTO at most, however many rooms time out together. */
+void xfer_core_rto_backoff(struct xfer_core *core, uint32_t peer, uint64_t now);
+
+/* The first retransmission timeout of a message to `peer`: its RTO from
+ * the samples so far, the configured rto_ns before the first. */
+static inline uint64_t
+xfer_core_rto(const struct xfer_core *core, uint32_t peer)
+{
+	if (peer < core->conf.max_peers && core->peers[peer].rto != 0)
+		return core->peers[peer].rto;
+	return core->conf.timers.rto_ns;
+}
 
 /* Next retransmission timeout: double, up to the ceiling. */
 static inline uint64_t

@@ -44,6 +44,15 @@ struct receiver_room {
 	uint64_t deadline;        /* of the current state */
 	uint64_t progress_at;
 	uint64_t next_tx, rto;
+	/* the message being timed for the peer's round trip (one at a time,
+	 * as TCP times one segment): sent at rtt_at (0: none), answered by
+	 * an ACK (rtt_abort) or by `accepted` reaching rtt_end; any
+	 * retransmission of the room stops the timing (Karn's rule) */
+	uint64_t rtt_at;
+	uint32_t rtt_end;
+	bool rtt_abort;
+	bool refused; /* the sender refused a window for now: the
+		       * next resend is a retry, not a loss */
 	/* admission */
 	bool queued;              /* in the admission queue: holds no block */
 	uint32_t qprev, qnext;    /* queue links (room indices) */
@@ -163,6 +172,44 @@ receiver_find(struct egw_xfer_receiver *r, uint64_t room, uint16_t rank)
 	int32_t i = xfer_core_find(&r->core, room, rank);
 
 	return i < 0 ? NULL : &r->rooms[i];
+}
+
+int
+egw_xfer_receiver_peer_rtt(const struct egw_xfer_receiver *r, uint32_t peer,
+			   struct egw_xfer_rtt *out)
+{
+	const struct xfer_peer *pe;
+
+	if (r == NULL || out == NULL || peer >= r->core.conf.max_peers ||
+	    !r->core.peers[peer].used)
+		return -EINVAL;
+	pe = &r->core.peers[peer];
+	out->srtt_ns = pe->srtt;
+	out->rttvar_ns = pe->rttvar;
+	out->rto_ns = xfer_core_rto(&r->core, peer);
+	out->samples = pe->rtt_samples;
+	return 0;
+}
+
+/* Time a message sent for the first time, unless one is being timed:
+ * a window (answered when `accepted` reaches `end`) or an ABORT. */
+static void
+rtt_start(struct receiver_room *x, bool abort, uint32_t end, uint64_t now)
+{
+	if (x->rtt_at != 0 && !abort)
+		return;
+	x->rtt_at = now != 0 ? now : 1;
+	x->rtt_abort = abort;
+	x->rtt_end = end;
+}
+
+/* The timed message was answered: one round-trip sample of the peer. */
+static void
+rtt_answered(struct egw_xfer_receiver *r, struct receiver_room *x, uint64_t now)
+{
+	if (now >= x->rtt_at)
+		xfer_core_rtt_sample(&r->core, x->peer, now - x->rtt_at);
+	x->rtt_at = 0;
 }
 
 int
@@ -420,7 +467,8 @@ receiver_hold_for_ack(struct egw_xfer_receiver *r, struct receiver_room *x,
 	r->core.stats.quarantine_rooms++;
 	r->core.stats.quarantine_blocks += held_blocks(x);
 	receiver_send_simple(r, x, EGW_MSG_ABORT, e);
-	x->rto = r->core.conf.timers.rto_ns;
+	rtt_start(x, true, 0, now);
+	x->rto = xfer_core_rto(&r->core, x->peer);
 	x->next_tx = now + x->rto;
 }
 
@@ -696,8 +744,9 @@ egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room,
 	/* the bootstrap clock starts when the room is admitted */
 	x->deadline = x->mem_deadline;
 	x->progress_at = now;
-	x->rto = r->core.conf.timers.rto_ns;
+	x->rto = xfer_core_rto(&r->core, x->peer);
 	x->next_tx = UINT64_MAX;
+	x->rtt_at = 0;
 	queue_push(r, x, false, now);
 	receiver_admit(r, now);
 	return 0;
@@ -795,7 +844,8 @@ egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
 	if (w->off != 0)
 		r->core.stats.resumes++;
 	receiver_send_window(r, x, w);
-	x->rto = r->core.conf.timers.rto_ns;
+	rtt_start(x, false, w->off + w->alloc, now);
+	x->rto = xfer_core_rto(&r->core, x->peer);
 	x->next_tx = now + x->rto;
 	receiver_maybe_resume(r, x, now);
 	receiver_admit(r, now);
@@ -850,6 +900,9 @@ receiver_on_status(struct egw_xfer_receiver *r, struct receiver_room *x,
 	if (m->accepted_tokens > x->accepted) {
 		x->accepted = m->accepted_tokens;
 		progress = true;
+		if (x->rtt_at != 0 && !x->rtt_abort &&
+		    x->accepted >= x->rtt_end)
+			rtt_answered(r, x, now);
 	}
 	if (x->accepted > 0)
 		receiver_set_state(r, x, EGW_ST_WAITING_FOR_INPUT, now);
@@ -879,7 +932,7 @@ receiver_on_status(struct egw_xfer_receiver *r, struct receiver_room *x,
 	}
 	if (progress) {
 		x->progress_at = now;
-		x->rto = r->core.conf.timers.rto_ns;
+		x->rto = xfer_core_rto(&r->core, x->peer);
 		x->next_tx = now + x->rto;
 	} else {
 		r->core.stats.duplicates++;
@@ -912,7 +965,11 @@ receiver_on_error(struct egw_xfer_receiver *r, struct receiver_room *x,
 		 * opened the room yet, its room table is full, or it cannot
 		 * take the window now; the retransmission timer tries again.
 		 * TOO_LARGE and every other refusal of a live window are
-		 * final. */
+		 * final. An answer all the same: a round trip if timed. */
+		if (w != NULL && x->rtt_at != 0 && !x->rtt_abort &&
+		    w->off + w->alloc == x->rtt_end)
+			rtt_answered(r, x, now);
+		x->refused = true;
 		r->core.stats.rejected[egw_err_to_wire(e)]++;
 		return 0;
 	}
@@ -934,6 +991,8 @@ receiver_on_ack(struct egw_xfer_receiver *r, struct receiver_room *x,
 	if (!x->wait_ack || m->abort_id != x->abort_id)
 		return xfer_core_reject(&r->core, EGW_E_STATE);
 	r->core.stats.quarantine_acked++;
+	if (x->rtt_at != 0 && x->rtt_abort)
+		rtt_answered(r, x, now);
 	receiver_unhold(r, x);
 	if (!x->restart) {
 		receiver_release(r, x, now);
@@ -1039,7 +1098,7 @@ static void
 receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 		    uint64_t now)
 {
-	bool sent = false;
+	bool sent = false, retry = false;
 
 	if (x->wait_ack) {
 		receiver_send_simple(r, x, EGW_MSG_ABORT,
@@ -1050,11 +1109,21 @@ receiver_retransmit(struct egw_xfer_receiver *r, struct receiver_room *x,
 		if (!receiver_window_acked(x, &x->win[i])) {
 			receiver_send_window(r, x, &x->win[i]);
 			sent = true;
+			retry = x->refused;
+			if (retry)
+				r->core.stats.retries++;
 		}
 	}
-	if (!sent)
+	x->refused = false;
+	if (!sent) {
 		receiver_send_simple(r, x, EGW_MSG_STATUS, EGW_E_OK); /* poll */
+		r->core.stats.polls++;
+	} else if (!retry) {
+		/* a request timed out unanswered: the peer's RTO backs off */
+		xfer_core_rto_backoff(&r->core, x->peer, now);
+	}
 	r->core.stats.retransmits++;
+	x->rtt_at = 0; /* Karn: an answer now may be to either copy */
 	x->rto = xfer_core_backoff(&r->core, x->rto);
 	x->next_tx = now + x->rto;
 }

@@ -199,6 +199,41 @@ test_hop_limit(void)
 	       1, "ports[0].payload.hop_limit: unknown setting");
 }
 
+/* idle: sleeps of at most 100 us by default, busy polling when asked;
+ * a bound past the timers' period or on a polling worker is refused. */
+static void
+test_idle_group(void)
+{
+	expect(base, 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
+	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 100);
+	expect(edit("lcores = [1];",
+		    "lcores = [1]; idle = { mode = \"poll\"; };"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_POLL);
+	expect(edit("lcores = [1];",
+		    "lcores = [1];\n"
+		    "  idle = { mode = \"backoff\"; max_sleep_us = 20; };"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
+	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 20);
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+				     "  idle = { mode = \"nap\"; }; #<\n"),
+	       1,
+	       "ports[0].idle.mode: unknown idle mode 'nap' (backoff, poll)");
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+				     "  idle = { max_sleep_us = 1000; }; #<\n"),
+	       1, "ports[0].idle.max_sleep_us: out of range 1..100 (got 1000)");
+	expect(edit("lcores = [1];",
+		    "lcores = [1];\n"
+		    "  idle = { mode = \"poll\"; max_sleep_us = 50; }; #<\n"),
+	       1, "ports[0].idle.max_sleep_us: a polling worker never sleeps");
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+				     "  idle = { sleep = 5; }; #<\n"),
+	       1,
+	       "ports[0].idle.sleep: unknown setting (expected one of: mode, max_sleep_us)");
+}
+
 static void
 test_out_of_range(void)
 {
@@ -316,6 +351,15 @@ test_missing_and_cross_checks(void)
 	CU_ASSERT_EQUAL(conf.timers.admit_ns, 7000000000ull);
 	expect(edit("  pool = {", "  timers = { admit_ms = 0; }; #<\n  pool = {"),
 	       1, "gateway.timers.admit_ms");
+	/* the adaptive timeout's floor: 1 ms, at most the first timeout */
+	CU_ASSERT_EQUAL(conf.timers.rto_min_ns, 1000000ull);
+	expect(edit("  pool = {",
+		    "  timers = { rto_min_ms = 2; rto_ms = 4; };\n  pool = {"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.timers.rto_min_ns, 2000000ull);
+	expect(edit("  pool = {",
+		    "  timers = { rto_min_ms = 3; }; #<\n  pool = {"),
+	       1, "gateway.timers.rto_min_ms: above rto_ms");
 	expect(edit("[\"language\"]", "[\"language\", \"prefill\"] #<\n"), 1,
 	       "gateway.roles[1]: unknown role 'prefill'");
 }
@@ -847,6 +891,7 @@ main(int argc, char **argv)
 		{ "include_after_block_comment",
 		  test_include_after_block_comment },
 		{ "large_inputs", test_large_inputs },
+		{ "idle_group", test_idle_group },
 		{ NULL, NULL },
 	};
 	char key[512];

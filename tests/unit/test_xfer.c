@@ -354,6 +354,195 @@ test_requests_retransmitted_with_backoff(void)
 	finish(w);
 }
 
+/* ---- adaptive retransmission timeout (RFC 6298) ------------------------ */
+
+static void
+noop_emit(void *ctx, const struct egw_act *a)
+{
+	(void)ctx;
+	(void)a;
+}
+
+/* A core alone, for its round-trip estimator. */
+static void
+rtt_core(struct xfer_core *core, uint64_t min, uint64_t first, uint64_t max)
+{
+	struct w_conf c = conf(1, 1024);
+
+	c.xc.emit = noop_emit;
+	c.xc.timers.rto_min_ns = min;
+	c.xc.timers.rto_ns = first;
+	c.xc.timers.rto_max_ns = max;
+	CU_ASSERT_EQUAL_FATAL(xfer_core_init(core, &c.xc), 0);
+	CU_ASSERT_EQUAL_FATAL(xfer_core_peer_add(core, 0, 1024, 0), 0);
+}
+
+/* The RFC's arithmetic: the first sample R sets SRTT = R, RTTVAR = R/2;
+ * later ones RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R'| (with the old SRTT),
+ * SRTT = 7/8 SRTT + 1/8 R'; RTO = SRTT + 4 RTTVAR. */
+static void
+test_rtt_sample_sequence_gives_rfc6298_numbers(void)
+{
+	struct xfer_core core;
+	const struct xfer_peer *p;
+
+	rtt_core(&core, 1, 2 * MS, 10 * SEC);
+	p = &core.peers[0];
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 2 * MS); /* no sample yet */
+	xfer_core_rtt_sample(&core, 0, 100 * MS);
+	CU_ASSERT_EQUAL(p->srtt, 100 * MS);
+	CU_ASSERT_EQUAL(p->rttvar, 50 * MS);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 300 * MS);
+	xfer_core_rtt_sample(&core, 0, 200 * MS);
+	CU_ASSERT_EQUAL(p->rttvar, 62500 * US);
+	CU_ASSERT_EQUAL(p->srtt, 112500 * US);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 362500 * US);
+	xfer_core_rtt_sample(&core, 0, 100 * MS);
+	CU_ASSERT_EQUAL(p->rttvar, 50 * MS);
+	CU_ASSERT_EQUAL(p->srtt, 110937500ull);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 310937500ull);
+	CU_ASSERT_EQUAL(p->rtt_samples, 3);
+	CU_ASSERT_EQUAL(core.stats.rtt_samples, 3);
+	xfer_core_fini(&core);
+}
+
+/* The timeout stays within the configured floor and ceiling. */
+static void
+test_rtt_timeout_within_bounds(void)
+{
+	struct xfer_core core;
+
+	rtt_core(&core, 1 * MS, 2 * MS, 200 * MS);
+	xfer_core_rtt_sample(&core, 0, 10 * US); /* 30 us computed */
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 1 * MS);
+	for (int i = 0; i < 4; i++)
+		xfer_core_rtt_sample(&core, 0, 1 * SEC);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 200 * MS);
+	xfer_core_fini(&core);
+}
+
+/* A timeout doubles the peer's RTO for its next messages, once per RTO
+ * however many rooms time out together, until a sample sets it again. */
+static void
+test_rtt_timeout_backs_off_until_a_sample(void)
+{
+	struct xfer_core core;
+
+	rtt_core(&core, 1 * MS, 2 * MS, 200 * MS);
+	xfer_core_rto_backoff(&core, 0, 0);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 4 * MS);
+	xfer_core_rto_backoff(&core, 0, 1 * MS); /* the same timeout */
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 4 * MS);
+	xfer_core_rto_backoff(&core, 0, 4 * MS);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 8 * MS);
+	for (uint64_t t = 8 * MS; t < 10 * SEC; t += 200 * MS)
+		xfer_core_rto_backoff(&core, 0, t);
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 200 * MS);
+	xfer_core_rtt_sample(&core, 0, 3 * MS); /* 3 + 4 * 1.5 */
+	CU_ASSERT_EQUAL(xfer_core_rto(&core, 0), 9 * MS);
+	xfer_core_fini(&core);
+}
+
+/* A room over a link of 1 ms each way: the receiver times its windows
+ * (INIT, RESUMEs) to the sender's acceptance, 2 ms each. */
+static void
+test_rtt_measured_from_windows(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct egw_xfer_rtt rtt;
+	struct world *w;
+
+	c.net.latency_ns = 1 * MS;
+	c.xc.timers.rto_ns = 20 * MS;
+	w = w_create(&c);
+	CU_ASSERT_EQUAL(w_open(w, 8, 3000, false), 0);
+	w_run(w, 10 * SEC);
+	CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_peer_rtt(w->rx[0], W_RECEIVER_PEER,
+						   &rtt),
+			0);
+	CU_ASSERT(rtt.samples >= 1);
+	/* the simulated network orders events by a nanosecond or so */
+	CU_ASSERT(rtt.srtt_ns > 2 * MS - 10 * US &&
+		  rtt.srtt_ns < 2 * MS + 10 * US);
+	CU_ASSERT(rtt.rto_ns >= 2 * MS && rtt.rto_ns < 20 * MS);
+	CU_ASSERT_EQUAL(egw_xfer_receiver_peer_rtt(w->rx[0], 99, &rtt),
+			-EINVAL);
+	finish(w);
+}
+
+/* Karn's rule: a window sent more than once gives no sample, whichever
+ * copy the answer was to; the same room on a link never cut gives one. */
+static void
+test_rtt_no_sample_from_retransmitted(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct egw_xfer_rtt rtt;
+	struct egw_xfer_stats st;
+	struct world *w;
+
+	for (int cut = 0; cut < 2; cut++) {
+		w = w_create(&c);
+		w->net.cut_mask = cut ? 1 : 0;
+		CU_ASSERT_EQUAL(w_open(w, 8, 1000, false), 0); /* one window */
+		w_run_for(w, 10 * MS);
+		w->net.cut_mask = 0;
+		w_run(w, 10 * SEC);
+		CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+		egw_xfer_receiver_get_stats(w->rx[0], &st);
+		CU_ASSERT_EQUAL(egw_xfer_receiver_peer_rtt(w->rx[0],
+							   W_RECEIVER_PEER,
+							   &rtt),
+				0);
+		if (cut) {
+			CU_ASSERT(st.retransmits > 0);
+			CU_ASSERT_EQUAL(rtt.samples, 0);
+			CU_ASSERT_EQUAL(rtt.srtt_ns, 0);
+			/* backed off, and no sample has set it since */
+			CU_ASSERT(rtt.rto_ns > c.xc.timers.rto_ns);
+		} else {
+			CU_ASSERT_EQUAL(rtt.samples, 1);
+			CU_ASSERT(rtt.srtt_ns >
+					  2 * c.net.latency_ns - 10 * US &&
+				  rtt.srtt_ns < 2 * c.net.latency_ns + 10 * US);
+		}
+		finish(w);
+	}
+}
+
+/* With every window accepted and the data not landed yet the timer polls
+ * with STATUS: counted as a retransmission and as a poll; a window resent
+ * over a cut link is a retransmission only. */
+static void
+test_polls_counted_apart(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct egw_xfer_stats st;
+	struct world *w;
+
+	w = w_create(&c);
+	w->net.hold_writes = true;
+	CU_ASSERT_EQUAL(w_open(w, 8, 1000, false), 0);
+	w_run_for(w, 50 * MS);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.polls > 0);
+	CU_ASSERT_EQUAL(st.retransmits, st.polls);
+	release_and_run(w);
+	CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+	finish(w);
+
+	w = w_create(&c);
+	w->net.cut_mask = 1;
+	CU_ASSERT_EQUAL(w_open(w, 8, 1000, false), 0);
+	w_run_for(w, 50 * MS);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.retransmits > 0);
+	CU_ASSERT_EQUAL(st.polls, 0);
+	release_and_run(w);
+	CU_ASSERT_EQUAL(err_of(w, 8, 0), EGW_E_OK);
+	finish(w);
+}
+
 static void
 test_duplicate_request_answered_without_work(void)
 {
@@ -997,6 +1186,7 @@ test_no_slot_retried_too_large_final(void)
 {
 	struct w_conf c = conf(1, 1024);
 	struct world *w = w_create(&c);
+	struct egw_xfer_stats st;
 	struct egw_msg e = { .type = EGW_MSG_ERROR, .state = EGW_MSG_INIT,
 			     .room = 40, .nranks = 1, .error = EGW_E_NO_SLOT };
 
@@ -1008,6 +1198,12 @@ test_no_slot_retried_too_large_final(void)
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
 	CU_ASSERT_EQUAL(egw_xfer_receiver_state(w->rx[0], 40, 0),
 			EGW_ST_BOOTSTRAPPING);
+	/* the INIT sent again after the refusal is a retry, not a loss */
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT_EQUAL(st.retries, 0);
+	w_run_for(w, 50 * MS);
+	egw_xfer_receiver_get_stats(w->rx[0], &st);
+	CU_ASSERT(st.retries > 0 && st.retries <= st.retransmits);
 	e.room = 41;
 	e.error = EGW_E_TOO_LARGE;
 	CU_ASSERT_EQUAL(w_to_receiver(w, 0, &e), 0);
@@ -1526,46 +1722,84 @@ main(void)
 	static const struct cu_test tests[] = {
 		{ "late_writer_never_writes_into_reused_blocks",
 		  test_late_writer_never_writes_into_reused_blocks },
-		{ "abort_ack_after_writes_drained", test_abort_ack_after_writes_drained },
-		{ "ack_of_another_abort_ends_nothing", test_ack_of_another_abort_ends_nothing },
-		{ "reported_peer_dead_is_quarantined", test_reported_peer_dead_is_quarantined },
-		{ "quarantine_ends_when_the_peer_dies", test_quarantine_ends_when_the_peer_dies },
-		{ "quarantine_deadline_fences_the_peer", test_quarantine_deadline_fences_the_peer },
+		{ "abort_ack_after_writes_drained",
+		  test_abort_ack_after_writes_drained },
+		{ "ack_of_another_abort_ends_nothing",
+		  test_ack_of_another_abort_ends_nothing },
+		{ "reported_peer_dead_is_quarantined",
+		  test_reported_peer_dead_is_quarantined },
+		{ "quarantine_ends_when_the_peer_dies",
+		  test_quarantine_ends_when_the_peer_dies },
+		{ "quarantine_deadline_fences_the_peer",
+		  test_quarantine_deadline_fences_the_peer },
 		{ "restart_from_token_zero", test_restart_from_token_zero },
 		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },
-		{ "failed_status_keeps_its_counters", test_failed_status_keeps_its_counters },
-		{ "dummy_rank_status_is_consistent", test_dummy_rank_status_is_consistent },
-		{ "init_checked_before_the_room_exists", test_init_checked_before_the_room_exists },
-		{ "no_slot_retried_too_large_final", test_no_slot_retried_too_large_final },
-		{ "beyond_total_before_ahead_of_accepted", test_beyond_total_before_ahead_of_accepted },
-		{ "states_move_forward_to_success", test_states_move_forward_to_success },
+		{ "failed_status_keeps_its_counters",
+		  test_failed_status_keeps_its_counters },
+		{ "dummy_rank_status_is_consistent",
+		  test_dummy_rank_status_is_consistent },
+		{ "init_checked_before_the_room_exists",
+		  test_init_checked_before_the_room_exists },
+		{ "no_slot_retried_too_large_final",
+		  test_no_slot_retried_too_large_final },
+		{ "beyond_total_before_ahead_of_accepted",
+		  test_beyond_total_before_ahead_of_accepted },
+		{ "states_move_forward_to_success",
+		  test_states_move_forward_to_success },
 		{ "backward_shift_delete_keeps_every_chain",
 		  test_backward_shift_delete_keeps_every_chain },
-		{ "failed_is_final_and_frees_both_sides", test_failed_is_final_and_frees_both_sides },
-		{ "finished_rooms_free_their_slot_at_once", test_finished_rooms_free_their_slot_at_once },
-		{ "round_moves_min_of_remaining_and_allocated", test_round_moves_min_of_remaining_and_allocated },
-		{ "zero_copy_resume_keeps_blocks", test_zero_copy_resume_keeps_blocks },
-		{ "surplus_of_default_is_trimmed_at_announce", test_surplus_of_default_is_trimmed_at_announce },
+		{ "failed_is_final_and_frees_both_sides",
+		  test_failed_is_final_and_frees_both_sides },
+		{ "finished_rooms_free_their_slot_at_once",
+		  test_finished_rooms_free_their_slot_at_once },
+		{ "round_moves_min_of_remaining_and_allocated",
+		  test_round_moves_min_of_remaining_and_allocated },
+		{ "zero_copy_resume_keeps_blocks",
+		  test_zero_copy_resume_keeps_blocks },
+		{ "surplus_of_default_is_trimmed_at_announce",
+		  test_surplus_of_default_is_trimmed_at_announce },
 		{ "resume_to_any_depth", test_resume_to_any_depth },
-		{ "pipelined_resume_has_zero_idle_round_trips", test_pipelined_resume_has_zero_idle_round_trips },
-		{ "requests_retransmitted_with_backoff", test_requests_retransmitted_with_backoff },
-		{ "duplicate_request_answered_without_work", test_duplicate_request_answered_without_work },
-		{ "repeated_transferring_never_resumes_twice", test_repeated_transferring_never_resumes_twice },
-		{ "same_block_indices_change_nothing", test_same_block_indices_change_nothing },
-		{ "multi_tp_success_only_when_all_ranks_hold_all", test_multi_tp_success_only_when_all_ranks_hold_all },
+		{ "pipelined_resume_has_zero_idle_round_trips",
+		  test_pipelined_resume_has_zero_idle_round_trips },
+		{ "requests_retransmitted_with_backoff",
+		  test_requests_retransmitted_with_backoff },
+		{ "rtt_sample_sequence_gives_rfc6298_numbers",
+		  test_rtt_sample_sequence_gives_rfc6298_numbers },
+		{ "rtt_timeout_within_bounds", test_rtt_timeout_within_bounds },
+		{ "rtt_measured_from_windows", test_rtt_measured_from_windows },
+		{ "rtt_timeout_backs_off_until_a_sample",
+		  test_rtt_timeout_backs_off_until_a_sample },
+		{ "rtt_no_sample_from_retransmitted",
+		  test_rtt_no_sample_from_retransmitted },
+		{ "polls_counted_apart", test_polls_counted_apart },
+		{ "duplicate_request_answered_without_work",
+		  test_duplicate_request_answered_without_work },
+		{ "repeated_transferring_never_resumes_twice",
+		  test_repeated_transferring_never_resumes_twice },
+		{ "same_block_indices_change_nothing",
+		  test_same_block_indices_change_nothing },
+		{ "multi_tp_success_only_when_all_ranks_hold_all",
+		  test_multi_tp_success_only_when_all_ranks_hold_all },
 		{ "dummy_rank_gets_aux_only", test_dummy_rank_gets_aux_only },
-		{ "all_ranks_same_resume_decision", test_all_ranks_same_resume_decision },
-		{ "pool_exhausted_waits_and_completes", test_pool_exhausted_waits_and_completes },
-		{ "room_larger_than_pool_fails_at_once", test_room_larger_than_pool_fails_at_once },
+		{ "all_ranks_same_resume_decision",
+		  test_all_ranks_same_resume_decision },
+		{ "pool_exhausted_waits_and_completes",
+		  test_pool_exhausted_waits_and_completes },
+		{ "room_larger_than_pool_fails_at_once",
+		  test_room_larger_than_pool_fails_at_once },
 		{ "pool_exhausted_fails_at_its_own_deadline",
 		  test_pool_exhausted_fails_at_its_own_deadline },
-		{ "alloc_result_after_failure_is_returned", test_alloc_result_after_failure_is_returned },
+		{ "alloc_result_after_failure_is_returned",
+		  test_alloc_result_after_failure_is_returned },
 		{ "deadlines_on_every_state", test_deadlines_on_every_state },
 		{ "declared_dead_peer_fails_its_rooms_at_once",
 		  test_declared_dead_peer_fails_its_rooms_at_once },
-		{ "dead_peer_fails_its_rooms_only", test_dead_peer_fails_its_rooms_only },
-		{ "bad_input_rejected_and_counted", test_bad_input_rejected_and_counted },
-		{ "refused_init_fails_receiver_room", test_refused_init_fails_receiver_room },
+		{ "dead_peer_fails_its_rooms_only",
+		  test_dead_peer_fails_its_rooms_only },
+		{ "bad_input_rejected_and_counted",
+		  test_bad_input_rejected_and_counted },
+		{ "refused_init_fails_receiver_room",
+		  test_refused_init_fails_receiver_room },
 		{ "window_keys_single_run_and_keys_in_init",
 		  test_window_keys_single_run_and_keys_in_init },
 		{ NULL, NULL },
