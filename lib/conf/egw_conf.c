@@ -1464,6 +1464,12 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	}
 	load_ports(&l, root, c);
 	check_tenant_ports(&l, gw, c);
+	/* a record's key is the name REGISTER carries, the same on every
+	 * port: one port, one record */
+	if (c->cluster.enabled && c->nports > 1)
+		err(&l, member(gw, "cluster"), NULL, "a gateway in a cluster has "
+		    "one port (its record is keyed by the gateway's name), "
+		    "got %u", c->nports);
 	if (errs->total == 0 && egw_pool_geom_check(&c->geom) != 0)
 		err(&l, gw, "pool", "inconsistent pool geometry");
 	config_destroy(&cfg);

@@ -485,6 +485,24 @@ test_cluster_group(void)
 		    "endpoints = [\"http://h:1\"];\n ttl = 1; #<\n };\n"),
 	       1, "gateway.cluster.ttl: unknown setting");
 
+	/* one port per gateway in a cluster */
+	{
+		char two[2048];
+		const char *p = strstr(base, "  }\n);");
+
+		snprintf(two, sizeof(two), "%.*s  },\n  { name = \"p1\"; device = "
+			 "\"net_ring1\"; address = \"10.0.1.1/24\"; lcores = [2]; "
+			 "payload = { driver = \"shm\"; path = \"/dev/shm/y\"; }; }\n);\n",
+			 (int)(p - base), base);
+		CU_ASSERT_FATAL(strstr(two, "  name = \"gw\";\n") != NULL);
+		snprintf(text, sizeof(text), "%.*s  name = \"gw\";\n  cluster = { "
+			 "name = \"p\"; endpoints = [\"http://h:1\"]; }; #<\n%s",
+			 (int)(strstr(two, "  name = \"gw\";\n") - two), two,
+			 strstr(two, "  name = \"gw\";\n") + 15);
+		expect(text, 1, "gateway.cluster: a gateway in a cluster has one "
+		       "port (its record is keyed by the gateway's name), got 2");
+	}
+
 	/* the password: read at load, its newline dropped */
 	snprintf(pw, sizeof(pw), "%s/pw", tmpdir);
 	write_file(pw, "s3cret\n", 7);
