@@ -27,6 +27,7 @@
 
 #include <curl/curl.h>
 #include <rte_lcore.h>
+#include <rte_telemetry.h>
 
 #include "egw_cluster.h"
 #include "gw.h"
@@ -424,6 +425,31 @@ run(void *arg)
 	return NULL;
 }
 
+/* /embgw/cluster: where membership stands (doc/cluster.md) */
+static int
+cmd_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct egw_cluster_status s;
+	char endpoint[EGW_CONF_URL_LEN];
+
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	if (!gw_cluster_status(&s, endpoint, sizeof(endpoint)))
+		return 0;
+	rte_tel_data_add_dict_string(d, "cluster", g.conf->cluster.name);
+	rte_tel_data_add_dict_string(d, "state", egw_cluster_state_name(s.state));
+	rte_tel_data_add_dict_u64(d, "connected", s.connected);
+	rte_tel_data_add_dict_string(d, "endpoint", endpoint);
+	rte_tel_data_add_dict_u64(d, "lease", (uint64_t)s.lease);
+	rte_tel_data_add_dict_u64(d, "revision", (uint64_t)s.revision);
+	rte_tel_data_add_dict_u64(d, "peers_known", s.peers);
+	rte_tel_data_add_dict_u64(d, "peers_held", s.compatible);
+	rte_tel_data_add_dict_u64(d, "failures", s.failures);
+	rte_tel_data_add_dict_string(d, "last_error", s.last_error);
+	return 0;
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 int
@@ -474,6 +500,9 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 		return rc < 0 ? rc : -rc;
 	}
 	g.running = true;
+	rte_telemetry_register_cmd("/embgw/cluster", cmd_cluster,
+				   "Cluster membership: etcd state, lease, "
+				   "revision, peers");
 	/* the first outcome: in step, refused (a second gateway of our
 	 * name: the start fails) or etcd out of reach (we start with the
 	 * file's peers and keep trying) */
