@@ -71,7 +71,8 @@ static struct {
 	/* what other threads read: under lock */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool first;              /* in step, refused or failed once */
+	bool first;              /* in step or refused */
+	bool started;            /* gw_cluster_start returned */
 	bool refused;
 	char refusal[EGW_CLUSTER_TEXT_LEN];
 	struct egw_cluster_status st;
@@ -79,7 +80,7 @@ static struct {
 
 static const char *const chan_names[] = { "request", "keep-alive", "watch" };
 
-/* ---- the record of an identity ------------------------------------------- */
+/* ---- the record of an identity ----------------------------------------- */
 
 static int
 self_record(const struct gw_id *id, struct egw_cluster_record *r)
@@ -109,7 +110,7 @@ self_record(const struct gw_id *id, struct egw_cluster_record *r)
 	return egw_cluster_key_id(c->key.k, sizeof(c->key.k), r->key_id);
 }
 
-/* ---- peers to the workers ------------------------------------------------- */
+/* ---- peers to the workers ---------------------------------------------- */
 
 static int
 apply(const struct pending *p)
@@ -164,7 +165,7 @@ peer_change(const struct egw_cluster_action *a)
 		g.pending[g.npending++] = p;
 }
 
-/* ---- HTTP --------------------------------------------------------------- */
+/* ---- HTTP -------------------------------------------------------------- */
 
 static size_t
 on_data(char *data, size_t size, size_t n, void *arg)
@@ -300,7 +301,6 @@ publish_status(void)
 	pthread_mutex_lock(&g.lock);
 	egw_cluster_get_status(g.m, &g.st);
 	if (!g.first && (g.st.state == EGW_CLUSTER_ST_WATCH ||
-			 g.st.state == EGW_CLUSTER_ST_BACKOFF ||
 			 g.st.state == EGW_CLUSTER_ST_REFUSED)) {
 		g.first = true;
 		pthread_cond_broadcast(&g.cond);
@@ -331,6 +331,10 @@ act(void)
 			break;
 		case EGW_CLUSTER_ACT_REFUSE:
 			pthread_mutex_lock(&g.lock);
+			/* after the start (etcd was out of reach then): the
+			 * gateway runs on, outside the cluster */
+			if (g.started)
+				GW_LOG(ERR, "%s: leaving the cluster\n", a.text);
 			g.refused = true;
 			snprintf(g.refusal, sizeof(g.refusal), "%s", a.text);
 			pthread_mutex_unlock(&g.lock);
@@ -504,9 +508,12 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 				   "Cluster membership: etcd state, lease, "
 				   "revision, peers");
 	/* the first outcome: in step, refused (a second gateway of our
-	 * name: the start fails) or etcd out of reach (we start with the
-	 * file's peers and keep trying) */
-	wait_ns = 3ull * c->cluster.request_timeout_ms * 1000000ull;
+	 * name: the start fails) or, after a request's time and a dial to
+	 * every endpoint, etcd out of reach (we start with the file's peers
+	 * and keep trying) */
+	wait_ns = ((uint64_t)c->cluster.request_timeout_ms +
+		   (uint64_t)c->cluster.dial_timeout_ms * c->cluster.nendpoints) *
+		  1000000ull;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += (time_t)(wait_ns / 1000000000ull);
 	until.tv_nsec += (long)(wait_ns % 1000000000ull);
@@ -519,6 +526,11 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 	       pthread_cond_timedwait(&g.cond, &g.lock, &until) == 0)
 		;
 	rc = g.refused ? -EEXIST : 0;
+	g.started = true;
+	if (!g.first && rc == 0)
+		GW_LOG(WARNING, "cluster %s: not in step yet: starting with the "
+		       "file's peers, the cluster's join when etcd answers\n",
+		       c->cluster.name);
 	pthread_mutex_unlock(&g.lock);
 	if (rc != 0) {
 		GW_LOG(ERR, "%s; not starting\n", g.refusal);

@@ -407,7 +407,7 @@ out:
 	return rc;
 }
 
-/* ---- compatibility ---------------------------------------------------- */
+/* ---- compatibility ----------------------------------------------------- */
 
 static bool
 roles_complement(uint16_t a, uint16_t b)

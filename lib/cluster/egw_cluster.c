@@ -88,7 +88,7 @@ egw_cluster_state_name(enum egw_cluster_state s)
 	       state_names[s] : "?";
 }
 
-/* ---- actions ------------------------------------------------------------ */
+/* ---- actions ----------------------------------------------------------- */
 
 static struct egw_cluster_action *
 push(struct egw_cluster *c, enum egw_cluster_act_kind kind)
@@ -180,7 +180,7 @@ cancel_all(struct egw_cluster *c)
 	c->op = OP_NONE;
 }
 
-/* ---- keys ------------------------------------------------------------- */
+/* ---- keys -------------------------------------------------------------- */
 
 static json_object *
 b64_str(const char *s)
@@ -207,7 +207,7 @@ i64_str(int64_t v)
 	return json_object_new_string(s);
 }
 
-/* ---- requests --------------------------------------------------------- */
+/* ---- requests ---------------------------------------------------------- */
 
 static void
 send_auth(struct egw_cluster *c)
@@ -339,7 +339,7 @@ send_del(struct egw_cluster *c, unsigned i)
 	request(c, EGW_CLUSTER_CH_MAIN, "/v3/kv/deleterange", o);
 }
 
-/* ---- peers -------------------------------------------------------------- */
+/* ---- peers ------------------------------------------------------------- */
 
 static struct peer *
 peer_find(struct egw_cluster *c, const char *name)
@@ -566,7 +566,7 @@ on_delete(struct egw_cluster *c, json_object *kv)
 		peer_drop(c, p, "its key was deleted or its lease ended");
 }
 
-/* ---- the plan ------------------------------------------------------------ */
+/* ---- the plan ---------------------------------------------------------- */
 
 static uint64_t
 rnd(struct egw_cluster *c)

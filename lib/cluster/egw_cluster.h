@@ -27,7 +27,7 @@ extern "C" {
 
 #define EGW_CLUSTER_NAME_LEN 32
 #define EGW_CLUSTER_PATH_LEN 256
-#define EGW_CLUSTER_MAX_SELF 8      /**< records of one gateway */
+#define EGW_CLUSTER_MAX_SELF 32     /**< records of one process: its identities */
 #define EGW_CLUSTER_KEY_ID_BYTES 16
 #define EGW_CLUSTER_KEY_ID_LEN (2 * EGW_CLUSTER_KEY_ID_BYTES + 1)
 #define EGW_CLUSTER_RECORD_MAX 2048 /**< a record's JSON, bytes */

@@ -172,7 +172,7 @@ test_compat(void)
 			EGW_CLUSTER_COMPAT_PAYLOAD);
 }
 
-/* ---- the state machine -------------------------------------------------- */
+/* ---- the state machine ------------------------------------------------- */
 
 static struct egw_cluster *c;
 static struct egw_cluster_action acts[4096];
