@@ -403,6 +403,10 @@ wait_ms(uint64_t now)
 
 	if (due <= now)
 		return 0;
+	/* changes wait for room in a mailbox: the worker frees it on its
+	 * next tick (a millisecond or so) */
+	if (g.npending > 0)
+		return 1;
 	if (due - now >= POLL_MAX_MS * 1000000ull)
 		return POLL_MAX_MS;
 	return (uint32_t)((due - now) / 1000000) + 1;
