@@ -737,6 +737,73 @@ test_auth(void)
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/auth/authenticate");
 }
 
+/* after in step, a name taken meanwhile is not a refusal: back off, retry */
+static void
+test_name_taken_later(void)
+{
+	char b[16384], k[4096];
+	struct egw_cluster_status st;
+
+	to_watch();
+	/* the lease ended while away; someone took our name meanwhile */
+	egw_cluster_tick(c, 3000 * MS);
+	drain();
+	answer(EGW_CLUSTER_CH_KEEPALIVE, "{\"result\":{\"ID\":\"" LEASE "\"}}",
+	       3000 * MS);
+	answer(EGW_CLUSTER_CH_MAIN, "{\"ID\":\"8000\",\"TTL\":\"9\"}", 3000 * MS);
+	snprintf(b, sizeof(b),
+		 "{\"responses\":[{\"response_range\":{\"kvs\":[%s]}}]}",
+		 kv(k, sizeof(k), &self_rec, "1234", 20));
+	answer(EGW_CLUSTER_CH_MAIN, b, 3000 * MS);
+	CU_ASSERT_PTR_NULL(find(EGW_CLUSTER_ACT_REFUSE, NULL));
+	egw_cluster_get_status(c, &st);
+	CU_ASSERT_EQUAL(st.state, EGW_CLUSTER_ST_BACKOFF);
+	CU_ASSERT(strstr(st.last_error, "held by another gateway") != NULL);
+}
+
+/* a skipped record that becomes compatible is held; one that stops
+ * being compatible is released */
+static void
+test_compat_changes(void)
+{
+	char b[16384], k[4096];
+	const struct egw_cluster_action *r;
+
+	to_watch();
+	enc2.hidden = 1;
+	snprintf(b, sizeof(b), "{\"result\":{\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "9", 6));
+	watch_line(b, 1);
+	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_HOLD), 0);
+	enc2.hidden = 4096;
+	snprintf(b, sizeof(b), "{\"result\":{\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "9", 7));
+	watch_line(b, 2);
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_HOLD, "enc-2"));
+	enc2.key_id[3] = 'f';
+	snprintf(b, sizeof(b), "{\"result\":{\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "9", 8));
+	watch_line(b, 3);
+	r = find(EGW_CLUSTER_ACT_RELEASE, "enc-2");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT(strstr(r->text, "not compatible") != NULL);
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "another pre-shared"));
+}
+
+/* a stop before any lease: stopped at once, nothing sent */
+static void
+test_stop_before_lease(void)
+{
+	machine();
+	egw_cluster_start(c, 0);
+	drain();
+	egw_cluster_stop(c, 1);
+	drain();
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_CANCEL, NULL));
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_STOPPED, NULL));
+	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_REQUEST), 0);
+}
+
 int
 main(void)
 {
@@ -757,6 +824,9 @@ main(void)
 		{ "clean_stop", test_clean_stop },
 		{ "unreachable_at_start", test_unreachable_at_start },
 		{ "auth", test_auth },
+		{ "name_taken_later", test_name_taken_later },
+		{ "compat_changes", test_compat_changes },
+		{ "stop_before_lease", test_stop_before_lease },
 		{ NULL, NULL },
 	};
 	int rc;
