@@ -750,7 +750,8 @@ test_name_taken_later(void)
 	drain();
 	answer(EGW_CLUSTER_CH_KEEPALIVE, "{\"result\":{\"ID\":\"" LEASE "\"}}",
 	       3000 * MS);
-	answer(EGW_CLUSTER_CH_MAIN, "{\"ID\":\"8000\",\"TTL\":\"9\"}", 3000 * MS);
+	answer(EGW_CLUSTER_CH_MAIN, "{\"ID\":\"8000\",\"TTL\":\"9\"}",
+	       3000 * MS);
 	snprintf(b, sizeof(b),
 		 "{\"responses\":[{\"response_range\":{\"kvs\":[%s]}}]}",
 		 kv(k, sizeof(k), &self_rec, "1234", 20));
