@@ -410,10 +410,11 @@ release_all(struct egw_cluster *c, struct peer *p, const char *why)
 static void
 peer_drop(struct egw_cluster *c, struct peer *p, const char *why)
 {
-	release_all(c, p, why);
-	if (p->valid)
+	/* only what was a peer leaves; a skipped record just goes */
+	if (p->held != 0)
 		logf_(c, EGW_CLUSTER_INFO, "cluster %s: peer %s left (%s)",
 		      c->conf.cluster, p->name, why);
+	release_all(c, p, why);
 	*p = c->peers[--c->npeers];
 }
 
@@ -497,6 +498,7 @@ on_kv(struct egw_cluster *c, json_object *kv)
 	const char *name;
 	struct peer *p;
 	long vlen = -1;
+	uint32_t held;
 	bool had;
 	int own, rc;
 
@@ -553,10 +555,11 @@ on_kv(struct egw_cluster *c, json_object *kv)
 		return;
 	}
 	p->bad_logged = false;
-	if (!had)
+	held = p->held;
+	peer_decide(c, p, had ? &old : NULL);
+	if (held == 0 && p->held != 0)
 		logf_(c, EGW_CLUSTER_INFO, "cluster %s: peer %s joined",
 		      c->conf.cluster, name);
-	peer_decide(c, p, had ? &old : NULL);
 }
 
 static void
