@@ -28,6 +28,8 @@
  * room table (per side); one more fails NO_SLOT at once, as it would
  * without the wait. As deep as the producer's wait for source memory. */
 #define ATTACH_SLOT_QUEUE 256
+/* How often the source looks at its peers' readiness on its own. */
+#define PEERS_REFRESH_NS (10u * 1000000u)
 
 /* the clients' runs are handed to the node as they are */
 _Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
@@ -113,12 +115,11 @@ op_send_abort(void *ctx, uint64_t room, bool committed,
 
 static int
 op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
-	     uint16_t peer, bool aux_only)
+	     uint32_t peer, bool aux_only)
 {
 	struct gw_attach_port *ap = ctx;
 
-	/* the welcome lists the port's peers in configuration order, which
-	 * is the node's peer index */
+	/* `peer` is the node's slot of a live peer (gw_attach_peers_changed) */
 	return egw_node_receiver_open(ap->base.id->node, room, rank, nranks,
 				      peer, aux_only, ap->now);
 }
@@ -276,6 +277,12 @@ src_poll(struct gw_room_source *s, uint64_t now)
 	struct gw_attach_port *ap = port_of(s);
 
 	ap->now = now;
+	/* readiness moves without a change of the list: looked at often
+	 * enough for an engine waiting on it, rarely enough to cost nothing */
+	if (now - ap->peers_at >= PEERS_REFRESH_NS) {
+		ap->peers_at = now;
+		gw_attach_peers_changed(ap->base.id, now);
+	}
 	return mailbox(ap, now) + egw_engines_poll(ap->clients, now);
 }
 
@@ -361,6 +368,7 @@ src_close(struct gw_room_source *s)
 	egw_engines_destroy(ap->clients, ap->now);
 	rte_ring_free(ap->to_worker);
 	rte_ring_free(ap->to_ctl);
+	free(ap->peers);
 	free(ap);
 }
 
@@ -374,6 +382,68 @@ static const struct gw_room_source_ops attach_source_ops = {
 	.close = src_close,
 };
 
+uint32_t
+gw_attach_max_peers(const struct gw_id *id)
+{
+	/* the port's peer slots: the configuration's, never the node's (a
+	 * control thread asks) */
+	return id->cfg->max_peers;
+}
+
+/* The node's live peers (active and leaving slots) into ap->peers. */
+static void
+peers_build(struct gw_attach_port *ap, struct gw_id *id)
+{
+	uint32_t slots = egw_node_peer_slots(id->node);
+	struct egw_node_peer_info info;
+
+	ap->npeers = 0;
+	for (uint32_t s = 0; s < slots && ap->npeers < ap->max_peers; s++) {
+		struct egw_engines_peer *p = &ap->peers[ap->npeers];
+
+		if (egw_node_peer_get(id->node, s, &info) != 0 ||
+		    info.state == EGW_NODE_PEER_FREE)
+			continue;
+		memset(p, 0, sizeof(*p));
+		p->id = info.id;
+		p->slot = s;
+		snprintf(p->name, sizeof(p->name), "%.*s",
+			 (int)sizeof(info.cfg.name), info.cfg.name);
+		p->ready = info.ready;
+		p->leaving = info.state == EGW_NODE_PEER_LEAVING;
+		ap->npeers++;
+	}
+}
+
+/* Rebuilt when the node's table moved; between two moves only readiness
+ * changes, read per listed peer; lib/engines hears only of a change. */
+int
+gw_attach_peers_changed(struct gw_id *id, uint64_t now)
+{
+	struct gw_attach_port *ap = id->attach;
+	bool moved = false;
+
+	if (ap == NULL || ap->clients == NULL || ap->peers == NULL)
+		return 0;
+	if (!ap->peers_built || egw_node_peers_gen(id->node) != ap->node_gen) {
+		ap->peers_built = true;
+		ap->node_gen = egw_node_peers_gen(id->node);
+		peers_build(ap, id);
+		moved = true;
+	}
+	for (uint32_t i = 0; i < ap->npeers; i++) {
+		bool ready = egw_node_peer_ready(id->node, ap->peers[i].slot);
+
+		if (ready != ap->peers[i].ready) {
+			ap->peers[i].ready = ready;
+			moved = true;
+		}
+	}
+	return moved ? egw_engines_peers_set(ap->clients, ap->peers, ap->npeers,
+					     now) :
+		       0;
+}
+
 int
 gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 {
@@ -385,7 +455,8 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		.max_clients = at->max_clients,
 		.max_rooms = at->max_clients * at->slots,
 		.max_total_tokens = c->geom.capacity_tokens,
-		.npeers = id->cfg->npeers,
+		.max_peers = gw_attach_max_peers(id),
+		.peer_wait_ns = c->timers.bootstrap_ns,
 		.encode = (c->roles & EGW_ROLE_ENCODE) != 0,
 		.language = (c->roles & EGW_ROLE_LANGUAGE) != 0,
 		.alloc_ns = c->timers.alloc_ns,
@@ -416,6 +487,10 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 	cc.ctx = ap;
 	ap->base.ops = &attach_source_ops;
 	rc = egw_engines_create(&cc, &ap->clients);
+	ap->max_peers = cc.max_peers;
+	ap->peers = calloc(cc.max_peers, sizeof(*ap->peers));
+	if (rc == 0 && ap->peers == NULL)
+		rc = -ENOMEM;
 	/* ring names are global to the process: numbered, not named */
 	snprintf(name, sizeof(name), "egw_attach_w%u", nports);
 	if (rc == 0)
@@ -437,6 +512,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		egw_engines_destroy(ap->clients, 0);
 		rte_ring_free(ap->to_worker);
 		rte_ring_free(ap->to_ctl);
+		free(ap->peers);
 		free(ap);
 		return rc;
 	}

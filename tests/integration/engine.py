@@ -128,7 +128,7 @@ def misuse(c, room, rank, nranks, aux_only):
     (-EEXIST; a field out of range never leaves lib/client, which checks
     every command with the gateway's own rules). @return how many
     commands were refused as doc/client.md says."""
-    twice = c.recv_room(room, peer=0, rank=rank, nranks=nranks,
+    twice = c.recv_room(room, peer=1, rank=rank, nranks=nranks,
                         aux_only=aux_only)
     twice.wait(embgw.KVPoll.Success, DEADLINE_S)
     got = [res for _, res in twice.refusals]
@@ -161,7 +161,7 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
         for rid, o, k in zip(rooms, origins, keys):
             if o != rid and c.lookup(k) != embgw.LOOKUP_LANDED:
                 lookups_bad += 1
-    opened = [(rid, c.recv_room(rid, peer=0, rank=rank, nranks=nranks,
+    opened = [(rid, c.recv_room(rid, peer=1, rank=rank, nranks=nranks,
                                 aux_only=aux_only, attempt=attempt,
                                 content=k))
               for rid, k in zip(rooms, keys)]
@@ -311,7 +311,7 @@ def bench_language(c, nrooms, length, window):
 
     t0, cpu0 = time.time(), time.process_time()
     ok, failed = bench_loop(c, nrooms, window,
-                            lambda rid: c.recv_room(rid, peer=0), step)
+                            lambda rid: c.recv_room(rid, peer=1), step)
     t1, cpu = time.time(), time.process_time() - cpu0 - verify_cpu[0]
     print("engine-language: rank=0 rooms=%d ok=%d bad=%d failed=%d t0=%.6f "
           "t1=%.6f cpu_ms=%.3f copy_ms=%.3f"

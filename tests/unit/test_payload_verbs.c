@@ -108,6 +108,36 @@ test_gid_auto_on_open(void)
 	CU_ASSERT_EQUAL(pp_open(&pp, &egw_payload_verbs_ops, ""), -ENOENT);
 }
 
+/* The address vector names the peer by the GID of its REGISTER (for
+ * RoCEv2, ::ffff: and its IPv4) with a hop limit that crosses routers:
+ * 64 by default, the configured one otherwise. */
+static void
+test_av_gid_and_hop_limit(void)
+{
+	struct egw_register r;
+	const struct ibv_ah_attr *av;
+
+	stub_device();
+	open_connected();
+	pp_register(&pp, PP_LANG, &r);
+	av = ibv_stub_qp_av(ibv_stub.qp[0]);
+	CU_ASSERT_EQUAL(av->is_global, 1);
+	CU_ASSERT(memcmp(av->grh.dgid.raw, r.gid, 16) == 0);
+	CU_ASSERT(memcmp(av->grh.dgid.raw, ibv_stub.gid[1].gid.raw, 16) == 0);
+	CU_ASSERT_EQUAL(av->grh.sgid_index, 0);
+	CU_ASSERT_EQUAL(av->grh.hop_limit, 64);
+	pp_close(&pp);
+
+	stub_device();
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	pp.side[PP_ENC].par.hop_limit = 3;
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+	av = ibv_stub_qp_av(ibv_stub.qp[ibv_stub.nqp - 1]);
+	CU_ASSERT_EQUAL(av->grh.hop_limit, 3);
+	pp_close(&pp);
+}
+
 static void
 test_sq_depth(void)
 {
@@ -939,6 +969,8 @@ main(void)
 		  test_gid_pick_table },
 		{ "GID auto on open, and open fails without one",
 		  test_gid_auto_on_open },
+		{ "the address vector: the peer's GID, a hop limit for routers",
+		  test_av_gid_and_hop_limit },
 		{ "send queue depth from the device", test_sq_depth },
 		{ "wr_id round trip", test_wr_id_round_trip },
 		{ "every Nth WR and each batch's last are signalled",
@@ -975,14 +1007,16 @@ main(void)
 		  "key refused; closed after a QP reset by freeing the MWs",
 		  test_window_bounds_and_region_key },
 		{ "window keys: a bind on a QP in error fails cleanly and the "
-		  "QP is rebuilt", test_window_bind_on_a_qp_in_error },
+		  "QP is rebuilt",
+		  test_window_bind_on_a_qp_in_error },
 		{ "window keys: not connected, bad runs, twice",
 		  test_window_errors },
 		{ "window keys: a bind is posted; its keys admit writes once "
 		  "its completion, however late, is reaped",
 		  test_window_bind_is_posted_and_completes_late },
 		{ "window keys: an invalidation is posted; the keys admit "
-		  "writes until it completed", test_window_unbind_is_posted },
+		  "writes until it completed",
+		  test_window_unbind_is_posted },
 		{ "window keys: a pending bind given up on is freed and never "
 		  "reported; a reset fails pending binds",
 		  test_window_pending_given_up_and_reset },
