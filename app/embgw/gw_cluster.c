@@ -55,7 +55,7 @@ struct pending {
 };
 
 static struct {
-	const struct egw_conf *conf;
+	struct egw_conf_cluster conf; /* gateway.cluster, as started */
 	struct gw_id *const *ids;
 	uint16_t nids;
 	struct egw_cluster *m;
@@ -229,7 +229,7 @@ chan_drop(enum egw_cluster_chan ch)
 static void
 request(const struct egw_cluster_action *a)
 {
-	const struct egw_conf_cluster *k = &g.conf->cluster;
+	const struct egw_conf_cluster *k = &g.conf;
 	struct chan *c = &g.ch[a->chan];
 	char url[EGW_CONF_URL_LEN + 64], auth[600];
 
@@ -382,12 +382,11 @@ finished(void)
 			char why[EGW_CLUSTER_TEXT_LEN / 2];
 
 			snprintf(why, sizeof(why), "%s: %s",
-				 g.conf->cluster.endpoints[g.endpoint],
+				 g.conf.endpoints[g.endpoint],
 				 c->too_big	? "answer too large" :
 				 rc == CURLE_OK ? "the watch stream ended" :
 						  curl_easy_strerror(rc));
-			g.endpoint = (g.endpoint + 1) %
-				     g.conf->cluster.nendpoints;
+			g.endpoint = (g.endpoint + 1) % g.conf.nendpoints;
 			egw_cluster_on_failure(g.m, ch, why, gw_now_ns());
 		}
 		GW_LOG(DEBUG, "cluster: %s done: %ld\n", chan_names[ch],
@@ -455,7 +454,7 @@ cmd_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 	if (!gw_cluster_status(&s, endpoint, sizeof(endpoint)))
 		return 0;
-	rte_tel_data_add_dict_string(d, "cluster", g.conf->cluster.name);
+	rte_tel_data_add_dict_string(d, "cluster", g.conf.name);
 	rte_tel_data_add_dict_string(d, "state",
 				     egw_cluster_state_name(s.state));
 	rte_tel_data_add_dict_u64(d, "connected", s.connected);
@@ -500,11 +499,14 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 		}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return -ENOMEM;
-	g.conf = c;
+	/* a copy: the thread never reads the configuration a reload may
+	 * replace */
+	g.conf = c->cluster;
 	g.ids = ids;
 	g.nids = (uint16_t)mc.nself;
 	g.m = egw_cluster_create(&mc);
 	sodium_memzero(mc.password, sizeof(mc.password));
+	sodium_memzero(g.conf.password, sizeof(g.conf.password));
 	g.multi = curl_multi_init();
 	if (g.m == NULL || g.multi == NULL) {
 		gw_cluster_stop();
@@ -589,13 +591,12 @@ gw_cluster_stop(void)
 bool
 gw_cluster_status(struct egw_cluster_status *s, char *endpoint, size_t len)
 {
-	if (g.conf == NULL || !g.conf->cluster.enabled)
+	if (!g.conf.enabled)
 		return false;
 	pthread_mutex_lock(&g.lock);
 	*s = g.st;
 	if (endpoint != NULL)
-		snprintf(endpoint, len, "%s",
-			 g.conf->cluster.endpoints[g.endpoint]);
+		snprintf(endpoint, len, "%s", g.conf.endpoints[g.endpoint]);
 	pthread_mutex_unlock(&g.lock);
 	return true;
 }
