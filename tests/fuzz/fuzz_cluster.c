@@ -32,8 +32,8 @@ drain(struct egw_cluster *m)
 		if (act.kind != EGW_CLUSTER_ACT_HOLD)
 			continue;
 		n = egw_cluster_record_write(&act.peer, buf, sizeof(buf));
-		if (n < 0 || egw_cluster_record_parse(buf, (size_t)n, &back, why,
-						      sizeof(why)) != 0)
+		if (n < 0 || egw_cluster_record_parse(buf, (size_t)n, &back,
+						      why, sizeof(why)) != 0)
 			abort();
 	}
 }
@@ -85,9 +85,12 @@ machine(bool listed)
 	sodium_bin2base64(v64, sizeof(v64), (const unsigned char *)val,
 			  (size_t)n, sodium_base64_VARIANT_ORIGINAL);
 	/* "/embgw/f/lang-0" */
-	n = snprintf(list, sizeof(list), "{\"header\":{\"revision\":\"3\"},"
-		     "\"kvs\":[{\"key\":\"L2VtYmd3L2YvbGFuZy0w\",\"value\":\"%s\","
-		     "\"lease\":\"7\",\"mod_revision\":\"2\"}]}", v64);
+	n = snprintf(
+		list, sizeof(list),
+		"{\"header\":{\"revision\":\"3\"},"
+		"\"kvs\":[{\"key\":\"L2VtYmd3L2YvbGFuZy0w\",\"value\":\"%s\","
+		"\"lease\":\"7\",\"mod_revision\":\"2\"}]}",
+		v64);
 	egw_cluster_on_response(m, EGW_CLUSTER_CH_MAIN, 200, list, (size_t)n,
 				0);
 	drain(m);
@@ -110,8 +113,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (rc == 0) {
 		n = egw_cluster_record_write(&r, buf, sizeof(buf));
-		if (n < 0 || egw_cluster_record_parse(buf, (size_t)n, &back, why,
-						      sizeof(why)) != 0 ||
+		if (n < 0 ||
+		    egw_cluster_record_parse(buf, (size_t)n, &back, why,
+					     sizeof(why)) != 0 ||
 		    memcmp(&r, &back, sizeof(r)) != 0)
 			abort();
 	}

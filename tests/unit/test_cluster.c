@@ -461,7 +461,8 @@ test_skip_logged_once(void)
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_HOLD), 0);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "lang-9 skipped for "
 							 "lang-1: roles"));
-	CU_ASSERT_PTR_NULL(find(EGW_CLUSTER_ACT_LOG, "joined")); /* not a peer */
+	CU_ASSERT_PTR_NULL(
+		find(EGW_CLUSTER_ACT_LOG, "joined")); /* not a peer */
 	kv(k, sizeof(k), &lang9, "9", 7);
 	snprintf(b, sizeof(b),
 		 "{\"result\":{\"header\":{\"revision\":\"7\"},"
