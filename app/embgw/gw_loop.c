@@ -9,6 +9,7 @@
 #include <rte_cycles.h>
 #include <rte_lcore.h>
 
+#include "gw_peers.h"
 #include "gw_room_source.h"
 
 static struct gw_loop_opts opts;
@@ -31,6 +32,7 @@ static void
 timers(struct gw_id *id, uint64_t now)
 {
 	egw_node_tick(id->node, now);
+	gw_peers_poll(id, now);
 	gw_id_arp_tick(id, now);
 	gw_id_payload_changes(id, now);
 #ifdef GW_TEST_HOOKS
