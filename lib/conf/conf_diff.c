@@ -420,6 +420,8 @@ diff_port(struct cmp *c, uint16_t i, const struct egw_conf_port *a,
 	num(c, "udp_port", a->udp_port, b->udp_port);
 	num(c, "mtu", a->mtu, b->mtu);
 	num(c, "queues", a->queues, b->queues);
+	/* the node's, the driver's and the neighbour table's slots */
+	num(c, "max_peers", a->max_peers, b->max_peers);
 	for (unsigned k = 0; k < a->nlcores && k < EGW_CONF_MAX_QUEUES; k++)
 		la[k] = a->lcores[k];
 	for (unsigned k = 0; k < b->nlcores && k < EGW_CONF_MAX_QUEUES; k++)
