@@ -54,6 +54,30 @@ struct gw_reload_box {
 
 enum reload_why { WHY_SIGNAL, WHY_TELEMETRY };
 
+/* What a reload's outcome lists beside its line. */
+enum reload_kind {
+	KIND_NONE,    /* unchanged, or refused for another reason */
+	KIND_ERRORS,  /* the file's errors */
+	KIND_FIXED,   /* the settings that cannot change live */
+	KIND_APPLIED, /* settings and peers applied */
+};
+
+/* The telemetry answer's lists: rte_telemetry keeps a string value to
+ * RTE_TEL_MAX_STRING_LEN (128) bytes, so the line is cut there and the
+ * lists carry each item whole enough to be read (the log has all). */
+#define ITEM_LEN 128
+struct reload_answer {
+	const char *result;	/* "applied", "unchanged", "refused" */
+	char outcome[LINE_LEN]; /* the log line's text */
+	const char *key;	/* the list's name, NULL: none */
+	char items[EGW_CONF_MAX_ERRORS][ITEM_LEN];
+	unsigned nitems;
+	char added[EGW_CONF_DIFF_PEERS][EGW_CONF_NAME_LEN];
+	unsigned nadded;
+	char removed[EGW_CONF_DIFF_PEERS][EGW_CONF_NAME_LEN];
+	unsigned nremoved;
+};
+
 static struct {
 	pthread_t thread;
 	bool started; /* under lock */
@@ -65,9 +89,9 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uint64_t asked, answered;
-	char outcome[LINE_LEN];	     /* the last outcome line */
-	const char *result;	     /* "applied", "unchanged", "refused" */
-	struct egw_conf_errors errs; /* the last refused file's errors */
+	struct egw_conf_errors errs; /* the last loaded file's errors */
+	enum reload_kind kind;	     /* what the last reload lists */
+	bool commit;		     /* the last reload changed the workers */
 	uint64_t ok, refused;	     /* read by metrics and the report */
 	/* the reload thread's own */
 	struct egw_conf running, next;
@@ -80,6 +104,10 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 };
+
+/* The last outcome, under rl.lock (written by the reload thread, read by
+ * the telemetry thread). */
+static struct reload_answer ans;
 
 /* ---- the outcome line -----------------------------------------------------
  */
@@ -316,6 +344,8 @@ reload_once(struct line *l)
 	const char *who = "";
 	int rc;
 
+	rl.kind = KIND_NONE;
+	rl.commit = false;
 	if (!rl.reloadable) {
 		put(l, "refused: identities derived by --identities are not "
 		       "reloaded");
@@ -323,6 +353,7 @@ reload_once(struct line *l)
 	}
 	if (egw_conf_load(rl.running.file, &rl.next, &rl.errs) != 0) {
 		refuse_errors(l);
+		rl.kind = KIND_ERRORS;
 		return "refused";
 	}
 	if (egw_conf_diff(&rl.running, &rl.next, &rl.diff) != 0) {
@@ -331,6 +362,7 @@ reload_once(struct line *l)
 		    "runs (restart it to change them), nothing was applied: ");
 		put_changes(l, rl.diff.fixed, rl.diff.nfixed,
 			    rl.diff.fixed_total);
+		rl.kind = KIND_FIXED;
 		return "refused";
 	}
 	if (egw_conf_diff_empty(&rl.diff)) {
@@ -346,7 +378,8 @@ reload_once(struct line *l)
 		return "refused";
 	}
 	rc = apply_peers(&rl.diff, &who);
-	rl.running = rl.next; /* what the workers now have */
+	rl.commit = true; /* the workers have the new settings */
+	rl.kind = KIND_APPLIED;
 	if (rc != 0) {
 		put(l,
 		    "applied in part: peer %s: %s (the settings were "
@@ -361,6 +394,62 @@ reload_once(struct line *l)
 		put_changes(l, rl.diff.live, rl.diff.nlive, rl.diff.live_total);
 	}
 	return "applied";
+}
+
+static void
+item(const char *text)
+{
+	struct reload_answer *an = &ans;
+
+	if (an->nitems < EGW_CONF_MAX_ERRORS)
+		snprintf(an->items[an->nitems++], ITEM_LEN, "%s", text);
+}
+
+static void
+item_change(const struct egw_conf_change *ch)
+{
+	char buf[3 * ITEM_LEN];
+
+	snprintf(buf, sizeof(buf), "%s (%.100s -> %.100s)", ch->path,
+		 ch->old_val, ch->new_val);
+	item(buf);
+}
+
+/* The answer /embgw/reload gives, from the reload just done (under the
+ * lock: the telemetry thread reads it). */
+static void
+answer(const char *result, const char *line)
+{
+	struct reload_answer *an = &ans;
+	const struct egw_conf_diff *d = &rl.diff;
+	const struct egw_conf_change *ch = rl.kind == KIND_FIXED ? d->fixed :
+								   d->live;
+	unsigned nch = rl.kind == KIND_FIXED ? d->nfixed : d->nlive;
+
+	an->result = result;
+	snprintf(an->outcome, sizeof(an->outcome), "%s", line);
+	an->key = rl.kind == KIND_ERRORS  ? "errors" :
+		  rl.kind == KIND_FIXED	  ? "refused_settings" :
+		  rl.kind == KIND_APPLIED ? "settings" :
+					    NULL;
+	an->nitems = an->nadded = an->nremoved = 0;
+	for (unsigned i = 0; rl.kind == KIND_ERRORS && i < rl.errs.stored; i++)
+		item(rl.errs.msg[i]);
+	for (unsigned i = 0;
+	     an->key != NULL && rl.kind != KIND_ERRORS && i < nch; i++)
+		item_change(&ch[i]);
+	if (rl.kind != KIND_APPLIED)
+		return;
+	for (unsigned i = 0; i < d->nadded; i++)
+		snprintf(an->added[an->nadded++], EGW_CONF_NAME_LEN, "%s",
+			 rl.next.ports[d->added[i].port]
+				 .peers[d->added[i].peer]
+				 .name);
+	for (unsigned i = 0; i < d->nremoved; i++)
+		snprintf(an->removed[an->nremoved++], EGW_CONF_NAME_LEN, "%s",
+			 rl.running.ports[d->removed[i].port]
+				 .peers[d->removed[i].peer]
+				 .name);
 }
 
 static void
@@ -382,9 +471,10 @@ reload(enum reload_why why)
 		__atomic_add_fetch(&rl.ok, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_lock(&rl.lock);
-	memcpy(rl.outcome, buf, sizeof(rl.outcome));
-	rl.result = result;
+	answer(result, buf);
 	pthread_mutex_unlock(&rl.lock);
+	if (rl.commit)
+		rl.running = rl.next; /* what the workers now have */
 }
 
 /* ---- the thread and its requests ------------------------------------------
@@ -442,12 +532,41 @@ reload_main(void *arg)
 	return NULL;
 }
 
+/* A list of strings into the answer (nothing without memory). */
+static void
+add_list(struct rte_tel_data *d, const char *key, const char *base,
+	 size_t stride, unsigned n)
+{
+	struct rte_tel_data *a = rte_tel_data_alloc();
+
+	if (a == NULL)
+		return;
+	rte_tel_data_start_array(a, RTE_TEL_STRING_VAL);
+	for (unsigned i = 0; i < n; i++)
+		rte_tel_data_add_array_string(a, base + i * stride);
+	rte_tel_data_add_dict_container(d, key, a, 0);
+}
+
+static void
+answer_lists(struct rte_tel_data *d)
+{
+	const struct reload_answer *an = &ans;
+
+	if (an->key != NULL)
+		add_list(d, an->key, an->items[0], ITEM_LEN, an->nitems);
+	if (strcmp(an->result, "applied") == 0) {
+		add_list(d, "peers_added", an->added[0], EGW_CONF_NAME_LEN,
+			 an->nadded);
+		add_list(d, "peers_removed", an->removed[0], EGW_CONF_NAME_LEN,
+			 an->nremoved);
+	}
+}
+
 /* /embgw/reload: ask for a reload, wait for its outcome (the same as the
  * log line). */
 static int
 cmd_reload(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	struct rte_tel_data *errs = NULL;
 	uint64_t ticket;
 
 	(void)cmd;
@@ -463,16 +582,12 @@ cmd_reload(const char *cmd, const char *params, struct rte_tel_data *d)
 	while (rl.answered < ticket && !rl.stop)
 		pthread_cond_wait(&rl.cond, &rl.lock);
 	rte_tel_data_start_dict(d);
-	rte_tel_data_add_dict_string(d, "result",
-				     rl.answered >= ticket ? rl.result :
-							     "stopping");
-	rte_tel_data_add_dict_string(d, "outcome", rl.outcome);
-	if (strcmp(rl.result, "refused") == 0 && rl.errs.stored > 0 &&
-	    (errs = rte_tel_data_alloc()) != NULL) {
-		rte_tel_data_start_array(errs, RTE_TEL_STRING_VAL);
-		for (unsigned i = 0; i < rl.errs.stored; i++)
-			rte_tel_data_add_array_string(errs, rl.errs.msg[i]);
-		rte_tel_data_add_dict_container(d, "errors", errs, 0);
+	if (rl.answered < ticket) {
+		rte_tel_data_add_dict_string(d, "result", "stopping");
+	} else {
+		rte_tel_data_add_dict_string(d, "result", ans.result);
+		rte_tel_data_add_dict_string(d, "outcome", ans.outcome);
+		answer_lists(d);
 	}
 	rte_tel_data_add_dict_u64(d, "reloads_ok", rl.ok);
 	rte_tel_data_add_dict_u64(d, "reloads_refused", rl.refused);
@@ -522,7 +637,7 @@ gw_reload_start(const struct egw_conf *c, struct gw_id *const *ids,
 	rl.ids = ids;
 	rl.nids = nids;
 	rl.reloadable = reloadable && nids <= EGW_CONF_MAX_PORTS;
-	rl.result = "none";
+	ans.result = "none";
 	rl.efd = eventfd(0, EFD_CLOEXEC);
 	if (rl.efd < 0) {
 		rc = -errno;
