@@ -109,8 +109,7 @@ static struct {
  * the telemetry thread). */
 static struct reload_answer ans;
 
-/* ---- the outcome line -----------------------------------------------------
- */
+/* ---- the outcome line --------------------------------------------- */
 
 struct line {
 	char *buf;
@@ -165,22 +164,22 @@ put_peers(struct line *l, const struct egw_conf_diff *d)
 		put(l, ")");
 }
 
-/* ---- the workers' side ----------------------------------------------------
- */
+/* ---- the workers' side -------------------------------------------- */
 
 uint32_t
 gw_reload_worker_poll(struct gw_id *id, uint64_t now)
 {
 	struct gw_reload_box *b = id->reload;
+	struct reload_msg *m;
 	void *p;
 
 	if (b == NULL || rte_ring_sc_dequeue(b->to_worker, &p) != 0)
 		return 0;
-	((struct reload_msg *)p)
-		->rc = egw_node_update(id->node,
-				       &((struct reload_msg *)p)->params, now);
-	/* room for every message sent: one at a time is in flight */
-	rte_ring_sp_enqueue(b->from_worker, p);
+	m = p;
+	m->rc = egw_node_update(id->node, &m->params, now);
+	/* room for every message sent: one at a time is in flight (and
+	 * one the reload thread stopped waiting for) */
+	rte_ring_sp_enqueue(b->from_worker, m);
 	return 1;
 }
 
@@ -197,30 +196,37 @@ node_params(const struct egw_conf *c, struct egw_node_params *np)
 }
 
 /* The worker's answer to `m`, waited for: 0, its -errno, or -ETIMEDOUT
- * (the message then stays the worker's: it is leaked rather than freed
- * under it). */
+ * (`m` then stays the worker's until it hands it back: a later wait
+ * frees it then). */
 static int
 await_worker(struct gw_reload_box *b, struct reload_msg *m)
 {
-	for (int i = 0; i < WORKER_WAIT_MS; i++) {
+	for (int i = 0; i < WORKER_WAIT_MS;) {
 		void *p;
 
-		if (rte_ring_sc_dequeue(b->from_worker, &p) == 0)
-			return ((struct reload_msg *)p)->rc;
-		usleep(1000);
+		if (rte_ring_sc_dequeue(b->from_worker, &p) != 0) {
+			usleep(1000);
+			i++;
+			continue;
+		}
+		if (p == m)
+			return m->rc;
+		free(p); /* the answer to an earlier wait given up */
 	}
-	(void)m;
 	return -ETIMEDOUT;
 }
 
 /* New parameters to every identity's worker, each answer waited for.
- * They all come from one file, so a worker refuses only what all of them
- * refuse: the first refusal stops the others being asked. 0 or -errno,
- * with the identity in `who`. */
+ * They all come from one file and every node was made with the same
+ * tables, so a node refuses only what all of them refuse: the first
+ * refusal (or a worker that does not answer) stops the others being
+ * asked. 0 or -errno, with the identity in `who` and how many took the
+ * settings in `*done`. */
 static int
-send_params(const struct egw_conf *c, const char **who)
+send_params(const struct egw_conf *c, const char **who, uint16_t *done)
 {
 	for (uint16_t i = 0; i < rl.nids; i++) {
+		*done = i;
 		struct reload_msg *m = calloc(1, sizeof(*m));
 		int rc;
 
@@ -242,8 +248,7 @@ send_params(const struct egw_conf *c, const char **who)
 	return 0;
 }
 
-/* ---- peers ----------------------------------------------------------------
- */
+/* ---- peers -------------------------------------------------------- */
 
 static struct gw_id *
 id_of_port(uint16_t port)
@@ -316,8 +321,7 @@ apply_peers(const struct egw_conf_diff *d, const char **who)
 	return rc;
 }
 
-/* ---- one reload -----------------------------------------------------------
- */
+/* ---- one reload --------------------------------------------------- */
 
 static const char *
 why_name(enum reload_why why)
@@ -342,6 +346,7 @@ static const char *
 reload_once(struct line *l)
 {
 	const char *who = "";
+	uint16_t done = 0;
 	int rc;
 
 	rl.kind = KIND_NONE;
@@ -369,12 +374,15 @@ reload_once(struct line *l)
 		put(l, "unchanged");
 		return "unchanged";
 	}
-	rc = rl.diff.live_total > 0 ? send_params(&rl.next, &who) : 0;
+	rc = rl.diff.live_total > 0 ? send_params(&rl.next, &who, &done) : 0;
 	if (rc != 0) {
 		put(l,
-		    "refused: port %s's worker refused the new settings: %s; "
-		    "nothing was applied",
+		    "refused: port %s's node did not take the new settings: "
+		    "%s; ",
 		    who, strerror(-rc));
+		put(l, done == 0 ?
+			       "nothing was applied" :
+			       "the ports before it took them (reload again)");
 		return "refused";
 	}
 	rc = apply_peers(&rl.diff, &who);
@@ -477,8 +485,7 @@ reload(enum reload_why why)
 		rl.running = rl.next; /* what the workers now have */
 }
 
-/* ---- the thread and its requests ------------------------------------------
- */
+/* ---- the thread and its requests ---------------------------------- */
 
 static void
 wake(void)
