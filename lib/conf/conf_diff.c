@@ -9,9 +9,9 @@
  * port's device, queues and workers, the pool and its payload driver,
  * the engines' room and run tables (sized once, nothing is allocated
  * afterwards), the sockets of attach and metrics, the name, roles and
- * key that peers registered with. Everything not listed as live is
- * fixed, so a setting added to the file later refuses a reload until it
- * is deliberately made live here.
+ * key that peers registered with. Only what is compared here is seen:
+ * a setting added to the file is added here too, as fixed unless the
+ * gateway applies it while running.
  */
 #include <errno.h>
 #include <stdarg.h>
