@@ -97,14 +97,15 @@ cl_node() {
 }
 
 # cl_down: every gateway and etcd stopped (by PID), every namespace and
-# link made here deleted; safe to call twice
+# link made here deleted; safe to call twice, and under set -e (a trap of
+# scripts/bench.sh's)
 cl_down() {
 	local l ns name
 	for name in "${!CL_PID[@]}"; do
 		kill -INT "${CL_PID[$name]}" 2>/dev/null
 	done
 	for name in "${!CL_PID[@]}"; do
-		wait "${CL_PID[$name]}" 2>/dev/null
+		wait "${CL_PID[$name]}" 2>/dev/null || true
 	done
 	CL_PID=()
 	etcd_stop
@@ -141,7 +142,7 @@ cl_free_port() {
 }
 
 # etcd_start LOG: Debian's etcd on 127.0.0.1 and the control bridge's
-# address, a free port, a data directory of its own (kept across
+# address (where cl_up made one), a free port, a data directory of its own (kept across
 # etcd_kill/etcd_start: a restart finds its keys and leases); up once it
 # answers
 etcd_start() {
@@ -152,9 +153,11 @@ etcd_start() {
 		ETCD_PORT=$(cl_free_port) && ETCD_PEER_PORT=$(cl_free_port) || return 1
 		[ "$ETCD_PORT" != "$ETCD_PEER_PORT" ] || ETCD_PEER_PORT=$((ETCD_PORT + 1))
 	fi
+	# without the cluster topology (cl_up), on loopback alone
+	local urls=http://127.0.0.1:$ETCD_PORT
+	[ -z "$CL_NET" ] || urls=$urls,http://$CL_NET.1:$ETCD_PORT
 	timeout -s TERM "$CL_SECS" etcd --name egw --data-dir "$ETCD_DIR/data" \
-		--listen-client-urls "http://127.0.0.1:$ETCD_PORT,http://$CL_NET.1:$ETCD_PORT" \
-		--advertise-client-urls "http://$CL_NET.1:$ETCD_PORT" \
+		--listen-client-urls "$urls" --advertise-client-urls "${urls##*,}" \
 		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
 		--initial-cluster "egw=http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -175,7 +178,7 @@ etcd_kill() {
 	[ -n "$ETCD_PID" ] || return 0
 	c=$(pgrep -P "$ETCD_PID")
 	[ -n "$c" ] && kill -KILL "$c"
-	wait "$ETCD_PID" 2>/dev/null
+	wait "$ETCD_PID" 2>/dev/null || true
 	ETCD_PID=""
 }
 
@@ -189,10 +192,10 @@ etcd_stop() {
 			sleep 0.1
 		done
 		kill -0 "$ETCD_PID" 2>/dev/null && etcd_kill
-		wait "$ETCD_PID" 2>/dev/null
+		wait "$ETCD_PID" 2>/dev/null || true
 		ETCD_PID=""
 	fi
-	[ -n "$ETCD_DIR" ] && rm -rf "$ETCD_DIR"
+	[ -z "$ETCD_DIR" ] || rm -rf "$ETCD_DIR"
 	ETCD_DIR=""
 	ETCD_PORT=""
 	ETCD_PEER_PORT=""
@@ -357,7 +360,7 @@ cl_stop_all() {
 		kill -INT "${CL_PID[$name]}" 2>/dev/null
 	done
 	for name in "${!CL_PID[@]}"; do
-		wait "${CL_PID[$name]}" 2>/dev/null
+		wait "${CL_PID[$name]}" 2>/dev/null || true
 	done
 	CL_PID=()
 }

@@ -2043,6 +2043,9 @@ cl_topology() {
 	for n in $CL_ENCS $CL_LANGS "$@"; do
 		cl_cfg "$n" "$cluster" "$CL_TIMERS"
 	done
+	# a configuration the gateway refuses fails here, not 20 s later
+	"$EMBGW" --check-config "$T/e0.cfg" >"$T/check.log" 2>&1 ||
+		{ MSG="a cluster configuration is refused: $(head -3 "$T/check.log" | tr '\n' ' ')"; return 1; }
 }
 
 # cl_joined CLUSTER SECONDS NAMES...: each of NAMES up, its record in etcd,

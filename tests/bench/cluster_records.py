@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Records of many gateways in etcd, for the cluster-converge benchmark,
+through etcd's JSON gateway (/v3/...), as any third party would write them.
+
+    cluster_records.py ENDPOINT write CLUSTER TEMPLATE N SUBNET TTL
+    cluster_records.py ENDPOINT revoke LEASE
+
+write: the record of gateway TEMPLATE (read from /embgw/CLUSTER/TEMPLATE)
+copied N times as gateways peer-0000 .. peer-<N-1> of the other role, at
+the addresses SUBNET.<i / 250>.<2 + i % 250> (SUBNET: the first two
+octets), all under one lease of TTL seconds. Prints
+`records: n=N lease=ID t0=... t1=...` (the wall clock, seconds since the
+epoch, before the first put and after the last).
+
+A record is a JSON object (doc/cluster.md); only its name, address and
+roles are changed here, so everything else (geometry, protocol, key id)
+stays what the template's gateway accepts.
+"""
+import base64
+import json
+import sys
+import time
+import urllib.request
+
+
+def call(endpoint, path, body):
+    req = urllib.request.Request(endpoint + path,
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def other_roles(roles):
+    """The complement of a gateway's roles: peers of an encode gateway
+    are language gateways and the other way round."""
+    flip = {"encode": "language", "language": "encode"}
+    if isinstance(roles, str):
+        return flip.get(roles, roles)
+    return [flip.get(r, r) for r in roles]
+
+
+def write(endpoint, cluster, template, n, subnet, ttl):
+    key = "/embgw/%s/%s" % (cluster, template)
+    kvs = call(endpoint, "/v3/kv/range", {"key": b64(key)}).get("kvs")
+    if not kvs:
+        sys.exit("no record at %s: the gateway has not published it" % key)
+    try:
+        rec = json.loads(base64.b64decode(kvs[0]["value"]))
+    except ValueError as e:
+        sys.exit("the record at %s is not JSON (%s): doc/cluster.md" %
+                 (key, e))
+    for field in ("name", "address", "roles"):
+        if field not in rec:
+            sys.exit("the record at %s has no %r: %s" % (key, field, rec))
+    rec["roles"] = other_roles(rec["roles"])
+    lease = call(endpoint, "/v3/lease/grant", {"TTL": ttl})["ID"]
+    t0 = time.time()
+    for i in range(n):
+        rec["name"] = "peer-%04d" % i
+        rec["address"] = "%s.%d.%d" % (subnet, i // 250, 2 + i % 250)
+        call(endpoint, "/v3/kv/put",
+             {"key": b64("/embgw/%s/%s" % (cluster, rec["name"])),
+              "value": b64(json.dumps(rec)), "lease": lease})
+    t1 = time.time()
+    print("records: n=%d lease=%s t0=%.6f t1=%.6f" % (n, lease, t0, t1),
+          flush=True)
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    endpoint, op = sys.argv[1], sys.argv[2]
+    if op == "write" and len(sys.argv) == 8:
+        write(endpoint, sys.argv[3], sys.argv[4], int(sys.argv[5]),
+              sys.argv[6], int(sys.argv[7]))
+    elif op == "revoke" and len(sys.argv) == 4:
+        call(endpoint, "/v3/lease/revoke", {"ID": sys.argv[3]})
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
