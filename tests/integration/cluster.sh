@@ -100,7 +100,14 @@ cl_node() {
 # link made here deleted; safe to call twice, and under set -e (a trap of
 # scripts/bench.sh's)
 cl_down() {
-	local l ns name
+	local l ns name p
+	# the engines of an interrupted case (a finished one waited for them)
+	if [ -n "$CL" ]; then
+		for p in "${ENGINE_PIDS[@]}"; do
+			engine_kill "$p"
+		done
+		ENGINE_PIDS=()
+	fi
 	for name in "${!CL_PID[@]}"; do
 		kill -INT "${CL_PID[$name]}" 2>/dev/null
 	done
