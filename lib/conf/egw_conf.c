@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "conf_text.h"
 #include "egw_conf.h"
@@ -301,6 +302,9 @@ egw_conf_defaults(struct egw_conf *c)
 	c->attach.held_warn_ms = 30000;
 	c->metrics.addr = 0x7f000001; /* 127.0.0.1: only this host scrapes */
 	c->metrics.port = EGW_CONF_METRICS_PORT;
+	c->cluster.lease_ttl_s = 10;
+	c->cluster.dial_timeout_ms = 1000;
+	c->cluster.request_timeout_ms = 3000;
 }
 
 /* ---- gateway { } ------------------------------------------------------- */
@@ -771,6 +775,260 @@ load_metrics(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 		m->port = (uint16_t)v;
 }
 
+/* ---- gateway.cluster { } ----------------------------------------------- */
+
+/* `rel` against the configuration file's directory (as key_file). */
+static bool
+resolve_path(struct ld *l, const config_setting_t *s, const char *rel,
+	     char *out, size_t n)
+{
+	const char *slash = strrchr(l->file, '/');
+	int w;
+
+	if (rel[0] == '/' || slash == NULL)
+		w = snprintf(out, n, "%s", rel);
+	else
+		w = snprintf(out, n, "%.*s/%s", (int)(slash - l->file), l->file,
+			     rel);
+	if (w < 0 || (size_t)w >= n) {
+		err(l, s, NULL, "path too long (at most %zu characters)", n - 1);
+		return false;
+	}
+	return true;
+}
+
+/* "http[s]://host:port": a host name, an IPv4 address or [IPv6], an
+ * explicit port, nothing after it (the API's paths are the gateway's). */
+static const char *
+endpoint_problem(const char *u)
+{
+	const char *h, *colon, *end;
+	char *tail;
+	long port;
+
+	if (strncmp(u, "http://", 7) == 0)
+		h = u + 7;
+	else if (strncmp(u, "https://", 8) == 0)
+		h = u + 8;
+	else
+		return "not http://host:port or https://host:port";
+	if (h[0] == '[') {
+		end = strchr(h, ']');
+		if (end == NULL || end == h + 1)
+			return "an IPv6 host without its closing ']'";
+		colon = end + 1;
+		if (*colon != ':')
+			return "no :port after the host";
+	} else {
+		colon = strchr(h, ':');
+		if (colon == NULL)
+			return "no :port after the host";
+		if (colon == h)
+			return "no host";
+		for (const char *c = h; c < colon; c++)
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			      (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
+				return "a host of letters, digits, '-' and '.' only";
+	}
+	errno = 0;
+	port = strtol(colon + 1, &tail, 10);
+	if (colon[1] < '0' || colon[1] > '9' || errno != 0 || port < 1 ||
+	    port > 65535)
+		return "the port is not 1..65535";
+	if (*tail == '/' && tail[1] == '\0')
+		return NULL;
+	if (*tail != '\0')
+		return "nothing may follow the port (no path, no query)";
+	return NULL;
+}
+
+static void
+load_endpoints(struct ld *l, const config_setting_t *p,
+	       struct egw_conf_cluster *k)
+{
+	const config_setting_t *s = member(p, "endpoints");
+	int t;
+
+	if (s == NULL) {
+		err(l, p, "endpoints", "missing (required): etcd's client URLs, "
+		    "e.g. [\"http://127.0.0.1:2379\"]");
+		return;
+	}
+	t = config_setting_type(s);
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST) {
+		err(l, s, NULL, "wrong type: expected an array of strings");
+		return;
+	}
+	if (config_setting_length(s) == 0)
+		err(l, s, NULL, "must name at least one endpoint");
+	if (config_setting_length(s) > EGW_CONF_MAX_ENDPOINTS)
+		err(l, s, NULL, "%d endpoints, at most %d",
+		    config_setting_length(s), EGW_CONF_MAX_ENDPOINTS);
+	for (int i = 0; i < config_setting_length(s) &&
+	     i < EGW_CONF_MAX_ENDPOINTS; i++) {
+		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+		const char *v = config_setting_get_string(e);
+		const char *why;
+		size_t len;
+
+		if (v == NULL) {
+			err(l, e, NULL, "wrong type: expected a string");
+			continue;
+		}
+		len = strlen(v);
+		if (len >= EGW_CONF_URL_LEN) {
+			err(l, e, NULL, "too long (at most %d characters)",
+			    EGW_CONF_URL_LEN - 1);
+			continue;
+		}
+		why = endpoint_problem(v);
+		if (why != NULL) {
+			err(l, e, NULL, "%s: '%s'", why, v);
+			continue;
+		}
+		if (v[len - 1] == '/')
+			len--;
+		for (uint16_t j = 0; j < k->nendpoints; j++)
+			if (strncmp(k->endpoints[j], v, len) == 0 &&
+			    k->endpoints[j][len] == '\0')
+				err(l, e, NULL, "'%s' given twice", v);
+		snprintf(k->endpoints[k->nendpoints++], EGW_CONF_URL_LEN, "%.*s",
+			 (int)len, v);
+	}
+}
+
+/* A file the control thread opens later: resolved, and readable now. */
+static void
+get_file(struct ld *l, const config_setting_t *g, const char *name, char *out)
+{
+	char rel[EGW_CONF_PATH_LEN];
+	const config_setting_t *s = member(g, name);
+
+	if (!get_str(l, g, name, false, rel, sizeof(rel)) ||
+	    !resolve_path(l, s, rel, out, EGW_CONF_PATH_LEN))
+		return;
+	if (access(out, R_OK) != 0) {
+		err(l, s, NULL, "cannot read '%s': %s", out, strerror(errno));
+		out[0] = '\0';
+	}
+}
+
+static void
+load_cluster_tls(struct ld *l, const config_setting_t *p,
+		 struct egw_conf_cluster *k)
+{
+	static const char *const keys[] = { "ca_file", "cert_file",
+		"key_file", NULL };
+	const config_setting_t *t = typed(l, p, "tls", CONFIG_TYPE_GROUP,
+					  false);
+
+	if (t == NULL)
+		return;
+	known_keys(l, t, keys);
+	get_file(l, t, "ca_file", k->tls_ca);
+	get_file(l, t, "cert_file", k->tls_cert);
+	get_file(l, t, "key_file", k->tls_key);
+	if ((member(t, "cert_file") == NULL) != (member(t, "key_file") == NULL))
+		err(l, t, NULL, "cert_file and key_file go together (a client "
+		    "certificate and its key)");
+	for (uint16_t i = 0; i < k->nendpoints; i++)
+		if (strncmp(k->endpoints[i], "http://", 7) == 0)
+			err(l, t, NULL, "given, but endpoint '%s' is plain http",
+			    k->endpoints[i]);
+}
+
+static void
+load_cluster_password(struct ld *l, const config_setting_t *p,
+		      struct egw_conf_cluster *k)
+{
+	const config_setting_t *s = member(p, "password_file");
+	char why[160];
+	char *buf;
+	size_t n;
+	int rc;
+
+	get_name(l, p, "user", false, k->user);
+	if ((member(p, "user") == NULL) != (s == NULL)) {
+		err(l, p, member(p, "user") ? "password_file" : "user",
+		    "missing: user and password_file go together");
+		return;
+	}
+	if (s == NULL)
+		return;
+	get_file(l, p, "password_file", k->password_file);
+	if (k->password_file[0] == '\0')
+		return;
+	rc = conf_read_file(k->password_file, EGW_CONF_SECRET_LEN, &buf, &n,
+			    NULL, why, sizeof(why));
+	if (rc != 0) {
+		err(l, s, NULL, "cannot read '%s': %s", k->password_file,
+		    rc == -EFBIG ? "longer than 255 bytes" : why);
+		return;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n >= EGW_CONF_SECRET_LEN || memchr(buf, '\0', n) != NULL)
+		err(l, s, NULL, "'%s': the password must be 1..255 bytes, "
+		    "no NUL", k->password_file);
+	else
+		memcpy(k->password, buf, n);
+	memset(buf, 0, n);
+	free(buf);
+}
+
+/* gateway.cluster: present means on (doc/cluster.md). */
+static void
+load_cluster(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
+{
+	static const char *const keys[] = { "name", "endpoints",
+		"lease_ttl_s", "dial_timeout_ms", "request_timeout_ms", "tls",
+		"user", "password_file", NULL };
+	struct egw_conf_cluster *k = &c->cluster;
+	const config_setting_t *p = typed(l, gw, "cluster", CONFIG_TYPE_GROUP,
+					  false);
+
+	if (p == NULL)
+		return;
+	k->enabled = true;
+	known_keys(l, p, keys);
+	if (get_name(l, p, "name", true, k->name))
+		for (const char *n = k->name; *n; n++)
+			if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
+			      (*n >= '0' && *n <= '9') || *n == '-' || *n == '_' ||
+			      *n == '.')) {
+				err(l, member(p, "name"), NULL, "'%s': letters, "
+				    "digits, '-', '_' and '.' only (a key "
+				    "prefix)", k->name);
+				break;
+			}
+	load_endpoints(l, p, k);
+	get_int(l, p, "lease_ttl_s", 3, 300, false, &k->lease_ttl_s);
+	get_int(l, p, "dial_timeout_ms", 50, 60000, false, &k->dial_timeout_ms);
+	get_int(l, p, "request_timeout_ms", 100, 60000, false,
+		&k->request_timeout_ms);
+	if (k->dial_timeout_ms > k->request_timeout_ms) {
+		const config_setting_t *at = member(p, "dial_timeout_ms");
+
+		if (at == NULL)
+			at = member(p, "request_timeout_ms");
+		err(l, at != NULL ? at : p, NULL, "dial_timeout_ms %u ms is "
+		    "longer than request_timeout_ms %u ms",
+		    k->dial_timeout_ms, k->request_timeout_ms);
+	}
+	if ((uint64_t)k->request_timeout_ms * 3 > (uint64_t)k->lease_ttl_s * 1000) {
+		const config_setting_t *at = member(p, "request_timeout_ms");
+
+		if (at == NULL)
+			at = member(p, "lease_ttl_s");
+		err(l, at != NULL ? at : p, NULL, "request_timeout_ms %u ms is "
+		    "more than a third of lease_ttl_s %u s (a keep-alive every "
+		    "third of the lease must end before the next)",
+		    k->request_timeout_ms, k->lease_ttl_s);
+	}
+	load_cluster_tls(l, p, k);
+	load_cluster_password(l, p, k);
+}
+
 /* ---- ports ( ) --------------------------------------------------------- */
 
 static bool
@@ -1147,7 +1405,8 @@ egw_conf_load(const char *path, struct egw_conf *c,
 {
 	static const char *const root_keys[] = { "gateway", "ports", NULL };
 	static const char *const gw_keys[] = { "name", "roles", "key_file",
-		"pool", "limits", "timers", "attach", "metrics", NULL };
+		"pool", "limits", "timers", "attach", "metrics", "cluster",
+		NULL };
 	struct conf_text text;
 	struct ld l = { path, errs, &text };
 	const config_setting_t *root, *gw;
@@ -1197,6 +1456,7 @@ egw_conf_load(const char *path, struct egw_conf *c,
 		load_timers(&l, gw, c);
 		load_attach(&l, gw, c);
 		load_metrics(&l, gw, c);
+		load_cluster(&l, gw, c);
 		load_key_file(&l, gw, c);
 		if (c->policy.tokens > c->geom.capacity_tokens)
 			err(&l, gw, "pool.policy.tokens",
@@ -1204,6 +1464,12 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	}
 	load_ports(&l, root, c);
 	check_tenant_ports(&l, gw, c);
+	/* a record's key is the name REGISTER carries, the same on every
+	 * port: one port, one record */
+	if (c->cluster.enabled && c->nports > 1)
+		err(&l, member(gw, "cluster"), NULL, "a gateway in a cluster has "
+		    "one port (its record is keyed by the gateway's name), "
+		    "got %u", c->nports);
 	if (errs->total == 0 && egw_pool_geom_check(&c->geom) != 0)
 		err(&l, gw, "pool", "inconsistent pool geometry");
 	config_destroy(&cfg);
@@ -1288,6 +1554,15 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 		fprintf(f, "metrics: http://%s:%u/metrics\n",
 			egw_conf_ip_str(c->metrics.addr, ip, sizeof(ip)),
 			c->metrics.port);
+	if (c->cluster.enabled) {
+		fprintf(f, "cluster %s: keys under /embgw/%s/, lease %u s, "
+			"endpoints", c->cluster.name, c->cluster.name,
+			c->cluster.lease_ttl_s);
+		for (uint16_t i = 0; i < c->cluster.nendpoints; i++)
+			fprintf(f, "%s%s", i ? "," : " ", c->cluster.endpoints[i]);
+		fprintf(f, "%s%s\n", c->cluster.user[0] ? ", user " : "",
+			c->cluster.user);
+	}
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct egw_conf_port *p = &c->ports[i];
 

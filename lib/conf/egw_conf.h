@@ -134,6 +134,29 @@ struct egw_conf_metrics {
 	uint16_t port;          /**< TCP port */
 };
 
+#define EGW_CONF_MAX_ENDPOINTS 8
+#define EGW_CONF_URL_LEN 128
+#define EGW_CONF_SECRET_LEN 256
+
+/** gateway.cluster: membership in etcd v3 (doc/cluster.md). */
+struct egw_conf_cluster {
+	bool enabled;           /**< the group is present */
+	char name[EGW_CONF_NAME_LEN]; /**< keys under /embgw/<name>/ */
+	/** "http[s]://host:port", no path, tried in turn */
+	char endpoints[EGW_CONF_MAX_ENDPOINTS][EGW_CONF_URL_LEN];
+	uint16_t nendpoints;
+	uint32_t lease_ttl_s;   /**< the records' lease */
+	uint32_t dial_timeout_ms;    /**< connecting to an endpoint */
+	uint32_t request_timeout_ms; /**< one unary request, connect included */
+	/* tls { }: resolved against the file's directory; "" = not given */
+	char tls_ca[EGW_CONF_PATH_LEN];
+	char tls_cert[EGW_CONF_PATH_LEN];
+	char tls_key[EGW_CONF_PATH_LEN];
+	char user[EGW_CONF_NAME_LEN]; /**< "": no authentication */
+	char password_file[EGW_CONF_PATH_LEN];
+	char password[EGW_CONF_SECRET_LEN]; /**< read from password_file */
+};
+
 struct egw_conf {
 	char file[EGW_CONF_PATH_LEN];
 	char name[EGW_CONF_NAME_LEN];
@@ -149,6 +172,7 @@ struct egw_conf {
 	bool key_loose_perms;   /**< readable by group/others: a warning */
 	struct egw_conf_attach attach;
 	struct egw_conf_metrics metrics;
+	struct egw_conf_cluster cluster;
 	struct egw_conf_port ports[EGW_CONF_MAX_PORTS];
 	uint16_t nports;
 };
