@@ -6,11 +6,13 @@
 # EMBGW_BENCH_QUICK=1: one small round of each (the test command's smoke run).
 # The gateways here are joined by net_memif, unlike the demo's and the
 # tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
-# is compared against is testpmd over memif, and every process here leaves
-# only once the traffic is done - the driving side when its rooms are, the
-# others stopped with SIGINT after that, nothing killed - so no survivor is
-# in the middle of a burst when a leaving peer's rings are unmapped (a
-# crash would cost a bench run, not a result).
+# is compared against is testpmd over memif. A memif peer that leaves can
+# crash the survivor still polling, so every process leaves only once the
+# traffic is done, one at a time, and no figure waits on a process that
+# outlived its peer: a process that ends otherwise than with status 0 is
+# named with its status (bench PHASE: NAME ended with ...), the figures it
+# would have given are left out of that round, and the run goes on to the
+# other figures. The run's last lines list those processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh # libzmq3-dev for the reference figures, among the rest
@@ -29,8 +31,74 @@ rounds=5
 [ "$quick" = 1 ] && rounds=1
 table=${EMBGW_BENCH_OUT:-doc/benchmarks.md}
 W=$(mktemp -d /tmp/embgw-bench.XXXXXX)
-trap 'stop_all; rm -rf "$W"' EXIT
+# once, at whatever point the run ends: a failing stop must not keep the
+# folder (the trap runs without set -e, and only once)
+cleaned=0
+cleanup() {
+	[ "$cleaned" = 1 ] && return 0
+	cleaned=1
+	set +e
+	stop_all
+	rm -rf "$W"
+}
+trap cleanup EXIT
 rows=()
+ended=() # "PHASE: NAME STATUS" of every process that ended badly
+
+# A process of ours and its name, for the lines that name it.
+declare -A pname=()
+bstart() { # NAME start_gw|start_gen args...: started, named NAME
+	local n=$1
+	shift
+	"$@" >/dev/null
+	pname[${PIDS[-1]}]=$n
+}
+# note PHASE NAME STATUS: a process that did not end with 0 is named with
+# its status (a signal's name for 129..159: the process died)
+note() {
+	[ "$3" = 0 ] && return 0
+	local why="exit status $3"
+	if [ "$3" -gt 128 ] && [ "$3" -lt 160 ]; then
+		why+=" (SIG$(kill -l $(($3 - 128)) 2>/dev/null || echo $(($3 - 128))))"
+	elif [ "$3" = 124 ]; then
+		why+=" (its time limit)"
+	fi
+	echo "bench $1: $2 ended with $why; its figures are left out of this round" >&2
+	ended+=("$1: $2 $why")
+}
+# stop PHASE: every process of ours, in the order they started, each sent
+# SIGINT and reaped before the next is; each one's status noted
+stop() {
+	local p rc
+	for p in "${PIDS[@]}"; do
+		kill -INT "$p" 2>/dev/null || true
+		rc=0
+		wait "$p" 2>/dev/null || rc=$?
+		note "$1" "${pname[$p]:-pid $p}" "$rc"
+	done
+	PIDS=()
+}
+# fgrun PHASE NAME run_gw|run_gen args...: in the foreground, its status noted
+fgrun() {
+	local ph=$1 n=$2 rc=0
+	shift 2
+	"$@" || rc=$?
+	note "$ph" "$n" "$rc"
+	return 0
+}
+# poll_cfg CFG OUT: CFG with every port busy polling (idle mode "poll")
+# instead of backing off when idle, the default
+poll_cfg() {
+	sed -E 's/^( *)lcores = \[([0-9, ]*)\];/&\n\1idle = { mode = "poll"; };/' "$1" >"$2"
+	grep -q 'mode = "poll"' "$2"
+}
+# keep ARRAY VALUE: VALUE appended when it is a number (a missing report
+# line gives none)
+keep() {
+	local -n a=$1
+	[[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] && a+=("$2")
+	return 0
+}
 
 median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print 0}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
@@ -43,7 +111,9 @@ emit() { # name value unit ratio reference aim
 ops=2000000
 [ "$quick" = 1 ] && ops=100000
 line=$("$B"/tests/bench/bench_pool -l 0 --no-huge --no-pci -m 256 \
-	--file-prefix egw-bench-$$ --log-level=4 -- "$rounds" "$ops" 2>/dev/null | grep ^pool_ns)
+	--file-prefix egw-bench-$$ --log-level=4 -- "$rounds" "$ops" 2>/dev/null | grep ^pool_ns) ||
+	note pool bench_pool "$?"
+
 pns=$(awk '{print $2}' <<<"$line")
 mns=$(awk '{print $4}' <<<"$line")
 tns=$(awk '{print $6}' <<<"$line")
@@ -58,7 +128,8 @@ emit pool-tree-alloc-free "$tns" "ns/op (CPU time, free-run tree alone: cache of
 # posting its completion, against one bare put+get of a 64-byte entry.
 cmds=2000000
 [ "$quick" = 1 ] && cmds=100000
-line=$("$B"/tests/bench/bench_clients "$rounds" "$cmds" | grep ^clients_ns)
+line=$("$B"/tests/bench/bench_clients "$rounds" "$cmds" | grep ^clients_ns) ||
+	note attach bench_clients "$?"
 cop=$(sed -nE 's/.* open_abort=([0-9.]+).*/\1/p' <<<"$line")
 cnop=$(sed -nE 's/.* nop=([0-9.]+).*/\1/p' <<<"$line")
 cring=$(sed -nE 's/.* ring=([0-9.]+).*/\1/p' <<<"$line")
@@ -70,23 +141,25 @@ emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or AB
 # the language peer (lcore 0). Wall rate, and the worker's busy CPU per
 # datagram (iterations that did work only), which busy polling on two
 # shared cores does not distort.
-GEN=$B/app/embgw-gen/embgw-gen
 drive=200000
 [ "$quick" = 1 ] && drive=5000
 scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
 gw_tx=() gw_dg=() gw_ns=()
 for r in $(seq 1 "$rounds"); do
-	start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce >/dev/null
-	wait_socket "$W/ctl/memif0.sock"
-	EMBGW=$GEN run_gw gen 0 "$W/ctl/language.cfg" "$W/lang.log" 120 \
-		--drive "$drive" --concurrency 64 --lengths 1 || true
-	stop_all
+	bstart enc start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce
+	wait_socket "$W/ctl/memif0.sock" || true
+	fgrun control lang run_gen gen 0 "$W/ctl/language.cfg" "$W/lang.log" 120 \
+		--drive "$drive" --concurrency 64 --lengths 1
+	stop control
 	secs=$(field "$W/lang.log" latency secs)
-	dg=$(( $(field "$W/lang.log" node rx_datagrams) + $(field "$W/lang.log" node tx_datagrams) ))
+	rx=$(field "$W/lang.log" node rx_datagrams)
+	tx=$(field "$W/lang.log" node tx_datagrams)
 	ok=$(field "$W/lang.log" language ok)
-	gw_tx+=("$(awk -v n="$ok" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')")
-	gw_dg+=("$(awk -v n="$dg" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')")
-	gw_ns+=("$(field "$W/enc.log" worker busy_ns_per_datagram)")
+	if [ -n "$secs" ] && [ -n "$rx" ] && [ -n "$tx" ] && [ -n "$ok" ]; then
+		keep gw_tx "$(awk -v n="$ok" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
+		keep gw_dg "$(awk -v n="$((rx + tx))" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
+	fi
+	keep gw_ns "$(field "$W/enc.log" worker busy_ns_per_datagram)"
 done
 tx=$(printf '%s\n' "${gw_tx[@]}" | median)
 dg=$(printf '%s\n' "${gw_dg[@]}" | median)
@@ -151,13 +224,13 @@ scripts/gen-configs.sh --memif "$W/rfull" 50048 262144 >/dev/null
 lat_r=() lat_f=()
 for r in $(seq 1 "$rounds"); do
 	for cfg in r8k rfull; do
-		start_gen enc 1 "$W/$cfg/encode.cfg" "$W/enc.log" --produce >/dev/null
-		wait_socket "$W/$cfg/memif0.sock"
-		run_gen lang 0 "$W/$cfg/language.cfg" "$W/lang.log" 120 --exit-when-done \
-			--drive "$n" --lengths 50000 || true
-		stop_all
+		bstart enc start_gen enc 1 "$W/$cfg/encode.cfg" "$W/enc.log" --produce
+		wait_socket "$W/$cfg/memif0.sock" || true
+		fgrun resume lang run_gen lang 0 "$W/$cfg/language.cfg" "$W/lang.log" 120 --exit-when-done \
+			--drive "$n" --lengths 50000
+		stop resume
 		v=$(field "$W/lang.log" latency p50_ms)
-		if [ "$cfg" = r8k ]; then lat_r+=("$v"); else lat_f+=("$v"); fi
+		if [ "$cfg" = r8k ]; then keep lat_r "$v"; else keep lat_f "$v"; fi
 	done
 done
 lr=$(printf '%s\n' "${lat_r[@]}" | median)
@@ -173,22 +246,26 @@ drive=300
 [ "$quick" = 1 ] && drive=40
 flood=200000
 scripts/gen-configs.sh --memif "$W/fl" 1024 262144 >/dev/null
-rate() { # extra embgw-gen args...
-	start_gen enc 1 "$W/fl/encode.cfg" "$W/enc.log" --produce >/dev/null
-	wait_socket "$W/fl/memif0.sock"
-	EMBGW=$GEN run_gw gen 0 "$W/fl/language.cfg" "$W/lang.log" 120 \
-		--drive "$drive" --concurrency 16 --lengths 2000 "$@" || true
-	stop_all
-	awk -v n="$(field "$W/lang.log" language ok)" \
-		-v s="$(field "$W/lang.log" latency secs)" \
-		'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'
+rate() { # [extra embgw-gen args...]: rate_v its rooms/s ("" if not known)
+	rate_v=""
+	bstart enc start_gen enc 1 "$W/fl/encode.cfg" "$W/enc.log" --produce
+	wait_socket "$W/fl/memif0.sock" || true
+	fgrun flood lang run_gen gen 0 "$W/fl/language.cfg" "$W/lang.log" 120 \
+		--drive "$drive" --concurrency 16 --lengths 2000 "$@"
+	stop flood
+	local ok secs
+	ok=$(field "$W/lang.log" language ok)
+	secs=$(field "$W/lang.log" latency secs)
+	[ -n "$ok" ] && [ -n "$secs" ] &&
+		rate_v="$(awk -v n="$ok" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
+	return 0
 }
 f1=() f0=() fj=()
 for r in $(seq 1 "$rounds"); do
-	f0+=("$(rate)")
-	f1+=("$(rate --flood-pps "$flood" --seed "$r")")
+	rate && keep f0 "$rate_v"
+	rate --flood-pps "$flood" --seed "$r" && keep f1 "$rate_v"
 	# what reached the gateway: its own drop counters
-	fj+=("$(field "$W/enc.log" node dropped)")
+	keep fj "$(field "$W/enc.log" node dropped)"
 done
 q0=$(printf '%s\n' "${f0[@]}" | median)
 q1=$(printf '%s\n' "${f1[@]}" | median)
@@ -196,60 +273,153 @@ qj=$(printf '%s\n' "${fj[@]}" | median)
 emit under-flood "$q1" "rooms/s while embgw-gen floods ${flood} junk datagrams/s (${qj} rejected before the state machines per round)" \
 	"$(ratio "$q1" "$q0")" "no flood ${q0} rooms/s" ">= 0.8"
 
+# ---- idle: what a gateway with nothing to do costs, and what it adds ---
+# A registered gateway pair (embgw over memif, no rooms) left alone: each
+# gateway's CPU over a few seconds from /proc (utime + stime), its workers
+# backing off when idle (the default, idle.max_sleep_us 100) vs busy
+# polling. Then rooms after idle stretches: 1-token rooms at 20 per
+# second (each after 50 ms of nothing), INIT to Success - a few control
+# round trips with both workers asleep when a room starts - both modes.
+idle_rounds=$((rounds < 3 ? rounds : 3))
+scripts/gen-configs.sh --memif "$W/idle" 128 262144 >/dev/null
+for c in encode language; do
+	poll_cfg "$W/idle/$c.cfg" "$W/idle/$c-poll.cfg"
+done
+ticks() { # PID of a timeout wrapper of ours: its program's CPU ticks so far
+	local c
+	c=$(pgrep -P "$1" | head -1) || true
+	[ -n "$c" ] && awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null
+	return 0
+}
+idle_cpu() { # SUFFIX: idle_pct, the CPU % of one core of each gateway of
+	# the idle pair (configurations *$SUFFIX.cfg), their mean
+	local e l e0 l0 e1 l1 secs=3 hz
+	[ "$quick" = 1 ] && secs=1
+	hz=$(getconf CLK_TCK)
+	bstart enc start_gw enc 1 "$W/idle/encode$1.cfg" "$W/enc.log"
+	e=${PIDS[-1]}
+	wait_socket "$W/idle/memif0.sock" || true
+	bstart lang start_gw lang 0 "$W/idle/language$1.cfg" "$W/lang.log"
+	l=${PIDS[-1]}
+	if wait_registered "$W/lang.log" 30 && sleep 1; then
+		e0=$(ticks "$e") l0=$(ticks "$l")
+		sleep "$secs"
+		e1=$(ticks "$e") l1=$(ticks "$l")
+		if [ -n "$e0" ] && [ -n "$l0" ] && [ -n "$e1" ] && [ -n "$l1" ]; then
+			idle_pct=$(awk -v a=$((e1 - e0 + l1 - l0)) -v hz="$hz" -v s="$secs" \
+				'BEGIN { printf "%.1f", a * 100 / hz / s / 2 }')
+		fi
+	fi
+	stop idle
+}
+idle_rtt() { # SUFFIX: p50 ms of 1-token rooms at 20/s (idle_p50)
+	bstart enc start_gen enc 1 "$W/idle/encode$1.cfg" "$W/enc.log" --produce
+	wait_socket "$W/idle/memif0.sock" || true
+	fgrun idle lang run_gen lang 0 "$W/idle/language$1.cfg" "$W/lang.log" 60 \
+		--exit-when-done --drive 40 --rate 20 --lengths 1
+	idle_p50=$(field "$W/lang.log" latency p50_ms)
+	idle_late=$(field "$W/lang.log" idle late_max_us)
+	stop idle
+}
+ic_b=() ic_p=() il_b=() il_p=() il_late=()
+for r in $(seq 1 "$idle_rounds"); do
+	idle_pct="" && idle_cpu "" && keep ic_b "$idle_pct"
+	idle_pct="" && idle_cpu -poll && keep ic_p "$idle_pct"
+	idle_rtt "" && keep il_b "$idle_p50" && keep il_late "$idle_late"
+	idle_rtt -poll && keep il_p "$idle_p50"
+done
+if [ "${#ic_b[@]}" -gt 0 ] && [ "${#ic_p[@]}" -gt 0 ]; then
+	cb=$(printf '%s\n' "${ic_b[@]}" | median)
+	cq=$(printf '%s\n' "${ic_p[@]}" | median)
+	emit idle-cpu "$cb" "% of a core per idle gateway (a registered pair, nothing to do; workers backing off, the default)" \
+		"$(ratio "$cb" "$cq")" "the same pair busy polling, $cq %" "<= 0.1"
+else
+	echo "bench idle-cpu: not measured (no round completed; the reasons are above)"
+fi
+if [ "${#il_b[@]}" -gt 0 ] && [ "${#il_p[@]}" -gt 0 ]; then
+	lb=$(printf '%s\n' "${il_b[@]}" | median)
+	lq=$(printf '%s\n' "${il_p[@]}" | median)
+	lk=$(printf '%s\n' "${il_late[@]}" | median)
+	emit idle-latency "$lb" "ms INIT to Success of a 1-token room after 50 ms idle, workers backing off ($(awk -v a="$lb" -v b="$lq" 'BEGIN { printf "%+.0f", (a - b) * 1000 }') us; a sleep overran its time by ${lk} us at most)" \
+		"$(ratio "$lb" "$lq")" "the same pair busy polling, $lq ms" "-"
+else
+	echo "bench idle-latency: not measured (no round completed; the reasons are above)"
+fi
+
 # ---- engines: Python clients through the attach sockets vs built-in ----
 # The same gateway pair (attach sockets, bf16, hidden 4096, pools of
 # 65,536 tokens = 512 MiB each) moves 10,000-token rooms, 4 in flight:
 # once between the built-in producer and verifier (--produce, --drive),
 # once between two Python engine processes (tests/integration/engine.py
 # --bench over the embgw package: scatter + commit, gather + release,
-# every byte checked). Wall rate from the encoder's first room to the last
+# every byte checked), and once more between the Python engines with both
+# gateways busy polling (idle mode "poll") instead of backing off when
+# idle, the default. Wall rate from the encoder's first room to the last
 # room released; the clients' CPU per room from their own process times.
 n=16
 [ "$quick" = 1 ] && n=3
 scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024 65536 \
 	"peer_dead_ms = 5000;" >/dev/null
+poll_cfg "$W/eng/encode.cfg" "$W/eng/encode-poll.cfg"
+poll_cfg "$W/eng/language.cfg" "$W/eng/language-poll.cfg"
 ENGINE=(env "EMBGW_CLIENT_LIB=$B/lib/client/libegw_client.so"
 	timeout -s KILL 300 /usr/bin/python3 tests/integration/engine.py)
-eng_pair() { # START [args]: the encode gateway (start_gw) or embgw-gen, up
-	# each run maps a fresh language pool file: neither run finds the
-	# other's pages already in memory
+eng_pair() { # START ENCODE_CFG [args]: the encode gateway (start_gw) or
+	# embgw-gen, up; each run maps a fresh language pool file: neither
+	# run finds the other's pages already in memory
 	rm -f "$W/eng/lang-pool-0"
-	"$1" enc 1 "$W/eng/encode.cfg" "$W/enc.log" "${@:2}" >/dev/null
+	bstart enc "$1" enc 1 "$2" "$W/enc.log" "${@:3}"
 	{ wait_socket "$W/eng/memif0.sock" && wait_ready enc; } >/dev/null || true
 }
-en_r=() bi_r=() en_ce=() en_cl=() en_cp=()
-for r in $(seq 1 "$rounds"); do
-	eng_pair start_gen --produce
-	run_gen lang 0 "$W/eng/language.cfg" "$W/lang.log" 300 --exit-when-done \
-		--drive "$n" --concurrency 4 --lengths 10000 || true
-	stop_all
-	[ "$(field "$W/lang.log" result errors)" = 0 ] &&
-		[ "$(field "$W/lang.log" language ok)" = "$n" ] &&
-		bi_r+=("$(awk -v n="$n" -v s="$(field "$W/lang.log" latency secs)" \
-			'BEGIN { printf "%.2f", (s > 0 ? n / s : 0) }')")
-	eng_pair start_gw
-	start_gw lang 0 "$W/eng/language.cfg" "$W/lang.log" >/dev/null
-	wait_socket "$W/eng/lang-0.sock" && wait_socket "$W/eng/enc-0.sock" || true
+eng_python() { # SUFFIX: the Python engines over a gateway pair of the
+	# configurations encode$SUFFIX.cfg and language$SUFFIX.cfg: eng_rate
+	# their rooms/s ("" if the round failed), le and ee their lines
+	local el rc
+	eng_rate=""
+	eng_pair start_gw "$W/eng/encode$1.cfg"
+	bstart lang start_gw lang 0 "$W/eng/language$1.cfg" "$W/lang.log"
+	{ wait_socket "$W/eng/lang-0.sock" && wait_socket "$W/eng/enc-0.sock"; } || true
 	"${ENGINE[@]}" language "$W/eng/lang-0.sock" --bench "$n" --length 10000 \
 		--window 4 >"$W/eng-lang.out" 2>&1 &
 	el=$!
+	rc=0
 	"${ENGINE[@]}" encode "$W/eng/enc-0.sock" --bench "$n" --length 10000 \
-		--window 4 >"$W/eng-enc.out" 2>&1 || true
-	wait "$el" || true
-	stop_all
+		--window 4 >"$W/eng-enc.out" 2>&1 || rc=$?
+	note engines "python encode engine" "$rc"
+	rc=0
+	wait "$el" || rc=$?
+	note engines "python language engine" "$rc"
+	stop engines
 	le=$(grep '^engine-language:' "$W/eng-lang.out" || true)
 	ee=$(grep '^engine-encode:' "$W/eng-enc.out" || true)
-	kv() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$2"; }
 	if [ "$(kv ok "$le")" = "$n" ] && [ "$(kv bad "$le")" = 0 ] &&
 		[ "$(kv ok "$ee")" = "$n" ]; then
-		en_r+=("$(awk -v n="$n" -v a="$(kv t0 "$ee")" -v b="$(kv t1 "$le")" \
-			-v c="$(kv t1 "$ee")" 'BEGIN { e = (b > c ? b : c); printf "%.2f", (e > a ? n / (e - a) : 0) }')")
-		en_ce+=("$(kv cpu_ms "$ee")")
-		en_cl+=("$(kv cpu_ms "$le")")
-		en_cp+=("$(kv copy_ms "$le")")
+		eng_rate=$(awk -v n="$n" -v a="$(kv t0 "$ee")" -v b="$(kv t1 "$le")" \
+			-v c="$(kv t1 "$ee")" 'BEGIN { e = (b > c ? b : c); printf "%.2f", (e > a ? n / (e - a) : 0) }')
 	else
-		echo "bench engines: round $r failed: ${le:-$(tail -3 "$W/eng-lang.out")} / ${ee:-$(tail -3 "$W/eng-enc.out")}" >&2
+		echo "bench engines: round $r${1:+ ($1)} failed: ${le:-$(tail -3 "$W/eng-lang.out")} / ${ee:-$(tail -3 "$W/eng-enc.out")}" >&2
 	fi
+}
+kv() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$2"; }
+en_r=() en_p=() bi_r=() en_ce=() en_cl=() en_cp=()
+for r in $(seq 1 "$rounds"); do
+	eng_pair start_gen "$W/eng/encode.cfg" --produce
+	fgrun engines lang run_gen lang 0 "$W/eng/language.cfg" "$W/lang.log" 300 --exit-when-done \
+		--drive "$n" --concurrency 4 --lengths 10000
+	stop engines
+	[ "$(field "$W/lang.log" result errors)" = 0 ] &&
+		[ "$(field "$W/lang.log" language ok)" = "$n" ] &&
+		keep bi_r "$(awk -v n="$n" -v s="$(field "$W/lang.log" latency secs)" \
+			'BEGIN { printf "%.2f", (s > 0 ? n / s : 0) }')"
+	eng_python ""
+	if [ -n "$eng_rate" ]; then
+		keep en_r "$eng_rate"
+		keep en_ce "$(kv cpu_ms "$ee")"
+		keep en_cl "$(kv cpu_ms "$le")"
+		keep en_cp "$(kv copy_ms "$le")"
+	fi
+	eng_python -poll
+	keep en_p "$eng_rate"
 done
 if [ "${#en_r[@]}" -gt 0 ] && [ "${#bi_r[@]}" -gt 0 ]; then
 	er=$(printf '%s\n' "${en_r[@]}" | median)
@@ -264,6 +434,11 @@ if [ "${#en_r[@]}" -gt 0 ] && [ "${#bi_r[@]}" -gt 0 ]; then
 		"$(ratio "$ce" "$cp")" "one torch copy of a room's 80 MB in the client, $cp ms" "-"
 	emit engine-cpu-language "$cl" "ms of the Python language client's CPU per room (gather, release, polling; the check left out)" \
 		"$(ratio "$cl" "$cp")" "one torch copy of a room's 80 MB in the client, $cp ms" "-"
+	if [ "${#en_p[@]}" -gt 0 ]; then
+		ep=$(printf '%s\n' "${en_p[@]}" | median)
+		emit idle-engines "$er" "rooms/s of the Python engines, gateways backing off when idle (the default)" \
+			"$(ratio "$er" "$ep")" "the same with both gateways busy polling, $ep rooms/s" ">= 1"
+	fi
 else
 	echo "bench engine-throughput: not measured (no round completed; the reasons are above)"
 fi
@@ -302,6 +477,12 @@ else
 	echo "bench cluster-converge: not measured: $cv"
 fi
 
+# ---- processes that ended badly --------------------------------------------
+if [ "${#ended[@]}" -gt 0 ]; then
+	echo "bench: ${#ended[@]} process(es) ended otherwise than with status 0 (their rounds' figures left out):"
+	printf '  %s\n' "${ended[@]}"
+fi
+
 # ---- the table ------------------------------------------------------------
 cpu=$(lscpu 2>/dev/null | sed -nE 's/^Model name: +//p' | head -1)
 {
@@ -315,6 +496,12 @@ cpu=$(lscpu 2>/dev/null | sed -nE 's/^Model name: +//p' | head -1)
 	echo "|---|---|---|---|---|"
 	printf '%s\n' "${rows[@]}"
 	echo
+	if [ "${#ended[@]}" -gt 0 ]; then
+		echo "Processes that ended otherwise than with status 0 in this run (their rounds' figures left out):"
+		echo
+		printf -- '- %s\n' "${ended[@]}"
+		echo
+	fi
 	# the prose: everything from the first section after the table
 	[ -f "$table" ] && sed -n '/^## How the figures/,$p' "$table"
 } > "$W/table.md"

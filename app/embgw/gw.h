@@ -103,6 +103,10 @@ struct gw_dev_stats {
 	/* worker CPU: cycles of loop iterations that did work (a burst in,
 	 * completions, timers) out of all cycles the worker ran */
 	uint64_t busy_cycles, run_cycles;
+	/* an idle worker's sleeps (gw_idle.h): how many (each one ends in
+	 * a wake-up), the cycles they took, and the most one overran the
+	 * time it asked for (what the kernel adds to the wake-up) */
+	uint64_t idle_sleeps, idle_cycles, idle_late_max_cycles;
 };
 
 struct gw_id_stats {

@@ -2,13 +2,20 @@
 /*
  * The worker of one device, polling (as DPDK's l2fwd does): rx burst ->
  * node -> payload completions -> room sources -> timers -> tx flush, for
- * every identity the device carries. It stops on a signal, after
- * --duration-ms, or - with --exit-when-done - once every identity with a
- * bounded number of rooms has run them all.
+ * every identity the device carries. When a run of turns finds nothing,
+ * the port's idle policy (gw_idle.h) pauses and then sleeps, never past
+ * the next timer, so that an idle gateway gives its core back. It stops
+ * on a signal, after --duration-ms, or - with --exit-when-done - once
+ * every identity with a bounded number of rooms has run them all.
  */
+#include <sys/prctl.h>
+#include <time.h>
+
 #include <rte_cycles.h>
 #include <rte_lcore.h>
+#include <rte_pause.h>
 
+#include "gw_idle.h"
 #include "gw_room_source.h"
 
 static struct gw_loop_opts opts;
@@ -49,6 +56,39 @@ timers(struct gw_id *id, uint64_t now)
 	id->next_tick = now + GW_TICK_NS;
 }
 
+/* The earliest time the loop has something to run without traffic: a
+ * timer tick, the link check, the end of --duration-ms. */
+static uint64_t
+next_timer(const struct gw_dev *d, uint64_t stop_at)
+{
+	uint64_t t = stop_at < d->next_link_check ? stop_at :
+		     d->next_link_check;
+
+	for (uint16_t i = 0; i < d->nids; i++)
+		if (d->ids[i]->next_tick < t)
+			t = d->ids[i]->next_tick;
+	return t;
+}
+
+/* One sleep of an idle worker, counted: the cycles it took and how far
+ * past the asked time the kernel woke it. */
+static void
+idle_sleep(struct gw_dev *d, uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	uint64_t t0 = rte_get_tsc_cycles();
+	uint64_t took, asked;
+
+	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+	took = rte_get_tsc_cycles() - t0;
+	asked = ns * rte_get_tsc_hz() / 1000000000ull;
+	d->st.idle_sleeps++;
+	d->st.idle_cycles += took;
+	if (took > asked && took - asked > d->st.idle_late_max_cycles)
+		d->st.idle_late_max_cycles = took - asked;
+}
+
 int
 gw_loop_worker(void *arg)
 {
@@ -56,13 +96,29 @@ gw_loop_worker(void *arg)
 	uint64_t stop_at = opts.duration_ns ? gw_now_ns() + opts.duration_ns :
 			   UINT64_MAX;
 	uint64_t began = rte_get_tsc_cycles();
+	bool backoff = d->cfg->idle.mode == EGW_IDLE_BACKOFF;
+	struct gw_idle idle;
 
-	GW_LOG(INFO, "port %s: worker on lcore %u (%u identit%s)\n",
-		d->cfg->name, rte_lcore_id(), d->nids, d->nids > 1 ? "ies" : "y");
+	gw_idle_init(&idle, backoff, d->cfg->idle.max_sleep_us * 1000ull);
+	/* a sleeping worker wakes when it asked to, not up to the default
+	 * 50 us of timer slack later: the slack is the bound's to spend */
+	if (backoff && prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0) != 0)
+		GW_LOG(WARNING, "port %s: timer slack not set, sleeps may "
+		       "overrun by up to 50 us\n", d->cfg->name);
+	if (backoff)
+		GW_LOG(INFO, "port %s: worker on lcore %u (%u identit%s), "
+		       "sleeps of at most %u us when idle\n", d->cfg->name,
+		       rte_lcore_id(), d->nids, d->nids > 1 ? "ies" : "y",
+		       d->cfg->idle.max_sleep_us);
+	else
+		GW_LOG(INFO, "port %s: worker on lcore %u (%u identit%s), "
+		       "busy polling\n", d->cfg->name, rte_lcore_id(), d->nids,
+		       d->nids > 1 ? "ies" : "y");
 	while (!gw_force_quit) {
 		uint64_t t0 = rte_get_tsc_cycles();
 		uint64_t now = gw_tsc_ns(t0);
-		uint32_t work;
+		uint32_t work, ticks = 0;
+		uint64_t sleep_ns = 0;
 
 		d->now = now;
 		work = gw_dev_rx_burst(d, now);
@@ -77,20 +133,31 @@ gw_loop_worker(void *arg)
 		for (uint16_t i = 0; i < d->nids; i++)
 			if (now >= d->ids[i]->next_tick) {
 				timers(d->ids[i], now);
-				work++;
+				ticks++;
 			}
 		gw_dev_flush(d);
 		if (now >= stop_at)
 			gw_force_quit = true;
 		/* CPU per datagram without the busy-poll spin: only
 		 * iterations that did something count as busy */
-		if (work)
+		if (work + ticks)
 			d->st.busy_cycles += rte_get_tsc_cycles() - t0;
 		/* published as it goes: the metrics endpoint's busy share */
 		d->st.run_cycles = t0 - began;
 		/* alive, for the watchdog (gw_notify.c): a plain store
 		 * of our own counter, no system call on the worker */
 		__atomic_store_n(&d->loops, d->loops + 1, __ATOMIC_RELAXED);
+		switch (gw_idle_next(&idle, work, now, next_timer(d, stop_at),
+				     &sleep_ns)) {
+		case GW_IDLE_PAUSE:
+			rte_pause();
+			break;
+		case GW_IDLE_SLEEP:
+			idle_sleep(d, sleep_ns);
+			break;
+		case GW_IDLE_SPIN:
+			break;
+		}
 	}
 	d->st.run_cycles = rte_get_tsc_cycles() - began;
 	d->now = 0; /* frames sent from here on (the drain) read the clock */

@@ -179,6 +179,60 @@ per_reason(FILE *f, const struct snap *sn, uint16_t n, const char *name,
 		}
 }
 
+/* The idle policy (gw_idle.h): sleeps, time slept, the bound, the worst
+ * overrun of a sleep. */
+static void
+idle_families(FILE *f, const struct snap *sn, uint16_t n, double hz)
+{
+	head(f, "embgw_worker_idle_sleeps", "counter", "Sleeps of the "
+	     "port's idle worker (each ends in a wake-up).");
+	for (uint16_t i = 0; i < n; i++) {
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample(f, "embgw_worker_idle_sleeps", true, l,
+		       sn[i].ds.idle_sleeps);
+	}
+	head(f, "embgw_worker_idle_seconds", "counter", "Time the port's "
+	     "worker slept for want of work.");
+	for (uint16_t i = 0; i < n; i++) {
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample_f(f, "embgw_worker_idle_seconds_total", l,
+			 (double)sn[i].ds.idle_cycles / hz);
+	}
+	head(f, "embgw_worker_idle_max_sleep_seconds", "gauge", "The "
+	     "configured bound on one sleep (idle.max_sleep_us; 0: busy "
+	     "polling).");
+	for (uint16_t i = 0; i < n; i++) {
+		const struct egw_conf_idle *c = &sn[i].id->dev->cfg->idle;
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample_f(f, "embgw_worker_idle_max_sleep_seconds", l,
+			 c->mode == EGW_IDLE_POLL ? 0.0 :
+			 (double)c->max_sleep_us / 1e6);
+	}
+	head(f, "embgw_worker_idle_late_max_seconds", "gauge", "The most "
+	     "one sleep overran the time it asked for.");
+	for (uint16_t i = 0; i < n; i++) {
+		char l[96];
+
+		if (!sn[i].owns_dev)
+			continue;
+		LBL(l, "port=\"%s\"", sn[i].name);
+		sample_f(f, "embgw_worker_idle_late_max_seconds", l,
+			 (double)sn[i].ds.idle_late_max_cycles / hz);
+	}
+}
+
 static void
 device_families(FILE *f, const struct snap *sn, uint16_t n)
 {
@@ -245,6 +299,7 @@ device_families(FILE *f, const struct snap *sn, uint16_t n)
 		sample_f(f, "embgw_worker_busy_ratio", l, d->run_cycles ?
 			 (double)d->busy_cycles / (double)d->run_cycles : 0.0);
 	}
+	idle_families(f, sn, n, hz);
 }
 
 static void

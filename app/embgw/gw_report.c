@@ -102,6 +102,22 @@ report_node(const struct gw_id *id, FILE *f)
 
 /* The device's lines, under the name of the identity that owns it (the
  * first). */
+/* What the idle policy gave back (gw_idle.h): the sleeps, their share of
+ * the run, and the worst overrun of one sleep past its asked time - with
+ * max_sleep_us, the wake-up latency an idle worker adds. */
+static void
+report_idle(const struct gw_dev *d, const char *name, double hz, FILE *f)
+{
+	bool poll = d->cfg->idle.mode == EGW_IDLE_POLL;
+
+	fprintf(f, "idle: port=%s mode=%s max_sleep_us=%u sleeps=%lu "
+		"slept_s=%.3f slept_pct=%.1f late_max_us=%.1f\n", name,
+		poll ? "poll" : "backoff", poll ? 0 : d->cfg->idle.max_sleep_us,
+		(unsigned long)d->st.idle_sleeps, (double)d->st.idle_cycles / hz,
+		100.0 * (double)d->st.idle_cycles / (double)d->st.run_cycles,
+		(double)d->st.idle_late_max_cycles / hz * 1e6);
+}
+
 static void
 report_device(const struct gw_dev *d, const char *name, FILE *f)
 {
@@ -132,6 +148,7 @@ report_device(const struct gw_dev *d, const char *name, FILE *f)
 			100.0 * (double)d->st.busy_cycles / (double)d->st.run_cycles,
 			(double)d->st.run_cycles / hz,
 			dg ? (double)d->st.busy_cycles / hz * 1e9 / (double)dg : 0.0);
+		report_idle(d, name, hz, f);
 	}
 }
 

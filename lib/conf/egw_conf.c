@@ -1130,6 +1130,38 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	get_bool(l, g, "window_keys", &p->payload.window_keys);
 }
 
+/* idle = { mode = "backoff" | "poll"; max_sleep_us = N; } */
+static void
+load_idle(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
+{
+	static const char *const keys[] = { "mode", "max_sleep_us", NULL };
+	const config_setting_t *g = typed(l, ps, "idle", CONFIG_TYPE_GROUP,
+					  false);
+	char mode[16];
+	uint32_t v;
+
+	p->idle.mode = EGW_IDLE_BACKOFF;
+	p->idle.max_sleep_us = EGW_CONF_IDLE_MAX_SLEEP_US;
+	if (g == NULL)
+		return;
+	known_keys(l, g, keys);
+	if (get_str(l, g, "mode", false, mode, sizeof(mode))) {
+		if (strcmp(mode, "poll") == 0)
+			p->idle.mode = EGW_IDLE_POLL;
+		else if (strcmp(mode, "backoff") != 0)
+			err(l, member(g, "mode"), NULL,
+			    "unknown idle mode '%s' (backoff, poll)", mode);
+	}
+	if (get_int(l, g, "max_sleep_us", 1, EGW_CONF_IDLE_MAX_SLEEP_US, false,
+		    &v)) {
+		p->idle.max_sleep_us = v;
+		if (p->idle.mode == EGW_IDLE_POLL)
+			err(l, member(g, "max_sleep_us"), NULL,
+			    "a polling worker never sleeps: only with mode "
+			    "\"backoff\"");
+	}
+}
+
 static void
 load_neighbours(struct ld *l, const config_setting_t *ps,
 		struct egw_conf_port *p)
@@ -1249,8 +1281,8 @@ static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const keys[] = { "name", "device", "address",
-		"udp_port", "mtu", "queues", "lcores", "payload", "neighbours",
-		"peers", NULL };
+		"udp_port", "mtu", "queues", "lcores", "payload", "idle",
+		"neighbours", "peers", NULL };
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;
@@ -1321,6 +1353,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 			p->nlcores = p->queues;
 	}
 	load_payload(l, ps, p);
+	load_idle(l, ps, p);
 	load_neighbours(l, ps, p);
 	load_peers(l, ps, p);
 }
@@ -1581,6 +1614,11 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			fprintf(f, "; payload verbs %s port %u gid %d",
 				p->payload.device, p->payload.port,
 				p->payload.gid_index);
+		if (p->idle.mode == EGW_IDLE_POLL)
+			fprintf(f, "; idle: busy polling");
+		else
+			fprintf(f, "; idle: sleeps of at most %u us",
+				p->idle.max_sleep_us);
 		fprintf(f, "; %u peer(s), %u static neighbour(s)\n", p->npeers,
 			p->nneigh);
 	}

@@ -57,6 +57,22 @@ struct egw_conf_payload {
 	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
 };
 
+/** What a port's worker does when it finds nothing to do
+ * (doc/configuration.md, "idle"). */
+enum egw_idle_mode {
+	EGW_IDLE_BACKOFF = 0,   /**< pause, then sleep up to max_sleep_us */
+	EGW_IDLE_POLL = 1,      /**< busy polling: the core is never given back */
+};
+
+/** Longest sleep of an idle worker: its timers run every 100 us, and a
+ * sleep never passes them. */
+#define EGW_CONF_IDLE_MAX_SLEEP_US 100u
+
+struct egw_conf_idle {
+	enum egw_idle_mode mode;
+	uint32_t max_sleep_us;  /**< the bound on one sleep: wake-up latency */
+};
+
 struct egw_conf_port {
 	char name[EGW_CONF_NAME_LEN];
 	char device[EGW_CONF_PATH_LEN]; /**< vdev string or PCI address */
@@ -69,6 +85,7 @@ struct egw_conf_port {
 	uint16_t lcores[EGW_CONF_MAX_QUEUES]; /**< one worker lcore per queue */
 	uint16_t nlcores;       /**< == queues once valid */
 	struct egw_conf_payload payload;
+	struct egw_conf_idle idle;
 	struct egw_conf_neigh neigh[EGW_CONF_MAX_NEIGH];
 	uint16_t nneigh;
 	struct egw_conf_peer peers[EGW_CONF_MAX_PEERS];

@@ -177,6 +177,35 @@ test_window_keys(void)
 	       1, "ports[0].payload.window_keys: unknown setting (expected one of: driver, path)");
 }
 
+/* idle: sleeps of at most 100 us by default, busy polling when asked;
+ * a bound past the timers' period or on a polling worker is refused. */
+static void
+test_idle_group(void)
+{
+	expect(base, 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
+	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 100);
+	expect(edit("lcores = [1];", "lcores = [1]; idle = { mode = \"poll\"; };"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_POLL);
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+		    "  idle = { mode = \"backoff\"; max_sleep_us = 20; };"), 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
+	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 20);
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+		    "  idle = { mode = \"nap\"; }; #<\n"), 1,
+	       "ports[0].idle.mode: unknown idle mode 'nap' (backoff, poll)");
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+		    "  idle = { max_sleep_us = 1000; }; #<\n"), 1,
+	       "ports[0].idle.max_sleep_us: out of range 1..100 (got 1000)");
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+		    "  idle = { mode = \"poll\"; max_sleep_us = 50; }; #<\n"), 1,
+	       "ports[0].idle.max_sleep_us: a polling worker never sleeps");
+	expect(edit("lcores = [1];", "lcores = [1];\n"
+		    "  idle = { sleep = 5; }; #<\n"), 1,
+	       "ports[0].idle.sleep: unknown setting (expected one of: mode, max_sleep_us)");
+}
+
 static void
 test_out_of_range(void)
 {
@@ -793,6 +822,7 @@ main(int argc, char **argv)
 		{ "input_files", test_input_files },
 		{ "include_after_block_comment", test_include_after_block_comment },
 		{ "large_inputs", test_large_inputs },
+		{ "idle_group", test_idle_group },
 		{ NULL, NULL },
 	};
 	char key[512];
