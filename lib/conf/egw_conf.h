@@ -224,6 +224,59 @@ void egw_conf_print_summary(const struct egw_conf *c, FILE *f);
 void egw_conf_to_xfer(const struct egw_conf *c, struct egw_xfer_conf *xc,
 		      struct egw_policy *policy);
 
+/* ---- comparing a running configuration with a new one ------------------ */
+
+#define EGW_CONF_MAX_CHANGES 64
+#define EGW_CONF_DIFF_PEERS (EGW_CONF_MAX_PORTS * EGW_CONF_MAX_PEERS)
+
+/** One setting whose value differs, by its path in the file. */
+struct egw_conf_change {
+	char path[80]; /**< e.g. "ports.[0].mtu", "gateway.timers.rto_ms" */
+	char old_val[272], new_val[272];
+};
+
+/** A peer of one port that a reload removes or adds: the port's index and
+ *  the peer's index in that port's list (of the old configuration for a
+ *  removal, of the new one for an addition). */
+struct egw_conf_peer_ref {
+	uint16_t port;
+	uint16_t peer;
+};
+
+/**
+ * What differs between a running configuration and a new one. `fixed`:
+ * settings that cannot change while the gateway runs (they size or name
+ * what was set up at start: ports, pool geometry, table sizes, payload
+ * drivers, attach sockets, the metrics endpoint, the name, roles and
+ * key); any of them refuses a reload. `live`: the settings that can
+ * (timers, admission and policy settings, the round and pipeline
+ * limits), for the log. Peers are compared by name within each port: a
+ * peer whose address, UDP port or pool file changed is removed and added.
+ * Counts past what the arrays hold are still counted in the totals.
+ */
+struct egw_conf_diff {
+	struct egw_conf_change fixed[EGW_CONF_MAX_CHANGES];
+	unsigned nfixed, fixed_total;
+	struct egw_conf_change live[EGW_CONF_MAX_CHANGES];
+	unsigned nlive, live_total;
+	struct egw_conf_peer_ref removed[EGW_CONF_DIFF_PEERS];
+	unsigned nremoved;
+	struct egw_conf_peer_ref added[EGW_CONF_DIFF_PEERS];
+	unsigned nadded;
+};
+
+/**
+ * Compare `cur` (running) with `next` (newly loaded and valid) into `d`.
+ * Pure: reads the two structs only. Returns 0 when `next` can be applied
+ * live (d->fixed_total == 0), -EPERM when a setting in d->fixed forbids
+ * it, -EINVAL for a NULL argument.
+ */
+int egw_conf_diff(const struct egw_conf *cur, const struct egw_conf *next,
+		  struct egw_conf_diff *d);
+
+/** Whether the diff changes anything at all (live settings or peers). */
+bool egw_conf_diff_empty(const struct egw_conf_diff *d);
+
 /** "a.b.c.d" of a host-order IPv4 address into buf (>= 16 bytes). */
 const char *egw_conf_ip_str(uint32_t addr, char *buf, size_t len);
 

@@ -383,6 +383,20 @@ int egw_node_abort_room(struct egw_node *n, uint64_t room, uint16_t rank,
 /** Abort every open room (shutdown) and free their blocks. */
 void egw_node_abort_all(struct egw_node *n, uint64_t now);
 
+/**
+ * A reload's parameters while rooms run (node_update.c): the engines'
+ * timers and limits from params->xfer and the receiver's policy, as
+ * egw_xfer_receiver_set_conf says (rooms in flight keep the deadlines
+ * already set; no room is lost). Peers are not read: they come and go
+ * through egw_node_peer_add/remove. Everything is checked before
+ * anything changes. 0, -EINVAL (NULL argument, a value the engines
+ * refuse, max_rooms or max_runs_per_room other than at create), or
+ * -EPERM: name, roles or key differ from create (peers registered
+ * with them).
+ */
+int egw_node_update(struct egw_node *n, const struct egw_node_params *params,
+		    uint64_t now);
+
 struct egw_pool *egw_node_pool(struct egw_node *n);
 void egw_node_get_stats(const struct egw_node *n, struct egw_node_stats *st);
 /** Engine counters (NULL when the node lacks the role). */

@@ -369,6 +369,26 @@ int egw_xfer_receiver_state(const struct egw_xfer_receiver *r, uint64_t room,
 		       uint16_t rank);
 void egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r,
 			    struct egw_xfer_stats *st);
+/**
+ * A reload's settings, while rooms run: from `c`, the timers,
+ * max_blocks_per_round, pipeline_depth and announce_early; `policy`
+ * (NULL: kept) replaces the allocation policy unless its settings are
+ * the same (an adaptive policy then keeps what it learnt). Everything is
+ * checked before anything changes. Rooms in flight keep the deadlines
+ * already set (bootstrap, input, admission, linger, a retransmission
+ * due): no room fails earlier or later than it was promised; what is
+ * measured on every tick from an event - peer death from the last word
+ * heard, a round without progress, the backoff ceiling, a quarantine not
+ * yet expired - uses the new values from the next tick; a shorter
+ * heartbeat interval brings the next heartbeat forward. The geometry,
+ * max_peers, window_keys and the emit callback in `c` are not read.
+ * 0, or -EINVAL: NULL engine or conf, max_rooms or max_runs_per_room not
+ * those of create (they size its tables), a timer or limit create would
+ * refuse, a policy of other block_tokens.
+ */
+int egw_xfer_receiver_set_conf(struct egw_xfer_receiver *r,
+			       const struct egw_xfer_conf *c,
+			       const struct egw_policy *policy, uint64_t now);
 /** The policy, e.g. to read its current default. */
 const struct egw_policy *
 egw_xfer_receiver_policy(const struct egw_xfer_receiver *r);
@@ -381,6 +401,10 @@ struct egw_xfer_sender;
 int egw_xfer_sender_create(const struct egw_xfer_conf *c,
 			   struct egw_xfer_sender **out);
 void egw_xfer_sender_destroy(struct egw_xfer_sender *s);
+/** A reload's settings, as egw_xfer_receiver_set_conf without the
+ *  policy: 0 or -EINVAL. */
+int egw_xfer_sender_set_conf(struct egw_xfer_sender *s,
+			     const struct egw_xfer_conf *c, uint64_t now);
 /** 0, or -EINVAL for peer >= max_peers. */
 int egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer,
 			uint32_t pool_blocks, uint64_t now);

@@ -58,6 +58,13 @@ void xfer_core_probe_delete(const struct xfer_core_probe_table *t,
 int xfer_core_init(struct xfer_core *core, const struct egw_xfer_conf *c);
 void xfer_core_fini(struct xfer_core *core);
 
+/* xfer_live.c: a reload's new settings. check: 0 or -EINVAL (a bad value,
+ * or a table size that differs); apply: after a check, never fails. */
+int xfer_core_conf_check(const struct xfer_core *core,
+			 const struct egw_xfer_conf *c);
+void xfer_core_conf_apply(struct xfer_core *core, const struct egw_xfer_conf *c,
+			  uint64_t now);
+
 /* Room table: key (room, rank). Returns the index or -1. */
 int32_t xfer_core_find(const struct xfer_core *core, uint64_t room,
 		       uint32_t rank);

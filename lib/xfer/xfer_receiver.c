@@ -144,6 +144,39 @@ egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer,
 	return xfer_core_peer_add(&r->core, peer, 0, now);
 }
 
+/* The same policy settings: its history (adaptive) is kept. */
+static bool
+policy_same(const struct egw_policy *a, const struct egw_policy *b)
+{
+	return a->kind == b->kind && a->block_tokens == b->block_tokens &&
+	       a->fixed_tokens == b->fixed_tokens &&
+	       a->min_tokens == b->min_tokens &&
+	       a->max_tokens == b->max_tokens &&
+	       a->percentile == b->percentile && a->warmup == b->warmup;
+}
+
+int
+egw_xfer_receiver_set_conf(struct egw_xfer_receiver *r,
+			   const struct egw_xfer_conf *c,
+			   const struct egw_policy *policy, uint64_t now)
+{
+	int rc;
+
+	if (r == NULL)
+		return -EINVAL;
+	rc = xfer_core_conf_check(&r->core, c);
+	if (rc != 0)
+		return rc;
+	if (policy != NULL &&
+	    (policy->block_tokens != r->core.conf.geom.block_tokens ||
+	     egw_policy_tokens(policy) == 0))
+		return -EINVAL;
+	xfer_core_conf_apply(&r->core, c, now);
+	if (policy != NULL && !policy_same(policy, &r->policy))
+		r->policy = *policy;
+	return 0;
+}
+
 const struct egw_policy *
 egw_xfer_receiver_policy(const struct egw_xfer_receiver *r)
 {

@@ -154,6 +154,20 @@ egw_xfer_sender_destroy(struct egw_xfer_sender *s)
 }
 
 int
+egw_xfer_sender_set_conf(struct egw_xfer_sender *s,
+			 const struct egw_xfer_conf *c, uint64_t now)
+{
+	int rc;
+
+	if (s == NULL)
+		return -EINVAL;
+	rc = xfer_core_conf_check(&s->core, c);
+	if (rc == 0)
+		xfer_core_conf_apply(&s->core, c, now);
+	return rc;
+}
+
+int
 egw_xfer_sender_peer_add(struct egw_xfer_sender *s, uint32_t peer,
 			 uint32_t pool_blocks, uint64_t now)
 {

@@ -1790,11 +1790,63 @@ test_refused_init_creates_nothing(void)
 	teardown();
 }
 
+/* A reload while a room is in flight on both nodes: new timers, limits
+ * and policy are taken, the room completes byte-exact, and an update
+ * that changes what the peer registered with, or a table size, is
+ * refused with nothing applied. */
+static void
+test_update_keeps_rooms_in_flight(void)
+{
+	struct egw_node_params p[2];
+	const struct egw_xfer_receiver *rx;
+
+	setup(16);
+	run(5000000);
+	open_held(30000);
+	for (int i = 0; i < 2; i++) {
+		p[i] = t.par[i];
+		p[i].xfer.timers.rto_ns = 3000000;
+		p[i].xfer.timers.round_ns = 9000000000ull;
+		p[i].xfer.pipeline_depth = 1;
+	}
+	egw_policy_init_fixed(&p[1].policy, t.geom[1].block_tokens, 4096);
+	CU_ASSERT_EQUAL(egw_node_update(t.node[0], &p[0], t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_update(t.node[1], &p[1], t.now), 0);
+	rx = egw_node_receiver(t.node[1]);
+	CU_ASSERT_EQUAL(egw_policy_tokens(egw_xfer_receiver_policy(rx)), 4096);
+	t.hold_writes = false;
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t.done_err, 0);
+
+	/* refused whole: the policy stays 4096 */
+	egw_policy_init_fixed(&p[1].policy, t.geom[1].block_tokens, 2048);
+	p[1].xfer.max_rooms++;
+	CU_ASSERT_EQUAL(egw_node_update(t.node[1], &p[1], t.now), -EINVAL);
+	p[1].xfer.max_rooms--;
+	p[1].key.k[0] ^= 1;
+	CU_ASSERT_EQUAL(egw_node_update(t.node[1], &p[1], t.now), -EPERM);
+	p[1].key.k[0] ^= 1;
+	p[1].roles |= EGW_ROLE_ENCODE;
+	CU_ASSERT_EQUAL(egw_node_update(t.node[1], &p[1], t.now), -EPERM);
+	p[1].roles = t.par[1].roles;
+	snprintf(p[1].name, sizeof(p[1].name), "other");
+	CU_ASSERT_EQUAL(egw_node_update(t.node[1], &p[1], t.now), -EPERM);
+	CU_ASSERT_EQUAL(egw_node_update(NULL, &p[1], t.now), -EINVAL);
+	CU_ASSERT_EQUAL(egw_policy_tokens(egw_xfer_receiver_policy(rx)), 4096);
+	assert_room_transfers(700);
+	run(3000000000ull); /* past the sender's linger */
+	assert_no_blocks_in_use();
+	teardown();
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "register_then_resume_transfer", test_register_then_resume_transfer },
+		{ "update_keeps_rooms_in_flight", test_update_keeps_rooms_in_flight },
 		{ "window keys: single runs, keys in INIT/RESUME, writes under "
 		  "them, closed at delivery (a trimmed tail after)",
 		  test_window_keys_delivered },
