@@ -138,8 +138,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("socket", help="the gateway's attach socket")
     ap.add_argument("--port", default="p0", help="the gateway's port name")
-    ap.add_argument("--peer", default="0",
-                    help="the encode peer: its name or index")
+    ap.add_argument("--peer", default=None,
+                    help="the encode peer: its name, or its id on the "
+                    "gateway (default: the port's only peer)")
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--nranks", type=int, default=1)
     ap.add_argument("--dist", help="rendezvous file of the ranks (nranks>1)")
@@ -152,7 +153,8 @@ def main():
                     help="recompute the encoder's output and compare")
     ap.add_argument("--deadline-s", type=float, default=120)
     a = ap.parse_args()
-    a.peer = int(a.peer) if a.peer.isdigit() else a.peer
+    if a.peer is not None and a.peer.isdigit():
+        a.peer = int(a.peer)
     a.concurrency = max(1, a.concurrency)
     if a.nranks > 1 and not a.dist:
         ap.error("--dist FILE is needed with --nranks > 1")

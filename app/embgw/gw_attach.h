@@ -45,6 +45,7 @@ struct gw_attach_port {
 	 * `now` the loop's timers use next, and a room's progress stamp in
 	 * the future reads as an expired deadline) */
 	uint64_t now;
+	uint64_t peers_at;	 /* the peer list last given to clients */
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */
 };
@@ -52,6 +53,16 @@ struct gw_attach_port {
 /* gw_attach_source.c: on each identity, before the other sources (it
  * takes only the rooms its clients hold). 0 or -errno (logged). */
 int gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out);
+
+/* The peer table an identity's client areas hold: the port's peer slots
+ * (each live peer listed once, leaving ones included). */
+uint32_t gw_attach_max_peers(const struct gw_id *id);
+
+/* Worker side: give the clients of `id` the node's peers as they are now
+ * (egw_engines_peers_set: nothing happens when nothing changed). Call it
+ * after every change of the node's peers; the attach source also calls it
+ * on its own every few milliseconds, for readiness. 0 or -errno. */
+int gw_attach_peers_changed(struct gw_id *id, uint64_t now);
 
 /* gw_attach_ctl.c: create the socket and start the control thread for
  * the identities that have an attach point (gw_id.attach); stop it (the

@@ -351,7 +351,9 @@ make_area(struct conn *k, const struct egw_attach_hello *h)
 	uint32_t cq = h->cq_entries ? h->cq_entries : a->cq_entries;
 	uint32_t slots = h->nslots ? h->nslots : a->slots;
 	uint32_t max_runs = ctl.c->max_runs_per_room;
+	uint32_t max_peers = gw_attach_max_peers(ctl.ids[k->port]);
 	size_t bytes;
+	int rc;
 
 	if (max_runs > 4096)
 		max_runs = 4096;
@@ -359,7 +361,7 @@ make_area(struct conn *k, const struct egw_attach_hello *h)
 	 * table (max_clients x slots) is shared by all its clients */
 	if (slots > a->slots)
 		slots = a->slots;
-	bytes = egw_attach_area_bytes(sq, cq, slots, max_runs);
+	bytes = egw_attach_area_bytes(sq, cq, slots, max_runs, max_peers);
 	if (bytes == 0)
 		return -EINVAL;
 	k->area_fd = memfd_create("embgw-client", MFD_CLOEXEC |
@@ -375,7 +377,11 @@ make_area(struct conn *k, const struct egw_attach_hello *h)
 		return -errno;
 	}
 	k->area_bytes = bytes;
-	return egw_attach_area_init(k->area, sq, cq, slots, max_runs);
+	rc = egw_attach_area_init(k->area, sq, cq, slots, max_runs, max_peers);
+	if (rc == 0 && (h->flags & EGW_HELLO_F_PEERS) != 0)
+		((struct egw_attach_area *)k->area)
+			->events |= EGW_AREA_EV_PEERS;
+	return rc;
 }
 
 static void
@@ -515,7 +521,7 @@ welcome(struct conn *k)
 	w.area_bytes = k->area_bytes;
 	w.max_total_tokens = g->capacity_tokens;
 	w.lease_ms = ctl.c->attach.lease_ms;
-	w.npeers = id->cfg->npeers;
+	w.max_peers = ((struct egw_attach_area *)k->area)->max_peers;
 	if ((ctl.c->roles & EGW_ROLE_LANGUAGE) != 0) {
 		const struct egw_conf_attach *at = &ctl.c->attach;
 
@@ -525,9 +531,6 @@ welcome(struct conn *k)
 	}
 	w.held_warn_ms = ctl.c->attach.held_warn_ms;
 	w.client_id = (uint32_t)k->client;
-	for (uint16_t i = 0; i < id->cfg->npeers && i < EGW_ATTACH_MAX_PEERS; i++)
-		snprintf(w.peers[i], sizeof(w.peers[i]), "%s",
-			 id->cfg->peers[i].name);
 	mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;

@@ -28,6 +28,11 @@
  * room table (per side); one more fails NO_SLOT at once, as it would
  * without the wait. As deep as the producer's wait for source memory. */
 #define ATTACH_SLOT_QUEUE 256
+/* How often the source looks at its peers' readiness on its own. */
+#define PEERS_REFRESH_NS (10u * 1000000u)
+/* Peer records of an area while the port names fewer peers: room for the
+ * peers a cluster adds. */
+#define ATTACH_PEERS_MIN 64u
 
 /* the clients' runs are handed to the node as they are */
 _Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
@@ -113,12 +118,11 @@ op_send_abort(void *ctx, uint64_t room, bool committed,
 
 static int
 op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
-	     uint16_t peer, bool aux_only)
+	     uint32_t peer, bool aux_only)
 {
 	struct gw_attach_port *ap = ctx;
 
-	/* the welcome lists the port's peers in configuration order, which
-	 * is the node's peer index */
+	/* `peer` is the node's slot of a live peer (gw_attach_peers_changed) */
 	return egw_node_receiver_open(ap->base.id->node, room, rank, nranks,
 				      peer, aux_only, ap->now);
 }
@@ -276,6 +280,12 @@ src_poll(struct gw_room_source *s, uint64_t now)
 	struct gw_attach_port *ap = port_of(s);
 
 	ap->now = now;
+	/* readiness moves without a change of the list: looked at often
+	 * enough for an engine waiting on it, rarely enough to cost nothing */
+	if (now - ap->peers_at >= PEERS_REFRESH_NS) {
+		ap->peers_at = now;
+		gw_attach_peers_changed(ap->base.id, now);
+	}
 	return mailbox(ap, now) + egw_engines_poll(ap->clients, now);
 }
 
@@ -374,6 +384,35 @@ static const struct gw_room_source_ops attach_source_ops = {
 	.close = src_close,
 };
 
+uint32_t
+gw_attach_max_peers(const struct gw_id *id)
+{
+	uint32_t n = id->cfg->npeers;
+
+	return n > ATTACH_PEERS_MIN ? n : ATTACH_PEERS_MIN;
+}
+
+int
+gw_attach_peers_changed(struct gw_id *id, uint64_t now)
+{
+	struct egw_engines_peer list[EGW_NODE_MAX_STATIC];
+	uint32_t n = 0;
+
+	if (id->attach == NULL || id->attach->clients == NULL)
+		return 0;
+	/* the static peers: ids 1..npeers in their slots 0..npeers-1 */
+	for (uint32_t i = 0; i < id->cfg->npeers && n < EGW_NODE_MAX_STATIC;
+	     i++, n++) {
+		memset(&list[n], 0, sizeof(list[n]));
+		list[n].id = i + 1;
+		list[n].slot = i;
+		snprintf(list[n].name, sizeof(list[n].name), "%s",
+			 id->cfg->peers[i].name);
+		list[n].ready = egw_node_peer_ready(id->node, i);
+	}
+	return egw_engines_peers_set(id->attach->clients, list, n, now);
+}
+
 int
 gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 {
@@ -385,7 +424,8 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		.max_clients = at->max_clients,
 		.max_rooms = at->max_clients * at->slots,
 		.max_total_tokens = c->geom.capacity_tokens,
-		.npeers = id->cfg->npeers,
+		.max_peers = gw_attach_max_peers(id),
+		.peer_wait_ns = c->timers.bootstrap_ns,
 		.encode = (c->roles & EGW_ROLE_ENCODE) != 0,
 		.language = (c->roles & EGW_ROLE_LANGUAGE) != 0,
 		.alloc_ns = c->timers.alloc_ns,

@@ -22,30 +22,33 @@ entries_ok(uint32_t n)
 }
 
 static bool
-counts_ok(uint32_t sq, uint32_t cq, uint32_t nslots, uint32_t max_runs)
+counts_ok(uint32_t sq, uint32_t cq, uint32_t nslots, uint32_t max_runs,
+	  uint32_t max_peers)
 {
 	return entries_ok(sq) && entries_ok(cq) && nslots > 0 &&
-	       nslots <= MAX_SLOTS && max_runs > 0 && max_runs <= MAX_RUNS;
+	       nslots <= MAX_SLOTS && max_runs > 0 && max_runs <= MAX_RUNS &&
+	       max_peers <= EGW_ATTACH_MAX_PEER_RECS;
 }
 
 size_t
-egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries,
-		      uint32_t nslots, uint32_t max_runs)
+egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries, uint32_t nslots,
+		      uint32_t max_runs, uint32_t max_peers)
 {
-	if (!counts_ok(sq_entries, cq_entries, nslots, max_runs))
+	if (!counts_ok(sq_entries, cq_entries, nslots, max_runs, max_peers))
 		return 0;
 	return EGW_ATTACH_HEADER_BYTES +
 	       (size_t)(sq_entries + cq_entries) * EGW_ATTACH_ENTRY_BYTES +
-	       (size_t)nslots * egw_attach_slot_bytes(max_runs);
+	       (size_t)nslots * egw_attach_slot_bytes(max_runs) +
+	       (size_t)max_peers * sizeof(struct egw_attach_peer_rec);
 }
 
 int
 egw_attach_area_init(void *mem, uint32_t sq_entries, uint32_t cq_entries,
-		     uint32_t nslots, uint32_t max_runs)
+		     uint32_t nslots, uint32_t max_runs, uint32_t max_peers)
 {
 	struct egw_attach_area *a = mem;
 	size_t bytes = egw_attach_area_bytes(sq_entries, cq_entries, nslots,
-					     max_runs);
+					     max_runs, max_peers);
 
 	if (mem == NULL || bytes == 0)
 		return -EINVAL;
@@ -61,6 +64,9 @@ egw_attach_area_init(void *mem, uint32_t sq_entries, uint32_t cq_entries,
 	a->nslots = nslots;
 	a->max_runs = max_runs;
 	a->slot_bytes = egw_attach_slot_bytes(max_runs);
+	a->peers_offset = a->slots_offset + nslots * a->slot_bytes;
+	a->max_peers = max_peers;
+	memset(egw_attach_peers_of(a), 0, sizeof(struct egw_attach_peers));
 	return 0;
 }
 
@@ -74,25 +80,28 @@ inside(uint64_t off, uint64_t len, uint64_t lo, uint64_t hi)
 int
 egw_attach_area_check(const struct egw_attach_area *a, size_t mapped_bytes)
 {
-	uint64_t sq_len, cq_len, slots_len;
+	uint64_t sq_len, cq_len, slots_len, peers_len;
 
 	if (a == NULL || mapped_bytes < EGW_ATTACH_HEADER_BYTES)
 		return -EINVAL;
 	if (a->magic != EGW_ATTACH_MAGIC || a->version != EGW_ATTACH_VERSION)
 		return -EPROTO;
 	if (a->area_bytes > mapped_bytes ||
-	    !counts_ok(a->sq.entries, a->cq.entries, a->nslots, a->max_runs) ||
+	    !counts_ok(a->sq.entries, a->cq.entries, a->nslots, a->max_runs,
+		       a->max_peers) ||
 	    a->slot_bytes != egw_attach_slot_bytes(a->max_runs))
 		return -EINVAL;
 	sq_len = (uint64_t)a->sq.entries * EGW_ATTACH_ENTRY_BYTES;
 	cq_len = (uint64_t)a->cq.entries * EGW_ATTACH_ENTRY_BYTES;
 	slots_len = (uint64_t)a->nslots * a->slot_bytes;
+	peers_len = (uint64_t)a->max_peers * sizeof(struct egw_attach_peer_rec);
 	/* the parts in the order the gateway lays them out, none overlapping
 	 * another or the header */
 	if (a->sq.offset != EGW_ATTACH_HEADER_BYTES ||
 	    a->cq.offset != a->sq.offset + sq_len ||
 	    a->slots_offset != a->cq.offset + cq_len ||
-	    !inside(a->slots_offset, slots_len, EGW_ATTACH_HEADER_BYTES,
+	    a->peers_offset != a->slots_offset + slots_len ||
+	    !inside(a->peers_offset, peers_len, EGW_ATTACH_HEADER_BYTES,
 		    a->area_bytes))
 		return -EINVAL;
 	return 0;
@@ -116,6 +125,9 @@ egw_attach_map_init(struct egw_attach_map *m, void *mem, size_t mapped_bytes)
 	m->nslots = a->nslots;
 	m->slot_bytes = a->slot_bytes;
 	m->max_runs = a->max_runs;
+	m->peers = (struct egw_attach_peer_rec *)(void *)((uint8_t *)a +
+							  a->peers_offset);
+	m->max_peers = a->max_peers;
 	return 0;
 }
 
@@ -147,6 +159,29 @@ egw_attach_ring_put(const struct egw_attach_rview *r, const void *entry)
 	memcpy(r->entries + (size_t)(tail & (r->nentries - 1)) *
 	       EGW_ATTACH_ENTRY_BYTES, entry, EGW_ATTACH_ENTRY_BYTES);
 	__atomic_store_n(&r->ctl->tail, tail + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int
+egw_attach_ring_putn(const struct egw_attach_rview *r, const void *entries,
+		     uint32_t n)
+{
+	uint32_t tail = r->ctl->tail; /* ours: only we write it */
+	uint32_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
+	uint32_t used = tail - head;
+
+	if (used > r->nentries)
+		return -EBADMSG;
+	if (n > r->nentries - used)
+		return -ENOBUFS;
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(r->entries + (size_t)((tail + i) & (r->nentries - 1)) *
+					    EGW_ATTACH_ENTRY_BYTES,
+		       (const uint8_t *)entries +
+			       (size_t)i * EGW_ATTACH_ENTRY_BYTES,
+		       EGW_ATTACH_ENTRY_BYTES);
+	/* the command and its name become visible together */
+	__atomic_store_n(&r->ctl->tail, tail + n, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -200,8 +235,8 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		/* a content key names what a language port keeps: the
 		 * encode side has no use for one */
 		if (c->room == 0 || c->flags != 0 || c->rank != 0 ||
-		    c->peer != 0 || c->nranks == 0 || c->nranks > MAX_NRANKS ||
-		    c->total_tokens == 0 || keyed)
+		    c->reserved0 != 0 || c->nranks == 0 ||
+		    c->nranks > MAX_NRANKS || c->total_tokens == 0 || keyed)
 			return -EINVAL;
 		if (c->total_tokens > l->max_total_tokens)
 			return -EFBIG;
@@ -213,16 +248,21 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 	case EGW_OP_RECV_OPEN:
 		if (!l->language)
 			return -EOPNOTSUPP;
-		if (c->room == 0 || (c->flags & ~EGW_CMDF_AUX_ONLY) != 0 ||
+		if (c->room == 0 ||
+		    (c->flags & ~(EGW_CMDF_AUX_ONLY | EGW_CMDF_PEER_NAME)) !=
+			    0 ||
 		    c->nranks == 0 || c->nranks > MAX_NRANKS ||
-		    c->rank >= c->nranks || c->total_tokens != 0 ||
+		    c->rank >= c->nranks || c->reserved0 != 0 ||
 		    c->mrope_delta != 0 || c->cookie != 0)
+			return -EINVAL;
+		/* the peer by id or by name: one of the two */
+		if ((c->peer_id == 0) != ((c->flags & EGW_CMDF_PEER_NAME) != 0))
 			return -EINVAL;
 		/* an aux-only rank holds one block of its own: it cannot
 		 * share another room's */
 		if (keyed && (c->flags & EGW_CMDF_AUX_ONLY) != 0)
 			return -EINVAL;
-		return c->peer < l->npeers && c->slot < l->nslots ? 0 : -ERANGE;
+		return c->slot < l->nslots ? 0 : -ERANGE;
 	case EGW_OP_RELEASE:
 		if (!l->language)
 			return -EOPNOTSUPP;
@@ -234,9 +274,12 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 			return -EOPNOTSUPP;
 		/* the key and the tag, nothing else */
 		return keyed && c->room == 0 && c->flags == 0 &&
-		       c->total_tokens == 0 && c->rank == 0 && c->nranks == 0 &&
-		       c->peer == 0 && c->slot == 0 && c->mrope_delta == 0 &&
-		       c->cookie == 0 && c->attempt == 0 ? 0 : -EINVAL;
+				       c->total_tokens == 0 && c->rank == 0 &&
+				       c->nranks == 0 && c->reserved0 == 0 &&
+				       c->slot == 0 && c->mrope_delta == 0 &&
+				       c->cookie == 0 && c->attempt == 0 ?
+			       0 :
+			       -EINVAL;
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -246,7 +289,7 @@ egw_attach_cmd_check(const struct egw_attach_cmd *c,
 		return c->flags == 0 && c->room == 0 ? 0 : -EINVAL;
 	/* COMMIT, RELEASE, ABORT name the room and its slot, nothing else */
 	if (c->room == 0 || c->flags != 0 || c->total_tokens != 0 ||
-	    c->rank != 0 || c->nranks != 0 || c->peer != 0 ||
+	    c->rank != 0 || c->nranks != 0 || c->reserved0 != 0 ||
 	    c->mrope_delta != 0 || c->cookie != 0)
 		return -EINVAL;
 	return c->slot < l->nslots ? 0 : -ERANGE;
@@ -259,6 +302,64 @@ terminated(const char *s, size_t n, bool nonempty)
 
 	return len < n && (!nonempty || len > 0) &&
 	       zero((const uint8_t *)s + len, n - len);
+}
+
+int
+egw_attach_name_check(const struct egw_attach_cmd_name *n)
+{
+	return terminated(n->name, sizeof(n->name), true) &&
+			       zero(n->reserved, sizeof(n->reserved)) ?
+		       0 :
+		       -EINVAL;
+}
+
+int
+egw_attach_peers_write(const struct egw_attach_map *m,
+		       const struct egw_attach_peer_rec *recs, uint32_t n,
+		       uint64_t gen)
+{
+	struct egw_attach_peers *pt = egw_attach_peers_of(m->area);
+	uint32_t seq = pt->seq; /* ours: only the gateway writes it */
+
+	if (n > m->max_peers)
+		return -E2BIG;
+	/* odd while the records move: a reader that sees it retries */
+	__atomic_store_n(&pt->seq, seq | 1u, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	if (n > 0)
+		memcpy(m->peers, recs, n * sizeof(*recs));
+	pt->count = n;
+	pt->gen = gen;
+	__atomic_store_n(&pt->seq, (seq | 1u) + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int
+egw_attach_peers_read(const struct egw_attach_map *m,
+		      struct egw_attach_peer_rec *out, uint32_t max,
+		      uint64_t *gen)
+{
+	const struct egw_attach_peers *pt = egw_attach_peers_of(m->area);
+	uint32_t s0 = __atomic_load_n(&pt->seq, __ATOMIC_ACQUIRE), n, s1;
+	uint64_t g;
+
+	if (s0 & 1u)
+		return -EAGAIN;
+	n = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
+	g = __atomic_load_n(&pt->gen, __ATOMIC_RELAXED);
+	if (n > m->max_peers)
+		n = UINT32_MAX; /* decided after the second read */
+	else if (out != NULL)
+		memcpy(out, m->peers, (n < max ? n : max) * sizeof(*out));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s1 = __atomic_load_n(&pt->seq, __ATOMIC_RELAXED);
+	if (s1 != s0)
+		return -EAGAIN;
+	if (n == UINT32_MAX)
+		return -EBADMSG;
+	if (gen != NULL)
+		*gen = g;
+	return (int)n;
 }
 
 int
@@ -283,8 +384,8 @@ egw_attach_hello_check(const void *msg, size_t len, char *why, size_t why_len)
 			 EGW_ATTACH_VERSION);
 		return -EPROTONOSUPPORT;
 	}
-	if ((h.flags & ~EGW_HELLO_F_WAKEUP) != 0 || h.reserved0 != 0 ||
-	    !zero(h.reserved, sizeof(h.reserved))) {
+	if ((h.flags & ~(EGW_HELLO_F_WAKEUP | EGW_HELLO_F_PEERS)) != 0 ||
+	    h.reserved0 != 0 || !zero(h.reserved, sizeof(h.reserved))) {
 		snprintf(why, why_len, "unknown flags or non-zero reserved "
 			 "bytes");
 		return -EINVAL;
@@ -318,6 +419,7 @@ egw_attach_op_name(uint8_t op)
 		[EGW_OP_RELEASE] = "release",
 		[EGW_OP_ABORT] = "abort",
 		[EGW_OP_LOOKUP] = "lookup",
+		[EGW_OP_PEERS] = "peers",
 	};
 
 	return op < EGW_OP_MAX ? names[op] : "unknown";

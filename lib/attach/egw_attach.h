@@ -40,11 +40,12 @@ extern "C" {
 #endif
 
 #define EGW_ATTACH_MAGIC 0x43574745u   /**< "EGWC" in memory */
-#define EGW_ATTACH_VERSION 2u
+#define EGW_ATTACH_VERSION 3u
 #define EGW_ATTACH_CACHE_LINE 64u
 #define EGW_ATTACH_ENTRY_BYTES 64u      /**< every command and completion */
 #define EGW_ATTACH_HEADER_BYTES 4096u   /**< the area's first page */
 #define EGW_ATTACH_MAX_ENTRIES 65536u   /**< per ring */
+#define EGW_ATTACH_NAME_LEN_ 32u	/**< names, NUL included */
 
 /**
  * One ring's control words. head and tail sit on cache lines of their own
@@ -107,7 +108,11 @@ struct egw_attach_area {
 	uint32_t max_runs;         /**< runs a slot can list */
 	uint64_t client_beat;      /**< the client's lease: it adds 1 at least
 				     * once per lease period while alive */
-	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 40];
+	uint32_t peers_offset;	   /**< of the peer table's record 0 */
+	uint32_t max_peers;	   /**< records the peer table holds */
+	uint32_t events;	   /**< EGW_AREA_EV_*: what the gateway posts
+				    * besides the answers to commands */
+	uint8_t pad0[EGW_ATTACH_CACHE_LINE - 52];
 	struct egw_attach_ring sq; /**< commands, client -> gateway */
 	struct egw_attach_ring cq; /**< completions, gateway -> client */
 	uint8_t pad1[EGW_ATTACH_STATS_OFFSET - 448];
@@ -140,6 +145,48 @@ enum egw_attach_lost {
 	EGW_LOST_STOP = 3,         /**< the gateway is stopping */
 };
 
+/** area.events: a completion EGW_OP_PEERS each time the peer table's
+ *  generation moves (the client asked with EGW_HELLO_F_PEERS). */
+#define EGW_AREA_EV_PEERS 0x1u
+
+/**
+ * The port's live peers (bytes 2048.. of the header; the records at
+ * area.peers_offset), written by the gateway only, as a sequence lock: a
+ * reader copies `count` records between two equal, even reads of `seq`.
+ * `gen` moves with every change of the list (a peer added, removed,
+ * become ready or leaving); records are in ascending id order.
+ */
+#define EGW_ATTACH_PEERS_OFFSET 2048u
+#define EGW_ATTACH_MAX_PEER_RECS 4096u
+
+struct egw_attach_peers {
+	uint32_t seq;	/**< odd while being written */
+	uint32_t count; /**< valid records, 0..area.max_peers */
+	uint64_t gen;	/**< 0 until the gateway wrote a list */
+};
+
+/** egw_attach_peer_rec.flags */
+/** registered both ways: rooms move now */
+#define EGW_PEER_F_READY 0x1u
+/** removed: its rooms are ending; a room cannot name it any more */
+#define EGW_PEER_F_LEAVING 0x2u
+
+/** One live peer in the table: 48 bytes. */
+struct egw_attach_peer_rec {
+	uint32_t id;	/**< the gateway's id: never reused, != 0 */
+	uint32_t flags; /**< EGW_PEER_F_* */
+	char name[EGW_ATTACH_NAME_LEN_]; /**< NUL-terminated */
+	uint64_t reserved;		 /**< zero */
+};
+
+/** The peer table's control words of a mapped area. */
+static inline struct egw_attach_peers *
+egw_attach_peers_of(struct egw_attach_area *a)
+{
+	return (struct egw_attach_peers *)(void *)((uint8_t *)a +
+						   EGW_ATTACH_PEERS_OFFSET);
+}
+
 /** The trust word of a mapped area. */
 static inline struct egw_attach_trust *
 egw_attach_trust_of(struct egw_attach_area *a)
@@ -150,13 +197,14 @@ egw_attach_trust_of(struct egw_attach_area *a)
 
 /** Commands (egw_attach_cmd.op). */
 enum egw_attach_op {
-	EGW_OP_NOP = 0,       /**< completes at once (ring and liveness check) */
-	EGW_OP_SEND_OPEN,     /**< encode: source blocks for `total_tokens` */
-	EGW_OP_SEND_COMMIT,   /**< encode: data written, serve the room */
-	EGW_OP_RECV_OPEN,     /**< language: receive a room as one rank */
-	EGW_OP_RELEASE,       /**< language: done reading, free the blocks */
-	EGW_OP_ABORT,         /**< either side: end the room, the peer hears */
-	EGW_OP_LOOKUP,        /**< language: does the port hold a content key? */
+	EGW_OP_NOP = 0,	    /**< completes at once (ring and liveness check) */
+	EGW_OP_SEND_OPEN,   /**< encode: source blocks for `total_tokens` */
+	EGW_OP_SEND_COMMIT, /**< encode: data written, serve the room */
+	EGW_OP_RECV_OPEN,   /**< language: receive a room as one rank */
+	EGW_OP_RELEASE,	    /**< language: done reading, free the blocks */
+	EGW_OP_ABORT,	    /**< either side: end the room, the peer hears */
+	EGW_OP_LOOKUP,	    /**< language: does the port hold a content key? */
+	EGW_OP_PEERS,	    /**< completions only: the peer table changed */
 	EGW_OP_MAX
 };
 
@@ -165,6 +213,10 @@ enum egw_attach_op {
 
 /** RECV_OPEN: this rank wants the aux record only (a dummy rank). */
 #define EGW_CMDF_AUX_ONLY 0x1u
+/** RECV_OPEN: the peer is named by name, in a struct egw_attach_cmd_name
+ *  that is the next entry of the ring, published with the command (one
+ *  store of tail + 2); peer_id is 0. */
+#define EGW_CMDF_PEER_NAME 0x2u
 
 /** A command: 64 bytes in the submission ring. */
 struct egw_attach_cmd {
@@ -172,11 +224,16 @@ struct egw_attach_cmd {
 	uint8_t flags;             /**< EGW_CMDF_* */
 	uint16_t rank;             /**< RECV_OPEN: this rank, < nranks */
 	uint16_t nranks;           /**< SEND_OPEN, RECV_OPEN: 1..8 */
-	uint16_t peer;             /**< RECV_OPEN: the encode peer, an index
-				     * into the hello answer's peer list */
+	uint16_t reserved0;	   /**< zero */
 	uint64_t tag;              /**< the client's; echoed in completions */
 	uint64_t room;             /**< the engine's request id, non-zero */
-	uint32_t total_tokens;     /**< SEND_OPEN: 1..the welcome's max_total_tokens */
+	union {
+		uint32_t total_tokens; /**< SEND_OPEN: 1..the welcome's
+					*   max_total_tokens */
+		uint32_t peer_id;      /**< RECV_OPEN: the encode peer's id (the
+					*   peer table's), or 0 with
+					*   EGW_CMDF_PEER_NAME */
+	};
 	uint32_t slot;             /**< the room's slot: for an OPEN, a free
 				     * one the client picks */
 	int32_t mrope_delta;       /**< SEND_OPEN: written to the aux record */
@@ -186,6 +243,12 @@ struct egw_attach_cmd {
 	uint64_t cookie;           /**< SEND_OPEN: written to the aux record */
 	uint8_t content[EGW_ATTACH_CONTENT_BYTES]; /**< RECV_OPEN, LOOKUP: the
 				     * content key (all zero: none) */
+};
+
+/** The entry that follows a RECV_OPEN with EGW_CMDF_PEER_NAME. */
+struct egw_attach_cmd_name {
+	char name[EGW_ATTACH_NAME_LEN_]; /**< NUL-terminated, not empty */
+	uint8_t reserved[EGW_ATTACH_ENTRY_BYTES - EGW_ATTACH_NAME_LEN_];
 };
 
 /** Room states in completions: the KVPoll order of the reference design. */
@@ -281,17 +344,20 @@ egw_attach_slot_bytes(uint32_t max_runs)
  * Size of a client area and the offsets of its parts.
  * @return the area's size in bytes, or 0 when a count is out of range
  *   (entries not a power of two in 1..EGW_ATTACH_MAX_ENTRIES, nslots 0 or
- *   over 1M, max_runs 0 or over 4096).
+ *   over 1M, max_runs 0 or over 4096, max_peers over
+ *   EGW_ATTACH_MAX_PEER_RECS). The peer table follows the slots.
  */
 size_t egw_attach_area_bytes(uint32_t sq_entries, uint32_t cq_entries,
-			     uint32_t nslots, uint32_t max_runs);
+			     uint32_t nslots, uint32_t max_runs,
+			     uint32_t max_peers);
 
 /**
  * Lay out a zeroed client area of egw_attach_area_bytes() bytes.
  * @return 0, or -EINVAL for the same cases as egw_attach_area_bytes().
  */
 int egw_attach_area_init(void *mem, uint32_t sq_entries, uint32_t cq_entries,
-			 uint32_t nslots, uint32_t max_runs);
+			 uint32_t nslots, uint32_t max_runs,
+			 uint32_t max_peers);
 
 /**
  * Check a mapped area's header before using it (a client does this after
@@ -321,6 +387,8 @@ struct egw_attach_map {
 	struct egw_attach_rview sq, cq;
 	uint8_t *slots;
 	uint32_t nslots, slot_bytes, max_runs;
+	struct egw_attach_peer_rec *peers; /**< the peer table's records */
+	uint32_t max_peers;
 };
 
 /**
@@ -343,11 +411,46 @@ struct egw_attach_slot *egw_attach_slot_at(const struct egw_attach_map *m,
 int egw_attach_ring_put(const struct egw_attach_rview *r, const void *entry);
 
 /**
+ * Producer side: copy `n` consecutive entries into the ring and publish
+ * them with one store of tail (a command and its name entry).
+ * @return 0; -ENOBUFS when fewer than `n` entries are free (nothing
+ *   written); -EBADMSG as egw_attach_ring_put().
+ */
+int egw_attach_ring_putn(const struct egw_attach_rview *r, const void *entries,
+			 uint32_t n);
+
+/**
  * Consumer side: copy the oldest entry out into `entry` and release it.
  * @return 1 (an entry was taken), 0 (empty), -EBADMSG when the producer's
  *   tail is impossible (behind head, or more than the ring ahead).
  */
 int egw_attach_ring_get(const struct egw_attach_rview *r, void *entry);
+
+/**
+ * Check the name entry of a RECV_OPEN with EGW_CMDF_PEER_NAME, as copied
+ * out of the ring. @return 0, or -EINVAL (empty, not NUL-terminated with
+ * zeros after the NUL, or reserved bytes not zero).
+ */
+int egw_attach_name_check(const struct egw_attach_cmd_name *n);
+
+/**
+ * Gateway side: write the peer table (`n` records, ascending ids) and its
+ * generation, as a sequence lock. @return 0, -E2BIG when n is over the
+ * area's max_peers (nothing written).
+ */
+int egw_attach_peers_write(const struct egw_attach_map *m,
+			   const struct egw_attach_peer_rec *recs, uint32_t n,
+			   uint64_t gen);
+
+/**
+ * Client side: copy the peer table out (at most `max` records) with its
+ * generation, without waiting for the gateway: -EAGAIN when the gateway
+ * was writing it (read again). @return the records in the table (may be
+ * more than `max`), -EAGAIN, or -EBADMSG when the count is impossible.
+ */
+int egw_attach_peers_read(const struct egw_attach_map *m,
+			  struct egw_attach_peer_rec *out, uint32_t max,
+			  uint64_t *gen);
 
 /** Entries waiting in the ring (0 if the indices are impossible). */
 uint32_t egw_attach_ring_count(const struct egw_attach_rview *r);
@@ -356,13 +459,15 @@ uint32_t egw_attach_ring_count(const struct egw_attach_rview *r);
 
 #define EGW_HELLO_MAGIC 0x48574745u    /**< "EGWH" in memory */
 #define EGW_WELCOME_MAGIC 0x57574745u  /**< "EGWW" in memory */
-#define EGW_ATTACH_NAME_LEN 32u
-#define EGW_ATTACH_MAX_PEERS 32u
+#define EGW_ATTACH_NAME_LEN EGW_ATTACH_NAME_LEN_
 #define EGW_ATTACH_MSG_LEN 128u
 
 /** hello.flags: the client wants an eventfd that the gateway writes to
  * when it posts a completion while EGW_RING_F_NEED_WAKEUP is set. */
 #define EGW_HELLO_F_WAKEUP 0x1u
+/** hello.flags: the client wants a completion EGW_OP_PEERS whenever the
+ * peer table changes (area.events gets EGW_AREA_EV_PEERS). */
+#define EGW_HELLO_F_PEERS 0x2u
 
 /** The client's hello: the first message on the socket, 128 bytes. */
 struct egw_attach_hello {
@@ -424,9 +529,9 @@ struct egw_attach_welcome {
 	uint64_t area_bytes;       /**< map this much of the area's fd */
 	uint32_t max_total_tokens; /**< largest SEND_OPEN */
 	uint32_t lease_ms;         /**< client_beat must move this often */
-	uint32_t npeers;           /**< names in peers[] */
+	uint32_t max_peers;	   /**< records the area's peer table holds */
 	uint32_t client_id;        /**< the gateway's number for this client */
-	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
+	uint8_t reserved1[1024];   /**< zero (272..1295) */
 	uint32_t cache_entries;    /**< content entries the port keeps (0:
 				     *   content keys are ignored) */
 	uint32_t cache_tokens;     /**< landed tokens the cache may keep */
@@ -449,7 +554,6 @@ int egw_attach_hello_check(const void *msg, size_t len, char *why,
 struct egw_attach_limits {
 	uint32_t nslots;           /**< the area's slots */
 	uint32_t max_total_tokens; /**< largest SEND_OPEN */
-	uint16_t npeers;           /**< peers a RECV_OPEN may name */
 	bool encode;               /**< SEND_* allowed on this port */
 	bool language;             /**< RECV_OPEN, RELEASE allowed */
 };
@@ -516,17 +620,21 @@ EGW_ATTACH_ASSERT(sizeof(struct egw_attach_ring) ==
 		  EGW_ATTACH_AT(egw_attach_ring, flags, 136) &&
 		  EGW_ATTACH_AT(egw_attach_ring, overflow, 140),
 		  "ring control: head and tail on cache lines of their own");
-EGW_ATTACH_ASSERT(EGW_ATTACH_AT(egw_attach_area, version, 4) &&
-		  EGW_ATTACH_AT(egw_attach_area, area_bytes, 8) &&
-		  EGW_ATTACH_AT(egw_attach_area, slots_offset, 16) &&
-		  EGW_ATTACH_AT(egw_attach_area, max_runs, 28) &&
-		  EGW_ATTACH_AT(egw_attach_area, client_beat, 32) &&
-		  EGW_ATTACH_AT(egw_attach_area, sq, EGW_ATTACH_CACHE_LINE) &&
-		  EGW_ATTACH_AT(egw_attach_area, cq, 4 * EGW_ATTACH_CACHE_LINE) &&
-		  EGW_ATTACH_AT(egw_attach_area, stats,
-				EGW_ATTACH_STATS_OFFSET) &&
-		  sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
-		  "area header as in doc/client.md, within its page");
+EGW_ATTACH_ASSERT(
+	EGW_ATTACH_AT(egw_attach_area, version, 4) &&
+		EGW_ATTACH_AT(egw_attach_area, area_bytes, 8) &&
+		EGW_ATTACH_AT(egw_attach_area, slots_offset, 16) &&
+		EGW_ATTACH_AT(egw_attach_area, max_runs, 28) &&
+		EGW_ATTACH_AT(egw_attach_area, client_beat, 32) &&
+		EGW_ATTACH_AT(egw_attach_area, peers_offset, 40) &&
+		EGW_ATTACH_AT(egw_attach_area, max_peers, 44) &&
+		EGW_ATTACH_AT(egw_attach_area, events, 48) &&
+		EGW_ATTACH_AT(egw_attach_area, sq, EGW_ATTACH_CACHE_LINE) &&
+		EGW_ATTACH_AT(egw_attach_area, cq, 4 * EGW_ATTACH_CACHE_LINE) &&
+		EGW_ATTACH_AT(egw_attach_area, stats,
+			      EGW_ATTACH_STATS_OFFSET) &&
+		sizeof(struct egw_attach_area) <= EGW_ATTACH_HEADER_BYTES,
+	"area header as in doc/client.md, within its page");
 EGW_ATTACH_ASSERT(EGW_ATTACH_AT(egw_attach_stats, updated_ns, 8) &&
 		  EGW_ATTACH_AT(egw_attach_stats, cache_entries, 32) &&
 		  EGW_ATTACH_AT(egw_attach_stats, cache_hits, 48) &&
@@ -537,19 +645,31 @@ EGW_ATTACH_ASSERT(sizeof(struct egw_attach_trust) == 16 &&
 		  EGW_ATTACH_TRUST_OFFSET >= sizeof(struct egw_attach_area) &&
 		  EGW_ATTACH_TRUST_OFFSET + sizeof(struct egw_attach_trust) <=
 		  2048, "the trust word lies in the header's bytes 1024..2047");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_peers) == 16 &&
+			  EGW_ATTACH_AT(egw_attach_peers, gen, 8) &&
+			  EGW_ATTACH_PEERS_OFFSET >=
+				  EGW_ATTACH_TRUST_OFFSET + 1024 &&
+			  sizeof(struct egw_attach_peer_rec) == 48 &&
+			  EGW_ATTACH_AT(egw_attach_peer_rec, flags, 4) &&
+			  EGW_ATTACH_AT(egw_attach_peer_rec, name, 8) &&
+			  EGW_ATTACH_AT(egw_attach_peer_rec, reserved, 40),
+		  "peer table as in doc/client.md, at the header's byte 2048");
+EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cmd_name) == EGW_ATTACH_ENTRY_BYTES,
+		  "a name entry is one ring entry");
 EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cmd) == EGW_ATTACH_ENTRY_BYTES &&
-		  EGW_ATTACH_AT(egw_attach_cmd, flags, 1) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, rank, 2) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, nranks, 4) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, peer, 6) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, tag, 8) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, room, 16) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, total_tokens, 24) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, slot, 28) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, mrope_delta, 32) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, attempt, 36) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, cookie, 40) &&
-		  EGW_ATTACH_AT(egw_attach_cmd, content, 48),
+			  EGW_ATTACH_AT(egw_attach_cmd, flags, 1) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, rank, 2) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, nranks, 4) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, reserved0, 6) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, peer_id, 24) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, tag, 8) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, room, 16) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, total_tokens, 24) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, slot, 28) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, mrope_delta, 32) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, attempt, 36) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, cookie, 40) &&
+			  EGW_ATTACH_AT(egw_attach_cmd, content, 48),
 		  "command: 64 bytes as in doc/client.md");
 EGW_ATTACH_ASSERT(sizeof(struct egw_attach_cqe) == EGW_ATTACH_ENTRY_BYTES &&
 		  EGW_ATTACH_AT(egw_attach_cqe, room, 8) &&
@@ -578,18 +698,20 @@ EGW_ATTACH_ASSERT(sizeof(struct egw_attach_hello) == 128 &&
 		  EGW_ATTACH_AT(egw_attach_hello, sq_entries, 72) &&
 		  EGW_ATTACH_AT(egw_attach_hello, reserved0, 84),
 		  "hello: 128 bytes as in doc/client.md");
-EGW_ATTACH_ASSERT(sizeof(struct egw_attach_welcome) == 1536 &&
-		  EGW_ATTACH_AT(egw_attach_welcome, status, 8) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, message, 16) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, capacity_tokens, 144) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, pool_bytes, 176) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, area_bytes, 248) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, peers, 272) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, cache_entries, 1296) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, held_warn_ms, 1304) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, reserved, 1308) &&
-		  EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360),
-		  "welcome: 1536 bytes as in doc/client.md");
+EGW_ATTACH_ASSERT(
+	sizeof(struct egw_attach_welcome) == 1536 &&
+		EGW_ATTACH_AT(egw_attach_welcome, status, 8) &&
+		EGW_ATTACH_AT(egw_attach_welcome, message, 16) &&
+		EGW_ATTACH_AT(egw_attach_welcome, capacity_tokens, 144) &&
+		EGW_ATTACH_AT(egw_attach_welcome, pool_bytes, 176) &&
+		EGW_ATTACH_AT(egw_attach_welcome, area_bytes, 248) &&
+		EGW_ATTACH_AT(egw_attach_welcome, max_peers, 264) &&
+		EGW_ATTACH_AT(egw_attach_welcome, reserved1, 272) &&
+		EGW_ATTACH_AT(egw_attach_welcome, cache_entries, 1296) &&
+		EGW_ATTACH_AT(egw_attach_welcome, held_warn_ms, 1304) &&
+		EGW_ATTACH_AT(egw_attach_welcome, reserved, 1308) &&
+		EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360),
+	"welcome: 1536 bytes as in doc/client.md");
 
 #ifdef __cplusplus
 }

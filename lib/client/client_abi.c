@@ -16,30 +16,36 @@ _Static_assert(EGW_CLIENT_SOVERSION == EGW_CLIENT_ABI_VERSION,
  * compares the ctypes copies field by field */
 #if UINTPTR_MAX == UINT64_MAX
 _Static_assert(offsetof(struct egw_client_opts, size) == 0 &&
-	       offsetof(struct egw_client_opts, name) == 8 &&
-	       offsetof(struct egw_client_opts, timeout_ms) == 28 &&
-	       sizeof(struct egw_client_opts) == 32,
-	       "egw_client_opts: ABI 1 layout");
+		       offsetof(struct egw_client_opts, name) == 8 &&
+		       offsetof(struct egw_client_opts, timeout_ms) == 28 &&
+		       sizeof(struct egw_client_opts) == 32,
+	       "egw_client_opts: ABI 2 layout");
 #endif
 _Static_assert(sizeof(struct egw_client_geometry) == 144 &&
-	       offsetof(struct egw_client_geometry, pool_bytes) == 72 &&
-	       offsetof(struct egw_client_geometry, region_bytes) == 112,
-	       "egw_client_geometry: ABI 1 layout");
+		       offsetof(struct egw_client_geometry, pool_bytes) == 72 &&
+		       offsetof(struct egw_client_geometry, region_bytes) ==
+			       112,
+	       "egw_client_geometry: ABI 2 layout");
 _Static_assert(sizeof(struct egw_client_event) == 48 &&
-	       offsetof(struct egw_client_event, result) == 16 &&
-	       offsetof(struct egw_client_event, landed_tokens) == 44,
-	       "egw_client_event: ABI 1 layout");
+		       offsetof(struct egw_client_event, result) == 16 &&
+		       offsetof(struct egw_client_event, landed_tokens) == 44,
+	       "egw_client_event: ABI 2 layout");
 _Static_assert(sizeof(struct egw_client_room) == 32 &&
-	       offsetof(struct egw_client_room, slot) == 28,
-	       "egw_client_room: ABI 1 layout");
+		       offsetof(struct egw_client_room, slot) == 28,
+	       "egw_client_room: ABI 2 layout");
 _Static_assert(sizeof(struct egw_client_run) == 8,
-	       "egw_client_run: ABI 1 layout");
+	       "egw_client_run: ABI 2 layout");
 _Static_assert(sizeof(struct egw_client_aux) == 32 &&
-	       offsetof(struct egw_client_aux, cookie) == 24,
-	       "egw_client_aux: ABI 1 layout");
+		       offsetof(struct egw_client_aux, cookie) == 24,
+	       "egw_client_aux: ABI 2 layout");
 _Static_assert(sizeof(struct egw_client_stats) == 72 &&
-	       offsetof(struct egw_client_stats, cache_hits) == 40,
-	       "egw_client_stats: ABI 1 layout");
+		       offsetof(struct egw_client_stats, cache_hits) == 40,
+	       "egw_client_stats: ABI 2 layout");
+
+_Static_assert(sizeof(struct egw_client_peer) == 40 &&
+		       offsetof(struct egw_client_peer, flags) == 4 &&
+		       offsetof(struct egw_client_peer, name) == 8,
+	       "egw_client_peer: ABI 2 layout");
 
 /* The smallest egw_client_opts a caller may pass: ABI 1's, the first with
  * a size. A later version adds fields after timeout_ms and keeps this. */

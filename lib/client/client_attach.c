@@ -101,7 +101,8 @@ send_hello(int fd, const char *port, const struct egw_client_opts *o)
 			     sizeof(h.port) - 1);
 		return -EINVAL;
 	}
-	if ((o->flags & ~(EGW_CLIENT_F_WAKEUP | EGW_CLIENT_F_LEASE_THREAD))) {
+	if ((o->flags & ~(EGW_CLIENT_F_WAKEUP | EGW_CLIENT_F_LEASE_THREAD |
+			  EGW_CLIENT_F_PEER_EVENTS))) {
 		client_error("unknown option flags %#x", o->flags);
 		return -EINVAL;
 	}
@@ -110,6 +111,8 @@ send_hello(int fd, const char *port, const struct egw_client_opts *o)
 	memcpy(h.client, name, strnlen(name, sizeof(h.client) - 1));
 	if (o->flags & EGW_CLIENT_F_WAKEUP)
 		h.flags |= EGW_HELLO_F_WAKEUP;
+	if (o->flags & EGW_CLIENT_F_PEER_EVENTS)
+		h.flags |= EGW_HELLO_F_PEERS;
 	n = send(fd, &h, sizeof(h), MSG_NOSIGNAL);
 	if (n != (ssize_t)sizeof(h)) {
 		int rc = n < 0 ? -errno : -EIO;
@@ -208,12 +211,6 @@ recv_welcome(int fd, uint32_t timeout_ms, struct egw_attach_welcome *w,
 	return 0;
 }
 
-static bool
-terminated(const char *s, size_t n)
-{
-	return strnlen(s, n) < n;
-}
-
 static uint32_t
 dtype_bytes(uint32_t dtype)
 {
@@ -243,18 +240,16 @@ check_geometry(const struct egw_attach_welcome *w, int nfds)
 		return -EPROTO;
 	}
 	if (w->block_tokens == 0 || tokens < w->block_tokens ||
-	    w->hidden_size == 0 ||
-	    dtype_bytes(w->dtype) == 0 ||
+	    w->hidden_size == 0 || dtype_bytes(w->dtype) == 0 ||
 	    dtype_bytes(w->dtype) != w->dtype_bytes ||
-	    w->aux_bytes < sizeof(struct egw_client_aux) ||
-	    w->max_runs == 0 || w->npeers > EGW_ATTACH_MAX_PEERS ||
-	    w->mrope > 1) {
+	    w->aux_bytes < sizeof(struct egw_client_aux) || w->max_runs == 0 ||
+	    w->max_peers > EGW_ATTACH_MAX_PEER_RECS || w->mrope > 1) {
 		client_error("welcome's pool geometry is impossible "
 			     "(block_tokens %u, capacity %u, dtype %u/%u, "
-			     "aux %u, max_runs %u, npeers %u)",
+			     "aux %u, max_runs %u, max_peers %u)",
 			     w->block_tokens, w->capacity_tokens, w->dtype,
 			     w->dtype_bytes, w->aux_bytes, w->max_runs,
-			     w->npeers);
+			     w->max_peers);
 		return -EPROTO;
 	}
 	need[EGW_CLIENT_EMBEDDING] = tokens * w->hidden_size * w->dtype_bytes;
@@ -277,11 +272,6 @@ check_geometry(const struct egw_attach_welcome *w, int nfds)
 			return -EPROTO;
 		}
 	}
-	for (uint32_t i = 0; i < w->npeers; i++)
-		if (!terminated(w->peers[i], EGW_ATTACH_NAME_LEN)) {
-			client_error("welcome's peer %u is not terminated", i);
-			return -EPROTO;
-		}
 	return 0;
 }
 
@@ -332,18 +322,16 @@ fill_geometry(struct egw_client *c, const struct egw_attach_welcome *w)
 	g->max_runs = w->max_runs;
 	g->max_total_tokens = w->max_total_tokens;
 	g->lease_ms = w->lease_ms;
-	g->npeers = w->npeers;
+	g->max_peers = c->map.max_peers;
 	g->nslots = c->map.nslots;
 	g->sq_entries = c->map.sq.nentries;
 	g->cq_entries = c->map.cq.nentries;
 	g->pool_bytes = w->pool_bytes;
 	memcpy(g->region_offset, w->region_offset, sizeof(g->region_offset));
 	memcpy(g->region_bytes, w->region_bytes, sizeof(g->region_bytes));
-	memcpy(c->peers, w->peers, sizeof(c->peers));
 	c->limits = (struct egw_attach_limits){
 		.nslots = c->map.nslots,
 		.max_total_tokens = w->max_total_tokens,
-		.npeers = (uint16_t)w->npeers,
 		.encode = (w->flags & EGW_WELCOME_F_ENCODE) != 0,
 		.language = (w->flags & EGW_WELCOME_F_LANGUAGE) != 0,
 	};
@@ -505,22 +493,6 @@ const struct egw_client_geometry *
 egw_client_geometry(const struct egw_client *c)
 {
 	return &c->g;
-}
-
-const char *
-egw_client_peer(const struct egw_client *c, uint32_t i)
-{
-	return i < c->g.npeers ? c->peers[i] : NULL;
-}
-
-int
-egw_client_peer_index(const struct egw_client *c, const char *name)
-{
-	for (uint32_t i = 0; i < c->g.npeers; i++)
-		if (strcmp(c->peers[i], name) == 0)
-			return (int)i;
-	client_error("the port has no peer called %s", name);
-	return -ENOENT;
 }
 
 void *

@@ -10,9 +10,13 @@
 
 #include "client_priv.h"
 
+/* `name`: the RECV_OPEN's name entry (EGW_CMDF_PEER_NAME), published with
+ * the command in one store of the tail; NULL for every other command. */
 static int
-submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
+submit(struct egw_client *c, const struct egw_attach_cmd *cmd,
+       const struct egw_attach_cmd_name *name)
 {
+	struct egw_attach_cmd two[2];
 	int rc;
 
 	egw_client_beat(c);
@@ -22,14 +26,19 @@ submit(struct egw_client *c, const struct egw_attach_cmd *cmd)
 	rc = egw_attach_cmd_check(cmd, &c->limits);
 	if (rc != 0) {
 		client_error("%s refused before sending: %s (room %llu, slot "
-			     "%u, total %u, nranks %u, rank %u, peer %u)",
+			     "%u, total or peer id %u, nranks %u, rank %u)",
 			     egw_attach_op_name(cmd->op), strerror(-rc),
 			     (unsigned long long)cmd->room, cmd->slot,
-			     cmd->total_tokens, cmd->nranks, cmd->rank,
-			     cmd->peer);
+			     cmd->total_tokens, cmd->nranks, cmd->rank);
 		return rc;
 	}
-	rc = egw_attach_ring_put(&c->map.sq, cmd);
+	if (name != NULL) {
+		two[0] = *cmd;
+		memcpy(&two[1], name, sizeof(two[1]));
+		rc = egw_attach_ring_putn(&c->map.sq, two, 2);
+	} else {
+		rc = egw_attach_ring_put(&c->map.sq, cmd);
+	}
 	if (rc == -ENOBUFS) {
 		client_error("the submission ring is full (%u entries)",
 			     c->map.sq.nentries);
@@ -63,7 +72,8 @@ pick_slot(struct egw_client *c)
 }
 
 static int
-open_room(struct egw_client *c, struct egw_attach_cmd *cmd)
+open_room(struct egw_client *c, struct egw_attach_cmd *cmd,
+	  const struct egw_attach_cmd_name *name)
 {
 	uint32_t seq = c->map.sq.ctl->tail; /* ours: only we write it */
 	int slot, rc;
@@ -76,7 +86,7 @@ open_room(struct egw_client *c, struct egw_attach_cmd *cmd)
 	if (slot < 0)
 		return slot;
 	cmd->slot = (uint32_t)slot;
-	rc = submit(c, cmd);
+	rc = submit(c, cmd, name);
 	if (rc != 0)
 		return rc;
 	c->slots[slot] = (struct client_slot){
@@ -106,7 +116,7 @@ egw_client_send_open_ex(struct egw_client *c, uint64_t room,
 			     "side's (the encode side sends what it is given)");
 		return -EINVAL;
 	}
-	return open_room(c, &cmd);
+	return open_room(c, &cmd, NULL);
 }
 
 int
@@ -118,28 +128,74 @@ egw_client_send_open(struct egw_client *c, uint64_t room,
 				       mrope_delta, cookie, 0, NULL, tag);
 }
 
-int
-egw_client_recv_open_ex(struct egw_client *c, uint64_t room, uint16_t peer,
-			uint16_t rank, uint16_t nranks, uint32_t flags,
-			uint32_t attempt, const uint8_t *content, uint64_t tag)
+/* RECV_OPEN by id (`peer` NULL) or by name (`id` 0). */
+static int
+recv_open(struct egw_client *c, uint64_t room, uint32_t id, const char *peer,
+	  uint16_t rank, uint16_t nranks, uint32_t flags, uint32_t attempt,
+	  const uint8_t *content, uint64_t tag)
 {
 	struct egw_attach_cmd cmd = {
-		.op = EGW_OP_RECV_OPEN, .rank = rank, .nranks = nranks,
-		.peer = peer, .tag = tag, .room = room, .attempt = attempt,
+		.op = EGW_OP_RECV_OPEN,
+		.rank = rank,
+		.nranks = nranks,
+		.tag = tag,
+		.room = room,
+		.attempt = attempt,
 	};
+	struct egw_attach_cmd_name name;
 
 	if (flags & ~EGW_CLIENT_AUX_ONLY) {
 		client_error("unknown recv_open flags %#x", flags);
 		return -EINVAL;
 	}
 	cmd.flags = (uint8_t)flags;
+	cmd.peer_id = id;
 	if (content != NULL)
 		memcpy(cmd.content, content, sizeof(cmd.content));
-	return open_room(c, &cmd);
+	if (peer == NULL)
+		return open_room(c, &cmd, NULL);
+	if (peer[0] == '\0' || strlen(peer) >= sizeof(name.name)) {
+		client_error("recv_open: a peer's name is 1 to %zu characters, "
+			     "not '%s'",
+			     sizeof(name.name) - 1, peer);
+		return -EINVAL;
+	}
+	memset(&name, 0, sizeof(name));
+	memcpy(name.name, peer, strlen(peer));
+	cmd.flags |= EGW_CMDF_PEER_NAME;
+	return open_room(c, &cmd, &name);
 }
 
 int
-egw_client_recv_open(struct egw_client *c, uint64_t room, uint16_t peer,
+egw_client_recv_open_ex(struct egw_client *c, uint64_t room, uint32_t peer,
+			uint16_t rank, uint16_t nranks, uint32_t flags,
+			uint32_t attempt, const uint8_t *content, uint64_t tag)
+{
+	if (peer == 0) {
+		client_error("recv_open: peer id 0 names no peer (ids come "
+			     "from egw_client_peers)");
+		return -EINVAL;
+	}
+	return recv_open(c, room, peer, NULL, rank, nranks, flags, attempt,
+			 content, tag);
+}
+
+int
+egw_client_recv_open_named(struct egw_client *c, uint64_t room,
+			   const char *peer, uint16_t rank, uint16_t nranks,
+			   uint32_t flags, uint32_t attempt,
+			   const uint8_t *content, uint64_t tag)
+{
+	if (peer == NULL) {
+		client_error("recv_open: no peer name");
+		return -EINVAL;
+	}
+	return recv_open(c, room, 0, peer, rank, nranks, flags, attempt,
+			 content, tag);
+}
+
+int
+egw_client_recv_open(struct egw_client *c, uint64_t room, uint32_t peer,
 		     uint16_t rank, uint16_t nranks, uint32_t flags,
 		     uint64_t tag)
 {
@@ -154,7 +210,7 @@ egw_client_lookup(struct egw_client *c, const uint8_t content[16],
 	struct egw_attach_cmd cmd = { .op = EGW_OP_LOOKUP, .tag = tag };
 
 	memcpy(cmd.content, content, sizeof(cmd.content));
-	return submit(c, &cmd);
+	return submit(c, &cmd, NULL);
 }
 
 /* COMMIT, RELEASE, ABORT: the room is the one this client opened in the
@@ -176,7 +232,7 @@ room_cmd(struct egw_client *c, uint8_t op, uint32_t slot, uint64_t tag)
 		egw_client_beat(c);
 		return -ENOENT;
 	}
-	return submit(c, &cmd);
+	return submit(c, &cmd, NULL);
 }
 
 int
@@ -211,7 +267,7 @@ egw_client_nop(struct egw_client *c, uint64_t tag)
 			     "library's own");
 		return -EINVAL;
 	}
-	return submit(c, &cmd);
+	return submit(c, &cmd, NULL);
 }
 
 int
@@ -220,7 +276,7 @@ client_barrier(struct egw_client *c)
 	uint32_t seq = c->map.sq.ctl->tail;
 	struct egw_attach_cmd cmd = { .op = EGW_OP_NOP,
 				      .tag = CLIENT_BARRIER_TAG | seq };
-	int rc = submit(c, &cmd);
+	int rc = submit(c, &cmd, NULL);
 
 	if (rc == 0) {
 		c->barrier_sent = true;

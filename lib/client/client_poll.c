@@ -70,8 +70,9 @@ take_cqe(struct egw_client *c, const struct egw_attach_cqe *q,
 			c->barrier_sent = false;
 		return false; /* the library's own */
 	}
-	if (q->op == EGW_OP_NOP || q->op == EGW_OP_LOOKUP)
-		return true; /* no room: the engine matches the tag */
+	if (q->op == EGW_OP_NOP || q->op == EGW_OP_LOOKUP ||
+	    q->op == EGW_OP_PEERS)
+		return true; /* no room: the engine matches the tag or op */
 	if (refused(q->result)) {
 		ev->flags = EGW_CLIENT_EV_REFUSED;
 		/* a refused OPEN never took the slot: the room is over */

@@ -34,7 +34,6 @@ struct egw_client {
 	struct egw_attach_map map;      /* private copy of the area layout */
 	struct egw_attach_limits limits;
 	struct egw_client_geometry g;
-	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
 	struct client_slot *slots;      /* nslots, allocated at attach */
 	uint32_t cursor;                /* where a free slot is sought first */
 	uint32_t overflow_seen;         /* cq.overflow when last recovered */

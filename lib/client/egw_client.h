@@ -32,6 +32,8 @@ struct egw_client;
 /** egw_client_opts.flags */
 #define EGW_CLIENT_F_WAKEUP 0x1u       /**< ask for the wake-up eventfd */
 #define EGW_CLIENT_F_LEASE_THREAD 0x2u /**< bump the lease from a thread */
+/** an event EGW_CLIENT_PEERS each time the peer list changes */
+#define EGW_CLIENT_F_PEER_EVENTS 0x4u
 
 /**
  * The library's ABI version (doc/client.md, "ABI"): the soname is
@@ -40,7 +42,7 @@ struct egw_client;
  * public struct changes layout or a call its meaning; growing
  * egw_client_opts at its end does not change it.
  */
-#define EGW_CLIENT_ABI_VERSION 1
+#define EGW_CLIENT_ABI_VERSION 2
 
 /** The ABI version of the library actually loaded (EGW_CLIENT_ABI_VERSION
  *  of the header it was built from), for bindings that check it. */
@@ -108,7 +110,7 @@ struct egw_client_geometry {
 	uint32_t max_runs;
 	uint32_t max_total_tokens;
 	uint32_t lease_ms;         /**< 0: no lease */
-	uint32_t npeers;
+	uint32_t max_peers;	   /**< peers the port lists at most */
 	uint32_t nslots;
 	uint32_t sq_entries;
 	uint32_t cq_entries;
@@ -135,7 +137,10 @@ enum egw_client_op {
 	EGW_CLIENT_RECV_OPEN = 3,
 	EGW_CLIENT_RELEASE = 4,
 	EGW_CLIENT_ABORT = 5,
-	EGW_CLIENT_LOOKUP = 6,      /**< result: enum egw_client_lookup */
+	EGW_CLIENT_LOOKUP = 6,	    /**< result: enum egw_client_lookup */
+	EGW_CLIENT_PEERS = 7,	    /**< the peer list changed: room is its
+				     *   new generation, total_tokens the
+				     *   number of peers (no command) */
 	EGW_CLIENT_RECOVERED = 255, /**< made from the slot after an overflow */
 };
 
@@ -210,11 +215,30 @@ void egw_client_detach(struct egw_client *c);
 const struct egw_client_geometry *
 egw_client_geometry(const struct egw_client *c);
 
-/** Peer `i`'s name (RECV_OPEN names peers by index), NULL out of range. */
-const char *egw_client_peer(const struct egw_client *c, uint32_t i);
+/** egw_client_peer.flags */
+#define EGW_CLIENT_PEER_READY 0x1u   /**< registered: rooms move now */
+#define EGW_CLIENT_PEER_LEAVING 0x2u /**< removed, its rooms ending */
 
-/** @return the index of the peer called `name`, or -ENOENT. */
-int egw_client_peer_index(const struct egw_client *c, const char *name);
+/** A live peer of the port (doc/client.md, "Peers"). */
+struct egw_client_peer {
+	uint32_t id;	/**< the gateway's: never reused, != 0 */
+	uint32_t flags; /**< EGW_CLIENT_PEER_* */
+	char name[32];
+};
+
+/**
+ * Copy the port's live peers (at most `max`, ascending ids) and the list's
+ * generation (it moves with every change; `gen` may be NULL).
+ * @return the number of peers (may exceed `max`); -EAGAIN when the
+ *   gateway was rewriting the list on every try; -EBADMSG the list is
+ *   impossible; -ECONNRESET.
+ */
+int egw_client_peers(struct egw_client *c, struct egw_client_peer *out,
+		     uint32_t max, uint64_t *gen);
+
+/** @return the id of the live, not leaving, peer called `name`, or
+ *  -ENOENT (the name is not listed now), -EAGAIN, -ECONNRESET. */
+int egw_client_peer_id(struct egw_client *c, const char *name);
 
 /** The mapped pool: `kind`'s region and its size; NULL when absent. */
 void *egw_client_region(const struct egw_client *c, enum egw_client_kind kind,
@@ -245,10 +269,12 @@ int egw_client_send_commit(struct egw_client *c, uint32_t slot, uint64_t tag);
 #define EGW_CLIENT_AUX_ONLY 0x1u
 
 /**
- * Language side: receive `room` from peer index `peer` as `rank` of
- * `nranks`. @return the room's slot, or as egw_client_send_open().
+ * Language side: receive `room` from the peer whose id is `peer`
+ * (egw_client_peers) as `rank` of `nranks`. A peer no longer listed fails
+ * the room (PEER_REMOVED). @return the room's slot, or as
+ * egw_client_send_open().
  */
-int egw_client_recv_open(struct egw_client *c, uint64_t room, uint16_t peer,
+int egw_client_recv_open(struct egw_client *c, uint64_t room, uint32_t peer,
 			 uint16_t rank, uint16_t nranks, uint32_t flags,
 			 uint64_t tag);
 
@@ -275,10 +301,20 @@ int egw_client_send_open_ex(struct egw_client *c, uint64_t room,
  * EGW_CLIENT_EV_CACHED); else it transfers as usual and its data is kept
  * for the key (doc/client.md, "Content keys").
  */
-int egw_client_recv_open_ex(struct egw_client *c, uint64_t room,
-			    uint16_t peer, uint16_t rank, uint16_t nranks,
-			    uint32_t flags, uint32_t attempt,
-			    const uint8_t *content, uint64_t tag);
+int egw_client_recv_open_ex(struct egw_client *c, uint64_t room, uint32_t peer,
+			    uint16_t rank, uint16_t nranks, uint32_t flags,
+			    uint32_t attempt, const uint8_t *content,
+			    uint64_t tag);
+
+/**
+ * egw_client_recv_open_ex() naming the peer by name (1 to 31 characters):
+ * a peer not listed yet is waited for until the port's bootstrap deadline
+ * (the room shows Bootstrapping), then the room fails UNKNOWN_PEER.
+ */
+int egw_client_recv_open_named(struct egw_client *c, uint64_t room,
+			       const char *peer, uint16_t rank, uint16_t nranks,
+			       uint32_t flags, uint32_t attempt,
+			       const uint8_t *content, uint64_t tag);
 
 /** What a LOOKUP's event says in `result`. */
 enum egw_client_lookup {

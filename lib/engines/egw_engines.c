@@ -17,6 +17,7 @@ enum phase {
 	PH_FREE = 0,
 	PH_WAIT_MEM,  /* SEND_OPEN waiting for blocks */
 	PH_WAIT_SLOT, /* OPEN waiting for a slot of the node's room table */
+	PH_WAIT_PEER, /* RECV_OPEN waiting for its peer's name to be listed */
 	PH_OPEN,      /* send: blocks given, not committed; recv: opened */
 	PH_COMMITTED, /* send: the engine owns the runs */
 	PH_DELIVERED, /* recv: the client owns the blocks until RELEASE */
@@ -35,12 +36,15 @@ struct slot_state {
 	uint32_t entry;            /* content entry, NO_ENTRY: none */
 	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
-	uint64_t deadline;         /* PH_WAIT_MEM: the allocation deadline */
+	uint64_t deadline;	   /* PH_WAIT_MEM: the allocation deadline;
+				    * PH_WAIT_PEER: the bootstrap deadline */
 	uint64_t since;		   /* PH_WAIT_SLOT: waiting since */
 	uint64_t cookie;
 	int32_t mrope_delta;
 	uint32_t total, nruns;
-	uint16_t rank, nranks, peer;
+	uint16_t rank, nranks;
+	uint32_t peer_id; /* recv: 0 while waiting for peer_name */
+	char peer_name[EGW_ATTACH_NAME_LEN]; /* recv: as the command said */
 	bool aux_only;
 	uint8_t side, phase, state, op;
 	struct egw_attach_run *runs; /* max_runs, private */
@@ -48,6 +52,7 @@ struct slot_state {
 
 struct client {
 	bool used, lost, wake;
+	uint32_t events;	   /* EGW_AREA_EV_*, from the area at add */
 	const char *broken;        /* why the client is to be given up */
 	struct egw_attach_map m;
 	struct slot_state *slots;
@@ -117,6 +122,13 @@ struct egw_engines {
 	uint32_t tab_mask, nrooms;
 	struct egw_engines_stats removed; /* counters of removed clients */
 	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
+	struct egw_engines_peer *peers;	  /* max_peers, ascending ids */
+	struct egw_attach_peer_rec *recs; /* the same, as clients see it */
+	uint32_t npeers;
+	uint32_t top_id; /* the highest id ever listed */
+	uint64_t peers_gen;
+	uint32_t nwait_peer; /* slots in PH_WAIT_PEER */
+	uint64_t peer_due;   /* their earliest deadline */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -260,6 +272,8 @@ unwait(struct egw_engines *s, uint32_t cid, uint32_t slot)
 		s->clients[cid].nwait--;
 	else if (p->phase == PH_WAIT_SLOT)
 		queue_remove(s, p->side, cid, slot);
+	else if (p->phase == PH_WAIT_PEER)
+		s->nwait_peer--;
 }
 
 /* ---- completions and shared slots --------------------------------------- */
@@ -647,6 +661,7 @@ end_room(struct egw_engines *s, uint32_t cid, uint32_t slot)
 		s->clients[cid].held_blocks -= blocks_of(p);
 		return; /* out of the index already */
 	case PH_WAIT_SLOT:
+	case PH_WAIT_PEER:
 		unwait(s, cid, slot); /* nothing was opened yet */
 		break;
 	default: /* PH_WAIT_MEM, PH_FOLLOW: nothing was given yet */
@@ -934,14 +949,49 @@ open_keyed(struct egw_engines *s, uint32_t cid, uint32_t slot,
 	return false;
 }
 
-/* RECV_OPEN at the node, first and from the slot queue. */
+/* The live, not leaving, peer with this id; NULL otherwise. */
+static const struct egw_engines_peer *
+peer_by_id(const struct egw_engines *s, uint32_t id)
+{
+	uint32_t lo = 0, hi = s->npeers;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->peers[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->npeers && s->peers[lo].id == id && !s->peers[lo].leaving)
+		return &s->peers[lo];
+	return NULL;
+}
+
+/* The live, not leaving, peer called `name`; NULL otherwise. Peers are few
+ * and RECV_OPENs by name rare next to the data they move. */
+static const struct egw_engines_peer *
+peer_by_name(const struct egw_engines *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->npeers; i++)
+		if (!s->peers[i].leaving && strcmp(s->peers[i].name, name) == 0)
+			return &s->peers[i];
+	return NULL;
+}
+
+/* RECV_OPEN at the node, first and from the slot queue. The peer is
+ * looked up by id each time: a slot of the node may hold another peer by
+ * the time a queued room is opened. */
 static void
 try_recv(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
-	int rc = s->c.ops->recv_open(s->c.ctx, p->wire, p->rank, p->nranks,
-				     p->peer, p->aux_only);
+	const struct egw_engines_peer *peer = peer_by_id(s, p->peer_id);
+	int rc = peer == NULL ? -EGW_E_PEER_REMOVED :
+				s->c.ops->recv_open(s->c.ctx, p->wire, p->rank,
+						    p->nranks, peer->slot,
+						    p->aux_only);
 
 	if (rc == -EGW_E_NO_SLOT && slot_wait(s, cid, slot, now))
 		return;
@@ -967,9 +1017,51 @@ behind_waiting(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	return s->sq[p->side].n > 0 && slot_wait(s, cid, slot, now);
 }
 
+/*
+ * A RECV_OPEN's peer: by id, a live one or an immediate failure (an id
+ * once listed is removed, any other was never the gateway's); by name, a
+ * live one now, or a wait until the bootstrap deadline (a peer about to
+ * join: a cluster member not seen yet). @return true when the room may go
+ * to the node now; false when it waits or has failed.
+ */
+static bool
+resolve_peer(struct egw_engines *s, uint32_t cid, uint32_t slot, uint32_t id,
+	     const char *name, uint64_t now)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+	const struct egw_engines_peer *peer;
+	int rc;
+
+	if (name == NULL) {
+		p->peer_id = id;
+		if (peer_by_id(s, id) != NULL)
+			return true;
+		rc = id <= s->top_id ? -EGW_E_PEER_REMOVED :
+				       -EGW_E_UNKNOWN_PEER;
+		unindex(s, p->wire, rank_side(p->rank, p->side));
+		entry_leave(s, cid, slot, rc);
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       rc);
+		return false;
+	}
+	snprintf(p->peer_name, sizeof(p->peer_name), "%s", name);
+	peer = peer_by_name(s, name);
+	if (peer != NULL) {
+		p->peer_id = peer->id;
+		return true;
+	}
+	p->phase = PH_WAIT_PEER;
+	p->deadline = now + s->c.peer_wait_ns;
+	if (s->nwait_peer++ == 0 || p->deadline < s->peer_due)
+		s->peer_due = p->deadline;
+	s->clients[cid].st.peer_waits++;
+	show_waiting(s, cid, slot);
+	return false;
+}
+
 static void
 cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
-	 uint64_t now)
+	 const char *peer_name, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[c->slot];
@@ -1002,7 +1094,8 @@ cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->total = c->total_tokens;
 	p->mrope_delta = c->mrope_delta;
 	p->cookie = c->cookie;
-	p->peer = c->peer;
+	p->peer_id = 0;
+	p->peer_name[0] = '\0';
 	p->aux_only = (c->flags & EGW_CMDF_AUX_ONLY) != 0;
 	p->nruns = 0;
 	p->phase = PH_FREE;
@@ -1017,6 +1110,8 @@ cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->total = 0;
 	if (s->c.cache_entries > 0 && !key_zero(c->content) &&
 	    open_keyed(s, cid, c->slot, c))
+		return;
+	if (!resolve_peer(s, cid, c->slot, c->peer_id, peer_name, now))
 		return;
 	if (!behind_waiting(s, cid, c->slot, now))
 		try_recv(s, cid, c->slot, now);
@@ -1110,21 +1205,26 @@ cmd_lookup(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c)
 	post(s, cid, c->tag, 0, result, c->op, 0, 0, 0, 0, 0, 0);
 }
 
+/* `name`: the RECV_OPEN's name entry (EGW_CMDF_PEER_NAME), NULL when
+ * the command has none; `name_rc` what taking it off the ring gave. */
 static void
 command(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
-	uint64_t now)
+	const struct egw_attach_cmd_name *name, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct egw_attach_limits lim = {
 		.nslots = cl->m.nslots,
 		.max_total_tokens = s->c.max_total_tokens,
-		.npeers = s->c.npeers,
 		.encode = s->c.encode,
 		.language = s->c.language,
 	};
 	int rc = egw_attach_cmd_check(c, &lim);
 
 	cl->st.commands++;
+	/* a name that is not one fails the command as its other fields do */
+	if (rc == 0 && (c->flags & EGW_CMDF_PEER_NAME) != 0 &&
+	    (name == NULL || egw_attach_name_check(name) != 0))
+		rc = -EINVAL;
 	if (rc != 0) {
 		refuse(s, cid, c, rc);
 		return;
@@ -1135,7 +1235,7 @@ command(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 		break;
 	case EGW_OP_SEND_OPEN:
 	case EGW_OP_RECV_OPEN:
-		cmd_open(s, cid, c, now);
+		cmd_open(s, cid, c, name != NULL ? name->name : NULL, now);
 		break;
 	case EGW_OP_SEND_COMMIT:
 		cmd_commit(s, cid, c);
@@ -1150,6 +1250,181 @@ command(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 		cmd_abort(s, cid, c);
 		break;
 	}
+}
+
+/* ---- the port's peers ------------------------------------------------------
+ */
+
+/* The table as one client sees it, and the client told when it asked. */
+static void
+peers_publish(struct egw_engines *s, uint32_t cid)
+{
+	struct client *cl = &s->clients[cid];
+	uint32_t n = s->npeers < cl->m.max_peers ? s->npeers : cl->m.max_peers;
+
+	if (cl->lost)
+		return;
+	/* an area smaller than the port's list (a gateway never lays one
+	 * out) shows the lowest ids */
+	(void)egw_attach_peers_write(&cl->m, s->recs, n, s->peers_gen);
+	if (cl->events & EGW_AREA_EV_PEERS)
+		post(s, cid, 0, s->peers_gen, 0, EGW_OP_PEERS, 0, 0, 0, n, 0,
+		     0);
+}
+
+/* A room waiting for a peer by name: opened when the name is listed, or
+ * failed at its deadline with a note that names the peer. */
+static void
+peer_wait_settle(struct egw_engines *s, uint32_t cid, uint32_t slot,
+		 uint64_t now)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+	const struct egw_engines_peer *peer = peer_by_name(s, p->peer_name);
+	char text[192];
+
+	if (peer != NULL) {
+		unwait(s, cid, slot);
+		p->phase = PH_FREE;
+		p->peer_id = peer->id;
+		if (!behind_waiting(s, cid, slot, now))
+			try_recv(s, cid, slot, now);
+		return;
+	}
+	if (now < p->deadline) {
+		if (p->deadline < s->peer_due)
+			s->peer_due = p->deadline;
+		return;
+	}
+	snprintf(text, sizeof(text),
+		 "room %" PRIu64 " rank %u: no peer named '%s' after %" PRIu64
+		 " ms (bootstrap_ms): the room fails unknown_peer",
+		 p->room, p->rank, p->peer_name, s->c.peer_wait_ns / 1000000);
+	note(s, cid, text);
+	unindex(s, p->wire, rank_side(p->rank, p->side));
+	entry_leave(s, cid, slot, -EGW_E_UNKNOWN_PEER);
+	finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+	       -EGW_E_UNKNOWN_PEER);
+}
+
+/* Every room waiting for a peer, and every queued one whose peer went
+ * away (`all`: after a change of the list), or only those past their
+ * deadline. */
+static uint32_t
+peer_waits_poll(struct egw_engines *s, bool all, uint64_t now)
+{
+	uint32_t done = 0;
+
+	if (!all && (s->nwait_peer == 0 || now < s->peer_due))
+		return 0;
+	s->peer_due = UINT64_MAX;
+	for (uint32_t c = 0; c < s->c.max_clients; c++) {
+		struct client *cl = &s->clients[c];
+
+		for (uint32_t i = 0; cl->used && !cl->lost && i < cl->m.nslots;
+		     i++) {
+			struct slot_state *p = &cl->slots[i];
+
+			if (p->room == 0 || p->side != EGW_SIDE_RECV)
+				continue;
+			if (p->phase == PH_WAIT_PEER) {
+				peer_wait_settle(s, c, i, now);
+				done++;
+			} else if (all && p->phase == PH_WAIT_SLOT &&
+				   peer_by_id(s, p->peer_id) == NULL) {
+				unindex(s, p->wire,
+					rank_side(p->rank, p->side));
+				entry_leave(s, c, i, -EGW_E_PEER_REMOVED);
+				finish(s, c, i, p->tag, p->op,
+				       EGW_ATTACH_STATE_FAILED,
+				       -EGW_E_PEER_REMOVED);
+				done++;
+			}
+		}
+	}
+	return done;
+}
+
+static int
+peer_cmp(const void *a, const void *b)
+{
+	const struct egw_engines_peer *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static bool
+peers_same(const struct egw_engines *s, const struct egw_engines_peer *p,
+	   uint32_t n)
+{
+	if (n != s->npeers)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (p[i].id != s->peers[i].id ||
+		    p[i].slot != s->peers[i].slot ||
+		    p[i].ready != s->peers[i].ready ||
+		    p[i].leaving != s->peers[i].leaving ||
+		    strcmp(p[i].name, s->peers[i].name) != 0)
+			return false;
+	return true;
+}
+
+int
+egw_engines_peers_set(struct egw_engines *s,
+		      const struct egw_engines_peer *peers, uint32_t n,
+		      uint64_t now)
+{
+	struct egw_engines_peer *sorted;
+
+	if (n > s->c.max_peers)
+		return -E2BIG;
+	sorted = n > 0 ? malloc(n * sizeof(*sorted)) : NULL;
+	if (n > 0 && sorted == NULL)
+		return -ENOMEM;
+	if (n > 0)
+		memcpy(sorted, peers, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), peer_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = strnlen(sorted[i].name, sizeof(sorted[i].name));
+
+		if (sorted[i].id == 0 ||
+		    (i > 0 && sorted[i].id == sorted[i - 1].id) || len == 0 ||
+		    len == sizeof(sorted[i].name)) {
+			free(sorted);
+			return -EINVAL;
+		}
+	}
+	s->now = now;
+	if (peers_same(s, sorted, n)) {
+		free(sorted);
+		return 0;
+	}
+	if (n > 0)
+		memcpy(s->peers, sorted, n * sizeof(*sorted));
+	free(sorted);
+	s->npeers = n;
+	memset(s->recs, 0, n * sizeof(*s->recs));
+	for (uint32_t i = 0; i < n; i++) {
+		s->recs[i].id = s->peers[i].id;
+		s->recs[i].flags = (s->peers[i].ready ? EGW_PEER_F_READY : 0) |
+				   (s->peers[i].leaving ? EGW_PEER_F_LEAVING :
+							  0);
+		memcpy(s->recs[i].name, s->peers[i].name,
+		       sizeof(s->recs[i].name));
+		if (s->peers[i].id > s->top_id)
+			s->top_id = s->peers[i].id;
+	}
+	s->peers_gen++;
+	for (uint32_t c = 0; c < s->c.max_clients; c++)
+		if (s->clients[c].used)
+			peers_publish(s, c);
+	peer_waits_poll(s, true, now);
+	return 0;
+}
+
+uint64_t
+egw_engines_peers_gen(const struct egw_engines *s)
+{
+	return s->peers_gen;
 }
 
 /* ---- the server ------------------------------------------------------------ */
@@ -1169,7 +1444,8 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 	    o->recv_release == NULL || o->wake == NULL ||
 	    o->client_lost == NULL ||
 	    (c->cache_entries > 0 &&
-	     (c->cache_max_runs == 0 || c->cache_entries > (1u << 16))))
+	     (c->cache_max_runs == 0 || c->cache_entries > (1u << 16))) ||
+	    c->max_peers > EGW_ATTACH_MAX_PEER_RECS)
 		return -EINVAL;
 	while (tab < 2 * c->max_rooms)
 		tab <<= 1;
@@ -1180,6 +1456,8 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 	s->clients = calloc(c->max_clients, sizeof(*s->clients));
 	s->tab = calloc(tab, sizeof(*s->tab));
 	s->tab_mask = tab - 1;
+	s->peers = calloc(c->max_peers + 1, sizeof(*s->peers));
+	s->recs = calloc(c->max_peers + 1, sizeof(*s->recs));
 	if (c->cache_entries > 0) {
 		s->cache = calloc(c->cache_entries, sizeof(*s->cache));
 		s->cache_runs = calloc((size_t)c->cache_entries *
@@ -1189,7 +1467,8 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 		s->sq[0].q = calloc(c->slot_queue, sizeof(*s->sq[0].q));
 		s->sq[1].q = calloc(c->slot_queue, sizeof(*s->sq[1].q));
 	}
-	if (s->clients == NULL || s->tab == NULL ||
+	if (s->clients == NULL || s->tab == NULL || s->peers == NULL ||
+	    s->recs == NULL ||
 	    (c->slot_queue > 0 && (s->sq[0].q == NULL || s->sq[1].q == NULL)) ||
 	    (c->cache_entries > 0 &&
 	     (s->cache == NULL || s->cache_runs == NULL))) {
@@ -1219,6 +1498,8 @@ egw_engines_destroy(struct egw_engines *s, uint64_t now)
 	free(s->sq[1].q);
 	free(s->clients);
 	free(s->tab);
+	free(s->peers);
+	free(s->recs);
 	free(s);
 }
 
@@ -1254,8 +1535,13 @@ egw_engines_add(struct egw_engines *s, void *area, size_t area_bytes,
 		cl->slots[i].runs = cl->run_store + (size_t)i * cl->m.max_runs;
 	cl->beat = cl->m.area->client_beat;
 	cl->beat_at = now;
+	/* what the gateway asked for when it laid the area out, copied now:
+	 * the client may write its header afterwards */
+	cl->events = cl->m.area->events;
 	cl->used = true;
 	s->nattached++;
+	if (s->peers_gen != 0)
+		peers_publish(s, cid);
 	return (int)cid;
 }
 
@@ -1293,9 +1579,10 @@ poll_client(struct egw_engines *s, uint32_t cid, uint64_t now)
 {
 	struct client *cl = &s->clients[cid];
 	struct egw_attach_cmd c;
+	struct egw_attach_cmd_name name;
 	uint32_t done = 0;
 	uint64_t beat;
-	int rc;
+	int rc, name_rc;
 
 	/* rooms already waiting for memory ask before new ones */
 	for (uint32_t i = 0; cl->nwait > 0 && i < cl->m.nslots && !cl->lost;
@@ -1307,14 +1594,21 @@ poll_client(struct egw_engines *s, uint32_t cid, uint64_t now)
 	}
 	for (uint32_t n = 0; n < s->c.budget && !cl->lost; n++) {
 		rc = egw_attach_ring_get(&cl->m.sq, &c);
+		/* a RECV_OPEN by name: its name is the next entry, published
+		 * with it (an entry missing fails the command) */
+		if (rc > 0 && c.op == EGW_OP_RECV_OPEN &&
+		    (c.flags & EGW_CMDF_PEER_NAME) != 0)
+			name_rc = egw_attach_ring_get(&cl->m.sq, &name);
+		else
+			name_rc = 0;
 		if (rc == 0)
 			break;
-		if (rc < 0) {
+		if (rc < 0 || name_rc < 0) {
 			lose(s, cid, "submission ring tail out of range",
 			     EGW_LOST_RING, now);
 			return done + 1;
 		}
-		command(s, cid, &c, now);
+		command(s, cid, &c, name_rc > 0 ? &name : NULL, now);
 		done++;
 	}
 	if (cl->broken != NULL)
@@ -1474,6 +1768,7 @@ egw_engines_poll(struct egw_engines *s, uint64_t now)
 
 	s->now = now;
 	done += housekeeping(s, now);
+	done += peer_waits_poll(s, false, now);
 	done += poll_slot_queue(s, EGW_SIDE_SEND, now);
 	done += poll_slot_queue(s, EGW_SIDE_RECV, now);
 

@@ -60,11 +60,13 @@ struct egw_engines_ops {
 	 * error. */
 	void (*send_abort)(void *ctx, uint64_t room, bool committed,
 			   const struct egw_attach_run *runs, uint32_t nruns);
-	/** RECV_OPEN: receive `room` as `rank` of `nranks` from `peer`.
+	/** RECV_OPEN: receive `room` as `rank` of `nranks` from the peer
+	 * in the node's slot `peer` (egw_engines_peer.slot of the peer the
+	 * command named, live and not leaving when asked).
 	 * -EGW_E_NO_SLOT: the room table is full, nothing was opened (the
 	 * room waits for a slot, conf slot_queue). */
 	int (*recv_open)(void *ctx, uint64_t room, uint16_t rank,
-			 uint16_t nranks, uint16_t peer, bool aux_only);
+			 uint16_t nranks, uint32_t peer, bool aux_only);
 	/** End a language room that has not been delivered. */
 	void (*recv_abort)(void *ctx, uint64_t room, uint16_t rank);
 	/** Free a delivered room's blocks (RELEASE, or abort after Success). */
@@ -98,7 +100,9 @@ struct egw_engines_ops {
 	 * room table, or the first of them gave up waiting (fails
 	 * -EGW_E_NO_SLOT): each once per wait episode (until no room of
 	 * that side waits). `text` says which; a give-up names the room
-	 * and how long it waited. */
+	 * and how long it waited. Also: a room that named a peer by name
+	 * gave up waiting for it (fails -EGW_E_UNKNOWN_PEER; the text
+	 * names room and peer). */
 	void (*slot_note)(void *ctx, uint32_t client, const char *text);
 };
 
@@ -106,7 +110,14 @@ struct egw_engines_conf {
 	uint32_t max_clients;      /**< attached at once */
 	uint32_t max_rooms;        /**< rooms of all clients together */
 	uint32_t max_total_tokens; /**< largest SEND_OPEN */
-	uint16_t npeers;           /**< RECV_OPEN's peer below this */
+	uint32_t max_peers;	   /**< peers listed at once (the node's
+				    *   peer slots), up to
+				    *   EGW_ATTACH_MAX_PEER_RECS; clients'
+				    *   areas hold this many records */
+	uint64_t peer_wait_ns;	   /**< a RECV_OPEN that names a peer not
+				    *   known yet waits this long for it
+				    *   (the port's bootstrap deadline), then
+				    *   fails -EGW_E_UNKNOWN_PEER */
 	bool encode, language;     /**< the port's roles */
 	uint64_t alloc_ns;         /**< SEND_OPEN waits this long for memory */
 	uint32_t max_waiting;      /**< SEND_OPENs of one client waiting for
@@ -145,6 +156,7 @@ struct egw_engines_stats {
 	uint64_t alloc_waits;      /**< SEND_OPENs that waited for memory */
 	uint64_t busy;             /**< SEND_OPENs refused: max_waiting reached */
 	uint64_t slot_waits; /**< OPENs that waited for a room-table slot */
+	uint64_t peer_waits; /**< RECV_OPENs that waited for a named peer */
 	uint64_t cache_hits;       /**< keyed RECV_OPENs served from the cache */
 	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
 	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */
@@ -232,6 +244,36 @@ int egw_engines_room_delivered(struct egw_engines *s,
  */
 int egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 			  uint64_t room, uint16_t rank, int err);
+
+/* ---- the port's peers ------------------------------------------------------
+ */
+
+/** A live peer as the gateway's worker knows it. */
+struct egw_engines_peer {
+	uint32_t id;   /**< never reused, != 0 */
+	uint32_t slot; /**< the node's slot (ops.recv_open) */
+	char name[EGW_ATTACH_NAME_LEN];
+	bool ready;   /**< registered both ways */
+	bool leaving; /**< removed, its rooms ending */
+};
+
+/**
+ * The port's peers now, the whole list, in any order: called by the
+ * worker after every change of its node's peers (added, removed, ready,
+ * leaving, slot freed). When the list differs from the last one, every
+ * client's peer table is rewritten under a new generation, clients that
+ * asked hear EGW_OP_PEERS, rooms waiting for a name now listed are
+ * opened, and rooms waiting for a room-table slot whose peer is gone or
+ * leaving fail -EGW_E_PEER_REMOVED (rooms opened at the node are the
+ * node's to end: it reports them through egw_engines_room_done).
+ * @return 0; -E2BIG (more than max_peers), -EINVAL (an id 0, twice, or
+ *   a name not terminated or empty): nothing changed.
+ */
+int egw_engines_peers_set(struct egw_engines *s,
+			  const struct egw_engines_peer *peers, uint32_t n,
+			  uint64_t now);
+/** The peer list's generation (0: never set); it moves with each change. */
+uint64_t egw_engines_peers_gen(const struct egw_engines *s);
 
 /** A client's counters; -ENOENT for an unknown id. */
 int egw_engines_client_stats(const struct egw_engines *s, uint32_t client,

@@ -13,7 +13,7 @@ ctypes over libegw_client.so (lib/client), loaded on first use; the
 contract is doc/client.md. embgw.aio waits in an asyncio loop; embgw.cuda
 moves rooms' tokens to and from CUDA devices.
 """
-from .client import (Client, DTYPES, LOOKUP_IN_FLIGHT, LOOKUP_LANDED,
+from .client import (Client, DTYPES, LOOKUP_IN_FLIGHT, LOOKUP_LANDED, Peer,
                      LOOKUP_NONE, HeldRoomWarning, RoleError, content_key)
 from .room import EncodeRoom, KVPoll, LanguageRoom, Room
 from ._lib import strerror
@@ -23,5 +23,5 @@ from .connector import (EmbeddingReceiver, EmbeddingSender,
 __all__ = ["Client", "DTYPES", "LOOKUP_IN_FLIGHT", "LOOKUP_LANDED",
            "LOOKUP_NONE", "content_key", "EmbeddingReceiver", "EmbeddingSender",
            "EmbeddingTransferError", "EncodeRoom", "HeldRoomWarning",
-           "KVPoll", "LanguageRoom", "Received", "RoleError", "Room",
+           "KVPoll", "LanguageRoom", "Peer", "Received", "RoleError", "Room",
            "strerror"]

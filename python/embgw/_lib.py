@@ -20,12 +20,15 @@ c_u8, c_u16, c_u32, c_i32, c_u64 = (ctypes.c_uint8, ctypes.c_uint16,
 
 F_WAKEUP = 0x1
 F_LEASE_THREAD = 0x2
+F_PEER_EVENTS = 0x4
+PEER_READY, PEER_LEAVING = 0x1, 0x2
 G_ENCODE, G_LANGUAGE, G_WAKEUP = 0x1, 0x2, 0x4
 EV_MORE, EV_CACHED, EV_END, EV_REFUSED = 0x1, 0x2, 0x100, 0x200
 AUX_ONLY = 0x1
 OP_NOP, OP_SEND_OPEN, OP_SEND_COMMIT, OP_RECV_OPEN, OP_RELEASE, OP_ABORT, \
-    OP_LOOKUP = range(7)
+    OP_LOOKUP, OP_PEERS = range(8)
 CONTENT_BYTES = 16
+ERR_BASE = 1000  # embgw codes are -(ERR_BASE + wire code), lib/err
 OP_RECOVERED = 255
 KINDS = {"embedding": 0, "fill_ids": 1, "mrope": 2, "aux": 3}
 
@@ -33,7 +36,7 @@ KINDS = {"embedding": 0, "fill_ids": 1, "mrope": 2, "aux": 3}
 # The library's ABI these copies of egw_client.h's structs follow
 # (EGW_CLIENT_ABI_VERSION); tests/python/test_abi.py compares them with
 # the C layouts, _load() refuses a library of another ABI.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 class Opts(ctypes.Structure):
@@ -50,7 +53,7 @@ class Geometry(ctypes.Structure):
     _fields_ = [(n, c_u32) for n in (
         "flags", "client_id", "capacity_tokens", "block_tokens", "nblocks",
         "hidden_size", "dtype", "dtype_bytes", "aux_bytes", "mrope",
-        "max_runs", "max_total_tokens", "lease_ms", "npeers", "nslots",
+        "max_runs", "max_total_tokens", "lease_ms", "max_peers", "nslots",
         "sq_entries", "cq_entries", "reserved")] + [
         ("pool_bytes", c_u64), ("region_offset", c_u64 * 4),
         ("region_bytes", c_u64 * 4)]
@@ -78,6 +81,10 @@ class Aux(ctypes.Structure):
                 ("dtype_bytes", c_u32), ("mrope_delta", c_i32),
                 ("block_tokens", c_u32), ("flags", c_u32),
                 ("cookie", c_u64)]
+
+
+class Peer(ctypes.Structure):
+    _fields_ = [("id", c_u32), ("flags", c_u32), ("name", ctypes.c_char * 32)]
 
 
 class Stats(ctypes.Structure):
@@ -154,21 +161,28 @@ def _load():
         "egw_client_last_error": (ctypes.c_char_p, []),
         "egw_client_detach": (None, [P]),
         "egw_client_geometry": (ctypes.POINTER(Geometry), [P]),
-        "egw_client_peer": (ctypes.c_char_p, [P, c_u32]),
+        "egw_client_peers": (ctypes.c_int, [P, ctypes.POINTER(Peer), c_u32,
+                                            ctypes.POINTER(c_u64)]),
+        "egw_client_peer_id": (ctypes.c_int, [P, ctypes.c_char_p]),
         "egw_client_region": (P, [P, ctypes.c_int, ctypes.POINTER(c_u64)]),
         "egw_client_socket_fd": (ctypes.c_int, [P]),
         "egw_client_event_fd": (ctypes.c_int, [P]),
         "egw_client_send_open": (ctypes.c_int, [P, c_u64, c_u32, c_u16,
                                                 c_i32, c_u64, c_u64]),
         "egw_client_send_commit": (ctypes.c_int, [P, c_u32, c_u64]),
-        "egw_client_recv_open": (ctypes.c_int, [P, c_u64, c_u16, c_u16,
+        "egw_client_recv_open": (ctypes.c_int, [P, c_u64, c_u32, c_u16,
                                                 c_u16, c_u32, c_u64]),
         "egw_client_send_open_ex": (ctypes.c_int, [P, c_u64, c_u32, c_u16,
                                                    c_i32, c_u64, c_u32,
                                                    ctypes.c_char_p, c_u64]),
-        "egw_client_recv_open_ex": (ctypes.c_int, [P, c_u64, c_u16, c_u16,
+        "egw_client_recv_open_ex": (ctypes.c_int, [P, c_u64, c_u32, c_u16,
                                                    c_u16, c_u32, c_u32,
                                                    ctypes.c_char_p, c_u64]),
+        "egw_client_recv_open_named": (ctypes.c_int, [P, c_u64,
+                                                      ctypes.c_char_p, c_u16,
+                                                      c_u16, c_u32, c_u32,
+                                                      ctypes.c_char_p,
+                                                      c_u64]),
         "egw_client_lookup": (ctypes.c_int, [P, ctypes.c_char_p, c_u64]),
         "egw_client_release": (ctypes.c_int, [P, c_u32, c_u64]),
         "egw_client_abort": (ctypes.c_int, [P, c_u32, c_u64]),

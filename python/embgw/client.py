@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """embgw.Client: one engine process attached to its local gateway."""
+import collections
 import ctypes
 import errno
 import hashlib
@@ -42,6 +43,12 @@ def _attempt(attempt):
         raise ValueError("attempt must be an int 0..2^32-1, got %r"
                          % (attempt,))
     return attempt
+
+
+Peer = collections.namedtuple("Peer", "id name ready leaving")
+Peer.__doc__ = ("A live peer of the port: `id` the gateway's (never reused),"
+                " `name`, `ready` (registered: rooms move now), `leaving` "
+                "(removed: its rooms are ending).")
 
 
 class RoleError(OSError, ValueError):
@@ -95,7 +102,8 @@ class Client:
         self._pinned = None
         self._opts = dict(name=name.encode(),
                           flags=(_lib.F_WAKEUP if wakeup else 0) |
-                          (_lib.F_LEASE_THREAD if lease_thread else 0),
+                          (_lib.F_LEASE_THREAD if lease_thread else 0) |
+                          _lib.F_PEER_EVENTS,
                           sq_entries=sq_entries, cq_entries=cq_entries,
                           nslots=nslots, timeout_ms=timeout_ms)
         self._c = None
@@ -103,6 +111,7 @@ class Client:
         self._nops = {}       # tag -> result
         self._deferred = []   # (handle, fn): fn() once handle.query()
         self._tag = 0
+        self._peers_gen = 0   # the last EGW_CLIENT_PEERS event's
         self._held_check = 0.0
         self._events = (_lib.Event * 64)()
         self._attach()
@@ -127,8 +136,6 @@ class Client:
         self.language = bool(g.flags & _lib.G_LANGUAGE)
         self.wakeup = bool(g.flags & _lib.G_WAKEUP)
         self.lease_ms = g.lease_ms
-        self.peers = [lib.egw_client_peer(handle, i).decode()
-                      for i in range(g.npeers)]
         self._regions = {}
         # views outlive close(): the range stays mapped (revoked) for them
         self._keeper = _trust.PoolKeeper()
@@ -303,20 +310,60 @@ class Client:
                           "max_total_tokens %d" % (total_tokens, self.port,
                                                    self.max_total_tokens))
 
-    def peer_index(self, peer):
-        """A peer's index from its name or index; ValueError listing the
-        port's peers when there is none such."""
-        if isinstance(peer, str):
-            if peer not in self.peers:
-                raise ValueError("no peer %r: port %s's peers are %s"
-                                 % (peer, self.port, self.peers))
-            return self.peers.index(peer)
-        if not _is_int(peer) or not 0 <= peer < len(self.peers):
-            raise ValueError("no peer %r: port %s's peers are %s (a name "
-                             "or an index 0..%d)" % (peer, self.port,
-                                                     self.peers,
-                                                     len(self.peers) - 1))
-        return peer
+    # ---- the port's peers -------------------------------------------------
+    def peers(self):
+        """The port's live peers now, as Peer(id, name, ready, leaving) in
+        ascending id order. Ids are the gateway's and never reused: a peer
+        that leaves and comes back has a new one."""
+        return self._read_peers()[0]
+
+    @property
+    def peers_generation(self):
+        """The peer list's generation: it moves with every change."""
+        return self._read_peers(0)[1]
+
+    def _read_peers(self, cap=None):
+        cap = self.geometry["max_peers"] if cap is None else cap
+        buf = (_lib.Peer * max(cap, 1))()
+        gen = _lib.c_u64()
+        n = check(lib.egw_client_peers(self._handle(), buf, cap,
+                                       ctypes.byref(gen)), "peers")
+        return [Peer(p.id, p.name.decode(), bool(p.flags & _lib.PEER_READY),
+                     bool(p.flags & _lib.PEER_LEAVING))
+                for p in buf[:min(n, cap)]], gen.value
+
+    def wait_peers(self, generation=None, timeout_s=10.0):
+        """Wait until the peer list changes from `generation` (None: from
+        now) and return the new list; TimeoutError after timeout_s. The
+        gateway posts an event on each change, so this sleeps, not spins."""
+        if generation is None:
+            generation = self.peers_generation
+        self.wait_until(lambda: self._peers_gen != generation and
+                        self.peers_generation != generation, timeout_s)
+        return self.peers()
+
+    def peer_id(self, peer):
+        """A live peer's id from its name (or an id, checked); ValueError
+        listing the port's peers when there is none such."""
+        live = [p for p in self.peers() if not p.leaving]
+        for p in live:
+            if p.name == peer or (_is_int(peer) and p.id == peer):
+                return p.id
+        raise ValueError("no peer %r: port %s's peers are %s (a name, or an "
+                         "id from Client.peers())"
+                         % (peer, self.port,
+                            ", ".join("%s (id %d)" % (p.name, p.id)
+                                      for p in live) or "none"))
+
+    def _default_peer(self):
+        live = [p for p in self.peers() if not p.leaving]
+        if len(live) != 1:
+            raise ValueError("recv_room: name the peer (peer=NAME or an id):"
+                             " port %s lists %s" % (
+                                 self.port,
+                                 ", ".join("%s (id %d)" % (p.name, p.id)
+                                           for p in live) or "no peer"))
+        return live[0].id
 
     @staticmethod
     def check_ranks(rank, nranks):
@@ -344,23 +391,39 @@ class Client:
         self._rooms[slot] = r
         return r
 
-    def recv_room(self, room, peer=0, rank=0, nranks=1, aux_only=False,
+    def recv_room(self, room, peer=None, rank=0, nranks=1, aux_only=False,
                   attempt=0, content=None):
-        """Language side: receive `room` from `peer` (an index or a name)
-        as `rank` of `nranks`. `content` names what the room holds (a
-        content_key(), or any str/bytes hashed by it): data the port holds
-        for it is served without a transfer, and a transfer of it already
-        under way is shared (room.cached says so at Success)."""
+        """Language side: receive `room` from `peer` as `rank` of `nranks`.
+        `peer` is a name ("enc-3": a peer not listed yet is waited for
+        until the port's bootstrap deadline, then the room fails "unknown
+        peer"), an id from peers() (one no longer listed fails the room
+        "peer removed"), or None for the port's only peer. `content` names
+        what the room holds (a content_key(), or any str/bytes hashed by
+        it): data the port holds for it is served without a transfer, and
+        a transfer of it already under way is shared (room.cached says so
+        at Success)."""
         self._role(False)
         self.check_room_id(room)
         self.check_ranks(rank, nranks)
-        peer = self.peer_index(peer)
+        if peer is None:
+            peer = self._default_peer()
         key = content_key(content) if content is not None else None
-        slot = check(lib.egw_client_recv_open_ex(
-            self._handle(), room, peer, rank, nranks,
-            _lib.AUX_ONLY if aux_only else 0, _attempt(attempt), key,
-            self._next_tag()), "recv_open room %d" % room, self.geometry)
-        r = LanguageRoom(self, room, slot, aux_only)
+        flags = _lib.AUX_ONLY if aux_only else 0
+        if isinstance(peer, str):
+            slot = check(lib.egw_client_recv_open_named(
+                self._handle(), room, peer.encode(), rank, nranks, flags,
+                _attempt(attempt), key, self._next_tag()),
+                "recv_open room %d from %r" % (room, peer), self.geometry)
+        elif _is_int(peer) and 0 < peer < 1 << 32:
+            slot = check(lib.egw_client_recv_open_ex(
+                self._handle(), room, peer, rank, nranks, flags,
+                _attempt(attempt), key, self._next_tag()),
+                "recv_open room %d from peer id %d" % (room, peer),
+                self.geometry)
+        else:
+            raise ValueError("peer must be a name or an id (1..2^32-1) from "
+                             "Client.peers(), got %r" % (peer,))
+        r = LanguageRoom(self, room, slot, aux_only, peer=peer)
         self._rooms[slot] = r
         return r
 
@@ -435,6 +498,9 @@ class Client:
     def _dispatch(self, ev):
         if ev.op in (_lib.OP_NOP, _lib.OP_LOOKUP):
             self._nops[ev.tag] = ev.result
+            return
+        if ev.op == _lib.OP_PEERS:
+            self._peers_gen = ev.room  # the list's new generation
             return
         r = self._rooms.get(ev.slot)
         if r is None or r.room != ev.room:

@@ -250,8 +250,10 @@ class EmbeddingSender(_Connector):
 
 
 class EmbeddingReceiver(_Connector):
-    """One language rank's side of one request from encode peer `peer`
-    (its name or its index in client.peers).
+    """One language rank's side of one request from encode peer `peer`:
+    its name (a peer not listed yet is waited for until the port's
+    bootstrap deadline), an id from client.peers(), or None for the port's
+    only peer.
 
     poll() goes Bootstrapping -> (WaitingForInput -> Transferring) ->
     Success or Failed. After Success the room's blocks belong to this rank
@@ -259,7 +261,7 @@ class EmbeddingReceiver(_Connector):
     place. An aux-only rank receives just the aux record.
     """
 
-    def __init__(self, client, room, peer=0, rank=0, nranks=1,
+    def __init__(self, client, room, peer=None, rank=0, nranks=1,
                  aux_only=False, attempt=0, content=None):
         super().__init__(client, room)
         client.check_ranks(rank, nranks)
@@ -274,10 +276,13 @@ class EmbeddingReceiver(_Connector):
 
     def init(self):
         """Ask for the room; the encode engine may open it before or after
-        this. A peer the port does not have, or a port that only encodes,
-        raises ValueError naming them."""
+        this. An id the port does not list, no peer named on a port of
+        several, or a port that only encodes raises ValueError naming
+        them; a name not listed fails the room "unknown peer" at the
+        port's bootstrap deadline."""
         self.client._role(False)
-        self.client.peer_index(self.peer)
+        if self.peer is not None and not isinstance(self.peer, str):
+            self.client.peer_id(self.peer)
         self._open(lambda: self.client.recv_room(
             self.room, peer=self.peer, rank=self.rank, nranks=self.nranks,
             aux_only=self.aux_only, attempt=self.attempt,

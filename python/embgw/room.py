@@ -11,6 +11,12 @@ from . import _lib, _trust, cuda
 from ._lib import lib, check
 
 
+# A room's end that says its peer is not there: UNKNOWN_PEER (22) and
+# PEER_REMOVED (26) above the codes' base (doc/client.md section 4); the
+# room's reason then names the peer it was opened for.
+_PEER_CODES = frozenset(-(_lib.ERR_BASE + w) for w in (22, 26))
+
+
 class KVPoll(enum.IntEnum):
     """The reference design's KVPoll, in the order of doc/client.md."""
     Failed = 0
@@ -74,6 +80,11 @@ class Room:
         if ev.result != 0:
             self.result = ev.result
             self.reason = _lib.explain(ev.result, self.client.geometry)
+            peer = getattr(self, "peer", None)
+            if peer is not None and ev.result in _PEER_CODES:
+                self.reason = "%s: %s %r" % (
+                    self.reason, "peer" if isinstance(peer, str) else
+                    "peer id", peer)
         elif self.state == KVPoll.Failed and ev.op == _lib.OP_ABORT:
             self.reason = "aborted by this client"
         if ev.flags & _lib.EV_END:
@@ -212,9 +223,10 @@ class LanguageRoom(Room):
     """A language room: once Success, read its tokens (gather or the
     views, read-only by convention), then release()."""
 
-    def __init__(self, client, room, slot, aux_only=False):
+    def __init__(self, client, room, slot, aux_only=False, peer=None):
         super().__init__(client, room, slot)
         self.aux_only = aux_only
+        self.peer = peer        # as recv_room() named it: a name or an id
         self.released = False
 
     def gather(self, out=None, kind="embedding", stream=None):

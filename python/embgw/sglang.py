@@ -112,8 +112,9 @@ class EmbgwKVManager(BaseKVManager):
                                 getattr(server_args, "tp_size", 1) or 1))
         self.socket = pick(socket, "embgw_socket", "EMBGW_SOCKET", None)
         self.port = pick(port, "embgw_port", "EMBGW_PORT", "p0")
-        peer = pick(peer, "embgw_peer", "EMBGW_PEER", 0)
-        self.peer = int(peer) if str(peer).isdigit() else peer
+        # peers by name (None: the port's only peer); an int is an id
+        # from Client.peers()
+        self.peer = pick(peer, "embgw_peer", "EMBGW_PEER", None)
         self.buffer = buffer
         self.aux = {}           # aux_index -> the room's aux record
         self._client = client
@@ -365,7 +366,7 @@ class MultiPartReceiver:
     `len(parts)` parts, each from its own encoder.
 
     parts: one (peer, modality) per part, in part order (peer: the encode
-    peer's name or index on this gateway; modality: any label, e.g.
+    peer's name on this gateway; modality: any label, e.g.
     "image"); contents: optional names (e.g. the items' hashes) whose
     content keys the parts carry, so that a repeat is served from the
     gateway's cache.

@@ -38,8 +38,8 @@ static void op_send_abort(void *c, uint64_t r, bool d,
 {
 	(void)c; (void)r; (void)d; (void)runs; (void)n;
 }
-static int op_recv_open(void *c, uint64_t r, uint16_t k, uint16_t n,
-			uint16_t p, bool a)
+static int
+op_recv_open(void *c, uint64_t r, uint16_t k, uint16_t n, uint32_t p, bool a)
 {
 	(void)c; (void)r; (void)k; (void)n; (void)p; (void)a;
 	return 0;
@@ -98,6 +98,7 @@ run(struct egw_engines *srv, struct egw_attach_map *m, int kind, uint64_t n)
 				if (i % 2 == 0) {
 					c.op = EGW_OP_RECV_OPEN;
 					c.nranks = 1;
+					c.peer_id = 1;
 				} else {
 					c.op = EGW_OP_ABORT;
 				}
@@ -138,21 +139,30 @@ main(int argc, char **argv)
 	uint32_t rounds = argc > 1 ? (uint32_t)atoi(argv[1]) : 5;
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
 	struct egw_engines_conf cc = {
-		.max_clients = 1, .max_rooms = 64, .max_total_tokens = 1u << 20,
-		.npeers = 1, .encode = true, .language = true,
-		.alloc_ns = 1000000000ull, .lease_ns = 0, .budget = BATCH,
+		.max_clients = 1,
+		.max_rooms = 64,
+		.max_total_tokens = 1u << 20,
+		.max_peers = 1,
+		.encode = true,
+		.language = true,
+		.alloc_ns = 1000000000ull,
+		.lease_ns = 0,
+		.budget = BATCH,
 		.ops = &ops,
 	};
 	double best[3] = { 1e18, 1e18, 1e18 };
-	size_t bytes = egw_attach_area_bytes(64, 64, BATCH, 4);
+	size_t bytes = egw_attach_area_bytes(64, 64, BATCH, 4, 1);
+	const struct egw_engines_peer peer = { .id = 1, .name = "enc0" };
 	void *area = calloc(1, bytes);
 	struct egw_attach_map m;
 	struct egw_engines *srv;
 
-	if (area == NULL || egw_attach_area_init(area, 64, 64, BATCH, 4) != 0 ||
+	if (area == NULL ||
+	    egw_attach_area_init(area, 64, 64, BATCH, 4, 1) != 0 ||
 	    egw_attach_map_init(&m, area, bytes) != 0 ||
 	    egw_engines_create(&cc, &srv) != 0 ||
-	    egw_engines_add(srv, area, bytes, 0) != 0) {
+	    egw_engines_add(srv, area, bytes, 0) != 0 ||
+	    egw_engines_peers_set(srv, &peer, 1, 0) != 0) {
 		fprintf(stderr, "bench_clients: set-up failed\n");
 		return 1;
 	}

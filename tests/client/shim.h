@@ -39,6 +39,7 @@
 #define SHIM_MAX_CLIENTS 64u
 #define SHIM_MAX_EMB_BYTES 65536u /* a token's embedding, at most */
 #define SHIM_TOTAL(room) ((uint32_t)((room) & 0xffffffu))
+#define SHIM_MAX_PEERS 16u /* live at once */
 #define SHIM_FAIL (1ull << 62)
 #define SHIM_STALL (1ull << 61)
 
@@ -50,10 +51,11 @@ struct shim_cfg {
 	uint32_t max_runs, run_blocks, lease_ms, step_ms, max_total;
 	uint32_t max_clients, slots, cache_entries, speak_version;
 	uint32_t alloc_ms;
+	uint32_t peer_wait_ms; /* a RECV_OPEN waits this long for a name */
 	bool mrope, pool_rdonly;
 	int64_t allow_uid;        /* -1: only our own uid (as the gateway) */
-	uint16_t npeers;
-	char peers[EGW_ATTACH_MAX_PEERS][EGW_ATTACH_NAME_LEN];
+	uint16_t npeers;	  /* --peers: ids 1..npeers */
+	char peers[SHIM_MAX_PEERS][EGW_ATTACH_NAME_LEN];
 };
 
 /* One room of the shim's transfer (the node's part). */
@@ -95,7 +97,14 @@ struct shim {
 	uint32_t max_rooms;
 	uint64_t now;
 	uint64_t skew_ns;         /* "skip": added to the monotonic clock */
+	/* the port's peers as a gateway's worker gives them to lib/engines
+	 * (the script adds and removes them) */
+	struct egw_engines_peer peers[SHIM_MAX_PEERS];
+	uint32_t npeers, next_peer_id;
 };
+
+/* The peer list to lib/engines after a change (shim_main.c). */
+void shim_peers_changed(struct shim *sh);
 
 uint64_t shim_now_ns(const struct shim *sh);
 

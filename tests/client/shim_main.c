@@ -8,7 +8,8 @@
  *   [--dtype bf16|fp16|fp32|fp8|int8] [--hidden N] [--block-tokens N]
  *   [--capacity TOKENS] [--max-runs N] [--run-blocks N] [--lease-ms N]
  *   [--step-ms N] [--max-total N] [--max-clients N] [--slots N]
- *   [--mrope 0|1] [--peers a,b,...] [--speak-version N] [--allow-uid UID]
+ *   [--mrope 0|1] [--peers a,b,...] [--peer-wait-ms MS]
+ *   [--speak-version N] [--allow-uid UID]
  *   [--cache-entries N] [--alloc-ms N] [--pool-rdonly]
  */
 #include <errno.h>
@@ -92,7 +93,7 @@ parse_peers(struct shim_cfg *c, const char *list)
 	c->npeers = 0;
 	for (char *p = strtok_r(buf, ",", &save); p != NULL;
 	     p = strtok_r(NULL, ",", &save)) {
-		if (c->npeers == EGW_ATTACH_MAX_PEERS ||
+		if (c->npeers == SHIM_MAX_PEERS ||
 		    strlen(p) >= EGW_ATTACH_NAME_LEN)
 			usage_exit("--peers lists at most 16 names of at most "
 				   "31 characters", list);
@@ -113,28 +114,49 @@ static void
 parse(struct shim_cfg *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "socket", 1, NULL, 's' }, { "port", 1, NULL, 'p' },
-		{ "mode", 1, NULL, 'm' }, { "dtype", 1, NULL, 'd' },
-		{ "hidden", 1, NULL, 'h' }, { "block-tokens", 1, NULL, 'b' },
-		{ "capacity", 1, NULL, 'c' }, { "max-runs", 1, NULL, 'r' },
-		{ "run-blocks", 1, NULL, 'R' }, { "lease-ms", 1, NULL, 'l' },
-		{ "step-ms", 1, NULL, 't' }, { "max-total", 1, NULL, 'T' },
-		{ "max-clients", 1, NULL, 'C' }, { "mrope", 1, NULL, 'M' },
-		{ "peers", 1, NULL, 'P' }, { "speak-version", 1, NULL, 'V' },
-		{ "allow-uid", 1, NULL, 'U' }, { "slots", 1, NULL, 'S' },
-		{ "cache-entries", 1, NULL, 'K' }, { "alloc-ms", 1, NULL, 'A' },
+		{ "socket", 1, NULL, 's' },
+		{ "port", 1, NULL, 'p' },
+		{ "mode", 1, NULL, 'm' },
+		{ "dtype", 1, NULL, 'd' },
+		{ "hidden", 1, NULL, 'h' },
+		{ "block-tokens", 1, NULL, 'b' },
+		{ "capacity", 1, NULL, 'c' },
+		{ "max-runs", 1, NULL, 'r' },
+		{ "run-blocks", 1, NULL, 'R' },
+		{ "lease-ms", 1, NULL, 'l' },
+		{ "step-ms", 1, NULL, 't' },
+		{ "max-total", 1, NULL, 'T' },
+		{ "max-clients", 1, NULL, 'C' },
+		{ "mrope", 1, NULL, 'M' },
+		{ "peers", 1, NULL, 'P' },
+		{ "speak-version", 1, NULL, 'V' },
+		{ "allow-uid", 1, NULL, 'U' },
+		{ "slots", 1, NULL, 'S' },
+		{ "cache-entries", 1, NULL, 'K' },
+		{ "alloc-ms", 1, NULL, 'A' },
 		{ "pool-rdonly", 0, NULL, 'o' },
+		{ "peer-wait-ms", 1, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char num_s[16];
 	int o;
 
 	*c = (struct shim_cfg){
-		.port = "lang0", .language = true,
-		.dtype = EGW_DTYPE_BF16, .dtype_bytes = 2, .hidden = 64,
-		.block_tokens = 128, .capacity = 128 * 1024, .max_runs = 16,
-		.step_ms = 1, .max_clients = 8, .slots = 64, .mrope = true,
-		.speak_version = EGW_ATTACH_VERSION, .alloc_ms = 1000,
+		.port = "lang0",
+		.language = true,
+		.dtype = EGW_DTYPE_BF16,
+		.dtype_bytes = 2,
+		.hidden = 64,
+		.block_tokens = 128,
+		.capacity = 128 * 1024,
+		.max_runs = 16,
+		.step_ms = 1,
+		.max_clients = 8,
+		.slots = 64,
+		.mrope = true,
+		.speak_version = EGW_ATTACH_VERSION,
+		.alloc_ms = 1000,
+		.peer_wait_ms = 2000,
 		.allow_uid = -1,
 	};
 	parse_peers(c, "enc0");
@@ -166,6 +188,9 @@ parse(struct shim_cfg *c, int argc, char **argv)
 		case 'K': c->cache_entries = num(opt, optarg); break;
 		case 'A': c->alloc_ms = num(opt, optarg); break;
 		case 'o': c->pool_rdonly = true; break;
+		case 'W':
+			c->peer_wait_ms = num(opt, optarg);
+			break;
 		default: usage_exit("options are those listed in shim_main.c",
 				    argv[optind - 1]);
 		}
@@ -237,8 +262,11 @@ server_create(struct shim *sh)
 		.max_clients = c->max_clients,
 		.max_rooms = c->max_clients * c->slots,
 		.max_total_tokens = c->max_total,
-		.npeers = c->npeers,
-		.encode = c->encode, .language = c->language,
+		.max_peers = SHIM_MAX_PEERS,
+		/* a room waits this long for a peer named but not listed */
+		.peer_wait_ns = (uint64_t)c->peer_wait_ms * 1000000u,
+		.encode = c->encode,
+		.language = c->language,
 		.alloc_ns = (uint64_t)c->alloc_ms * 1000000u,
 		.max_waiting = 8,
 		.lease_ns = (uint64_t)c->lease_ms * 1000000u,
@@ -250,7 +278,29 @@ server_create(struct shim *sh)
 		.ctx = sh,
 	};
 
-	return egw_engines_create(&cc, &sh->srv);
+	int rc = egw_engines_create(&cc, &sh->srv);
+
+	if (rc != 0)
+		return rc;
+	for (uint32_t i = 0; i < c->npeers; i++) {
+		struct egw_engines_peer *p = &sh->peers[sh->npeers++];
+
+		p->id = ++sh->next_peer_id;
+		p->slot = i;
+		p->ready = true;
+		snprintf(p->name, sizeof(p->name), "%s", c->peers[i]);
+	}
+	shim_peers_changed(sh);
+	return 0;
+}
+
+void
+shim_peers_changed(struct shim *sh)
+{
+	int rc = egw_engines_peers_set(sh->srv, sh->peers, sh->npeers, sh->now);
+
+	if (rc != 0)
+		printf("peers: refused by lib/engines (%d)\n", rc);
 }
 
 /* ---- the socket ---------------------------------------------------------------- */
@@ -365,11 +415,12 @@ make_area(struct shim *sh, struct shim_conn *k,
 	uint32_t sq = h->sq_entries ? h->sq_entries : DEFAULT_RING;
 	uint32_t cq = h->cq_entries ? h->cq_entries : DEFAULT_RING;
 	uint32_t slots = h->nslots ? h->nslots : sh->cfg.slots;
+	int rc;
 
 	if (slots > sh->cfg.slots)
 		slots = sh->cfg.slots;
-	k->area_bytes = egw_attach_area_bytes(sq, cq, slots,
-					      sh->cfg.max_runs);
+	k->area_bytes = egw_attach_area_bytes(sq, cq, slots, sh->cfg.max_runs,
+					      SHIM_MAX_PEERS);
 	if (k->area_bytes == 0)
 		return -EINVAL;
 	*area_fd = memfd_create("egw-shim-area", MFD_CLOEXEC);
@@ -381,7 +432,12 @@ make_area(struct shim *sh, struct shim_conn *k,
 		k->area = NULL;
 		return -errno;
 	}
-	return egw_attach_area_init(k->area, sq, cq, slots, sh->cfg.max_runs);
+	rc = egw_attach_area_init(k->area, sq, cq, slots, sh->cfg.max_runs,
+				  SHIM_MAX_PEERS);
+	if (rc == 0 && (h->flags & EGW_HELLO_F_PEERS) != 0)
+		((struct egw_attach_area *)k->area)
+			->events |= EGW_AREA_EV_PEERS;
+	return rc;
 }
 
 static void
@@ -413,11 +469,10 @@ fill_welcome(const struct shim *sh, const struct shim_conn *k,
 	w->area_bytes = k->area_bytes;
 	w->max_total_tokens = c->max_total;
 	w->lease_ms = c->lease_ms;
-	w->npeers = c->npeers;
+	w->max_peers = SHIM_MAX_PEERS;
 	w->cache_entries = c->language ? c->cache_entries : 0;
 	w->cache_tokens = c->capacity / 2;
 	w->client_id = k->client;
-	memcpy(w->peers, c->peers, sizeof(w->peers));
 }
 
 static void

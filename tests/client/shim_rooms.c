@@ -217,7 +217,7 @@ op_send_abort(void *ctx, uint64_t room, bool committed,
 
 static int
 op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
-	     uint16_t peer, bool aux_only)
+	     uint32_t peer, bool aux_only)
 {
 	struct shim *sh = ctx;
 	struct shim_room *r;
@@ -521,6 +521,42 @@ script_fail(struct shim *sh, const char *args)
 	fail(sh, r, err);
 }
 
+/* "peer-add NAME": a peer joins under the next id (a node's free slot). */
+static void
+script_peer_add(struct shim *sh, const char *name)
+{
+	struct egw_engines_peer *p;
+
+	if (sh->npeers == SHIM_MAX_PEERS || strlen(name) == 0 ||
+	    strlen(name) >= sizeof(p->name)) {
+		printf("script: peer-add '%s' refused\n", name);
+		return;
+	}
+	p = &sh->peers[sh->npeers++];
+	memset(p, 0, sizeof(*p));
+	p->id = ++sh->next_peer_id;
+	p->slot = sh->npeers - 1;
+	p->ready = true;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	shim_peers_changed(sh);
+	printf("script: peer %s joined as id %u\n", name, p->id);
+}
+
+/* "peer-remove NAME": the peer leaves; its id is never listed again. */
+static void
+script_peer_remove(struct shim *sh, const char *name)
+{
+	for (uint32_t i = 0; i < sh->npeers; i++) {
+		if (strcmp(sh->peers[i].name, name) != 0)
+			continue;
+		sh->peers[i] = sh->peers[--sh->npeers];
+		shim_peers_changed(sh);
+		printf("script: peer %s removed\n", name);
+		return;
+	}
+	printf("script: no peer '%s' to remove\n", name);
+}
+
 void
 shim_script(struct shim *sh, char *line)
 {
@@ -529,6 +565,10 @@ shim_script(struct shim *sh, char *line)
 	line[strcspn(line, "\n")] = '\0';
 	if (strncmp(line, "fail ", 5) == 0) {
 		script_fail(sh, line + 5);
+	} else if (strncmp(line, "peer-add ", 9) == 0) {
+		script_peer_add(sh, line + 9);
+	} else if (strncmp(line, "peer-remove ", 12) == 0) {
+		script_peer_remove(sh, line + 12);
 	} else if (sscanf(line, "skip %u", &ms) == 1) {
 		sh->skew_ns += (uint64_t)ms * 1000000u;
 		printf("script: clock %u ms ahead\n", ms);

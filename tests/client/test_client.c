@@ -48,9 +48,10 @@ test_attach_geometry_nop(void)
 	CU_ASSERT(g->hidden_size == 96 && g->block_tokens == 64);
 	CU_ASSERT(g->nblocks == 128 && g->nslots == 64);
 	CU_ASSERT(g->flags == EGW_CLIENT_G_LANGUAGE);
-	CU_ASSERT(egw_client_peer_index(c, "encB") == 1);
-	CU_ASSERT(egw_client_peer_index(c, "encC") == -ENOENT);
-	CU_ASSERT(egw_client_peer(c, 2) == NULL);
+	/* the static peers: ids 1.. in the order the port names them */
+	CU_ASSERT(egw_client_peer_id(c, "encB") == 2);
+	CU_ASSERT(egw_client_peer_id(c, "encC") == -ENOENT);
+	CU_ASSERT(g->max_peers == SHIM_MAX_PEERS);
 	CU_ASSERT(egw_client_region(c, EGW_CLIENT_EMBEDDING, &bytes) != NULL);
 	CU_ASSERT(bytes == 8192ull * 96 * 2);
 	CU_ASSERT(egw_client_event_fd(c) == -1);
@@ -176,7 +177,7 @@ language_round_trip(const char *dtype)
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
 	for (unsigned int i = 0; i < 5; i++) {
 		uint64_t room = ((uint64_t)(i + 1) << 24) | lengths[i];
-		int s = egw_client_recv_open(c, room, 0, 0, 1, 0, 100 + i);
+		int s = egw_client_recv_open(c, room, 1, 0, 1, 0, 100 + i);
 		struct egw_client_room info;
 
 		CU_ASSERT_FATAL(s >= 0);
@@ -222,7 +223,7 @@ test_language_ranks_aux_only(void)
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	for (int r = 0; r < 3; r++) {
 		CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c[r]) == 0);
-		s[r] = egw_client_recv_open(c[r], room, 0, (uint16_t)r, 3,
+		s[r] = egw_client_recv_open(c[r], room, 1, (uint16_t)r, 3,
 					    r == 2 ? EGW_CLIENT_AUX_ONLY : 0,
 					    1);
 		CU_ASSERT_FATAL(s[r] >= 0);
@@ -238,7 +239,7 @@ test_language_ranks_aux_only(void)
 	CU_ASSERT(egw_client_room_aux(c[2], (uint32_t)s[2], &aux) == 0 &&
 		  aux.total_tokens == 300 && aux.cookie == room);
 	/* a rank already open on the port is refused by the gateway */
-	int dup = egw_client_recv_open(c[0], room, 0, 1, 3, 0, 9);
+	int dup = egw_client_recv_open(c[0], room, 1, 1, 3, 0, 9);
 
 	CU_ASSERT_FATAL(dup >= 0);
 	CU_ASSERT(wait_event(c[0], (uint32_t)dup, -1, MS, &ev) &&
@@ -266,13 +267,13 @@ test_language_failure_abort(void)
 
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
-	s = egw_client_recv_open(c, SHIM_FAIL | 1000, 0, 0, 1, 0, 1);
+	s = egw_client_recv_open(c, SHIM_FAIL | 1000, 1, 0, 1, 0, 1);
 	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_FAILED, MS, &ev) &&
 		  ev.result == -EGW_E_PEER_DEAD &&
 		  (ev.flags & EGW_CLIENT_EV_END));
 	CU_ASSERT(strcmp(egw_client_strerror(ev.result), "peer dead") == 0);
 	/* a stalled room aborted: Failed is its last event */
-	s = egw_client_recv_open(c, SHIM_STALL | 1000, 0, 0, 1, 0, 2);
+	s = egw_client_recv_open(c, SHIM_STALL | 1000, 1, 0, 1, 0, 2);
 	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
 			     &ev));
 	CU_ASSERT(egw_client_abort(c, (uint32_t)s, 3) == 0);
@@ -281,7 +282,7 @@ test_language_failure_abort(void)
 		  (ev.flags & EGW_CLIENT_EV_END));
 	CU_ASSERT(egw_client_abort(c, (uint32_t)s, 4) == -ENOENT);
 	/* a command the gateway refuses: RELEASE before Success */
-	s = egw_client_recv_open(c, SHIM_STALL | 1001, 0, 0, 1, 0, 5);
+	s = egw_client_recv_open(c, SHIM_STALL | 1001, 1, 0, 1, 0, 5);
 	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
 			     &ev));
 	CU_ASSERT(egw_client_release(c, (uint32_t)s, 6) == 0);
@@ -394,8 +395,8 @@ test_overflow_recovery(void)
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	CU_ASSERT_FATAL(egw_client_attach(f.path, "lang0", &o, &c) == 0);
 	for (int i = 0; i < 6; i++) {
-		s[i] = egw_client_recv_open(c, (uint64_t)(i + 1) << 24 | 200,
-					    0, 0, 1, 0, (uint64_t)i);
+		s[i] = egw_client_recv_open(c, (uint64_t)(i + 1) << 24 | 200, 1,
+					    0, 1, 0, (uint64_t)i);
 		CU_ASSERT_FATAL(s[i] >= 0);
 	}
 	/* nobody polls while the rooms run: the ring overflows */
@@ -452,8 +453,8 @@ test_overflow_unseen_failures(void)
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	CU_ASSERT_FATAL(egw_client_attach(f.path, "lang0", &o, &c) == 0);
 	for (int i = 0; i < 4; i++) {
-		s[i] = egw_client_recv_open(c, SHIM_FAIL | (uint64_t)(i + 1),
-					    0, 0, 1, 0, 1);
+		s[i] = egw_client_recv_open(c, SHIM_FAIL | (uint64_t)(i + 1), 1,
+					    0, 1, 0, 1);
 		CU_ASSERT_FATAL(s[i] >= 0);
 	}
 	for (int i = 0; i < 4; i++)
@@ -501,7 +502,7 @@ test_wakeup_wait(void)
 	CU_ASSERT(egw_client_geometry(c)->flags & EGW_CLIENT_G_WAKEUP);
 	CU_ASSERT(egw_client_event_fd(c) >= 0);
 	CU_ASSERT(shim_expect(&f, "wakeup", MS));
-	s = egw_client_recv_open(c, 40, 0, 0, 1, 0, 1);
+	s = egw_client_recv_open(c, 40, 1, 0, 1, 0, 1);
 	CU_ASSERT_FATAL(s >= 0);
 	for (int i = 0; i < 20; i++) {
 		rc = egw_client_wait(c, MS);
@@ -573,7 +574,7 @@ test_lost_lease_every_call(void)
 
 	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
-	s = egw_client_recv_open(c, 700, 0, 0, 1, 0, 1);
+	s = egw_client_recv_open(c, 700, 1, 0, 1, 0, 1);
 	CU_ASSERT_FATAL(s >= 0);
 	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
 				   &ev));
@@ -617,13 +618,13 @@ test_full_ring(void)
 	CU_ASSERT(egw_client_nop(c, 1) == 0);
 	CU_ASSERT(egw_client_nop(c, 2) == 0);
 	CU_ASSERT(egw_client_nop(c, 3) == -EAGAIN);
-	CU_ASSERT(egw_client_recv_open(c, 10, 0, 0, 1, 0, 4) == -EAGAIN);
+	CU_ASSERT(egw_client_recv_open(c, 10, 1, 0, 1, 0, 4) == -EAGAIN);
 	kill(f.pid, SIGCONT);
 	while (n < 2 && egw_client_wait(c, MS) == 1)
 		n += egw_client_poll(c, ev + n, 4 - (unsigned int)n);
 	CU_ASSERT(n == 2 && ev[0].tag == 1 && ev[1].tag == 2);
 	/* the refused OPEN left its slot free */
-	CU_ASSERT(egw_client_recv_open(c, 10, 0, 0, 1, 0, 4) >= 0);
+	CU_ASSERT(egw_client_recv_open(c, 10, 1, 0, 1, 0, 4) >= 0);
 	egw_client_detach(c);
 	shim_stop(&f);
 }
@@ -648,12 +649,12 @@ test_client_killed(void)
 
 		if (shim_attach(&f, "lang0", 0, &c) != 0)
 			_exit(1);
-		s = egw_client_recv_open(c, SHIM_STALL | 640, 0, 0, 1, 0, 1);
+		s = egw_client_recv_open(c, SHIM_STALL | 640, 1, 0, 1, 0, 1);
 		if (s < 0 || !wait_event(c, (uint32_t)s,
 					 EGW_CLIENT_WAITING_FOR_INPUT, MS,
 					 &ev))
 			_exit(1);
-		s = egw_client_recv_open(c, 641, 0, 0, 1, 0, 1);
+		s = egw_client_recv_open(c, 641, 1, 0, 1, 0, 1);
 		if (s < 0 || !wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS,
 					 MS, &ev))
 			_exit(1);
@@ -707,7 +708,7 @@ test_scripted_failures(void)
 
 	CU_ASSERT_FATAL(shim_start(&f, lang_args) == 0);
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
-	s = egw_client_recv_open(c, lang, 0, 0, 1, 0, 1);
+	s = egw_client_recv_open(c, lang, 1, 0, 1, 0, 1);
 	CU_ASSERT_FATAL(s >= 0);
 	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
 			     &ev));
@@ -720,7 +721,7 @@ test_scripted_failures(void)
 	CU_ASSERT(strcmp(egw_client_strerror(ev.result), "timeout: round") ==
 		  0);
 	/* a plain errno the node may end a room with */
-	s = egw_client_recv_open(c, lang, 0, 0, 1, 0, 2);
+	s = egw_client_recv_open(c, lang, 1, 0, 1, 0, 2);
 	CU_ASSERT_FATAL(s >= 0);
 	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_WAITING_FOR_INPUT, MS,
 			     &ev));
@@ -795,7 +796,7 @@ test_published_stats(void)
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
 	CU_ASSERT(stats_until(c, free_is, 768, &st) && st.pool_blocks == 768);
 	/* 1000 tokens: 8 blocks are the client's until RELEASE */
-	s = egw_client_recv_open(c, 1000, 0, 0, 1, 0, 1);
+	s = egw_client_recv_open(c, 1000, 1, 0, 1, 0, 1);
 	CU_ASSERT_FATAL(s >= 0);
 	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
 				   &ev));
@@ -835,7 +836,7 @@ test_content_keys(void)
 	CU_ASSERT(wait_event(c, 0, -1, MS, &ev) &&
 		  ev.op == EGW_CLIENT_LOOKUP && ev.tag == 1 &&
 		  ev.result == EGW_CLIENT_LOOKUP_NONE);
-	s = egw_client_recv_open_ex(c, first, 0, 0, 1, 0, 0, key, 2);
+	s = egw_client_recv_open_ex(c, first, 1, 0, 1, 0, 0, key, 2);
 	CU_ASSERT_FATAL(s >= 0);
 	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
 				   &ev));
@@ -848,7 +849,7 @@ test_content_keys(void)
 	CU_ASSERT(wait_event(c, 0, -1, MS, &ev) && ev.tag == 4 &&
 		  ev.result == EGW_CLIENT_LOOKUP_LANDED);
 	/* another room, the same content: the first room's bytes, at once */
-	s2 = egw_client_recv_open_ex(c, second, 0, 0, 1, 0, 0, key, 5);
+	s2 = egw_client_recv_open_ex(c, second, 1, 0, 1, 0, 0, key, 5);
 	CU_ASSERT_FATAL(s2 >= 0);
 	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s2, EGW_CLIENT_SUCCESS, MS,
 				   &ev));
@@ -878,7 +879,7 @@ test_pool_read_only(void)
 	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
 	CU_ASSERT_FATAL(shim_attach(&f, "lang0", 0, &c) == 0);
 	CU_ASSERT(egw_client_geometry(c)->flags & EGW_CLIENT_G_POOL_RDONLY);
-	s = egw_client_recv_open(c, 777, 0, 0, 1, 0, 1);
+	s = egw_client_recv_open(c, 777, 1, 0, 1, 0, 1);
 	CU_ASSERT_FATAL(s >= 0);
 	CU_ASSERT_FATAL(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS,
 				   &ev));

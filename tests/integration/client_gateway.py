@@ -35,7 +35,7 @@ def main():
     path, port, stopped = sys.argv[1:4]
     c = embgw.Client(path, port, name="client-gateway")
     fd = c.fileno()
-    room = c.recv_room(7 << 32 | 100, peer=0)
+    room = c.recv_room(7 << 32 | 100, peer=1)
     woke = taken = 0
     # the open's completion (Bootstrapping) wakes the descriptor, unless
     # it came before arm() looked
@@ -88,7 +88,7 @@ def main():
         return 1
     t0 = time.monotonic()
     c.reconnect(timeout_s=60)
-    again = c.recv_room(8 << 32 | 100, peer=0)
+    again = c.recv_room(8 << 32 | 100, peer=1)
     # commands are taken in order: once the NOP is answered, so is the open
     nop = c.nop()
     ok = nop == 0 and not again.refusals and again.state != KVPoll.Failed

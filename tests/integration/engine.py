@@ -128,7 +128,7 @@ def misuse(c, room, rank, nranks, aux_only):
     (-EEXIST; a field out of range never leaves lib/client, which checks
     every command with the gateway's own rules). @return how many
     commands were refused as doc/client.md says."""
-    twice = c.recv_room(room, peer=0, rank=rank, nranks=nranks,
+    twice = c.recv_room(room, peer=1, rank=rank, nranks=nranks,
                         aux_only=aux_only)
     twice.wait(embgw.KVPoll.Success, DEADLINE_S)
     got = [res for _, res in twice.refusals]
@@ -149,7 +149,7 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
              lookup=False, peers=None):
     """origins: per room, the room whose data it holds (keyed rooms:
     content keys name the data); None: unkeyed rooms. peers: per room,
-    the encode peer it comes from (a name); None: the port's first."""
+    the encode peer it comes from (a name); None: the port's first (id 1)."""
     hidden = c.geometry["hidden_size"]
     keys = ([content_of(o) for o in origins] if origins is not None
             else [None] * len(rooms))
@@ -162,7 +162,7 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
         for rid, o, k in zip(rooms, origins, keys):
             if o != rid and c.lookup(k) != embgw.LOOKUP_LANDED:
                 lookups_bad += 1
-    peers = peers or [0] * len(rooms)
+    peers = peers or [1] * len(rooms)
     opened = [(rid, c.recv_room(rid, peer=p, rank=rank, nranks=nranks,
                                 aux_only=aux_only, attempt=attempt,
                                 content=k))
@@ -313,7 +313,7 @@ def bench_language(c, nrooms, length, window):
 
     t0, cpu0 = time.time(), time.process_time()
     ok, failed = bench_loop(c, nrooms, window,
-                            lambda rid: c.recv_room(rid, peer=0), step)
+                            lambda rid: c.recv_room(rid, peer=1), step)
     t1, cpu = time.time(), time.process_time() - cpu0 - verify_cpu[0]
     print("engine-language: rank=0 rooms=%d ok=%d bad=%d failed=%d t0=%.6f "
           "t1=%.6f cpu_ms=%.3f copy_ms=%.3f"

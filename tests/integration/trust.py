@@ -109,7 +109,7 @@ def readonly(a):
 
 def lost(a):
     c = embgw.Client(a.socket, "p0", name="stopped")
-    r = c.recv_room(a.room, peer=0)
+    r = c.recv_room(a.room, peer=1)
     if r.wait(embgw.KVPoll.Success, 60) != embgw.KVPoll.Success:
         print("trust-lost: room did not land: %r" % r, flush=True)
         return 1

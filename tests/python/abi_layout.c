@@ -35,7 +35,8 @@ geometry(void)
 	F(egw_client_geometry, dtype_bytes); F(egw_client_geometry, aux_bytes);
 	F(egw_client_geometry, mrope); F(egw_client_geometry, max_runs);
 	F(egw_client_geometry, max_total_tokens);
-	F(egw_client_geometry, lease_ms); F(egw_client_geometry, npeers);
+	F(egw_client_geometry, lease_ms);
+	F(egw_client_geometry, max_peers);
 	F(egw_client_geometry, nslots); F(egw_client_geometry, sq_entries);
 	F(egw_client_geometry, cq_entries); F(egw_client_geometry, reserved);
 	F(egw_client_geometry, pool_bytes);
@@ -79,6 +80,10 @@ aux_stats(void)
 	F(egw_client_stats, cache_hits); F(egw_client_stats, cache_misses);
 	F(egw_client_stats, cache_shared);
 	F(egw_client_stats, cache_evictions);
+	S(egw_client_peer);
+	F(egw_client_peer, id);
+	F(egw_client_peer, flags);
+	F(egw_client_peer, name);
 }
 
 int

@@ -23,6 +23,7 @@ STRUCTS = {
     "egw_client_run": _lib.Run,
     "egw_client_aux": _lib.Aux,
     "egw_client_stats": _lib.Stats,
+    "egw_client_peer": _lib.Peer,
 }
 
 

@@ -46,12 +46,16 @@ def test_attach_geometry(fake_gateway):
         assert c.dtype_name == "fp16" and c.torch_dtype == torch.float16
         assert c.hidden_size == 96 and c.block_tokens == 128
         assert c.language and not c.encode and c.wakeup
-        assert c.peers == ["encA", "encB"]
+        assert [(p.id, p.name, p.ready, p.leaving) for p in c.peers()] \
+            == [(1, "encA", True, False), (2, "encB", True, False)]
+        assert c.peer_id("encB") == 2
         assert c.pool["embedding"].shape == (128 * 1024, 96)
         assert c.nop() == 0
         fake.expect("name pytest")
-        with pytest.raises(ValueError, match="no peer"):
-            c.recv_room(5, peer="encC")
+        with pytest.raises(ValueError, match="no peer 'encC'"):
+            c.peer_id("encC")
+        with pytest.raises(ValueError, match="name the peer.*encA \\(id 1\\)"):
+            c.recv_room(5)
         with pytest.raises(OSError) as e:
             c.send_room(5, 10)
         assert e.value.errno == errno.EOPNOTSUPP
@@ -62,15 +66,58 @@ def test_refusals(fake_gateway):
     fake = fake_gateway()
     with pytest.raises(FileNotFoundError, match="no port 'nope'"):
         embgw.Client(fake.path, "nope")
-    v2 = fake_gateway("--speak-version", 3)
+    # a gateway of the release before: the client's version and its own
+    v2 = fake_gateway("--speak-version", 2)
     with pytest.raises(OSError) as e:
         embgw.Client(v2.path, "lang0")
     assert e.value.errno == errno.EPROTONOSUPPORT
-    assert "version 2" in str(e.value) and "version 3" in str(e.value)
+    assert "version 3" in str(e.value) and "version 2" in str(e.value)
     other = fake_gateway("--allow-uid", os.getuid() + 1)
     with pytest.raises(PermissionError, match="uid %d may not attach"
                        % os.getuid()):
         embgw.Client(other.path, "lang0")
+
+
+def test_peers_come_and_go(fake_gateway):
+    fake = fake_gateway("--peers", "encA", "--peer-wait-ms", 5000)
+    with embgw.Client(fake.path, "lang0") as c:
+        gen = c.peers_generation
+        # a room for a peer not listed yet waits for it (Bootstrapping),
+        # and is served once it joins
+        rid = 1 << 24 | 300
+        room = c.recv_room(rid, peer="enc-3")
+        assert room.poll() == KVPoll.Bootstrapping
+        fake.say("peer-add enc-3")
+        fake.expect("peer enc-3 joined as id 2")
+        peers = c.wait_peers(gen, timeout_s=5)
+        assert [(p.id, p.name) for p in peers] == [(1, "encA"), (2, "enc-3")]
+        assert c.peers_generation > gen
+        assert room.wait(KVPoll.Success) == KVPoll.Success
+        assert room.total_tokens == 300
+        room.release()
+        # a peer removed: its id fails a room at once, naming it; its name
+        # is waited for again
+        gen = c.peers_generation
+        fake.say("peer-remove enc-3")
+        assert [p.name for p in c.wait_peers(gen, timeout_s=5)] == ["encA"]
+        gone = c.recv_room(2 << 24 | 10, peer=2)
+        assert gone.wait(KVPoll.Success) == KVPoll.Failed
+        assert gone.result == -1026
+        assert gone.reason == "peer removed: peer id 2"
+        with pytest.raises(ValueError, match="no peer 2"):
+            c.peer_id(2)
+
+
+def test_unknown_peer_fails_at_the_deadline(fake_gateway):
+    fake = fake_gateway("--peers", "encA", "--peer-wait-ms", 100)
+    with embgw.Client(fake.path, "lang0") as c:
+        room = c.recv_room(3 << 24 | 10, peer="ghost")
+        assert room.wait(KVPoll.Success) == KVPoll.Failed
+        assert room.result == -1022
+        assert room.reason == "unknown peer: peer 'ghost'"
+        # the port's only peer needs no name
+        ok = c.recv_room(4 << 24 | 10)
+        assert ok.wait(KVPoll.Success) == KVPoll.Success
 
 
 @pytest.mark.parametrize("dtype", DTYPE_BYTES)

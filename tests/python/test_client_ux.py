@@ -221,7 +221,7 @@ def test_reconnect_after_restart(fake_gateway):
     c.reconnect(timeout_s=10)
     assert old.state == KVPoll.Failed and old.ended
     assert "reconnect" in old.reason or "went away" in old.reason
-    assert c.peers == ["encB"] and c.hidden_size == 32
+    assert [p.name for p in c.peers()] == ["encB"] and c.hidden_size == 32
     assert c.nop() == 0
     room = c.recv_room(PAT_STALL | 4, peer="encB")
     assert room.wait(KVPoll.WaitingForInput) == KVPoll.WaitingForInput
@@ -309,12 +309,14 @@ def test_roles_and_peers(fake_gateway):
         with pytest.raises(ValueError, match="port lang0 is a language port"):
             EmbeddingSender(l, 5).init(10)
         with pytest.raises(ValueError,
-                           match=r"no peer 'encC'.*\['encA', 'encB'\]"):
-            l.recv_room(5, peer="encC")
-        with pytest.raises(ValueError, match=r"no peer 2.*index 0..1"):
-            l.recv_room(5, peer=2)
-        with pytest.raises(ValueError, match=r"no peer 'x'.*encA"):
-            EmbeddingReceiver(l, 5, peer="x").init()
+                           match=r"no peer 'encC'.*encA \(id 1\), encB"):
+            l.peer_id("encC")
+        with pytest.raises(ValueError, match=r"no peer 7.*encA \(id 1\)"):
+            EmbeddingReceiver(l, 5, peer=7).init()
+        with pytest.raises(ValueError, match=r"name or an id"):
+            l.recv_room(5, peer=0)
+        with pytest.raises(ValueError, match=r"name the peer"):
+            l.recv_room(5)
         for bad in (0, -3, 2.0, 1 << 64):
             with pytest.raises(ValueError, match="room must be"):
                 l.recv_room(bad)

@@ -207,7 +207,7 @@ def test_receiver_ranks_and_aux_only(fake_gateway):
     fake = fake_gateway("--run-blocks", 2)
     rid = 7 << 24 | 1000
     clients = [embgw.Client(fake.path, "lang0") for _ in range(3)]
-    conns = [EmbeddingReceiver(c, rid, peer=0, rank=i, nranks=3,
+    conns = [EmbeddingReceiver(c, rid, rank=i, nranks=3,
                                aux_only=i == 2)
              for i, c in enumerate(clients)]
     for r in conns:
@@ -250,10 +250,10 @@ def test_receiver_failures(fake_gateway):
         # bad arguments are the engine's own mistakes: raised at once
         with pytest.raises(ValueError, match="rank"):
             EmbeddingReceiver(c, 5, rank=2, nranks=2)
-        # an unknown peer is the engine's mistake too: init() names the
-        # port's peers
-        lost = EmbeddingReceiver(c, 62, peer="nobody")
-        with pytest.raises(ValueError, match=r"no peer 'nobody'.*\['enc0'\]"):
+        # an id the port does not list is the engine's mistake too: init()
+        # names the port's peers
+        lost = EmbeddingReceiver(c, 62, peer=5)
+        with pytest.raises(ValueError, match=r"no peer 5.*enc0 \(id 1\)"):
             lost.init()
 
 

@@ -27,13 +27,14 @@ static void
 area_make(struct area_buf *b, uint32_t sq, uint32_t cq, uint32_t nslots,
 	  uint32_t max_runs)
 {
-	b->bytes = egw_attach_area_bytes(sq, cq, nslots, max_runs);
+	b->bytes = egw_attach_area_bytes(sq, cq, nslots, max_runs, 4);
 	CU_ASSERT_FATAL(b->bytes > 0);
 	b->mem = aligned_alloc(4096, (b->bytes + 4095) & ~(size_t)4095);
 	CU_ASSERT_FATAL(b->mem != NULL);
 	memset(b->mem, 0, b->bytes);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(b->mem, sq, cq, nslots,
-						   max_runs), 0);
+						   max_runs, 4),
+			      0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&b->m, b->mem, b->bytes), 0);
 }
 
@@ -49,7 +50,7 @@ test_layout_is_the_documented_one(void)
 	CU_ASSERT_EQUAL(egw_attach_slot_bytes(32), 320);
 	area_make(&b, 256, 512, 64, 32);
 	a = b.mem;
-	CU_ASSERT_EQUAL(b.bytes, 4096 + (256 + 512) * 64 + 64 * 320);
+	CU_ASSERT_EQUAL(b.bytes, 4096 + (256 + 512) * 64 + 64 * 320 + 4 * 48);
 	CU_ASSERT_EQUAL(a->magic, EGW_ATTACH_MAGIC);
 	CU_ASSERT_EQUAL(memcmp(&a->magic, "EGWC", 4), 0);
 	CU_ASSERT_EQUAL(a->sq.offset, 4096);
@@ -60,6 +61,11 @@ test_layout_is_the_documented_one(void)
 	CU_ASSERT_PTR_EQUAL(egw_attach_slot_at(&b.m, 63),
 			    (uint8_t *)a + a->slots_offset + 63 * 320);
 	CU_ASSERT_PTR_NULL(egw_attach_slot_at(&b.m, 64));
+	/* the peer table follows the slots; its control words at 2048 */
+	CU_ASSERT_EQUAL(a->peers_offset, 4096 + 768 * 64 + 64 * 320);
+	CU_ASSERT_EQUAL(a->max_peers, 4);
+	CU_ASSERT_PTR_EQUAL(b.m.peers, (uint8_t *)a + a->peers_offset);
+	CU_ASSERT_PTR_EQUAL(egw_attach_peers_of(a), (uint8_t *)a + 2048);
 	free(b.mem);
 }
 
@@ -69,13 +75,14 @@ test_bad_counts_and_headers_refused(void)
 	struct area_buf b;
 	struct egw_attach_area *a, save;
 
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(0, 8, 1, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 12, 1, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 0, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 0), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(131072, 8, 1, 1), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 4097), 0);
-	CU_ASSERT_EQUAL(egw_attach_area_init(NULL, 8, 8, 1, 1), -EINVAL);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(0, 8, 1, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 12, 1, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 0, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 0, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(131072, 8, 1, 1, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 4097, 0), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_bytes(8, 8, 1, 1, 4097), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_init(NULL, 8, 8, 1, 1, 0), -EINVAL);
 
 	area_make(&b, 8, 8, 4, 4);
 	a = b.mem;
@@ -263,8 +270,10 @@ test_two_threads_keep_order_and_content(void)
 }
 
 static const struct egw_attach_limits both = {
-	.nslots = 16, .max_total_tokens = 1u << 20, .npeers = 2,
-	.encode = true, .language = true,
+	.nslots = 16,
+	.max_total_tokens = 1u << 20,
+	.encode = true,
+	.language = true,
 };
 
 static struct egw_attach_cmd
@@ -284,7 +293,7 @@ op(uint8_t o)
 	case EGW_OP_RECV_OPEN:
 		c.nranks = 2;
 		c.rank = 1;
-		c.peer = 1;
+		c.peer_id = 2;
 		break;
 	}
 	c.slot = 15;
@@ -306,7 +315,10 @@ test_command_fields_checked(void)
 
 	enc.language = false;
 	lang.encode = false;
-	for (uint8_t o = 0; o < EGW_OP_MAX; o++) {
+	/* a completion's op, never a command's */
+	c = op(EGW_OP_PEERS);
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EOPNOTSUPP);
+	for (uint8_t o = 0; o <= EGW_OP_LOOKUP; o++) {
 		c = op(o);
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
 		/* a content key: RECV_OPEN's and LOOKUP's field only */
@@ -397,11 +409,19 @@ test_command_fields_checked(void)
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 	c.nranks = 9;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	/* the peer by id or by name, never both nor neither */
 	c = op(EGW_OP_RECV_OPEN);
-	c.peer = 2;
-	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
+	c.peer_id = 0;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c.flags = EGW_CMDF_PEER_NAME;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), 0);
+	c.peer_id = 7;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 	c = op(EGW_OP_RECV_OPEN);
-	c.total_tokens = 5;
+	c.reserved0 = 1;
+	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
+	c = op(EGW_OP_RECV_OPEN);
+	c.mrope_delta = 5;
 	CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -EINVAL);
 
 	c = op(EGW_OP_RECV_OPEN);
@@ -418,7 +438,7 @@ test_command_fields_checked(void)
 		CU_ASSERT_EQUAL(egw_attach_cmd_check(&c, &both), -ERANGE);
 	}
 	/* slot-naming ops carry nothing else */
-	for (uint8_t o = EGW_OP_SEND_COMMIT; o < EGW_OP_MAX; o++) {
+	for (uint8_t o = EGW_OP_SEND_COMMIT; o <= EGW_OP_LOOKUP; o++) {
 		if (o == EGW_OP_RECV_OPEN)
 			continue;
 		c = op(o);
@@ -481,9 +501,17 @@ test_hello_checked_with_reasons(void)
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
 			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 7"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 3"));
+	/* an attach version 2 client hears why, in words */
+	h.version = 2;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
+			-EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "version 2"));
 	h = hello();
-	h.flags = 2;
+	h.flags = EGW_HELLO_F_WAKEUP | EGW_HELLO_F_PEERS;
+	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)),
+			0);
+	h.flags = 4;
 	CU_ASSERT_EQUAL(egw_attach_hello_check(&h, sizeof(h), why, sizeof(why)), -EINVAL);
 	h = hello();
 	h.reserved[39] = 1;
@@ -582,21 +610,106 @@ test_peer_supplementary_group_allowed(void)
 	}
 }
 
+/* A command and its name entry: both or nothing, one tail store. */
+static void
+test_two_entries_published_together(void)
+{
+	struct area_buf b;
+	struct egw_attach_cmd two[2], out;
+	struct egw_attach_cmd_name n;
+	uint32_t tail;
+
+	area_make(&b, 4, 4, 1, 1);
+	memset(two, 0, sizeof(two));
+	two[0].op = EGW_OP_RECV_OPEN;
+	snprintf((char *)&two[1], EGW_ATTACH_NAME_LEN, "enc-3");
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &two[0]), 0);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &two[0]), 0);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&b.m.sq, &two[0]), 0);
+	tail = b.m.sq.ctl->tail;
+	CU_ASSERT_EQUAL(egw_attach_ring_putn(&b.m.sq, two, 2), -ENOBUFS);
+	CU_ASSERT_EQUAL(b.m.sq.ctl->tail, tail);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 1);
+	/* across the ring's end */
+	CU_ASSERT_EQUAL(egw_attach_ring_putn(&b.m.sq, two, 2), 0);
+	CU_ASSERT_EQUAL(b.m.sq.ctl->tail, tail + 2);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &out), 1);
+	CU_ASSERT_EQUAL(out.op, EGW_OP_RECV_OPEN);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&b.m.sq, &n), 1);
+	CU_ASSERT_STRING_EQUAL(n.name, "enc-3");
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), 0);
+	n.reserved[0] = 1;
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL);
+	memset(&n, 0, sizeof(n));
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL); /* empty */
+	snprintf(n.name, sizeof(n.name), "a");
+	n.name[5] = 'x'; /* bytes after the NUL */
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL);
+	memset(n.name, 'a', sizeof(n.name)); /* no NUL */
+	CU_ASSERT_EQUAL(egw_attach_name_check(&n), -EINVAL);
+	free(b.mem);
+}
+
+/* The peer table: what the gateway writes is what a client reads, a
+ * count beyond the table is impossible, a write in progress says so. */
+static void
+test_peer_table_written_and_read(void)
+{
+	struct area_buf b;
+	struct egw_attach_peer_rec in[5], out[4];
+	uint64_t gen = 0;
+
+	area_make(&b, 4, 4, 1, 1); /* 4 records */
+	memset(in, 0, sizeof(in));
+	for (uint32_t i = 0; i < 5; i++) {
+		in[i].id = 10 + i;
+		snprintf(in[i].name, sizeof(in[i].name), "p%u", i);
+	}
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 4, &gen), 0);
+	CU_ASSERT_EQUAL(gen, 0);
+	CU_ASSERT_EQUAL(egw_attach_peers_write(&b.m, in, 5, 1), -E2BIG);
+	CU_ASSERT_EQUAL(egw_attach_peers_write(&b.m, in, 3, 7), 0);
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 2, &gen), 3);
+	CU_ASSERT_EQUAL(gen, 7);
+	CU_ASSERT(out[0].id == 10 && out[1].id == 11);
+	CU_ASSERT_STRING_EQUAL(out[1].name, "p1");
+	CU_ASSERT_EQUAL(egw_attach_peers_of(b.mem)->seq % 2, 0);
+	egw_attach_peers_of(b.mem)->count = 5;
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 4, &gen), -EBADMSG);
+	egw_attach_peers_of(b.mem)->seq |= 1;
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&b.m, out, 4, &gen), -EAGAIN);
+	free(b.mem);
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
-		{ "layout_is_the_documented_one", test_layout_is_the_documented_one },
-		{ "bad_counts_and_headers_refused", test_bad_counts_and_headers_refused },
+		{ "layout_is_the_documented_one",
+		  test_layout_is_the_documented_one },
+		{ "bad_counts_and_headers_refused",
+		  test_bad_counts_and_headers_refused },
 		{ "ring_fifo_full_and_empty", test_ring_fifo_full_and_empty },
-		{ "ring_indices_wrap_at_32_bits", test_ring_indices_wrap_at_32_bits },
-		{ "hostile_indices_reported_not_used", test_hostile_indices_reported_not_used },
-		{ "rewritten_header_cannot_move_writes", test_rewritten_header_cannot_move_writes },
-		{ "two_threads_keep_order_and_content", test_two_threads_keep_order_and_content },
+		{ "ring_indices_wrap_at_32_bits",
+		  test_ring_indices_wrap_at_32_bits },
+		{ "hostile_indices_reported_not_used",
+		  test_hostile_indices_reported_not_used },
+		{ "rewritten_header_cannot_move_writes",
+		  test_rewritten_header_cannot_move_writes },
+		{ "two_threads_keep_order_and_content",
+		  test_two_threads_keep_order_and_content },
 		{ "command_fields_checked", test_command_fields_checked },
-		{ "hello_checked_with_reasons", test_hello_checked_with_reasons },
-		{ "attempt_room_ids_are_the_documented_ones", test_attempt_room_ids_are_the_documented_ones },
-		{ "peer_supplementary_group_allowed", test_peer_supplementary_group_allowed },
+		{ "hello_checked_with_reasons",
+		  test_hello_checked_with_reasons },
+		{ "attempt_room_ids_are_the_documented_ones",
+		  test_attempt_room_ids_are_the_documented_ones },
+		{ "peer_supplementary_group_allowed",
+		  test_peer_supplementary_group_allowed },
+		{ "two_entries_published_together",
+		  test_two_entries_published_together },
+		{ "peer_table_written_and_read",
+		  test_peer_table_written_and_read },
 		{ NULL, NULL },
 	};
 

@@ -17,6 +17,7 @@
 struct fake {
 	int enospc_left;           /* send_open: -ENOSPC this many times */
 	int commit_rc, recv_open_rc;
+	uint32_t last_peer_slot;   /* recv_open: the node slot it was given */
 	uint32_t runs_per_open;    /* send_open answers this many runs */
 	uint32_t next_block;
 	uint64_t blocks_out;       /* given by send_open, not yet freed */
@@ -125,12 +126,15 @@ f_send_abort(void *ctx, uint64_t room, bool committed,
 
 static int
 f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
-	    uint16_t peer, bool aux_only)
+	    uint32_t peer, bool aux_only)
 {
 	struct fake *f = ctx;
 
-	(void)rank; (void)nranks; (void)peer; (void)aux_only;
+	(void)rank;
+	(void)nranks;
+	(void)aux_only;
 	f->recv_opens++;
+	f->last_peer_slot = peer;
 	f->last_room = room;
 	if (f->recv_open_rc == 0 && !f_table_take(f, room))
 		return -EGW_E_NO_SLOT;
@@ -248,6 +252,11 @@ struct world {
 	uint64_t now;
 };
 
+static const struct egw_engines_peer w_two_peers[] = {
+	{ .id = 1, .slot = 0, .name = "enc-0", .ready = true },
+	{ .id = 2, .slot = 1, .name = "enc-1", .ready = true },
+};
+
 static uint32_t w_max_waiting; /* the next w_init's max_waiting */
 /* the next w_init's content cache: entries, blocks kept unheld */
 static uint32_t w_cache_entries, w_cache_blocks;
@@ -264,7 +273,8 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 		.max_clients = 4,
 		.max_rooms = max_rooms,
 		.max_total_tokens = 1u << 20,
-		.npeers = 2,
+		.max_peers = 8,
+		.peer_wait_ns = 50 * MS,
 		.encode = true,
 		.language = true,
 		.alloc_ns = 100 * MS,
@@ -285,14 +295,19 @@ w_init(struct world *w, uint32_t cq_entries, uint32_t max_rooms)
 	c.ctx = &w->f;
 	CU_ASSERT_EQUAL_FATAL(egw_engines_create(&c, &w->srv), 0);
 	w->f.srv = w->srv;
-	w->bytes = egw_attach_area_bytes(16, cq_entries, 8, 4);
+	w->bytes = egw_attach_area_bytes(16, cq_entries, 8, 4, 8);
 	w->area = calloc(1, w->bytes);
 	CU_ASSERT_FATAL(w->area != NULL);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_area_init(w->area, 16, cq_entries, 8,
-						   4), 0);
+						   4, 8),
+			      0);
 	CU_ASSERT_EQUAL_FATAL(egw_attach_map_init(&w->m, w->area, w->bytes), 0);
 	w->cid = egw_engines_add(w->srv, w->area, w->bytes, 0);
 	CU_ASSERT_EQUAL_FATAL(w->cid, 0);
+	/* two static peers, as a configuration names them: ids 1 and 2 in
+	 * the node's slots 0 and 1 */
+	CU_ASSERT_EQUAL_FATAL(egw_engines_peers_set(w->srv, w_two_peers, 2, 0),
+			      0);
 }
 
 static void
@@ -354,7 +369,7 @@ recv_open(uint64_t room, uint32_t slot, uint16_t rank)
 	c.room = room;
 	c.rank = rank;
 	c.nranks = 2;
-	c.peer = 1;
+	c.peer_id = 2;
 	c.slot = slot;
 	return c;
 }
@@ -791,9 +806,14 @@ test_broken_ring_or_silent_client_is_lost(void)
 {
 	struct world w;
 	struct egw_engines_conf c = {
-		.max_clients = 2, .max_rooms = 8, .max_total_tokens = 1000,
-		.npeers = 1, .encode = true, .language = true,
-		.alloc_ns = MS, .lease_ns = 50 * MS, .budget = 8,
+		.max_clients = 2,
+		.max_rooms = 8,
+		.max_total_tokens = 1000,
+		.encode = true,
+		.language = true,
+		.alloc_ns = MS,
+		.lease_ns = 50 * MS,
+		.budget = 8,
 		.ops = &fake_ops,
 	};
 	struct egw_attach_area *a;
@@ -824,9 +844,9 @@ test_broken_ring_or_silent_client_is_lost(void)
 	c.ctx = &w.f;
 	w.f.runs_per_open = 1;
 	CU_ASSERT_EQUAL_FATAL(egw_engines_create(&c, &w.srv), 0);
-	w.bytes = egw_attach_area_bytes(8, 8, 2, 2);
+	w.bytes = egw_attach_area_bytes(8, 8, 2, 2, 0);
 	w.area = calloc(1, w.bytes);
-	CU_ASSERT_EQUAL(egw_attach_area_init(w.area, 8, 8, 2, 2), 0);
+	CU_ASSERT_EQUAL(egw_attach_area_init(w.area, 8, 8, 2, 2, 0), 0);
 	CU_ASSERT_EQUAL(egw_attach_map_init(&w.m, w.area, w.bytes), 0);
 	CU_ASSERT_EQUAL(egw_engines_add(w.srv, w.area, w.bytes, 0), 0);
 	a = w.area;
@@ -1609,6 +1629,297 @@ test_wait_past_admit_ms_fails_no_slot_saying_how_long(void)
 	w_fini(&w);
 }
 
+/* ---- the port's peers
+ * ---------------------------------------------------------- */
+
+/* A RECV_OPEN that names its peer by name: the command and its name entry,
+ * published together as a client does. */
+static void
+w_cmd_named(struct world *w, uint64_t room, uint32_t slot, const char *name)
+{
+	struct egw_attach_cmd two[2];
+
+	two[0] = recv_open(room, slot, 0);
+	two[0].peer_id = 0;
+	two[0].flags = EGW_CMDF_PEER_NAME;
+	memset(&two[1], 0, sizeof(two[1]));
+	snprintf((char *)&two[1], EGW_ATTACH_NAME_LEN, "%s", name);
+	CU_ASSERT_EQUAL(egw_attach_ring_putn(&w->m.sq, two, 2), 0);
+	egw_engines_poll(w->srv, w->now);
+}
+
+static int
+w_peers(struct world *w, struct egw_attach_peer_rec *out, uint64_t *gen)
+{
+	return egw_attach_peers_read(&w->m, out, 8, gen);
+}
+
+static void
+test_peer_list_published_with_a_generation(void)
+{
+	struct world w;
+	struct egw_attach_peer_rec r[8];
+	struct egw_engines_peer p[3];
+	uint64_t gen = 0;
+
+	w_init(&w, 64, 16);
+	CU_ASSERT_EQUAL(w_peers(&w, r, &gen), 2);
+	CU_ASSERT_EQUAL(gen, 1);
+	CU_ASSERT_EQUAL(egw_engines_peers_gen(w.srv), 1);
+	CU_ASSERT(r[0].id == 1 && r[1].id == 2);
+	CU_ASSERT_STRING_EQUAL(r[1].name, "enc-1");
+	CU_ASSERT_EQUAL(r[0].flags, EGW_PEER_F_READY);
+	/* the same list again changes nothing */
+	memcpy(p, w_two_peers, sizeof(w_two_peers));
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 2, w.now), 0);
+	CU_ASSERT_EQUAL(egw_engines_peers_gen(w.srv), 1);
+	/* in any order; a readiness change is a change; ids come sorted */
+	p[2] = p[0];
+	p[0] = (struct egw_engines_peer){ .id = 9, .slot = 2, .name = "enc-9" };
+	p[2].ready = false;
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 3, w.now), 0);
+	CU_ASSERT_EQUAL(w_peers(&w, r, &gen), 3);
+	CU_ASSERT_EQUAL(gen, 2);
+	CU_ASSERT(r[0].id == 1 && r[1].id == 2 && r[2].id == 9);
+	CU_ASSERT_EQUAL(r[0].flags, 0);
+	/* bad lists change nothing */
+	p[1].id = 9;
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 3, w.now), -EINVAL);
+	p[1].id = 0;
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 3, w.now), -EINVAL);
+	p[1].id = 2;
+	p[1].name[0] = '\0';
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 3, w.now), -EINVAL);
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 9, w.now), -E2BIG);
+	CU_ASSERT_EQUAL(egw_engines_peers_gen(w.srv), 2);
+	/* a reader that meets the gateway writing is told to read again */
+	egw_attach_peers_of(w.area)->seq++;
+	CU_ASSERT_EQUAL(w_peers(&w, r, &gen), -EAGAIN);
+	egw_attach_peers_of(w.area)->seq++;
+	CU_ASSERT_EQUAL(w_peers(&w, r, &gen), 3);
+	/* no completion for a client that did not ask */
+	CU_ASSERT(w_cq_empty(&w));
+	w_fini(&w);
+}
+
+static void
+test_peer_change_posted_to_clients_that_asked(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_map m2;
+	size_t bytes = egw_attach_area_bytes(16, 64, 8, 4, 8);
+	void *area2 = calloc(1, bytes);
+	struct egw_engines_peer p = { .id = 3, .slot = 2, .name = "enc-3" };
+	struct egw_attach_peer_rec r[8];
+	uint64_t gen;
+
+	w_init(&w, 64, 16);
+	CU_ASSERT_FATAL(area2 != NULL);
+	CU_ASSERT_EQUAL(egw_attach_area_init(area2, 16, 64, 8, 4, 8), 0);
+	((struct egw_attach_area *)area2)->events = EGW_AREA_EV_PEERS;
+	CU_ASSERT_EQUAL(egw_attach_map_init(&m2, area2, bytes), 0);
+	CU_ASSERT_EQUAL(egw_engines_add(w.srv, area2, bytes, w.now), 1);
+	/* a client added later finds the list at once, and hears of it */
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&m2, r, 8, &gen), 2);
+	CU_ASSERT_EQUAL(gen, 1);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&m2.cq, &e), 1);
+	CU_ASSERT(e.op == EGW_OP_PEERS && e.room == 1 && e.tag == 0 &&
+		  e.result == 0 && e.total_tokens == 2);
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, &p, 1, w.now), 0);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&m2.cq, &e), 1);
+	CU_ASSERT(e.op == EGW_OP_PEERS && e.room == 2 && e.total_tokens == 1);
+	CU_ASSERT_EQUAL(egw_attach_peers_read(&m2, r, 8, &gen), 1);
+	CU_ASSERT(gen == 2 && r[0].id == 3);
+	CU_ASSERT_EQUAL(egw_attach_ring_get(&m2.cq, &e), 0);
+	CU_ASSERT(w_cq_empty(&w));
+	egw_engines_remove(w.srv, 1, w.now);
+	w_fini(&w);
+	free(area2);
+}
+
+static void
+test_room_names_its_peer_by_id(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_cmd c;
+	struct egw_engines_peer p[2];
+
+	w_init(&w, 64, 16);
+	/* id 2 is the peer in the node's slot 1 */
+	w_cmd(&w, recv_open(10, 0, 0));
+	e = w_cqe(&w);
+	CU_ASSERT_EQUAL(e.state, EGW_ATTACH_STATE_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w.f.last_peer_slot, 1);
+	/* an id never listed: unknown peer, at once */
+	c = recv_open(11, 1, 0);
+	c.peer_id = 77;
+	w_cmd(&w, c);
+	e = w_cqe(&w);
+	CU_ASSERT(e.state == EGW_ATTACH_STATE_FAILED &&
+		  e.result == -EGW_E_UNKNOWN_PEER && e.flags == 0);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->error,
+			-EGW_E_UNKNOWN_PEER);
+	/* peer 2 leaves, then is gone; peer 1 moves to another slot: an id
+	 * once listed fails as removed, never reaches another peer */
+	memcpy(p, w_two_peers, sizeof(p));
+	p[1].leaving = true;
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 2, w.now), 0);
+	w_cmd(&w, recv_open(12, 2, 0));
+	e = w_cqe(&w);
+	CU_ASSERT(e.state == EGW_ATTACH_STATE_FAILED &&
+		  e.result == -EGW_E_PEER_REMOVED);
+	p[0].slot = 1;
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 1, w.now), 0);
+	w_cmd(&w, recv_open(13, 2, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EGW_E_PEER_REMOVED);
+	c = recv_open(14, 3, 0);
+	c.peer_id = 1;
+	w_cmd(&w, c);
+	CU_ASSERT_EQUAL(w_cqe(&w).state, EGW_ATTACH_STATE_BOOTSTRAPPING);
+	CU_ASSERT_EQUAL(w.f.last_peer_slot, 1);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 2);
+	w_fini(&w);
+}
+
+static void
+test_room_names_its_peer_by_name(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_attach_cmd two[2];
+	struct egw_engines_stats st;
+
+	w_init(&w, 64, 16);
+	w_cmd_named(&w, 20, 0, "enc-0");
+	e = w_cqe(&w);
+	CU_ASSERT(e.state == EGW_ATTACH_STATE_BOOTSTRAPPING && e.result == 0);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
+	CU_ASSERT_EQUAL(w.f.last_peer_slot, 0);
+	/* a name that is not one: the command is refused */
+	two[0] = recv_open(21, 1, 0);
+	two[0].peer_id = 0;
+	two[0].flags = EGW_CMDF_PEER_NAME;
+	memset(&two[1], 'x', sizeof(two[1])); /* no NUL */
+	CU_ASSERT_EQUAL(egw_attach_ring_putn(&w.m.sq, two, 2), 0);
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EINVAL);
+	/* the command alone, its name entry missing: refused, the ring in
+	 * step (the next command is read as one) */
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&w.m.sq, &two[0]), 0);
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w_cqe(&w).result, -EINVAL);
+	w_cmd(&w, on_slot(EGW_OP_NOP, 0, 0));
+	CU_ASSERT_EQUAL(w_cqe(&w).op, EGW_OP_NOP);
+	egw_engines_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.refused_invalid, 2);
+	CU_ASSERT_EQUAL(st.peer_waits, 0);
+	w_fini(&w);
+}
+
+static void
+test_room_waits_for_a_peer_not_known_yet(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_engines_peer p[3];
+	struct egw_engines_stats st;
+
+	w_init(&w, 64, 16);
+	w_cmd_named(&w, 30, 0, "enc-3");
+	e = w_cqe(&w);
+	CU_ASSERT(e.state == EGW_ATTACH_STATE_BOOTSTRAPPING && e.result == 0 &&
+		  e.flags == EGW_CQEF_MORE);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 0);
+	egw_engines_stats(w.srv, &st);
+	CU_ASSERT_EQUAL(st.peer_waits, 1);
+	w.now += 40 * MS; /* within peer_wait_ns (50 ms) */
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT(w_cq_empty(&w));
+	/* the peer joins: the room goes to the node, to its slot */
+	memcpy(p, w_two_peers, sizeof(w_two_peers));
+	p[2] = (struct egw_engines_peer){ .id = 3, .slot = 5, .name = "enc-3" };
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 3, w.now), 0);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 1);
+	CU_ASSERT_EQUAL(w.f.last_room, 30);
+	CU_ASSERT_EQUAL(w.f.last_peer_slot, 5);
+	CU_ASSERT(w_cq_empty(&w)); /* Bootstrapping was said already */
+	w_fini(&w);
+}
+
+static void
+test_room_fails_at_its_deadline_naming_the_peer(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+	struct egw_engines_peer p[2];
+
+	w_init(&w, 64, 16);
+	w_cmd_named(&w, 40, 0, "enc-7");
+	(void)w_cqe(&w);
+	/* a leaving peer of that name does not count */
+	memcpy(p, w_two_peers, sizeof(p));
+	snprintf(p[1].name, sizeof(p[1].name), "enc-7");
+	p[1].leaving = true;
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, p, 2, w.now), 0);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 0);
+	w.now += 50 * MS;
+	egw_engines_poll(w.srv, w.now);
+	e = w_cqe(&w);
+	CU_ASSERT(e.room == 40 && e.state == EGW_ATTACH_STATE_FAILED &&
+		  e.result == -EGW_E_UNKNOWN_PEER && e.flags == 0);
+	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->error,
+			-EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_PTR_NOT_NULL(strstr(w.f.slot_note, "'enc-7'"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(w.f.slot_note, "room 40"));
+	CU_ASSERT_EQUAL(w.f.recv_opens, 0);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	/* a waiting room aborted, or its client gone, leaves nothing */
+	w_cmd_named(&w, 41, 1, "enc-8");
+	(void)w_cqe(&w);
+	w_cmd(&w, on_slot(EGW_OP_ABORT, 41, 1));
+	e = w_cqe(&w);
+	CU_ASSERT(e.op == EGW_OP_ABORT && e.state == EGW_ATTACH_STATE_FAILED);
+	w_cmd_named(&w, 42, 2, "enc-8");
+	(void)w_cqe(&w);
+	egw_engines_remove(w.srv, 0, w.now);
+	w.now += 100 * MS;
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(w.f.recv_opens, 0);
+	w_fini(&w);
+}
+
+static void
+test_queued_room_of_a_removed_peer_fails(void)
+{
+	struct world w;
+	struct egw_attach_cqe e;
+
+	w_init_slots(&w, 1, 8, 1000 * MS);
+	w_cmd(&w, recv_open(50, 0, 0));
+	(void)w_cqe(&w);
+	w_cmd(&w, recv_open(51, 1, 0)); /* waits for a table slot */
+	(void)w_cqe(&w);
+	CU_ASSERT_EQUAL(w.f.nopened, 1);
+	/* peer 2 removed: the queued room fails now; the opened one is the
+	 * node's to end (room_done) */
+	CU_ASSERT_EQUAL(egw_engines_peers_set(w.srv, w_two_peers, 1, w.now), 0);
+	e = w_cqe(&w);
+	CU_ASSERT(e.room == 51 && e.state == EGW_ATTACH_STATE_FAILED &&
+		  e.result == -EGW_E_PEER_REMOVED);
+	CU_ASSERT(w_cq_empty(&w));
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, 50, 0,
+					      EGW_E_PEER_REMOVED),
+			0);
+	e = w_cqe(&w);
+	CU_ASSERT(e.room == 50 && e.result == -EGW_E_PEER_REMOVED);
+	CU_ASSERT_EQUAL(w.f.nopened, 1);
+	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	w_fini(&w);
+}
+
 int
 main(void)
 {
@@ -1666,6 +1977,19 @@ main(void)
 		  test_wait_past_admit_ms_fails_no_slot_saying_how_long },
 		{ "lost_client_leaves_the_wait",
 		  test_lost_client_leaves_the_wait },
+		{ "peer_list_published_with_a_generation",
+		  test_peer_list_published_with_a_generation },
+		{ "peer_change_posted_to_clients_that_asked",
+		  test_peer_change_posted_to_clients_that_asked },
+		{ "room_names_its_peer_by_id", test_room_names_its_peer_by_id },
+		{ "room_names_its_peer_by_name",
+		  test_room_names_its_peer_by_name },
+		{ "room_waits_for_a_peer_not_known_yet",
+		  test_room_waits_for_a_peer_not_known_yet },
+		{ "room_fails_at_its_deadline_naming_the_peer",
+		  test_room_fails_at_its_deadline_naming_the_peer },
+		{ "queued_room_of_a_removed_peer_fails",
+		  test_queued_room_of_a_removed_peer_fails },
 		{ NULL, NULL },
 	};
 
