@@ -7,11 +7,11 @@
 # Debian's etcd on loopback (a free port, a temporary data directory);
 # one language gateway of cluster "bench" on a veth end of its own (no
 # gateway answers on the other end: the peers are records only), its
-# metrics on loopback. Once its own record is in etcd, a script
+# telemetry read by the script. Once its own record is in etcd, a script
 # (cluster_records.py) copies that record PEERS times as encode gateways
 # peer-0000.. under one lease, as fast as etcd takes the puts. Measured:
-#   ms       from the first put to the gateway listing every peer (the
-#            port's embgw_peer_registered samples on its metrics page)
+#   ms       from the first put to the gateway holding every peer
+#            (peers_held of its /embgw/cluster)
 #   bytes    its resident memory's growth per peer
 #   cpu      its worker's CPU (the port's lcore thread) in a 5 s window
 #            with no change, per second: with the peers and without them
@@ -46,10 +46,14 @@ rss_kb() {
 	awk '$1 == "VmRSS:" { print $2 }' "/proc/$1/status"
 }
 
-# known: peers the gateway's port lists now (one sample per live peer)
-known() {
-	curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics" |
-		grep -c '^embgw_peer_registered{port="p0",' || true
+# held: the peers the gateway holds from etcd now (/embgw/cluster)
+held() {
+	telemetry bench /embgw/cluster | /usr/bin/python3 -c '
+import json, sys
+try:
+    print(json.load(sys.stdin)["/embgw/cluster"]["peers_held"])
+except (ValueError, KeyError, TypeError):
+    print(0)'
 }
 
 # quiet PID: the worker's CPU in ms per second over 5 s of no change
@@ -63,7 +67,6 @@ quiet() {
 
 veth_up 1 || die "no veth pair (root and iproute2 needed)"
 etcd_start "$T/etcd.log" || die "etcd did not start: $(tail -3 "$T/etcd.log")"
-MPORT=$(cl_free_port)
 EP=http://127.0.0.1:$ETCD_PORT
 head -c 48 /dev/urandom >"$T/psk.key"
 chmod 600 "$T/psk.key"
@@ -74,7 +77,7 @@ gateway = {
   key_file = "$T/psk.key";
   pool = { capacity_tokens = 65536; hidden_size = 256; dtype = "bf16";
            policy = { kind = "fixed"; tokens = 1024; }; };
-  metrics = { port = $MPORT; };
+  cluster = { name = "bench"; endpoints = ["$EP"]; lease_ttl_s = 10; };
 };
 ports = ( {
   name = "p0";
@@ -85,7 +88,6 @@ ports = ( {
   payload = { driver = "shm"; path = "$T/pool"; };
   peers = ( );
 } );
-cluster = { name = "bench"; endpoints = ["$EP"]; lease_ttl_s = 10; };
 CFG
 "$EMBGW" --check-config "$T/gw.cfg" >"$T/check.log" 2>&1 ||
 	die "the configuration is refused: $(head -3 "$T/check.log" | tr '\n' ' ')"
@@ -100,22 +102,13 @@ done
 base_cpu=$(quiet "$GW")
 rss0=$(rss_kb "$GW")
 /usr/bin/python3 tests/bench/cluster_records.py "$EP" write bench bench-gw \
-	"$N" 10.77 120 >"$T/records.log" 2>&1 &
-writer=$!
-deadline=$((SECONDS + 120))
-while :; do
-	k=$(known)
-	[ "$k" -ge "$N" ] && break
-	[ "$SECONDS" -lt "$deadline" ] || die "the gateway lists $k of $N peers after 120 s"
-	sleep 0.02
-done
-t_all=$(date +%s.%N)
-wait "$writer" || die "the records were not written: $(cat "$T/records.log")"
-t0=$(sed -nE 's/.* t0=([0-9.]+).*/\1/p' "$T/records.log")
-ms=$(awk -v a="$t0" -v b="$t_all" 'BEGIN { printf "%d", (b - a) * 1000 }')
+	"$N" 10.77 120 "/var/run/dpdk/egw-bench-$$/dpdk_telemetry.v2" >"$T/records.log" 2>&1 ||
+	die "the records were not written: $(cat "$T/records.log")"
+ms=$(sed -nE 's/.* ms=(-?[0-9]+).*/\1/p' "$T/records.log")
+[ "${ms:--1}" -ge 0 ] || die "the gateway did not hold $N peers within 120 s: $(telemetry bench /embgw/cluster)"
 rss1=$(rss_kb "$GW")
 peer_cpu=$(quiet "$GW")
-[ "$(known)" -ge "$N" ] || die "the gateway lost peers while nothing changed"
+[ "$(held)" -ge "$N" ] || die "the gateway let peers go while nothing changed: $(telemetry bench /embgw/cluster)"
 /usr/bin/python3 tests/bench/cluster_records.py "$EP" revoke \
 	"$(sed -nE 's/.* lease=([0-9]+).*/\1/p' "$T/records.log")" >/dev/null
 echo "cluster-converge: peers=$N ms=$ms bytes_per_peer=$(((rss1 - rss0) * 1024 / N))" \

@@ -129,6 +129,7 @@ cl_down() {
 	CL_N=0
 	CL=""
 	CL_NET=""
+	CL_KEY=""
 }
 
 # ---- etcd --------------------------------------------------------------------
@@ -235,15 +236,16 @@ cl_members() {
 # 1) or gone (0) within SECONDS; the time it took lands in WAITED_MS
 WAITED_MS=0
 wait_key() {
-	local t0 have
+	local t0 have deadline=$((SECONDS + $4))
 	t0=$(date +%s%N)
-	for _ in $(seq 1 $(($4 * 20))); do
+	while :; do
 		have=0
 		cl_has_key "$1" "$2" && have=1
 		if [ "$have" = "$3" ]; then
 			WAITED_MS=$((($(date +%s%N) - t0) / 1000000))
 			return 0
 		fi
+		[ "$SECONDS" -lt "$deadline" ] || break
 		sleep 0.05
 	done
 	echo "     /embgw/$1/$2: present=$have, not $3, after $4 s" >&2
@@ -257,10 +259,12 @@ wait_key() {
 CL_LCORE=1
 CL_KEY=""
 
-# cl_cluster_group CLUSTER [TTL_S]: the cluster group of a gateway that
-# joins CLUSTER through the case's etcd (doc/cluster.md)
+# cl_cluster_group CLUSTER: the gateway.cluster group of a gateway that
+# joins CLUSTER through the case's etcd (doc/cluster.md), with a lease of
+# CL_TTL seconds (default 4); requests time out within a third of it
 cl_cluster_group() {
-	echo "cluster = { name = \"$1\"; endpoints = [\"http://$CL_NET.1:$ETCD_PORT\"]; lease_ttl_s = ${2:-${CL_TTL:-4}}; };"
+	echo "  cluster = { name = \"$1\"; endpoints = [\"http://$CL_NET.1:$ETCD_PORT\"];"
+	echo "              lease_ttl_s = ${CL_TTL:-4}; request_timeout_ms = 1000; dial_timeout_ms = 500; };"
 }
 
 # cl_peer NAME: a static peer entry for gateway NAME (an encode
@@ -294,8 +298,7 @@ cl_cfg() {
 	for p in "$@"; do
 		peers="$peers${peers:+, }$(cl_peer "$p")"
 	done
-	{
-		cat <<-CFG
+	cat <<-CFG | grep -v '^$' >"$T/$name.cfg"
 		gateway = {
 		  name = "$name";
 		  roles = ["$role"];
@@ -303,6 +306,7 @@ cl_cfg() {
 		  pool = { $pool };
 		  timers = { $timers };
 		  attach = { path = "$T/$name.sock"; };
+		$(if [ -n "$cluster" ]; then cl_cluster_group "$cluster"; fi)
 		};
 		ports = ( {
 		  name = "p0";
@@ -313,8 +317,6 @@ cl_cfg() {
 		  peers = ( $peers );
 		} );
 		CFG
-		[ -z "$cluster" ] || cl_cluster_group "$cluster"
-	} >"$T/$name.cfg"
 	CL_LCORE=$((1 - CL_LCORE))
 }
 
