@@ -24,7 +24,6 @@
 #include "egw_payload.h"
 
 #define GW_BURST 32
-#define GW_MAX_NEIGH (EGW_CONF_MAX_NEIGH + EGW_CONF_MAX_PEERS)
 /* identities one device can play: as many as a gateway's port can have
  * peers, so that one generator port can play all of a gateway's peers */
 #define GW_MAX_IDS EGW_CONF_MAX_PEERS
@@ -60,6 +59,7 @@ struct gw_neigh {
 	uint32_t ip;
 	struct rte_ether_addr mac;
 	bool valid, is_static;
+	uint32_t refs; /* peers at this address (and static) */
 	uint64_t next_arp;
 };
 
@@ -120,7 +120,6 @@ struct gw_id_stats {
  * slot counts those above every bound. */
 #define GW_HIST_TIME_BUCKETS 14
 #define GW_HIST_SIZE_BUCKETS 9
-#define GW_MAX_PEERS EGW_CONF_MAX_PEERS
 struct gw_room_hist {
 	uint64_t time[GW_HIST_TIME_BUCKETS + 1];
 	uint64_t size[GW_HIST_SIZE_BUCKETS + 1];
@@ -128,6 +127,7 @@ struct gw_room_hist {
 };
 
 struct gw_id;
+struct gw_peers;
 
 struct gw_dev {
 	const struct egw_conf_port *cfg; /* the configured port */
@@ -167,8 +167,8 @@ struct gw_id {
 	const struct egw_conf *conf;
 	const struct egw_conf_port *cfg; /* address, UDP port, peers */
 	uint16_t cfg_port;       /* cfg's index in conf */
-	struct gw_neigh neigh[GW_MAX_NEIGH];
-	uint32_t nneigh;
+	struct gw_neigh *neigh;	 /* static entries and the peers' addresses */
+	uint32_t nneigh, neigh_cap;
 	const struct egw_payload_ops *dops;
 	struct egw_payload *drv;
 	struct egw_pool *pool;
@@ -187,7 +187,9 @@ struct gw_id {
 #endif
 	struct gw_flood flood;
 	struct gw_id_stats st;
-	struct gw_room_hist hist[GW_MAX_PEERS]; /* by the node's peer index */
+	struct gw_room_hist *hist; /* by the node's peer slot (max_peers) */
+	uint64_t delivered_bytes;  /* all peers', those gone included */
+	struct gw_peers *peers;	   /* peers that come and go (gw_peers.h) */
 };
 
 /* gw_clock.c: monotonic nanoseconds from the TSC (one multiply, no system
@@ -205,8 +207,13 @@ uint64_t gw_wall_ns(uint64_t now);
 /* gw_dev.c: the device - bring-up, close, ARP, IPv4/UDP in and out */
 int gw_dev_start(struct gw_dev *d);
 void gw_dev_stop(struct gw_dev *d);
-/* an identity's neighbours: its peers and static entries */
-void gw_id_neigh_init(struct gw_id *id);
+/* an identity's neighbours: its peers and static entries (0, -ENOMEM) */
+int gw_id_neigh_init(struct gw_id *id);
+void gw_id_neigh_fini(struct gw_id *id);
+/* a peer at `ip` came (its entry made or shared: 0, -ENOMEM) or went
+ * (the entry goes with its last peer, unless static) */
+int gw_id_neigh_hold(struct gw_id *id, uint32_t ip);
+void gw_id_neigh_put(struct gw_id *id, uint32_t ip);
 struct gw_neigh *gw_id_neigh_find(struct gw_id *id, uint32_t ip);
 /* one rx burst, each frame handed to the identity it is addressed to */
 uint16_t gw_dev_rx_burst(struct gw_dev *d, uint64_t now);
@@ -317,6 +324,8 @@ uint64_t gw_delivered_bytes(const struct egw_pool *pool,
 void gw_room_hist_add(struct gw_id *id, const struct egw_act *a);
 void gw_room_hist_read(const struct gw_id *id, uint32_t peer,
 		       struct gw_room_hist *out);
+/* a slot's peer is gone: the next one starts from zero */
+void gw_room_hist_clear(struct gw_id *id, uint32_t peer);
 
 /* gw_metrics.c: the metrics endpoint (gateway.metrics; doc/gateway.md,
  * "Metrics"), served from a control thread of its own. Start after the

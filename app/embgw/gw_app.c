@@ -26,6 +26,7 @@
 #include "gw_app.h"
 #include "gw_attach.h"
 #include "gw_notify.h"
+#include "gw_peers.h"
 #include "gw_resources.h"
 #include "gw_version.h"
 
@@ -353,8 +354,10 @@ make_dev(struct gw_dev *d, const struct egw_conf_port *cfg)
 
 /* The node and the payload driver take parameters of their own; the
  * configuration stays up here. */
-_Static_assert(EGW_CONF_MAX_PEERS <= EGW_NODE_MAX_PEERS &&
-	       EGW_CONF_MAX_PEERS <= EGW_PAYLOAD_MAX_PEERS,
+_Static_assert(EGW_CONF_MAX_PEERS <= EGW_NODE_MAX_STATIC &&
+		       EGW_CONF_MAX_PEERS <= EGW_PAYLOAD_MAX_PEERS &&
+		       EGW_CONF_MAX_SLOTS <= EGW_NODE_MAX_PEERS &&
+		       EGW_CONF_MAX_SLOTS <= EGW_PAYLOAD_MAX_SLOTS,
 	       "a port's peers fit the node's and the drivers' tables");
 _Static_assert(EGW_CONF_NAME_LEN <= EGW_NODE_NAME_LEN &&
 	       EGW_CONF_NAME_LEN <= EGW_PAYLOAD_NAME_LEN &&
@@ -371,6 +374,7 @@ node_params(const struct egw_conf *c, const struct egw_conf_port *port,
 	np->key = c->key;
 	egw_conf_to_xfer(c, &np->xfer, &np->policy);
 	np->npeers = port->npeers;
+	np->max_peers = port->max_peers;
 	for (uint32_t i = 0; i < port->npeers; i++) {
 		snprintf(np->peers[i].name, sizeof(np->peers[i].name), "%s",
 			 port->peers[i].name);
@@ -396,6 +400,7 @@ payload_params(const struct egw_conf *c, const struct egw_conf_port *port,
 	pp->gid_index = port->payload.gid_index;
 	pp->window_keys = port->payload.window_keys;
 	pp->npeers = port->npeers;
+	pp->max_peers = port->max_peers;
 	for (uint32_t i = 0; i < port->npeers; i++) {
 		snprintf(pp->peers[i].name, sizeof(pp->peers[i].name), "%s",
 			 port->peers[i].name);
@@ -431,7 +436,8 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		id->flood.rng = opt.rng;
 	}
 	d->ids[d->nids++] = id;
-	gw_id_neigh_init(id);
+	if (gw_id_neigh_init(id) != 0)
+		return -ENOMEM;
 	id->dops = egw_payload_find(id->cfg->payload.driver ==
 				    EGW_PAYLOAD_VERBS ? "verbs" : "shm");
 	if (id->dops == NULL) {
@@ -481,6 +487,15 @@ make_id(struct gw_id *id, struct gw_dev *d, const struct egw_conf *c,
 		GW_LOG(ERR, "port %s: cannot create its node (%u rooms, %u runs "
 		       "a room): %s\n", id->cfg->name, c->max_rooms,
 		       c->max_runs_per_room, strerror(-rc));
+	if (rc == 0) {
+		rc = gw_peers_init(id);
+		if (rc != 0)
+			GW_LOG(ERR,
+			       "port %s: cannot make its peer table (%u "
+			       "slots): %s\n",
+			       id->cfg->name, id->cfg->max_peers,
+			       strerror(-rc));
+	}
 	/* engines' rooms first: the attach source takes only its clients'
 	 * rooms, embgw-gen's room source (set_up) answers for any other */
 	if (rc == 0 && c->attach.enabled)
@@ -627,7 +642,9 @@ free_all(bool report_total)
 		gw_report_total(ids, nids, stdout);
 	for (uint16_t i = 0; i < nids; i++) {
 		gw_room_sources_close(ids[i]);
+		gw_peers_fini(ids[i]);
 		egw_node_destroy(ids[i]->node);
+		gw_id_neigh_fini(ids[i]);
 		if (ids[i]->drv != NULL)
 			ids[i]->dops->close(ids[i]->drv);
 		gw_port_unlock(ids[i]);

@@ -8,6 +8,7 @@
  * counted and dropped.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_arp.h>
@@ -34,12 +35,34 @@ neigh_add(struct gw_id *id, uint32_t ip)
 {
 	struct gw_neigh *n = gw_id_neigh_find(id, ip);
 
-	if (n == NULL && id->nneigh < GW_MAX_NEIGH) {
+	if (n == NULL && id->nneigh < id->neigh_cap) {
 		n = &id->neigh[id->nneigh++];
 		memset(n, 0, sizeof(*n));
 		n->ip = ip;
 	}
 	return n;
+}
+
+int
+gw_id_neigh_hold(struct gw_id *id, uint32_t ip)
+{
+	struct gw_neigh *n = neigh_add(id, ip);
+
+	if (n == NULL)
+		return -ENOMEM;
+	n->refs++;
+	return 0;
+}
+
+void
+gw_id_neigh_put(struct gw_id *id, uint32_t ip)
+{
+	struct gw_neigh *n = gw_id_neigh_find(id, ip);
+
+	if (n == NULL || n->refs == 0 || --n->refs > 0 || n->is_static)
+		return;
+	/* the last entry takes its place: entries are found by address */
+	*n = id->neigh[--id->nneigh];
 }
 
 static void
@@ -54,9 +77,14 @@ neigh_learn(struct gw_id *id, uint32_t ip, const struct rte_ether_addr *mac)
 	n->valid = true;
 }
 
-void
+int
 gw_id_neigh_init(struct gw_id *id)
 {
+	/* every slot may bring an address of its own */
+	id->neigh_cap = id->cfg->nneigh + id->cfg->max_peers;
+	id->neigh = calloc(id->neigh_cap, sizeof(*id->neigh));
+	if (id->neigh == NULL)
+		return -ENOMEM;
 	for (uint16_t i = 0; i < id->cfg->nneigh; i++) {
 		struct gw_neigh *n = neigh_add(id, id->cfg->neigh[i].addr);
 
@@ -66,7 +94,16 @@ gw_id_neigh_init(struct gw_id *id)
 		}
 	}
 	for (uint16_t i = 0; i < id->cfg->npeers; i++)
-		neigh_add(id, id->cfg->peers[i].addr);
+		gw_id_neigh_hold(id, id->cfg->peers[i].addr);
+	return 0;
+}
+
+void
+gw_id_neigh_fini(struct gw_id *id)
+{
+	free(id->neigh);
+	id->neigh = NULL;
+	id->nneigh = id->neigh_cap = 0;
 }
 
 /* ---- tx ---------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 #include <rte_pause.h>
 
 #include "gw_idle.h"
+#include "gw_peers.h"
 #include "gw_room_source.h"
 
 static struct gw_loop_opts opts;
@@ -38,6 +39,7 @@ static void
 timers(struct gw_id *id, uint64_t now)
 {
 	egw_node_tick(id->node, now);
+	gw_peers_poll(id, now);
 	gw_id_arp_tick(id, now);
 	gw_id_payload_changes(id, now);
 #ifdef GW_TEST_HOOKS

@@ -22,6 +22,7 @@
 
 #include "gw.h"
 #include "gw_attach.h"
+#include "gw_peers.h"
 
 enum { R_ENCODE, R_LANGUAGE, R_COUNT };
 static const char *const role_names[R_COUNT] = { "encode", "language" };
@@ -45,6 +46,20 @@ struct snap {
 	uint32_t attached, rooms_held, held_blocks;
 	struct gw_id_stats is;
 };
+
+/* The identity's peers as its worker last published them (malloc'd, or
+ * NULL and 0 without memory); the caller frees *out. */
+static uint32_t
+peers_of(const struct gw_id *id, struct gw_peer_view **out)
+{
+	uint32_t cap = 2u * id->cfg->max_peers, n;
+
+	*out = calloc(cap ? cap : 1, sizeof(**out));
+	if (*out == NULL)
+		return 0;
+	n = gw_peers_list(id, *out, cap, NULL);
+	return n < cap ? n : cap;
+}
 
 static void
 take(struct snap *s, const struct gw_id *id)
@@ -365,16 +380,20 @@ node_families(FILE *f, const struct snap *sn, uint16_t n)
 	head(f, "embgw_peer_registered", "gauge", "1 while the peer is "
 	     "registered (incarnations adopted both ways, memory reached).");
 	for (uint16_t i = 0; i < n; i++) {
-		const struct gw_id *id = sn[i].id;
+		struct gw_peer_view *v;
+		uint32_t np = peers_of(sn[i].id, &v);
 
-		for (uint16_t p = 0; p < id->cfg->npeers; p++) {
+		for (uint32_t p = 0; p < np; p++) {
 			char l[128];
 
+			if (v[p].id == 0)
+				continue;
 			LBL(l, "port=\"%s\",peer=\"%s\"", sn[i].name,
-			    id->cfg->peers[p].name);
+			    v[p].name);
 			sample(f, "embgw_peer_registered", false, l,
-			       egw_node_peer_ready(id->node, p));
+			       v[p].ready);
 		}
+		free(v);
 	}
 }
 
@@ -666,18 +685,24 @@ room_histogram(FILE *f, const struct snap *sn, uint16_t n, bool time)
 	for (uint16_t i = 0; i < n; i++) {
 		const struct gw_id *id = sn[i].id;
 
+		struct gw_peer_view *v;
+		uint32_t np;
+
 		if (!sn[i].has_role[R_LANGUAGE])
 			continue;
-		for (uint16_t p = 0; p < id->cfg->npeers && p < GW_MAX_PEERS; p++) {
+		np = peers_of(id, &v);
+		for (uint32_t p = 0; p < np; p++) {
 			struct gw_room_hist h;
 			const uint64_t *c;
 			uint64_t cum = 0;
 			char l[128];
 
-			gw_room_hist_read(id, p, &h);
+			if (v[p].id == 0)
+				continue;
+			gw_room_hist_read(id, v[p].slot, &h);
 			c = time ? h.time : h.size;
 			LBL(l, "port=\"%s\",peer=\"%s\"", sn[i].name,
-			    id->cfg->peers[p].name);
+			    v[p].name);
 			for (unsigned b = 0; b < nb; b++) {
 				cum += c[b];
 				if (time)
@@ -703,29 +728,27 @@ room_histogram(FILE *f, const struct snap *sn, uint16_t n, bool time)
 				fprintf(f, "%s_sum{%s} %lu\n", name, l,
 					(unsigned long)h.size_sum);
 		}
+		free(v);
 	}
 }
 
 static void
 delivered_bytes(FILE *f, const struct snap *sn, uint16_t n)
 {
-	head(f, "embgw_delivered_bytes", "counter", "Bytes of the delivered "
-	     "rooms (the sum of embgw_room_size_bytes over peers).");
+	head(f, "embgw_delivered_bytes", "counter",
+	     "Bytes of the delivered "
+	     "rooms (the sum of embgw_room_size_bytes over peers, those "
+	     "removed since included).");
 	for (uint16_t i = 0; i < n; i++) {
 		const struct gw_id *id = sn[i].id;
-		uint64_t sum = 0;
 		char l[96];
 
 		if (!sn[i].has_role[R_LANGUAGE])
 			continue;
-		for (uint16_t p = 0; p < id->cfg->npeers && p < GW_MAX_PEERS; p++) {
-			struct gw_room_hist h;
-
-			gw_room_hist_read(id, p, &h);
-			sum += h.size_sum;
-		}
 		LBL(l, "port=\"%s\"", sn[i].name);
-		sample(f, "embgw_delivered_bytes", true, l, sum);
+		/* peers gone included: a counter never goes back */
+		sample(f, "embgw_delivered_bytes", true, l,
+		       __atomic_load_n(&id->delivered_bytes, __ATOMIC_RELAXED));
 	}
 }
 

@@ -22,8 +22,8 @@
 
 /* Who holds a peer. */
 enum gw_peer_origin {
-	GW_PEER_FILE = 0,        /* the configuration file's `peers` */
-	GW_PEER_CLUSTER,         /* a record under the cluster's prefix */
+	GW_PEER_FILE = 0, /* the configuration file's `peers` */
+	GW_PEER_CLUSTER,  /* a record under the cluster's prefix */
 	GW_PEER_ORIGIN_MAX
 };
 
@@ -32,7 +32,7 @@ const char *gw_peer_origin_name(enum gw_peer_origin o);
 /* A peer as a source describes it. */
 struct gw_peer_spec {
 	char name[EGW_NODE_NAME_LEN];
-	uint32_t addr;           /* IPv4, host byte order */
+	uint32_t addr; /* IPv4, host byte order */
 	uint16_t udp_port;
 	char shm_path[EGW_CONF_PATH_LEN]; /* shm: its pool file ("": ours) */
 };
@@ -59,17 +59,20 @@ int gw_peers_release(struct gw_id *id, enum gw_peer_origin origin,
  * change; never the node itself). */
 struct gw_peer_view {
 	char name[EGW_NODE_NAME_LEN];
-	uint32_t id;             /* the gateway's id for it: never reused */
+	uint32_t id;   /* the gateway's id for it: never reused
+			* (0: not in the node - its slot is
+			* taken or the table is full) */
+	uint32_t slot; /* the node's slot (with an id) */
 	uint32_t addr;
 	uint16_t udp_port;
-	uint8_t origins;         /* 1 << enum gw_peer_origin */
-	bool leaving;            /* removed: its rooms are ending */
-	bool ready;              /* registered both ways */
+	uint8_t origins; /* 1 << enum gw_peer_origin */
+	bool leaving;	 /* removed: its rooms are ending */
+	bool ready;	 /* registered both ways */
 };
-/* Copies at most `max` peers into `out`; returns how many there are (may
- * be more than `max`). `gen` (optional) gets the table's generation: it
- * moves with every change. */
-uint32_t gw_peers_list(struct gw_id *id, struct gw_peer_view *out,
+/* Copies at most `max` peers into `out` (names not in the node too: id
+ * 0); returns how many there are (may be more than `max`). `gen` (optional)
+ * gets the table's generation: it moves with every change. */
+uint32_t gw_peers_list(const struct gw_id *id, struct gw_peer_view *out,
 		       uint32_t max, uint64_t *gen);
 
 /* Worker side, on every timer tick: carry out what the mailbox holds and

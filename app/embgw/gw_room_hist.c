@@ -61,16 +61,33 @@ gw_room_hist_add(struct gw_id *id, const struct egw_act *a)
 	struct gw_room_hist *h;
 	uint64_t bytes;
 
-	if (a->peer >= GW_MAX_PEERS)
+	bytes = gw_delivered_bytes(id->pool, a);
+	bump(&id->delivered_bytes, bytes);
+	if (id->hist == NULL || a->peer >= id->cfg->max_peers)
 		return;
 	h = &id->hist[a->peer];
-	bytes = gw_delivered_bytes(id->pool, a);
 	bump(&h->time[bucket(gw_hist_time_ns, GW_HIST_TIME_BUCKETS,
 			     a->open_ns)], 1);
 	bump(&h->size[bucket(gw_hist_size_bytes, GW_HIST_SIZE_BUCKETS,
 			     bytes)], 1);
 	bump(&h->time_sum_ns, a->open_ns);
 	bump(&h->size_sum, bytes);
+}
+
+void
+gw_room_hist_clear(struct gw_id *id, uint32_t peer)
+{
+	struct gw_room_hist *h;
+
+	if (id->hist == NULL || peer >= id->cfg->max_peers)
+		return;
+	h = &id->hist[peer];
+	for (unsigned b = 0; b <= GW_HIST_TIME_BUCKETS; b++)
+		__atomic_store_n(&h->time[b], 0, __ATOMIC_RELAXED);
+	for (unsigned b = 0; b <= GW_HIST_SIZE_BUCKETS; b++)
+		__atomic_store_n(&h->size[b], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->time_sum_ns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->size_sum, 0, __ATOMIC_RELAXED);
 }
 
 void

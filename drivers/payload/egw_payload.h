@@ -227,7 +227,10 @@ egw_payload_regions(const struct egw_pool *pool, uint64_t origin, uint32_t rkey,
 	}
 }
 
+/** peers given at open (a configuration file's list) */
 #define EGW_PAYLOAD_MAX_PEERS 32
+/** peer slots a driver can have (egw_payload_params.max_peers) */
+#define EGW_PAYLOAD_MAX_SLOTS 4096
 #define EGW_PAYLOAD_NAME_LEN 32
 #define EGW_PAYLOAD_PATH_LEN 256
 
@@ -256,7 +259,9 @@ struct egw_payload_params {
 	int gid_index;              /**< verbs: -1 = the RoCEv2 GID of addr */
 	bool window_keys;           /**< verbs: a memory window per window */
 	struct egw_payload_peer peers[EGW_PAYLOAD_MAX_PEERS];
-	uint32_t npeers;
+	uint32_t npeers;    /**< slots 0..npeers-1, taken at open */
+	uint32_t max_peers; /**< peer slots (0: npeers); the node's
+			     *   slots, up to EGW_PAYLOAD_MAX_SLOTS */
 };
 
 struct egw_payload_ops {
@@ -300,6 +305,16 @@ struct egw_payload_ops {
 	 *  take new PSNs, which one side declaring the other dead does not
 	 *  give (the other may not have). */
 	bool disconnect_silent;
+	/** A peer takes a free slot while running (the node's
+	 *  egw_node_peer_add): 0, -EINVAL (no such slot, or taken),
+	 *  -ENOMEM (verbs: no QP or completion space for it; the peer is
+	 *  not added). */
+	int (*peer_add)(struct egw_payload *p, uint32_t slot,
+			const struct egw_payload_peer *pe);
+	/** The slot's peer is gone for good (its rooms all ended, the node
+	 *  called peer_down first): nothing of it is kept, the slot may be
+	 *  given to another peer. */
+	void (*peer_remove)(struct egw_payload *p, uint32_t slot);
 	/** Post writes from the local pool to a peer; completion later. */
 	int (*post)(struct egw_payload *p, uint32_t peer,
 		    const struct egw_write *w, uint32_t n, uint64_t cookie);

@@ -1282,7 +1282,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const keys[] = { "name", "device", "address",
 		"udp_port", "mtu", "queues", "lcores", "payload", "idle",
-		"neighbours", "peers", NULL };
+		"neighbours", "peers", "max_peers", NULL };
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;
@@ -1291,6 +1291,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	p->udp_port = EGW_PROTO_PORT;
 	p->mtu = 1500;
 	p->queues = 1;
+	p->max_peers = EGW_CONF_DEFAULT_MAX_PEERS;
 	get_name(l, ps, "name", true, p->name);
 	if (get_str(l, ps, "device", true, p->device, sizeof(p->device))) {
 		p->is_pci = is_pci(p->device);
@@ -1352,10 +1353,20 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 		if (ok)
 			p->nlcores = p->queues;
 	}
+	if (get_int(l, ps, "max_peers", 1, EGW_CONF_MAX_SLOTS, false, &v))
+		p->max_peers = (uint16_t)v;
 	load_payload(l, ps, p);
 	load_idle(l, ps, p);
 	load_neighbours(l, ps, p);
 	load_peers(l, ps, p);
+	if (p->npeers > p->max_peers)
+		err(l,
+		    member(ps, "max_peers") != NULL ? member(ps, "max_peers") :
+						      ps,
+		    NULL,
+		    "max_peers %u is below the %u peers listed: each peer "
+		    "takes a slot",
+		    p->max_peers, p->npeers);
 }
 
 /* One device: the same PCI address, or the same virtual device name

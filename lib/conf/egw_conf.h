@@ -23,7 +23,9 @@ extern "C" {
 #endif
 
 #define EGW_CONF_MAX_PORTS 8
-#define EGW_CONF_MAX_PEERS 32
+#define EGW_CONF_MAX_PEERS 32	/**< peers a port's list may name */
+#define EGW_CONF_MAX_SLOTS 4096 /**< max_peers at most */
+#define EGW_CONF_DEFAULT_MAX_PEERS 64
 #define EGW_CONF_MAX_NEIGH 32
 #define EGW_CONF_MAX_QUEUES 16
 #define EGW_CONF_MAX_ERRORS 64
@@ -90,6 +92,9 @@ struct egw_conf_port {
 	uint16_t nneigh;
 	struct egw_conf_peer peers[EGW_CONF_MAX_PEERS];
 	uint16_t npeers;
+	/** peer slots: the listed peers and those that come while running
+	 *  (a cluster's members, a reload's) */
+	uint16_t max_peers;
 };
 
 struct egw_conf_policy {

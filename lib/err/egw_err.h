@@ -46,75 +46,67 @@ extern "C" {
  *  - text: what the gateway's logs say (egw_strerror);
  *  - brief: the short reason a client reads (egw_client_strerror).
  */
-#define EGW_ERR_LIST(X) \
-	X(OK, 0, "ok", "ok", "ok") \
-	/* no such room (yet, or any more) */ \
-	X(UNKNOWN_ROOM, 1, "unknown_room", \
-	  "unknown room", "unknown room") \
-	/* rank >= nranks, nranks differs, foreign peer */ \
-	X(BAD_RANK, 2, "bad_rank", \
-	  "bad rank or foreign peer", "bad rank") \
-	X(BLOCK_TOKENS, 3, "block_tokens", \
-	  "block_tokens differs between the sides", "block_tokens mismatch") \
-	X(ALLOC_MISMATCH, 4, "alloc_mismatch", \
-	  "allocated tokens != blocks x block_tokens", "allocation mismatch") \
-	X(ZERO_BLOCKS, 5, "zero_blocks", \
-	  "window without blocks", "zero blocks") \
-	/* blocks out of the peer's pool, or overlapping */ \
-	X(BAD_BLOCKS, 6, "bad_blocks", \
-	  "blocks outside the pool or overlapping", "bad blocks") \
-	X(BEYOND_TOTAL, 7, "beyond_total", \
-	  "window starts at or beyond the total", "beyond the total") \
-	X(STATE, 8, "state", \
-	  "message not valid in this state", "wrong state") \
-	/* a second, different total announced */ \
-	X(TOTAL_CHANGED, 9, "total_changed", \
-	  "total differs from the one announced", "total changed") \
-	/* landed > allocated, landed > total, ... */ \
-	X(BAD_STATUS, 10, "bad_status", \
-	  "inconsistent status", "bad status") \
-	/* too many windows outstanding; retry later */ \
-	X(BUSY, 11, "busy", \
-	  "too many windows outstanding", "busy") \
-	/* total beyond EGW_XFER_MAX_TOKENS or run slots */ \
-	X(TOO_LARGE, 12, "too_large", \
-	  "total or run list too large", "too large") \
-	X(NO_SLOT, 13, "no_slot", \
-	  "room table full", "no slot") \
-	/* open of a room that exists */ \
-	X(DUPLICATE_ROOM, 14, "duplicate_room", \
-	  "room already open", "duplicate room") \
-	X(TIMEOUT_BOOTSTRAP, 15, "timeout_bootstrap", \
-	  "bootstrap deadline passed", "timeout: bootstrap") \
-	X(TIMEOUT_INPUT, 16, "timeout_input", \
-	  "waiting-for-input deadline passed", "timeout: input") \
-	X(TIMEOUT_ROUND, 17, "timeout_round", \
-	  "no transfer progress before the round deadline", "timeout: round") \
-	X(POOL_EXHAUSTED, 18, "pool_exhausted", \
-	  "pool exhausted until the allocation deadline", "pool exhausted") \
-	X(PEER_DEAD, 19, "peer_dead", \
-	  "peer dead (silent past its deadline) or restarted", "peer dead") \
-	/* the peer or the local app aborted the room */ \
-	X(ABORTED, 20, "aborted", \
-	  "aborted", "aborted") \
-	X(TRANSPORT, 21, "transport", \
-	  "payload writes failed", "transport: payload writes failed") \
-	X(UNKNOWN_PEER, 22, "unknown_peer", \
-	  "unknown peer", "unknown peer") \
-	/* REGISTER: the pool geometries differ */ \
-	X(GEOMETRY, 23, "geometry", \
-	  "pool geometries differ", "pool geometries differ") \
-	/* REGISTER: its memory cannot be reached */ \
-	X(UNREACHABLE, 24, "unreachable", \
-	  "peer memory unreachable", "peer memory unreachable") \
-	/* REGISTER: not the name configured for the sender */ \
-	X(NAME, 25, "name", \
-	  "name not the one configured for the peer", "name not configured") \
-	/* local only, never on the wire (EGW_E_WIRE_COUNT): the peer was \
-	 * removed from the configuration or the cluster while the room \
-	 * was open */ \
-	X(PEER_REMOVED, 26, "peer_removed", \
-	  "peer removed from the configuration or the cluster", \
+#define EGW_ERR_LIST(X)                                                        \
+	X(OK, 0, "ok", "ok", "ok")                                             \
+	/* no such room (yet, or any more) */                                  \
+	X(UNKNOWN_ROOM, 1, "unknown_room", "unknown room", "unknown room")     \
+	/* rank >= nranks, nranks differs, foreign peer */                     \
+	X(BAD_RANK, 2, "bad_rank", "bad rank or foreign peer", "bad rank")     \
+	X(BLOCK_TOKENS, 3, "block_tokens",                                     \
+	  "block_tokens differs between the sides", "block_tokens mismatch")   \
+	X(ALLOC_MISMATCH, 4, "alloc_mismatch",                                 \
+	  "allocated tokens != blocks x block_tokens", "allocation mismatch")  \
+	X(ZERO_BLOCKS, 5, "zero_blocks", "window without blocks",              \
+	  "zero blocks")                                                       \
+	/* blocks out of the peer's pool, or overlapping */                    \
+	X(BAD_BLOCKS, 6, "bad_blocks",                                         \
+	  "blocks outside the pool or overlapping", "bad blocks")              \
+	X(BEYOND_TOTAL, 7, "beyond_total",                                     \
+	  "window starts at or beyond the total", "beyond the total")          \
+	X(STATE, 8, "state", "message not valid in this state", "wrong state") \
+	/* a second, different total announced */                              \
+	X(TOTAL_CHANGED, 9, "total_changed",                                   \
+	  "total differs from the one announced", "total changed")             \
+	/* landed > allocated, landed > total, ... */                          \
+	X(BAD_STATUS, 10, "bad_status", "inconsistent status", "bad status")   \
+	/* too many windows outstanding; retry later */                        \
+	X(BUSY, 11, "busy", "too many windows outstanding", "busy")            \
+	/* total beyond EGW_XFER_MAX_TOKENS or run slots */                    \
+	X(TOO_LARGE, 12, "too_large", "total or run list too large",           \
+	  "too large")                                                         \
+	X(NO_SLOT, 13, "no_slot", "room table full", "no slot")                \
+	/* open of a room that exists */                                       \
+	X(DUPLICATE_ROOM, 14, "duplicate_room", "room already open",           \
+	  "duplicate room")                                                    \
+	X(TIMEOUT_BOOTSTRAP, 15, "timeout_bootstrap",                          \
+	  "bootstrap deadline passed", "timeout: bootstrap")                   \
+	X(TIMEOUT_INPUT, 16, "timeout_input",                                  \
+	  "waiting-for-input deadline passed", "timeout: input")               \
+	X(TIMEOUT_ROUND, 17, "timeout_round",                                  \
+	  "no transfer progress before the round deadline", "timeout: round")  \
+	X(POOL_EXHAUSTED, 18, "pool_exhausted",                                \
+	  "pool exhausted until the allocation deadline", "pool exhausted")    \
+	X(PEER_DEAD, 19, "peer_dead",                                          \
+	  "peer dead (silent past its deadline) or restarted", "peer dead")    \
+	/* the peer or the local app aborted the room */                       \
+	X(ABORTED, 20, "aborted", "aborted", "aborted")                        \
+	X(TRANSPORT, 21, "transport", "payload writes failed",                 \
+	  "transport: payload writes failed")                                  \
+	X(UNKNOWN_PEER, 22, "unknown_peer", "unknown peer", "unknown peer")    \
+	/* REGISTER: the pool geometries differ */                             \
+	X(GEOMETRY, 23, "geometry", "pool geometries differ",                  \
+	  "pool geometries differ")                                            \
+	/* REGISTER: its memory cannot be reached */                           \
+	X(UNREACHABLE, 24, "unreachable", "peer memory unreachable",           \
+	  "peer memory unreachable")                                           \
+	/* REGISTER: not the name configured for the sender */                 \
+	X(NAME, 25, "name", "name not the one configured for the peer",        \
+	  "name not configured")                                               \
+	/* local only, never on the wire (EGW_E_WIRE_COUNT): the peer was      \
+	 * removed from the configuration or the cluster while the room        \
+	 * was open */                                                         \
+	X(PEER_REMOVED, 26, "peer_removed",                                    \
+	  "peer removed from the configuration or the cluster",                \
 	  "peer removed")
 
 /** Protocol and failure codes: carried in ERROR/ABORT/STATUS and in stats. */

@@ -77,11 +77,7 @@ send_msg(struct egw_node *n, uint32_t peer, const struct egw_msg *m)
 					     sizeof(n->buf)));
 }
 
-static bool
-peer_registered(const struct node_peer *pe)
-{
-	return pe->adopted != 0 && pe->confirmed && pe->reached;
-}
+#define peer_registered node_peer_registered
 
 /* Our REGISTER to `peer`: an ACK answering `answer` (its session named,
  * its endpoint echoed), else peer_session = what we heard; ADOPTED when
@@ -322,11 +318,12 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 	struct egw_xfer_conf xc;
 	int rc = 0;
 
-	if (params == NULL || params->npeers > EGW_NODE_MAX_PEERS ||
-	    params->roles == 0 || pool == NULL ||
-	    ops == NULL || ops->tx == NULL || ops->post == NULL ||
-	    ops->deliver == NULL || ops->done == NULL || session == 0 ||
-	    out == NULL)
+	if (params == NULL || params->npeers > EGW_NODE_MAX_STATIC ||
+	    params->max_peers > EGW_NODE_MAX_PEERS ||
+	    (params->max_peers != 0 && params->max_peers < params->npeers) ||
+	    params->roles == 0 || pool == NULL || ops == NULL ||
+	    ops->tx == NULL || ops->post == NULL || ops->deliver == NULL ||
+	    ops->done == NULL || session == 0 || out == NULL)
 		return -EINVAL;
 	n = calloc(1, sizeof(*n));
 	if (n == NULL)
@@ -337,16 +334,23 @@ egw_node_create(const struct egw_node_params *params, struct egw_pool *pool,
 	n->pool = pool;
 	n->session = session;
 	n->now = now;
-	n->npeers = params->npeers;
-	for (uint32_t i = 0; i < n->npeers; i++) {
-		n->peers[i].cfg = params->peers[i];
-		n->peers[i].next_register = now;
+	rc = node_peers_create(n, params->max_peers != 0 ? params->max_peers :
+				  params->npeers > 0	 ? params->npeers :
+							   1);
+	for (uint32_t i = 0; rc == 0 && i < params->npeers; i++) {
+		int slot = node_peer_insert(n, &params->peers[i], now);
+
+		rc = slot < 0 ? slot : 0;
+	}
+	if (rc != 0) {
+		egw_node_destroy(n);
+		return rc;
 	}
 	self_describe(n, params, regions, gid, qpn);
 
 	xc = params->xfer;
 	xc.geom = *egw_pool_geom(pool);
-	xc.max_peers = n->npeers > 0 ? n->npeers : 1;
+	xc.max_peers = n->nslots;
 	xc.window_keys = false;
 	xc.emit_ctx = n;
 	if (params->roles & EGW_ROLE_ENCODE) {
@@ -400,19 +404,11 @@ egw_node_destroy(struct egw_node *n)
 	free(n->win);
 	free(n->dl);
 	free(n->dl_runs);
+	node_peers_destroy(n);
 	free(n);
 }
 
 /* ---- input ------------------------------------------------------------- */
-
-static int
-find_peer(const struct egw_node *n, uint32_t ip, uint16_t port)
-{
-	for (uint32_t i = 0; i < n->npeers; i++)
-		if (n->peers[i].cfg.addr == ip && n->peers[i].cfg.udp_port == port)
-			return (int)i;
-	return -1;
-}
 
 static bool
 peer_retired(const struct node_peer *pe, uint64_t session)
@@ -747,6 +743,14 @@ dispatch(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 		egw_xfer_receiver_on_msg(n->receiver, peer, &p->msg, n->now);
 		return;
 	}
+	if (p->type == EGW_MSG_INIT &&
+	    n->peers[peer].state == EGW_NODE_PEER_LEAVING &&
+	    !egw_node_sender_has_room(n, p->msg.room)) {
+		/* removed: its rooms are ending, no new one starts */
+		egw_xfer_sender_refuse(n->sender, peer, &p->msg,
+				       EGW_E_UNKNOWN_PEER, n->now);
+		return;
+	}
 	if (p->type == EGW_MSG_INIT && n->ops.unknown_room != NULL &&
 	    !egw_node_sender_has_room(n, p->msg.room) &&
 	    produce_on_demand(n, peer, &p->msg))
@@ -785,6 +789,8 @@ node_rx(struct egw_node *n, uint32_t peer, const uint8_t *buf, size_t len)
 			nudge(n, peer);
 		return;
 	}
+	/* it speaks: our REGISTERs to it go back to their pace */
+	pe->register_ns = REGISTER_RETRY_NS;
 	if (p.type == EGW_MSG_REGISTER) {
 		on_register(n, peer, &p);
 		return;
@@ -829,7 +835,7 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 
 	n->now = now;
 	n->st.rx_datagrams++;
-	peer = find_peer(n, ip, port);
+	peer = node_peer_find(n, ip, port);
 	if (peer < 0) {
 		/* not even decoded: nothing of an unknown source is parsed */
 		n->st.drops[EGW_NODE_DROP_UNKNOWN_PEER]++;
@@ -895,10 +901,17 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 	for (uint32_t i = 0; i < n->npeers; i++) {
 		struct node_peer *pe = &n->peers[i];
 
+		if (pe->state == EGW_NODE_PEER_FREE)
+			continue;
 		if ((!peer_registered(pe) || pe->endpoint_unacked) &&
 		    now >= pe->next_register) {
 			send_register(n, i, NULL);
-			pe->next_register = now + REGISTER_RETRY_NS;
+			/* reset by whatever it says (node_rx): a peer
+			 * that is not up is asked less and less often */
+			pe->next_register = now + pe->register_ns;
+			pe->register_ns *= 2;
+			if (pe->register_ns > REGISTER_BACKOFF_MAX_NS)
+				pe->register_ns = REGISTER_BACKOFF_MAX_NS;
 		}
 	}
 	if (n->sender != NULL)
@@ -916,6 +929,7 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 	if (n->window_keys)
 		node_windows_expire(n);
 	node_drain_deferred(n);
+	node_peers_reap(n);
 }
 
 int
@@ -946,19 +960,11 @@ egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,
 
 /* ---- application API --------------------------------------------------- */
 
-int
-egw_node_peer_index(const struct egw_node *n, const char *name)
-{
-	for (uint32_t i = 0; i < n->npeers; i++)
-		if (strcmp(n->peers[i].cfg.name, name) == 0)
-			return (int)i;
-	return -1;
-}
-
 bool
 egw_node_peer_ready(const struct egw_node *n, uint32_t peer)
 {
-	return peer < n->npeers && peer_registered(&n->peers[peer]);
+	return peer < n->npeers && n->peers[peer].state != EGW_NODE_PEER_FREE &&
+	       peer_registered(&n->peers[peer]);
 }
 
 uint64_t
@@ -975,6 +981,8 @@ egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 
 	if (n->receiver == NULL)
 		return -ENOTSUP;
+	if (peer >= n->nslots || n->peers[peer].state != EGW_NODE_PEER_ACTIVE)
+		return -EGW_E_UNKNOWN_PEER;
 	n->now = now;
 	rc = egw_xfer_receiver_open(n->receiver, room, rank, nranks, peer,
 				    dummy, now);

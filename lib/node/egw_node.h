@@ -277,20 +277,20 @@ int egw_node_peer_index(const struct egw_node *n, const char *name);
 
 /** A slot's state. */
 enum egw_node_peer_state {
-	EGW_NODE_PEER_FREE = 0,  /**< no peer */
-	EGW_NODE_PEER_ACTIVE,    /**< a peer: rooms may name it */
-	EGW_NODE_PEER_LEAVING,   /**< removed: its rooms are ending; the
-				  *   slot is freed once they are done */
+	EGW_NODE_PEER_FREE = 0, /**< no peer */
+	EGW_NODE_PEER_ACTIVE,	/**< a peer: rooms may name it */
+	EGW_NODE_PEER_LEAVING,	/**< removed: its rooms are ending; the
+				 *   slot is freed once they are done */
 };
 
 /** What the node tells of one slot. */
 struct egw_node_peer_info {
 	struct egw_node_peer cfg;
-	uint32_t id;             /**< assigned at add, never reused by this
-				  *   node (static peers: 1..npeers) */
+	uint32_t id; /**< assigned at add, never reused by this
+		      *   node (static peers: 1..npeers) */
 	enum egw_node_peer_state state;
-	bool ready;              /**< egw_node_peer_ready */
-	uint64_t session;        /**< its adopted incarnation (0: none) */
+	bool ready;	  /**< egw_node_peer_ready */
+	uint64_t session; /**< its adopted incarnation (0: none) */
 };
 
 /** Number of peer slots (max_peers). */

@@ -10,6 +10,10 @@
 #include "egw_node.h"
 
 #define REGISTER_RETRY_NS 200000000ull /* REGISTER, nudges, refusals */
+/* REGISTERs to a peer that never answered back off up to this: a cluster
+ * may list peers that are not up yet, and each costs the worker nothing
+ * much while it waits */
+#define REGISTER_BACKOFF_MAX_NS 3200000000ull
 #define NODE_RETIRED 4                 /* sessions refused for good */
 #define NODE_SENT 16                   /* our REGISTERs a proof may name */
 #define FRESH_NS 2000000000ull         /* how old a named REGISTER may be */
@@ -24,6 +28,10 @@ struct sent_register {
 
 struct node_peer {
 	struct egw_node_peer cfg;
+	uint8_t state;		 /* enum egw_node_peer_state */
+	uint32_t id;		 /* never reused by this node */
+	uint64_t register_ns;	 /* the current REGISTER interval: doubles
+				  * while the peer says nothing */
 	uint64_t heard;          /* session of its last authenticated REGISTER */
 	uint64_t heard_seq;      /* ... and that REGISTER's seq */
 	uint64_t proof;          /* peer_seq that adopted the current session */
@@ -48,6 +56,13 @@ struct node_peer {
 	uint64_t next_nudge;     /* REGISTER for traffic it should not send */
 	uint64_t next_refusal;   /* ERROR answering a refused REGISTER */
 	uint32_t noted;          /* notes given once (note_bit) */
+};
+
+struct node_addr_slot {
+	uint32_t addr;
+	uint16_t port;
+	uint16_t used; /* 0: empty, 1: taken, 2: deleted */
+	uint32_t slot;
 };
 
 struct alloc_res {
@@ -106,8 +121,15 @@ struct egw_node {
 	struct egw_register self;
 	struct egw_xfer_sender *sender;
 	struct egw_xfer_receiver *receiver;
-	struct node_peer peers[EGW_NODE_MAX_PEERS];
-	uint32_t npeers;
+	struct node_peer *peers; /* nslots of them */
+	uint32_t nslots;
+	uint32_t npeers; /* one past the highest slot ever used: the
+			  * loops over peers stop there */
+	uint32_t next_id;
+	uint64_t peers_gen;
+	/* source address -> slot, open addressing (twice the slots) */
+	struct node_addr_slot *addr_tab;
+	uint32_t addr_mask;
 	uint64_t session, seq;
 	/* a room has one request pending at a time and chains at most
 	 * pipeline depth (< EGW_XFER_PIPE) of them in one drain */
@@ -141,7 +163,26 @@ void node_note(struct egw_node *n, uint32_t peer, enum egw_node_note_kind k,
 /* Feed queued allocation results and refused posts to the engines. */
 void node_drain_deferred(struct egw_node *n);
 
+static inline bool
+node_peer_registered(const struct node_peer *pe)
+{
+	return pe->adopted != 0 && pe->confirmed && pe->reached;
+}
+
+/* node_peers.c */
+int node_peers_create(struct egw_node *n, uint32_t nslots);
+void node_peers_destroy(struct egw_node *n);
+/* The slot of a peer (active or leaving) by source address, or -1. */
+int node_peer_find(const struct egw_node *n, uint32_t addr, uint16_t port);
+/* Take a free slot for `p`: its slot, -EINVAL, -EEXIST, -ENOSPC. */
+int node_peer_insert(struct egw_node *n, const struct egw_node_peer *p,
+		     uint64_t now);
+/* Free the slots of leaving peers with no room left. */
+void node_peers_reap(struct egw_node *n);
+
 /* node_window.c */
+/* Windows parked (a bind or invalidation posted) for `peer`. */
+uint32_t node_windows_parked_for(const struct egw_node *n, uint32_t peer);
 int node_windows_create(struct egw_node *n, uint32_t max_runs);
 /* EGW_ACT_ALLOC: answered now, or once its window's bind completed. */
 void node_window_open(struct egw_node *n, const struct egw_act *a);

@@ -384,3 +384,15 @@ egw_node_windows_parked(const struct egw_node *n)
 		c++;
 	return c;
 }
+
+/* node_priv.h */
+uint32_t
+node_windows_parked_for(const struct egw_node *n, uint32_t peer)
+{
+	uint32_t c = 0;
+
+	for (uint32_t b = n->parked_head; n->window_keys && b != WNIL;
+	     b = n->win[b].next)
+		c += n->win[b].peer == peer;
+	return c;
+}

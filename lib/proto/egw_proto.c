@@ -20,12 +20,13 @@ _Static_assert(EGW_MSG_INIT == 1 && EGW_MSG_ERROR == 6 && EGW_MSG_REGISTER == 7,
  * lives above EGW_ERR_BASE so that it never reads as an errno value, and
  * its order is the wire order. */
 _Static_assert(EGW_E_UNKNOWN_ROOM - EGW_ERR_BASE == 1 &&
-	       EGW_E_BUSY - EGW_ERR_BASE == 11 &&
-	       EGW_E_POOL_EXHAUSTED - EGW_ERR_BASE == 18 &&
-	       EGW_E_UNKNOWN_PEER - EGW_ERR_BASE == 22 &&
-	       EGW_E_GEOMETRY - EGW_ERR_BASE == 23 &&
-	       EGW_E_UNREACHABLE - EGW_ERR_BASE == 24 &&
-	       EGW_E_NAME - EGW_ERR_BASE == 25 && EGW_E_WIRE_COUNT == 26,
+		       EGW_E_BUSY - EGW_ERR_BASE == 11 &&
+		       EGW_E_POOL_EXHAUSTED - EGW_ERR_BASE == 18 &&
+		       EGW_E_UNKNOWN_PEER - EGW_ERR_BASE == 22 &&
+		       EGW_E_GEOMETRY - EGW_ERR_BASE == 23 &&
+		       EGW_E_UNREACHABLE - EGW_ERR_BASE == 24 &&
+		       EGW_E_NAME - EGW_ERR_BASE == 25 &&
+		       EGW_E_WIRE_COUNT == 26,
 	       "error codes keep their wire values");
 _Static_assert(EGW_ST_BOOTSTRAPPING == 0 && EGW_ST_FAILED == 4,
 	       "states are wire values");

@@ -359,6 +359,17 @@ void egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now);
 /** Shutdown: abort every open room, tell the peers, and free every block
  *  at once (quarantined ones too: the payload path goes with it). */
 void egw_xfer_receiver_abort_all(struct egw_xfer_receiver *r, uint64_t now);
+/** The peer is removed (configuration, cluster): every open room of it
+ *  fails with `e` and the peer hears ABORT (the wire carries ABORTED for
+ *  a local-only code); rooms waiting for their ABORT ACK stay until it
+ *  comes, the peer's death or its fence. */
+void egw_xfer_receiver_peer_remove(struct egw_xfer_receiver *r, uint32_t peer,
+				   enum egw_err e, uint64_t now);
+/** Rooms of `peer` still held (open, or waiting for an ACK). */
+uint32_t egw_xfer_receiver_peer_rooms(const struct egw_xfer_receiver *r,
+				      uint32_t peer);
+/** Forget the peer's slot (no room of it is left). */
+void egw_xfer_receiver_peer_del(struct egw_xfer_receiver *r, uint32_t peer);
 /** Declare a peer dead now (e.g. the transport lost it). */
 void egw_xfer_receiver_peer_dead(struct egw_xfer_receiver *r, uint32_t peer,
 			    uint64_t now);
@@ -459,6 +470,15 @@ int egw_xfer_sender_abort(struct egw_xfer_sender *s, uint64_t room,
 void egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now);
 /** Shutdown: fail every open room as aborted and tell its ranks. */
 void egw_xfer_sender_abort_all(struct egw_xfer_sender *s, uint64_t now);
+/** The peer is removed: every open room with a rank of it fails with `e`
+ *  and its ranks are told. */
+void egw_xfer_sender_peer_remove(struct egw_xfer_sender *s, uint32_t peer,
+				 enum egw_err e, uint64_t now);
+/** Rooms with a rank of `peer` still held (open, or writes in flight). */
+uint32_t egw_xfer_sender_peer_rooms(const struct egw_xfer_sender *s,
+				    uint32_t peer);
+/** Forget the peer's slot (no room of it is left). */
+void egw_xfer_sender_peer_del(struct egw_xfer_sender *s, uint32_t peer);
 void egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer,
 			       uint64_t now);
 /** enum egw_state of a room (a finished one while it lingers), or

@@ -222,10 +222,19 @@ xfer_core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 		return -EINVAL;
 	core->peers[peer].used = true;
 	core->peers[peer].dead = false;
+	if (peer >= core->peers_hw)
+		core->peers_hw = peer + 1;
 	core->peers[peer].pool_blocks = pool_blocks;
 	core->peers[peer].last_rx = now;
 	core->peers[peer].next_hb = now;
 	return 0;
+}
+
+void
+xfer_core_peer_del(struct xfer_core *core, uint32_t peer)
+{
+	if (peer < core->conf.max_peers)
+		memset(&core->peers[peer], 0, sizeof(core->peers[peer]));
 }
 
 int
@@ -259,7 +268,7 @@ void
 xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
 		    xfer_core_on_dead_fn on_dead, void *eng)
 {
-	for (uint32_t p = 0; p < core->conf.max_peers; p++) {
+	for (uint32_t p = 0; p < core->peers_hw; p++) {
 		struct xfer_peer *pe = &core->peers[p];
 
 		if (!pe->used)

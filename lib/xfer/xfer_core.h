@@ -27,6 +27,8 @@ struct xfer_core {
 	struct egw_xfer_conf conf;
 	struct egw_xfer_stats stats;
 	struct xfer_peer *peers;
+	uint32_t peers_hw; /* one past the highest slot ever added: the
+			    * per-tick loop stops there */
 	struct xfer_slot *tab;
 	uint32_t tab_mask;
 	uint32_t *free_idx;   /* stack of free room indices */
@@ -76,6 +78,8 @@ void xfer_core_release(struct xfer_core *core, uint64_t room, uint32_t rank,
 int xfer_core_peer_add(struct xfer_core *core, uint32_t peer,
 		       uint32_t pool_blocks, uint64_t now);
 /* A message arrived from `peer`: 0, or -EGW_E_UNKNOWN_PEER (counted). */
+/* The slot is free again: nothing of it is kept. */
+void xfer_core_peer_del(struct xfer_core *core, uint32_t peer);
 int xfer_core_peer_heard(struct xfer_core *core, uint32_t peer, uint64_t now);
 /* What an engine does when one of its peers dies: fail its rooms. */
 typedef void (*xfer_core_on_dead_fn)(void *eng, uint32_t peer, uint64_t now);

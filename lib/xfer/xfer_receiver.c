@@ -1255,6 +1255,36 @@ egw_xfer_receiver_peer_dead(struct egw_xfer_receiver *r, uint32_t peer,
 }
 
 void
+egw_xfer_receiver_peer_remove(struct egw_xfer_receiver *r, uint32_t peer,
+			      enum egw_err e, uint64_t now)
+{
+	for (uint32_t i = r->core.nactive; i > 0; i--) {
+		struct receiver_room *x = &r->rooms[r->core.active[i - 1]];
+
+		/* a quarantined room already said ABORT: its ACK ends it */
+		if (x->peer == peer && x->state != EGW_ST_FAILED)
+			receiver_fail(r, x, e, true, now);
+	}
+	receiver_admit(r, now);
+}
+
+uint32_t
+egw_xfer_receiver_peer_rooms(const struct egw_xfer_receiver *r, uint32_t peer)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < r->core.nactive; i++)
+		n += r->rooms[r->core.active[i]].peer == peer;
+	return n;
+}
+
+void
+egw_xfer_receiver_peer_del(struct egw_xfer_receiver *r, uint32_t peer)
+{
+	xfer_core_peer_del(&r->core, peer);
+}
+
+void
 egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now)
 {
 	for (uint32_t i = r->core.nactive; i > 0; i--)

@@ -1134,6 +1134,43 @@ egw_xfer_sender_peer_dead(struct egw_xfer_sender *s, uint32_t peer,
 	xfer_core_peer_dead(&s->core, peer, now, false, sender_on_dead, s);
 }
 
+static bool
+sender_room_of(const struct sender_room *x, uint32_t peer)
+{
+	for (uint16_t r = 0; r < x->nranks; r++)
+		if (x->rank[r].inited && x->rank[r].peer == peer)
+			return true;
+	return false;
+}
+
+void
+egw_xfer_sender_peer_remove(struct egw_xfer_sender *s, uint32_t peer,
+			    enum egw_err e, uint64_t now)
+{
+	for (uint32_t i = s->core.nactive; i > 0; i--) {
+		struct sender_room *x = &s->rooms[s->core.active[i - 1]];
+
+		if (!sender_final(x) && sender_room_of(x, peer))
+			sender_finish(s, x, e, now);
+	}
+}
+
+uint32_t
+egw_xfer_sender_peer_rooms(const struct egw_xfer_sender *s, uint32_t peer)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->core.nactive; i++)
+		n += sender_room_of(&s->rooms[s->core.active[i]], peer);
+	return n;
+}
+
+void
+egw_xfer_sender_peer_del(struct egw_xfer_sender *s, uint32_t peer)
+{
+	xfer_core_peer_del(&s->core, peer);
+}
+
 void
 egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now)
 {

@@ -891,6 +891,129 @@ test_abort_one_room_either_side(void)
 	teardown();
 }
 
+/* A peer removed while a room is open (a reload, a cluster's member that
+ * left): the room ends PEER_REMOVED here and ABORTED there (the wire has
+ * no other code for it), the slot stays until no write of it can land,
+ * then it is free, its driver let go of it; datagrams from it are a
+ * stranger's; added back it takes the slot with a new id, registers anew
+ * and serves rooms. Either side may remove. */
+static void
+test_peer_removed_then_added_back(void)
+{
+	struct egw_node_peer enc = t.par[1].peers[0];
+	struct egw_node_peer_info info;
+	struct egw_node_stats st;
+	unsigned downs;
+
+	setup(16);
+	enc = t.par[1].peers[0];
+	run(5000000);
+	CU_ASSERT_EQUAL(egw_node_peer_slots(t.node[1]), 1);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[1], 0, &info), 0);
+	CU_ASSERT_EQUAL(info.id, 1);
+	CU_ASSERT_EQUAL(info.state, EGW_NODE_PEER_ACTIVE);
+	CU_ASSERT_TRUE(info.ready);
+	/* one slot: taken, and the name or address twice is refused */
+	CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &enc, t.now), -EEXIST);
+	open_held(50000);
+	downs = t.peer_downs[1];
+	CU_ASSERT_EQUAL(egw_node_peer_remove(t.node[1], 0, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_peer_remove(t.node[1], 0, t.now), -ENOENT);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_PEER_REMOVED)],
+			1);
+	/* its writes are in flight: the slot waits for the ABORT's ACK */
+	run(1000000);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[1], 0, &info), 0);
+	CU_ASSERT_EQUAL(info.state, EGW_NODE_PEER_LEAVING);
+	CU_ASSERT_EQUAL(egw_node_peer_index(t.node[1], "enc"), -1);
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 9, 0, 1, 0, false,
+					       t.now),
+			-EGW_E_UNKNOWN_PEER);
+	CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &enc, t.now), -EEXIST);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_ABORTED)], 1);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[1], 0, &info), -ENOENT);
+	CU_ASSERT_EQUAL(t.peer_downs[1], downs + 1);
+	assert_no_blocks_in_use();
+	egw_node_get_stats(t.node[1], &st);
+	run(1000000000); /* its heartbeats: a stranger's now */
+	{
+		struct egw_node_stats st2;
+
+		egw_node_get_stats(t.node[1], &st2);
+		CU_ASSERT(st2.drops[EGW_NODE_DROP_UNKNOWN_PEER] >
+			  st.drops[EGW_NODE_DROP_UNKNOWN_PEER]);
+	}
+	/* back: the same slot, a new id, registered anew */
+	CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &enc, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[1], 0, &info), 0);
+	CU_ASSERT_EQUAL(info.id, 2);
+	CU_ASSERT_EQUAL(egw_node_peer_slot(t.node[1], 1), -1);
+	CU_ASSERT_EQUAL(egw_node_peer_slot(t.node[1], 2), 0);
+	run(5000000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	assert_room_transfers(700);
+	/* the encode side removes: its room ends PEER_REMOVED, ours
+	 * ABORTED */
+	open_held(40000);
+	CU_ASSERT_EQUAL(egw_node_peer_remove(t.node[0], 0, t.now), 0);
+	t.hold_writes = false;
+	run(10000000);
+	CU_ASSERT_EQUAL(t.sender_failed[egw_err_to_wire(EGW_E_PEER_REMOVED)],
+			1);
+	CU_ASSERT_EQUAL(t.receiver_failed[egw_err_to_wire(EGW_E_ABORTED)], 1);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[0], 0, &info), -ENOENT);
+	run(3000000000ull); /* past the sender's linger */
+	assert_no_blocks_in_use();
+	teardown();
+}
+
+/* Slots beyond the listed peers: a node of 4 slots with one listed takes
+ * three more, refuses a fifth (ENOSPC) and bad ones (EINVAL); ids count
+ * on, and a free slot is the lowest. A peer that never answers is asked
+ * less and less often. */
+static void
+test_peer_slots_fill_and_back_off(void)
+{
+	struct egw_node_peer p = { .udp_port = PORT };
+	struct egw_node_peer_info info;
+	struct egw_node_stats st0, st1;
+
+	memset(&t, 0, sizeof(t));
+	egw_proto_init();
+	mkconf(1, "lang", EGW_ROLE_LANGUAGE, ENC_IP, "enc", 16);
+	t.par[1].max_peers = 4;
+	start(1, 1001);
+	for (uint32_t i = 0; i < 3; i++) {
+		snprintf(p.name, sizeof(p.name), "e%u", i);
+		p.addr = 0x0a000100 + i;
+		CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &p, t.now),
+				(int)i + 1);
+	}
+	snprintf(p.name, sizeof(p.name), "e9");
+	p.addr = 0x0a000109;
+	CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &p, t.now), -ENOSPC);
+	p.addr = 0;
+	CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &p, t.now), -EINVAL);
+	CU_ASSERT_EQUAL(egw_node_peer_remove(t.node[1], 2, t.now), 0);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[1], 2, &info), -ENOENT);
+	p.addr = 0x0a000109;
+	CU_ASSERT_EQUAL(egw_node_peer_add(t.node[1], &p, t.now), 2);
+	CU_ASSERT_EQUAL(egw_node_peer_get(t.node[1], 2, &info), 0);
+	CU_ASSERT_EQUAL(info.id, 5);
+	/* nobody answers: 4 peers asked at 0.2, 0.4, 0.8, 1.6, 3.2, 3.2 s
+	 * ... not every 200 ms */
+	t.down[0] = true;
+	egw_node_get_stats(t.node[1], &st0);
+	run(10000000000ull);
+	egw_node_get_stats(t.node[1], &st1);
+	CU_ASSERT(st1.registers_tx - st0.registers_tx <= 4 * 8);
+	CU_ASSERT(st1.registers_tx - st0.registers_tx >= 4 * 4);
+	egw_node_destroy(t.node[1]);
+	egw_pool_destroy(t.pool[1]);
+}
+
 /* The encode side knows a room but has no data yet; one rank's engine
  * gives up: the other rank hears at once that the room failed, not at its
  * bootstrap deadline. */
@@ -1845,35 +1968,47 @@ int
 main(void)
 {
 	static const struct cu_test tests[] = {
-		{ "register_then_resume_transfer", test_register_then_resume_transfer },
-		{ "update_keeps_rooms_in_flight", test_update_keeps_rooms_in_flight },
+		{ "register_then_resume_transfer",
+		  test_register_then_resume_transfer },
+		{ "update_keeps_rooms_in_flight",
+		  test_update_keeps_rooms_in_flight },
 		{ "window keys: single runs, keys in INIT/RESUME, writes under "
 		  "them, closed at delivery (a trimmed tail after)",
 		  test_window_keys_delivered },
 		{ "window keys: closed when a room fails or is aborted, before "
-		  "its blocks go back", test_window_keys_closed_on_failure_and_abort },
+		  "its blocks go back",
+		  test_window_keys_closed_on_failure_and_abort },
 		{ "window keys: a window that cannot be opened is asked again",
 		  test_window_keys_bind_failure_retried },
 		{ "window keys: a late bind holds the window's offer back, "
-		  "nothing blocks", test_window_keys_late_bind_delays_the_offer },
+		  "nothing blocks",
+		  test_window_keys_late_bind_delays_the_offer },
 		{ "window keys: blocks wait for their window's invalidation",
 		  test_window_keys_pending_invalidation_holds_blocks },
 		{ "window keys: overdue binds and invalidations fail, are "
 		  "noted, and keep their blocks safe",
 		  test_window_keys_deadlines },
-		{ "reregister_after_endpoint_change", test_reregister_after_endpoint_change },
-		{ "bad_datagrams_dropped_and_counted", test_bad_datagrams_dropped_and_counted },
-		{ "mismatched_geometry_is_not_registered", test_mismatched_geometry_is_not_registered },
-		{ "message_for_missing_role_dropped", test_message_for_missing_role_dropped },
-		{ "refused_post_fails_room_at_once", test_refused_post_fails_room_at_once },
+		{ "reregister_after_endpoint_change",
+		  test_reregister_after_endpoint_change },
+		{ "bad_datagrams_dropped_and_counted",
+		  test_bad_datagrams_dropped_and_counted },
+		{ "mismatched_geometry_is_not_registered",
+		  test_mismatched_geometry_is_not_registered },
+		{ "message_for_missing_role_dropped",
+		  test_message_for_missing_role_dropped },
+		{ "refused_post_fails_room_at_once",
+		  test_refused_post_fails_room_at_once },
 		{ "many_refused_posts_all_fail_their_rooms",
 		  test_many_refused_posts_all_fail_their_rooms },
-		{ "wrong_name_is_refused_once", test_wrong_name_is_refused_once },
+		{ "wrong_name_is_refused_once",
+		  test_wrong_name_is_refused_once },
 		{ "handshake_typical_order", test_handshake_typical_order },
-		{ "handshake_simultaneous_start", test_handshake_simultaneous_start },
+		{ "handshake_simultaneous_start",
+		  test_handshake_simultaneous_start },
 		{ "restart_with_the_same_register_bytes",
 		  test_restart_with_the_same_register_bytes },
-		{ "restart_with_a_smaller_session", test_restart_with_a_smaller_session },
+		{ "restart_with_a_smaller_session",
+		  test_restart_with_a_smaller_session },
 		{ "pre_start_register_replayed_does_not_adopt",
 		  test_pre_start_register_replayed_does_not_adopt },
 		{ "old_incarnation_replayed_after_many_restarts",
@@ -1894,10 +2029,18 @@ main(void)
 		  test_stale_ack_does_not_confirm_a_new_endpoint },
 		{ "foreign_session_nudged_at_most_every_200ms",
 		  test_foreign_session_nudged_at_most_every_200ms },
-		{ "abort_one_room_either_side", test_abort_one_room_either_side },
-		{ "abort_before_input_reaches_every_rank", test_abort_before_input_reaches_every_rank },
-		{ "producer_refusals_have_their_codes", test_producer_refusals_have_their_codes },
-		{ "refused_init_creates_nothing", test_refused_init_creates_nothing },
+		{ "abort_one_room_either_side",
+		  test_abort_one_room_either_side },
+		{ "peer_removed_then_added_back",
+		  test_peer_removed_then_added_back },
+		{ "peer_slots_fill_and_back_off",
+		  test_peer_slots_fill_and_back_off },
+		{ "abort_before_input_reaches_every_rank",
+		  test_abort_before_input_reaches_every_rank },
+		{ "producer_refusals_have_their_codes",
+		  test_producer_refusals_have_their_codes },
+		{ "refused_init_creates_nothing",
+		  test_refused_init_creates_nothing },
 		{ NULL, NULL },
 	};
 	return cu_run("node", tests);

@@ -39,10 +39,15 @@ samples(struct egw_msg *m, struct egw_register *reg)
 	m[n] = (struct egw_msg){ .type = EGW_MSG_RESUME, .rank = 0, .nranks = 1,
 		.room = 2, .offset = 128, .block_tokens = 128, .nruns = 0 };
 	n++;
-	m[n] = (struct egw_msg){ .type = EGW_MSG_STATUS, .state = EGW_ST_FAILED,
-		.error = EGW_E_END - 1, .rank = 1, .nranks = 2, .room = 3,
-		.total_tokens = EGW_XFER_MAX_TOKENS, .landed_tokens = UINT32_MAX,
-		.accepted_tokens = UINT32_MAX };
+	m[n] = (struct egw_msg){ .type = EGW_MSG_STATUS,
+				 .state = EGW_ST_FAILED,
+				 .error = EGW_E_NAME,
+				 .rank = 1,
+				 .nranks = 2,
+				 .room = 3,
+				 .total_tokens = EGW_XFER_MAX_TOKENS,
+				 .landed_tokens = UINT32_MAX,
+				 .accepted_tokens = UINT32_MAX };
 	n++;
 	m[n] = (struct egw_msg){ .type = EGW_MSG_HEARTBEAT };
 	n++;
@@ -628,7 +633,7 @@ test_error_codes_on_the_wire_and_in_text(void)
 	uint8_t b[EGW_PROTO_MAX_LEN];
 	struct egw_pkt pkt;
 
-	for (uint16_t w = 1; w < EGW_E_COUNT; w++) {
+	for (uint16_t w = 1; w < EGW_E_WIRE_COUNT; w++) {
 		struct egw_msg m = { .type = EGW_MSG_ABORT, .nranks = 1,
 				     .room = 9, .error = egw_err_from_wire(w) };
 		int len = egw_proto_encode(&key, 1, w, &m, b, sizeof(b));
@@ -647,9 +652,25 @@ test_error_codes_on_the_wire_and_in_text(void)
 	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_GEOMETRY), 23);
 	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_UNREACHABLE), 24);
 	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_NAME), 25);
-	CU_ASSERT_EQUAL(EGW_E_COUNT, 26);
+	CU_ASSERT_EQUAL(EGW_E_WIRE_COUNT, 26);
 	CU_ASSERT_EQUAL(egw_err_to_wire(EGW_E_OK), 0);
 	CU_ASSERT_EQUAL(egw_err_from_wire(EGW_E_COUNT), EGW_E_END);
+	{
+		/* a local-only reason goes out as ABORTED, and a wire value
+		 * past the wire's codes is refused (FIELD) */
+		struct egw_msg m = { .type = EGW_MSG_ABORT,
+				     .nranks = 1,
+				     .room = 9,
+				     .error = EGW_E_PEER_REMOVED };
+		int len = egw_proto_encode(&key, 1, 1, &m, b, sizeof(b));
+
+		CU_ASSERT_FATAL(len > 0);
+		CU_ASSERT_EQUAL(b[EGW_PROTO_HDR_LEN + 1], 20);
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_OK);
+		CU_ASSERT_EQUAL(pkt.msg.error, EGW_E_ABORTED);
+	}
 	{
 		/* a raw wire number is no code: refused, not sent */
 		struct egw_msg m = { .type = EGW_MSG_ABORT, .nranks = 1,

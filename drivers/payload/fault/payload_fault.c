@@ -75,6 +75,21 @@ fault_disconnect(struct egw_payload *p, uint32_t peer)
 	p->in->disconnect(p->inner, peer);
 }
 
+static int
+fault_peer_add(struct egw_payload *p, uint32_t slot,
+	       const struct egw_payload_peer *pe)
+{
+	if (slot < EGW_PAYLOAD_MAX_PEERS) /* a new peer: nothing armed */
+		p->last[slot].valid = p->stale[slot].valid = false;
+	return p->in->peer_add(p->inner, slot, pe);
+}
+
+static void
+fault_peer_remove(struct egw_payload *p, uint32_t slot)
+{
+	p->in->peer_remove(p->inner, slot);
+}
+
 static uint32_t
 fault_changed(struct egw_payload *p, uint32_t *peers, uint32_t max)
 {
@@ -241,6 +256,8 @@ egw_payload_fault_wrap(const struct egw_payload_ops **ops,
 		.why = in->why ? fault_why : NULL,
 		.disconnect = in->disconnect ? fault_disconnect : NULL,
 		.disconnect_silent = in->disconnect_silent,
+		.peer_add = in->peer_add ? fault_peer_add : NULL,
+		.peer_remove = in->peer_remove ? fault_peer_remove : NULL,
 		.post = fault_post,
 		.changed = in->changed ? fault_changed : NULL,
 		.window_bind = in->window_bind ? fault_window_bind : NULL,

@@ -33,8 +33,8 @@ struct shm_peer {
 struct egw_payload {
 	char path[EGW_PAYLOAD_PATH_LEN];
 	/* peers' own pool files ("": path) */
-	char peer_path[EGW_PAYLOAD_MAX_PEERS][EGW_PAYLOAD_PATH_LEN];
-	uint32_t npeers;
+	char (*peer_path)[EGW_PAYLOAD_PATH_LEN]; /* per slot */
+	uint32_t nslots;
 	struct shm_file file;   /* the receiving side's pool file */
 	uint8_t *mem;           /* the pool's memory */
 	size_t mem_len;
@@ -43,7 +43,7 @@ struct egw_payload {
 	uint64_t fd_bytes;      /* what a local engine maps of fd */
 	struct egw_pool_mem own; /* the sending side's memory */
 	struct egw_pool *pool;
-	struct shm_peer peers[EGW_PAYLOAD_MAX_PEERS];
+	struct shm_peer *peers; /* per slot */
 	struct egw_payload_ring ring;
 	struct egw_payload_stats st;
 };
@@ -96,16 +96,29 @@ shm_open_(const struct egw_payload_params *pp, uint64_t session,
 	struct egw_payload *p;
 	int rc;
 
-	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS)
+	uint32_t nslots = pp->max_peers != 0 ? pp->max_peers : pp->npeers;
+
+	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS || nslots < pp->npeers ||
+	    nslots > EGW_PAYLOAD_MAX_SLOTS)
 		return -EINVAL;
+	if (nslots == 0)
+		nslots = 1;
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
 	p->fd = -1;
 	p->own.fd = -1;
 	p->file.fd = -1;
+	p->peers = calloc(nslots, sizeof(*p->peers));
+	p->peer_path = calloc(nslots, sizeof(*p->peer_path));
+	if (p->peers == NULL || p->peer_path == NULL) {
+		free(p->peers);
+		free(p->peer_path);
+		free(p);
+		return -ENOMEM;
+	}
 	snprintf(p->path, sizeof(p->path), "%s", pp->path);
-	p->npeers = pp->npeers;
+	p->nslots = nslots;
 	for (uint32_t i = 0; i < pp->npeers; i++)
 		snprintf(p->peer_path[i], sizeof(p->peer_path[i]), "%s",
 			 pp->peers[i].shm_path);
@@ -165,16 +178,16 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 	struct shm_peer *sp;
 	int fd;
 
-	if (peer >= EGW_PAYLOAD_MAX_PEERS)
+	if (peer >= p->nslots)
 		return -EINVAL;
 	sp = &p->peers[peer];
 	unmap_peer(sp); /* whatever happens, never the old incarnation's */
 	if (!(r->roles & EGW_ROLE_LANGUAGE))
 		return 0; /* we never write to it */
 	/* several receiving peers on one port: each names its own file */
-	fd = shm_file_open_peer(peer < p->npeers && p->peer_path[peer][0] ?
-				p->peer_path[peer] : p->path, r, &h,
-				sp->why, sizeof(sp->why));
+	fd = shm_file_open_peer(p->peer_path[peer][0] ? p->peer_path[peer] :
+							p->path,
+				r, &h, sp->why, sizeof(sp->why));
 	if (fd < 0)
 		return fd;
 	sp->len = (size_t)(h.file_bytes - h.data_offset);
@@ -198,16 +211,38 @@ shm_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r)
 static const char *
 shm_why(const struct egw_payload *p, uint32_t peer)
 {
-	return peer < EGW_PAYLOAD_MAX_PEERS ? p->peers[peer].why
-					     : "no such peer";
+	return peer < p->nslots ? p->peers[peer].why : "no such peer";
 }
 
 static void
 shm_disconnect(struct egw_payload *p, uint32_t peer)
 {
-	if (peer >= EGW_PAYLOAD_MAX_PEERS)
+	if (peer >= p->nslots)
 		return;
 	unmap_peer(&p->peers[peer]);
+}
+
+static int
+shm_peer_add(struct egw_payload *p, uint32_t slot,
+	     const struct egw_payload_peer *pe)
+{
+	if (slot >= p->nslots)
+		return -EINVAL;
+	unmap_peer(&p->peers[slot]);
+	memset(&p->peers[slot], 0, sizeof(p->peers[slot]));
+	snprintf(p->peer_path[slot], sizeof(p->peer_path[slot]), "%s",
+		 pe->shm_path);
+	return 0;
+}
+
+static void
+shm_peer_remove(struct egw_payload *p, uint32_t slot)
+{
+	if (slot >= p->nslots)
+		return;
+	unmap_peer(&p->peers[slot]);
+	memset(&p->peers[slot], 0, sizeof(p->peers[slot]));
+	p->peer_path[slot][0] = '\0';
 }
 
 static bool
@@ -232,7 +267,7 @@ shm_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	uint64_t t0 = egw_payload_cycles();
 	bool ok;
 
-	if (peer >= EGW_PAYLOAD_MAX_PEERS)
+	if (peer >= p->nslots)
 		return -EINVAL;
 	if (egw_payload_ring_full(&p->ring))
 		return -ENOBUFS;
@@ -271,8 +306,10 @@ shm_close(struct egw_payload *p)
 {
 	if (p == NULL)
 		return;
-	for (int i = 0; i < EGW_PAYLOAD_MAX_PEERS; i++)
+	for (uint32_t i = 0; p->peers != NULL && i < p->nslots; i++)
 		unmap_peer(&p->peers[i]);
+	free(p->peers);
+	free(p->peer_path);
 	egw_pool_destroy(p->pool);
 	egw_payload_pool_mem_free(&p->own);
 	if (p->file.fd >= 0 && p->fd >= 0)
@@ -298,6 +335,8 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.why = shm_why,
 	.disconnect = shm_disconnect,
 	.disconnect_silent = true,
+	.peer_add = shm_peer_add,
+	.peer_remove = shm_peer_remove,
 	.post = shm_post,
 	.poll = shm_poll,
 	.stats = shm_stats,

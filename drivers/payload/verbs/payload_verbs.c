@@ -102,8 +102,11 @@ struct egw_payload {
 	size_t mem_len;
 	struct egw_pool_mem own; /* mem's memfd (egw_payload_pool_mem) */
 	struct egw_pool *pool;
-	struct vpeer peers[EGW_PAYLOAD_MAX_PEERS];
-	uint32_t npeers;
+	struct vpeer *peers; /* per slot; qp NULL: a free slot */
+	uint32_t nslots;
+	uint32_t nqps;		 /* slots with a QP */
+	int cq_cap;		 /* the CQ's entries: a send queue a QP and
+				  * one spare */
 	struct verbs_flight fl;  /* batches in flight, completions, stats */
 	struct vwin *win;        /* per first block; NULL: no window keys */
 	uint32_t nblocks;
@@ -112,6 +115,13 @@ struct egw_payload {
 };
 
 #define verr(...) egw_payload_log("verbs", __VA_ARGS__)
+
+/* A slot with a peer (a QP). */
+static bool
+live(const struct egw_payload *p, uint32_t peer)
+{
+	return peer < p->nslots && p->peers[peer].qp != NULL;
+}
 
 static uint16_t
 mtu_bytes(enum ibv_mtu m)
@@ -284,6 +294,32 @@ qp_connect(struct egw_payload *p, uint32_t peer)
 
 static void verbs_close(struct egw_payload *p);
 
+/* A QP for the peer in `slot`, in INIT (connect brings it up). */
+static int
+vpeer_make(struct egw_payload *p, uint32_t slot, const char *name)
+{
+	struct vpeer *v = &p->peers[slot];
+
+	memset(v, 0, sizeof(*v));
+	v->qp = make_qp(p);
+	v->sq.wr = calloc(VERBS_MAX_CHAIN, sizeof(*v->sq.wr));
+	v->sq.sge = calloc(VERBS_MAX_CHAIN, sizeof(*v->sq.sge));
+	v->sq.depth = p->max_send_wr;
+	if (v->qp == NULL || v->sq.wr == NULL || v->sq.sge == NULL ||
+	    qp_to_init(p, v->qp) != 0) {
+		verr("cannot create an RC QP for peer %s", name);
+		if (v->qp != NULL)
+			ibv_destroy_qp(v->qp);
+		free(v->sq.wr);
+		free(v->sq.sge);
+		memset(v, 0, sizeof(*v));
+		return -ENOMEM;
+	}
+	v->psn = (uint32_t)(lrand48() & 0xffffff);
+	p->nqps++;
+	return 0;
+}
+
 static int
 verbs_open(const struct egw_payload_params *pp,
 	   uint64_t session __attribute__((unused)),
@@ -294,15 +330,27 @@ verbs_open(const struct egw_payload_params *pp,
 	struct ibv_device_attr da;
 	int rc;
 
-	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS)
+	uint32_t nslots = pp->max_peers != 0 ? pp->max_peers : pp->npeers;
+
+	if (pp->npeers > EGW_PAYLOAD_MAX_PEERS || nslots < pp->npeers ||
+	    nslots > EGW_PAYLOAD_MAX_SLOTS)
 		return -EINVAL;
+	if (nslots == 0)
+		nslots = 1;
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
+	p->peers = calloc(nslots, sizeof(*p->peers));
+	if (p->peers == NULL) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->nslots = nslots;
 	p->own.fd = -1; /* nothing to free yet */
 	p->port = pp->port;
 	p->ctx = open_device(pp->device);
 	if (p->ctx == NULL) {
+		free(p->peers);
 		free(p);
 		return -ENODEV;
 	}
@@ -343,8 +391,9 @@ verbs_open(const struct egw_payload_params *pp,
 	p->pd = ibv_alloc_pd(p->ctx);
 	/* bounded by what the engines can have in flight */
 	rc = verbs_flight_init(&p->fl, pp->max_batches);
-	p->cq = ibv_create_cq(p->ctx, (int)(p->max_send_wr * (pp->npeers + 1)),
-			      NULL, NULL, 0);
+	/* grown as peers come (cq_grow) */
+	p->cq_cap = (int)(p->max_send_wr * (pp->npeers + 1));
+	p->cq = ibv_create_cq(p->ctx, p->cq_cap, NULL, NULL, 0);
 	if (p->mem == NULL || p->pd == NULL || rc != 0 || p->cq == NULL) {
 		verr("cannot allocate PD/CQ/memory on '%s'", pp->device);
 		verbs_close(p);
@@ -365,23 +414,12 @@ verbs_open(const struct egw_payload_params *pp,
 		verbs_close(p);
 		return -ENOMEM;
 	}
-	p->npeers = pp->npeers;
 	srand48((long)time(NULL) ^ (long)getpid());
-	for (uint32_t i = 0; i < p->npeers; i++) {
-		struct vpeer *v = &p->peers[i];
-
-		v->qp = make_qp(p);
-		v->sq.wr = calloc(VERBS_MAX_CHAIN, sizeof(*v->sq.wr));
-		v->sq.sge = calloc(VERBS_MAX_CHAIN, sizeof(*v->sq.sge));
-		v->sq.depth = p->max_send_wr;
-		if (v->qp == NULL || v->sq.wr == NULL || v->sq.sge == NULL ||
-		    qp_to_init(p, v->qp) != 0) {
-			verr("cannot create an RC QP for peer %s",
-			     pp->peers[i].name);
+	for (uint32_t i = 0; i < pp->npeers; i++) {
+		if (vpeer_make(p, i, pp->peers[i].name) != 0) {
 			verbs_close(p);
 			return -ENOMEM;
 		}
-		v->psn = (uint32_t)(lrand48() & 0xffffff);
 	}
 	rc = egw_pool_create(&pp->geom, p->mem, p->mem_len, &p->pool);
 	if (rc != 0) {
@@ -423,7 +461,7 @@ static void
 verbs_endpoint(struct egw_payload *p, uint32_t peer, uint32_t *qpn,
 	       uint32_t *psn, uint16_t *mtu)
 {
-	if (peer >= p->npeers)
+	if (!live(p, peer))
 		return;
 	*qpn = p->peers[peer].qp->qp_num;
 	*psn = p->peers[peer].psn;
@@ -436,7 +474,7 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 	struct vpeer *v;
 	int rc;
 
-	if (peer >= p->npeers)
+	if (!live(p, peer))
 		return -EINVAL;
 	v = &p->peers[peer];
 	/* an ACK echoing our current endpoint: the peer's side expects our
@@ -460,7 +498,7 @@ verbs_connect(struct egw_payload *p, uint32_t peer, const struct egw_register *r
 static const char *
 verbs_why(const struct egw_payload *p, uint32_t peer)
 {
-	return peer < p->npeers ? p->peers[peer].why : "no such peer";
+	return live(p, peer) ? p->peers[peer].why : "no such peer";
 }
 
 static int
@@ -471,7 +509,7 @@ verbs_post(struct egw_payload *p, uint32_t peer, const struct egw_write *w,
 	struct vpeer *v;
 	int rc;
 
-	if (peer >= p->npeers)
+	if (!live(p, peer))
 		return -EINVAL;
 	v = &p->peers[peer];
 	rc = verbs_chain_batch(&p->fl, &v->sq, &(struct verbs_dest){
@@ -510,7 +548,7 @@ verbs_disconnect(struct egw_payload *p, uint32_t peer)
 	struct vpeer *v;
 	struct ibv_qp_attr a;
 
-	if (peer >= p->npeers)
+	if (!live(p, peer))
 		return;
 	v = &p->peers[peer];
 	v->connected = false;
@@ -528,8 +566,8 @@ verbs_changed(struct egw_payload *p, uint32_t *peers, uint32_t max)
 {
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < p->npeers && n < max; i++)
-		if (p->peers[i].changed) {
+	for (uint32_t i = 0; i < p->nslots && n < max; i++)
+		if (p->peers[i].qp != NULL && p->peers[i].changed) {
 			p->peers[i].changed = false;
 			peers[n++] = i;
 		}
@@ -549,7 +587,7 @@ apply_wc(struct egw_payload *p, const struct ibv_wc *wc, uint64_t now)
 		      id.slot != VERBS_NO_BATCH;
 	struct vpeer *v;
 
-	if (id.peer >= p->npeers)
+	if (!live(p, id.peer))
 		return;
 	v = &p->peers[id.peer];
 	switch (verbs_cpl_apply(&p->fl, &v->sq, &id, wc->status)) {
@@ -740,7 +778,7 @@ verbs_window_bind(struct egw_payload *p, uint32_t peer,
 	int n, rc;
 
 	memset(rkeys, 0, EGW_KIND_MAX * sizeof(*rkeys));
-	if (p->win == NULL || peer >= p->npeers || run->count == 0 ||
+	if (p->win == NULL || !live(p, peer) || run->count == 0 ||
 	    run->start >= p->nblocks || run->count > p->nblocks - run->start)
 		return -EINVAL;
 	if (!p->peers[peer].connected)
@@ -835,11 +873,14 @@ verbs_poll(struct egw_payload *p, struct egw_payload_cpl *c, uint32_t max,
 	int got;
 
 	/* post what was chained since the last poll: one call per peer */
-	for (uint32_t i = 0; i < p->npeers; i++) {
+	for (uint32_t i = 0; i < p->nslots; i++) {
 		struct vpeer *v = &p->peers[i];
-		struct ibv_send_wr *head = verbs_chain_link(&v->sq), *bad = NULL;
+		struct ibv_send_wr *head, *bad = NULL;
 		int rc;
 
+		if (v->qp == NULL)
+			continue;
+		head = verbs_chain_link(&v->sq);
 		if (head == NULL)
 			continue;
 		rc = neg_errno(ibv_post_send(v->qp, head, &bad));
@@ -887,12 +928,13 @@ verbs_close(struct egw_payload *p)
 				ibv_dealloc_mw(p->win[b].mw[k]);
 	free(p->win);
 	free(p->wring.c);
-	for (uint32_t i = 0; i < EGW_PAYLOAD_MAX_PEERS; i++) {
+	for (uint32_t i = 0; p->peers != NULL && i < p->nslots; i++) {
 		if (p->peers[i].qp != NULL)
 			ibv_destroy_qp(p->peers[i].qp);
 		free(p->peers[i].sq.wr);
 		free(p->peers[i].sq.sge);
 	}
+	free(p->peers);
 	egw_pool_destroy(p->pool);
 	if (p->mr != NULL)
 		ibv_dereg_mr(p->mr);
@@ -907,6 +949,53 @@ verbs_close(struct egw_payload *p)
 	free(p);
 }
 
+/* Room in the CQ for one more QP's send queue (each completes at most its
+ * depth): resized before the QP exists, so it never overflows. */
+static int
+cq_grow(struct egw_payload *p)
+{
+	int need = (int)(p->max_send_wr * (p->nqps + 2));
+
+	if (need <= p->cq_cap)
+		return 0;
+	if (ibv_resize_cq(p->cq, need) != 0) {
+		verr("cannot grow the CQ to %d entries for one more peer: %s",
+		     need, strerror(errno));
+		return -ENOMEM;
+	}
+	p->cq_cap = need;
+	return 0;
+}
+
+static int
+verbs_peer_add(struct egw_payload *p, uint32_t slot,
+	       const struct egw_payload_peer *pe)
+{
+	if (slot >= p->nslots || p->peers[slot].qp != NULL)
+		return -EINVAL;
+	if (cq_grow(p) != 0)
+		return -ENOMEM;
+	return vpeer_make(p, slot, pe->name);
+}
+
+static void
+verbs_peer_remove(struct egw_payload *p, uint32_t slot)
+{
+	struct vpeer *v;
+
+	if (!live(p, slot))
+		return;
+	verbs_disconnect(p, slot); /* in flight: failed, windows flushed */
+	v = &p->peers[slot];
+	if (ibv_destroy_qp(v->qp) != 0)
+		verr("cannot destroy the QP of a removed peer: %s",
+		     strerror(errno));
+	free(v->sq.wr);
+	free(v->sq.sge);
+	memset(v, 0, sizeof(*v));
+	p->nqps--;
+}
+
 const struct egw_payload_ops egw_payload_verbs_ops = {
 	.name = "verbs",
 	.open = verbs_open,
@@ -915,6 +1004,8 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.connect = verbs_connect,
 	.why = verbs_why,
 	.disconnect = verbs_disconnect,
+	.peer_add = verbs_peer_add,
+	.peer_remove = verbs_peer_remove,
 	.post = verbs_post,
 	.changed = verbs_changed,
 	.window_bind = verbs_window_bind,

@@ -203,6 +203,15 @@ ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
 }
 
 int
+ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	if (cqe < cq->cqe)
+		return EINVAL; /* never shrinks under its completions */
+	cq->cqe = cqe;
+	return 0;
+}
+
+int
 ibv_destroy_cq(struct ibv_cq *cq)
 {
 	free(cq);
