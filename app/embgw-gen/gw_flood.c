@@ -23,7 +23,7 @@ gw_flood_tick(struct gw_id *id, uint64_t now)
 	if (f->pps == 0 || id->cfg->npeers == 0)
 		return;
 	pe = &id->cfg->peers[0];
-	n = gw_id_neigh_find(id, pe->addr);
+	n = gw_id_neigh_for_peer(id, pe->addr);
 	if (n == NULL || !n->valid)
 		return;
 	if (f->start == 0)
@@ -57,7 +57,8 @@ gw_flood_tick(struct gw_id *id, uint64_t now)
 		} else if (kind == 4) {
 			port = (uint16_t)(port + 1);
 		}
-		m = gw_id_build_udp(id, id->cfg->addr, n, port, b, len);
+		m = gw_id_build_udp(id, id->cfg->addr, n, pe->addr, port, b,
+				    len);
 		if (m == NULL)
 			break;
 		gw_id_queue_tx(id, m);

@@ -207,14 +207,19 @@ uint64_t gw_wall_ns(uint64_t now);
 /* gw_dev.c: the device - bring-up, close, ARP, IPv4/UDP in and out */
 int gw_dev_start(struct gw_dev *d);
 void gw_dev_stop(struct gw_dev *d);
-/* an identity's neighbours: its peers and static entries (0, -ENOMEM) */
+/* an identity's neighbours: its peers (or their next hops) and static
+ * entries (0, -ENOMEM) */
 int gw_id_neigh_init(struct gw_id *id);
 void gw_id_neigh_fini(struct gw_id *id);
-/* a peer at `ip` came (its entry made or shared: 0, -ENOMEM) or went
- * (the entry goes with its last peer, unless static) */
+/* a peer at `ip` came (its entry, or its next hop's, made or shared: 0,
+ * -ENOMEM, -EHOSTUNREACH without a route) or went (the entry goes with
+ * its last peer, unless static) */
 int gw_id_neigh_hold(struct gw_id *id, uint32_t ip);
 void gw_id_neigh_put(struct gw_id *id, uint32_t ip);
 struct gw_neigh *gw_id_neigh_find(struct gw_id *id, uint32_t ip);
+/* The neighbour a datagram for peer `ip` goes to: the peer itself on the
+ * port's subnet, else its route's next hop; NULL when it has no entry. */
+struct gw_neigh *gw_id_neigh_for_peer(struct gw_id *id, uint32_t ip);
 /* one rx burst, each frame handed to the identity it is addressed to */
 uint16_t gw_dev_rx_burst(struct gw_dev *d, uint64_t now);
 void gw_dev_flush(struct gw_dev *d);
@@ -225,10 +230,12 @@ void gw_dev_link_check(struct gw_dev *d, uint64_t now);
 void gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
 		    const uint8_t *buf, size_t len);
 /* a frame from src_ip (the identity's address, or a forged one for test
- * junk) to a resolved neighbour; NULL without an mbuf or over the MTU */
+ * junk) to dst_ip:dport through a resolved neighbour (dst_ip itself, or
+ * the next hop of a routed peer); NULL without an mbuf or over the MTU */
 struct rte_mbuf *gw_id_build_udp(struct gw_id *id, uint32_t src_ip,
-				 const struct gw_neigh *n, uint16_t dport,
-				 const uint8_t *buf, size_t len);
+				 const struct gw_neigh *n, uint32_t dst_ip,
+				 uint16_t dport, const uint8_t *buf,
+				 size_t len);
 void gw_id_queue_tx(struct gw_id *id, struct rte_mbuf *m);
 /* timers: ask again for unresolved neighbours */
 void gw_id_arp_tick(struct gw_id *id, uint64_t now);
@@ -265,8 +272,8 @@ gw_rand_pct(uint64_t *rng)
  * (send: instead of queueing the frame; tick: a held one and the junk),
  * the session id, the fault-injecting payload driver (wrap: after the
  * driver opened; room_sent: what it counts rooms by) */
-void gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
-			const uint8_t *buf, size_t len);
+void gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint32_t ip,
+			uint16_t port, const uint8_t *buf, size_t len);
 void gw_test_knobs_tick(struct gw_id *id);
 int gw_test_knobs_session(struct gw_id *id, uint16_t index);
 int gw_test_knobs_wrap(struct gw_id *id);

@@ -398,6 +398,7 @@ payload_params(const struct egw_conf *c, const struct egw_conf_port *port,
 	snprintf(pp->device, sizeof(pp->device), "%s", port->payload.device);
 	pp->port = port->payload.port;
 	pp->gid_index = port->payload.gid_index;
+	pp->hop_limit = port->payload.hop_limit;
 	pp->window_keys = port->payload.window_keys;
 	pp->npeers = port->npeers;
 	pp->max_peers = port->max_peers;

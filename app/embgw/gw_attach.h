@@ -45,7 +45,12 @@ struct gw_attach_port {
 	 * `now` the loop's timers use next, and a room's progress stamp in
 	 * the future reads as an expired deadline) */
 	uint64_t now;
-	uint64_t peers_at;	 /* the peer list last given to clients */
+	uint64_t peers_at; /* the peer list last looked at */
+	/* the node's live peers as the clients were last given them */
+	struct egw_engines_peer *peers;
+	uint32_t npeers, max_peers;
+	uint64_t node_gen; /* the node's peer table then */
+	bool peers_built;
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */
 };

@@ -30,9 +30,6 @@
 #define ATTACH_SLOT_QUEUE 256
 /* How often the source looks at its peers' readiness on its own. */
 #define PEERS_REFRESH_NS (10u * 1000000u)
-/* Peer records of an area while the port names fewer peers: room for the
- * peers a cluster adds. */
-#define ATTACH_PEERS_MIN 64u
 
 /* the clients' runs are handed to the node as they are */
 _Static_assert(sizeof(struct egw_attach_run) == sizeof(struct egw_run) &&
@@ -371,6 +368,7 @@ src_close(struct gw_room_source *s)
 	egw_engines_destroy(ap->clients, ap->now);
 	rte_ring_free(ap->to_worker);
 	rte_ring_free(ap->to_ctl);
+	free(ap->peers);
 	free(ap);
 }
 
@@ -387,30 +385,63 @@ static const struct gw_room_source_ops attach_source_ops = {
 uint32_t
 gw_attach_max_peers(const struct gw_id *id)
 {
-	uint32_t n = id->cfg->npeers;
-
-	return n > ATTACH_PEERS_MIN ? n : ATTACH_PEERS_MIN;
+	/* the port's peer slots: the configuration's, never the node's (a
+	 * control thread asks) */
+	return id->cfg->max_peers;
 }
 
+/* The node's live peers (active and leaving slots) into ap->peers. */
+static void
+peers_build(struct gw_attach_port *ap, struct gw_id *id)
+{
+	uint32_t slots = egw_node_peer_slots(id->node);
+	struct egw_node_peer_info info;
+
+	ap->npeers = 0;
+	for (uint32_t s = 0; s < slots && ap->npeers < ap->max_peers; s++) {
+		struct egw_engines_peer *p = &ap->peers[ap->npeers];
+
+		if (egw_node_peer_get(id->node, s, &info) != 0 ||
+		    info.state == EGW_NODE_PEER_FREE)
+			continue;
+		memset(p, 0, sizeof(*p));
+		p->id = info.id;
+		p->slot = s;
+		snprintf(p->name, sizeof(p->name), "%.*s",
+			 (int)sizeof(info.cfg.name), info.cfg.name);
+		p->ready = info.ready;
+		p->leaving = info.state == EGW_NODE_PEER_LEAVING;
+		ap->npeers++;
+	}
+}
+
+/* Rebuilt when the node's table moved; between two moves only readiness
+ * changes, read per listed peer; lib/engines hears only of a change. */
 int
 gw_attach_peers_changed(struct gw_id *id, uint64_t now)
 {
-	struct egw_engines_peer list[EGW_NODE_MAX_STATIC];
-	uint32_t n = 0;
+	struct gw_attach_port *ap = id->attach;
+	bool moved = false;
 
-	if (id->attach == NULL || id->attach->clients == NULL)
+	if (ap == NULL || ap->clients == NULL || ap->peers == NULL)
 		return 0;
-	/* the static peers: ids 1..npeers in their slots 0..npeers-1 */
-	for (uint32_t i = 0; i < id->cfg->npeers && n < EGW_NODE_MAX_STATIC;
-	     i++, n++) {
-		memset(&list[n], 0, sizeof(list[n]));
-		list[n].id = i + 1;
-		list[n].slot = i;
-		snprintf(list[n].name, sizeof(list[n].name), "%s",
-			 id->cfg->peers[i].name);
-		list[n].ready = egw_node_peer_ready(id->node, i);
+	if (!ap->peers_built || egw_node_peers_gen(id->node) != ap->node_gen) {
+		ap->peers_built = true;
+		ap->node_gen = egw_node_peers_gen(id->node);
+		peers_build(ap, id);
+		moved = true;
 	}
-	return egw_engines_peers_set(id->attach->clients, list, n, now);
+	for (uint32_t i = 0; i < ap->npeers; i++) {
+		bool ready = egw_node_peer_ready(id->node, ap->peers[i].slot);
+
+		if (ready != ap->peers[i].ready) {
+			ap->peers[i].ready = ready;
+			moved = true;
+		}
+	}
+	return moved ? egw_engines_peers_set(ap->clients, ap->peers, ap->npeers,
+					     now) :
+		       0;
 }
 
 int
@@ -456,6 +487,10 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 	cc.ctx = ap;
 	ap->base.ops = &attach_source_ops;
 	rc = egw_engines_create(&cc, &ap->clients);
+	ap->max_peers = cc.max_peers;
+	ap->peers = calloc(cc.max_peers, sizeof(*ap->peers));
+	if (rc == 0 && ap->peers == NULL)
+		rc = -ENOMEM;
 	/* ring names are global to the process: numbered, not named */
 	snprintf(name, sizeof(name), "egw_attach_w%u", nports);
 	if (rc == 0)
@@ -477,6 +512,7 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		egw_engines_destroy(ap->clients, 0);
 		rte_ring_free(ap->to_worker);
 		rte_ring_free(ap->to_ctl);
+		free(ap->peers);
 		free(ap);
 		return rc;
 	}

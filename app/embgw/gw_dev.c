@@ -4,8 +4,9 @@
  * in and out. Only what the control protocol needs: frames for one of the
  * device's identities (its address and UDP port) go to that identity's
  * node, ARP is answered for every identity and used to resolve its peers
- * (static neighbours from the configuration win), everything else is
- * counted and dropped.
+ * (static neighbours from the configuration win) or, for a peer beyond
+ * the port's subnet, its route's next hop, everything else is counted and
+ * dropped.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,8 +47,12 @@ neigh_add(struct gw_id *id, uint32_t ip)
 int
 gw_id_neigh_hold(struct gw_id *id, uint32_t ip)
 {
-	struct gw_neigh *n = neigh_add(id, ip);
+	uint32_t hop = egw_conf_next_hop(id->cfg, ip);
+	struct gw_neigh *n;
 
+	if (hop == 0)
+		return -EHOSTUNREACH; /* beyond the subnet, no route */
+	n = neigh_add(id, hop);
 	if (n == NULL)
 		return -ENOMEM;
 	n->refs++;
@@ -57,7 +62,8 @@ gw_id_neigh_hold(struct gw_id *id, uint32_t ip)
 void
 gw_id_neigh_put(struct gw_id *id, uint32_t ip)
 {
-	struct gw_neigh *n = gw_id_neigh_find(id, ip);
+	struct gw_neigh *n = gw_id_neigh_find(id,
+					      egw_conf_next_hop(id->cfg, ip));
 
 	if (n == NULL || n->refs == 0 || --n->refs > 0 || n->is_static)
 		return;
@@ -75,6 +81,16 @@ neigh_learn(struct gw_id *id, uint32_t ip, const struct rte_ether_addr *mac)
 		return;
 	n->mac = *mac;
 	n->valid = true;
+}
+
+/* A routed peer has no entry of its own: ARP asks for its next hop, whose
+ * entry every peer behind it shares. */
+struct gw_neigh *
+gw_id_neigh_for_peer(struct gw_id *id, uint32_t ip)
+{
+	uint32_t hop = egw_conf_next_hop(id->cfg, ip);
+
+	return hop != 0 ? gw_id_neigh_find(id, hop) : NULL;
 }
 
 int
@@ -212,7 +228,7 @@ send_arp(struct gw_id *id, uint16_t op, uint32_t tip,
 
 struct rte_mbuf *
 gw_id_build_udp(struct gw_id *id, uint32_t src_ip, const struct gw_neigh *n,
-		uint16_t dport, const uint8_t *buf, size_t len)
+		uint32_t dst_ip, uint16_t dport, const uint8_t *buf, size_t len)
 {
 	struct gw_dev *d = id->dev;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(d->mp);
@@ -240,7 +256,7 @@ gw_id_build_udp(struct gw_id *id, uint32_t src_ip, const struct gw_neigh *n,
 	ip->time_to_live = 64;
 	ip->next_proto_id = IPPROTO_UDP;
 	ip->src_addr = rte_cpu_to_be_32(src_ip);
-	ip->dst_addr = rte_cpu_to_be_32(n->ip);
+	ip->dst_addr = rte_cpu_to_be_32(dst_ip);
 	udp->src_port = rte_cpu_to_be_16(id->cfg->udp_port);
 	udp->dst_port = rte_cpu_to_be_16(dport);
 	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + len));
@@ -256,7 +272,7 @@ void
 gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
 	       const uint8_t *buf, size_t len)
 {
-	struct gw_neigh *n = gw_id_neigh_find(id, ip);
+	struct gw_neigh *n = gw_id_neigh_for_peer(id, ip);
 	struct rte_mbuf *m;
 
 	if (n == NULL || !n->valid) {
@@ -266,11 +282,11 @@ gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
 	}
 #ifdef GW_TEST_HOOKS
 	if (id->knobs.on) { /* a test build's datagram faults */
-		gw_test_knobs_send(id, n, port, buf, len);
+		gw_test_knobs_send(id, n, ip, port, buf, len);
 		return;
 	}
 #endif
-	m = gw_id_build_udp(id, id->cfg->addr, n, port, buf, len);
+	m = gw_id_build_udp(id, id->cfg->addr, n, ip, port, buf, len);
 	if (m == NULL) {
 		id->dev->st.tx_full++;
 		return;

@@ -23,6 +23,7 @@
 
 #include <rte_ring.h>
 
+#include "gw_attach.h"
 #include "gw_peers.h"
 
 #define MBOX_SIZE 1024		     /* messages waiting for the worker */
@@ -452,6 +453,9 @@ gw_peers_poll(struct gw_id *id, uint64_t now)
 				ps->busy++;
 		ps->stale = true;
 		work++;
+		/* engines see the change now, not at their next look */
+		if (id->attach != NULL)
+			gw_attach_peers_changed(id, now);
 	}
 	if (ps->stale || now >= ps->next_refresh)
 		publish(id, now);

@@ -15,8 +15,8 @@
 #include "gw.h"
 
 void
-gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
-		   const uint8_t *buf, size_t len)
+gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint32_t ip,
+		   uint16_t port, const uint8_t *buf, size_t len)
 {
 	struct gw_test_knobs *k = &id->knobs;
 	struct rte_mbuf *m;
@@ -26,7 +26,7 @@ gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
 		/* kept for replayed junk */
 		memcpy(k->last_dgram, buf, len);
 		k->last_len = len;
-		k->last_ip = n->ip;
+		k->last_ip = ip;
 		k->last_port = port;
 	}
 	if (k->drop_pct && gw_rand_pct(&k->rng) < k->drop_pct) {
@@ -38,7 +38,7 @@ gw_test_knobs_send(struct gw_id *id, struct gw_neigh *n, uint16_t port,
 		copies = 2;
 	}
 	while (copies-- > 0) {
-		m = gw_id_build_udp(id, id->cfg->addr, n, port, buf, len);
+		m = gw_id_build_udp(id, id->cfg->addr, n, ip, port, buf, len);
 		if (m == NULL) {
 			id->dev->st.tx_full++;
 			return;
@@ -73,8 +73,8 @@ inject_junk(struct gw_id *id)
 	uint32_t kind, src = id->cfg->addr;
 	struct rte_mbuf *m;
 
-	if (k->last_len == 0 || (n = gw_id_neigh_find(id, k->last_ip)) == NULL ||
-	    !n->valid)
+	if (k->last_len == 0 ||
+	    (n = gw_id_neigh_for_peer(id, k->last_ip)) == NULL || !n->valid)
 		return;
 	for (uint32_t i = 0; i < k->junk_per_tick; i++) {
 		kind = gw_rand_pct(&k->rng) % 5;
@@ -96,7 +96,8 @@ inject_junk(struct gw_id *id)
 			src = (id->cfg->addr & ~0xffu) | 0xfe; /* a stranger */
 			break;
 		}
-		m = gw_id_build_udp(id, src, n, k->last_port, b, len);
+		m = gw_id_build_udp(id, src, n, k->last_ip, k->last_port, b,
+				    len);
 		if (m != NULL) {
 			id->st.inj_junk++;
 			gw_id_queue_tx(id, m);

@@ -257,6 +257,8 @@ struct egw_payload_params {
 	char device[64];            /**< verbs: e.g. mlx5_0, rxe0 */
 	uint8_t port;               /**< verbs: 1-based port number */
 	int gid_index;              /**< verbs: -1 = the RoCEv2 GID of addr */
+	/** verbs: the GRH hop limit, above 1 for a routed path (0: 64) */
+	uint8_t hop_limit;
 	bool window_keys;           /**< verbs: a memory window per window */
 	struct egw_payload_peer peers[EGW_PAYLOAD_MAX_PEERS];
 	uint32_t npeers;    /**< slots 0..npeers-1, taken at open */

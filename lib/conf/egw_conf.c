@@ -1087,8 +1087,10 @@ static void
 load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const shm_keys[] = { "driver", "path", NULL };
-	static const char *const verbs_keys[] = { "driver", "device", "port",
-						  "gid_index", "window_keys", NULL };
+	static const char *const verbs_keys[] = {
+		"driver",      "device",    "port", "gid_index",
+		"window_keys", "hop_limit", NULL,
+	};
 	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
 					  true);
 	const config_setting_t *gid;
@@ -1128,6 +1130,9 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	}
 	p->payload.window_keys = true;
 	get_bool(l, g, "window_keys", &p->payload.window_keys);
+	p->payload.hop_limit = EGW_CONF_HOP_LIMIT;
+	if (get_int(l, g, "hop_limit", 1, 255, false, &v))
+		p->payload.hop_limit = (uint8_t)v;
 }
 
 /* idle = { mode = "backoff" | "poll"; max_sleep_us = N; } */
@@ -1208,7 +1213,8 @@ load_neighbours(struct ld *l, const config_setting_t *ps,
 			    "address", mac);
 		if (!in_subnet(n.addr, p->addr, p->prefix))
 			err(l, member(g, "address"), NULL,
-			    "not on the port's subnet (embgw does not route)");
+			    "not on the port's subnet (a neighbour is on the "
+			    "link; routes reach beyond it)");
 		else
 			usable_addr(l, member(g, "address"), n.addr, p->prefix);
 		for (uint16_t k = 0; k < p->nneigh; k++)
@@ -1217,6 +1223,168 @@ load_neighbours(struct ld *l, const config_setting_t *ps,
 				    "duplicate neighbour address");
 		p->neigh[p->nneigh++] = n;
 	}
+}
+
+static uint32_t
+prefix_mask(uint8_t prefix)
+{
+	return prefix == 0 ? 0 : ~0u << (32 - prefix);
+}
+
+/* "a.b.c.d/len" with len 0..32 and no host bits set: a route's prefix. */
+static bool
+get_route_prefix(struct ld *l, const config_setting_t *g,
+		 struct egw_conf_route *r)
+{
+	char buf[40], *slash, *end = NULL;
+	char ip[16];
+	long pre = -1;
+
+	if (!get_str(l, g, "prefix", true, buf, sizeof(buf)))
+		return false;
+	slash = strchr(buf, '/');
+	if (slash != NULL) {
+		*slash = '\0';
+		pre = strtol(slash + 1, &end, 10);
+	}
+	if (slash == NULL || end == slash + 1 || *end != '\0' || pre < 0 ||
+	    pre > 32 || !parse_ipv4(buf, &r->net)) {
+		if (slash != NULL)
+			*slash = '/';
+		err(l, member(g, "prefix"), NULL,
+		    "not an IPv4 prefix "
+		    "(a.b.c.d/len, len 0..32): '%s'",
+		    buf);
+		return false;
+	}
+	r->prefix = (uint8_t)pre;
+	if ((r->net & ~prefix_mask(r->prefix)) != 0) {
+		err(l, member(g, "prefix"), NULL,
+		    "%s/%ld has host bits set "
+		    "(the network is %s/%ld)",
+		    buf, pre,
+		    egw_conf_ip_str(r->net & prefix_mask(r->prefix), ip,
+				    sizeof(ip)),
+		    pre);
+		return false;
+	}
+	return true;
+}
+
+/* The route's checks against the port and the routes before it. */
+static void
+check_route(struct ld *l, const config_setting_t *g,
+	    const struct egw_conf_port *p, const struct egw_conf_route *r)
+{
+	char a[16], b[16];
+
+	if (r->prefix >= p->prefix && in_subnet(r->net, p->addr, p->prefix))
+		err(l, member(g, "prefix"), NULL,
+		    "%s/%u lies within the "
+		    "port's own subnet %s/%u, whose addresses are reached "
+		    "directly",
+		    egw_conf_ip_str(r->net, a, sizeof(a)), r->prefix,
+		    egw_conf_ip_str(p->addr & prefix_mask(p->prefix), b,
+				    sizeof(b)),
+		    p->prefix);
+	if (!in_subnet(r->via, p->addr, p->prefix))
+		err(l, member(g, "via"), NULL,
+		    "%s is not on the port's subnet "
+		    "%s/%u: a next hop is a neighbour on the link",
+		    egw_conf_ip_str(r->via, a, sizeof(a)),
+		    egw_conf_ip_str(p->addr & prefix_mask(p->prefix), b,
+				    sizeof(b)),
+		    p->prefix);
+	else if (r->via == p->addr)
+		err(l, member(g, "via"), NULL, "%s is the port's own address",
+		    egw_conf_ip_str(r->via, a, sizeof(a)));
+	else
+		usable_addr(l, member(g, "via"), r->via, p->prefix);
+	for (uint16_t k = 0; k < p->nroutes; k++)
+		if (p->routes[k].net == r->net &&
+		    p->routes[k].prefix == r->prefix)
+			err(l, member(g, "prefix"), NULL,
+			    "duplicate route "
+			    "prefix %s/%u (routes[%u])",
+			    egw_conf_ip_str(r->net, a, sizeof(a)), r->prefix,
+			    k);
+}
+
+/* Before the peers: they may lie beyond the subnet when a route covers
+ * them. Overlapping prefixes of different lengths are allowed: the
+ * longest wins (egw_conf_next_hop). */
+static void
+load_routes(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
+{
+	static const char *const keys[] = { "prefix", "via", NULL };
+	const config_setting_t *list = typed(l, ps, "routes", CONFIG_TYPE_LIST,
+					     false);
+
+	for (int i = 0; list && i < config_setting_length(list); i++) {
+		const config_setting_t *g;
+		struct egw_conf_route r;
+		bool ok;
+
+		g = config_setting_get_elem(list, (unsigned)i);
+		if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+			err(l, g, NULL, "wrong type: expected a group { }");
+			continue;
+		}
+		known_keys(l, g, keys);
+		if (p->nroutes == EGW_CONF_MAX_ROUTES) {
+			err(l, g, NULL, "too many routes (at most %d)",
+			    EGW_CONF_MAX_ROUTES);
+			break;
+		}
+		ok = get_route_prefix(l, g, &r);
+		if (!get_ipv4(l, g, "via", true, &r.via) || !ok)
+			continue;
+		if (p->prefix != 0)
+			check_route(l, g, p, &r);
+		p->routes[p->nroutes++] = r;
+	}
+}
+
+uint32_t
+egw_conf_next_hop(const struct egw_conf_port *p, uint32_t ip)
+{
+	const struct egw_conf_route *best = NULL;
+
+	if (in_subnet(ip, p->addr, p->prefix))
+		return ip;
+	for (uint16_t i = 0; i < p->nroutes; i++) {
+		const struct egw_conf_route *r = &p->routes[i];
+
+		if (in_subnet(ip, r->net, r->prefix) &&
+		    (best == NULL || r->prefix > best->prefix))
+			best = r;
+	}
+	return best != NULL ? best->via : 0;
+}
+
+/* A peer is on the port's subnet, or beyond it where a route covers it
+ * (then only its address class is checked: the remote subnet's size is
+ * not known here). */
+static void
+check_peer_addr(struct ld *l, const config_setting_t *s,
+		const struct egw_conf_port *p, uint32_t a)
+{
+	char ip[16], net[16];
+
+	if (p->prefix == 0) /* the port's address was refused */
+		return;
+	if (in_subnet(a, p->addr, p->prefix))
+		usable_addr(l, s, a, p->prefix);
+	else if (egw_conf_next_hop(p, a) == 0)
+		err(l, s, NULL,
+		    "%s is not on the port's subnet %s/%u and no "
+		    "route covers it (routes)",
+		    egw_conf_ip_str(a, ip, sizeof(ip)),
+		    egw_conf_ip_str(p->addr & prefix_mask(p->prefix), net,
+				    sizeof(net)),
+		    p->prefix);
+	else
+		usable_addr(l, s, a, 32);
 }
 
 static void
@@ -1256,11 +1424,7 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 				err(l, member(g, "shm_path"), NULL,
 				    "only for the shm payload driver");
 		}
-		if (!in_subnet(pe.addr, p->addr, p->prefix))
-			err(l, member(g, "address"), NULL,
-			    "not on the port's subnet (embgw does not route)");
-		else
-			usable_addr(l, member(g, "address"), pe.addr, p->prefix);
+		check_peer_addr(l, member(g, "address"), p, pe.addr);
 		if (pe.addr == p->addr && pe.udp_port == p->udp_port)
 			err(l, member(g, "address"), NULL,
 			    "is this port's own address and UDP port");
@@ -1282,7 +1446,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const keys[] = { "name", "device", "address",
 		"udp_port", "mtu", "queues", "lcores", "payload", "idle",
-		"neighbours", "peers", "max_peers", NULL };
+		"neighbours", "routes", "peers", "max_peers", NULL };
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;
@@ -1358,6 +1522,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	load_payload(l, ps, p);
 	load_idle(l, ps, p);
 	load_neighbours(l, ps, p);
+	load_routes(l, ps, p);
 	load_peers(l, ps, p);
 	if (p->npeers > p->max_peers)
 		err(l,
@@ -1632,6 +1797,16 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 				p->idle.max_sleep_us);
 		fprintf(f, "; %u peer(s), %u static neighbour(s)\n", p->npeers,
 			p->nneigh);
+		for (uint16_t k = 0; k < p->nroutes; k++) {
+			char net[16], via[16];
+
+			fprintf(f, "  route %s/%u via %s\n",
+				egw_conf_ip_str(p->routes[k].net, net,
+						sizeof(net)),
+				p->routes[k].prefix,
+				egw_conf_ip_str(p->routes[k].via, via,
+						sizeof(via)));
+		}
 	}
 }
 

@@ -27,6 +27,9 @@ extern "C" {
 #define EGW_CONF_MAX_SLOTS 4096 /**< max_peers at most */
 #define EGW_CONF_DEFAULT_MAX_PEERS 64
 #define EGW_CONF_MAX_NEIGH 32
+#define EGW_CONF_MAX_ROUTES 16
+/** payload.hop_limit's default: enough routers for any fabric */
+#define EGW_CONF_HOP_LIMIT 64
 #define EGW_CONF_MAX_QUEUES 16
 #define EGW_CONF_MAX_ERRORS 64
 /** max_rooms x max_runs_per_room: the receiver's run tables */
@@ -50,11 +53,24 @@ struct egw_conf_neigh {
 	uint8_t mac[6];
 };
 
+/** A route: peers in net/prefix are reached through `via`, a next hop on
+ * the port's own subnet (its MAC is the one ARP asks for). */
+struct egw_conf_route {
+	/** host byte order, host bits zero */
+	uint32_t net;
+	/** 0..32; 0 is the default route */
+	uint8_t prefix;
+	/** host byte order, on the port's subnet */
+	uint32_t via;
+};
+
 struct egw_conf_payload {
 	enum egw_payload_driver driver;
 	char device[64];        /**< verbs: e.g. mlx5_0, rxe0 */
 	uint8_t port;           /**< verbs: 1-based port number */
 	int gid_index;          /**< verbs: -1 = auto (RoCEv2 GID of address) */
+	/** verbs: the GRH hop limit (routers on the path each take one) */
+	uint8_t hop_limit;
 	bool window_keys;       /**< verbs: a memory window per window and kind */
 	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
 };
@@ -90,6 +106,8 @@ struct egw_conf_port {
 	struct egw_conf_idle idle;
 	struct egw_conf_neigh neigh[EGW_CONF_MAX_NEIGH];
 	uint16_t nneigh;
+	struct egw_conf_route routes[EGW_CONF_MAX_ROUTES];
+	uint16_t nroutes;
 	struct egw_conf_peer peers[EGW_CONF_MAX_PEERS];
 	uint16_t npeers;
 	/** peer slots: the listed peers and those that come while running
@@ -281,6 +299,12 @@ int egw_conf_diff(const struct egw_conf *cur, const struct egw_conf *next,
 
 /** Whether the diff changes anything at all (live settings or peers). */
 bool egw_conf_diff_empty(const struct egw_conf_diff *d);
+/**
+ * Where a datagram for `ip` goes on port `p`: `ip` itself when it is on the
+ * port's subnet, else the next hop of the longest route prefix that covers
+ * it, else 0 (unreachable). Host byte order.
+ */
+uint32_t egw_conf_next_hop(const struct egw_conf_port *p, uint32_t ip);
 
 /** "a.b.c.d" of a host-order IPv4 address into buf (>= 16 bytes). */
 const char *egw_conf_ip_str(uint32_t addr, char *buf, size_t len);

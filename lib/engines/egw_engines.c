@@ -123,6 +123,7 @@ struct egw_engines {
 	struct egw_engines_stats removed; /* counters of removed clients */
 	uint32_t held_blocks;      /* of all clients, in PH_HELD rooms */
 	struct egw_engines_peer *peers;	  /* max_peers, ascending ids */
+	struct egw_engines_peer *scratch; /* a new list, sorted before use */
 	struct egw_attach_peer_rec *recs; /* the same, as clients see it */
 	uint32_t npeers;
 	uint32_t top_id; /* the highest id ever listed */
@@ -1373,13 +1374,10 @@ egw_engines_peers_set(struct egw_engines *s,
 		      const struct egw_engines_peer *peers, uint32_t n,
 		      uint64_t now)
 {
-	struct egw_engines_peer *sorted;
+	struct egw_engines_peer *sorted = s->scratch;
 
 	if (n > s->c.max_peers)
 		return -E2BIG;
-	sorted = n > 0 ? malloc(n * sizeof(*sorted)) : NULL;
-	if (n > 0 && sorted == NULL)
-		return -ENOMEM;
 	if (n > 0)
 		memcpy(sorted, peers, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), peer_cmp);
@@ -1388,19 +1386,14 @@ egw_engines_peers_set(struct egw_engines *s,
 
 		if (sorted[i].id == 0 ||
 		    (i > 0 && sorted[i].id == sorted[i - 1].id) || len == 0 ||
-		    len == sizeof(sorted[i].name)) {
-			free(sorted);
+		    len == sizeof(sorted[i].name))
 			return -EINVAL;
-		}
 	}
 	s->now = now;
-	if (peers_same(s, sorted, n)) {
-		free(sorted);
+	if (peers_same(s, sorted, n))
 		return 0;
-	}
 	if (n > 0)
 		memcpy(s->peers, sorted, n * sizeof(*sorted));
-	free(sorted);
 	s->npeers = n;
 	memset(s->recs, 0, n * sizeof(*s->recs));
 	for (uint32_t i = 0; i < n; i++) {
@@ -1457,6 +1450,7 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 	s->tab = calloc(tab, sizeof(*s->tab));
 	s->tab_mask = tab - 1;
 	s->peers = calloc(c->max_peers + 1, sizeof(*s->peers));
+	s->scratch = calloc(c->max_peers + 1, sizeof(*s->scratch));
 	s->recs = calloc(c->max_peers + 1, sizeof(*s->recs));
 	if (c->cache_entries > 0) {
 		s->cache = calloc(c->cache_entries, sizeof(*s->cache));
@@ -1468,7 +1462,7 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 		s->sq[1].q = calloc(c->slot_queue, sizeof(*s->sq[1].q));
 	}
 	if (s->clients == NULL || s->tab == NULL || s->peers == NULL ||
-	    s->recs == NULL ||
+	    s->scratch == NULL || s->recs == NULL ||
 	    (c->slot_queue > 0 && (s->sq[0].q == NULL || s->sq[1].q == NULL)) ||
 	    (c->cache_entries > 0 &&
 	     (s->cache == NULL || s->cache_runs == NULL))) {
@@ -1499,6 +1493,7 @@ egw_engines_destroy(struct egw_engines *s, uint64_t now)
 	free(s->clients);
 	free(s->tab);
 	free(s->peers);
+	free(s->scratch);
 	free(s->recs);
 	free(s);
 }

@@ -111,7 +111,6 @@ class Client:
         self._nops = {}       # tag -> result
         self._deferred = []   # (handle, fn): fn() once handle.query()
         self._tag = 0
-        self._peers_gen = 0   # the last EGW_CLIENT_PEERS event's
         self._held_check = 0.0
         self._events = (_lib.Event * 64)()
         self._attach()
@@ -338,8 +337,9 @@ class Client:
         gateway posts an event on each change, so this sleeps, not spins."""
         if generation is None:
             generation = self.peers_generation
-        self.wait_until(lambda: self._peers_gen != generation and
-                        self.peers_generation != generation, timeout_s)
+        # the event only wakes the wait: the table says what changed
+        self.wait_until(lambda: self.peers_generation != generation,
+                        timeout_s)
         return self.peers()
 
     def peer_id(self, peer):
@@ -500,8 +500,7 @@ class Client:
             self._nops[ev.tag] = ev.result
             return
         if ev.op == _lib.OP_PEERS:
-            self._peers_gen = ev.room  # the list's new generation
-            return
+            return  # it woke the wait; peers() reads the list
         r = self._rooms.get(ev.slot)
         if r is None or r.room != ev.room:
             return

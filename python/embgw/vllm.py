@@ -261,8 +261,8 @@ class EmbgwECConnector(ECConnectorBase):
     socket       the local gateway's attach socket (required)
     port         its port name (default "p0")
     peer         consumer: the encode peer's name (default: the port's only
-                 peer); a peer not known yet is waited for until the
-                 gateway's bootstrap_ms
+                 peer; an int is an id from Client.peers()); a peer not
+                 known yet is waited for until the gateway's bootstrap_ms
     consumer_tp  producer: the consumer's TP size (default 1)
     max_attempts attempts per item before giving up (default 3)
     deadline_s   an item's deadline from its first fetch (default 120)
@@ -278,9 +278,8 @@ class EmbgwECConnector(ECConnectorBase):
             raise ValueError("ec_connector_extra_config.socket must name the "
                              "gateway's attach socket")
         self.port = _extra(cfg, "port", "p0")
+        # a name (an int: an id from Client.peers())
         self.peer = _extra(cfg, "peer", None)
-        if self.peer is not None:
-            self.peer = str(self.peer)
         self.consumer_tp = int(_extra(cfg, "consumer_tp", 1))
         self.max_attempts = int(_extra(cfg, "max_attempts", 3))
         self.deadline_s = float(_extra(cfg, "deadline_s", 120.0))

@@ -988,6 +988,97 @@ test_encode_busy(void)
 	shim_stop(&f);
 }
 
+/* ---- peers by id and by name ------------------------------------------- */
+
+/* Take events for up to `ms`: note a PEERS event whose generation is past
+ * `*gen` (it moves *gen) and the state of `slot`'s room. @return whether
+ * both came: the list changed and the room reached `state`. */
+static bool
+peers_and_room(struct egw_client *c, uint64_t *gen, uint32_t slot,
+	       uint32_t state, unsigned int ms)
+{
+	bool moved = false, reached = false;
+
+	for (unsigned int waited = 0; waited < ms && !(moved && reached);
+	     waited += 10) {
+		struct egw_client_event ev[8];
+		int n = egw_client_poll(c, ev, 8);
+
+		for (int i = 0; i < n; i++) {
+			if (ev[i].op == EGW_CLIENT_PEERS && ev[i].room > *gen) {
+				*gen = ev[i].room;
+				moved = true;
+			} else if (ev[i].op != EGW_CLIENT_PEERS &&
+				   ev[i].slot == slot && ev[i].state == state) {
+				reached = true;
+			}
+		}
+		if (n == 0)
+			(void)egw_client_wait(c, 10);
+	}
+	return moved && reached;
+}
+
+static void
+test_peers_by_id_and_name(void)
+{
+	const char *args[] = { "--peers", "encA", "--peer-wait-ms", "5000",
+			       NULL };
+	struct egw_client_opts o = { .size = sizeof(o),
+				     .name = "cunit",
+				     .flags = EGW_CLIENT_F_PEER_EVENTS };
+	char long_name[40];
+	struct egw_client_peer p[4];
+	struct egw_client_event ev;
+	struct egw_client *c;
+	struct shim_proc f;
+	uint64_t gen = 0, seen = 0;
+	int s;
+
+	CU_ASSERT_FATAL(shim_start(&f, args) == 0);
+	CU_ASSERT_FATAL(egw_client_attach(f.path, "lang0", &o, &c) == 0);
+	CU_ASSERT(egw_client_peers(c, p, 4, &gen) == 1);
+	CU_ASSERT(p[0].id == 1 && strcmp(p[0].name, "encA") == 0 &&
+		  p[0].flags == EGW_CLIENT_PEER_READY && gen > 0);
+	CU_ASSERT(egw_client_peer_id(c, "encB") == -ENOENT);
+	/* a room from a peer not listed yet waits for it */
+	s = egw_client_recv_open_named(c, 1 << 24 | 200, "encB", 0, 1, 0, 0,
+				       NULL, 1);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT(peers_and_room(c, &seen, (uint32_t)s,
+				 EGW_CLIENT_BOOTSTRAPPING, MS) &&
+		  seen == gen);
+	shim_say(&f, "peer-add encB");
+	CU_ASSERT(shim_expect(&f, "peer encB joined as id 2", MS));
+	CU_ASSERT(
+		peers_and_room(c, &seen, (uint32_t)s, EGW_CLIENT_SUCCESS, MS) &&
+		seen > gen);
+	CU_ASSERT(egw_client_peers(c, p, 4, &gen) == 2 && gen == seen);
+	CU_ASSERT(egw_client_peer_id(c, "encB") == 2);
+	CU_ASSERT(check_language_room(c, (uint32_t)s, 1 << 24 | 200, 200));
+	CU_ASSERT(egw_client_release(c, (uint32_t)s, 2) == 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_SUCCESS, MS, &ev) &&
+		  (ev.flags & EGW_CLIENT_EV_END));
+	/* removed: its id fails a room, never reaches another peer */
+	shim_say(&f, "peer-remove encB");
+	CU_ASSERT(shim_expect(&f, "peer encB removed", MS));
+	s = egw_client_recv_open(c, 2 << 24 | 10, 2, 0, 1, 0, 3);
+	CU_ASSERT_FATAL(s >= 0);
+	CU_ASSERT(wait_event(c, (uint32_t)s, EGW_CLIENT_FAILED, MS, &ev) &&
+		  ev.result == -1026 && (ev.flags & EGW_CLIENT_EV_END));
+	CU_ASSERT(strcmp(egw_client_strerror(-1026), "peer removed") == 0);
+	/* names and ids that are none: caught before anything is sent */
+	memset(long_name, 'x', 32);
+	long_name[32] = '\0';
+	CU_ASSERT(egw_client_recv_open_named(c, 5, long_name, 0, 1, 0, 0, NULL,
+					     4) == -EINVAL);
+	CU_ASSERT(egw_client_recv_open_named(c, 5, "", 0, 1, 0, 0, NULL, 4) ==
+		  -EINVAL);
+	CU_ASSERT(egw_client_recv_open(c, 5, 0, 0, 1, 0, 4) == -EINVAL);
+	egw_client_detach(c);
+	shim_stop(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1010,6 +1101,7 @@ main(int argc, char **argv)
 		{ "client killed", test_client_killed },
 		{ "gateway gone", test_gateway_gone },
 		{ "scripted failures", test_scripted_failures },
+		{ "peers by id and name", test_peers_by_id_and_name },
 		{ "published stats", test_published_stats },
 		{ "content keys", test_content_keys },
 		{ "read-only pool", test_pool_read_only },

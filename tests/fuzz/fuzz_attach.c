@@ -54,8 +54,10 @@ check_accepted(const struct egw_attach_cmd *c,
 	    (c->total_tokens == 0 || c->total_tokens > l->max_total_tokens ||
 	     c->nranks == 0 || c->room == 0))
 		abort();
+	/* a RECV_OPEN names its peer by id or by name, one of the two */
 	if (c->op == EGW_OP_RECV_OPEN &&
-	    (c->peer >= l->npeers || c->rank >= c->nranks || c->room == 0))
+	    ((c->peer_id == 0) == !(c->flags & EGW_CMDF_PEER_NAME) ||
+	     c->rank >= c->nranks || c->room == 0))
 		abort();
 	if (c->op != EGW_OP_NOP && c->op != EGW_OP_LOOKUP &&
 	    c->slot >= l->nslots)
@@ -74,7 +76,7 @@ fuzz_cmd(const uint8_t *data, size_t size)
 {
 	struct egw_attach_limits l, wide;
 	struct egw_attach_cmd c;
-	uint8_t raw[4 + 4 + 2 + 1];
+	uint8_t raw[4 + 4 + 2 + 1]; /* nslots, max_total, (2 unused), roles */
 	int rc;
 
 	if (size < sizeof(raw) + sizeof(c))
@@ -83,7 +85,6 @@ fuzz_cmd(const uint8_t *data, size_t size)
 	memcpy(&c, data + sizeof(raw), sizeof(c));
 	memcpy(&l.nslots, raw, 4);
 	memcpy(&l.max_total_tokens, raw + 4, 4);
-	memcpy(&l.npeers, raw + 8, 2);
 	l.encode = raw[10] & 1;
 	l.language = raw[10] & 2;
 	rc = egw_attach_cmd_check(&c, &l);
@@ -99,7 +100,6 @@ fuzz_cmd(const uint8_t *data, size_t size)
 	wide = l;
 	wide.nslots = looser(l.nslots, UINT32_MAX);
 	wide.max_total_tokens = looser(l.max_total_tokens, UINT32_MAX);
-	wide.npeers = (uint16_t)looser(l.npeers, UINT16_MAX);
 	if (egw_attach_cmd_check(&c, &wide) != 0)
 		abort();
 }

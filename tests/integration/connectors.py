@@ -104,7 +104,7 @@ def vllm_config(socket, producer, tp, **extra):
         is_ec_producer=producer, is_ec_consumer=not producer,
         ec_connector="EmbgwECConnector",
         ec_connector_module_path="embgw.vllm",
-        ec_connector_extra_config=dict(socket=socket, port="p0", peer=0,
+        ec_connector_extra_config=dict(socket=socket, port="p0", peer=1,
                                        **extra))
     cfg.get_from_extra_config = \
         lambda k, d=None: cfg.ec_connector_extra_config.get(k, d)
@@ -418,7 +418,7 @@ def sglang_rank(rank, pipe, socket, tp):
     queues, one call each per step, told the group's reduced polls."""
     mgr = esg.EmbgwKVManager(types.SimpleNamespace(engine_rank=rank), None,
                              types.SimpleNamespace(tp_size=tp),
-                             socket=socket, port="p0", peer=0)
+                             socket=socket, port="p0", peer=1)
     c = mgr.client()
     rows = sum(n & 0xffffffff for n in S_ROOMS.values()) + \
         (S_HOLD & 0xffffffff)

@@ -159,6 +159,52 @@ veth_down() {
 	VETH=""
 }
 
+# ---- network namespaces, for routed topologies ----------------------------
+# A case that needs a router between two gateways moves veth ends into
+# namespaces of its own (netns_add); netns_down (or the caller's EXIT
+# trap) deletes them, and with them the veth ends inside.
+NETNS=()
+
+# netns_add NAME: a fresh namespace, its loopback up
+netns_add() {
+	ip netns add "$1" || return 1
+	NETNS+=("$1")
+	ip -n "$1" link set lo up
+}
+
+# netns_link NS IF [ADDR/LEN]: veth end IF moved into NS and up there;
+# with ADDR the kernel there owns the address (a router's interface),
+# without it the kernel stays out of the link as veth_up has it (no ARP,
+# no IPv6): a gateway's net_af_packet end
+netns_link() {
+	ip link set "$2" netns "$1" || return 1
+	# (where the kernel has IPv6 at all)
+	ip netns exec "$1" sh -c "f=/proc/sys/net/ipv6/conf/$2/disable_ipv6; [ ! -w \$f ] || echo 1 >\$f" ||
+		return 1
+	if [ -n "${3:-}" ]; then
+		ip -n "$1" link set "$2" arp on up &&
+			ip -n "$1" addr add "$3" dev "$2"
+	else
+		ip -n "$1" link set "$2" arp off up
+	fi
+}
+
+# netns_down: the namespaces netns_add made are gone
+netns_down() {
+	local n
+	for n in "${NETNS[@]}"; do
+		ip netns del "$n" 2>/dev/null
+	done
+	NETNS=()
+}
+
+# netns_wrap NS PROGRAM OUT: OUT is an executable that runs PROGRAM in NS
+# (for start/run_gw, which take a program)
+netns_wrap() {
+	printf '#!/bin/sh\nexec ip netns exec %s %s "$@"\n' "$1" "$(realpath "$2")" >"$3" &&
+		chmod +x "$3"
+}
+
 # wait_socket PATH: a socket file exists (an attach socket, a memif server's)
 wait_socket() {
 	for _ in $(seq 1 200); do

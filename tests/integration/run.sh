@@ -2384,10 +2384,91 @@ cl_hup() {
 	return 1
 }
 
+# ---- a routed fabric -------------------------------------------------------
+define cluster-routed "the language gateway two subnets away: encode side, router (a plain Linux namespace, ip_forward=1) and language side in three network namespaces; the gateways ARP for the next hop only, every control datagram crosses the router, 4 rooms byte-exact"
+case_cluster_routed() {
+	local ns=${VETH}n enc_if=${VETH}e0 r1=${VETH}l0 r2=${VETH}e1 lang_if=${VETH}l1
+	local fwd0 fwd1
+	# encode side (enc) - rtr - language side (lang): two subnets, the
+	# router's kernel forwards between them; each gateway's end has no
+	# kernel address, so only the gateway answers there
+	netns_add "${ns}enc" && netns_add "${ns}rtr" && netns_add "${ns}lang" &&
+		netns_link "${ns}enc" "$enc_if" &&
+		netns_link "${ns}rtr" "$r1" 10.71.1.254/24 &&
+		netns_link "${ns}rtr" "$r2" 10.71.2.254/24 &&
+		netns_link "${ns}lang" "$lang_if" &&
+		ip netns exec "${ns}rtr" sysctl -qw net.ipv4.ip_forward=1 ||
+		{ MSG="cannot build the namespaces"; return 1; }
+	head -c 48 /dev/urandom >"$T/psk.key"
+	chmod 600 "$T/psk.key"
+	cat >"$T/encode.cfg" <<CFG
+gateway = {
+  name = "enc-0";
+  roles = ["encode"];
+  key_file = "psk.key";
+  pool = { capacity_tokens = 262144; hidden_size = 256; dtype = "bf16"; };
+  timers = { $SLACK };
+};
+ports = ( {
+  name = "p0";
+  device = "net_af_packet0,iface=$enc_if";
+  address = "10.71.1.1/24";
+  lcores = [1];
+  payload = { driver = "shm"; path = "$T/lang-pool-0"; };
+  routes = ( { prefix = "10.71.2.0/24"; via = "10.71.1.254"; } );
+  peers = ( { name = "lang-0"; address = "10.71.2.1"; } );
+} );
+CFG
+	cat >"$T/language.cfg" <<CFG
+gateway = {
+  name = "lang-0";
+  roles = ["language"];
+  key_file = "psk.key";
+  pool = {
+    capacity_tokens = 262144; hidden_size = 256; dtype = "bf16";
+    policy = { kind = "fixed"; tokens = 1024; };
+  };
+  timers = { $SLACK };
+};
+ports = ( {
+  name = "p0";
+  device = "net_af_packet1,iface=$lang_if";
+  address = "10.71.2.1/24";
+  lcores = [0];
+  payload = { driver = "shm"; path = "$T/lang-pool-0"; };
+  routes = ( { prefix = "0.0.0.0/0"; via = "10.71.2.254"; } );
+  peers = ( { name = "enc-0"; address = "10.71.1.1"; } );
+} );
+CFG
+	netns_wrap "${ns}enc" "$EMBGW_GEN" "$T/gen-enc" &&
+		netns_wrap "${ns}lang" "$EMBGW_GEN" "$T/gen-lang" || return 1
+	LOG=$T/enc.log
+	start "$T/gen-enc" enc 1 "$T/encode.cfg" "$T/enc.log" 120 --produce
+	wait_ready enc || { MSG="the encode side did not come up"; return 1; }
+	EMBGW_GEN=$T/gen-lang language_client run_gen "$T/lang.log" 60 \
+		--exit-when-done --drive 4 --lengths 500,2000,10000,50000
+	fwd0=$(ip netns exec "${ns}rtr" cat "/sys/class/net/$r1/statistics/tx_packets")
+	fwd1=$(ip netns exec "${ns}rtr" cat "/sys/class/net/$r2/statistics/tx_packets")
+	MSG="lang: $(report "$T/lang.log") enc: $(report "$T/enc.log") router tx: $fwd0/$fwd1"
+	expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" result rounds -eq 3 &&
+		expect "$T/lang.log" result bytes -eq 33000256 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 &&
+		expect "$T/enc.log" result-encode ok -eq 4 || return 1
+	# the router is the only way between them (it answers ARP for its
+	# own addresses only: a gateway that asked for its peer would never
+	# send), so what each side received came through it
+	expect "$T/lang.log" node rx_datagrams -gt 0 && expect "$T/enc.log" node rx_datagrams -gt 0 &&
+		[ "${fwd0:-0}" -ge "$(field "$T/enc.log" node rx_datagrams)" ] &&
+		[ "${fwd1:-0}" -ge "$(field "$T/lang.log" node rx_datagrams)" ] ||
+		{ MSG="$MSG; fewer frames through the router than the gateways received"; return 1; }
+	MSG="4 rooms byte-exact through the router ($fwd1 frames forwarded to the language side, $fwd0 to the encode side), nothing leaked"
+}
+
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
-trap 'stop_all; cl_down; veth_down; hugepages_down; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'stop_all; cl_down; veth_down; netns_down; hugepages_down; [ -n "$T" ] && rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 
 run_case() {
@@ -2406,6 +2487,7 @@ run_case() {
 	stop_all
 	cl_down
 	veth_down
+	netns_down
 	hugepages_down
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))

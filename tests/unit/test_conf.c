@@ -206,6 +206,28 @@ test_idle_group(void)
 	       "ports[0].idle.sleep: unknown setting (expected one of: mode, max_sleep_us)");
 }
 
+/* payload.hop_limit: 64 by default for verbs, 1..255, unknown to shm. */
+static void
+test_hop_limit(void)
+{
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\"; };"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].payload.hop_limit, 64);
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
+		    "  hop_limit = 8; };"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].payload.hop_limit, 8);
+	expect(edit("payload = { driver = \"shm\"; path = \"/dev/shm/x\"; };",
+		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
+		    "  hop_limit = 0; }; #<\n"),
+	       1, "ports[0].payload.hop_limit: out of range 1..255");
+	expect(edit("driver = \"shm\";",
+		    "driver = \"shm\"; hop_limit = 2; #<\n"),
+	       1, "ports[0].payload.hop_limit: unknown setting");
+}
+
 static void
 test_out_of_range(void)
 {
@@ -305,8 +327,10 @@ test_missing_and_cross_checks(void)
 	}
 	expect(edit("lcores = [1];", "queues = 2; lcores = [1]; #<\n"), 1,
 	       "ports[0].lcores: 1 lcores for 2 queues");
-	expect(edit("address = \"10.0.0.2\";", "address = \"10.9.0.2\"; #<\n"), 1,
-	       "ports[0].peers[0].address: not on the port's subnet");
+	expect(edit("address = \"10.0.0.2\";", "address = \"10.9.0.2\"; #<\n"),
+	       1,
+	       "ports[0].peers[0].address: 10.9.0.2 is not on the port's "
+	       "subnet 10.0.0.0/24 and no route covers it");
 	/* per-peer shm pool file: absolute, shm driver only */
 	expect(edit("address = \"10.0.0.2\";",
 		    "address = \"10.0.0.2\"; shm_path = \"/dev/shm/e\";"), 0, "");
@@ -616,6 +640,136 @@ test_unusable_addresses(void)
 	       "ports[0].neighbours[0].address: 10.0.0.255 is the subnet's broadcast address");
 }
 
+/* The peers line of `base` with routes before it: `routes` is the inside
+ * of the list, `peer` the peer's address (a trailing '<' marks the peer's
+ * line as the one the first error is on). */
+static const char *
+with_routes(const char *routes, const char *peer)
+{
+	size_t plen = strlen(peer);
+	bool mark = plen > 0 && peer[plen - 1] == '<';
+	static char out[4096];
+	char to[2048];
+	const char *from =
+		"peers = ( { name = \"e\"; address = \"10.0.0.2\"; } );";
+	const char *p = strstr(base, from);
+
+	snprintf(to, sizeof(to),
+		 "routes = (%s);\n    peers = ( { name = \"e\"; "
+		 "address = \"%.*s\"; } );%s",
+		 routes, (int)(plen - mark), peer, mark ? " #<\n" : "");
+	snprintf(out, sizeof(out), "%.*s%s%s", (int)(p - base), base, to,
+		 p + strlen(from));
+	return out;
+}
+
+#define IP4(a, b, c, d) \
+	((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (d))
+
+/* routes: peers beyond the subnet through a next hop on it; the longest
+ * prefix wins whatever the order; the subnet itself is always direct. */
+static void
+test_routes(void)
+{
+	const struct egw_conf_port *p = &conf.ports[0];
+
+	expect(with_routes(
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; } ",
+		       "10.2.3.4"),
+	       0, "");
+	CU_ASSERT_EQUAL(p->nroutes, 1);
+	CU_ASSERT_EQUAL(p->routes[0].net, IP4(10, 2, 0, 0));
+	CU_ASSERT_EQUAL(p->routes[0].prefix, 16);
+	CU_ASSERT_EQUAL(p->peers[0].addr, IP4(10, 2, 3, 4));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 3, 4)),
+			IP4(10, 0, 0, 254));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 0, 0, 7)),
+			IP4(10, 0, 0, 7));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 3, 0, 1)), 0);
+
+	expect(with_routes(
+		       " { prefix = \"10.2.3.0/24\"; via = \"10.0.0.252\"; },"
+		       " { prefix = \"0.0.0.0/0\"; via = \"10.0.0.253\"; },"
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; },"
+		       " { prefix = \"10.0.0.0/8\"; via = \"10.0.0.251\"; } ",
+		       "192.168.9.9"),
+	       0, "");
+	CU_ASSERT_EQUAL(p->nroutes, 4);
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 3, 4)),
+			IP4(10, 0, 0, 252));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 2, 4, 4)),
+			IP4(10, 0, 0, 254));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 9, 0, 1)),
+			IP4(10, 0, 0, 251));
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(192, 168, 9, 9)),
+			IP4(10, 0, 0, 253));
+	/* a route that contains the subnet does not take it over */
+	CU_ASSERT_EQUAL(egw_conf_next_hop(p, IP4(10, 0, 0, 2)),
+			IP4(10, 0, 0, 2));
+}
+
+/* Each rule of a route, and peers beyond the subnet that none covers. */
+static void
+test_route_errors(void)
+{
+	static const struct {
+		const char *route, *why;
+	} bad[] = {
+		{ "prefix = \"10.2.0.0/16\"; via = \"10.1.0.254\";",
+		  "routes[0].via: 10.1.0.254 is not on the port's subnet 10.0.0.0/24" },
+		{ "prefix = \"10.2.0.0/16\"; via = \"10.0.0.1\";",
+		  "routes[0].via: 10.0.0.1 is the port's own address" },
+		{ "prefix = \"10.2.0.0/16\"; via = \"10.0.0.255\";",
+		  "routes[0].via: 10.0.0.255 is the subnet's broadcast address" },
+		{ "prefix = \"10.2.0.0/16\"; via = \"10.0.0\";",
+		  "routes[0].via: not an IPv4 address (a.b.c.d): '10.0.0'" },
+		{ "prefix = \"10.2.0.1/16\"; via = \"10.0.0.254\";",
+		  "routes[0].prefix: 10.2.0.1/16 has host bits set (the network is 10.2.0.0/16)" },
+		{ "prefix = \"10.2.0.0\"; via = \"10.0.0.254\";",
+		  "routes[0].prefix: not an IPv4 prefix (a.b.c.d/len, len 0..32): '10.2.0.0'" },
+		{ "prefix = \"10.2.0.0/33\"; via = \"10.0.0.254\";",
+		  "routes[0].prefix: not an IPv4 prefix (a.b.c.d/len, len 0..32): '10.2.0.0/33'" },
+		{ "prefix = \"10.0.0.128/25\"; via = \"10.0.0.254\";",
+		  "routes[0].prefix: 10.0.0.128/25 lies within the port's own subnet 10.0.0.0/24" },
+		{ "prefix = \"10.0.0.0/24\"; via = \"10.0.0.254\";",
+		  "routes[0].prefix: 10.0.0.0/24 lies within the port's own subnet" },
+		{ "prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; metric = 1;",
+		  "routes[0].metric: unknown setting" },
+		{ "via = \"10.0.0.254\";",
+		  "routes[0].prefix: missing (required)" },
+	};
+	char r[512];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(r, sizeof(r), " { %s } #<\n", bad[i].route);
+		expect(with_routes(r, "10.0.0.2"), 1, bad[i].why);
+	}
+	/* a route and its duplicate: the second is named */
+	expect(with_routes(
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; },\n"
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.253\"; } #<\n",
+		       "10.0.0.2"),
+	       1,
+	       "routes[1].prefix: duplicate route prefix 10.2.0.0/16 (routes[0])");
+	/* a peer beyond the subnet that no route covers */
+	expect(with_routes(
+		       " { prefix = \"10.2.0.0/16\"; via = \"10.0.0.254\"; } ",
+		       "10.3.0.2<"),
+	       1,
+	       "ports[0].peers[0].address: 10.3.0.2 is not on the port's "
+	       "subnet 10.0.0.0/24 and no route covers it (routes)");
+	/* routed, but no host's address */
+	expect(with_routes(
+		       " { prefix = \"0.0.0.0/0\"; via = \"10.0.0.254\"; } ",
+		       "224.1.1.1<"),
+	       1,
+	       "ports[0].peers[0].address: 224.1.1.1 is a multicast address");
+	/* static neighbours stay on the link */
+	expect(edit("lcores = [1];",
+		    "lcores = [1]; neighbours = ( { address = \"10.2.0.9\"; mac = \"02:00:00:00:00:01\"; } ); #<\n"),
+	       1, "ports[0].neighbours[0].address: not on the port's subnet");
+}
+
 /* Two ports on one device name, or receiving into one pool file. */
 static void
 test_same_device_or_pool_file(void)
@@ -807,20 +961,25 @@ main(int argc, char **argv)
 		{ "unknown_key", test_unknown_key },
 		{ "wrong_type", test_wrong_type },
 		{ "payload.window_keys", test_window_keys },
+		{ "payload.hop_limit", test_hop_limit },
 		{ "out_of_range", test_out_of_range },
 		{ "duplicates_across_ports", test_duplicates_across_ports },
 		{ "key_file_problems", test_key_file_problems },
 		{ "missing_and_cross_checks", test_missing_and_cross_checks },
-		{ "syntax_error_and_many_errors", test_syntax_error_and_many_errors },
+		{ "syntax_error_and_many_errors",
+		  test_syntax_error_and_many_errors },
 		{ "attach_group", test_attach_group },
 		{ "attach_tenants", test_attach_tenants },
 		{ "metrics_group", test_metrics_group },
 		{ "cluster_group", test_cluster_group },
 		{ "wide_numbers", test_wide_numbers },
 		{ "unusable_addresses", test_unusable_addresses },
+		{ "routes", test_routes },
+		{ "route_errors", test_route_errors },
 		{ "same_device_or_pool_file", test_same_device_or_pool_file },
 		{ "input_files", test_input_files },
-		{ "include_after_block_comment", test_include_after_block_comment },
+		{ "include_after_block_comment",
+		  test_include_after_block_comment },
 		{ "large_inputs", test_large_inputs },
 		{ "idle_group", test_idle_group },
 		{ NULL, NULL },

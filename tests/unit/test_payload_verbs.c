@@ -108,6 +108,36 @@ test_gid_auto_on_open(void)
 	CU_ASSERT_EQUAL(pp_open(&pp, &egw_payload_verbs_ops, ""), -ENOENT);
 }
 
+/* The address vector names the peer by the GID of its REGISTER (for
+ * RoCEv2, ::ffff: and its IPv4) with a hop limit that crosses routers:
+ * 64 by default, the configured one otherwise. */
+static void
+test_av_gid_and_hop_limit(void)
+{
+	struct egw_register r;
+	const struct ibv_ah_attr *av;
+
+	stub_device();
+	open_connected();
+	pp_register(&pp, PP_LANG, &r);
+	av = ibv_stub_qp_av(ibv_stub.qp[0]);
+	CU_ASSERT_EQUAL(av->is_global, 1);
+	CU_ASSERT(memcmp(av->grh.dgid.raw, r.gid, 16) == 0);
+	CU_ASSERT(memcmp(av->grh.dgid.raw, ibv_stub.gid[1].gid.raw, 16) == 0);
+	CU_ASSERT_EQUAL(av->grh.sgid_index, 0);
+	CU_ASSERT_EQUAL(av->grh.hop_limit, 64);
+	pp_close(&pp);
+
+	stub_device();
+	CU_ASSERT_FATAL(pp_open(&pp, &egw_payload_verbs_ops, "") == 0);
+	pp.side[PP_ENC].par.hop_limit = 3;
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
+	CU_ASSERT_FATAL(pp_connect(&pp) == 0);
+	av = ibv_stub_qp_av(ibv_stub.qp[ibv_stub.nqp - 1]);
+	CU_ASSERT_EQUAL(av->grh.hop_limit, 3);
+	pp_close(&pp);
+}
+
 static void
 test_sq_depth(void)
 {
@@ -252,6 +282,49 @@ test_write_lands_and_rkey_checked(void)
 	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
 	CU_ASSERT(c[0].cookie == 6 && !c[0].ok);
 	CU_ASSERT_EQUAL(enc_stats().qp_resets, 1);
+	pp_close(&pp);
+}
+
+/* Peer slots beyond those given at open: a free slot has no QP (posts
+ * refused), peer_add makes one (the CQ grown first) that connects and
+ * carries writes, a taken slot is refused, and peer_remove destroys the
+ * QP without touching the other peers'. */
+static void
+test_peer_slots_added_and_removed(void)
+{
+	struct egw_payload_peer pe = { .name = "lang-b" };
+	struct egw_payload_cpl c[2];
+	struct egw_register r;
+	struct egw_write w;
+
+	stub_device();
+	ibv_stub.execute = true;
+	open_connected();
+	pp.side[PP_ENC].par.max_peers = 3;
+	CU_ASSERT_FATAL(pp_reopen(&pp, PP_ENC) == 0);
+	pp_fill(&pp, 4, 21);
+	w = pp_emb(&pp, 4, 5, PP_BLOCK_TOKENS);
+	CU_ASSERT_EQUAL(pp.ops->post(ENC, 1, &w, 1, 1), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 1, &pe), 0);
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 1, &pe), -EINVAL);
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 3, &pe), -EINVAL);
+	pp_register(&pp, PP_LANG, &r);
+	CU_ASSERT_FATAL(pp.ops->connect(ENC, 1, &r) == 0);
+	CU_ASSERT(pp.ops->post(ENC, 1, &w, 1, 2) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 2 && c[0].ok);
+	CU_ASSERT(pp_landed(&pp, 5, 21, PP_BLOCK_TOKENS));
+	/* slot 0 (never connected since the reopen) goes; slot 1 stays */
+	pp.ops->peer_remove(ENC, 0);
+	CU_ASSERT_EQUAL(pp.ops->post(ENC, 0, &w, 1, 3), -EINVAL);
+	CU_ASSERT_STRING_EQUAL(pp.ops->why(ENC, 0), "no such peer");
+	pp_fill(&pp, 4, 22);
+	CU_ASSERT(pp.ops->post(ENC, 1, &w, 1, 4) == 0);
+	CU_ASSERT_EQUAL_FATAL(pp_poll(&pp, PP_ENC, c, 2), 1);
+	CU_ASSERT(c[0].cookie == 4 && c[0].ok);
+	CU_ASSERT(pp_landed(&pp, 5, 22, PP_BLOCK_TOKENS));
+	/* and back into slot 0 */
+	CU_ASSERT_EQUAL(pp.ops->peer_add(ENC, 0, &pe), 0);
 	pp_close(&pp);
 }
 
@@ -939,6 +1012,8 @@ main(void)
 		  test_gid_pick_table },
 		{ "GID auto on open, and open fails without one",
 		  test_gid_auto_on_open },
+		{ "the address vector: the peer's GID, a hop limit for routers",
+		  test_av_gid_and_hop_limit },
 		{ "send queue depth from the device", test_sq_depth },
 		{ "wr_id round trip", test_wr_id_round_trip },
 		{ "every Nth WR and each batch's last are signalled",
@@ -949,6 +1024,8 @@ main(void)
 		  test_write_outside_regions_fails_batch },
 		{ "writes land; a wrong rkey fails the batch",
 		  test_write_lands_and_rkey_checked },
+		{ "peer_slots_added_and_removed",
+		  test_peer_slots_added_and_removed },
 		{ "the send queue is never overrun", test_sq_never_overrun },
 		{ "a QP error fails what is in flight once",
 		  test_qp_error_fails_in_flight_once },
@@ -975,14 +1052,16 @@ main(void)
 		  "key refused; closed after a QP reset by freeing the MWs",
 		  test_window_bounds_and_region_key },
 		{ "window keys: a bind on a QP in error fails cleanly and the "
-		  "QP is rebuilt", test_window_bind_on_a_qp_in_error },
+		  "QP is rebuilt",
+		  test_window_bind_on_a_qp_in_error },
 		{ "window keys: not connected, bad runs, twice",
 		  test_window_errors },
 		{ "window keys: a bind is posted; its keys admit writes once "
 		  "its completion, however late, is reaped",
 		  test_window_bind_is_posted_and_completes_late },
 		{ "window keys: an invalidation is posted; the keys admit "
-		  "writes until it completed", test_window_unbind_is_posted },
+		  "writes until it completed",
+		  test_window_unbind_is_posted },
 		{ "window keys: a pending bind given up on is freed and never "
 		  "reported; a reset fails pending binds",
 		  test_window_pending_given_up_and_reset },

@@ -96,6 +96,8 @@ struct egw_payload {
 	uint8_t port;
 	int gid_index;
 	union ibv_gid gid;
+	/* the GRH's: routers on the path take one each */
+	uint8_t hop_limit;
 	enum ibv_mtu mtu;
 	uint32_t max_send_wr;
 	uint8_t *mem;
@@ -266,7 +268,7 @@ qp_connect(struct egw_payload *p, uint32_t peer)
 	a.ah_attr.is_global = 1;
 	memcpy(a.ah_attr.grh.dgid.raw, v->reg.gid, 16);
 	a.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.grh.hop_limit = p->hop_limit;
 	a.ah_attr.port_num = p->port;
 	rc = neg_errno(ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_AV |
 				     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -348,6 +350,7 @@ verbs_open(const struct egw_payload_params *pp,
 	p->nslots = nslots;
 	p->own.fd = -1; /* nothing to free yet */
 	p->port = pp->port;
+	p->hop_limit = pp->hop_limit != 0 ? pp->hop_limit : VERBS_HOP_LIMIT;
 	p->ctx = open_device(pp->device);
 	if (p->ctx == NULL) {
 		free(p->peers);

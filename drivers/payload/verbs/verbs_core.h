@@ -21,6 +21,9 @@
 #define VERBS_MAX_CHAIN 4096u   /* WRs chained per peer between two polls */
 #define VERBS_MAX_SQ 4096u      /* the deepest send queue asked for */
 #define VERBS_NO_BATCH 0xffffffffu /* wr_id slot of a WR that ends no batch */
+/* the GRH hop limit when none is given: a hop limit of 1 does not cross
+ * a router, 64 crosses any fabric's */
+#define VERBS_HOP_LIMIT 64u
 /* wr_id slot of a window's bind or invalidation: this bit, the post's
  * sequence number (7 bits) and the window's first block (24 bits) */
 #define VERBS_WINDOW_BIT 0x80000000u

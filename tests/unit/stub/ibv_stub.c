@@ -25,6 +25,8 @@ struct stub_qp {
 	uint32_t sq_used;            /* posted, not yet freed by a completion */
 	uint32_t since_signal;       /* completed unsignalled, slots still held */
 	uint32_t dest_qpn;
+	/* the address vector RTR was given */
+	struct ibv_ah_attr av;
 };
 
 struct ibv_stub ibv_stub;
@@ -85,6 +87,12 @@ uint32_t
 ibv_stub_qp_dest(const struct ibv_qp *qp)
 {
 	return ((const struct stub_qp *)(const void *)qp)->dest_qpn;
+}
+
+const struct ibv_ah_attr *
+ibv_stub_qp_av(const struct ibv_qp *qp)
+{
+	return &((const struct stub_qp *)(const void *)qp)->av;
 }
 
 /* ---- device, port, GID ----------------------------------------------- */
@@ -427,6 +435,8 @@ ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		if (!(mask & IBV_QP_DEST_QPN) || qp->state != IBV_QPS_INIT)
 			return EINVAL;
 		q->dest_qpn = attr->dest_qp_num;
+		if (mask & IBV_QP_AV)
+			q->av = attr->ah_attr;
 	}
 	if (attr->qp_state == IBV_QPS_RTS && qp->state != IBV_QPS_RTR)
 		return EINVAL;

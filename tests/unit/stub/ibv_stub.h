@@ -98,6 +98,8 @@ void ibv_stub_gid(uint32_t i, uint32_t ipv4, enum ibv_gid_type type);
 /** QP state and the peer it was brought to RTR towards. */
 enum ibv_qp_state ibv_stub_qp_state(const struct ibv_qp *qp);
 uint32_t ibv_stub_qp_dest(const struct ibv_qp *qp);
+/** The address vector the QP was brought to RTR with. */
+const struct ibv_ah_attr *ibv_stub_qp_av(const struct ibv_qp *qp);
 
 /** The allocated memory window whose current key is `rkey`, or NULL. */
 struct ibv_stub_mw *ibv_stub_mw_by_key(uint32_t rkey);
