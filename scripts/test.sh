@@ -9,7 +9,8 @@
 # suite "threads" (the attach rings, the client's lease thread) under
 # ThreadSanitizer (build-test-tsan/, only its targets built), the libFuzzer
 # targets (clang, build-test-fuzz/: the protocol decoder, the attach
-# commands and hellos, the configuration text; EGW_FUZZ_SECONDS, default
+# commands and hellos, the configuration text, what etcd hands the
+# cluster; EGW_FUZZ_SECONDS, default
 # 20, split between them), the integration cases, the conformance checks,
 # the RoCEv2 suite in two QEMU guests (EMBGW_SKIP_VM=1 leaves it out,
 # except under CI=true), a quick round of the benchmarks and embgw-sim. The
@@ -111,7 +112,7 @@ build build-test-tsan "${tsan_targets[@]}"
 configure build-test-fuzz clang -Dfuzz=true -Ddpdk=enabled -Dverbs=enabled \
 	-Db_sanitize=address,undefined -Db_lundef=false \
 	-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all"
-fuzzers=(fuzz_proto fuzz_attach fuzz_conf)
+fuzzers=(fuzz_proto fuzz_attach fuzz_conf fuzz_cluster)
 build build-test-fuzz tests/fuzz/make_corpus "${fuzzers[@]/#/tests/fuzz/}"
 if [ $build_only = 1 ]; then
 	echo "tests: built $B, build-test-asan, build-test-tsan (${tsan_targets[*]}), build-test-fuzz (${fuzzers[*]}); nothing run"
@@ -137,7 +138,7 @@ each=$((fuzz_secs / ${#fuzzers[@]}))
 # configurations; the attach target starts from nothing (fixed-size
 # structs). tests/fuzz/regressions/TARGET holds inputs that once crashed
 # TARGET: replayed every run.
-declare -A max_len=([fuzz_proto]=512 [fuzz_attach]=2048 [fuzz_conf]=8192)
+declare -A max_len=([fuzz_proto]=512 [fuzz_attach]=2048 [fuzz_conf]=8192 [fuzz_cluster]=4096)
 corpora=$(mktemp -d "${TMPDIR:-/tmp}/embgw-fuzz.XXXXXX")
 mkdir -p "$corpora/start-fuzz_proto" "$corpora/start-fuzz_conf"
 ./build-test-fuzz/tests/fuzz/make_corpus "$corpora/start-fuzz_proto"

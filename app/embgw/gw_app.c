@@ -25,6 +25,7 @@
 
 #include "gw_app.h"
 #include "gw_attach.h"
+#include "gw_cluster.h"
 #include "gw_notify.h"
 #include "gw_peers.h"
 #include "gw_resources.h"
@@ -786,6 +787,8 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		rc = gw_attach_start(&conf, ids, nids);
 	if (rc == 0 && !gw_force_quit)
 		rc = gw_metrics_start(&conf, ids, nids);
+	if (rc == 0 && !gw_force_quit)
+		rc = gw_cluster_start(&conf, ids, nids);
 	interrupted = rc == -EINTR || (rc == 0 && gw_force_quit);
 	if (rc == 0 && !gw_force_quit)
 		run_workers(app);
@@ -799,6 +802,9 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		gw_notify_stopping("stopping on %s", signame(quit_signal));
 	else
 		gw_notify_stopping("stopping: the run is done");
+	/* our records left the cluster at the signal (or leave now, at the
+	 * end of a run); the thread ends before the identities go */
+	gw_cluster_stop();
 	/* the workers have returned: the metrics thread ends here, before
 	 * the teardown frees what its pages read (gw_metrics.c) */
 	gw_metrics_stop();

@@ -34,14 +34,14 @@
 #include "gw_cluster.h"
 #include "gw_peers.h"
 
-#define POLL_MAX_MS 100          /* to see gw_force_quit */
-#define BODY_MAX (64u << 20)     /* a list of many thousand records */
-#define PENDING_MAX 65536        /* peer changes the mailbox refused */
+#define POLL_MAX_MS 100	     /* to see gw_force_quit */
+#define BODY_MAX (64u << 20) /* a list of many thousand records */
+#define PENDING_MAX 65536    /* peer changes the mailbox refused */
 
 struct chan {
 	CURL *h;
 	struct curl_slist *hdr;
-	char *buf;               /* the answer so far */
+	char *buf; /* the answer so far */
 	size_t len, cap;
 	bool busy;
 	bool too_big;
@@ -55,7 +55,7 @@ struct pending {
 };
 
 static struct {
-	const struct egw_conf *conf;
+	struct egw_conf_cluster conf; /* gateway.cluster, as started */
 	struct gw_id *const *ids;
 	uint16_t nids;
 	struct egw_cluster *m;
@@ -64,14 +64,15 @@ static struct {
 	unsigned endpoint;
 	pthread_t thread;
 	bool running;
-	volatile bool stop;      /* gw_cluster_stop: leave now */
-	bool stopping, stopped;  /* the clean stop begun, over */
+	volatile bool stop;	/* gw_cluster_stop: leave now */
+	bool stopping, stopped; /* the clean stop begun, over */
 	struct pending *pending;
 	uint32_t npending;
 	/* what other threads read: under lock */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool first;              /* in step, refused or failed once */
+	bool first;   /* in step or refused */
+	bool started; /* gw_cluster_start returned */
 	bool refused;
 	char refusal[EGW_CLUSTER_TEXT_LEN];
 	struct egw_cluster_status st;
@@ -79,7 +80,7 @@ static struct {
 
 static const char *const chan_names[] = { "request", "keep-alive", "watch" };
 
-/* ---- the record of an identity ------------------------------------------- */
+/* ---- the record of an identity ----------------------------------------- */
 
 static int
 self_record(const struct gw_id *id, struct egw_cluster_record *r)
@@ -104,12 +105,14 @@ self_record(const struct gw_id *id, struct egw_cluster_record *r)
 	snprintf(r->payload, sizeof(r->payload), "%s",
 		 p->payload.driver == EGW_PAYLOAD_VERBS ? "verbs" : "shm");
 	/* a receiving shm identity's pool file: where senders write */
-	if (p->payload.driver == EGW_PAYLOAD_SHM && (c->roles & EGW_ROLE_LANGUAGE))
-		snprintf(r->shm_path, sizeof(r->shm_path), "%s", p->payload.path);
+	if (p->payload.driver == EGW_PAYLOAD_SHM &&
+	    (c->roles & EGW_ROLE_LANGUAGE))
+		snprintf(r->shm_path, sizeof(r->shm_path), "%s",
+			 p->payload.path);
 	return egw_cluster_key_id(c->key.k, sizeof(c->key.k), r->key_id);
 }
 
-/* ---- peers to the workers ------------------------------------------------- */
+/* ---- peers to the workers ---------------------------------------------- */
 
 static int
 apply(const struct pending *p)
@@ -153,9 +156,10 @@ peer_change(const struct egw_cluster_action *a)
 	if (g.npending == 0 && apply(&p) != -ENOBUFS)
 		return;
 	if (g.npending == PENDING_MAX) {
-		GW_LOG(ERR, "cluster: %u peer changes wait for the workers: "
-		       "%s %s dropped\n", g.npending, p.hold ? "hold" : "release",
-		       p.spec.name);
+		GW_LOG(ERR,
+		       "cluster: %u peer changes wait for the workers: "
+		       "%s %s dropped\n",
+		       g.npending, p.hold ? "hold" : "release", p.spec.name);
 		return;
 	}
 	if (g.pending == NULL)
@@ -164,7 +168,7 @@ peer_change(const struct egw_cluster_action *a)
 		g.pending[g.npending++] = p;
 }
 
-/* ---- HTTP --------------------------------------------------------------- */
+/* ---- HTTP -------------------------------------------------------------- */
 
 static size_t
 on_data(char *data, size_t size, size_t n, void *arg)
@@ -225,7 +229,7 @@ chan_drop(enum egw_cluster_chan ch)
 static void
 request(const struct egw_cluster_action *a)
 {
-	const struct egw_conf_cluster *k = &g.conf->cluster;
+	const struct egw_conf_cluster *k = &g.conf;
 	struct chan *c = &g.ch[a->chan];
 	char url[EGW_CONF_URL_LEN + 64], auth[600];
 
@@ -300,7 +304,6 @@ publish_status(void)
 	pthread_mutex_lock(&g.lock);
 	egw_cluster_get_status(g.m, &g.st);
 	if (!g.first && (g.st.state == EGW_CLUSTER_ST_WATCH ||
-			 g.st.state == EGW_CLUSTER_ST_BACKOFF ||
 			 g.st.state == EGW_CLUSTER_ST_REFUSED)) {
 		g.first = true;
 		pthread_cond_broadcast(&g.cond);
@@ -331,6 +334,11 @@ act(void)
 			break;
 		case EGW_CLUSTER_ACT_REFUSE:
 			pthread_mutex_lock(&g.lock);
+			/* after the start (etcd was out of reach then): the
+			 * gateway runs on, outside the cluster */
+			if (g.started)
+				GW_LOG(ERR, "%s: leaving the cluster\n",
+				       a.text);
 			g.refused = true;
 			snprintf(g.refusal, sizeof(g.refusal), "%s", a.text);
 			pthread_mutex_unlock(&g.lock);
@@ -358,27 +366,31 @@ finished(void)
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
+				  (char **)&c);
 		if (c == NULL)
 			continue;
 		ch = (enum egw_cluster_chan)(c - g.ch);
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE,
+				  &status);
 		chan_drop(ch);
 		if (rc == CURLE_OK && ch != EGW_CLUSTER_CH_WATCH) {
-			egw_cluster_on_response(g.m, ch, status, c->buf ? c->buf : "",
-						c->len, gw_now_ns());
+			egw_cluster_on_response(g.m, ch, status,
+						c->buf ? c->buf : "", c->len,
+						gw_now_ns());
 		} else {
 			char why[EGW_CLUSTER_TEXT_LEN / 2];
 
 			snprintf(why, sizeof(why), "%s: %s",
-				 g.conf->cluster.endpoints[g.endpoint],
-				 c->too_big ? "answer too large" :
+				 g.conf.endpoints[g.endpoint],
+				 c->too_big	? "answer too large" :
 				 rc == CURLE_OK ? "the watch stream ended" :
-				 curl_easy_strerror(rc));
-			g.endpoint = (g.endpoint + 1) % g.conf->cluster.nendpoints;
+						  curl_easy_strerror(rc));
+			g.endpoint = (g.endpoint + 1) % g.conf.nendpoints;
 			egw_cluster_on_failure(g.m, ch, why, gw_now_ns());
 		}
-		GW_LOG(DEBUG, "cluster: %s done: %ld\n", chan_names[ch], status);
+		GW_LOG(DEBUG, "cluster: %s done: %ld\n", chan_names[ch],
+		       status);
 		act();
 	}
 }
@@ -390,6 +402,10 @@ wait_ms(uint64_t now)
 
 	if (due <= now)
 		return 0;
+	/* changes wait for room in a mailbox: the worker frees it on its
+	 * next tick (a millisecond or so) */
+	if (g.npending > 0)
+		return 1;
 	if (due - now >= POLL_MAX_MS * 1000000ull)
 		return POLL_MAX_MS;
 	return (uint32_t)((due - now) / 1000000) + 1;
@@ -404,7 +420,8 @@ run(void *arg)
 	while (!g.stopped) {
 		int running;
 
-		curl_multi_poll(g.multi, NULL, 0, (int)wait_ms(gw_now_ns()), NULL);
+		curl_multi_poll(g.multi, NULL, 0, (int)wait_ms(gw_now_ns()),
+				NULL);
 		curl_multi_perform(g.multi, &running);
 		finished();
 		/* the clean stop begins at the signal, while the workers
@@ -437,8 +454,9 @@ cmd_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 	if (!gw_cluster_status(&s, endpoint, sizeof(endpoint)))
 		return 0;
-	rte_tel_data_add_dict_string(d, "cluster", g.conf->cluster.name);
-	rte_tel_data_add_dict_string(d, "state", egw_cluster_state_name(s.state));
+	rte_tel_data_add_dict_string(d, "cluster", g.conf.name);
+	rte_tel_data_add_dict_string(d, "state",
+				     egw_cluster_state_name(s.state));
 	rte_tel_data_add_dict_u64(d, "connected", s.connected);
 	rte_tel_data_add_dict_string(d, "endpoint", endpoint);
 	rte_tel_data_add_dict_u64(d, "lease", (uint64_t)s.lease);
@@ -467,33 +485,40 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 	snprintf(mc.cluster, sizeof(mc.cluster), "%s", c->cluster.name);
 	mc.lease_ttl_s = c->cluster.lease_ttl_s;
 	mc.backoff_min_ns = 100 * 1000000ull;
-	mc.backoff_max_ns = (uint64_t)c->cluster.lease_ttl_s * 1000000000ull / 2;
+	mc.backoff_max_ns = (uint64_t)c->cluster.lease_ttl_s * 1000000000ull /
+			    2;
 	mc.seed = gw_now_ns() ^ ((uint64_t)getpid() << 32);
 	snprintf(mc.user, sizeof(mc.user), "%s", c->cluster.user);
 	snprintf(mc.password, sizeof(mc.password), "%s", c->cluster.password);
 	mc.nself = nids < EGW_CLUSTER_MAX_SELF ? nids : EGW_CLUSTER_MAX_SELF;
 	for (unsigned i = 0; i < mc.nself; i++)
 		if (self_record(ids[i], &mc.self[i]) != 0) {
-			GW_LOG(ERR, "cluster: no key id for %s\n", ids[i]->conf->name);
+			GW_LOG(ERR, "cluster: no key id for %s\n",
+			       ids[i]->conf->name);
 			return -EINVAL;
 		}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return -ENOMEM;
-	g.conf = c;
+	/* a copy: the thread never reads the configuration a reload may
+	 * replace */
+	g.conf = c->cluster;
 	g.ids = ids;
 	g.nids = (uint16_t)mc.nself;
 	g.m = egw_cluster_create(&mc);
 	sodium_memzero(mc.password, sizeof(mc.password));
+	sodium_memzero(g.conf.password, sizeof(g.conf.password));
 	g.multi = curl_multi_init();
 	if (g.m == NULL || g.multi == NULL) {
 		gw_cluster_stop();
 		return -ENOMEM;
 	}
-	GW_LOG(INFO, "cluster %s: joining as %s through %s (%u endpoint(s)), "
-	       "lease %u s\n", c->cluster.name, mc.self[0].name,
-	       c->cluster.endpoints[0], c->cluster.nendpoints,
-	       c->cluster.lease_ttl_s);
-	rc = rte_ctrl_thread_create(&g.thread, "embgw-cluster", NULL, run, NULL);
+	GW_LOG(INFO,
+	       "cluster %s: joining as %s through %s (%u endpoint(s)), "
+	       "lease %u s\n",
+	       c->cluster.name, mc.self[0].name, c->cluster.endpoints[0],
+	       c->cluster.nendpoints, c->cluster.lease_ttl_s);
+	rc = rte_ctrl_thread_create(&g.thread, "embgw-cluster", NULL, run,
+				    NULL);
 	if (rc != 0) {
 		GW_LOG(ERR, "cluster: no control thread: %s\n", strerror(rc));
 		gw_cluster_stop();
@@ -504,9 +529,13 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 				   "Cluster membership: etcd state, lease, "
 				   "revision, peers");
 	/* the first outcome: in step, refused (a second gateway of our
-	 * name: the start fails) or etcd out of reach (we start with the
-	 * file's peers and keep trying) */
-	wait_ns = 3ull * c->cluster.request_timeout_ms * 1000000ull;
+	 * name: the start fails) or, after a request's time and a dial to
+	 * every endpoint, etcd out of reach (we start with the file's peers
+	 * and keep trying) */
+	wait_ns = ((uint64_t)c->cluster.request_timeout_ms +
+		   (uint64_t)c->cluster.dial_timeout_ms *
+			   c->cluster.nendpoints) *
+		  1000000ull;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += (time_t)(wait_ns / 1000000000ull);
 	until.tv_nsec += (long)(wait_ns % 1000000000ull);
@@ -519,6 +548,12 @@ gw_cluster_start(const struct egw_conf *c, struct gw_id *const *ids,
 	       pthread_cond_timedwait(&g.cond, &g.lock, &until) == 0)
 		;
 	rc = g.refused ? -EEXIST : 0;
+	g.started = true;
+	if (!g.first && rc == 0)
+		GW_LOG(WARNING,
+		       "cluster %s: not in step yet: starting with the "
+		       "file's peers, the cluster's join when etcd answers\n",
+		       c->cluster.name);
 	pthread_mutex_unlock(&g.lock);
 	if (rc != 0) {
 		GW_LOG(ERR, "%s; not starting\n", g.refusal);
@@ -556,13 +591,12 @@ gw_cluster_stop(void)
 bool
 gw_cluster_status(struct egw_cluster_status *s, char *endpoint, size_t len)
 {
-	if (g.conf == NULL || !g.conf->cluster.enabled)
+	if (!g.conf.enabled)
 		return false;
 	pthread_mutex_lock(&g.lock);
 	*s = g.st;
 	if (endpoint != NULL)
-		snprintf(endpoint, len, "%s",
-			 g.conf->cluster.endpoints[g.endpoint]);
+		snprintf(endpoint, len, "%s", g.conf.endpoints[g.endpoint]);
 	pthread_mutex_unlock(&g.lock);
 	return true;
 }

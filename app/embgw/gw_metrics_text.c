@@ -22,6 +22,7 @@
 
 #include "gw.h"
 #include "gw_attach.h"
+#include "gw_cluster.h"
 #include "gw_peers.h"
 
 enum { R_ENCODE, R_LANGUAGE, R_COUNT };
@@ -752,6 +753,41 @@ delivered_bytes(FILE *f, const struct snap *sn, uint16_t n)
 	}
 }
 
+/* A gateway-wide sample, without labels. */
+static void
+sample_one(FILE *f, const char *name, const char *type, const char *help,
+	   uint64_t v)
+{
+	bool counter = strcmp(type, "counter") == 0;
+
+	head(f, name, type, help);
+	fprintf(f, "%s%s %lu\n", name, counter ? "_total" : "",
+		(unsigned long)v);
+}
+
+/* Membership in etcd (gw_cluster.c): one gateway-wide sample each. */
+static void
+cluster_families(FILE *f)
+{
+	struct egw_cluster_status s;
+
+	if (!gw_cluster_status(&s, NULL, 0))
+		return;
+	sample_one(f, "embgw_cluster_connected", "gauge",
+		   "1 while etcd answers (cluster.md)", s.connected);
+	sample_one(f, "embgw_cluster_in_step", "gauge",
+		   "1 while listed and watching",
+		   s.state == EGW_CLUSTER_ST_WATCH);
+	sample_one(f, "embgw_cluster_revision", "gauge",
+		   "the last etcd revision seen", (uint64_t)s.revision);
+	sample_one(f, "embgw_cluster_records", "gauge",
+		   "valid records of other gateways", s.peers);
+	sample_one(f, "embgw_cluster_peers", "gauge",
+		   "records held as peers (compatible)", s.compatible);
+	sample_one(f, "embgw_cluster_failures", "counter",
+		   "requests to etcd that failed", s.failures);
+}
+
 char *
 gw_metrics_render(struct gw_id *const *ids, uint16_t nids, size_t *len)
 {
@@ -777,6 +813,7 @@ gw_metrics_render(struct gw_id *const *ids, uint16_t nids, size_t *len)
 	pool_payload_families(f, sn, nids);
 	client_families(f, sn, nids);
 	attach_socket_families(f, sn, nids);
+	cluster_families(f);
 	fputs("# EOF\n", f);
 	free(sn);
 	if (fclose(f) != 0) {

@@ -106,7 +106,8 @@ etcd_parse(const char *body, size_t len)
 bool
 etcd_body(json_object *o, char *out, size_t n)
 {
-	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	const char *s = json_object_to_json_string_ext(o,
+						       JSON_C_TO_STRING_PLAIN);
 	size_t len = strlen(s);
 	bool ok = len < n;
 

@@ -18,16 +18,14 @@
 #include "egw_pool.h"
 #include "egw_proto.h"
 
-static const char *const err_names[] = {
-	"OK",
+static const char *const err_names[] = { "OK",
 #define EGW_CLUSTER_X(n, t) #n,
-	EGW_CLUSTER_ERRORS(EGW_CLUSTER_X)
+					 EGW_CLUSTER_ERRORS(EGW_CLUSTER_X)
 #undef EGW_CLUSTER_X
 };
-static const char *const err_texts[] = {
-	"success",
+static const char *const err_texts[] = { "success",
 #define EGW_CLUSTER_X(n, t) t,
-	EGW_CLUSTER_ERRORS(EGW_CLUSTER_X)
+					 EGW_CLUSTER_ERRORS(EGW_CLUSTER_X)
 #undef EGW_CLUSTER_X
 };
 
@@ -75,8 +73,10 @@ egw_cluster_key_id(const uint8_t *key, size_t len,
 }
 
 static const char *const kind_names[EGW_KIND_MAX] = {
-	[EGW_KIND_EMB] = "emb", [EGW_KIND_FILL_IDS] = "fill_ids",
-	[EGW_KIND_MROPE] = "mrope", [EGW_KIND_AUX] = "aux",
+	[EGW_KIND_EMB] = "emb",
+	[EGW_KIND_FILL_IDS] = "fill_ids",
+	[EGW_KIND_MROPE] = "mrope",
+	[EGW_KIND_AUX] = "aux",
 };
 
 static const char *
@@ -105,11 +105,12 @@ egw_cluster_record_write(const struct egw_cluster_record *r, char *buf,
 	if (r->roles & EGW_ROLE_ENCODE)
 		json_object_array_add(roles, json_object_new_string("encode"));
 	if (r->roles & EGW_ROLE_LANGUAGE)
-		json_object_array_add(roles, json_object_new_string("language"));
+		json_object_array_add(roles,
+				      json_object_new_string("language"));
 	json_object_object_add(o, "roles", roles);
 	json_object_object_add(o, "addr",
-			       json_object_new_string(ip_str(r->addr, ip,
-							     sizeof(ip))));
+			       json_object_new_string(
+				       ip_str(r->addr, ip, sizeof(ip))));
 	json_object_object_add(o, "udp_port", json_object_new_int(r->udp_port));
 	json_object_object_add(g, "block_tokens",
 			       json_object_new_int64(r->block_tokens));
@@ -119,13 +120,16 @@ egw_cluster_record_write(const struct egw_cluster_record *r, char *buf,
 			       json_object_new_int64(r->dtype_bytes));
 	for (unsigned k = 0; k < EGW_KIND_MAX; k++)
 		if (r->kinds & (1u << k))
-			json_object_array_add(kinds,
-					      json_object_new_string(kind_names[k]));
+			json_object_array_add(kinds, json_object_new_string(
+							     kind_names[k]));
 	json_object_object_add(g, "kinds", kinds);
-	json_object_object_add(g, "aux_bytes", json_object_new_int64(r->aux_bytes));
+	json_object_object_add(g, "aux_bytes",
+			       json_object_new_int64(r->aux_bytes));
 	json_object_object_add(o, "geometry", g);
-	json_object_object_add(o, "protocol", json_object_new_int64(r->protocol));
-	json_object_object_add(o, "payload", json_object_new_string(r->payload));
+	json_object_object_add(o, "protocol",
+			       json_object_new_int64(r->protocol));
+	json_object_object_add(o, "payload",
+			       json_object_new_string(r->payload));
 	if (r->shm_path[0] != '\0')
 		json_object_object_add(o, "shm_path",
 				       json_object_new_string(r->shm_path));
@@ -166,8 +170,9 @@ field(struct rd *d, json_object *o, const char *name, json_type t,
 	if (!json_object_object_get_ex(o, name, out) || *out == NULL)
 		return bad(d, EGW_CLUSTER_E_FIELD_MISSING, "%s: missing", name);
 	if (json_object_get_type(*out) != t)
-		return bad(d, EGW_CLUSTER_E_FIELD_TYPE, "%s: expected %s, got %s",
-			   name, json_type_to_name(t),
+		return bad(d, EGW_CLUSTER_E_FIELD_TYPE,
+			   "%s: expected %s, got %s", name,
+			   json_type_to_name(t),
 			   json_type_to_name(json_object_get_type(*out)));
 	return 0;
 }
@@ -211,7 +216,8 @@ get_word(struct rd *d, json_object *o, const char *name, char *out, size_t n)
 		if (s[i] < 0x21 || s[i] > 0x7e)
 			return bad(d, EGW_CLUSTER_E_FIELD_RANGE,
 				   "%s: '%.40s': printable characters without "
-				   "spaces only", name, s);
+				   "spaces only",
+				   name, s);
 	memcpy(out, s, len + 1);
 	return 0;
 }
@@ -237,8 +243,10 @@ get_roles(struct rd *d, json_object *o, uint16_t *roles)
 		else if (strcmp(s, "language") == 0)
 			*roles |= EGW_ROLE_LANGUAGE;
 		else
-			return bad(d, EGW_CLUSTER_E_FIELD_RANGE, "roles[%zu]: "
-				   "'%.40s', not encode or language", i, s);
+			return bad(d, EGW_CLUSTER_E_FIELD_RANGE,
+				   "roles[%zu]: "
+				   "'%.40s', not encode or language",
+				   i, s);
 	}
 	if (*roles == 0)
 		return bad(d, EGW_CLUSTER_E_FIELD_RANGE, "roles: empty");
@@ -280,7 +288,8 @@ get_geometry(struct rd *d, json_object *o, struct egw_cluster_record *r)
 	int rc = field(d, o, "geometry", json_type_object, &g);
 
 	if (rc == 0)
-		rc = get_uint(d, g, "block_tokens", 1, 1 << 20, &r->block_tokens);
+		rc = get_uint(d, g, "block_tokens", 1, 1 << 20,
+			      &r->block_tokens);
 	if (rc == 0)
 		rc = get_uint(d, g, "hidden", 1, 1 << 20, &r->hidden);
 	if (rc == 0)
@@ -314,8 +323,10 @@ get_addr(struct rd *d, json_object *o, uint32_t *addr)
 			   "addr: '%s', not an IPv4 address", s);
 	*addr = ntohl(a.s_addr);
 	if (*addr == 0 || *addr >> 24 == 127 || *addr >> 28 >= 0xe)
-		return bad(d, EGW_CLUSTER_E_FIELD_RANGE, "addr: '%s', not a "
-			   "unicast address of a fabric", s);
+		return bad(d, EGW_CLUSTER_E_FIELD_RANGE,
+			   "addr: '%s', not a "
+			   "unicast address of a fabric",
+			   s);
 	return 0;
 }
 
@@ -328,9 +339,10 @@ get_key_id(struct rd *d, json_object *o, char *out)
 		return rc;
 	if (strlen(out) != EGW_CLUSTER_KEY_ID_LEN - 1 ||
 	    strspn(out, "0123456789abcdef") != EGW_CLUSTER_KEY_ID_LEN - 1)
-		return bad(d, EGW_CLUSTER_E_FIELD_RANGE, "key_id: '%s', not %d "
-			   "lowercase hex digits", out,
-			   EGW_CLUSTER_KEY_ID_LEN - 1);
+		return bad(d, EGW_CLUSTER_E_FIELD_RANGE,
+			   "key_id: '%s', not %d "
+			   "lowercase hex digits",
+			   out, EGW_CLUSTER_KEY_ID_LEN - 1);
 	return 0;
 }
 
@@ -370,14 +382,16 @@ egw_cluster_record_parse(const char *json, size_t len,
 	why[0] = '\0';
 	if (t == NULL)
 		return bad(&d, EGW_CLUSTER_E_JSON, "out of memory");
-	o = len > EGW_CLUSTER_RECORD_MAX ? NULL :
-	    json_tokener_parse_ex(t, json, (int)len);
+	o = len > EGW_CLUSTER_RECORD_MAX ?
+		    NULL :
+		    json_tokener_parse_ex(t, json, (int)len);
 	if (o == NULL || json_tokener_get_parse_end(t) != len ||
 	    json_object_get_type(o) != json_type_object) {
-		rc = bad(&d, EGW_CLUSTER_E_JSON, len > EGW_CLUSTER_RECORD_MAX ?
-			 "%zu bytes, more than a record's %d" :
-			 "not one JSON object (%zu bytes)", len,
-			 EGW_CLUSTER_RECORD_MAX);
+		rc = bad(&d, EGW_CLUSTER_E_JSON,
+			 len > EGW_CLUSTER_RECORD_MAX ?
+				 "%zu bytes, more than a record's %d" :
+				 "not one JSON object (%zu bytes)",
+			 len, EGW_CLUSTER_RECORD_MAX);
 		goto out;
 	}
 	rc = get_uint(&d, o, "v", 0, UINT32_MAX, &v);
@@ -407,7 +421,7 @@ out:
 	return rc;
 }
 
-/* ---- compatibility ---------------------------------------------------- */
+/* ---- compatibility ----------------------------------------------------- */
 
 static bool
 roles_complement(uint16_t a, uint16_t b)
@@ -434,20 +448,25 @@ egw_cluster_compat(const struct egw_cluster_record *s,
 		return EGW_CLUSTER_COMPAT_PROTOCOL;
 	}
 	if (strcmp(p->key_id, s->key_id) != 0) {
-		snprintf(why, why_len, "key_id %s, ours %s (another "
-			 "pre-shared key)", p->key_id, s->key_id);
+		snprintf(why, why_len,
+			 "key_id %s, ours %s (another "
+			 "pre-shared key)",
+			 p->key_id, s->key_id);
 		return EGW_CLUSTER_COMPAT_KEY;
 	}
 	if (!roles_complement(s->roles, p->roles)) {
-		snprintf(why, why_len, "roles 0x%x, ours 0x%x: neither serves "
-			 "the other", p->roles, s->roles);
+		snprintf(why, why_len,
+			 "roles 0x%x, ours 0x%x: neither serves "
+			 "the other",
+			 p->roles, s->roles);
 		return EGW_CLUSTER_COMPAT_ROLES;
 	}
 	if (p->block_tokens != s->block_tokens || p->hidden != s->hidden ||
 	    strcmp(p->dtype, s->dtype) != 0 ||
 	    p->dtype_bytes != s->dtype_bytes || p->kinds != s->kinds ||
 	    p->aux_bytes != s->aux_bytes) {
-		snprintf(why, why_len, "geometry block_tokens %u hidden %u "
+		snprintf(why, why_len,
+			 "geometry block_tokens %u hidden %u "
 			 "dtype %s kinds 0x%x aux %u, ours %u %u %s 0x%x %u",
 			 p->block_tokens, p->hidden, p->dtype, p->kinds,
 			 p->aux_bytes, s->block_tokens, s->hidden, s->dtype,

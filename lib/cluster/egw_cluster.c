@@ -30,18 +30,26 @@
 #define KEY_LEN (PREFIX_LEN + EGW_CLUSTER_NAME_LEN)
 
 /* What the request on the main channel is. */
-enum main_op { OP_NONE = 0, OP_AUTH, OP_GRANT, OP_PUT, OP_LIST, OP_PROBE,
-	       OP_DEL, OP_REVOKE };
+enum main_op {
+	OP_NONE = 0,
+	OP_AUTH,
+	OP_GRANT,
+	OP_PUT,
+	OP_LIST,
+	OP_PROBE,
+	OP_DEL,
+	OP_REVOKE
+};
 
 struct peer {
 	char name[EGW_CLUSTER_NAME_LEN]; /* the key's last part */
 	struct egw_cluster_record rec;
-	bool valid;              /* rec parsed and checked */
+	bool valid; /* rec parsed and checked */
 	int64_t mod_revision;
-	uint32_t held;           /* 1 << self index */
+	uint32_t held;			      /* 1 << self index */
 	uint8_t logged[EGW_CLUSTER_MAX_SELF]; /* compat code + 1 last logged */
 	bool bad_logged;
-	uint64_t gen;            /* the last list that had it */
+	uint64_t gen; /* the last list that had it */
 };
 
 struct egw_cluster {
@@ -53,9 +61,9 @@ struct egw_cluster {
 	int64_t rev;
 	enum main_op op;
 	unsigned put_idx;
-	bool put_missing;        /* PUT only the records found missing */
+	bool put_missing; /* PUT only the records found missing */
 	bool missing[EGW_CLUSTER_MAX_SELF];
-	bool in_step_once;       /* reached WATCH at least once */
+	bool in_step_once; /* reached WATCH at least once */
 	bool inflight[EGW_CLUSTER_CH_MAX];
 	char body[EGW_CLUSTER_CH_MAX][EGW_CLUSTER_BODY_MAX];
 	uint64_t ka_due, backoff_due;
@@ -72,10 +80,14 @@ struct egw_cluster {
 };
 
 static const char *const state_names[] = {
-	[EGW_CLUSTER_ST_INIT] = "init", [EGW_CLUSTER_ST_AUTH] = "auth",
-	[EGW_CLUSTER_ST_GRANT] = "grant", [EGW_CLUSTER_ST_PUT] = "put",
-	[EGW_CLUSTER_ST_LIST] = "list", [EGW_CLUSTER_ST_WATCH] = "watch",
-	[EGW_CLUSTER_ST_BACKOFF] = "backoff", [EGW_CLUSTER_ST_PROBE] = "probe",
+	[EGW_CLUSTER_ST_INIT] = "init",
+	[EGW_CLUSTER_ST_AUTH] = "auth",
+	[EGW_CLUSTER_ST_GRANT] = "grant",
+	[EGW_CLUSTER_ST_PUT] = "put",
+	[EGW_CLUSTER_ST_LIST] = "list",
+	[EGW_CLUSTER_ST_WATCH] = "watch",
+	[EGW_CLUSTER_ST_BACKOFF] = "backoff",
+	[EGW_CLUSTER_ST_PROBE] = "probe",
 	[EGW_CLUSTER_ST_STOPPING] = "stopping",
 	[EGW_CLUSTER_ST_STOPPED] = "stopped",
 	[EGW_CLUSTER_ST_REFUSED] = "refused",
@@ -85,10 +97,11 @@ const char *
 egw_cluster_state_name(enum egw_cluster_state s)
 {
 	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ?
-	       state_names[s] : "?";
+		       state_names[s] :
+		       "?";
 }
 
-/* ---- actions ------------------------------------------------------------ */
+/* ---- actions ----------------------------------------------------------- */
 
 static struct egw_cluster_action *
 push(struct egw_cluster *c, enum egw_cluster_act_kind kind)
@@ -180,7 +193,7 @@ cancel_all(struct egw_cluster *c)
 	c->op = OP_NONE;
 }
 
-/* ---- keys ------------------------------------------------------------- */
+/* ---- keys -------------------------------------------------------------- */
 
 static json_object *
 b64_str(const char *s)
@@ -207,7 +220,7 @@ i64_str(int64_t v)
 	return json_object_new_string(s);
 }
 
-/* ---- requests --------------------------------------------------------- */
+/* ---- requests ---------------------------------------------------------- */
 
 static void
 send_auth(struct egw_cluster *c)
@@ -235,8 +248,7 @@ send_grant(struct egw_cluster *c)
 }
 
 static void
-send_lease_op(struct egw_cluster *c, enum egw_cluster_chan ch,
-	      const char *path)
+send_lease_op(struct egw_cluster *c, enum egw_cluster_chan ch, const char *path)
 {
 	json_object *o = json_object_new_object();
 
@@ -284,7 +296,8 @@ send_put(struct egw_cluster *c, unsigned i)
 	json_object_array_add(arr, rg);
 	json_object_object_add(o, "failure", arr);
 	c->st = c->in_step_once && c->st == EGW_CLUSTER_ST_WATCH ?
-		EGW_CLUSTER_ST_WATCH : EGW_CLUSTER_ST_PUT;
+			EGW_CLUSTER_ST_WATCH :
+			EGW_CLUSTER_ST_PUT;
 	c->op = OP_PUT;
 	c->put_idx = i;
 	request(c, EGW_CLUSTER_CH_MAIN, "/v3/kv/txn", o);
@@ -339,7 +352,7 @@ send_del(struct egw_cluster *c, unsigned i)
 	request(c, EGW_CLUSTER_CH_MAIN, "/v3/kv/deleterange", o);
 }
 
-/* ---- peers -------------------------------------------------------------- */
+/* ---- peers ------------------------------------------------------------- */
 
 static struct peer *
 peer_find(struct egw_cluster *c, const char *name)
@@ -397,10 +410,11 @@ release_all(struct egw_cluster *c, struct peer *p, const char *why)
 static void
 peer_drop(struct egw_cluster *c, struct peer *p, const char *why)
 {
-	release_all(c, p, why);
-	if (p->valid)
+	/* only what was a peer leaves; a skipped record just goes */
+	if (p->held != 0)
 		logf_(c, EGW_CLUSTER_INFO, "cluster %s: peer %s left (%s)",
 		      c->conf.cluster, p->name, why);
+	release_all(c, p, why);
 	*p = c->peers[--c->npeers];
 }
 
@@ -428,14 +442,17 @@ peer_decide(struct egw_cluster *c, struct peer *p,
 		if (k != EGW_CLUSTER_COMPAT_OK) {
 			release(c, p, i, "its record is not compatible");
 			if (p->logged[i] != k + 1)
-				logf_(c, EGW_CLUSTER_WARN, "cluster %s: %s "
-				      "skipped for %s: %s", c->conf.cluster,
-				      p->name, c->conf.self[i].name, why);
+				logf_(c, EGW_CLUSTER_WARN,
+				      "cluster %s: %s "
+				      "skipped for %s: %s",
+				      c->conf.cluster, p->name,
+				      c->conf.self[i].name, why);
 			p->logged[i] = (uint8_t)(k + 1);
 			continue;
 		}
 		p->logged[i] = 0;
-		if ((p->held & (1u << i)) && old != NULL && same_place(old, &p->rec))
+		if ((p->held & (1u << i)) && old != NULL &&
+		    same_place(old, &p->rec))
 			continue;
 		release(c, p, i, "its record moved");
 		a = push(c, EGW_CLUSTER_ACT_HOLD);
@@ -481,6 +498,7 @@ on_kv(struct egw_cluster *c, json_object *kv)
 	const char *name;
 	struct peer *p;
 	long vlen = -1;
+	uint32_t held;
 	bool had;
 	int own, rc;
 
@@ -491,7 +509,8 @@ on_kv(struct egw_cluster *c, json_object *kv)
 	own = own_index(c, name);
 	if (own >= 0) {
 		if (etcd_i64(kv, "lease", 0) != c->lease)
-			logf_(c, EGW_CLUSTER_ERR, "cluster %s: our name %s is "
+			logf_(c, EGW_CLUSTER_ERR,
+			      "cluster %s: our name %s is "
 			      "held by lease %" PRId64 ", not ours",
 			      c->conf.cluster, name, etcd_i64(kv, "lease", 0));
 		else
@@ -502,7 +521,8 @@ on_kv(struct egw_cluster *c, json_object *kv)
 	if (p == NULL && (p = peer_add(c, name)) == NULL)
 		return;
 	p->gen = c->gen;
-	if (p->mod_revision == etcd_i64(kv, "mod_revision", -1) && p->mod_revision > 0)
+	if (p->mod_revision == etcd_i64(kv, "mod_revision", -1) &&
+	    p->mod_revision > 0)
 		return; /* listed again, unchanged */
 	p->mod_revision = etcd_i64(kv, "mod_revision", -1);
 	old = p->rec;
@@ -510,11 +530,13 @@ on_kv(struct egw_cluster *c, json_object *kv)
 	if (json_object_object_get_ex(kv, "value", &v))
 		vlen = etcd_unb64(json_object_get_string(v), val, sizeof(val));
 	rc = vlen < 0 ? -EGW_CLUSTER_E_JSON :
-	     egw_cluster_record_parse(val, (size_t)vlen, &p->rec, why,
-				      sizeof(why));
+			egw_cluster_record_parse(val, (size_t)vlen, &p->rec,
+						 why, sizeof(why));
 	if (vlen < 0)
-		snprintf(why, sizeof(why), "a value of more than %d bytes or "
-			 "not base64", EGW_CLUSTER_RECORD_MAX);
+		snprintf(why, sizeof(why),
+			 "a value of more than %d bytes or "
+			 "not base64",
+			 EGW_CLUSTER_RECORD_MAX);
 	if (rc == 0 && strcmp(p->rec.name, name) != 0) {
 		rc = -EGW_CLUSTER_E_KEY_NAME;
 		snprintf(why, sizeof(why), "name '%s' under key '%s'",
@@ -524,17 +546,20 @@ on_kv(struct egw_cluster *c, json_object *kv)
 	if (rc != 0) {
 		release_all(c, p, "its record is not valid");
 		if (!p->bad_logged)
-			logf_(c, EGW_CLUSTER_WARN, "cluster %s: record %s "
-			      "skipped: %s: %s", c->conf.cluster, name,
-			      egw_cluster_err_name(rc), why);
+			logf_(c, EGW_CLUSTER_WARN,
+			      "cluster %s: record %s "
+			      "skipped: %s: %s",
+			      c->conf.cluster, name, egw_cluster_err_name(rc),
+			      why);
 		p->bad_logged = true;
 		return;
 	}
 	p->bad_logged = false;
-	if (!had)
+	held = p->held;
+	peer_decide(c, p, had ? &old : NULL);
+	if (held == 0 && p->held != 0)
 		logf_(c, EGW_CLUSTER_INFO, "cluster %s: peer %s joined",
 		      c->conf.cluster, name);
-	peer_decide(c, p, had ? &old : NULL);
 }
 
 static void
@@ -552,8 +577,10 @@ on_delete(struct egw_cluster *c, json_object *kv)
 		return;
 	own = own_index(c, name);
 	if (own >= 0) {
-		logf_(c, EGW_CLUSTER_WARN, "cluster %s: our record %s was "
-		      "deleted: publishing it again", c->conf.cluster, name);
+		logf_(c, EGW_CLUSTER_WARN,
+		      "cluster %s: our record %s was "
+		      "deleted: publishing it again",
+		      c->conf.cluster, name);
 		c->missing[own] = true;
 		if (c->op == OP_NONE) {
 			c->put_missing = true;
@@ -566,7 +593,7 @@ on_delete(struct egw_cluster *c, json_object *kv)
 		peer_drop(c, p, "its key was deleted or its lease ended");
 }
 
-/* ---- the plan ------------------------------------------------------------ */
+/* ---- the plan ---------------------------------------------------------- */
 
 static uint64_t
 rnd(struct egw_cluster *c)
@@ -601,14 +628,17 @@ fail(struct egw_cluster *c, const char *what, const char *why, uint64_t now)
 	snprintf(c->last_error, sizeof(c->last_error), "%s: %s", what, why);
 	if (c->st == EGW_CLUSTER_ST_STOPPING) {
 		cancel_all(c);
-		logf_(c, EGW_CLUSTER_WARN, "cluster %s: %s at stop: our records "
-		      "go when the lease ends", c->conf.cluster, c->last_error);
+		logf_(c, EGW_CLUSTER_WARN,
+		      "cluster %s: %s at stop: our records "
+		      "go when the lease ends",
+		      c->conf.cluster, c->last_error);
 		c->st = EGW_CLUSTER_ST_STOPPED;
 		push(c, EGW_CLUSTER_ACT_STOPPED);
 		return;
 	}
 	cancel_all(c);
-	for (uint32_t i = 0; i < c->backoff_n && b < c->conf.backoff_max_ns; i++)
+	for (uint32_t i = 0; i < c->backoff_n && b < c->conf.backoff_max_ns;
+	     i++)
 		b *= 2;
 	if (b > c->conf.backoff_max_ns)
 		b = c->conf.backoff_max_ns;
@@ -620,9 +650,9 @@ fail(struct egw_cluster *c, const char *what, const char *why, uint64_t now)
 	/* one line per outage; the rest in telemetry */
 	logf_(c, c->outage_logged ? EGW_CLUSTER_DEBUG : EGW_CLUSTER_WARN,
 	      "cluster %s: etcd %s (%s): keeping %u peer(s), retrying in "
-	      "%" PRIu64 " ms", c->conf.cluster,
-	      c->in_step_once ? "lost" : "unreachable", c->last_error,
-	      c->npeers, b / 1000000);
+	      "%" PRIu64 " ms",
+	      c->conf.cluster, c->in_step_once ? "lost" : "unreachable",
+	      c->last_error, c->npeers, b / 1000000);
 	c->outage_logged = true;
 	c->connected = false;
 	c->st = EGW_CLUSTER_ST_BACKOFF;
@@ -637,8 +667,9 @@ in_step(struct egw_cluster *c, uint64_t now)
 		held += c->peers[i].held != 0;
 	c->st = EGW_CLUSTER_ST_WATCH;
 	c->op = OP_NONE;
-	logf_(c, EGW_CLUSTER_INFO, "cluster %s: %s at revision %" PRId64
-	      ", lease %" PRId64 ", %u record(s) of others, %u peer(s)",
+	logf_(c, EGW_CLUSTER_INFO,
+	      "cluster %s: %s at revision %" PRId64 ", lease %" PRId64
+	      ", %u record(s) of others, %u peer(s)",
 	      c->conf.cluster, c->in_step_once ? "in step again" : "in step",
 	      c->rev, c->lease, c->npeers, held);
 	c->in_step_once = true;
@@ -705,10 +736,12 @@ on_put(struct egw_cluster *c, json_object *o, uint64_t now)
 		c->st = EGW_CLUSTER_ST_REFUSED;
 		a = push(c, EGW_CLUSTER_ACT_REFUSE);
 		if (a != NULL)
-			snprintf(a->text, sizeof(a->text), "cluster %s: the name "
+			snprintf(a->text, sizeof(a->text),
+				 "cluster %s: the name "
 				 "%s is held by another gateway (lease %" PRId64
-				 "): %.200s", c->conf.cluster,
-				 c->conf.self[i].name, holder, val);
+				 "): %.200s",
+				 c->conf.cluster, c->conf.self[i].name, holder,
+				 val);
 		return;
 	}
 	fail(c, "put", "our name is held by another gateway's lease", now);
@@ -734,7 +767,8 @@ on_list(struct egw_cluster *c, json_object *o, uint64_t now)
 			i++;
 	c->put_missing = true;
 	if (next_put(c, 0) >= 0) {
-		logf_(c, EGW_CLUSTER_WARN, "cluster %s: a record of ours is "
+		logf_(c, EGW_CLUSTER_WARN,
+		      "cluster %s: a record of ours is "
 		      "missing from the list: publishing it again",
 		      c->conf.cluster);
 		c->st = EGW_CLUSTER_ST_PUT;
@@ -756,8 +790,9 @@ stop_step(struct egw_cluster *c)
 		send_lease_op(c, EGW_CLUSTER_CH_MAIN, "/v3/lease/revoke");
 		return;
 	}
-	logf_(c, EGW_CLUSTER_INFO, "cluster %s: records deleted, lease %" PRId64
-	      " revoked", c->conf.cluster, c->lease);
+	logf_(c, EGW_CLUSTER_INFO,
+	      "cluster %s: records deleted, lease %" PRId64 " revoked",
+	      c->conf.cluster, c->lease);
 	c->lease = 0;
 	c->op = OP_NONE;
 	c->st = EGW_CLUSTER_ST_STOPPED;
@@ -798,13 +833,16 @@ on_main(struct egw_cluster *c, json_object *o, uint64_t now)
 		return;
 	case OP_PROBE:
 		if (etcd_i64(etcd_obj(o, "result"), "TTL", 0) > 0) {
-			c->ka_due = now + c->conf.lease_ttl_s * 1000000000ull / 3;
+			c->ka_due = now +
+				    c->conf.lease_ttl_s * 1000000000ull / 3;
 			send_list(c);
 			return;
 		}
-		logf_(c, EGW_CLUSTER_WARN, "cluster %s: lease %" PRId64 " ended "
+		logf_(c, EGW_CLUSTER_WARN,
+		      "cluster %s: lease %" PRId64 " ended "
 		      "while away: our records went with it, publishing them "
-		      "again", c->conf.cluster, c->lease);
+		      "again",
+		      c->conf.cluster, c->lease);
 		c->lease = 0;
 		send_grant(c);
 		return;
@@ -860,8 +898,7 @@ egw_cluster_start(struct egw_cluster *c, uint64_t now)
 
 void
 egw_cluster_on_response(struct egw_cluster *c, enum egw_cluster_chan ch,
-			long status, const char *body, size_t len,
-			uint64_t now)
+			long status, const char *body, size_t len, uint64_t now)
 {
 	json_object *o;
 	const char *e;
@@ -880,14 +917,17 @@ egw_cluster_on_response(struct egw_cluster *c, enum egw_cluster_chan ch,
 			c->token[0] = '\0';
 		if (o != NULL)
 			json_object_put(o);
-		if (ch == EGW_CLUSTER_CH_MAIN && (c->op == OP_DEL ||
-						  c->op == OP_REVOKE) &&
+		if (ch == EGW_CLUSTER_CH_MAIN &&
+		    (c->op == OP_DEL || c->op == OP_REVOKE) &&
 		    c->st == EGW_CLUSTER_ST_STOPPING) {
 			stop_step(c); /* the lease may be gone already */
 			return;
 		}
-		fail(c, ch == EGW_CLUSTER_CH_KEEPALIVE ? "keep-alive" :
-		     ch == EGW_CLUSTER_CH_WATCH ? "watch" : "request", why, now);
+		fail(c,
+		     ch == EGW_CLUSTER_CH_KEEPALIVE ? "keep-alive" :
+		     ch == EGW_CLUSTER_CH_WATCH	    ? "watch" :
+						      "request",
+		     why, now);
 		return;
 	}
 	c->connected = true;
@@ -895,11 +935,13 @@ egw_cluster_on_response(struct egw_cluster *c, enum egw_cluster_chan ch,
 		on_main(c, o, now);
 	} else if (ch == EGW_CLUSTER_CH_KEEPALIVE) {
 		if (etcd_i64(etcd_obj(o, "result"), "TTL", 0) > 0) {
-			c->ka_due = now + c->conf.lease_ttl_s * 1000000000ull / 3;
+			c->ka_due = now +
+				    c->conf.lease_ttl_s * 1000000000ull / 3;
 		} else {
 			/* etcd let it go while we thought it alive: start
 			 * over, the peers known kept (the list diffs) */
-			logf_(c, EGW_CLUSTER_WARN, "cluster %s: lease %" PRId64
+			logf_(c, EGW_CLUSTER_WARN,
+			      "cluster %s: lease %" PRId64
 			      " ended: publishing our records again",
 			      c->conf.cluster, c->lease);
 			cancel_all(c);
@@ -929,8 +971,8 @@ egw_cluster_on_watch_line(struct egw_cluster *c, const char *line, size_t len,
 		char why[EGW_CLUSTER_TEXT_LEN - 64];
 
 		e = o != NULL ? etcd_error_text(o) : NULL;
-		snprintf(why, sizeof(why), "%s", e != NULL ? e :
-			 "a line that is not a watch answer");
+		snprintf(why, sizeof(why), "%s",
+			 e != NULL ? e : "a line that is not a watch answer");
 		if (o != NULL)
 			json_object_put(o);
 		fail(c, "watch", why, now);
@@ -938,8 +980,8 @@ egw_cluster_on_watch_line(struct egw_cluster *c, const char *line, size_t len,
 	}
 	c->connected = true;
 	compact = etcd_i64(r, "compact_revision", 0);
-	if (compact > 0 || json_object_get_boolean(json_object_object_get(r,
-							"canceled"))) {
+	if (compact > 0 ||
+	    json_object_get_boolean(json_object_object_get(r, "canceled"))) {
 		cancel(c, EGW_CLUSTER_CH_WATCH);
 		json_object_put(o);
 		if (compact == 0) {
@@ -948,8 +990,9 @@ egw_cluster_on_watch_line(struct egw_cluster *c, const char *line, size_t len,
 		}
 		/* the revisions after ours are gone: what changed is only
 		 * known by listing again */
-		logf_(c, EGW_CLUSTER_INFO, "cluster %s: watch from revision %"
-		      PRId64 " compacted (at %" PRId64 "): listing again",
+		logf_(c, EGW_CLUSTER_INFO,
+		      "cluster %s: watch from revision %" PRId64
+		      " compacted (at %" PRId64 "): listing again",
 		      c->conf.cluster, c->rev + 1, compact);
 		if (c->op == OP_NONE)
 			send_list(c);
@@ -985,16 +1028,19 @@ egw_cluster_on_failure(struct egw_cluster *c, enum egw_cluster_chan ch,
 	if ((unsigned)ch >= EGW_CLUSTER_CH_MAX || !c->inflight[ch])
 		return;
 	c->inflight[ch] = false;
-	fail(c, ch == EGW_CLUSTER_CH_KEEPALIVE ? "keep-alive" :
-	     ch == EGW_CLUSTER_CH_WATCH ? "watch" : "request", why, now);
+	fail(c,
+	     ch == EGW_CLUSTER_CH_KEEPALIVE ? "keep-alive" :
+	     ch == EGW_CLUSTER_CH_WATCH	    ? "watch" :
+					      "request",
+	     why, now);
 }
 
 static bool
 keeping_alive(const struct egw_cluster *c)
 {
-	return c->lease != 0 && (c->st == EGW_CLUSTER_ST_PUT ||
-				 c->st == EGW_CLUSTER_ST_LIST ||
-				 c->st == EGW_CLUSTER_ST_WATCH) &&
+	return c->lease != 0 &&
+	       (c->st == EGW_CLUSTER_ST_PUT || c->st == EGW_CLUSTER_ST_LIST ||
+		c->st == EGW_CLUSTER_ST_WATCH) &&
 	       !c->inflight[EGW_CLUSTER_CH_KEEPALIVE];
 }
 
@@ -1006,7 +1052,8 @@ egw_cluster_tick(struct egw_cluster *c, uint64_t now)
 		return;
 	}
 	if (keeping_alive(c) && now >= c->ka_due)
-		send_lease_op(c, EGW_CLUSTER_CH_KEEPALIVE, "/v3/lease/keepalive");
+		send_lease_op(c, EGW_CLUSTER_CH_KEEPALIVE,
+			      "/v3/lease/keepalive");
 }
 
 uint64_t
@@ -1037,7 +1084,8 @@ egw_cluster_stop(struct egw_cluster *c, uint64_t now)
 }
 
 void
-egw_cluster_get_status(const struct egw_cluster *c, struct egw_cluster_status *s)
+egw_cluster_get_status(const struct egw_cluster *c,
+		       struct egw_cluster_status *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->state = c->st;

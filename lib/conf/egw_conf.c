@@ -791,7 +791,8 @@ resolve_path(struct ld *l, const config_setting_t *s, const char *rel,
 		w = snprintf(out, n, "%.*s/%s", (int)(slash - l->file), l->file,
 			     rel);
 	if (w < 0 || (size_t)w >= n) {
-		err(l, s, NULL, "path too long (at most %zu characters)", n - 1);
+		err(l, s, NULL, "path too long (at most %zu characters)",
+		    n - 1);
 		return false;
 	}
 	return true;
@@ -826,8 +827,10 @@ endpoint_problem(const char *u)
 		if (colon == h)
 			return "no host";
 		for (const char *c = h; c < colon; c++)
-			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-			      (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
+			if (!((*c >= 'a' && *c <= 'z') ||
+			      (*c >= 'A' && *c <= 'Z') ||
+			      (*c >= '0' && *c <= '9') || *c == '-' ||
+			      *c == '.'))
 				return "a host of letters, digits, '-' and '.' only";
 	}
 	errno = 0;
@@ -850,7 +853,8 @@ load_endpoints(struct ld *l, const config_setting_t *p,
 	int t;
 
 	if (s == NULL) {
-		err(l, p, "endpoints", "missing (required): etcd's client URLs, "
+		err(l, p, "endpoints",
+		    "missing (required): etcd's client URLs, "
 		    "e.g. [\"http://127.0.0.1:2379\"]");
 		return;
 	}
@@ -864,9 +868,11 @@ load_endpoints(struct ld *l, const config_setting_t *p,
 	if (config_setting_length(s) > EGW_CONF_MAX_ENDPOINTS)
 		err(l, s, NULL, "%d endpoints, at most %d",
 		    config_setting_length(s), EGW_CONF_MAX_ENDPOINTS);
-	for (int i = 0; i < config_setting_length(s) &&
-	     i < EGW_CONF_MAX_ENDPOINTS; i++) {
-		const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+	for (int i = 0;
+	     i < config_setting_length(s) && i < EGW_CONF_MAX_ENDPOINTS; i++) {
+		const config_setting_t *e = config_setting_get_elem(s,
+								    (unsigned)
+									    i);
 		const char *v = config_setting_get_string(e);
 		const char *why;
 		size_t len;
@@ -892,8 +898,8 @@ load_endpoints(struct ld *l, const config_setting_t *p,
 			if (strncmp(k->endpoints[j], v, len) == 0 &&
 			    k->endpoints[j][len] == '\0')
 				err(l, e, NULL, "'%s' given twice", v);
-		snprintf(k->endpoints[k->nendpoints++], EGW_CONF_URL_LEN, "%.*s",
-			 (int)len, v);
+		snprintf(k->endpoints[k->nendpoints++], EGW_CONF_URL_LEN,
+			 "%.*s", (int)len, v);
 	}
 }
 
@@ -917,8 +923,8 @@ static void
 load_cluster_tls(struct ld *l, const config_setting_t *p,
 		 struct egw_conf_cluster *k)
 {
-	static const char *const keys[] = { "ca_file", "cert_file",
-		"key_file", NULL };
+	static const char *const keys[] = { "ca_file", "cert_file", "key_file",
+					    NULL };
 	const config_setting_t *t = typed(l, p, "tls", CONFIG_TYPE_GROUP,
 					  false);
 
@@ -929,11 +935,13 @@ load_cluster_tls(struct ld *l, const config_setting_t *p,
 	get_file(l, t, "cert_file", k->tls_cert);
 	get_file(l, t, "key_file", k->tls_key);
 	if ((member(t, "cert_file") == NULL) != (member(t, "key_file") == NULL))
-		err(l, t, NULL, "cert_file and key_file go together (a client "
+		err(l, t, NULL,
+		    "cert_file and key_file go together (a client "
 		    "certificate and its key)");
 	for (uint16_t i = 0; i < k->nendpoints; i++)
 		if (strncmp(k->endpoints[i], "http://", 7) == 0)
-			err(l, t, NULL, "given, but endpoint '%s' is plain http",
+			err(l, t, NULL,
+			    "given, but endpoint '%s' is plain http",
 			    k->endpoints[i]);
 }
 
@@ -968,8 +976,10 @@ load_cluster_password(struct ld *l, const config_setting_t *p,
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
 	if (n == 0 || n >= EGW_CONF_SECRET_LEN || memchr(buf, '\0', n) != NULL)
-		err(l, s, NULL, "'%s': the password must be 1..255 bytes, "
-		    "no NUL", k->password_file);
+		err(l, s, NULL,
+		    "'%s': the password must be 1..255 bytes, "
+		    "no NUL",
+		    k->password_file);
 	else
 		memcpy(k->password, buf, n);
 	memset(buf, 0, n);
@@ -980,9 +990,15 @@ load_cluster_password(struct ld *l, const config_setting_t *p,
 static void
 load_cluster(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 {
-	static const char *const keys[] = { "name", "endpoints",
-		"lease_ttl_s", "dial_timeout_ms", "request_timeout_ms", "tls",
-		"user", "password_file", NULL };
+	static const char *const keys[] = { "name",
+					    "endpoints",
+					    "lease_ttl_s",
+					    "dial_timeout_ms",
+					    "request_timeout_ms",
+					    "tls",
+					    "user",
+					    "password_file",
+					    NULL };
 	struct egw_conf_cluster *k = &c->cluster;
 	const config_setting_t *p = typed(l, gw, "cluster", CONFIG_TYPE_GROUP,
 					  false);
@@ -993,12 +1009,15 @@ load_cluster(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 	known_keys(l, p, keys);
 	if (get_name(l, p, "name", true, k->name))
 		for (const char *n = k->name; *n; n++)
-			if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
-			      (*n >= '0' && *n <= '9') || *n == '-' || *n == '_' ||
-			      *n == '.')) {
-				err(l, member(p, "name"), NULL, "'%s': letters, "
+			if (!((*n >= 'a' && *n <= 'z') ||
+			      (*n >= 'A' && *n <= 'Z') ||
+			      (*n >= '0' && *n <= '9') || *n == '-' ||
+			      *n == '_' || *n == '.')) {
+				err(l, member(p, "name"), NULL,
+				    "'%s': letters, "
 				    "digits, '-', '_' and '.' only (a key "
-				    "prefix)", k->name);
+				    "prefix)",
+				    k->name);
 				break;
 			}
 	load_endpoints(l, p, k);
@@ -1011,16 +1030,19 @@ load_cluster(struct ld *l, const config_setting_t *gw, struct egw_conf *c)
 
 		if (at == NULL)
 			at = member(p, "request_timeout_ms");
-		err(l, at != NULL ? at : p, NULL, "dial_timeout_ms %u ms is "
+		err(l, at != NULL ? at : p, NULL,
+		    "dial_timeout_ms %u ms is "
 		    "longer than request_timeout_ms %u ms",
 		    k->dial_timeout_ms, k->request_timeout_ms);
 	}
-	if ((uint64_t)k->request_timeout_ms * 3 > (uint64_t)k->lease_ttl_s * 1000) {
+	if ((uint64_t)k->request_timeout_ms * 3 >
+	    (uint64_t)k->lease_ttl_s * 1000) {
 		const config_setting_t *at = member(p, "request_timeout_ms");
 
 		if (at == NULL)
 			at = member(p, "lease_ttl_s");
-		err(l, at != NULL ? at : p, NULL, "request_timeout_ms %u ms is "
+		err(l, at != NULL ? at : p, NULL,
+		    "request_timeout_ms %u ms is "
 		    "more than a third of lease_ttl_s %u s (a keep-alive every "
 		    "third of the lease must end before the next)",
 		    k->request_timeout_ms, k->lease_ttl_s);
@@ -1613,9 +1635,10 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	      struct egw_conf_errors *errs)
 {
 	static const char *const root_keys[] = { "gateway", "ports", NULL };
-	static const char *const gw_keys[] = { "name", "roles", "key_file",
-		"pool", "limits", "timers", "attach", "metrics", "cluster",
-		NULL };
+	static const char *const gw_keys[] = { "name",	 "roles",   "key_file",
+					       "pool",	 "limits",  "timers",
+					       "attach", "metrics", "cluster",
+					       NULL };
 	struct conf_text text;
 	struct ld l = { path, errs, &text };
 	const config_setting_t *root, *gw;
@@ -1676,9 +1699,11 @@ egw_conf_load(const char *path, struct egw_conf *c,
 	/* a record's key is the name REGISTER carries, the same on every
 	 * port: one port, one record */
 	if (c->cluster.enabled && c->nports > 1)
-		err(&l, member(gw, "cluster"), NULL, "a gateway in a cluster has "
+		err(&l, member(gw, "cluster"), NULL,
+		    "a gateway in a cluster has "
 		    "one port (its record is keyed by the gateway's name), "
-		    "got %u", c->nports);
+		    "got %u",
+		    c->nports);
 	if (errs->total == 0 && egw_pool_geom_check(&c->geom) != 0)
 		err(&l, gw, "pool", "inconsistent pool geometry");
 	config_destroy(&cfg);
@@ -1764,11 +1789,14 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			egw_conf_ip_str(c->metrics.addr, ip, sizeof(ip)),
 			c->metrics.port);
 	if (c->cluster.enabled) {
-		fprintf(f, "cluster %s: keys under /embgw/%s/, lease %u s, "
-			"endpoints", c->cluster.name, c->cluster.name,
+		fprintf(f,
+			"cluster %s: keys under /embgw/%s/, lease %u s, "
+			"endpoints",
+			c->cluster.name, c->cluster.name,
 			c->cluster.lease_ttl_s);
 		for (uint16_t i = 0; i < c->cluster.nendpoints; i++)
-			fprintf(f, "%s%s", i ? "," : " ", c->cluster.endpoints[i]);
+			fprintf(f, "%s%s", i ? "," : " ",
+				c->cluster.endpoints[i]);
 		fprintf(f, "%s%s\n", c->cluster.user[0] ? ", user " : "",
 			c->cluster.user);
 	}

@@ -180,12 +180,12 @@ struct egw_conf_metrics {
 
 /** gateway.cluster: membership in etcd v3 (doc/cluster.md). */
 struct egw_conf_cluster {
-	bool enabled;           /**< the group is present */
+	bool enabled;		      /**< the group is present */
 	char name[EGW_CONF_NAME_LEN]; /**< keys under /embgw/<name>/ */
 	/** "http[s]://host:port", no path, tried in turn */
 	char endpoints[EGW_CONF_MAX_ENDPOINTS][EGW_CONF_URL_LEN];
 	uint16_t nendpoints;
-	uint32_t lease_ttl_s;   /**< the records' lease */
+	uint32_t lease_ttl_s;	     /**< the records' lease */
 	uint32_t dial_timeout_ms;    /**< connecting to an endpoint */
 	uint32_t request_timeout_ms; /**< one unary request, connect included */
 	/* tls { }: resolved against the file's directory; "" = not given */

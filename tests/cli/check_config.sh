@@ -127,6 +127,21 @@ sed -i 's/address = "localhost";/address = "0.0.0.0";/; s/port = 70000;/port = 9
 out=$("$embgw" --check-config "$t/metrics.cfg" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "^metrics: http://0.0.0.0:9999/metrics$" <<<"$out" ||
 	{ echo "FAIL: gateway.metrics summary: exit $rc: $out"; fail=1; }
+# gateway.cluster: checked like the rest, shown in the summary
+cat >"$t/cluster.cfg" <<'CFG'
+gateway = { name = "x"; roles = ["encode"]; key_file = "k";
+  cluster = { name = "prod";
+    endpoints = ["http://10.0.0.5:2379", "10.0.0.6:2379"]; }; };
+ports = ( { name = "p"; device = "net_ring0"; address = "10.0.0.1/24";
+  lcores = [1]; payload = { driver = "shm"; path = "/x"; }; } );
+CFG
+out=$("$embgw" --check-config "$t/cluster.cfg" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -qF "cluster.cfg:3: gateway.cluster.endpoints[1]: not http://host:port or https://host:port: '10.0.0.6:2379'" <<<"$out" ||
+	{ echo "FAIL: bad gateway.cluster: exit $rc: $out"; fail=1; }
+sed -i 's|"10.0.0.6:2379"|"https://etcd-2:2379"|' "$t/cluster.cfg"
+out=$("$embgw" --check-config "$t/cluster.cfg" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -qF "cluster prod: keys under /embgw/prod/, lease 10 s, endpoints http://10.0.0.5:2379,https://etcd-2:2379" <<<"$out" ||
+	{ echo "FAIL: gateway.cluster summary: exit $rc: $out"; fail=1; }
 
 # command-line numbers: refused whole, never wrapped or read as 0; an EAL
 # --vdev naming a configured device: refused (before EAL starts)

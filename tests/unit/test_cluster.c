@@ -50,11 +50,11 @@ test_key_id(void)
 	memset(key, 7, sizeof(key));
 	CU_ASSERT_EQUAL(egw_cluster_key_id(key, 32, a), 0);
 	CU_ASSERT_EQUAL(egw_cluster_key_id(key, 32, b), 0);
-	CU_ASSERT_STRING_EQUAL(a, b);            /* stable */
+	CU_ASSERT_STRING_EQUAL(a, b); /* stable */
 	CU_ASSERT_EQUAL(strlen(a), 32);
 	key[31] ^= 1;
 	CU_ASSERT_EQUAL(egw_cluster_key_id(key, 32, b), 0);
-	CU_ASSERT_STRING_NOT_EQUAL(a, b);        /* tells keys apart */
+	CU_ASSERT_STRING_NOT_EQUAL(a, b); /* tells keys apart */
 	CU_ASSERT_EQUAL(egw_cluster_key_id(key, sizeof(key), b), 0); /* > 64 */
 	/* the key's bytes never show */
 	sodium_bin2hex((char *)hex_key, sizeof(hex_key), key, 16);
@@ -75,9 +75,10 @@ test_record_roundtrip(void)
 	CU_ASSERT_FATAL(n > 0);
 	CU_ASSERT(strstr(buf, "\"addr\":\"10.0.0.1\"") != NULL);
 	CU_ASSERT(strstr(buf, "\"kinds\":[\"emb\",\"fill_ids\",\"mrope\","
-			 "\"aux\"]") != NULL);
+			      "\"aux\"]") != NULL);
 	CU_ASSERT_EQUAL(egw_cluster_record_parse(buf, (size_t)n, &back, why,
-						 sizeof(why)), 0);
+						 sizeof(why)),
+			0);
 	CU_ASSERT_EQUAL(memcmp(&r, &back, sizeof(r)), 0);
 	CU_ASSERT_EQUAL(egw_cluster_record_write(&r, buf, 20),
 			-EGW_CLUSTER_E_TOO_BIG);
@@ -92,19 +93,34 @@ test_record_bad_fields(void)
 		int err;
 		const char *why;
 	} cases[] = {
-		{ "\"v\":1", "\"v\":2", EGW_CLUSTER_E_RECORD_VERSION, "v: 2, not 1" },
-		{ "\"name\":\"enc-1\",", "", EGW_CLUSTER_E_FIELD_MISSING, "name: missing" },
-		{ "\"name\":\"enc-1\"", "\"name\":\"a b\"", EGW_CLUSTER_E_FIELD_RANGE, "name: 'a b'" },
-		{ "\"name\":\"enc-1\"", "\"name\":7", EGW_CLUSTER_E_FIELD_TYPE, "name: expected string, got int" },
-		{ "[\"encode\"]", "[\"decode\"]", EGW_CLUSTER_E_FIELD_RANGE, "roles[0]: 'decode'" },
-		{ "[\"encode\"]", "[]", EGW_CLUSTER_E_FIELD_RANGE, "roles: empty" },
-		{ "\"10.0.0.1\"", "\"10.0.0\"", EGW_CLUSTER_E_FIELD_RANGE, "addr: '10.0.0', not an IPv4" },
-		{ "\"10.0.0.1\"", "\"224.0.0.1\"", EGW_CLUSTER_E_FIELD_RANGE, "addr: '224.0.0.1', not a unicast" },
-		{ "\"udp_port\":9471", "\"udp_port\":0", EGW_CLUSTER_E_FIELD_RANGE, "udp_port: 0, not 1..65535" },
-		{ "\"block_tokens\":128", "\"block_tokens\":\"128\"", EGW_CLUSTER_E_FIELD_TYPE, "geometry.block_tokens: expected int" },
-		{ "\"mrope\"", "\"rope\"", EGW_CLUSTER_E_FIELD_RANGE, "geometry.kinds[2]: unknown kind 'rope'" },
-		{ "\"payload\":\"shm\"", "\"payload\":\"tcp\"", EGW_CLUSTER_E_FIELD_RANGE, "payload: 'tcp', not shm or verbs" },
-		{ "\"key_id\":\"aaaa", "\"key_id\":\"AAAA", EGW_CLUSTER_E_FIELD_RANGE, "key_id: 'AAAA" },
+		{ "\"v\":1", "\"v\":2", EGW_CLUSTER_E_RECORD_VERSION,
+		  "v: 2, not 1" },
+		{ "\"name\":\"enc-1\",", "", EGW_CLUSTER_E_FIELD_MISSING,
+		  "name: missing" },
+		{ "\"name\":\"enc-1\"", "\"name\":\"a b\"",
+		  EGW_CLUSTER_E_FIELD_RANGE, "name: 'a b'" },
+		{ "\"name\":\"enc-1\"", "\"name\":7", EGW_CLUSTER_E_FIELD_TYPE,
+		  "name: expected string, got int" },
+		{ "[\"encode\"]", "[\"decode\"]", EGW_CLUSTER_E_FIELD_RANGE,
+		  "roles[0]: 'decode'" },
+		{ "[\"encode\"]", "[]", EGW_CLUSTER_E_FIELD_RANGE,
+		  "roles: empty" },
+		{ "\"10.0.0.1\"", "\"10.0.0\"", EGW_CLUSTER_E_FIELD_RANGE,
+		  "addr: '10.0.0', not an IPv4" },
+		{ "\"10.0.0.1\"", "\"224.0.0.1\"", EGW_CLUSTER_E_FIELD_RANGE,
+		  "addr: '224.0.0.1', not a unicast" },
+		{ "\"udp_port\":9471", "\"udp_port\":0",
+		  EGW_CLUSTER_E_FIELD_RANGE, "udp_port: 0, not 1..65535" },
+		{ "\"block_tokens\":128", "\"block_tokens\":\"128\"",
+		  EGW_CLUSTER_E_FIELD_TYPE,
+		  "geometry.block_tokens: expected int" },
+		{ "\"mrope\"", "\"rope\"", EGW_CLUSTER_E_FIELD_RANGE,
+		  "geometry.kinds[2]: unknown kind 'rope'" },
+		{ "\"payload\":\"shm\"", "\"payload\":\"tcp\"",
+		  EGW_CLUSTER_E_FIELD_RANGE,
+		  "payload: 'tcp', not shm or verbs" },
+		{ "\"key_id\":\"aaaa", "\"key_id\":\"AAAA",
+		  EGW_CLUSTER_E_FIELD_RANGE, "key_id: 'AAAA" },
 		{ "{", "[", EGW_CLUSTER_E_JSON, "not one JSON object" },
 		{ "}", "} x", EGW_CLUSTER_E_JSON, "not one JSON object" },
 	};
@@ -115,8 +131,9 @@ test_record_bad_fields(void)
 	rec_init(&r, "enc-1", EGW_ROLE_ENCODE, 0x0a000001);
 	CU_ASSERT_FATAL(egw_cluster_record_write(&r, good, sizeof(good)) > 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *p = cases[i].from[0] == '}' ? strrchr(good, '}') :
-				strstr(good, cases[i].from);
+		const char *p = cases[i].from[0] == '}' ?
+					strrchr(good, '}') :
+					strstr(good, cases[i].from);
 		int rc;
 
 		CU_ASSERT_FATAL(p != NULL);
@@ -172,7 +189,7 @@ test_compat(void)
 			EGW_CLUSTER_COMPAT_PAYLOAD);
 }
 
-/* ---- the state machine -------------------------------------------------- */
+/* ---- the state machine ------------------------------------------------- */
 
 static struct egw_cluster *c;
 static struct egw_cluster_action acts[4096];
@@ -211,14 +228,14 @@ static const struct egw_cluster_action *
 find(enum egw_cluster_act_kind k, const char *text)
 {
 	for (unsigned i = 0; i < nacts; i++)
-		if (acts[i].kind == k && (text == NULL ||
-					  strstr(acts[i].text, text) != NULL ||
-					  (k == EGW_CLUSTER_ACT_HOLD &&
-					   strcmp(acts[i].peer.name, text) == 0) ||
-					  (k == EGW_CLUSTER_ACT_RELEASE &&
-					   strcmp(acts[i].peer.name, text) == 0) ||
-					  (k == EGW_CLUSTER_ACT_REQUEST &&
-					   strcmp(acts[i].path, text) == 0)))
+		if (acts[i].kind == k &&
+		    (text == NULL || strstr(acts[i].text, text) != NULL ||
+		     (k == EGW_CLUSTER_ACT_HOLD &&
+		      strcmp(acts[i].peer.name, text) == 0) ||
+		     (k == EGW_CLUSTER_ACT_RELEASE &&
+		      strcmp(acts[i].peer.name, text) == 0) ||
+		     (k == EGW_CLUSTER_ACT_REQUEST &&
+		      strcmp(acts[i].path, text) == 0)))
 			return &acts[i];
 	return NULL;
 }
@@ -241,9 +258,11 @@ kv(char *out, size_t n, const struct egw_cluster_record *r, const char *lease,
 	b64(key, k64, sizeof(k64));
 	egw_cluster_record_write(r, val, sizeof(val));
 	b64(val, v64, sizeof(v64));
-	snprintf(out, n, "{\"key\":\"%s\",\"create_revision\":\"%d\","
+	snprintf(out, n,
+		 "{\"key\":\"%s\",\"create_revision\":\"%d\","
 		 "\"mod_revision\":\"%d\",\"version\":\"1\",\"value\":\"%s\""
-		 "%s%s%s}", k64, mod, mod, v64, lease ? ",\"lease\":\"" : "",
+		 "%s%s%s}",
+		 k64, mod, mod, v64, lease ? ",\"lease\":\"" : "",
 		 lease ? lease : "", lease ? "\"" : "");
 	return out;
 }
@@ -297,28 +316,36 @@ to_watch(void)
 	drain();
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/lease/grant");
 	CU_ASSERT(strstr(last_body[0], "\"TTL\":9") != NULL);
-	answer(EGW_CLUSTER_CH_MAIN, "{\"header\":{\"revision\":\"1\"},\"ID\":\""
-	       LEASE "\",\"TTL\":\"9\"}", 0);
+	answer(EGW_CLUSTER_CH_MAIN,
+	       "{\"header\":{\"revision\":\"1\"},\"ID\":\"" LEASE
+	       "\",\"TTL\":\"9\"}",
+	       0);
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/kv/txn");
 	/* create if absent, under the lease */
 	CU_ASSERT(strstr(last_body[0], "\"target\":\"CREATE\"") != NULL);
 	CU_ASSERT(strstr(last_body[0], "\"create_revision\":\"0\"") != NULL);
 	CU_ASSERT(strstr(last_body[0], "\"lease\":\"" LEASE "\"") != NULL);
-	answer(EGW_CLUSTER_CH_MAIN, "{\"header\":{\"revision\":\"2\"},"
-	       "\"succeeded\":true}", 0);
+	answer(EGW_CLUSTER_CH_MAIN,
+	       "{\"header\":{\"revision\":\"2\"},"
+	       "\"succeeded\":true}",
+	       0);
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/kv/range");
 	/* "/embgw/t/" .. "/embgw/t0" */
 	CU_ASSERT(strstr(last_body[0], "\"key\":\"L2VtYmd3L3Qv\"") != NULL);
-	CU_ASSERT(strstr(last_body[0], "\"range_end\":\"L2VtYmd3L3Qw\"") != NULL);
+	CU_ASSERT(strstr(last_body[0], "\"range_end\":\"L2VtYmd3L3Qw\"") !=
+		  NULL);
 	/* with our own record: not a peer */
-	snprintf(b, sizeof(b), "{\"header\":{\"revision\":\"5\"},\"kvs\":[%s,"
-		 "%s],\"count\":\"2\"}", kv(k1, sizeof(k1), &enc1, "99", 3),
+	snprintf(b, sizeof(b),
+		 "{\"header\":{\"revision\":\"5\"},\"kvs\":[%s,"
+		 "%s],\"count\":\"2\"}",
+		 kv(k1, sizeof(k1), &enc1, "99", 3),
 		 kv(own, sizeof(own), &self_rec, LEASE, 2));
 	answer(EGW_CLUSTER_CH_MAIN, b, 0);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_HOLD, "enc-1"));
 	CU_ASSERT_STRING_EQUAL(last_path[2], "/v3/watch");
 	CU_ASSERT(strstr(last_body[2], "\"start_revision\":\"6\"") != NULL);
-	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "in step at revision 5"));
+	CU_ASSERT_PTR_NOT_NULL(
+		find(EGW_CLUSTER_ACT_LOG, "in step at revision 5"));
 }
 
 static void
@@ -355,8 +382,10 @@ test_keepalive(void)
 	CU_ASSERT(strstr(last_body[1], "\"ID\":\"" LEASE "\"") != NULL);
 	/* in flight: no second one */
 	CU_ASSERT_EQUAL(egw_cluster_next_deadline(c), UINT64_MAX);
-	answer(EGW_CLUSTER_CH_KEEPALIVE, "{\"result\":{\"ID\":\"" LEASE "\","
-	       "\"TTL\":\"9\"}}", 3010 * MS);
+	answer(EGW_CLUSTER_CH_KEEPALIVE,
+	       "{\"result\":{\"ID\":\"" LEASE "\","
+	       "\"TTL\":\"9\"}}",
+	       3010 * MS);
 	CU_ASSERT_EQUAL(egw_cluster_next_deadline(c), 6010 * MS);
 	/* etcd says the lease is gone (no TTL): grant and put again */
 	egw_cluster_tick(c, 6010 * MS);
@@ -376,10 +405,13 @@ test_watch_events(void)
 
 	to_watch();
 	watch_line("{\"result\":{\"header\":{\"revision\":\"5\"},"
-		   "\"created\":true}}", 1);
+		   "\"created\":true}}",
+		   1);
 	CU_ASSERT_EQUAL(nacts, 0);
-	snprintf(b, sizeof(b), "{\"result\":{\"header\":{\"revision\":\"6\"},"
-		 "\"events\":[{\"kv\":%s}]}}", kv(k, sizeof(k), &enc2, "98", 6));
+	snprintf(b, sizeof(b),
+		 "{\"result\":{\"header\":{\"revision\":\"6\"},"
+		 "\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "98", 6));
 	watch_line(b, 2);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_HOLD, "enc-2"));
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "peer enc-2 joined"));
@@ -388,22 +420,28 @@ test_watch_events(void)
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_HOLD), 0);
 	/* moved: released and held at its new address */
 	enc2.addr = 0x0a000022;
-	snprintf(b, sizeof(b), "{\"result\":{\"header\":{\"revision\":\"7\"},"
-		 "\"events\":[{\"kv\":%s}]}}", kv(k, sizeof(k), &enc2, "98", 7));
+	snprintf(b, sizeof(b),
+		 "{\"result\":{\"header\":{\"revision\":\"7\"},"
+		 "\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "98", 7));
 	watch_line(b, 4);
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_RELEASE), 1);
 	CU_ASSERT_EQUAL(find(EGW_CLUSTER_ACT_HOLD, "enc-2")->peer.addr,
 			0x0a000022);
 	/* deleted (or its lease ended): released */
-	watch_line("{\"result\":{\"header\":{\"revision\":\"8\"},\"events\":"
-		   "[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2VtYmd3L3QvZW5jLTI=\","
-		   "\"mod_revision\":\"8\"}}]}}", 5);
+	watch_line(
+		"{\"result\":{\"header\":{\"revision\":\"8\"},\"events\":"
+		"[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2VtYmd3L3QvZW5jLTI=\","
+		"\"mod_revision\":\"8\"}}]}}",
+		5);
 	r = find(EGW_CLUSTER_ACT_RELEASE, "enc-2");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
 	CU_ASSERT(strstr(r->text, "deleted") != NULL);
 	/* a key outside the prefix's records (deeper): ignored */
-	watch_line("{\"result\":{\"header\":{\"revision\":\"9\"},\"events\":"
-		   "[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2VtYmd3L3QvYS9i\"}}]}}", 6);
+	watch_line(
+		"{\"result\":{\"header\":{\"revision\":\"9\"},\"events\":"
+		"[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2VtYmd3L3QvYS9i\"}}]}}",
+		6);
 	CU_ASSERT_EQUAL(nacts, 0);
 }
 
@@ -415,15 +453,21 @@ test_skip_logged_once(void)
 
 	to_watch();
 	lang9.hidden = 1024; /* and the same role as ours */
-	snprintf(b, sizeof(b), "{\"result\":{\"header\":{\"revision\":\"6\"},"
-		 "\"events\":[{\"kv\":%s}]}}", kv(k, sizeof(k), &lang9, "9", 6));
+	snprintf(b, sizeof(b),
+		 "{\"result\":{\"header\":{\"revision\":\"6\"},"
+		 "\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &lang9, "9", 6));
 	watch_line(b, 1);
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_HOLD), 0);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "lang-9 skipped for "
-				    "lang-1: roles"));
+							 "lang-1: roles"));
+	CU_ASSERT_PTR_NULL(
+		find(EGW_CLUSTER_ACT_LOG, "joined")); /* not a peer */
 	kv(k, sizeof(k), &lang9, "9", 7);
-	snprintf(b, sizeof(b), "{\"result\":{\"header\":{\"revision\":\"7\"},"
-		 "\"events\":[{\"kv\":%s}]}}", k);
+	snprintf(b, sizeof(b),
+		 "{\"result\":{\"header\":{\"revision\":\"7\"},"
+		 "\"events\":[{\"kv\":%s}]}}",
+		 k);
 	watch_line(b, 2);
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_LOG), 0); /* once */
 	/* a record whose name is not its key's */
@@ -434,14 +478,19 @@ test_skip_logged_once(void)
 	/* the key of enc-2 with enc-3's value */
 	memcpy(strstr(k, "\"value\""), strstr(k2, "\"value\""),
 	       strlen(strstr(k2, "\"value\"")) + 1);
-	snprintf(b, sizeof(b), "{\"result\":{\"header\":{\"revision\":\"8\"},"
-		 "\"events\":[{\"kv\":%s}]}}", k);
+	snprintf(b, sizeof(b),
+		 "{\"result\":{\"header\":{\"revision\":\"8\"},"
+		 "\"events\":[{\"kv\":%s}]}}",
+		 k);
 	watch_line(b, 3);
-	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "record enc-2 skipped: "
-				    "KEY_NAME: name 'enc-3' under key 'enc-2'"));
+	CU_ASSERT_PTR_NOT_NULL(
+		find(EGW_CLUSTER_ACT_LOG,
+		     "record enc-2 skipped: "
+		     "KEY_NAME: name 'enc-3' under key 'enc-2'"));
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_HOLD), 0);
 	/* our own record: never a peer */
-	snprintf(b, sizeof(b), "{\"result\":{\"header\":{\"revision\":\"9\"},"
+	snprintf(b, sizeof(b),
+		 "{\"result\":{\"header\":{\"revision\":\"9\"},"
 		 "\"events\":[{\"kv\":%s}]}}",
 		 kv(k, sizeof(k), &self_rec, LEASE, 9));
 	watch_line(b, 4);
@@ -458,8 +507,8 @@ test_lost_and_back(void)
 	uint64_t due, t;
 
 	to_watch();
-	egw_cluster_on_failure(c, EGW_CLUSTER_CH_WATCH,
-			       "Connection refused", 1000 * MS);
+	egw_cluster_on_failure(c, EGW_CLUSTER_CH_WATCH, "Connection refused",
+			       1000 * MS);
 	drain();
 	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_RELEASE), 0);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "etcd lost"));
@@ -488,14 +537,18 @@ test_lost_and_back(void)
 	 * enc-2 came */
 	egw_cluster_tick(c, t);
 	drain();
-	answer(EGW_CLUSTER_CH_MAIN, "{\"result\":{\"ID\":\"" LEASE "\","
-	       "\"TTL\":\"4\"}}", t);
+	answer(EGW_CLUSTER_CH_MAIN,
+	       "{\"result\":{\"ID\":\"" LEASE "\","
+	       "\"TTL\":\"4\"}}",
+	       t);
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/kv/range");
 	{
 		char own[4096];
 
-		snprintf(b, sizeof(b), "{\"header\":{\"revision\":\"40\"},\"kvs\":"
-			 "[%s,%s]}", kv(k, sizeof(k), &enc2, "98", 30),
+		snprintf(b, sizeof(b),
+			 "{\"header\":{\"revision\":\"40\"},\"kvs\":"
+			 "[%s,%s]}",
+			 kv(k, sizeof(k), &enc2, "98", 30),
 			 kv(own, sizeof(own), &self_rec, LEASE, 2));
 	}
 	answer(EGW_CLUSTER_CH_MAIN, b, t);
@@ -512,7 +565,8 @@ test_back_lease_gone(void)
 	to_watch();
 	egw_cluster_tick(c, 3000 * MS);
 	drain();
-	egw_cluster_on_failure(c, EGW_CLUSTER_CH_KEEPALIVE, "timeout", 3000 * MS);
+	egw_cluster_on_failure(c, EGW_CLUSTER_CH_KEEPALIVE, "timeout",
+			       3000 * MS);
 	drain();
 	egw_cluster_tick(c, egw_cluster_next_deadline(c));
 	drain();
@@ -530,11 +584,14 @@ test_compacted(void)
 {
 	to_watch();
 	watch_line("{\"result\":{\"header\":{\"revision\":\"90\"},"
-		   "\"compact_revision\":\"50\",\"canceled\":true}}", 1);
+		   "\"compact_revision\":\"50\",\"canceled\":true}}",
+		   1);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "compacted (at 50)"));
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/kv/range");
-	answer(EGW_CLUSTER_CH_MAIN, "{\"header\":{\"revision\":\"90\"},"
-	       "\"kvs\":[]}", 2);
+	answer(EGW_CLUSTER_CH_MAIN,
+	       "{\"header\":{\"revision\":\"90\"},"
+	       "\"kvs\":[]}",
+	       2);
 	/* enc-1 was deleted in what was compacted away: the list says so;
 	 * our own record missing too: put back before watching */
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_RELEASE, "enc-1"));
@@ -546,11 +603,12 @@ static void
 test_own_deleted(void)
 {
 	to_watch();
-	watch_line("{\"result\":{\"header\":{\"revision\":\"8\"},\"events\":"
-		   "[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2VtYmd3L3QvbGFuZy0x\"}}]}}",
-		   1);
+	watch_line(
+		"{\"result\":{\"header\":{\"revision\":\"8\"},\"events\":"
+		"[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2VtYmd3L3QvbGFuZy0x\"}}]}}",
+		1);
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "our record lang-1 "
-				    "was deleted"));
+							 "was deleted"));
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/kv/txn");
 	answer(EGW_CLUSTER_CH_MAIN, "{\"succeeded\":true}", 2);
 	CU_ASSERT_EQUAL(nacts, 0);
@@ -570,14 +628,15 @@ test_duplicate_name(void)
 	drain();
 	answer(EGW_CLUSTER_CH_MAIN, "{\"ID\":\"" LEASE "\",\"TTL\":\"9\"}", 0);
 	self_rec.addr = 0x0a0000aa;
-	snprintf(b, sizeof(b), "{\"header\":{\"revision\":\"3\"},\"responses\":"
+	snprintf(b, sizeof(b),
+		 "{\"header\":{\"revision\":\"3\"},\"responses\":"
 		 "[{\"response_range\":{\"kvs\":[%s],\"count\":\"1\"}}]}",
 		 kv(k, sizeof(k), &self_rec, "1234", 2));
 	answer(EGW_CLUSTER_CH_MAIN, b, 0);
 	a = find(EGW_CLUSTER_ACT_REFUSE, NULL);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
 	CU_ASSERT(strstr(a->text, "the name lang-1 is held by another gateway "
-			 "(lease 1234)") != NULL);
+				  "(lease 1234)") != NULL);
 	CU_ASSERT(strstr(a->text, "\"addr\":\"10.0.0.170\"") != NULL);
 	egw_cluster_get_status(c, &st);
 	CU_ASSERT_EQUAL(st.state, EGW_CLUSTER_ST_REFUSED);
@@ -605,7 +664,8 @@ test_clean_stop(void)
 	egw_cluster_on_failure(c, EGW_CLUSTER_CH_MAIN, "refused", 11);
 	drain();
 	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_STOPPED, NULL));
-	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "when the lease ends"));
+	CU_ASSERT_PTR_NOT_NULL(
+		find(EGW_CLUSTER_ACT_LOG, "when the lease ends"));
 }
 
 /* unreachable at start: one warning, retries; HTTP errors are failures */
@@ -617,13 +677,15 @@ test_unreachable_at_start(void)
 	drain();
 	egw_cluster_on_failure(c, EGW_CLUSTER_CH_MAIN, "Connection refused", 0);
 	drain();
-	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "etcd unreachable "
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG,
+				    "etcd unreachable "
 				    "(request: Connection refused)"));
 	egw_cluster_tick(c, egw_cluster_next_deadline(c));
 	drain();
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/lease/grant");
 	{
-		const char *e = "{\"error\":\"etcdserver: no leader\",\"code\":14}";
+		const char *e =
+			"{\"error\":\"etcdserver: no leader\",\"code\":14}";
 
 		egw_cluster_on_response(c, EGW_CLUSTER_CH_MAIN, 503, e,
 					strlen(e), 1);
@@ -633,8 +695,8 @@ test_unreachable_at_start(void)
 		struct egw_cluster_status st;
 
 		egw_cluster_get_status(c, &st);
-		CU_ASSERT(strstr(st.last_error, "HTTP 503: etcdserver: no leader")
-			  != NULL);
+		CU_ASSERT(strstr(st.last_error,
+				 "HTTP 503: etcdserver: no leader") != NULL);
 		CU_ASSERT_EQUAL(st.failures, 2);
 	}
 	/* an answer to a request that was dropped is ignored */
@@ -665,14 +727,84 @@ test_auth(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
 	CU_ASSERT_STRING_EQUAL(a->token, "tok.1");
 	/* an expired token: authenticate again after the back-off */
-	egw_cluster_on_response(c, EGW_CLUSTER_CH_MAIN, 401,
-				"{\"error\":\"etcdserver: invalid auth token\"}",
-				strlen("{\"error\":\"etcdserver: invalid auth "
-				       "token\"}"), 1);
+	egw_cluster_on_response(
+		c, EGW_CLUSTER_CH_MAIN, 401,
+		"{\"error\":\"etcdserver: invalid auth token\"}",
+		strlen("{\"error\":\"etcdserver: invalid auth "
+		       "token\"}"),
+		1);
 	drain();
 	egw_cluster_tick(c, egw_cluster_next_deadline(c));
 	drain();
 	CU_ASSERT_STRING_EQUAL(last_path[0], "/v3/auth/authenticate");
+}
+
+/* after in step, a name taken meanwhile is not a refusal: back off, retry */
+static void
+test_name_taken_later(void)
+{
+	char b[16384], k[4096];
+	struct egw_cluster_status st;
+
+	to_watch();
+	/* the lease ended while away; someone took our name meanwhile */
+	egw_cluster_tick(c, 3000 * MS);
+	drain();
+	answer(EGW_CLUSTER_CH_KEEPALIVE, "{\"result\":{\"ID\":\"" LEASE "\"}}",
+	       3000 * MS);
+	answer(EGW_CLUSTER_CH_MAIN, "{\"ID\":\"8000\",\"TTL\":\"9\"}",
+	       3000 * MS);
+	snprintf(b, sizeof(b),
+		 "{\"responses\":[{\"response_range\":{\"kvs\":[%s]}}]}",
+		 kv(k, sizeof(k), &self_rec, "1234", 20));
+	answer(EGW_CLUSTER_CH_MAIN, b, 3000 * MS);
+	CU_ASSERT_PTR_NULL(find(EGW_CLUSTER_ACT_REFUSE, NULL));
+	egw_cluster_get_status(c, &st);
+	CU_ASSERT_EQUAL(st.state, EGW_CLUSTER_ST_BACKOFF);
+	CU_ASSERT(strstr(st.last_error, "held by another gateway") != NULL);
+}
+
+/* a skipped record that becomes compatible is held; one that stops
+ * being compatible is released */
+static void
+test_compat_changes(void)
+{
+	char b[16384], k[4096];
+	const struct egw_cluster_action *r;
+
+	to_watch();
+	enc2.hidden = 1;
+	snprintf(b, sizeof(b), "{\"result\":{\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "9", 6));
+	watch_line(b, 1);
+	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_HOLD), 0);
+	enc2.hidden = 4096;
+	snprintf(b, sizeof(b), "{\"result\":{\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "9", 7));
+	watch_line(b, 2);
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_HOLD, "enc-2"));
+	enc2.key_id[3] = 'f';
+	snprintf(b, sizeof(b), "{\"result\":{\"events\":[{\"kv\":%s}]}}",
+		 kv(k, sizeof(k), &enc2, "9", 8));
+	watch_line(b, 3);
+	r = find(EGW_CLUSTER_ACT_RELEASE, "enc-2");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT(strstr(r->text, "not compatible") != NULL);
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_LOG, "another pre-shared"));
+}
+
+/* a stop before any lease: stopped at once, nothing sent */
+static void
+test_stop_before_lease(void)
+{
+	machine();
+	egw_cluster_start(c, 0);
+	drain();
+	egw_cluster_stop(c, 1);
+	drain();
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_CANCEL, NULL));
+	CU_ASSERT_PTR_NOT_NULL(find(EGW_CLUSTER_ACT_STOPPED, NULL));
+	CU_ASSERT_EQUAL(count(EGW_CLUSTER_ACT_REQUEST), 0);
 }
 
 int
@@ -695,6 +827,9 @@ main(void)
 		{ "clean_stop", test_clean_stop },
 		{ "unreachable_at_start", test_unreachable_at_start },
 		{ "auth", test_auth },
+		{ "name_taken_later", test_name_taken_later },
+		{ "compat_changes", test_compat_changes },
+		{ "stop_before_lease", test_stop_before_lease },
 		{ NULL, NULL },
 	};
 	int rc;

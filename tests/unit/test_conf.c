@@ -491,51 +491,64 @@ test_cluster_group(void)
 	CU_ASSERT_EQUAL(conf.cluster.user[0], '\0');
 
 	expect(edit(at, "  name = \"gw\";\n  cluster = {\n name = \"a/b\"; #<\n"
-		    " endpoints = [\"http://h:1\"]; };\n"),
+			" endpoints = [\"http://h:1\"]; };\n"),
 	       1, "gateway.cluster.name: 'a/b': letters, digits");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; }; #<\n"),
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; }; #<\n"),
 	       1, "gateway.cluster.endpoints: missing (required)");
 	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\";\n"
-		    " endpoints = [\"127.0.0.1:2379\"]; #<\n };\n"),
-	       1, "not http://host:port or https://host:port: '127.0.0.1:2379'");
+			" endpoints = [\"127.0.0.1:2379\"]; #<\n };\n"),
+	       1,
+	       "not http://host:port or https://host:port: '127.0.0.1:2379'");
 	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\";\n"
-		    " endpoints = [\"http://h\"]; #<\n };\n"),
+			" endpoints = [\"http://h\"]; #<\n };\n"),
 	       1, "no :port after the host: 'http://h'");
 	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\";\n"
-		    " endpoints = [\"http://h:70000\"]; #<\n };\n"),
+			" endpoints = [\"http://h:70000\"]; #<\n };\n"),
 	       1, "the port is not 1..65535: 'http://h:70000'");
 	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\";\n"
-		    " endpoints = [\"http://h:2379/v3\"]; #<\n };\n"),
+			" endpoints = [\"http://h:2379/v3\"]; #<\n };\n"),
 	       1, "nothing may follow the port");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\";\n"
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\";\n"
 		    " endpoints = [\"http://[::1]:2379\", \"http://[::1]:2379\"]; #<\n };\n"),
 	       1, "'http://[::1]:2379' given twice");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; "
 		    "endpoints = [\"http://h:1\"];\n lease_ttl_s = 2; #<\n };\n"),
 	       1, "gateway.cluster.lease_ttl_s: out of range 3..300 (got 2)");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; "
 		    "endpoints = [\"http://h:1\"];\n lease_ttl_s = 3; #<\n };\n"),
-	       1, "gateway.cluster.lease_ttl_s: request_timeout_ms 3000 ms is "
+	       1,
+	       "gateway.cluster.lease_ttl_s: request_timeout_ms 3000 ms is "
 	       "more than a third of lease_ttl_s 3 s");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; "
 		    "endpoints = [\"http://h:1\"];\n dial_timeout_ms = 5000; #<\n };\n"),
-	       1, "gateway.cluster.dial_timeout_ms: dial_timeout_ms 5000 ms is "
+	       1,
+	       "gateway.cluster.dial_timeout_ms: dial_timeout_ms 5000 ms is "
 	       "longer than request_timeout_ms 3000 ms");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; "
 		    "endpoints = [\"http://h:1\"];\n tls = { ca_file = \"/\"; }; #<\n };\n"),
-	       1, "gateway.cluster.tls: given, but endpoint 'http://h:1' is plain http");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
+	       1,
+	       "gateway.cluster.tls: given, but endpoint 'http://h:1' is plain http");
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; "
 		    "endpoints = [\"https://h:1\"];\n tls = { ca_file = \"no-such.pem\"; #<\n }; };\n"),
 	       1, "gateway.cluster.tls.ca_file: cannot read");
-	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
+	expect(edit(at,
+		    "  name = \"gw\";\n  cluster = { name = \"p\"; "
 		    "endpoints = [\"https://h:1\"];\n tls = { cert_file = \"/\"; }; #<\n };\n"),
 	       1, "cert_file and key_file go together");
 	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; #<\n"
-		    "endpoints = [\"http://h:1\"];\n user = \"u\"; };\n"),
-	       1, "gateway.cluster.password_file: missing: user and "
+			"endpoints = [\"http://h:1\"];\n user = \"u\"; };\n"),
+	       1,
+	       "gateway.cluster.password_file: missing: user and "
 	       "password_file go together");
 	expect(edit(at, "  name = \"gw\";\n  cluster = { name = \"p\"; "
-		    "endpoints = [\"http://h:1\"];\n ttl = 1; #<\n };\n"),
+			"endpoints = [\"http://h:1\"];\n ttl = 1; #<\n };\n"),
 	       1, "gateway.cluster.ttl: unknown setting");
 
 	/* one port per gateway in a cluster */
@@ -543,32 +556,41 @@ test_cluster_group(void)
 		char two[2048];
 		const char *p = strstr(base, "  }\n);");
 
-		snprintf(two, sizeof(two), "%.*s  },\n  { name = \"p1\"; device = "
-			 "\"net_ring1\"; address = \"10.0.1.1/24\"; lcores = [2]; "
-			 "payload = { driver = \"shm\"; path = \"/dev/shm/y\"; }; }\n);\n",
-			 (int)(p - base), base);
+		snprintf(
+			two, sizeof(two),
+			"%.*s  },\n  { name = \"p1\"; device = "
+			"\"net_ring1\"; address = \"10.0.1.1/24\"; lcores = [2]; "
+			"payload = { driver = \"shm\"; path = \"/dev/shm/y\"; }; }\n);\n",
+			(int)(p - base), base);
 		CU_ASSERT_FATAL(strstr(two, "  name = \"gw\";\n") != NULL);
-		snprintf(text, sizeof(text), "%.*s  name = \"gw\";\n  cluster = { "
-			 "name = \"p\"; endpoints = [\"http://h:1\"]; }; #<\n%s",
-			 (int)(strstr(two, "  name = \"gw\";\n") - two), two,
-			 strstr(two, "  name = \"gw\";\n") + 15);
-		expect(text, 1, "gateway.cluster: a gateway in a cluster has one "
+		snprintf(
+			text, sizeof(text),
+			"%.*s  name = \"gw\";\n  cluster = { "
+			"name = \"p\"; endpoints = [\"http://h:1\"]; }; #<\n%s",
+			(int)(strstr(two, "  name = \"gw\";\n") - two), two,
+			strstr(two, "  name = \"gw\";\n") + 15);
+		expect(text, 1,
+		       "gateway.cluster: a gateway in a cluster has one "
 		       "port (its record is keyed by the gateway's name), got 2");
 	}
 
 	/* the password: read at load, its newline dropped */
 	snprintf(pw, sizeof(pw), "%s/pw", tmpdir);
 	write_file(pw, "s3cret\n", 7);
-	snprintf(text, sizeof(text), "  name = \"gw\";\n  cluster = { name = "
+	snprintf(text, sizeof(text),
+		 "  name = \"gw\";\n  cluster = { name = "
 		 "\"p\"; endpoints = [\"http://h:1\"]; user = \"root\"; "
-		 "password_file = \"%s\"; };\n", pw);
+		 "password_file = \"%s\"; };\n",
+		 pw);
 	expect(edit(at, text), 0, "");
 	CU_ASSERT_STRING_EQUAL(conf.cluster.user, "root");
 	CU_ASSERT_STRING_EQUAL(conf.cluster.password, "s3cret");
 	write_file(pw, "\n", 1);
-	snprintf(text, sizeof(text), "  name = \"gw\";\n  cluster = { name = "
+	snprintf(text, sizeof(text),
+		 "  name = \"gw\";\n  cluster = { name = "
 		 "\"p\"; endpoints = [\"http://h:1\"]; user = \"root\";\n "
-		 "password_file = \"%s\"; #<\n };\n", pw);
+		 "password_file = \"%s\"; #<\n };\n",
+		 pw);
 	expect(edit(at, text), 1, "the password must be 1..255 bytes");
 	unlink(pw);
 }
