@@ -54,6 +54,7 @@ void gw_log_init(void);
 
 struct gw_room_source;
 struct gw_attach_port;
+struct gw_reload_box;
 
 struct gw_neigh {
 	uint32_t ip;
@@ -179,6 +180,7 @@ struct gw_id {
 	struct gw_room_source *sources[GW_MAX_SOURCES];
 	uint16_t nsources;
 	struct gw_attach_port *attach; /* engines attach here (or NULL) */
+	struct gw_reload_box *reload;  /* a reload's parameters (gw_reload.c) */
 	uint64_t next_tick;
 	bool finished;           /* its room sources have run all they had */
 	struct gw_capture cap;   /* --capture: control frames in and out */

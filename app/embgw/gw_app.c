@@ -28,6 +28,7 @@
 #include "gw_cluster.h"
 #include "gw_notify.h"
 #include "gw_peers.h"
+#include "gw_reload.h"
 #include "gw_resources.h"
 #include "gw_version.h"
 
@@ -87,26 +88,20 @@ signame(int sig)
 	return buf;
 }
 
+/* The reload thread does the work (gw_reload.c); before it runs, and
+ * after, a SIGHUP finds nothing to wake and is let go. */
 static void
 on_hangup(int sig)
 {
-	static const char msg[] = "embgw: SIGHUP ignored (kept for reloading "
-				  "the configuration)\n";
-	int saved = errno; /* the interrupted code may be about to read it */
-	ssize_t rc;
-
 	(void)sig;
-	/* write(2) is async-signal-safe, rte_log is not */
-	rc = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-	(void)rc;
-	errno = saved;
+	gw_reload_hangup();
 }
 
 /*
  * From the first instruction on, every signal that would end the process
  * ends it through the same teardown as SIGINT: rooms aborted (peers hear
- * ABORT), reports printed, the pool file removed. SIGHUP is ignored with
- * a log line (kept for a configuration reload). SIGPIPE and SIGXFSZ are
+ * ABORT), reports printed, the pool file removed. SIGHUP reloads the
+ * configuration file (gw_reload.c). SIGPIPE and SIGXFSZ are
  * ignored: a write to a peer that left, or past a file size limit, fails
  * with its error (EPIPE, EFBIG), which the writer handles. The signals of
  * faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS) keep
@@ -615,6 +610,7 @@ static int
 exit_line(int status, const struct gw_outcome *o)
 {
 	const char *why = "ok";
+	uint64_t reloads_ok, reloads_refused;
 
 	if (status == GW_EXIT_START) {
 		why = "could_not_start";
@@ -628,10 +624,13 @@ exit_line(int status, const struct gw_outcome *o)
 		status = GW_EXIT_CAPTURE;
 		why = "capture_incomplete";
 	}
+	gw_reload_counts(&reloads_ok, &reloads_refused);
 	printf("exit: status=%d reason=%s failed=%lu bad=%lu unfinished=%lu "
-	       "captures_failed=%u signal=%s\n", status, why,
-	       (unsigned long)o->failed, (unsigned long)o->bad,
+	       "captures_failed=%u reloads_ok=%lu reloads_refused=%lu "
+	       "signal=%s\n",
+	       status, why, (unsigned long)o->failed, (unsigned long)o->bad,
 	       (unsigned long)o->unfinished, o->captures_failed,
+	       (unsigned long)reloads_ok, (unsigned long)reloads_refused,
 	       quit_signal == 0 ? "none" : signame(quit_signal));
 	fflush(stdout);
 	return status;
@@ -789,6 +788,8 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 		rc = gw_metrics_start(&conf, ids, nids);
 	if (rc == 0 && !gw_force_quit)
 		rc = gw_cluster_start(&conf, ids, nids);
+	if (rc == 0 && !gw_force_quit)
+		rc = gw_reload_start(&conf, ids, nids, opt.identities <= 1);
 	interrupted = rc == -EINTR || (rc == 0 && gw_force_quit);
 	if (rc == 0 && !gw_force_quit)
 		run_workers(app);
@@ -808,6 +809,7 @@ gw_app_main(int argc, char **argv, const struct gw_app *app)
 	/* the workers have returned: the metrics thread ends here, before
 	 * the teardown frees what its pages read (gw_metrics.c) */
 	gw_metrics_stop();
+	gw_reload_stop();
 	tear_down(&out);
 	/* rooms of identities a signal kept from being made are unfinished
 	 * as much as those of a started one */

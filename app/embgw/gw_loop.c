@@ -17,6 +17,7 @@
 
 #include "gw_idle.h"
 #include "gw_peers.h"
+#include "gw_reload.h"
 #include "gw_room_source.h"
 
 static struct gw_loop_opts opts;
@@ -31,13 +32,14 @@ gw_loop_init(const struct gw_loop_opts *o, uint32_t bounded_ids)
 	ids_finished = 0;
 }
 
-/* An identity's timers, every GW_TICK_NS: the node's (retransmissions,
- * deadlines, heartbeats, REGISTER), ARP, the driver's rebuilt links, the
- * flood (embgw-gen) and, in a test build, the test knobs; then whether
- * its rooms are all done. */
+/* An identity's timers, every GW_TICK_NS: a reload's new parameters, the
+ * node's (retransmissions, deadlines, heartbeats, REGISTER), ARP, the driver's
+ * rebuilt links, the flood (embgw-gen) and, in a test build, the test knobs;
+ * then whether its rooms are all done. */
 static void
 timers(struct gw_id *id, uint64_t now)
 {
+	gw_reload_worker_poll(id, now); /* before the tick: new timers */
 	egw_node_tick(id->node, now);
 	gw_peers_poll(id, now);
 	gw_id_arp_tick(id, now);

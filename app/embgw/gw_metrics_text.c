@@ -24,6 +24,7 @@
 #include "gw_attach.h"
 #include "gw_cluster.h"
 #include "gw_peers.h"
+#include "gw_reload.h"
 
 enum { R_ENCODE, R_LANGUAGE, R_COUNT };
 static const char *const role_names[R_COUNT] = { "encode", "language" };
@@ -788,6 +789,21 @@ cluster_families(FILE *f)
 		   "requests to etcd that failed", s.failures);
 }
 
+/* Configuration reloads (SIGHUP, /embgw/reload) by outcome. */
+static void
+reload_family(FILE *f)
+{
+	uint64_t ok, refused;
+
+	gw_reload_counts(&ok, &refused);
+	head(f, "embgw_reloads", "counter",
+	     "Configuration reloads by "
+	     "outcome (ok: applied or unchanged; refused: the file had "
+	     "errors or changed what cannot change live, nothing applied).");
+	sample(f, "embgw_reloads", true, "outcome=\"ok\"", ok);
+	sample(f, "embgw_reloads", true, "outcome=\"refused\"", refused);
+}
+
 char *
 gw_metrics_render(struct gw_id *const *ids, uint16_t nids, size_t *len)
 {
@@ -814,6 +830,7 @@ gw_metrics_render(struct gw_id *const *ids, uint16_t nids, size_t *len)
 	client_families(f, sn, nids);
 	attach_socket_families(f, sn, nids);
 	cluster_families(f);
+	reload_family(f);
 	fputs("# EOF\n", f);
 	free(sn);
 	if (fclose(f) != 0) {

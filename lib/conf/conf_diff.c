@@ -9,9 +9,9 @@
  * port's device, queues and workers, the pool and its payload driver,
  * the engines' room and run tables (sized once, nothing is allocated
  * afterwards), the sockets of attach and metrics, the name, roles and
- * key that peers registered with. Everything not listed as live is
- * fixed, so a setting added to the file later refuses a reload until it
- * is deliberately made live here.
+ * key that peers registered with. Only what is compared here is seen:
+ * a setting added to the file is added here too, as fixed unless the
+ * gateway applies it while running.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -420,6 +420,8 @@ diff_port(struct cmp *c, uint16_t i, const struct egw_conf_port *a,
 	num(c, "udp_port", a->udp_port, b->udp_port);
 	num(c, "mtu", a->mtu, b->mtu);
 	num(c, "queues", a->queues, b->queues);
+	/* the node's, the driver's and the neighbour table's slots */
+	num(c, "max_peers", a->max_peers, b->max_peers);
 	for (unsigned k = 0; k < a->nlcores && k < EGW_CONF_MAX_QUEUES; k++)
 		la[k] = a->lcores[k];
 	for (unsigned k = 0; k < b->nlcores && k < EGW_CONF_MAX_QUEUES; k++)

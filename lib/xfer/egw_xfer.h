@@ -386,11 +386,12 @@ void egw_xfer_receiver_get_stats(const struct egw_xfer_receiver *r,
  * (NULL: kept) replaces the allocation policy unless its settings are
  * the same (an adaptive policy then keeps what it learnt). Everything is
  * checked before anything changes. Rooms in flight keep the deadlines
- * already set (bootstrap, input, admission, linger, a retransmission
- * due): no room fails earlier or later than it was promised; what is
- * measured on every tick from an event - peer death from the last word
- * heard, a round without progress, the backoff ceiling, a quarantine not
- * yet expired - uses the new values from the next tick; a shorter
+ * already set (bootstrap, input, admission, linger, a quarantine's end,
+ * a retransmission due): no room fails earlier or later than it was
+ * promised; what is measured on every tick from an event - peer death
+ * from the last word heard, a round without progress, the wait for
+ * resume memory, the backoff ceiling - uses the new values from the next
+ * tick; a shorter
  * heartbeat interval brings the next heartbeat forward. The geometry,
  * max_peers, window_keys and the emit callback in `c` are not read.
  * 0, or -EINVAL: NULL engine or conf, max_rooms or max_runs_per_room not

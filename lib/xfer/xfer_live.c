@@ -10,8 +10,8 @@
  * which): a reload never makes a room fail earlier, or later, than it
  * was promised when the deadline was set. What is measured afresh on
  * every tick - peer death from the last word heard, progress in a
- * round, the retransmission ceiling, a quarantine's end for a room yet
- * to fail - uses the new values from the next call.
+ * round, the wait for resume memory, the retransmission ceiling - uses
+ * the new values from the next call.
  */
 #include <errno.h>
 

@@ -1714,7 +1714,7 @@ PY
 }
 
 # ---- signals, the exit status, a capture on a full disk --------------------
-define signals "SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGALRM mid-transfer: the same teardown as SIGINT (report, exit line, peers told, pool file gone); SIGHUP ignored with a log line"
+define signals "SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGALRM mid-transfer: the same teardown as SIGINT (report, exit line, peers told, pool file gone); SIGHUP reloads the unchanged file (logged), the rooms go on"
 case_signals() {
 	local sig pid gw rc enc_failed=0 seen=""
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
@@ -1727,10 +1727,12 @@ case_signals() {
 		wait_registered "$LOG" 20 || return 1
 		gw=$(child_of "$pid") || return 1
 		if [ "$sig" = QUIT ]; then
-			# SIGHUP first: ignored, the rooms go on
+			# SIGHUP first: a reload of the unchanged file, the
+			# rooms go on
 			kill -HUP "$gw"
 			sleep 0.5
-			kill -0 "$gw" 2>/dev/null && grep -q "SIGHUP ignored" "$LOG" ||
+			kill -0 "$gw" 2>/dev/null &&
+				grep -q "reload of .* (SIGHUP): unchanged" "$LOG" ||
 				{ MSG="SIGHUP: the gateway did not stay up, or said nothing"; return 1; }
 		fi
 		sleep 0.3
@@ -1751,7 +1753,95 @@ case_signals() {
 	enc_failed=$(field "$T/enc.log" result-encode failed)
 	MSG="enc: $(report "$T/enc.log")"
 	[ "${enc_failed:-0}" -ge 1 ] && expect "$T/enc.log" result-encode leaked -eq 0 || return 1
-	MSG="SIGHUP ignored (logged);$seen each: report, exit line naming it, status 3/4, pool file gone; the encode side failed $enc_failed aborted rooms and leaked nothing"
+	MSG="SIGHUP reloaded the unchanged file (logged);$seen each: report, exit line naming it, status 3/4, pool file gone; the encode side failed $enc_failed aborted rooms and leaked nothing"
+}
+
+# ---- reloading the configuration (doc/gateway.md) -------------------------
+# reload_ask NAME: /embgw/reload of process NAME; ANSWER holds the
+# answer, RESULT its result
+RESULT=""
+ANSWER=""
+reload_ask() {
+	ANSWER=$(telemetry "$1" /embgw/reload)
+	RESULT=$(/usr/bin/python3 -c '
+import json, sys
+try:
+    print(json.loads(sys.argv[1])["/embgw/reload"]["result"])
+except (ValueError, KeyError, TypeError):
+    pass' "$ANSWER")
+}
+
+# reload_hup GW LOG N: SIGHUP to GW, then its Nth reload line in LOG
+# (at most 10 s); LINE holds it
+LINE=""
+reload_hup() {
+	kill -HUP "$1"
+	for _ in $(seq 1 100); do
+		LINE=$(grep "reload of " "$2" | sed -n "$3p")
+		[ -n "$LINE" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+define reload "a language gateway's file reloaded 5 times while it drives rooms (/embgw/reload and SIGHUP): timers changed, a peer added then removed, a broken file refused with file:line, an mtu change refused by name, each refusal changing nothing; the encode peer's rooms all byte-exact, reloads_ok=3 reloads_refused=2"
+case_reload() {
+	local cfg=$T/language.cfg pid gw rc ghost
+	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	cp "$cfg" "$T/language.orig"
+	encode_server start_gen "$T/enc.log" || return 1
+	LOG=$T/lang.log
+	start_gen lang 0 "$cfg" "$LOG" --exit-when-done --drive 400 \
+		--concurrency 2 --lengths 2000,10000
+	pid=${PIDS[-1]}
+	wait_registered "$LOG" 20 || return 1
+	gw=$(child_of "$pid") || return 1
+	# 1: timers, asked over telemetry
+	sed -i 's/timers = { /timers = { rto_ms = 5; heartbeat_ms = 50; /' "$cfg"
+	reload_ask lang
+	MSG="timers: $ANSWER"
+	[ "$RESULT" = applied ] && [[ $ANSWER == *"gateway.timers.rto_ms (2 -> 5)"* ]] ||
+		return 1
+	# 2: a peer added (it never answers: its rooms are none), by SIGHUP
+	ghost='{ name = "ghost"; address = "192.168.77.9"; }, '
+	sed -i "s/peers = ( /peers = ( $ghost/" "$cfg"
+	reload_hup "$gw" "$LOG" 2 || { MSG="SIGHUP: no reload line"; return 1; }
+	MSG="peer added: $LINE"
+	[[ $LINE == *"(SIGHUP): applied: peers +1 -0 (+ghost)"* ]] || return 1
+	# 3: a broken file: refused with file:line, nothing changed
+	cp "$cfg" "$T/language.good"
+	sed -i 's/roles = \["language"\];/roles = ["language"];\n  bogus = 1;/' "$cfg"
+	reload_ask lang
+	MSG="broken file: $ANSWER"
+	[ "$RESULT" = refused ] && [[ $ANSWER == *"language.cfg:4: gateway.bogus"* ]] ||
+		return 1
+	# 4: a setting that cannot change live: refused by name
+	cp "$T/language.good" "$cfg"
+	sed -i 's/lcores = \[0\];/lcores = [0]; mtu = 9000;/' "$cfg"
+	reload_ask lang
+	MSG="mtu: $ANSWER"
+	[ "$RESULT" = refused ] && [[ $ANSWER == *"ports.[0].mtu (1500 -> 9000)"* ]] ||
+		return 1
+	# 5: the peer removed again (the refusals changed nothing: the
+	# running file still has it)
+	cp "$T/language.good" "$cfg"
+	sed -i "s/$ghost//" "$cfg"
+	reload_hup "$gw" "$LOG" 5 || { MSG="SIGHUP: no fifth reload line"; return 1; }
+	MSG="peer removed: $LINE"
+	[[ $LINE == *"applied: peers +0 -1 (-ghost)"* ]] || return 1
+	alive "$gw" || { MSG="the drive ended before the reloads did"; return 1; }
+	wait_exit "$pid"
+	rc=$?
+	LOG=$T/lang.log
+	stop_all
+	MSG="exit $rc; lang: $(report "$T/lang.log") enc: $(report "$T/enc.log")"
+	[ "$rc" -eq 0 ] && expect "$T/lang.log" language ok -eq 400 &&
+		expect "$T/lang.log" result errors -eq 0 &&
+		expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/enc.log" result-encode leaked -eq 0 &&
+		tail -1 "$T/lang.log" | grep -q " reloads_ok=3 reloads_refused=2 " ||
+		return 1
+	MSG="5 reloads while 400 rooms ran: timers applied, ghost added and removed, a broken file refused at language.cfg:4, ports.[0].mtu refused; every room of enc-0 byte-exact, nothing leaked, reloads_ok=3 reloads_refused=2"
 }
 
 define signal-during-start "SIGTERM and SIGQUIT at 0, 20, 100 and 300 ms into the start of a --drive gateway: a clean stop each time - exit 3 with its rooms unfinished, exit line, no pool file left, no core"
