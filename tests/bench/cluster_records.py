@@ -8,7 +8,8 @@ through etcd's JSON gateway (/v3/...), as any third party would write them.
 write: the record of gateway TEMPLATE (read from /embgw/CLUSTER/TEMPLATE)
 copied N times as gateways peer-0000 .. peer-<N-1> of the other role, at
 the addresses SUBNET.<i / 250>.<2 + i % 250> (SUBNET: the first two
-octets), all under one lease of TTL seconds. Prints
+octets), all under one lease of TTL seconds, in transactions of 100
+puts sent one after the other (a burst). Prints
 `records: n=N lease=ID t0=... t1=...` (the wall clock, seconds since the
 epoch, before the first put and after the last). With TEL, the template
 gateway's telemetry socket (dpdk_telemetry.v2): its /embgw/cluster is read
@@ -27,6 +28,8 @@ import sys
 import threading
 import time
 import urllib.request
+
+BATCH = 100
 
 
 def call(endpoint, path, body):
@@ -94,14 +97,18 @@ def write(endpoint, cluster, template, n, subnet, ttl, tel=None):
         poller = threading.Thread(
             target=lambda: result.update(s=converge(tel, n, started)))
         poller.start()
-    started.t0 = t0 = time.time()
-    started.set()
+    puts = []
     for i in range(n):
         rec["name"] = "peer-%04d" % i
         rec["addr"] = "%s.%d.%d" % (subnet, i // 250, 2 + i % 250)
-        call(endpoint, "/v3/kv/put",
-             {"key": b64("/embgw/%s/%s" % (cluster, rec["name"])),
-              "value": b64(json.dumps(rec)), "lease": lease})
+        puts.append({"requestPut": {
+            "key": b64("/embgw/%s/%s" % (cluster, rec["name"])),
+            "value": b64(json.dumps(rec)), "lease": lease}})
+    started.t0 = t0 = time.time()
+    started.set()
+    # a burst: BATCH puts per transaction (etcd takes at most 128)
+    for i in range(0, n, BATCH):
+        call(endpoint, "/v3/kv/txn", {"success": puts[i:i + BATCH]})
     t1 = time.time()
     ms = ""
     if poller:

@@ -225,11 +225,12 @@ cl_has_key() {
 	[ -n "$(ectl get --print-value-only "$(cl_key "$1" "$2")" 2>/dev/null)" ]
 }
 
-# cl_members CLUSTER: the names with a record under the cluster's prefix,
+# cl_members CLUSTER: the names with a record under the cluster's prefix
+# (keys one level below it: deeper ones are not records, cluster.md),
 # sorted, space-separated
 cl_members() {
 	ectl get --prefix --keys-only "/embgw/$1/" 2>/dev/null |
-		sed -n "s|^/embgw/$1/||p" | sort | tr '\n' ' ' | sed 's/ $//'
+		sed -n "s|^/embgw/$1/\([^/][^/]*\)\$|\1|p" | sort | tr '\n' ' ' | sed 's/ $//'
 }
 
 # wait_key CLUSTER NAME PRESENT SECONDS: NAME's record is there (PRESENT
