@@ -2309,7 +2309,8 @@ cl_leave_case() {
 	done
 	[ "$(cl_members cl)" = "e0 e1 e2 l0 l1" ] || { MSG="members after: $(cl_members cl)"; return 1; }
 	cl_stop_all
-	for n in $CL_ENCS l0 l1; do
+	# the survivors, and a cleanly stopped l2 in its exit report
+	for n in $CL_ENCS l0 l1 $([ "$sig" = KILL ] || echo l2); do
 		expect "$T/$n.log" clients blocks_in_use -eq 0 || { MSG="$n: $(report "$T/$n.log")"; LOG=$T/$n.log; return 1; }
 	done
 	CL_GONE=$gone
