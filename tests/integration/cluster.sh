@@ -164,7 +164,9 @@ etcd_start() {
 	# without the cluster topology (cl_up), on loopback alone
 	local urls=http://127.0.0.1:$ETCD_PORT
 	[ -z "$CL_NET" ] || urls=$urls,http://$CL_NET.1:$ETCD_PORT
-	timeout -s TERM "$CL_SECS" etcd --name egw --data-dir "$ETCD_DIR/data" \
+	# without the descriptors of locks taken around the run (flock's on
+	# /tmp/embgw-gw.lock): an etcd left behind must not hold them
+	cl_no_locks timeout -s TERM "$CL_SECS" etcd --name egw --data-dir "$ETCD_DIR/data" \
 		--listen-client-urls "$urls" --advertise-client-urls "${urls##*,}" \
 		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -178,6 +180,20 @@ etcd_start() {
 	done
 	echo "     etcd did not answer on 127.0.0.1:$ETCD_PORT within 10 s" >&2
 	return 1
+}
+
+# cl_no_locks CMD...: CMD with the descriptors above 2 that this shell
+# inherited on *.lock files closed (exec'd: the PID is CMD's)
+cl_no_locks() {
+	local fd
+	for fd in "/proc/$BASHPID/fd"/*; do
+		fd=${fd##*/}
+		[ "$fd" -gt 2 ] 2>/dev/null || continue
+		case $(readlink "/proc/$BASHPID/fd/$fd" 2>/dev/null) in
+		*.lock) eval "exec $fd>&-" ;;
+		esac
+	done
+	exec "$@"
 }
 
 # etcd_kill: SIGKILL (to etcd itself, under its timeout wrapper), reaped
