@@ -175,10 +175,14 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
     nbytes = 0
     for (rid, r), origin in zip(opened, origins):
         n = origin & 0xffffffff
-        st = r.wait(embgw.KVPoll.Success, DEADLINE_S)
+        try:
+            st = r.wait(embgw.KVPoll.Success, DEADLINE_S)
+            why = r.reason
+        except OSError as e:  # the gateway gave this client up (it stops)
+            st, why = embgw.KVPoll.Failed, r.reason if r.ended else str(e)
         if st != embgw.KVPoll.Success:
             failed += 1
-            print("room %#x rank %d: %s %s" % (rid, rank, st.name, r.reason),
+            print("room %#x rank %d: %s %s" % (rid, rank, st.name, why),
                   flush=True)
             continue
         aux = r.aux()
