@@ -412,7 +412,9 @@ cl_rooms() {
 # engine per language gateway naming each room's peer; logs
 # T/eng-RUN-<gw>.log. The encode engines start once the language ones have
 # opened their rooms; CL_HOLD: seconds they keep their rooms open before
-# committing (an event lands while rooms are in flight).
+# committing (an event lands while rooms are in flight). CL_GO=1: the
+# encode engines open their rooms only once T/go-RUN exists (cl_go), so
+# that their holds run together.
 cl_load() {
 	local run=$1 encs=$2 langs=$3 lengths=$4 e l ids peers r
 	# shellcheck disable=SC2206 # the lengths are words
@@ -435,8 +437,23 @@ cl_load() {
 		for l in $langs; do
 			ids+="${ids:+,}$(cl_rooms "$run" "${e#e}" "${l#l}" "${lens[@]}")"
 		done
+		# shellcheck disable=SC2046 # --go FILE: two words or none
 		engine "$T/eng-$run-$e.log" encode "$T/$e.sock" --rooms "$ids" \
-			--hold-s "${CL_HOLD:-0}"
+			--hold-s "${CL_HOLD:-0}" $([ -z "${CL_GO:-}" ] || echo --go "$T/go-$run")
+	done
+}
+
+# cl_go RUN ENCS: once every encode engine of run RUN (started with
+# CL_GO=1) has made its data, they all open their rooms; back once each
+# has
+cl_go() {
+	local e
+	for e in $2; do
+		wait_log "$T/eng-$1-$e.log" "^engine-ready:" 90 || { MSG="the engine of $e never got ready: $(tr '\n' ' ' <"$T/eng-$1-$e.log")"; return 1; }
+	done
+	touch "$T/go-$1"
+	for e in $2; do
+		wait_log "$T/eng-$1-$e.log" "^engine-opened:" 30 || { MSG="the engine of $e opened no room"; return 1; }
 	done
 }
 

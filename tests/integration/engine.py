@@ -85,6 +85,7 @@ def encode(c, rooms, nranks, hold_s, go=None, attempt=0):
         # opens a room once its encoder ran: open-to-commit is the writes
         data = {rid: expected(rid, rid & 0xffffffff, hidden, c.torch_dtype)
                 for rid in rooms}
+        print("engine-ready: rooms=%d" % len(rooms), flush=True)
         wait_go(go)
     opened = []
     for rid in rooms:

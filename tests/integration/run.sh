@@ -2287,11 +2287,10 @@ cl_leave_case() {
 	for n in $CL_ENCS $CL_LANGS; do cl_start "$n"; done
 	# shellcheck disable=SC2086
 	cl_joined cl 60 $CL_ENCS $CL_LANGS || return 1
-	CL_HOLD=4 cl_load 1 "$CL_ENCS" "$CL_LANGS" "$CL_LENGTHS"
-	# every encode engine has opened its rooms (all of them in flight)
-	for n in $CL_ENCS; do
-		wait_log "$T/eng-1-$n.log" "^engine-opened:" 60 || { MSG="the engine of $n opened no room"; return 1; }
-	done
+	# every encode engine opens its rooms at once and holds them 4 s: all
+	# of them are in flight when l2 goes
+	CL_GO=1 CL_HOLD=4 cl_load 1 "$CL_ENCS" "$CL_LANGS" "$CL_LENGTHS"
+	cl_go 1 "$CL_ENCS" || return 1
 	t0=$(date +%s%N)
 	cl_end "$sig" l2
 	if [ "$sig" = KILL ]; then
