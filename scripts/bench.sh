@@ -490,6 +490,18 @@ else
 	echo "bench payload-rocev2: not measured (run tests/vm/run.sh first)"
 fi
 
+# ---- cluster: one gateway learning a cluster of 1,000 from etcd ---------
+cn=1000
+[ "$quick" = 1 ] && cn=100
+if cv=$(EMBGW_BUILD=$B tests/bench/cluster-converge.sh "$cn" 2>&1 | tail -1) &&
+	[[ $cv == cluster-converge:* ]]; then
+	cf() { sed -nE "s/.* $1=([0-9]+).*/\1/p" <<<"$cv"; }
+	emit cluster-converge "$(cf ms)" "ms for one gateway to list $cn peers written to etcd ($(cf bytes_per_peer) bytes of memory per peer; worker CPU with nothing changing $(cf cpu_quiet_ms_per_s) ms/s)" \
+		"-" "the same gateway without the peers: $(cf cpu_quiet_base_ms_per_s) ms/s of worker CPU" "< 1000 ms, < 4096 bytes, no worker CPU"
+else
+	echo "bench cluster-converge: not measured: $cv"
+fi
+
 # ---- processes that ended badly --------------------------------------------
 if [ "${#ended[@]}" -gt 0 ]; then
 	echo "bench: ${#ended[@]} process(es) ended otherwise than with status 0 (their rounds' figures left out):"

@@ -85,6 +85,7 @@ def encode(c, rooms, nranks, hold_s, go=None, attempt=0):
         # opens a room once its encoder ran: open-to-commit is the writes
         data = {rid: expected(rid, rid & 0xffffffff, hidden, c.torch_dtype)
                 for rid in rooms}
+        print("engine-ready: rooms=%d" % len(rooms), flush=True)
         wait_go(go)
     opened = []
     for rid in rooms:
@@ -146,9 +147,10 @@ def content_of(origin):
 
 def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
              go=None, origins=None, attempt=0, expect_cached=None,
-             lookup=False):
+             lookup=False, peers=None):
     """origins: per room, the room whose data it holds (keyed rooms:
-    content keys name the data); None: unkeyed rooms."""
+    content keys name the data); None: unkeyed rooms. peers: per room,
+    the encode peer it comes from (a name); None: the port's first (id 1)."""
     hidden = c.geometry["hidden_size"]
     keys = ([content_of(o) for o in origins] if origins is not None
             else [None] * len(rooms))
@@ -161,10 +163,11 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
         for rid, o, k in zip(rooms, origins, keys):
             if o != rid and c.lookup(k) != embgw.LOOKUP_LANDED:
                 lookups_bad += 1
-    opened = [(rid, c.recv_room(rid, peer=1, rank=rank, nranks=nranks,
+    peers = peers or [1] * len(rooms)
+    opened = [(rid, c.recv_room(rid, peer=p, rank=rank, nranks=nranks,
                                 aux_only=aux_only, attempt=attempt,
                                 content=k))
-              for rid, k in zip(rooms, keys)]
+              for rid, k, p in zip(rooms, keys, peers)]
     print("engine-opened: rooms=%d" % len(opened), flush=True)
     refused = (misuse(c, rooms[0], rank, nranks, aux_only)
                if check_misuse else None)
@@ -173,10 +176,14 @@ def language(c, rooms, rank, nranks, aux_only, hold_s, check_misuse=False,
     nbytes = 0
     for (rid, r), origin in zip(opened, origins):
         n = origin & 0xffffffff
-        st = r.wait(embgw.KVPoll.Success, DEADLINE_S)
+        try:
+            st = r.wait(embgw.KVPoll.Success, DEADLINE_S)
+            why = r.reason
+        except OSError as e:  # the gateway gave this client up (it stops)
+            st, why = embgw.KVPoll.Failed, r.reason if r.ended else str(e)
         if st != embgw.KVPoll.Success:
             failed += 1
-            print("room %#x rank %d: %s %s" % (rid, rank, st.name, r.reason),
+            print("room %#x rank %d: %s %s" % (rid, rank, st.name, why),
                   flush=True)
             continue
         aux = r.aux()
@@ -341,6 +348,9 @@ def main():
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--nranks", type=int, default=1)
     ap.add_argument("--aux-only", action="store_true")
+    ap.add_argument("--peer", metavar="NAMES",
+                    help="language: the encode peer of every room (one "
+                    "name), or of each room (comma-separated, as --rooms)")
     ap.add_argument("--keyed", action="store_true",
                     help="name each room's content by a key")
     ap.add_argument("--same-as", metavar="IDS",
@@ -358,6 +368,11 @@ def main():
     if (a.rooms is None) == (a.bench is None):
         ap.error("one of --rooms and --bench")
     rooms = [int(x, 0) for x in a.rooms.split(",")] if a.rooms else []
+    peers = a.peer.split(",") if a.peer else None
+    if peers and len(peers) == 1:
+        peers = peers * len(rooms)
+    if peers and len(peers) != len(rooms):
+        ap.error("--peer: %d names for %d rooms" % (len(peers), len(rooms)))
     with embgw.Client(a.socket, a.port, name="%s-%d" % (a.role, a.rank),
                       lease_thread=True) as c:
         if a.bench is not None:
@@ -373,7 +388,7 @@ def main():
                 origins = list(rooms)
             good = language(c, rooms, a.rank, a.nranks, a.aux_only,
                             a.hold_s, a.misuse, a.go, origins, a.attempt,
-                            a.expect_cached, a.lookup)
+                            a.expect_cached, a.lookup, peers)
     sys.exit(0 if good else 1)
 
 

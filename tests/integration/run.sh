@@ -18,6 +18,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/integration/lib.sh
+. tests/integration/cluster.sh
 
 CASES=()
 declare -A ABOUT
@@ -2118,6 +2119,373 @@ packages_installed() {
 	MSG="installed from .debs; 2 unit instances (READY=1, WATCHDOG=1, STOPPING=1, exit 0); 3 requests from the installed python3-embgw bit-identical on 2 ranks; $errors errors, $leaked leaked blocks; purged"
 }
 
+# ---- the cluster: gateways in namespaces on a bridge, membership in etcd ---
+# tests/integration/cluster.sh builds the topology: 3 encode gateways
+# (e0..e2) and 3 language gateways (l0..l2), more where a case adds them,
+# each in a network namespace of its own, Debian's etcd in the root
+# namespace, Python engines attached to every gateway naming each room's
+# peer by name (cl_load). Rooms are small (500 and 3000 tokens): six
+# gateways and their engines share two cores.
+CL_TIMERS="$SLACK round_ms = 20000; bootstrap_ms = 30000;"
+CL_ENCS="e0 e1 e2"
+CL_LANGS="l0 l1 l2"
+CL_LENGTHS=500,3000
+
+# cl_topology CLUSTER NAMES...: the namespaces of NAMES (and e0..e2,
+# l0..l2 first), etcd up, a configuration for each gateway of NAMES that
+# joins CLUSTER (no static peers); nothing started
+cl_topology() {
+	local cluster=$1 n
+	shift
+	cl_up || { MSG="no bridge for the case"; return 1; }
+	for n in $CL_ENCS $CL_LANGS "$@"; do
+		cl_node "$n" || { MSG="no namespace for $n"; return 1; }
+	done
+	etcd_start "$T/etcd.log" || { MSG="etcd did not start"; LOG=$T/etcd.log; return 1; }
+	for n in $CL_ENCS $CL_LANGS "$@"; do
+		cl_cfg "$n" "$cluster" "$CL_TIMERS"
+	done
+	# a configuration the gateway refuses fails here, not 20 s later
+	"$EMBGW" --check-config "$T/e0.cfg" >"$T/check.log" 2>&1 ||
+		{ MSG="a cluster configuration is refused: $(head -3 "$T/check.log" | tr '\n' ' ')"; return 1; }
+}
+
+# cl_joined CLUSTER SECONDS NAMES...: each of NAMES up, its record in etcd,
+# and registered with every other gateway of NAMES of the other role
+# (its log names each of them registered)
+cl_joined() {
+	local cluster=$1 secs=$2 n p
+	shift 2
+	cl_wait_up "$@" || { MSG="$(tail -3 "$LOG" | tr '\n' ' ')"; return 1; }
+	for n in "$@"; do
+		wait_key "$cluster" "$n" 1 "$secs" || { MSG="no record of $n in etcd (members: $(cl_members "$cluster"))"; LOG=$T/$n.log; return 1; }
+	done
+	for n in "$@"; do
+		for p in "$@"; do
+			[ "${n:0:1}" != "${p:0:1}" ] || continue
+			wait_log "$T/$n.log" "peer $p registered" "$secs" ||
+				{ MSG="$n did not register $p within $secs s"; LOG=$T/$n.log; return 1; }
+		done
+	done
+}
+
+# wait_log LOG TEXT SECONDS: LOG has a line with TEXT (a grep pattern)
+wait_log() {
+	for _ in $(seq 1 $(($3 * 10))); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# cl_clean NAMES...: the exit reports of gateways NAMES (stopped) say no
+# engine's room failed there, and no block is left in use
+cl_clean() {
+	local n
+	for n in "$@"; do
+		expect "$T/$n.log" clients blocks_in_use -eq 0 &&
+			expect "$T/$n.log" clients failed -eq 0 ||
+			{ MSG="$n: $(report "$T/$n.log")"; LOG=$T/$n.log; return 1; }
+	done
+}
+
+# room_lang ID: the language gateway's number in a cluster room id
+room_lang() {
+	echo $((($1 >> 36) & 15))
+}
+
+# cl_failed_rooms LOG: the ids of the rooms an engine saw Failed, one a line
+cl_failed_rooms() {
+	sed -nE 's/^room (0x[0-9a-f]+)( rank [0-9]+)?: [A-Za-z]+ .*/\1/p' "$1" | sort -u
+}
+
+# cl_only_failed LANG LOGS...: every room the engines of LOGS saw fail
+# belongs to language gateway number LANG, and each such failure names a
+# reason; the count lands in CL_FAILED
+CL_FAILED=0
+cl_only_failed() {
+	local want=$1 id f line
+	shift
+	CL_FAILED=0
+	for f in "$@"; do
+		for id in $(cl_failed_rooms "$f"); do
+			[ "$(room_lang "$id")" = "$want" ] || { MSG="$(basename "$f"): room $id of l$(room_lang "$id") failed: $(grep "$id" "$f" | head -1)"; return 1; }
+			line=$(grep -m1 "^room $id" "$f")
+			[ -n "$(sed -nE 's/^room [^:]+: [A-Za-z]+ (.+)$/\1/p' <<<"$line")" ] || { MSG="room $id failed without a reason: $line"; return 1; }
+			CL_FAILED=$((CL_FAILED + 1))
+		done
+	done
+}
+
+define cluster-topology "the cluster topology with static peers: 3 encode and 3 language gateways in namespaces of their own joined by a bridge, each namespace reaching the case's etcd; Python engines move 2 rooms between every pair byte-exact, nothing leaked"
+case_cluster_topology() {
+	local n
+	cl_up || { MSG="no bridge for the case"; return 1; }
+	for n in $CL_ENCS $CL_LANGS; do
+		cl_node "$n" || { MSG="no namespace for $n"; return 1; }
+	done
+	etcd_start "$T/etcd.log" || { MSG="etcd did not start"; LOG=$T/etcd.log; return 1; }
+	# every namespace reaches etcd through its kernel address
+	for n in $CL_ENCS $CL_LANGS; do
+		ip netns exec "$CL-$n" curl -sf --max-time 5 "http://$CL_NET.1:$ETCD_PORT/health" |
+			grep -q '"health":"true"' || { MSG="$n's namespace does not reach etcd at $CL_NET.1:$ETCD_PORT"; return 1; }
+	done
+	ectl put /embgw-topology/probe ok >/dev/null && [ "$(ectl get --print-value-only /embgw-topology/probe)" = ok ] ||
+		{ MSG="etcdctl cannot write and read the case's etcd"; return 1; }
+	# shellcheck disable=SC2086 # the names are words
+	for n in $CL_ENCS; do cl_cfg "$n" "" "$CL_TIMERS" $CL_LANGS; done
+	# shellcheck disable=SC2086
+	for n in $CL_LANGS; do cl_cfg "$n" "" "$CL_TIMERS" $CL_ENCS; done
+	for n in $CL_ENCS $CL_LANGS; do cl_start "$n"; done
+	# shellcheck disable=SC2086
+	cl_wait_up $CL_ENCS $CL_LANGS || { MSG="not up: $(tail -3 "$LOG" | tr '\n' ' ')"; return 1; }
+	for n in $CL_LANGS; do
+		wait_log "$T/$n.log" "peer e2 registered" 60 || { MSG="$n did not register e2"; LOG=$T/$n.log; return 1; }
+	done
+	cl_load 1 "$CL_ENCS" "$CL_LANGS" "$CL_LENGTHS"
+	cl_engines_ok 1 "$CL_ENCS $CL_LANGS" || return 1
+	cl_stop_all
+	# shellcheck disable=SC2086
+	cl_clean $CL_ENCS $CL_LANGS || return 1
+	MSG="6 gateways in 6 namespaces on bridge ${CL}bd, etcd at $CL_NET.1:$ETCD_PORT reached from each; 18 rooms (2 per pair) byte-exact, nothing leaked"
+}
+
+define cluster-join "a language gateway joins a running cluster (etcd, no static peers) under load: its record appears, the 3 encode gateways register it and its rooms from each land byte-exact; no room of the others fails"
+case_cluster_join() {
+	local n t_key t_reg
+	cl_topology cj l3 || return 1
+	# shellcheck disable=SC2086
+	for n in $CL_ENCS $CL_LANGS; do cl_start "$n"; done
+	# shellcheck disable=SC2086
+	cl_joined cj 60 $CL_ENCS $CL_LANGS || return 1
+	# load among the six; the encoders hold their rooms open 3 s, so the
+	# join lands while rooms are in flight
+	CL_HOLD=3 cl_load 1 "$CL_ENCS" "$CL_LANGS" "$CL_LENGTHS"
+	cl_start l3
+	wait_key cj l3 1 30 || { MSG="no record of l3"; LOG=$T/l3.log; return 1; }
+	t_key=$(date +%s%N)
+	for n in $CL_ENCS; do
+		wait_log "$T/$n.log" "peer l3 registered" 30 || { MSG="$n did not register l3 within 30 s of its record"; LOG=$T/$n.log; return 1; }
+	done
+	t_reg=$(date +%s%N)
+	cl_wait_up l3 || return 1
+	cl_load 2 "$CL_ENCS" l3 "$CL_LENGTHS"
+	cl_engines_ok 1 "$CL_ENCS $CL_LANGS" || return 1
+	cl_engines_ok 2 "$CL_ENCS l3" || return 1
+	[ "$(cl_members cj)" = "e0 e1 e2 l0 l1 l2 l3" ] || { MSG="members: $(cl_members cj)"; return 1; }
+	cl_stop_all
+	# shellcheck disable=SC2086
+	cl_clean $CL_ENCS $CL_LANGS l3 || return 1
+	MSG="l3 joined under load: registered by e0..e2 $(((t_reg - t_key) / 1000000)) ms after its record appeared (by this shell's polling), its 6 rooms byte-exact, the 18 of the others byte-exact, none failed"
+}
+
+# cl_leave_case SIG TTL: l2 ended with SIG while rooms to it are in flight
+cl_leave_case() {
+	local sig=$1 n t0 gone f encs=()
+	CL_TTL=$2 cl_topology cl || return 1
+	# shellcheck disable=SC2086
+	for n in $CL_ENCS $CL_LANGS; do cl_start "$n"; done
+	# shellcheck disable=SC2086
+	cl_joined cl 60 $CL_ENCS $CL_LANGS || return 1
+	# every encode engine opens its rooms at once and holds them 4 s: all
+	# of them are in flight when l2 goes
+	CL_GO=1 CL_HOLD=4 cl_load 1 "$CL_ENCS" "$CL_LANGS" "$CL_LENGTHS"
+	cl_go 1 "$CL_ENCS" || return 1
+	t0=$(date +%s%N)
+	cl_end "$sig" l2
+	if [ "$sig" = KILL ]; then
+		# nobody deleted it: the record stays until its lease expires
+		sleep 1
+		cl_has_key cl l2 || { MSG="l2's record went within 1 s of SIGKILL, before its lease of $2 s"; return 1; }
+		wait_key cl l2 0 $(($2 * 3)) || { MSG="l2's record outlived 3 x its TTL"; return 1; }
+	else
+		wait_key cl l2 0 2 || { MSG="l2's record still there 2 s after its clean stop (TTL $2 s)"; return 1; }
+		grep -q "^exit: status=[0-9]* reason=ok" "$T/l2.log" || { MSG="l2's exit: $(grep '^exit:' "$T/l2.log")"; LOG=$T/l2.log; return 1; }
+	fi
+	gone=$((($(date +%s%N) - t0) / 1000000))
+	engines_wait
+	for n in $CL_ENCS; do encs+=("$T/eng-1-$n.log"); done
+	cl_only_failed 2 "${encs[@]}" || return 1
+	[ "$CL_FAILED" -eq 6 ] || { MSG="$CL_FAILED rooms to l2 failed at the encode engines, not 6: $(cat "${encs[@]}" | tr '\n' ' ' | cut -c1-600)"; return 1; }
+	for n in l0 l1; do
+		grep -qE '^engine-language: .* ok=6 bad=0 failed=0 ' "$T/eng-1-$n.log" || { MSG="$n's engine: $(tr '\n' ' ' <"$T/eng-1-$n.log")"; return 1; }
+	done
+	# l2's engine saw its rooms end with a reason too (a clean stop says
+	# so; a SIGKILL closes its attach socket)
+	f=$T/eng-1-l2.log
+	[ "$sig" = KILL ] || grep -qE '^engine-language: .* ok=0 bad=0 failed=6 ' "$f" || { MSG="l2's engine: $(tr '\n' ' ' <"$f")"; return 1; }
+	# the survivors let go of l2 and of everything it held
+	for n in $CL_ENCS; do
+		wait_log "$T/$n.log" "peer l2 left" 30 || { MSG="$n never let l2 go (no 'peer l2 left')"; LOG=$T/$n.log; return 1; }
+	done
+	[ "$(cl_members cl)" = "e0 e1 e2 l0 l1" ] || { MSG="members after: $(cl_members cl)"; return 1; }
+	cl_stop_all
+	# the survivors, and a cleanly stopped l2 in its exit report
+	for n in $CL_ENCS l0 l1 $([ "$sig" = KILL ] || echo l2); do
+		expect "$T/$n.log" clients blocks_in_use -eq 0 || { MSG="$n: $(report "$T/$n.log")"; LOG=$T/$n.log; return 1; }
+	done
+	CL_GONE=$gone
+}
+
+define cluster-leave "a language gateway stopped cleanly (SIGTERM) while rooms to it are in flight: its record is deleted at once (well before its 30 s lease), its 6 rooms end Failed with a reason on both sides, the other 12 byte-exact, no block left in use anywhere"
+case_cluster_leave() {
+	cl_leave_case TERM 30 || return 1
+	MSG="record gone $CL_GONE ms after SIGTERM (lease 30 s); its 6 rooms Failed with a reason at the encode engines and at its own, the other 12 byte-exact, 0 blocks in use on the survivors"
+}
+
+define cluster-kill "a language gateway SIGKILLed while rooms to it are in flight: its record stays until its 4 s lease expires, then goes; the encode gateways fail its 6 rooms with a reason and serve the other 12 byte-exact, no block left in use"
+case_cluster_kill() {
+	cl_leave_case KILL 4 || return 1
+	MSG="record gone $CL_GONE ms after SIGKILL (lease 4 s); its 6 rooms Failed with a reason at the encode engines, the other 12 byte-exact, 0 blocks in use on the survivors"
+}
+
+define cluster-etcd-restart "etcd SIGKILLed while rooms are in flight and started again 5 s later on its data: 0 rooms lost, no peer removed, every record back; a gateway that started during the outage is seen after it and its rooms land byte-exact"
+case_cluster_etcd_restart() {
+	local n before
+	cl_topology cr l3 || return 1
+	# shellcheck disable=SC2086
+	for n in $CL_ENCS $CL_LANGS; do cl_start "$n"; done
+	# shellcheck disable=SC2086
+	cl_joined cr 60 $CL_ENCS $CL_LANGS || return 1
+	before=$(cl_members cr)
+	CL_HOLD=3 cl_load 1 "$CL_ENCS" "$CL_LANGS" "$CL_LENGTHS"
+	etcd_kill
+	# a gateway that starts while etcd is away starts all the same
+	cl_start l3
+	cl_wait_up l3 || { MSG="l3 did not start without etcd: $(tail -3 "$T/l3.log" | tr '\n' ' ')"; return 1; }
+	sleep 5
+	etcd_start "$T/etcd.log" || { MSG="etcd did not start again"; LOG=$T/etcd.log; return 1; }
+	cl_engines_ok 1 "$CL_ENCS $CL_LANGS" || return 1
+	wait_key cr l3 1 30 || { MSG="l3's record not written after the outage"; LOG=$T/l3.log; return 1; }
+	for n in $CL_ENCS; do
+		wait_log "$T/$n.log" "peer l3 registered" 30 || { MSG="$n did not see l3 join during the outage"; LOG=$T/$n.log; return 1; }
+	done
+	# shellcheck disable=SC2086
+	for n in $CL_ENCS $CL_LANGS; do
+		! grep -q "peer [el][0-9] left" "$T/$n.log" || { MSG="$n let a peer go: $(grep "peer [el][0-9] left" "$T/$n.log" | head -2 | tr '\n' ' ')"; return 1; }
+	done
+	[ "$(cl_members cr)" = "$before l3" ] || { MSG="members $(cl_members cr), before the outage $before"; return 1; }
+	cl_load 2 "$CL_ENCS" l3 "$CL_LENGTHS"
+	cl_engines_ok 2 "$CL_ENCS l3" || return 1
+	cl_stop_all
+	# shellcheck disable=SC2086
+	cl_clean $CL_ENCS $CL_LANGS l3 || return 1
+	MSG="etcd killed under load and back 5 s later: 18 rooms byte-exact, 0 lost, no peer removed, all 6 records back; l3, started during the outage, registered by e0..e2 after it and served 6 rooms byte-exact"
+}
+
+define cluster-isolation "two clusters on one etcd and one bridge (e0, e1, l0, l1 in one; e2, l2 in the other): each lists only its own records, no gateway registers or names a peer of the other, rooms within each byte-exact"
+case_cluster_isolation() {
+	local n p
+	CL_ENCS="e0 e1" CL_LANGS="l0 l1" cl_topology ia e2 l2 || return 1
+	cl_cfg e2 ib "$CL_TIMERS"
+	cl_cfg l2 ib "$CL_TIMERS"
+	for n in e0 e1 e2 l0 l1 l2; do cl_start "$n"; done
+	cl_joined ia 60 e0 e1 l0 l1 || return 1
+	cl_joined ib 60 e2 l2 || return 1
+	[ "$(cl_members ia)" = "e0 e1 l0 l1" ] && [ "$(cl_members ib)" = "e2 l2" ] ||
+		{ MSG="members: ia '$(cl_members ia)', ib '$(cl_members ib)'"; return 1; }
+	cl_load 1 "e0 e1" "l0 l1" "$CL_LENGTHS"
+	cl_load 2 e2 l2 "$CL_LENGTHS"
+	cl_engines_ok 1 "e0 e1 l0 l1" && cl_engines_ok 2 "e2 l2" || return 1
+	# the engines of l0 see the peers of its own cluster only
+	"${CLIENT[@]}" - "$T/l0.sock" <<-'PY' >"$T/peers-l0.log" 2>&1 || { MSG="l0's peers: $(tr '\n' ' ' <"$T/peers-l0.log")"; return 1; }
+	import sys
+	sys.path.insert(0, "python")
+	import embgw
+	with embgw.Client(sys.argv[1], "p0", name="probe") as c:
+	    names = sorted(p.name for p in c.peers())
+	    print("peers", names)
+	    sys.exit(0 if names == ["e0", "e1"] else 1)
+	PY
+	cl_stop_all
+	for n in e0 e1 l0 l1; do
+		for p in e2 l2; do
+			! grep -q "peer $p" "$T/$n.log" || { MSG="$n of cluster ia names $p: $(grep -m1 "peer $p" "$T/$n.log")"; return 1; }
+		done
+	done
+	for n in e2 l2; do
+		for p in e0 e1 l0 l1; do
+			! grep -q "peer $p" "$T/$n.log" || { MSG="$n of cluster ib names $p: $(grep -m1 "peer $p" "$T/$n.log")"; return 1; }
+		done
+	done
+	cl_clean e0 e1 e2 l0 l1 l2 || return 1
+	MSG="ia lists e0 e1 l0 l1, ib lists e2 l2 on one etcd; no gateway names a peer of the other cluster, l0's engine sees $(sed -n 's/^peers //p' "$T/peers-l0.log"); 8 + 2 rooms byte-exact"
+}
+
+define cluster-reload "three reloads (SIGHUP) of a language gateway's file under load - an encode peer added, one removed, timers changed - then a broken file refused with its file:line and nothing changed; the rooms of untouched peers byte-exact throughout"
+case_cluster_reload() {
+	local n peers
+	cl_up || { MSG="no bridge for the case"; return 1; }
+	for n in $CL_ENCS $CL_LANGS; do
+		cl_node "$n" || { MSG="no namespace for $n"; return 1; }
+	done
+	# static peers: l0 starts with e0 and e1; e2 knows l0 from the start
+	# shellcheck disable=SC2086
+	for n in $CL_ENCS; do cl_cfg "$n" "" "$CL_TIMERS" $CL_LANGS; done
+	cl_cfg l0 "" "$CL_TIMERS" e0 e1
+	# shellcheck disable=SC2086
+	cl_cfg l1 "" "$CL_TIMERS" $CL_ENCS
+	# shellcheck disable=SC2086
+	cl_cfg l2 "" "$CL_TIMERS" $CL_ENCS
+	for n in $CL_ENCS $CL_LANGS; do cl_start "$n"; done
+	# shellcheck disable=SC2086
+	cl_wait_up $CL_ENCS $CL_LANGS || { MSG="not up: $(tail -3 "$LOG" | tr '\n' ' ')"; return 1; }
+	for n in l1 l2; do wait_log "$T/$n.log" "peer e2 registered" 60 || { MSG="$n did not register e2"; return 1; }; done
+	wait_log "$T/l0.log" "peer e1 registered" 60 || { MSG="l0 did not register e1"; return 1; }
+	# 1: e2 added to l0 under load (l1, l2 with every encoder)
+	CL_HOLD=3 cl_load 1 "$CL_ENCS" "l1 l2" "$CL_LENGTHS"
+	peers="$(cl_peer e0), $(cl_peer e1), $(cl_peer e2)"
+	sed -i "s|^  peers = ( .* );$|  peers = ( $peers );|" "$T/l0.cfg"
+	cl_hup l0 || return 1
+	wait_log "$T/l0.log" "peer e2 registered" 30 || { MSG="l0 did not register e2 after its reload"; LOG=$T/l0.log; return 1; }
+	cl_load 2 e2 l0 "$CL_LENGTHS"
+	cl_engines_ok 1 "$CL_ENCS l1 l2" && cl_engines_ok 2 "e2 l0" || return 1
+	# 2: e1 removed from l0 while a room of l0 from e1 is in flight
+	CL_HOLD=3 cl_load 3 "$CL_ENCS" "l1 l2" "$CL_LENGTHS"
+	CL_HOLD=6 cl_load 4 e1 l0 500
+	wait_log "$T/eng-4-e1.log" "^engine-opened:" 60 || { MSG="the engine of e1 opened no room"; return 1; }
+	peers="$(cl_peer e0), $(cl_peer e2)"
+	sed -i "s|^  peers = ( .* );$|  peers = ( $peers );|" "$T/l0.cfg"
+	cl_hup l0 || return 1
+	wait_log "$T/l0.log" "peer e1 \(left\|removed\)" 30 || { MSG="l0 did not let e1 go after its reload"; LOG=$T/l0.log; return 1; }
+	engines_wait
+	grep -qE '^engine-language: .* ok=0 bad=0 failed=1 ' "$T/eng-4-l0.log" || { MSG="l0's room from the removed e1: $(tr '\n' ' ' <"$T/eng-4-l0.log")"; return 1; }
+	cl_only_failed 0 "$T/eng-4-e1.log" "$T/eng-3-e0.log" "$T/eng-3-e1.log" "$T/eng-3-e2.log" || return 1
+	for n in l1 l2; do grep -qE '^engine-language: .* ok=6 bad=0 failed=0 ' "$T/eng-3-$n.log" || { MSG="run 3, $n: $(tr '\n' ' ' <"$T/eng-3-$n.log")"; return 1; }; done
+	# 3: timers changed
+	sed -i 's|^  timers = { \(.*\) };$|  timers = { \1 alloc_ms = 1500; };|' "$T/l0.cfg"
+	cl_hup l0 || return 1
+	# 4: a broken file: refused with file:line, nothing changes
+	cp "$T/l0.cfg" "$T/l0.good"
+	sed -i 's|^  peers = ( \(.*\) );$|  peers = ( \1, { name = "e9"; address = "not-an-address"; } );|' "$T/l0.cfg"
+	kill -HUP "$(pgrep -P "${CL_PID[l0]}")"
+	wait_log "$T/l0.log" "$T/l0.cfg:[0-9][0-9]*" 30 || { MSG="no file:line error for the broken file"; LOG=$T/l0.log; return 1; }
+	cp "$T/l0.good" "$T/l0.cfg"
+	CL_HOLD=0 cl_load 5 "e0 e2" "l0 l1 l2" "$CL_LENGTHS"
+	cl_engines_ok 5 "e0 e2 l0 l1 l2" || return 1
+	cl_stop_all
+	grep -q "peer e9" "$T/l0.log" && { MSG="the broken file's peer e9 came into l0"; return 1; }
+	cl_clean e0 e2 l1 l2 || return 1
+	expect "$T/l0.log" clients blocks_in_use -eq 0 && expect "$T/e1.log" clients blocks_in_use -eq 0 ||
+		{ MSG="blocks left: l0 $(report "$T/l0.log") e1 $(report "$T/e1.log")"; return 1; }
+	MSG="e2 added to l0 and served byte-exact, e1 removed with its room in flight Failed with a reason on both sides, timers changed, a broken file refused with file:line and nothing changed; every room of untouched peers byte-exact"
+}
+
+# cl_hup NAME: SIGHUP to gateway NAME; its log says the reload was taken
+# (a new "reload" line) within 10 s
+cl_hup() {
+	local before
+	before=$(grep -c "reload" "$T/$1.log")
+	kill -HUP "$(pgrep -P "${CL_PID[$1]}")" || { MSG="no process of $1"; return 1; }
+	for _ in $(seq 1 100); do
+		[ "$(grep -c "reload" "$T/$1.log")" -gt "$before" ] && return 0
+		sleep 0.1
+	done
+	MSG="$1 logged no reload within 10 s of SIGHUP"
+	LOG=$T/$1.log
+	return 1
+}
+
 # ---- a routed fabric -------------------------------------------------------
 define cluster-routed "the language gateway two subnets away: encode side, router (a plain Linux namespace, ip_forward=1) and language side in three network namespaces; the gateways ARP for the next hop only, every control datagram crosses the router, 4 rooms byte-exact"
 case_cluster_routed() {
@@ -2202,7 +2570,7 @@ CFG
 # ---- the runner -------------------------------------------------------------
 passed=0
 failed=0
-trap 'stop_all; veth_down; netns_down; hugepages_down; [ -n "$T" ] && rm -rf "$T"' EXIT
+trap 'stop_all; cl_down; veth_down; netns_down; hugepages_down; [ -n "$T" ] && rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 
 run_case() {
@@ -2219,6 +2587,7 @@ run_case() {
 		rc=1
 	fi
 	stop_all
+	cl_down
 	veth_down
 	netns_down
 	hugepages_down
