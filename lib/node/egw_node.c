@@ -228,12 +228,16 @@ emit(struct egw_node *n, const struct egw_act *a, bool is_sender)
 		 * same incarnation at once, a new one through adoption); its
 		 * memory is let go once the engine call returns (let_go) */
 		n->peers[a->peer].confirmed = false;
+		if (!n->peers[a->peer].silent)
+			n->nflagged++;
 		n->peers[a->peer].silent = true;
 		n->peers[a->peer].next_register = n->now;
+		n->register_due = 0;
 		break;
 	case EGW_ACT_PEER_FENCE:
 		/* fenced once the engine call returns (fence) */
 		if (!n->peers[a->peer].fence) {
+			n->nflagged++;
 			n->peers[a->peer].fence = true;
 			n->peers[a->peer].fence_room = a->room;
 			n->peers[a->peer].fence_rank = a->rank;
@@ -843,6 +847,8 @@ egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port, const uint8_t *buf,
 	}
 	node_rx(n, (uint32_t)peer, buf, len);
 	registered_check(n, (uint32_t)peer);
+	/* its registration may have changed either way */
+	n->register_due = 0;
 	node_drain_deferred(n);
 }
 
@@ -894,17 +900,22 @@ fence(struct egw_node *n, uint32_t peer)
 	n->st.peers_fenced++;
 }
 
-void
-egw_node_tick(struct egw_node *n, uint64_t now)
+/* Our REGISTER to every peer that is not registered (or has not
+ * acknowledged our endpoint) and is due; register_due becomes the next
+ * such moment. A registered peer is due again only through something
+ * that may end its registration, which sets register_due to 0. */
+static void
+registers_due(struct egw_node *n, uint64_t now)
 {
-	n->now = now;
+	uint64_t due = UINT64_MAX;
+
 	for (uint32_t i = 0; i < n->npeers; i++) {
 		struct node_peer *pe = &n->peers[i];
 
-		if (pe->state == EGW_NODE_PEER_FREE)
+		if (pe->state == EGW_NODE_PEER_FREE ||
+		    (peer_registered(pe) && !pe->endpoint_unacked))
 			continue;
-		if ((!peer_registered(pe) || pe->endpoint_unacked) &&
-		    now >= pe->next_register) {
+		if (now >= pe->next_register) {
 			send_register(n, i, NULL);
 			/* reset by whatever it says (node_rx): a peer
 			 * that is not up is asked less and less often */
@@ -913,23 +924,42 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 			if (pe->register_ns > REGISTER_BACKOFF_MAX_NS)
 				pe->register_ns = REGISTER_BACKOFF_MAX_NS;
 		}
+		if (pe->next_register < due)
+			due = pe->next_register;
 	}
+	n->register_due = due;
+}
+
+void
+egw_node_tick(struct egw_node *n, uint64_t now)
+{
+	n->now = now;
+	if (now >= n->register_due)
+		registers_due(n, now);
 	if (n->sender != NULL)
 		egw_xfer_sender_tick(n->sender, now);
 	if (n->receiver != NULL)
 		egw_xfer_receiver_tick(n->receiver, now);
-	for (uint32_t i = 0; i < n->npeers; i++)
-		if (n->peers[i].fence)
-			fence(n, i);
-	for (uint32_t i = 0; i < n->npeers; i++)
-		if (n->peers[i].silent)
-			let_go(n, i);
-	for (uint32_t i = 0; i < n->npeers; i++)
-		registered_check(n, i);
+	if (n->nflagged > 0) {
+		n->nflagged = 0;
+		for (uint32_t i = 0; i < n->npeers; i++) {
+			struct node_peer *pe = &n->peers[i];
+
+			if (!pe->fence && !pe->silent)
+				continue;
+			if (pe->fence)
+				fence(n, i);
+			if (pe->silent)
+				let_go(n, i);
+			registered_check(n, i);
+		}
+		n->register_due = 0;
+	}
 	if (n->window_keys)
 		node_windows_expire(n);
 	node_drain_deferred(n);
-	node_peers_reap(n);
+	if (n->nleaving > 0)
+		node_peers_reap(n);
 }
 
 int
@@ -945,6 +975,7 @@ egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now)
 	n->st.reregisters++;
 	send_register(n, peer, NULL);
 	pe->next_register = now + REGISTER_RETRY_NS;
+	n->register_due = 0;
 	return 0;
 }
 

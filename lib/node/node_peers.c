@@ -128,6 +128,7 @@ node_peer_insert(struct egw_node *n, const struct egw_node_peer *p,
 	n->peers[slot].id = ++n->next_id;
 	n->peers[slot].next_register = now;
 	n->peers[slot].register_ns = REGISTER_RETRY_NS;
+	n->register_due = 0;
 	addr_insert(n, p->addr, p->udp_port, slot);
 	if (slot >= n->npeers)
 		n->npeers = slot + 1;
@@ -173,6 +174,7 @@ egw_node_peer_remove(struct egw_node *n, uint32_t slot, uint64_t now)
 	pe = &n->peers[slot];
 	n->now = now;
 	pe->state = EGW_NODE_PEER_LEAVING;
+	n->nleaving++;
 	n->peers_gen++;
 	if (n->sender != NULL)
 		egw_xfer_sender_peer_remove(n->sender, slot, EGW_E_PEER_REMOVED,
@@ -203,7 +205,10 @@ node_peers_reap(struct egw_node *n)
 		if (n->receiver != NULL)
 			egw_xfer_receiver_peer_del(n->receiver, i);
 		addr_delete(n, pe->cfg.addr, pe->cfg.udp_port);
+		if (pe->fence || pe->silent)
+			n->nflagged--;
 		memset(pe, 0, sizeof(*pe));
+		n->nleaving--;
 		n->peers_gen++;
 	}
 	while (n->npeers > 0 &&

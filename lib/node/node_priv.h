@@ -127,6 +127,12 @@ struct egw_node {
 			  * loops over peers stop there */
 	uint32_t next_id;
 	uint64_t peers_gen;
+	/* what spares a quiet tick the walk over every peer: no REGISTER is
+	 * due before register_due (0: look), no peer is flagged (fence or
+	 * silent) while nflagged is 0, none leaves while nleaving is 0 */
+	uint64_t register_due;
+	uint32_t nflagged;
+	uint32_t nleaving;
 	/* source address -> slot, open addressing (twice the slots) */
 	struct node_addr_slot *addr_tab;
 	uint32_t addr_mask;

@@ -230,6 +230,7 @@ xfer_core_peer_add(struct xfer_core *core, uint32_t peer, uint32_t pool_blocks,
 	core->peers[peer].pool_blocks = pool_blocks;
 	core->peers[peer].last_rx = now;
 	core->peers[peer].next_hb = now;
+	core->peers_due = 0;
 	return 0;
 }
 
@@ -317,6 +318,13 @@ void
 xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
 		    xfer_core_on_dead_fn on_dead, void *eng)
 {
+	const struct egw_xfer_timers *t = &core->conf.timers;
+	uint64_t due = UINT64_MAX;
+
+	/* every peer's next heartbeat is in `due`, so the loop runs at least
+	 * once a heartbeat interval; a peer heard since only dies later */
+	if (now < core->peers_due)
+		return;
 	for (uint32_t p = 0; p < core->peers_hw; p++) {
 		struct xfer_peer *pe = &core->peers[p];
 
@@ -326,11 +334,16 @@ xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
 			struct egw_msg m = { .type = EGW_MSG_HEARTBEAT };
 
 			xfer_core_send(core, p, &m);
-			pe->next_hb = now + core->conf.timers.heartbeat_ns;
+			pe->next_hb = now + t->heartbeat_ns;
 		}
-		if (!pe->dead && now - pe->last_rx >= core->conf.timers.peer_dead_ns)
+		if (!pe->dead && now - pe->last_rx >= t->peer_dead_ns)
 			xfer_core_peer_dead(core, p, now, true, on_dead, eng);
+		if (pe->next_hb < due)
+			due = pe->next_hb;
+		if (!pe->dead && pe->last_rx + t->peer_dead_ns < due)
+			due = pe->last_rx + t->peer_dead_ns;
 	}
+	core->peers_due = due;
 }
 
 void

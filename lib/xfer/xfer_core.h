@@ -31,8 +31,10 @@ struct xfer_core {
 	struct egw_xfer_conf conf;
 	struct egw_xfer_stats stats;
 	struct xfer_peer *peers;
-	uint32_t peers_hw; /* one past the highest slot ever added: the
-			    * per-tick loop stops there */
+	uint32_t peers_hw;  /* one past the highest slot ever added: the
+			     * per-tick loop stops there */
+	uint64_t peers_due; /* nothing of any peer (a heartbeat, its death)
+			     * is due before this: the loop waits for it */
 	struct xfer_slot *tab;
 	uint32_t tab_mask;
 	uint32_t *free_idx;   /* stack of free room indices */

@@ -44,4 +44,5 @@ xfer_core_conf_apply(struct xfer_core *core, const struct egw_xfer_conf *c,
 	for (uint32_t p = 0; p < core->conf.max_peers; p++)
 		if (core->peers[p].used && core->peers[p].next_hb > now + hb)
 			core->peers[p].next_hb = now + hb;
+	core->peers_due = 0; /* deadlines moved: the next tick looks */
 }
