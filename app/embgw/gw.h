@@ -30,6 +30,7 @@
 #define GW_MAX_SOURCES 4              /* room sources per identity */
 #define GW_TICK_NS 100000ull          /* timers every 100 us */
 #define GW_ARP_RETRY_NS 100000000ull  /* re-ask an unresolved neighbour */
+#define GW_ARP_MAX_NS 3200000000ull   /* ... one that never answered */
 #define GW_CLOSE_GRACE_NS 100000000ull /* before a device closes */
 #define GW_LINK_SETTLE_NS 10000000ull /* a link just up, before requests */
 
@@ -62,6 +63,8 @@ struct gw_neigh {
 	bool valid, is_static;
 	uint32_t refs; /* peers at this address (and static) */
 	uint64_t next_arp;
+	uint64_t arp_ns; /* the request interval: doubles while nobody
+			  * answers, up to GW_ARP_MAX_NS */
 };
 
 #ifdef GW_TEST_HOOKS
@@ -170,6 +173,7 @@ struct gw_id {
 	uint16_t cfg_port;       /* cfg's index in conf */
 	struct gw_neigh *neigh;	 /* static entries and the peers' addresses */
 	uint32_t nneigh, neigh_cap;
+	uint64_t arp_due; /* no ARP request is due before this */
 	const struct egw_payload_ops *dops;
 	struct egw_payload *drv;
 	struct egw_pool *pool;

@@ -40,6 +40,8 @@ neigh_add(struct gw_id *id, uint32_t ip)
 		n = &id->neigh[id->nneigh++];
 		memset(n, 0, sizeof(*n));
 		n->ip = ip;
+		n->arp_ns = GW_ARP_RETRY_NS;
+		id->arp_due = 0; /* asked for at the next tick */
 	}
 	return n;
 }
@@ -298,16 +300,29 @@ void
 gw_id_arp_tick(struct gw_id *id, uint64_t now)
 {
 	/* nobody hears a request while the link is down or settling */
-	if (!id->dev->link_up || now < id->dev->link_settled_at)
+	uint64_t due = UINT64_MAX;
+
+	if (!id->dev->link_up || now < id->dev->link_settled_at ||
+	    now < id->arp_due)
 		return;
 	for (uint32_t i = 0; i < id->nneigh; i++) {
 		struct gw_neigh *n = &id->neigh[i];
 
-		if (!n->valid && now >= n->next_arp) {
+		if (n->valid)
+			continue;
+		if (now >= n->next_arp) {
 			send_arp(id, RTE_ARP_OP_REQUEST, n->ip, NULL);
-			n->next_arp = now + GW_ARP_RETRY_NS;
+			/* a cluster may list hosts that are not up yet:
+			 * ask them less and less often */
+			n->next_arp = now + n->arp_ns;
+			n->arp_ns = n->arp_ns * 2 > GW_ARP_MAX_NS ?
+					    GW_ARP_MAX_NS :
+					    n->arp_ns * 2;
 		}
+		if (n->next_arp < due)
+			due = n->next_arp;
 	}
+	id->arp_due = due;
 }
 
 /* ---- rx ---------------------------------------------------------------- */
