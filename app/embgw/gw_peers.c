@@ -44,8 +44,12 @@ struct peer_rec {
 	bool used;
 	uint8_t origins;			      /* who holds it */
 	struct gw_peer_spec said[GW_PEER_ORIGIN_MAX]; /* what each says */
-	struct gw_peer_spec have; /* as the node has it (id != 0) */
-	uint32_t id;		  /* node id, 0: not in the node */
+	/* as the node has it (id != 0): its address and a digest of the
+	 * whole spec, not a third copy of it (a slot's memory counts) */
+	uint32_t have_addr;
+	uint16_t have_port;
+	uint64_t have_digest;
+	uint32_t id; /* node id, 0: not in the node */
 	uint32_t slot;
 	bool leaving; /* removed from the node */
 	bool conflict_noted;
@@ -82,6 +86,38 @@ same_spec(const struct gw_peer_spec *a, const struct gw_peer_spec *b)
 	return a->addr == b->addr && a->udp_port == b->udp_port &&
 	       strcmp(a->name, b->name) == 0 &&
 	       strcmp(a->shm_path, b->shm_path) == 0;
+}
+
+/* FNV-1a over what makes a peer another one: its address, port and pool
+ * file (the name is the record's key). Not for anything secret. */
+static uint64_t
+spec_digest(const struct gw_peer_spec *p)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	uint8_t b[6] = { (uint8_t)(p->addr >> 24),    (uint8_t)(p->addr >> 16),
+			 (uint8_t)(p->addr >> 8),     (uint8_t)p->addr,
+			 (uint8_t)(p->udp_port >> 8), (uint8_t)p->udp_port };
+
+	for (size_t i = 0; i < sizeof(b); i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	for (const char *c = p->shm_path; *c != '\0'; c++)
+		h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+	return h;
+}
+
+static bool
+have_spec(const struct peer_rec *r, const struct gw_peer_spec *w)
+{
+	return w->addr == r->have_addr && w->udp_port == r->have_port &&
+	       spec_digest(w) == r->have_digest;
+}
+
+static void
+set_have(struct peer_rec *r, const struct gw_peer_spec *w)
+{
+	r->have_addr = w->addr;
+	r->have_port = w->udp_port;
+	r->have_digest = spec_digest(w);
 }
 
 /* The spec that wins: the file's over the cluster's. NULL: none. */
@@ -158,7 +194,7 @@ gw_peers_init(struct gw_id *id)
 		snprintf(r->said[GW_PEER_FILE].shm_path,
 			 sizeof(r->said[GW_PEER_FILE].shm_path), "%s",
 			 cp->shm_path);
-		r->have = r->said[GW_PEER_FILE];
+		set_have(r, &r->said[GW_PEER_FILE]);
 		r->slot = i;
 		r->id = i + 1u;
 	}
@@ -278,12 +314,12 @@ let_go(struct gw_id *id, struct peer_rec *r)
 {
 	if (id->dops->peer_remove != NULL)
 		id->dops->peer_remove(id->drv, r->slot);
-	gw_id_neigh_put(id, r->have.addr);
+	gw_id_neigh_put(id, r->have_addr);
 	gw_room_hist_clear(id, r->slot);
 	GW_LOG(INFO,
 	       "port %s: peer %s removed (id %u): its rooms have "
 	       "ended\n",
-	       id->cfg->name, r->have.name, r->id);
+	       id->cfg->name, r->said[0].name, r->id);
 	r->id = 0;
 	r->leaving = false;
 }
@@ -296,7 +332,7 @@ remove_from_node(struct gw_id *id, struct peer_rec *r, uint64_t now)
 	GW_LOG(INFO,
 	       "port %s: removing peer %s (id %u): %s; its open rooms "
 	       "end failed (peer_removed)\n",
-	       id->cfg->name, r->have.name, r->id,
+	       id->cfg->name, r->said[0].name, r->id,
 	       w != NULL ? "its address changed" :
 	       r->why[0] ? r->why :
 			   "no source names it any more");
@@ -344,7 +380,7 @@ add_to_node(struct gw_id *id, struct peer_rec *r, uint64_t now)
 	egw_node_peer_get(id->node, (uint32_t)slot, &info);
 	r->slot = (uint32_t)slot;
 	r->id = info.id;
-	r->have = *w;
+	set_have(r, w);
 	if (rc != 0) {
 		GW_LOG(ERR,
 		       "port %s: peer %s: the payload driver cannot take "
@@ -380,7 +416,7 @@ reconcile(struct gw_id *id, struct peer_rec *r, uint64_t now)
 			return true; /* its rooms are still ending */
 		let_go(id, r);
 	}
-	if (r->id != 0 && (w == NULL || !same_spec(w, &r->have))) {
+	if (r->id != 0 && (w == NULL || !have_spec(r, w))) {
 		remove_from_node(id, r, now);
 		if (r->id != 0)
 			return true;
@@ -411,14 +447,16 @@ publish(struct gw_id *id, uint64_t now)
 
 		if (!r->used)
 			continue;
-		w = r->id != 0 ? &r->have : wanted(r);
+		w = wanted(r);
 		v = &ps->view[n++];
 		memset(v, 0, sizeof(*v));
 		snprintf(v->name, sizeof(v->name), "%s", r->said[0].name);
 		v->id = r->id;
 		v->slot = r->slot;
-		v->addr = w != NULL ? w->addr : 0;
-		v->udp_port = w != NULL ? w->udp_port : 0;
+		v->addr = r->id != 0 ? r->have_addr : w != NULL ? w->addr : 0;
+		v->udp_port = r->id != 0 ? r->have_port :
+			      w != NULL	 ? w->udp_port :
+					   0;
 		v->origins = r->origins;
 		v->leaving = r->leaving;
 		v->ready = r->id != 0 && !r->leaving &&
