@@ -560,7 +560,7 @@ def sglang_lang(a):
     for n in range(2):      # the encoders' data is made
         wait_file(a.dir, "ready%d" % n)
     specs = [(k, ("plain", room)) for k, room in S_ROOMS.items()]
-    specs.append(("mm", ("multi", S_MM, [(0, "image")] * len(S_PARTS),
+    specs.append(("mm", ("multi", S_MM, [(1, "image")] * len(S_PARTS),
                          S_CONTENTS if content() else None)))
     L.call("open", specs)
     note("go")
@@ -596,7 +596,7 @@ def sglang_lang(a):
         res["attempts_" + k] = "/".join(str(x) for x in checks[0][k][3])
     if content():       # the same items again: from the gateway's cache
         L.call("open", [("mm2", ("multi", "mm2",
-                                 [(0, "image")] * len(S_PARTS),
+                                 [(1, "image")] * len(S_PARTS),
                                  S_CONTENTS))])
         L.run_until(["mm2"], timeout_s=30)
         checks = L.call("check")

@@ -2306,7 +2306,9 @@ cl_leave_case() {
 	engines_wait
 	for n in $CL_ENCS; do encs+=("$T/eng-1-$n.log"); done
 	cl_only_failed 2 "${encs[@]}" || return 1
-	[ "$CL_FAILED" -eq 6 ] || { MSG="$CL_FAILED rooms to l2 failed at the encode engines, not 6: $(cat "${encs[@]}" | tr '\n' ' ' | cut -c1-600)"; return 1; }
+	# a room that landed on l2 before the signal is a success; every
+	# other one of its 6 fails with a reason (cl_only_failed: only its)
+	[ "$CL_FAILED" -ge 1 ] && [ "$CL_FAILED" -le 6 ] || { MSG="$CL_FAILED rooms to l2 failed at the encode engines, not 1..6: $(cat "${encs[@]}" | tr '\n' ' ' | cut -c1-600)"; return 1; }
 	for n in l0 l1; do
 		grep -qE '^engine-language: .* ok=6 bad=0 failed=0 ' "$T/eng-1-$n.log" || { MSG="$n's engine: $(tr '\n' ' ' <"$T/eng-1-$n.log")"; return 1; }
 	done
@@ -2330,13 +2332,13 @@ cl_leave_case() {
 define cluster-leave "a language gateway stopped cleanly (SIGTERM) while rooms to it are in flight: its record is deleted at once (well before its 30 s lease), its 6 rooms end Failed with a reason on both sides, the other 12 byte-exact, no block left in use anywhere"
 case_cluster_leave() {
 	cl_leave_case TERM 30 || return 1
-	MSG="record gone $CL_GONE ms after SIGTERM (lease 30 s); its 6 rooms Failed with a reason at the encode engines and at its own, the other 12 byte-exact, 0 blocks in use on the survivors"
+	MSG="record gone $CL_GONE ms after SIGTERM (lease 30 s); its rooms in flight ($CL_FAILED of 6) Failed with a reason at the encode engines, all 6 at its own, the other 12 byte-exact, 0 blocks in use on the survivors"
 }
 
-define cluster-kill "a language gateway SIGKILLed while rooms to it are in flight: its record stays until its 4 s lease expires, then goes; the encode gateways fail its 6 rooms with a reason and serve the other 12 byte-exact, no block left in use"
+define cluster-kill "a language gateway SIGKILLed while rooms to it are in flight: its record stays until its 4 s lease expires, then goes; the encode gateways fail its rooms still in flight with a reason and serve the other 12 byte-exact, no block left in use"
 case_cluster_kill() {
 	cl_leave_case KILL 4 || return 1
-	MSG="record gone $CL_GONE ms after SIGKILL (lease 4 s); its 6 rooms Failed with a reason at the encode engines, the other 12 byte-exact, 0 blocks in use on the survivors"
+	MSG="record gone $CL_GONE ms after SIGKILL (lease 4 s); its rooms in flight ($CL_FAILED of 6) Failed with a reason at the encode engines, the other 12 byte-exact, 0 blocks in use on the survivors"
 }
 
 define cluster-etcd-restart "etcd SIGKILLed while rooms are in flight and started again 5 s later on its data: 0 rooms lost, no peer removed, every record back; a gateway that started during the outage is seen after it and its rooms land byte-exact"
