@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the Debian packages (debian/) of the committed HEAD:
-#   embgw, libegw-client1, libegw-client-dev, python3-embgw
+#   embgw, libegw-client2, libegw-client-dev, python3-embgw
 # into OUTDIR (default build-packages/), with dpkg-buildpackage -b -us -uc
 # in a clone of this repository under a temporary directory (so that
 # dpkg-buildpackage's output lands there, not beside the checkout, and

@@ -1975,7 +1975,7 @@ case_systemd_unit() {
 }
 
 # ---- the Debian packages (debian/, scripts/package.sh, doc/install.md) ------
-PKGS=(python3-embgw libegw-client-dev embgw libegw-client1)
+PKGS=(python3-embgw libegw-client-dev embgw libegw-client2)
 define packages "the Debian packages (scripts/package.sh of HEAD, or the .debs in \$EMBGW_PACKAGES) installed with dpkg -i; with the build tree and the checkout's python/ out of reach, the installed unit's ExecStart runs an encode and a language instance of /usr/bin/embgw, the example engines use the installed embgw package and libegw_client (no PYTHONPATH, no EMBGW_CLIENT_LIB): 3 requests bit-identical on 2 ranks, 0 errors, 0 leaked blocks; then purged"
 # hidden CMD...: CMD in a mount namespace of its own where the build tree
 # and the checkout's python/ are empty directories
@@ -2018,7 +2018,7 @@ case_packages() {
 		echo "     packages built in $((SECONDS - t0)) s ($(tail -1 "$T/package.log"))"
 	fi
 	local files=()
-	for p in embgw libegw-client1 libegw-client-dev python3-embgw; do
+	for p in embgw libegw-client2 libegw-client-dev python3-embgw; do
 		files+=("$(ls "$debs/${p}_"*.deb 2>/dev/null | head -1)")
 		[ -f "${files[-1]}" ] || { MSG="no ${p}_*.deb in $debs"; return 1; }
 	done
@@ -2050,7 +2050,7 @@ packages_installed() {
 	# environment variable
 	out=$(cd "$T/examples" && hidden env -u PYTHONPATH -u EMBGW_CLIENT_LIB /usr/bin/python3 -c \
 		'import engine_io, embgw, embgw._lib as l; print(embgw.__file__, l.lib._name)' 2>&1)
-	grep -qx "/usr/lib/python3/dist-packages/embgw/__init__.py libegw_client.so.1" <<<"$out" ||
+	grep -qx "/usr/lib/python3/dist-packages/embgw/__init__.py libegw_client.so.2" <<<"$out" ||
 		{ MSG="the engines' embgw is not the installed one: $out"; return 1; }
 	hidden test ! -e "${HIDE[0]}/app/embgw/embgw" -a ! -e "${HIDE[1]}/embgw" ||
 		{ MSG="the build tree is in reach inside hidden"; return 1; }
