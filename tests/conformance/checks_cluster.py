@@ -17,7 +17,7 @@ import time
 
 import gateway
 import wire
-from harness import ANSWER_S, GEO, LanguagePeerEnv, check, expect, transfer
+from harness import ANSWER_S, GEO, LanguagePeerEnv, check, expect, room_id, transfer
 
 CLUSTER = "conf"
 LEASE_TTL_S = 10
@@ -187,7 +187,39 @@ def wait_for(cond, secs):
     return cond()
 
 
-@check("c-cluster-member", "this peer joins an etcd cluster as cluster.md says (lease, record, key id, keep-alive): an encode gateway with no static peer finds it, registers, moves rooms byte-exact; deleting the record removes it (peers_held 0, 'peer lang-0 left')")
+def open_room(env):
+    """A 2-rank room of 50000 tokens in transfer that cannot complete (no
+    further window)."""
+    side, p = env.side, env.peer
+    side.depth = 0
+    rs = side.open(room_id(50000), 2, 1024)
+    end = time.monotonic() + ANSWER_S
+    while time.monotonic() < end and min(r.state for r in rs) < wire.TRANSFERRING:
+        m = p.recv(0.01)
+        if m is not None:
+            side.handle(m)
+    expect(min(r.state for r in rs) == wire.TRANSFERRING,
+           "the room did not start: %r" % [r.state for r in rs])
+    return rs
+
+
+def ended_by_abort(env, rs):
+    """Every rank of the room told with ABORT carrying ABORTED (gateway.md,
+    "Removing")."""
+    side, p = env.side, env.peer
+    end = time.monotonic() + ANSWER_S
+    while time.monotonic() < end and not all(r.aborts for r in rs):
+        m = p.recv(0.05)
+        if m is not None:
+            side.handle(m)
+    codes = [[wire.parse_abort(a.body)["code"] for a in r.aborts] for r in rs]
+    expect(all(r.state == wire.FAILED and r.error == wire.ERR["ABORTED"] for r in rs),
+           "the open room after the leave: states %r, ABORT codes %r (want ABORT with ABORTED)"
+           % ([r.state for r in rs], codes))
+    return wire.ERR_NAME.get(wire.ERR["ABORTED"], "ABORTED")
+
+
+@check("c-cluster-member", "this peer joins an etcd cluster as cluster.md says (lease, record, key id, keep-alive): an encode gateway with no static peer finds it, registers, moves rooms byte-exact; deleting the record removes it (peers_held 0, 'peer lang-0 left', its open room ABORTed, peer_removed)")
 def c_cluster_member(ctx):
     ctx.release_shared()
     etcd = Etcd(ctx.tmp)
@@ -220,7 +252,8 @@ def c_cluster_member(ctx):
         transfer(env, [300, 1000, 5000], 1024)
         expect(not member.errors, "; ".join(member.errors[:3]))
         expect(env.gw.grep(r"peer lang-0 joined"), "no 'peer lang-0 joined' in the log")
-        # a clean leave
+        # a clean leave with a room open: gateway.md, "Removing"
+        rs = open_room(env)
         member.leave()
         member = None
         gone = wait_for(lambda: (env.gw.telemetry("/embgw/cluster") or {}).get("peers_held") == 0, ANSWER_S)
@@ -228,8 +261,14 @@ def c_cluster_member(ctx):
                % (ANSWER_S, env.gw.telemetry("/embgw/cluster")))
         left = wait_for(lambda: env.gw.grep(r"peer lang-0 left"), ANSWER_S)
         expect(left, "no 'peer lang-0 left' in the log")
-        return "found through etcd (revision %s), registered, 3 rooms byte-exact; left: %s" % (
-            cl.get("revision"), left[0].strip()[-80:])
+        aborted = ended_by_abort(env, rs)
+        rep = env.close()
+        env = None
+        expect(rep.get("failed", {}).get("peer_removed", 0) >= 1,
+               "the exit report counts no room failed peer_removed: %r" % rep.get("failed"))
+        return ("found through etcd (revision %s), registered, 3 rooms byte-exact; left (%s), "
+                "the open room ended by ABORT(%s), reported peer_removed" % (
+                    cl.get("revision"), left[0].strip()[-60:], aborted))
     finally:
         if member:
             member.stopped = True
