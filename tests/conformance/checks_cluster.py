@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -165,16 +166,33 @@ def our_record(env, key):
     }
 
 
-def cluster_config(etcd):
-    """encode.cfg: the static peer out, a gateway.cluster group in."""
+def cluster_config(etcd, metrics_port):
+    """encode.cfg: the static peer out, a gateway.cluster group and a
+    metrics endpoint on loopback in."""
     group = ('  cluster = { name = "%s"; endpoints = ["%s"]; lease_ttl_s = %d; '
              'request_timeout_ms = 1000; dial_timeout_ms = 500; };\n'
-             % (CLUSTER, etcd.url, LEASE_TTL_S))
+             '  metrics = { port = %d; };\n'
+             % (CLUSTER, etcd.url, LEASE_TTL_S, metrics_port))
 
     def prepare(path):
         gateway.edit_config(path, '  peers = ( { name = "lang-0"; address = "192.168.77.2"; } );\n', "")
         gateway.edit_config(path, "};\nports", group + "};\nports")
     return prepare
+
+
+def metric(port, pattern):
+    """The value of the first series matching pattern (a regular
+    expression over the series' name and labels) at /metrics, else None."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode(errors="replace")
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        c.close()
+    m = re.search(r"^(?:%s) (\S+)$" % pattern, text, re.M)
+    return float(m.group(1)) if m else None
 
 
 def wait_for(cond, secs):
@@ -219,14 +237,15 @@ def ended_by_abort(env, rs):
     return wire.ERR_NAME.get(wire.ERR["ABORTED"], "ABORTED")
 
 
-@check("c-cluster-member", "this peer joins an etcd cluster as cluster.md says (lease, record, key id, keep-alive): an encode gateway with no static peer finds it, registers, moves rooms byte-exact; deleting the record removes it (peers_held 0, 'peer lang-0 left', its open room ABORTed, peer_removed)")
+@check("c-cluster-member", "this peer joins an etcd cluster as cluster.md says (lease, record, key id, keep-alive): an encode gateway with no static peer finds it, registers, moves rooms byte-exact; deleting the record removes it (peers_held 0, 'peer lang-0 left', its open room ABORTed, counted peer_removed)")
 def c_cluster_member(ctx):
     ctx.release_shared()
     etcd = Etcd(ctx.tmp)
     env = member = None
+    mport = free_port()
     try:
         env = LanguagePeerEnv(ctx, sub="cluster", handshake=False,
-                              prepare=cluster_config(etcd))
+                              prepare=cluster_config(etcd, mport))
         cl = wait_for(lambda: (env.gw.telemetry("/embgw/cluster") or {}).get("state") == "watch"
                       and env.gw.telemetry("/embgw/cluster"), 20)
         expect(cl, "the gateway is not in step with etcd within 20 s: %r; %s" % (
@@ -262,12 +281,20 @@ def c_cluster_member(ctx):
         left = wait_for(lambda: env.gw.grep(r"peer lang-0 left"), ANSWER_S)
         expect(left, "no 'peer lang-0 left' in the log")
         aborted = ended_by_abort(env, rs)
+        # gateway.md, "Metrics": the room failed, by its reason
+        removed = r'embgw_rooms_failed_total\{[^}]*reason="peer_removed"[^}]*\}'
+        n = wait_for(lambda: metric(mport, removed), ANSWER_S)
+        expect(n and n >= 1, "embgw_rooms_failed_total{reason=\"peer_removed\"} is %r "
+               "after the leave (gateway.md, Metrics)" % n)
+        expect(metric(mport, "embgw_cluster_peers") == 0, "embgw_cluster_peers %r after the leave"
+               % metric(mport, "embgw_cluster_peers"))
         rep = env.close()
         env = None
-        expect(rep.get("failed", {}).get("peer_removed", 0) >= 1,
-               "the exit report counts no room failed peer_removed: %r" % rep.get("failed"))
+        # the report's encode: line counts every room that ended failed
+        expect(rep.get("encode", {}).get("failed", 0) >= 1,
+               "the exit report's encode: line counts no failed room: %r" % rep.get("encode"))
         return ("found through etcd (revision %s), registered, 3 rooms byte-exact; left (%s), "
-                "the open room ended by ABORT(%s), reported peer_removed" % (
+                "the open room ended by ABORT(%s), counted peer_removed in the metrics" % (
                     cl.get("revision"), left[0].strip()[-60:], aborted))
     finally:
         if member:
