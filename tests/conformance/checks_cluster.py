@@ -253,6 +253,13 @@ def c_cluster_member(ctx):
         theirs = etcd.get("/embgw/%s/enc-0" % CLUSTER)
         rec = our_record(env, env.key)
         expect(theirs is not None, "the gateway's own record is not under /embgw/%s/" % CLUSTER)
+        # the gateway's own record: the fields of cluster.md's table, no other
+        fields = set(rec) - {"shm_path"}
+        expect(fields <= set(theirs) <= set(rec) and set(theirs["geometry"]) == set(rec["geometry"])
+               and theirs["v"] == 1 and theirs["name"] == "enc-0" and theirs["roles"] == ["encode"]
+               and theirs["addr"] == gateway.GW_ADDR["encode"] and theirs["udp_port"] == gateway.PORT
+               and theirs["protocol"] == 2 and theirs["payload"] == "shm",
+               "the gateway's record against cluster.md's table: %r" % theirs)
         # its key id must be ours: both hold the same key file
         expect(theirs.get("key_id") == rec["key_id"],
                "key_id: the gateway's %r, ours (cluster.md's formula) %r"
@@ -295,7 +302,7 @@ def c_cluster_member(ctx):
                "the exit report's encode: line counts no failed room: %r" % rep.get("encode"))
         return ("found through etcd (revision %s), registered, 3 rooms byte-exact; left (%s), "
                 "the open room ended by ABORT(%s), counted peer_removed in the metrics" % (
-                    cl.get("revision"), left[0].strip()[-60:], aborted))
+                    cl.get("revision"), left[0].split("conf: ", 1)[-1].strip(), aborted))
     finally:
         if member:
             member.stopped = True
