@@ -20,6 +20,7 @@ import checks_refusals  # noqa: E402,F401
 import checks_xfer  # noqa: E402,F401
 import checks_drive  # noqa: E402,F401
 import checks_quarantine  # noqa: E402,F401
+import checks_cluster  # noqa: E402,F401
 
 # ---- the runner -----------------------------------------------------------
 
