@@ -65,6 +65,11 @@ struct gw_neigh {
 	uint64_t next_arp;
 	uint64_t arp_ns; /* the request interval: doubles while nobody
 			  * answers, up to GW_ARP_MAX_NS */
+	/* the last datagram sent while the address was unknown, sent once
+	 * it is learned (a queue of one, as a kernel keeps for an unresolved
+	 * neighbour): a gateway's first REGISTER to a peer that started
+	 * earlier then leaves with the ARP reply, not 200 ms later */
+	struct rte_mbuf *pending;
 };
 
 #ifdef GW_TEST_HOOKS

@@ -69,6 +69,10 @@ gw_id_neigh_put(struct gw_id *id, uint32_t ip)
 
 	if (n == NULL || n->refs == 0 || --n->refs > 0 || n->is_static)
 		return;
+	if (n->pending != NULL) {
+		rte_pktmbuf_free(n->pending);
+		id->st.arp_miss++;
+	}
 	/* the last entry takes its place: entries are found by address */
 	*n = id->neigh[--id->nneigh];
 }
@@ -83,6 +87,14 @@ neigh_learn(struct gw_id *id, uint32_t ip, const struct rte_ether_addr *mac)
 		return;
 	n->mac = *mac;
 	n->valid = true;
+	if (n->pending != NULL) {
+		struct rte_ether_hdr *eth =
+			rte_pktmbuf_mtod(n->pending, struct rte_ether_hdr *);
+
+		eth->dst_addr = *mac;
+		gw_id_queue_tx(id, n->pending);
+		n->pending = NULL;
+	}
 }
 
 /* A routed peer has no entry of its own: ARP asks for its next hop, whose
@@ -119,6 +131,8 @@ gw_id_neigh_init(struct gw_id *id)
 void
 gw_id_neigh_fini(struct gw_id *id)
 {
+	for (uint32_t i = 0; i < id->nneigh; i++)
+		rte_pktmbuf_free(id->neigh[i].pending);
 	free(id->neigh);
 	id->neigh = NULL;
 	id->nneigh = id->neigh_cap = 0;
@@ -277,18 +291,30 @@ gw_id_send_udp(struct gw_id *id, uint32_t ip, uint16_t port,
 	struct gw_neigh *n = gw_id_neigh_for_peer(id, ip);
 	struct rte_mbuf *m;
 
-	if (n == NULL || !n->valid) {
-		/* the protocol retransmits; meanwhile the timers ask who has it */
-		id->st.arp_miss++;
+	if (n == NULL) {
+		id->st.arp_miss++; /* no route: the peer cannot be reached */
 		return;
 	}
 #ifdef GW_TEST_HOOKS
 	if (id->knobs.on) { /* a test build's datagram faults */
-		gw_test_knobs_send(id, n, ip, port, buf, len);
+		if (n->valid)
+			gw_test_knobs_send(id, n, ip, port, buf, len);
+		else
+			id->st.arp_miss++;
 		return;
 	}
 #endif
 	m = gw_id_build_udp(id, id->cfg->addr, n, ip, port, buf, len);
+	if (m != NULL && !n->valid) {
+		/* held until the timers' ARP request is answered; the
+		 * protocol retransmits what an older one carried */
+		if (n->pending != NULL) {
+			rte_pktmbuf_free(n->pending);
+			id->st.arp_miss++;
+		}
+		n->pending = m;
+		return;
+	}
 	if (m == NULL) {
 		id->dev->st.tx_full++;
 		return;
