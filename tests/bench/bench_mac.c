@@ -44,23 +44,35 @@ cmp_d(const void *a, const void *b)
 /* The four datagrams, each as the encoder writes it; returns the length
  * of each one's tagged part (header and body) in len[]. */
 static int
-messages(const struct egw_proto_key *key, uint8_t buf[NSIZES][EGW_PROTO_MAX_LEN],
-	 size_t len[NSIZES])
+messages(const struct egw_proto_key *key,
+	 uint8_t buf[NSIZES][EGW_PROTO_MAX_LEN], size_t len[NSIZES])
 {
 	struct egw_msg hb = { .type = EGW_MSG_HEARTBEAT };
-	struct egw_msg st = { .type = EGW_MSG_STATUS, .rank = 0, .nranks = 2,
-			      .room = 0x1234, .state = EGW_ST_TRANSFERRING,
-			      .total_tokens = 10000, .landed_tokens = 4096,
+	struct egw_msg st = { .type = EGW_MSG_STATUS,
+			      .rank = 0,
+			      .nranks = 2,
+			      .room = 0x1234,
+			      .state = EGW_ST_TRANSFERRING,
+			      .total_tokens = 10000,
+			      .landed_tokens = 4096,
 			      .accepted_tokens = 8192 };
-	struct egw_msg in = { .type = EGW_MSG_INIT, .rank = 1, .nranks = 2,
-			      .room = 0x1234, .block_tokens = 128,
-			      .alloc_tokens = 8192, .nruns = 1,
+	struct egw_msg in = { .type = EGW_MSG_INIT,
+			      .rank = 1,
+			      .nranks = 2,
+			      .room = 0x1234,
+			      .block_tokens = 128,
+			      .alloc_tokens = 8192,
+			      .nruns = 1,
 			      .runs = { { 100, 64 } } };
-	struct egw_register r = { .name = "lang-0", .mtu = 4096,
+	struct egw_register r = { .name = "lang-0",
+				  .mtu = 4096,
 				  .roles = EGW_ROLE_LANGUAGE,
-				  .block_tokens = 128, .pool_blocks = 8192,
-				  .hidden_size = 4096, .dtype_bytes = 2,
-				  .aux_bytes = 64, .peer_session = 0x99,
+				  .block_tokens = 128,
+				  .pool_blocks = 8192,
+				  .hidden_size = 4096,
+				  .dtype_bytes = 2,
+				  .aux_bytes = 64,
+				  .peer_session = 0x99,
 				  .peer_seq = 7 };
 	int n[NSIZES];
 
