@@ -140,6 +140,24 @@ cring=$(sed -nE 's/.* ring=([0-9.]+).*/\1/p' <<<"$line")
 emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or ABORT: checked, applied, answered; NOP $cnop ns)" \
 	"$(ratio "$cop" "$cring")" "a bare 64-byte ring put+get ${cring} ns" "< 100 ns"
 
+# ---- mac: a datagram's tag, the protocol's against version 2's ----------
+# SipHash-2-4-128 (doc/protocol.md) against keyed BLAKE2b-128 over the same
+# real datagrams (HEARTBEAT, STATUS, INIT of one run, REGISTER: 48, 64, 84
+# and 216 bytes tagged), in one process, interleaved; the mean of the four.
+tags=500000
+[ "$quick" = 1 ] && tags=20000
+line=$("$B"/tests/bench/bench_mac "$rounds" "$tags" | grep ^mac_ns) ||
+	note mac bench_mac "$?"
+msz=$(sed -nE 's/.* sizes=([0-9,]+).*/\1/p' <<<"$line")
+msip=$(sed -nE 's/.* siphash=([0-9.,]+).*/\1/p' <<<"$line")
+mb2=$(sed -nE 's/.* blake2b=([0-9.,]+).*/\1/p' <<<"$line")
+msm=$(sed -nE 's/.* siphash_mean=([0-9.]+).*/\1/p' <<<"$line")
+mbm=$(sed -nE 's/.* blake2b_mean=([0-9.]+).*/\1/p' <<<"$line")
+if [ -n "$msm" ] && [ -n "$mbm" ]; then
+	emit mac "$msm" "ns per datagram's tag (SipHash-2-4-128; $msip ns for $msz bytes tagged)" \
+		"$(ratio "$msm" "$mbm")" "keyed BLAKE2b-128 (version 2's tag) $mbm ns ($mb2 ns)" "<= 0.25"
+fi
+
 # ---- control plane: tiny rooms through one worker lcore over memif ------
 # The gateway under test is the encode gateway (lcore 1); embgw-gen plays
 # the language peer (lcore 0). Wall rate, and the worker's busy CPU per

@@ -8,7 +8,8 @@
 # NumPy, PyTorch and pytest (for /usr/bin/python3) for the embgw Python
 # package, its tests and the engine integration cases; libmicrohttpd for
 # the gateway's metrics endpoint, and Prometheus, Python's OpenMetrics
-# parser and curl for the integration case that scrapes it; libsystemd-dev
+# parser and curl for the integration case that scrapes it; PyNaCl for the
+# conformance peer's tags (SipHash-2-4, doc/protocol.md); libsystemd-dev
 # for the gateway's sd_notify, systemd for systemd-analyze (the unit's
 # checks; nothing is started), debhelper, dh-python, dpkg-dev, fakeroot
 # and lintian for the Debian packages (scripts/package.sh, the packages
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
 	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev
-	python3-numpy python3-torch python3-pytest iproute2
+	python3-numpy python3-torch python3-pytest python3-nacl iproute2
 	libmicrohttpd-dev prometheus python3-prometheus-client curl
 	libsystemd-dev systemd debhelper dh-python dpkg-dev fakeroot lintian
 	groff-base clang-format shellcheck cppcheck flake8 git

@@ -6,9 +6,10 @@
  * @file
  * The control protocol on the wire (doc/protocol.md is the specification):
  * encode and decode of every message, strictly validated, authenticated
- * with a keyed BLAKE2b MAC (libsodium) under a pre-shared key, with a
- * per-peer replay window. No I/O, no allocation: the caller hands in the
- * UDP payload and gets a decoded struct (or a typed reason it was refused).
+ * with SipHash-2-4 (128-bit output, libsodium) under a key derived from a
+ * pre-shared key, with a per-peer replay window. No I/O, no allocation: the
+ * caller hands in the UDP payload and gets a decoded struct (or a typed reason
+ * it was refused).
  */
 
 #include <stddef.h>
@@ -22,10 +23,12 @@ extern "C" {
 
 #define EGW_PROTO_PORT 9471u        /**< default UDP port */
 #define EGW_PROTO_MAGIC 0x45475731u /**< "EGW1" */
-#define EGW_PROTO_VERSION 2u
+#define EGW_PROTO_VERSION 3u
 #define EGW_PROTO_HDR_LEN 48u
 #define EGW_PROTO_TAG_LEN 16u
 #define EGW_PROTO_KEY_LEN 32u
+/** The tag's key: SipHash-2-4 takes 128 bits. */
+#define EGW_PROTO_MAC_KEY_LEN 16u
 #define EGW_PROTO_NAME_LEN 32u
 /** Longest datagram accepted (longer ones are refused as LONG). */
 #define EGW_PROTO_MAX_LEN 512u
@@ -133,9 +136,16 @@ struct egw_proto_stats {
 	uint64_t refused[EGW_PROTO_ERR_MAX];
 };
 
-/** A key schedule: the 32-byte pre-shared key. */
+/**
+ * A key schedule: K, the 32-byte hash of the pre-shared key file (what
+ * other keys, such as the cluster's key id, are derived from), and the
+ * tag's key derived from it once (egw_proto_key_set), never per datagram.
+ * Two schedules are the same key exactly when their bytes are equal.
+ */
 struct egw_proto_key {
 	uint8_t k[EGW_PROTO_KEY_LEN];
+	/** K_mac = BLAKE2b(out 16, key K, "embgw-mac-v3") (doc/protocol.md) */
+	uint8_t mac[EGW_PROTO_MAC_KEY_LEN];
 };
 
 /** Call once (libsodium init); 0 or -EIO. */
@@ -147,12 +157,20 @@ uint64_t egw_proto_session_new(void);
 #define EGW_PROTO_KEY_MIN_BYTES 32u
 
 /**
- * Derive the MAC key from a key file's contents: BLAKE2b-256 of the bytes,
- * so a key file may be raw random bytes or text (hex, base64) alike.
+ * The key schedule of a key file's contents: K is BLAKE2b-256 of the bytes,
+ * so a key file may be raw random bytes or text (hex, base64) alike; then
+ * egw_proto_key_set.
  * @return 0, or -EINVAL when fewer than EGW_PROTO_KEY_MIN_BYTES bytes.
  */
 int egw_proto_key_derive(struct egw_proto_key *key, const uint8_t *material,
 			 size_t len);
+
+/**
+ * The key schedule of K itself: copies it and derives the tag's key.
+ * @return 0, or -EINVAL (a NULL argument).
+ */
+int egw_proto_key_set(struct egw_proto_key *key,
+		      const uint8_t k[EGW_PROTO_KEY_LEN]);
 
 /**
  * Encode `m` (types 1..6) into buf; MAC appended; m->error (an enum

@@ -36,10 +36,11 @@ def free_port():
     return port
 
 
-def key_id(mac_key):
-    """cluster.md, "The key id": BLAKE2b, 16 bytes out, keyed by the MAC
-    key, over the fixed string, in lowercase hex."""
-    return hashlib.blake2b(b"embgw cluster key id v1", key=mac_key,
+def key_id(k):
+    """cluster.md, "The key id": BLAKE2b, 16 bytes out, keyed by K (the
+    hash of the key file, not the tag's key), over the fixed string, in
+    lowercase hex."""
+    return hashlib.blake2b(b"embgw cluster key id v1", key=k,
                            digest_size=16).hexdigest()
 
 
@@ -159,7 +160,7 @@ def our_record(env, key):
                      "dtype": "bf16", "dtype_bytes": GEO["dtype_bytes"],
                      "kinds": ["emb", "fill_ids", "mrope", "aux"],
                      "aux_bytes": GEO["aux_bytes"]},
-        "protocol": 2,
+        "protocol": wire.VERSION,
         "payload": "shm",
         "shm_path": os.path.join(env.dir, "lang-pool-0"),
         "key_id": key_id(key),
@@ -258,7 +259,7 @@ def c_cluster_member(ctx):
         expect(fields <= set(theirs) <= set(rec) and set(theirs["geometry"]) == set(rec["geometry"])
                and theirs["v"] == 1 and theirs["name"] == "enc-0" and theirs["roles"] == ["encode"]
                and theirs["addr"] == gateway.GW_ADDR["encode"] and theirs["udp_port"] == gateway.PORT
-               and theirs["protocol"] == 2 and theirs["payload"] == "shm",
+               and theirs["protocol"] == wire.VERSION and theirs["payload"] == "shm",
                "the gateway's record against cluster.md's table: %r" % theirs)
         # its key id must be ours: both hold the same key file
         expect(theirs.get("key_id") == rec["key_id"],

@@ -5,6 +5,7 @@ Each crafted datagram is sent alone; the gateway's drop counters
 (telemetry /embgw/stats, whose counters are the report's `node:` keys by
 another name) must count it once, under the expected reason, and nothing
 may answer it (never answer what is not authenticated)."""
+import hashlib
 import os
 import socket
 import struct
@@ -119,7 +120,8 @@ def crafted_cases(c):
     add("1 LONG (513 bytes)", big, PROTO)
     add("2 MAGIC", K.room_msg(magic=0x45475732), PROTO)
     add("3 VERSION 1", K.room_msg(version=1), PROTO)
-    add("3 VERSION 3", K.room_msg(version=3), PROTO)
+    add("3 VERSION 2", K.room_msg(version=2), PROTO)
+    add("3 VERSION 4", K.room_msg(version=4), PROTO)
     add("4 TYPE 0", K.msg(0, rank=0, nranks=0), PROTO)
     add("4 TYPE 8", K.msg(8, rank=0, nranks=0), PROTO)
     add("5 FLAGS HEARTBEAT 0x0001", K.msg(wire.HEARTBEAT, flags=0x0001), PROTO)
@@ -142,6 +144,9 @@ def crafted_cases(c):
     other_key = wire.encode(wire.derive_key(b"x" * 32), wire.HEARTBEAT, session=c.p.session,
                             seq=c.p.next_seq())
     add("9 MAC (another key)", other_key, PROTO)
+    v2 = K.room_msg()[:-wire.TAG_LEN]
+    v2 += hashlib.blake2b(v2, key=c.key, digest_size=wire.TAG_LEN).digest()
+    add("9 MAC (version 2's tag: keyed BLAKE2b under K)", v2, PROTO)
     add("10 FIELD session 0", K.room_msg(session=0), PROTO)
     add("10 FIELD seq 0", K.room_msg(seq=0), PROTO)
     add("10 FIELD nranks 0", K.room_msg(nranks=0), PROTO)

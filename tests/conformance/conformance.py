@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """embgw conformance checks: an independent peer, written from doc/ alone,
-plays each side of the wire protocol (version 2) against real gateway
+plays each side of the wire protocol (version 3) against real gateway
 processes on a DPDK net_tap port in this network namespace.
 
 usage: conformance.py BUILD_DIR [--list] [CHECK...]

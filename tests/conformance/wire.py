@@ -1,12 +1,15 @@
-"""The embgw control protocol, version 2, as doc/protocol.md writes it:
+"""The embgw control protocol, version 3, as doc/protocol.md writes it:
 header, bodies, tag and key derivation. Written from the documentation
 alone, as an independent implementation to check the gateway against."""
+import functools
 import hashlib
 import hmac
 import struct
 
+from nacl.bindings import crypto_shorthash_siphashx24
+
 MAGIC = 0x45475731
-VERSION = 2
+VERSION = 3
 HDR = struct.Struct(">IBBHHHHHQQIIQ")
 assert HDR.size == 48
 TAG_LEN = 16
@@ -52,8 +55,15 @@ def derive_key(psk_bytes):
                            digest_size=32).digest()
 
 
+@functools.lru_cache(maxsize=8)
+def mac_key(key):
+    """K_mac = BLAKE2b(out 16, key K, "embgw-mac-v3"): the tag's key."""
+    return hashlib.blake2b(b"embgw-mac-v3", key=key, digest_size=16).digest()
+
+
 def tag(key, data):
-    return hashlib.blake2b(data, key=key, digest_size=TAG_LEN).digest()
+    """SipHash-2-4 with a 128-bit output under K_mac (`key` is K)."""
+    return crypto_shorthash_siphashx24(data, mac_key(key))
 
 
 class Msg:

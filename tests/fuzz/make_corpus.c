@@ -6,9 +6,8 @@
 
 #include "egw_proto.h"
 
-static const struct egw_proto_key key = { { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-	11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-	28, 29, 30, 31, 32 } };
+/* K = 1..32, as the fuzz target's */
+static struct egw_proto_key key;
 
 static int
 put(const char *dir, const char *name, const uint8_t *b, int n)
@@ -33,7 +32,10 @@ main(int argc, char **argv)
 	struct egw_register r;
 	int bad = 0;
 
-	if (argc != 2 || egw_proto_init() != 0)
+	for (size_t i = 0; i < sizeof(b) && i < EGW_PROTO_KEY_LEN; i++)
+		b[i] = (uint8_t)(i + 1);
+	if (argc != 2 || egw_proto_init() != 0 ||
+	    egw_proto_key_set(&key, b) != 0)
 		return 2;
 	memset(&m, 0, sizeof(m));
 	m = (struct egw_msg){ .type = EGW_MSG_INIT, .rank = 1, .nranks = 2,

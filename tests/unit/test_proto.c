@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -11,11 +12,14 @@ static struct egw_proto_key key;
 
 #define NSAMPLES 10
 
-static void
+static int
 keys(void)
 {
+	uint8_t k[EGW_PROTO_KEY_LEN];
+
 	for (int i = 0; i < 32; i++)
-		key.k[i] = (uint8_t)(i * 7 + 1);
+		k[i] = (uint8_t)(i * 7 + 1);
+	return egw_proto_key_set(&key, k);
 }
 
 /* One valid message of every type, with boundary values. */
@@ -152,12 +156,134 @@ be(const uint8_t *p, int n)
 static void
 remac(uint8_t *b, int len)
 {
-	crypto_generichash(b + len - 16, 16, b, (size_t)len - 16, key.k, 32);
+	crypto_shorthash_siphashx24(b + len - 16, b, (size_t)len - 16, key.mac);
 }
 
-/* Every field of the version 2 layout at its offset (doc/protocol.md). */
 static void
-test_v2_layout_every_field(void)
+hex_to(uint8_t *out, const char *hex, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		CU_ASSERT_FATAL(sscanf(hex + 2 * i, "%2x", &v) == 1);
+		out[i] = (uint8_t)v;
+	}
+}
+
+/*
+ * Known answers: the keys and tags of doc/protocol.md computed by an
+ * implementation other than ours, Python's hashlib (BLAKE2b) and PyNaCl
+ * (nacl.bindings.crypto_shorthash_siphashx24), with
+ *   K = bytes(i * 7 + 1 for i in range(32))
+ *   K_mac = hashlib.blake2b(b"embgw-mac-v3", key=K, digest_size=16)
+ *   tag = crypto_shorthash_siphashx24(header | body, K_mac)
+ * and K of a key file from hashlib.blake2b(file, key=b"embgw-psk-key-v1",
+ * digest_size=32). The SipHash line is the first 128-bit vector of the
+ * SipHash authors' reference (key 00..0f, empty message): the tag is
+ * standard SipHash-2-4, not only libsodium's.
+ */
+static void
+test_known_answers(void)
+{
+	static const char psk[] = "0123456789abcdef0123456789abcdef\n";
+	struct egw_msg st = { .type = EGW_MSG_STATUS,
+			      .rank = 1,
+			      .nranks = 2,
+			      .room = 3,
+			      .state = EGW_ST_SUCCESS,
+			      .total_tokens = 100,
+			      .landed_tokens = 100,
+			      .accepted_tokens = 100 };
+	struct egw_msg hb = { .type = EGW_MSG_HEARTBEAT };
+	uint8_t want[EGW_PROTO_KEY_LEN], ref_key[16], out[16];
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	struct egw_proto_key fk;
+	struct egw_pkt pkt;
+	int len;
+
+	for (int i = 0; i < 16; i++)
+		ref_key[i] = (uint8_t)i;
+	crypto_shorthash_siphashx24(out, NULL, 0, ref_key);
+	hex_to(want, "a3817f04ba25a8e66df67214c7550293", 16);
+	CU_ASSERT_EQUAL(memcmp(out, want, 16), 0);
+
+	hex_to(want, "aa2dd73f104af887a00a6ad0cec67f95", 16);
+	CU_ASSERT_EQUAL(memcmp(key.mac, want, 16), 0);
+
+	len = egw_proto_encode(&key, 0x0102030405060708ull,
+			       0x1112131415161718ull, &hb, b, sizeof(b));
+	CU_ASSERT_EQUAL_FATAL(len, 64);
+	hex_to(want, "1f88e4cf4f2728a603a3cc0ec848b6ea", 16);
+	CU_ASSERT_EQUAL(memcmp(b + 48, want, 16), 0);
+
+	len = egw_proto_encode(&key, 0x0102030405060708ull, 9, &st, b,
+			       sizeof(b));
+	CU_ASSERT_EQUAL_FATAL(len, 80);
+	hex_to(want, "a74261c1b3a639df24c291a094f84a45", 16);
+	CU_ASSERT_EQUAL(memcmp(b + 64, want, 16), 0);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_OK);
+
+	CU_ASSERT_EQUAL(egw_proto_key_derive(&fk, (const uint8_t *)psk,
+					     sizeof(psk) - 1),
+			0);
+	hex_to(want,
+	       "d4093629df4c9876511b025c59a6ba4e"
+	       "ad2dfb93a955b63579d14abfc9f32d39",
+	       32);
+	CU_ASSERT_EQUAL(memcmp(fk.k, want, 32), 0);
+	hex_to(want, "b25d68a0caba54d211388f8ebb798d88", 16);
+	CU_ASSERT_EQUAL(memcmp(fk.mac, want, 16), 0);
+	CU_ASSERT_EQUAL(egw_proto_key_derive(&fk, (const uint8_t *)psk, 31),
+			-EINVAL);
+	CU_ASSERT_EQUAL(egw_proto_key_set(NULL, want), -EINVAL);
+}
+
+/* The tag is checked whole: any wrong byte of it, a tag of the previous
+ * version's MAC (keyed BLAKE2b under K) and a tag under K itself are all
+ * refused as MAC - the version's key is its own. */
+static void
+test_tag_mismatch(void)
+{
+	struct egw_msg st = { .type = EGW_MSG_STATUS,
+			      .rank = 0,
+			      .nranks = 1,
+			      .room = 3,
+			      .state = EGW_ST_WAITING_FOR_INPUT };
+	uint8_t b[EGW_PROTO_MAX_LEN], k16[16];
+	struct egw_proto_stats stats;
+	struct egw_pkt pkt;
+	int len;
+
+	memset(&stats, 0, sizeof(stats));
+	len = egw_proto_encode(&key, 7, 7, &st, b, sizeof(b));
+	CU_ASSERT_FATAL(len == 80);
+	for (int i = 0; i < 16; i++) {
+		b[64 + i] ^= 0x80;
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt,
+						 &stats),
+				EGW_PROTO_ERR_MAC);
+		b[64 + i] ^= 0x80;
+	}
+	CU_ASSERT_EQUAL(stats.refused[EGW_PROTO_ERR_MAC], 16);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, &stats),
+			EGW_PROTO_ERR_OK);
+
+	crypto_generichash(b + 64, 16, b, 64, key.k, 32);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_MAC);
+	memcpy(k16, key.k, 16);
+	crypto_shorthash_siphashx24(b + 64, b, 64, k16);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_MAC);
+	/* and the decoded struct of a refused datagram says nothing */
+	CU_ASSERT_EQUAL(pkt.type, 0);
+	CU_ASSERT_EQUAL(pkt.session, 0);
+}
+
+/* Every field of the version 3 layout at its offset (doc/protocol.md). */
+static void
+test_v3_layout_every_field(void)
 {
 	struct egw_msg m = { .type = EGW_MSG_RESUME, .rank = 0x0102,
 		.nranks = 0x0203, .room = 0x1112131415161718ull,
@@ -174,7 +300,7 @@ test_v2_layout_every_field(void)
 			       0xb1b2b3b4b5b6b7b8ull, &m, b, sizeof(b));
 	CU_ASSERT_EQUAL_FATAL(len, 48 + 28 + 2 * 8 + 16);
 	CU_ASSERT_EQUAL(be(b + 0, 4), 0x45475731);
-	CU_ASSERT_EQUAL(b[4], 2);
+	CU_ASSERT_EQUAL(b[4], 3);
 	CU_ASSERT_EQUAL(b[5], EGW_MSG_RESUME);
 	CU_ASSERT_EQUAL(be(b + 6, 2), 0);
 	CU_ASSERT_EQUAL(be(b + 8, 2), 28 + 2 * 8);
@@ -523,18 +649,28 @@ test_wrong_key_and_unknown_fields_rejected(void)
 	int len;
 
 	samples(m, &reg);
+	/* another key file: another K, so another tag key */
 	other.k[31] ^= 1;
+	CU_ASSERT_FATAL(egw_proto_key_set(&other, other.k) == 0);
+	CU_ASSERT_NOT_EQUAL(memcmp(other.mac, key.mac, sizeof(key.mac)), 0);
 	len = egw_proto_encode(&other, 1, 1, &m[3], buf, sizeof(buf));
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
 			EGW_PROTO_ERR_MAC);
+	CU_ASSERT_EQUAL(egw_proto_decode(&other, buf, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_OK);
 	len = egw_proto_encode(&key, 1, 1, &m[3], buf, sizeof(buf));
-	buf[4] = 1; /* a version we do not speak: refused before the MAC */
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
-			EGW_PROTO_ERR_VERSION);
+	/* versions we do not speak, the previous one too: refused before
+	 * the MAC */
+	for (unsigned v = 0; v < 256; v++) {
+		if (v == EGW_PROTO_VERSION)
+			continue;
+		buf[4] = (uint8_t)v;
+		CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt,
+						 NULL),
+				EGW_PROTO_ERR_VERSION);
+	}
+	CU_ASSERT_EQUAL(EGW_PROTO_VERSION, 3);
 	buf[4] = 3;
-	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
-			EGW_PROTO_ERR_VERSION);
-	buf[4] = 2;
 	buf[5] = 42;
 	CU_ASSERT_EQUAL(egw_proto_decode(&key, buf, (size_t)len, &pkt, NULL),
 			EGW_PROTO_ERR_TYPE);
@@ -724,13 +860,18 @@ main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "round_trip_every_type", test_round_trip_every_type },
-		{ "encode_refuses_bad_messages", test_encode_refuses_bad_messages },
-		{ "v2_layout_every_field", test_v2_layout_every_field },
+		{ "encode_refuses_bad_messages",
+		  test_encode_refuses_bad_messages },
+		{ "v3_layout_every_field", test_v3_layout_every_field },
+		{ "known_answers", test_known_answers },
+		{ "tag_mismatch", test_tag_mismatch },
 		{ "flags_per_type", test_flags_per_type },
 		{ "register_and_error_rules", test_register_and_error_rules },
 		{ "session_ids", test_session_ids },
-		{ "truncation_and_bit_flips_rejected", test_truncation_and_bit_flips_rejected },
-		{ "wrong_key_and_unknown_fields_rejected", test_wrong_key_and_unknown_fields_rejected },
+		{ "truncation_and_bit_flips_rejected",
+		  test_truncation_and_bit_flips_rejected },
+		{ "wrong_key_and_unknown_fields_rejected",
+		  test_wrong_key_and_unknown_fields_rejected },
 		{ "replay_window", test_replay_window },
 		{ "error_codes_on_the_wire_and_in_text",
 		  test_error_codes_on_the_wire_and_in_text },
@@ -738,6 +879,7 @@ main(void)
 	};
 	if (egw_proto_init() != 0)
 		return 2;
-	keys();
+	if (keys() != 0)
+		return 2;
 	return cu_run("proto", tests);
 }

@@ -1,4 +1,4 @@
--- Wireshark dissector for the embgw control protocol, version 2
+-- Wireshark dissector for the embgw control protocol, version 3
 -- (doc/protocol.md). Install: copy to ~/.local/lib/wireshark/plugins/ or
 -- run tshark -X lua_script:tools/wireshark/embgw.lua. Registered on UDP
 -- 9471 ("Decode As" for other ports).
@@ -77,7 +77,7 @@ f.peer_session = ProtoField.uint64("embgw.reg.peer_session", "Peer session (as h
 f.ack_qpn = ProtoField.uint32("embgw.reg.ack_qpn", "Acknowledged QPN", base.HEX)
 f.ack_psn = ProtoField.uint32("embgw.reg.ack_psn", "Acknowledged PSN", base.HEX)
 f.peer_seq = ProtoField.uint64("embgw.reg.peer_seq", "Peer seq (last REGISTER heard)")
-f.tag = ProtoField.bytes("embgw.tag", "MAC tag (keyed BLAKE2b-128)")
+f.tag = ProtoField.bytes("embgw.tag", "MAC tag (SipHash-2-4-128)")
 f.tag_len = ProtoField.uint8("embgw.tag_len", "MAC tag length")
 
 local e_len = ProtoExpert.new("embgw.bad_length", "Length disagrees with the header",
@@ -86,7 +86,7 @@ local e_short = ProtoExpert.new("embgw.short", "Shorter than header and tag",
   expert.group.MALFORMED, expert.severity.ERROR)
 local e_magic = ProtoExpert.new("embgw.bad_magic", "Bad magic",
   expert.group.MALFORMED, expert.severity.ERROR)
-local e_version = ProtoExpert.new("embgw.bad_version", "Not version 2",
+local e_version = ProtoExpert.new("embgw.bad_version", "Not version 3",
   expert.group.MALFORMED, expert.severity.ERROR)
 p.experts = { e_len, e_short, e_magic, e_version }
 
@@ -108,7 +108,7 @@ function p.dissector(buf, pinfo, tree)
   local ty = buf(5, 1):uint()
   local body = buf(8, 2):uint()
   local ver = t:add(f.version, buf(4, 1))
-  if buf(4, 1):uint() ~= 2 then
+  if buf(4, 1):uint() ~= 3 then
     ver:add_proto_expert_info(e_version)
     return len
   end
