@@ -601,14 +601,17 @@ on_register(struct egw_node *n, uint32_t peer, const struct egw_pkt *p)
 	char what[160];
 
 	n->st.registers_rx++;
-	pe->heard = p->session;
-	pe->heard_seq = p->seq;
 	if (strncmp(r->name, pe->cfg.name, sizeof(r->name)) != 0) {
 		snprintf(what, sizeof(what), "name '%s' (configured '%s')",
 			 r->name, pe->cfg.name);
 		refuse_register(n, peer, p, EGW_E_NAME, what);
 		return;
 	}
+	/* heard only under the peer's own name: a REGISTER of ours sent
+	 * back to us from the peer's address names us, and must not make
+	 * our own session the one we name in the peer's REGISTERs */
+	pe->heard = p->session;
+	pe->heard_seq = p->seq;
 	if (geometry_check(n, r, what, sizeof(what)) != EGW_E_OK) {
 		refuse_register(n, peer, p, EGW_E_GEOMETRY, what);
 		return;

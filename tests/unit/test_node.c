@@ -1053,6 +1053,33 @@ decode(const struct dgram *d, struct egw_pkt *p)
 					       NULL), EGW_PROTO_ERR_OK);
 }
 
+/* A REGISTER of the language side's own, sent back to it from its
+ * peer's address, is refused as NAME and not heard: once the peer falls
+ * silent, the REGISTERs it sends again still name the peer's session,
+ * not its own. */
+static void
+test_reflected_register_not_heard(void)
+{
+	struct egw_node_stats st;
+	struct dgram mine;
+	struct egw_pkt p;
+
+	setup(16);
+	run(5000000);
+	CU_ASSERT_FATAL(egw_node_peer_ready(t.node[1], 0));
+	mine = t.last_reg[1];
+	egw_node_rx(t.node[1], ENC_IP, PORT, mine.b, mine.len, t.now);
+	egw_node_get_stats(t.node[1], &st);
+	CU_ASSERT_EQUAL(st.drops[EGW_NODE_DROP_NAME], 1);
+	t.down[0] = true;
+	run(t.par[1].xfer.timers.peer_dead_ns + 500000000ull);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[1], 0));
+	decode(&t.last_reg[1], &p);
+	CU_ASSERT_EQUAL(p.session, 1001);
+	CU_ASSERT_EQUAL(p.reg.peer_session, 1000);
+	teardown();
+}
+
 /* Deliver queued datagrams one at a time, no ticks, until both sides are
  * registered or `max` went; returns how many went, each decoded in
  * seen[]. */
@@ -2002,6 +2029,8 @@ main(void)
 		  test_many_refused_posts_all_fail_their_rooms },
 		{ "wrong_name_is_refused_once",
 		  test_wrong_name_is_refused_once },
+		{ "reflected_register_not_heard",
+		  test_reflected_register_not_heard },
 		{ "handshake_typical_order", test_handshake_typical_order },
 		{ "handshake_simultaneous_start",
 		  test_handshake_simultaneous_start },
