@@ -416,7 +416,12 @@ mkconf(int i, const char *name, uint16_t role, uint32_t peer,
 	};
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->roles = role;
-	memset(p->key.k, 0x5a, sizeof(p->key.k));
+	{
+		uint8_t k[EGW_PROTO_KEY_LEN];
+
+		memset(k, 0x5a, sizeof(k));
+		CU_ASSERT_FATAL(egw_proto_key_set(&p->key, k) == 0);
+	}
 	egw_xfer_conf_default(&p->xfer, g);
 	egw_policy_init_fixed(&p->policy, g->block_tokens, 8192);
 	p->npeers = 1;
