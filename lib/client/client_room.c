@@ -75,12 +75,15 @@ egw_client_room_runs(const struct egw_client *c, uint32_t slot,
 	for (uint32_t i = 0; i < nruns; i++) {
 		struct egw_client_run r = { sl->runs[i].start,
 					    sl->runs[i].count };
+		/* the mapping's blocks: a segment's, or the whole pool */
+		uint32_t at = r.start - c->g.first_block;
 
-		if (r.count == 0 || r.start >= c->g.nblocks ||
-		    r.count > c->g.nblocks - r.start) {
+		if (r.count == 0 || r.start < c->g.first_block ||
+		    at >= c->g.nblocks || r.count > c->g.nblocks - at) {
 			client_error("slot %u run %u (%u, %u) is outside the "
-				     "pool's %u blocks", slot, i, r.start,
-				     r.count, c->g.nblocks);
+				     "mapped blocks %u..%u", slot, i, r.start,
+				     r.count, c->g.first_block,
+				     c->g.first_block + c->g.nblocks - 1);
 			return -EBADMSG;
 		}
 		blocks += r.count;
@@ -117,10 +120,10 @@ egw_client_room_aux(const struct egw_client *c, uint32_t slot,
 		client_error("the pool has no aux kind");
 		return -ENODATA;
 	}
-	b = sl->first_block;
-	if (b >= c->g.nblocks) {
-		client_error("slot %u: first block %u outside the pool", slot,
-			     b);
+	b = sl->first_block - c->g.first_block;
+	if (sl->first_block < c->g.first_block || b >= c->g.nblocks) {
+		client_error("slot %u: first block %u outside the mapped "
+			     "blocks", slot, sl->first_block);
 		return -EBADMSG;
 	}
 	memcpy(aux, region + (size_t)b * c->g.aux_bytes, sizeof(*aux));

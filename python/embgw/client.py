@@ -139,6 +139,10 @@ class Client:
         # views outlive close(): the range stays mapped (revoked) for them
         self._keeper = _trust.PoolKeeper()
         self.pool_readonly = bool(g.flags & _trust.G_POOL_RDONLY)
+        # an encode port cut per client: only its own segment is mapped,
+        # blocks first_block.. of the port (runs name the port's blocks)
+        self.pool_segment = bool(g.flags & _trust.G_POOL_SEGMENT)
+        self.first_block = g.first_block
         for kind, k in _lib.KINDS.items():
             size = _lib.c_u64()
             ptr = lib.egw_client_region(handle, k, ctypes.byref(size))

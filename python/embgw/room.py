@@ -126,10 +126,12 @@ class Room:
     def _token_ranges(self):
         """(first pool token, tokens, first room token) per run."""
         bt = self.client.block_tokens
+        # the mapping starts at the client's segment (0: the whole pool)
+        first = self.client.first_block
         left, done, out = self.total_tokens, 0, []
         for start, count in self.runs():
             n = min(count * bt, left)
-            out.append((start * bt, n, done))
+            out.append(((start - first) * bt, n, done))
             left -= n
             done += n
         return out

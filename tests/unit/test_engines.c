@@ -18,6 +18,7 @@ struct fake {
 	int enospc_left;           /* send_open: -ENOSPC this many times */
 	int commit_rc, recv_open_rc;
 	uint32_t last_peer_slot;   /* recv_open: the node slot it was given */
+	uint32_t send_client;      /* send_open: the client it was asked for */
 	uint32_t runs_per_open;    /* send_open answers this many runs */
 	uint32_t next_block;
 	uint64_t blocks_out;       /* given by send_open, not yet freed */
@@ -64,14 +65,15 @@ blocks_of(const struct egw_attach_run *r, uint32_t n)
 }
 
 static int
-f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
-	    int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
-	    uint32_t max_runs)
+f_send_open(void *ctx, uint32_t client, uint64_t room, uint16_t nranks,
+	    uint32_t total, int32_t mrope_delta, uint64_t cookie,
+	    struct egw_attach_run *runs, uint32_t max_runs)
 {
 	struct fake *f = ctx;
 	uint32_t blocks = (total + 127) / 128, n = f->runs_per_open;
 
 	(void)nranks; (void)mrope_delta; (void)cookie;
+	f->send_client = client;
 	f->send_opens++;
 	f->last_room = room;
 	if (f->table_slots != 0 && f->table_used == f->table_slots)
