@@ -48,7 +48,8 @@ egw_client_room_info(const struct egw_client *c, uint32_t slot,
 	*r = (struct egw_client_room){
 		.room = sl->room, .state = sl->state, .error = sl->error,
 		.total_tokens = sl->total_tokens, .nruns = sl->nruns,
-		.first_block = sl->first_block, .slot = slot,
+		.first_block = sl->first_block - c->g.first_block,
+		.slot = slot,
 	};
 	return 0;
 }
@@ -86,6 +87,8 @@ egw_client_room_runs(const struct egw_client *c, uint32_t slot,
 				     c->g.first_block + c->g.nblocks - 1);
 			return -EBADMSG;
 		}
+		/* numbered in the mapping, as a program of this ABI counts */
+		r.start = at;
 		blocks += r.count;
 		if (i < max)
 			runs[i] = r;

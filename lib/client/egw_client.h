@@ -120,8 +120,8 @@ struct egw_client_geometry {
 	uint32_t cq_entries;
 	/** the port's number of the mapping's first block: non-zero when
 	 *  the pool is the client's own segment (EGW_CLIENT_G_POOL_SEGMENT).
-	 *  Runs name the port's blocks: block b lies at b - first_block of
-	 *  the regions, which hold nblocks blocks */
+	 *  For information: the library's runs and first blocks are
+	 *  numbered in the mapping (0..nblocks-1) in any case */
 	uint32_t first_block;
 	uint64_t pool_bytes;
 	uint64_t region_offset[4]; /**< enum egw_client_kind order */

@@ -140,7 +140,8 @@ class Client:
         self._keeper = _trust.PoolKeeper()
         self.pool_readonly = bool(g.flags & _trust.G_POOL_RDONLY)
         # an encode port cut per client: only its own segment is mapped,
-        # blocks first_block.. of the port (runs name the port's blocks)
+        # the port's blocks first_block.. (room runs count from the
+        # mapping's start, as the library gives them)
         self.pool_segment = bool(g.flags & _trust.G_POOL_SEGMENT)
         self.first_block = g.first_block
         for kind, k in _lib.KINDS.items():

@@ -126,12 +126,12 @@ class Room:
     def _token_ranges(self):
         """(first pool token, tokens, first room token) per run."""
         bt = self.client.block_tokens
-        # the mapping starts at the client's segment (0: the whole pool)
-        first = self.client.first_block
         left, done, out = self.total_tokens, 0, []
+        # runs are numbered in the mapping (the library takes a segment's
+        # first block off): offsets into client.pool
         for start, count in self.runs():
             n = min(count * bt, left)
-            out.append(((start - first) * bt, n, done))
+            out.append((start * bt, n, done))
             left -= n
             done += n
         return out

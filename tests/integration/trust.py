@@ -209,9 +209,9 @@ def segments(a):
         r.scatter(fill, kind="fill_ids")
         r.scatter(mrope, kind="mrope")
         opened.append((r, emb, fill))
+        # runs in A's mapping (the library refuses any outside it)
         inside = inside and all(
-            ca.first_block <= s and s + k <= ca.first_block + ga["nblocks"]
-            for s, k in r.runs())
+            k > 0 and s + k <= ga["nblocks"] for s, k in r.runs())
     # B: everything it can write, every kind, between A's scatter and
     # commit (the attack the segments are for)
     for arr in cb._regions.values():
