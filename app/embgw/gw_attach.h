@@ -56,9 +56,8 @@ struct gw_attach_port {
 	 * given as it is added, free again once it is gone and every block
 	 * of its segment is free (rooms in flight ended). The worker's. */
 	uint32_t nseg, seg_blocks;
-	uint32_t seg_first;      /* the first clients may have (1: segment 0
-				  * is the producer's) */
-	uint64_t seg_taken;      /* bit s: a client holds segment s */
+	struct egw_pool_segs segs; /* which are held (first: 1 when segment
+				    * 0 is the producer's) */
 	uint8_t seg_of[4096];    /* client id -> its segment */
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */

@@ -249,34 +249,24 @@ static const struct egw_engines_ops clients_ops = {
 
 /* ---- the room source ---------------------------------------------------- */
 
-/* A segment for a client being added: one no client holds whose blocks
- * are all free (the rooms of the client that had it have ended), the
- * lowest first. -EBUSY when there is none. */
-static int
-seg_pick(struct gw_attach_port *ap)
-{
-	for (uint32_t sg = ap->seg_first; sg < ap->nseg; sg++)
-		if (!(ap->seg_taken & (1ull << sg)) &&
-		    egw_pool_range_idle(ap->base.id->pool, sg * ap->seg_blocks,
-					(sg + 1) * ap->seg_blocks))
-			return (int)sg;
-	return -EBUSY;
-}
-
 static int
 client_add(struct gw_attach_port *ap, void *area, uint64_t now,
 	   uint64_t *seg)
 {
-	int sg = ap->nseg != 0 ? seg_pick(ap) : 0, rc;
+	/* a segment with no client and every block free (the rooms of the
+	 * client that had it have ended) */
+	int sg = ap->nseg != 0 ? egw_pool_segs_take(&ap->segs,
+						    ap->base.id->pool) : 0;
+	int rc;
 
 	if (sg < 0)
 		return sg;
 	rc = egw_engines_add(ap->clients, area,
 			     ((struct egw_attach_area *)area)->area_bytes, now);
-	if (rc >= 0 && ap->nseg != 0) {
-		ap->seg_taken |= 1ull << sg;
+	if (rc >= 0 && ap->nseg != 0)
 		ap->seg_of[rc] = (uint8_t)sg;
-	}
+	else if (ap->nseg != 0)
+		egw_pool_segs_put(&ap->segs, (uint32_t)sg);
 	*seg = (uint64_t)sg;
 	return rc;
 }
@@ -285,9 +275,10 @@ static void
 client_remove(struct gw_attach_port *ap, uint32_t client, uint64_t now)
 {
 	egw_engines_remove(ap->clients, client, now);
-	/* its rooms may still be in flight: seg_pick waits for its blocks */
+	/* its rooms may still be in flight: egw_pool_segs_take waits for
+	 * its blocks to be free */
 	if (ap->nseg != 0 && client < 4096)
-		ap->seg_taken &= ~(1ull << ap->seg_of[client]);
+		egw_pool_segs_put(&ap->segs, ap->seg_of[client]);
 }
 
 /* Clients coming and going, as the control thread says. */
@@ -535,6 +526,10 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		/* a client's rooms lie in its segment: none larger */
 		ap->nseg = pm->seg.nseg;
 		ap->seg_blocks = pm->seg.blocks;
+		if (egw_pool_segs_init(&ap->segs, id->pool, ap->nseg, 0) != 0) {
+			free(ap);
+			return -EINVAL;
+		}
 		cc.max_total_tokens = pm->seg.blocks * c->geom.block_tokens;
 	}
 	if (cc.max_rooms > (1u << 24))
@@ -582,7 +577,7 @@ gw_attach_producer_segment(struct gw_id *id, uint32_t *lo, uint32_t *hi)
 
 	if (ap == NULL || ap->nseg == 0)
 		return -ENOENT;
-	ap->seg_first = 1;
+	ap->segs.first = 1;
 	*lo = 0;
 	*hi = ap->seg_blocks;
 	return 0;

@@ -690,6 +690,38 @@ egw_pool_range_idle(struct egw_pool *p, uint32_t lo, uint32_t hi)
 }
 
 int
+egw_pool_segs_init(struct egw_pool_segs *t, const struct egw_pool *p,
+		   uint32_t nseg, uint32_t first)
+{
+	if (t == NULL || p == NULL || nseg == 0 || nseg > 64 ||
+	    p->nblocks % nseg != 0 || first > nseg)
+		return -EINVAL;
+	*t = (struct egw_pool_segs){ .nseg = nseg,
+				     .blocks = p->nblocks / nseg,
+				     .first = first };
+	return 0;
+}
+
+int
+egw_pool_segs_take(struct egw_pool_segs *t, struct egw_pool *p)
+{
+	for (uint32_t s = t->first; s < t->nseg; s++)
+		if (!(t->taken & (1ull << s)) &&
+		    egw_pool_range_idle(p, s * t->blocks, (s + 1) * t->blocks)) {
+			t->taken |= 1ull << s;
+			return (int)s;
+		}
+	return -EBUSY;
+}
+
+void
+egw_pool_segs_put(struct egw_pool_segs *t, uint32_t seg)
+{
+	if (seg < t->nseg)
+		t->taken &= ~(1ull << seg);
+}
+
+int
 egw_pool_alloc_tokens(struct egw_pool *p, uint64_t owner, uint64_t tokens,
 		      struct egw_run *runs, uint32_t max_runs)
 {

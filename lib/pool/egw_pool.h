@@ -186,6 +186,32 @@ int egw_pool_alloc_range_tokens(struct egw_pool *p, uint64_t owner,
 bool egw_pool_range_idle(struct egw_pool *p, uint32_t lo, uint32_t hi);
 
 /**
+ * A pool cut into `nseg` equal segments of blocks, handed out one per
+ * client (an encode port's payload.segments): which are taken. Segments
+ * below `first` are never handed out (kept for the built-in producer).
+ */
+struct egw_pool_segs {
+	uint32_t nseg;   /**< 1..64 */
+	uint32_t blocks; /**< per segment: segment s is [s * blocks, +blocks) */
+	uint32_t first;  /**< the first segment a client may take */
+	uint64_t taken;  /**< bit s: segment s is held */
+};
+
+/** Cut `p` into `nseg` segments, the first `first` kept back.
+ *  0, or -EINVAL (nseg 0 or above 64, blocks not divisible, first > nseg). */
+int egw_pool_segs_init(struct egw_pool_segs *t, const struct egw_pool *p,
+		       uint32_t nseg, uint32_t first);
+
+/** Take a segment for a client: the lowest one not held whose blocks are
+ *  all free (the rooms of the client that held it before have ended).
+ *  @return the segment, or -EBUSY when there is none. */
+int egw_pool_segs_take(struct egw_pool_segs *t, struct egw_pool *p);
+
+/** Its client is gone: the segment is given again once its blocks are
+ *  all free (egw_pool_segs_take looks). */
+void egw_pool_segs_put(struct egw_pool_segs *t, uint32_t seg);
+
+/**
  * Free a run exactly as it was allocated (or as last shrunk).
  * @return 0; -ERANGE (beyond the pool), -ENOENT (no run starts there: a
  *   double free or a run inside another), -EINVAL (count differs),

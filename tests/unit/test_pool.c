@@ -496,6 +496,41 @@ test_alloc_range_full_segment(void)
 	egw_pool_destroy(p);
 }
 
+/* Segments handed to clients: each once, the kept-back one never, none
+ * when all are held (-EBUSY); a returned segment is given again only
+ * once its blocks are all free (a room of the client gone still in
+ * flight keeps it back). */
+static void
+test_segments_taken_and_returned(void)
+{
+	struct egw_pool *p = mk(16);
+	struct egw_pool_segs t;
+	struct egw_run r;
+
+	CU_ASSERT_EQUAL(egw_pool_segs_init(&t, p, 3, 0), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_segs_init(&t, p, 65, 0), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_segs_init(&t, p, 4, 5), -EINVAL);
+	CU_ASSERT_EQUAL_FATAL(egw_pool_segs_init(&t, p, 4, 1), 0);
+	CU_ASSERT_EQUAL(t.blocks, 4);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 1);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 2);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 3);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), -EBUSY);
+	/* segment 2's client has a room in flight when it goes */
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 7, 2, 8, 12, &r, 1), 1);
+	egw_pool_segs_put(&t, 2);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), -EBUSY);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 7, r), 0);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 2);
+	/* a one-block room freed into the cache still returns it */
+	CU_ASSERT_EQUAL_FATAL(egw_pool_cache_enable(p, 4), 0);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 8, 1, 12, 16, &r, 1), 1);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 8, r), 0);
+	egw_pool_segs_put(&t, 3);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 3);
+	egw_pool_destroy(p);
+}
+
 int
 main(void)
 {
@@ -512,6 +547,8 @@ main(void)
 		{ "alloc_range_stays_in_segment",
 		  test_alloc_range_stays_in_segment },
 		{ "alloc_range_full_segment", test_alloc_range_full_segment },
+		{ "segments_taken_and_returned",
+		  test_segments_taken_and_returned },
 		{ NULL, NULL },
 	};
 	return cu_run("pool", tests);
