@@ -84,10 +84,11 @@ produce_feed(struct pattern_source *ps, uint64_t room, uint64_t now)
 	struct egw_run runs[MAX_SRC_RUNS];
 	uint32_t total = (uint32_t)room;
 	int n = ps->seg_hi != 0 ?
-		egw_pool_alloc_range_tokens(s->id->pool, room, total,
-					    ps->seg_lo, ps->seg_hi, runs,
-					    MAX_SRC_RUNS) :
-		egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
+			egw_pool_alloc_range_tokens(s->id->pool, room, total,
+						    ps->seg_lo, ps->seg_hi,
+						    runs, MAX_SRC_RUNS) :
+			egw_node_alloc_src(node, room, total, runs,
+					   MAX_SRC_RUNS);
 
 	if (n < 0)
 		return n;

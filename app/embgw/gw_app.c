@@ -398,7 +398,7 @@ payload_params(const struct egw_conf *c, const struct egw_conf_port *port,
 	pp->window_keys = port->payload.window_keys;
 	/* a sending pool only (the configuration refuses it elsewhere) */
 	pp->segments = (c->roles & EGW_ROLE_LANGUAGE) ? 0 :
-		       port->payload.segments;
+							port->payload.segments;
 	pp->npeers = port->npeers;
 	pp->max_peers = port->max_peers;
 	for (uint32_t i = 0; i < port->npeers; i++) {

@@ -18,13 +18,13 @@
 
 /* Messages between the control thread and a worker (16 bytes each). */
 enum gw_attach_msg_type {
-	GW_AM_ADD = 1,      /* ctl -> worker: a client's area, mapped */
-	GW_AM_REMOVE,       /* ctl -> worker: the client is gone */
-	GW_AM_ADDED,        /* worker -> ctl: its id (or -errno in `client`;
-			     * -EBUSY: no segment free), `arg` its segment */
-	GW_AM_REMOVED,      /* worker -> ctl: nothing of it is used any more */
-	GW_AM_WAKE,         /* worker -> ctl: write the client's eventfd */
-	GW_AM_LOST,         /* worker -> ctl: given up, close its socket */
+	GW_AM_ADD = 1, /* ctl -> worker: a client's area, mapped */
+	GW_AM_REMOVE,  /* ctl -> worker: the client is gone */
+	GW_AM_ADDED,   /* worker -> ctl: its id (or -errno in `client`;
+			* -EBUSY: no segment free), `arg` its segment */
+	GW_AM_REMOVED, /* worker -> ctl: nothing of it is used any more */
+	GW_AM_WAKE,    /* worker -> ctl: write the client's eventfd */
+	GW_AM_LOST,    /* worker -> ctl: given up, close its socket */
 };
 
 struct gw_attach_msg {
@@ -58,7 +58,7 @@ struct gw_attach_port {
 	uint32_t nseg, seg_blocks;
 	struct egw_pool_segs segs; /* which are held (first: 1 when segment
 				    * 0 is the producer's) */
-	uint8_t seg_of[4096];    /* client id -> its segment */
+	uint8_t seg_of[4096];	   /* client id -> its segment */
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */
 };

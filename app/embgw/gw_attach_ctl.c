@@ -66,7 +66,7 @@ struct conn {
 	uid_t uid;
 	bool wakeup;
 	int refuse_rc;          /* refused at accept: said after the hello */
-	uint32_t seg;           /* its segment of a cut pool */
+	uint32_t seg;		/* its segment of a cut pool */
 	uint16_t ls;            /* the listening socket it came through */
 	bool lost;              /* given up by the worker: socket half shut,
 				 * waiting for the client's end */
@@ -509,7 +509,8 @@ welcome(struct conn *k)
 	struct cmsghdr *cm;
 	uint32_t nfds = k->wakeup ? 3 : 2;
 	const struct egw_pool_mem *pm = id->dops->pool_mem != NULL ?
-					id->dops->pool_mem(id->drv) : NULL;
+						id->dops->pool_mem(id->drv) :
+						NULL;
 
 	memset(&w, 0, sizeof(w));
 	memset(cbuf, 0, sizeof(cbuf));
@@ -642,7 +643,8 @@ from_worker(uint16_t port)
 		switch (m.type) {
 		case GW_AM_ADDED:
 			if (m.client == -EBUSY) {
-				refuse(k->fd, m.client, "no segment of port %s "
+				refuse(k->fd, m.client,
+				       "no segment of port %s "
 				       "is free (payload.segments: each holds "
 				       "an engine, or rooms of one gone)",
 				       ctl.ids[port]->cfg->name);

@@ -250,13 +250,13 @@ static const struct egw_engines_ops clients_ops = {
 /* ---- the room source ---------------------------------------------------- */
 
 static int
-client_add(struct gw_attach_port *ap, void *area, uint64_t now,
-	   uint64_t *seg)
+client_add(struct gw_attach_port *ap, void *area, uint64_t now, uint64_t *seg)
 {
 	/* a segment with no client and every block free (the rooms of the
 	 * client that had it have ended) */
-	int sg = ap->nseg != 0 ? egw_pool_segs_take(&ap->segs,
-						    ap->base.id->pool) : 0;
+	int sg = ap->nseg != 0 ?
+			 egw_pool_segs_take(&ap->segs, ap->base.id->pool) :
+			 0;
 	int rc;
 
 	if (sg < 0)

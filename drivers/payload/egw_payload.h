@@ -54,8 +54,8 @@ struct egw_payload_cpl {
  *  segment's memfd holds `bytes`, its share of kind k (its blocks' bytes
  *  of that kind) `len[k]` bytes at `off[k]` (0 for an absent kind). */
 struct egw_pool_seg {
-	uint32_t nseg;          /**< 0: the pool is one memfd */
-	uint32_t blocks;        /**< per segment; segment s: s * blocks.. */
+	uint32_t nseg;	 /**< 0: the pool is one memfd */
+	uint32_t blocks; /**< per segment; segment s: s * blocks.. */
 	uint64_t bytes;
 	uint64_t off[EGW_KIND_MAX], len[EGW_KIND_MAX];
 };
@@ -68,10 +68,10 @@ struct egw_pool_seg {
 struct egw_pool_mem {
 	void *mem;
 	size_t bytes;           /**< mapped (rounded up to 2 MiB when huge) */
-	int fd;                 /**< -1 when none (also when cut) */
+	int fd;			/**< -1 when none (also when cut) */
 	bool huge;
 	struct egw_pool_seg seg; /**< seg.nseg 0: not cut */
-	int *seg_fd;            /**< seg.nseg memfds */
+	int *seg_fd;		 /**< seg.nseg memfds */
 };
 
 /** Create it (`name` shows in /proc/PID/fd), its whole size reserved.

@@ -69,8 +69,8 @@ seg_memfd(const char *name, uint64_t bytes)
 	/* reserved now: lack of memory is a start-up error, not a fault */
 	if (rc == 0)
 		rc = -posix_fallocate(fd, 0, (off_t)bytes);
-	if (rc == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-			     F_SEAL_SEAL) != 0)
+	if (rc == 0 && fcntl(fd, F_ADD_SEALS,
+			     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
 		rc = -errno;
 	if (rc != 0) {
 		close(fd);
@@ -90,9 +90,9 @@ seg_place(struct egw_pool_mem *m, const struct egw_pool_geom *g, uint32_t s)
 		uint64_t r = egw_pool_geom_region_bytes(g, (enum egw_kind)k);
 		uint8_t *at = (uint8_t *)m->mem + region + s * len;
 
-		if (len != 0 &&
-		    mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-			 m->seg_fd[s], (off_t)m->seg.off[k]) == MAP_FAILED)
+		if (len != 0 && mmap(at, len, PROT_READ | PROT_WRITE,
+				     MAP_SHARED | MAP_FIXED, m->seg_fd[s],
+				     (off_t)m->seg.off[k]) == MAP_FAILED)
 			return -errno;
 		region += (r + EGW_POOL_ALIGN - 1) / EGW_POOL_ALIGN *
 			  EGW_POOL_ALIGN;
@@ -110,14 +110,18 @@ pool_mem_seg(const char *name, const struct egw_pool_geom *g, uint32_t nseg,
 
 	rc = egw_payload_seg_layout(g, nseg, &m->seg);
 	if (rc != 0) {
-		egw_payload_log("pool", "cannot cut the pool into %u segments "
-				"of whole pages", nseg);
+		egw_payload_log("pool",
+				"cannot cut the pool into %u segments "
+				"of whole pages",
+				nseg);
 		return rc;
 	}
 	if (egw_payload_mem_available(&avail) == 0 && bytes > avail) {
-		egw_payload_log("pool", "cannot reserve %zu bytes of pool "
+		egw_payload_log("pool",
+				"cannot reserve %zu bytes of pool "
 				"memory: only %llu bytes of memory are "
-				"available", bytes, (unsigned long long)avail);
+				"available",
+				bytes, (unsigned long long)avail);
 		return -ENOMEM;
 	}
 	m->seg_fd = malloc(nseg * sizeof(*m->seg_fd));
@@ -136,9 +140,10 @@ pool_mem_seg(const char *name, const struct egw_pool_geom *g, uint32_t nseg,
 	for (uint32_t s = 0; s < nseg; s++) {
 		rc = seg_memfd(name, m->seg.bytes);
 		if (rc < 0) {
-			egw_payload_log("pool", "cannot reserve segment %u "
-					"(%llu bytes): %s", s,
-					(unsigned long long)m->seg.bytes,
+			egw_payload_log("pool",
+					"cannot reserve segment %u "
+					"(%llu bytes): %s",
+					s, (unsigned long long)m->seg.bytes,
 					strerror(-rc));
 			return rc;
 		}
@@ -162,7 +167,8 @@ egw_payload_pool_mem_geom(const char *name, const struct egw_pool_geom *g,
 	memset(m, 0, sizeof(*m));
 	m->fd = -1;
 	if (segments == 0)
-		return egw_payload_pool_mem(name, egw_pool_geom_mem_bytes(g), m);
+		return egw_payload_pool_mem(name, egw_pool_geom_mem_bytes(g),
+					    m);
 	rc = pool_mem_seg(name, g, segments, m);
 	if (rc != 0)
 		egw_payload_pool_mem_free(m);

@@ -544,10 +544,10 @@ struct egw_attach_welcome {
 	uint32_t held_warn_ms;     /**< a Success room held longer is reported */
 	uint8_t reserved[52];      /**< zero (1308..1359) */
 	uint32_t trust_flags;      /**< EGW_WELCOME_T_* (1360) */
-	uint32_t first_block;      /**< with EGW_WELCOME_T_POOL_SEGMENT: the
-				     *   port's number of the mapping's first
-				     *   block, else 0 (1364) */
-	uint8_t reserved2[168];    /**< zero (1368..1535) */
+	uint32_t first_block;	   /**< with EGW_WELCOME_T_POOL_SEGMENT: the
+				    *   port's number of the mapping's first
+				    *   block, else 0 (1364) */
+	uint8_t reserved2[168];	   /**< zero (1368..1535) */
 };
 
 /**

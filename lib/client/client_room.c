@@ -46,8 +46,11 @@ egw_client_room_info(const struct egw_client *c, uint32_t slot,
 	if (sl == NULL)
 		return rc;
 	*r = (struct egw_client_room){
-		.room = sl->room, .state = sl->state, .error = sl->error,
-		.total_tokens = sl->total_tokens, .nruns = sl->nruns,
+		.room = sl->room,
+		.state = sl->state,
+		.error = sl->error,
+		.total_tokens = sl->total_tokens,
+		.nruns = sl->nruns,
 		.first_block = sl->first_block - c->g.first_block,
 		.slot = slot,
 	};
@@ -82,8 +85,9 @@ egw_client_room_runs(const struct egw_client *c, uint32_t slot,
 		if (r.count == 0 || r.start < c->g.first_block ||
 		    at >= c->g.nblocks || r.count > c->g.nblocks - at) {
 			client_error("slot %u run %u (%u, %u) is outside the "
-				     "mapped blocks %u..%u", slot, i, r.start,
-				     r.count, c->g.first_block,
+				     "mapped blocks %u..%u",
+				     slot, i, r.start, r.count,
+				     c->g.first_block,
 				     c->g.first_block + c->g.nblocks - 1);
 			return -EBADMSG;
 		}
@@ -126,7 +130,8 @@ egw_client_room_aux(const struct egw_client *c, uint32_t slot,
 	b = sl->first_block - c->g.first_block;
 	if (sl->first_block < c->g.first_block || b >= c->g.nblocks) {
 		client_error("slot %u: first block %u outside the mapped "
-			     "blocks", slot, sl->first_block);
+			     "blocks",
+			     slot, sl->first_block);
 		return -EBADMSG;
 	}
 	memcpy(aux, region + (size_t)b * c->g.aux_bytes, sizeof(*aux));

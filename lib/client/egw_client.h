@@ -94,10 +94,11 @@ enum egw_client_kind {
 #define EGW_CLIENT_G_WAKEUP 0x4u
 #define EGW_CLIENT_G_POOL_RDONLY 0x8u /**< the pool is mapped read-only (a
 				       * language port): a write faults */
-#define EGW_CLIENT_G_POOL_SEGMENT 0x10u /**< the pool is this client's own
-					 * segment of a pool cut per client
-					 * (an encode port): no other
-					 * client's blocks are mapped */
+#define EGW_CLIENT_G_POOL_SEGMENT                 \
+	0x10u /**< the pool is this client's own  \
+	       * segment of a pool cut per client \
+	       * (an encode port): no other       \
+	       * client's blocks are mapped */
 
 /** The port's pool and the client's limits, as the welcome stated them. */
 struct egw_client_geometry {

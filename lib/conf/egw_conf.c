@@ -1188,7 +1188,8 @@ egw_conf_segment_align(const struct egw_pool_geom *g)
 	uint32_t m = 1;
 
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
-		uint64_t per_block = egw_pool_geom_unit_bytes(g, (enum egw_kind)k) *
+		uint64_t per_block = egw_pool_geom_unit_bytes(g, (enum egw_kind)
+									 k) *
 				     (k == EGW_KIND_AUX ? 1 : g->block_tokens);
 		uint32_t need;
 
@@ -1219,13 +1220,15 @@ check_segments(struct ld *l, const config_setting_t *ps,
 	if (n == 0 || egw_pool_geom_check(&c->geom) != 0)
 		return;
 	if (c->roles & EGW_ROLE_LANGUAGE) {
-		err(l, s, NULL, "only an encode gateway's pool is cut into "
+		err(l, s, NULL,
+		    "only an encode gateway's pool is cut into "
 		    "segments (roles include \"language\")");
 		return;
 	}
 	nb = c->geom.capacity_tokens / c->geom.block_tokens;
 	if (nb % n != 0) {
-		err(l, s, NULL, "%u does not divide the pool's %u blocks "
+		err(l, s, NULL,
+		    "%u does not divide the pool's %u blocks "
 		    "(capacity_tokens / block_tokens) into equal segments",
 		    n, nb);
 		return;
@@ -1233,16 +1236,18 @@ check_segments(struct ld *l, const config_setting_t *ps,
 	per = nb / n;
 	align = egw_conf_segment_align(&c->geom);
 	if (per % align != 0) {
-		err(l, s, NULL, "segments of %u blocks: each kind's share of a "
+		err(l, s, NULL,
+		    "segments of %u blocks: each kind's share of a "
 		    "segment must fill whole %u-byte pages, so blocks per "
-		    "segment must be a multiple of %u", per,
-		    EGW_CONF_SEGMENT_PAGE, align);
+		    "segment must be a multiple of %u",
+		    per, EGW_CONF_SEGMENT_PAGE, align);
 		return;
 	}
-	largest = c->policy.kind == EGW_POLICY_ADAPTIVE ? c->policy.max_tokens
-							 : c->policy.tokens;
+	largest = c->policy.kind == EGW_POLICY_ADAPTIVE ? c->policy.max_tokens :
+							  c->policy.tokens;
 	if ((uint64_t)per * c->geom.block_tokens < largest)
-		err(l, s, NULL, "segments of %u tokens are smaller than the "
+		err(l, s, NULL,
+		    "segments of %u tokens are smaller than the "
 		    "largest allocation the pool's policy allows (%u tokens)",
 		    per * c->geom.block_tokens, largest);
 }

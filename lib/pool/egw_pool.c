@@ -270,7 +270,8 @@ seg_span(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
 		return (struct span){ s->pre, s->suf, s->best, len };
 	seg_push(p, node, len);
 	return span_join(seg_span(p, 2 * node, lo, len / 2, a, b),
-			 seg_span(p, 2 * node + 1, lo + len / 2, len / 2, a, b));
+			 seg_span(p, 2 * node + 1, lo + len / 2, len / 2, a,
+				  b));
 }
 
 /* Lowest start of a free run of k blocks inside the node covering
@@ -661,9 +662,9 @@ egw_pool_alloc_range(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
 }
 
 int
-egw_pool_alloc_range_tokens(struct egw_pool *p, uint64_t owner,
-			    uint64_t tokens, uint32_t lo, uint32_t hi,
-			    struct egw_run *runs, uint32_t max_runs)
+egw_pool_alloc_range_tokens(struct egw_pool *p, uint64_t owner, uint64_t tokens,
+			    uint32_t lo, uint32_t hi, struct egw_run *runs,
+			    uint32_t max_runs)
 {
 	uint64_t nb;
 
@@ -707,7 +708,8 @@ egw_pool_segs_take(struct egw_pool_segs *t, struct egw_pool *p)
 {
 	for (uint32_t s = t->first; s < t->nseg; s++)
 		if (!(t->taken & (1ull << s)) &&
-		    egw_pool_range_idle(p, s * t->blocks, (s + 1) * t->blocks)) {
+		    egw_pool_range_idle(p, s * t->blocks,
+					(s + 1) * t->blocks)) {
 			t->taken |= 1ull << s;
 			return (int)s;
 		}

@@ -191,10 +191,10 @@ bool egw_pool_range_idle(struct egw_pool *p, uint32_t lo, uint32_t hi);
  * below `first` are never handed out (kept for the built-in producer).
  */
 struct egw_pool_segs {
-	uint32_t nseg;   /**< 1..64 */
+	uint32_t nseg;	 /**< 1..64 */
 	uint32_t blocks; /**< per segment: segment s is [s * blocks, +blocks) */
-	uint32_t first;  /**< the first segment a client may take */
-	uint64_t taken;  /**< bit s: segment s is held */
+	uint32_t first;	 /**< the first segment a client may take */
+	uint64_t taken;	 /**< bit s: segment s is held */
 };
 
 /** Cut `p` into `nseg` segments, the first `first` kept back.

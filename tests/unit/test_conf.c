@@ -145,8 +145,10 @@ test_unknown_key(void)
 	       1, "gateway.colour: unknown setting (expected one of: name,");
 	expect(edit("lcores = [1];", "lcores = [1]; mtu_bytes = 9000; #<\n"), 1,
 	       "ports[0].mtu_bytes: unknown setting");
-	expect(edit("driver = \"shm\";", "driver = \"shm\"; device = \"rxe0\"; #<\n"),
-	       1, "ports[0].payload.device: unknown setting (expected one of: driver, path, segments)");
+	expect(edit("driver = \"shm\";",
+		    "driver = \"shm\"; device = \"rxe0\"; #<\n"),
+	       1,
+	       "ports[0].payload.device: unknown setting (expected one of: driver, path, segments)");
 }
 
 static void
@@ -178,18 +180,21 @@ test_segments(void)
 	CU_ASSERT_FATAL(enc_text != NULL);
 	base = enc_text;
 	expect(edit("path = \"/dev/shm/x\";",
-		    "path = \"/dev/shm/x\"; segments = 8;"), 0, "");
+		    "path = \"/dev/shm/x\"; segments = 8;"),
+	       0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].payload.segments, 8);
 	CU_ASSERT_EQUAL(egw_conf_segment_align(&conf.geom), 64);
 	expect(edit("path = \"/dev/shm/x\";",
-		    "path = \"/dev/shm/x\"; segments = 65; #<\n"), 1,
-	       "ports[0].payload.segments: out of range");
+		    "path = \"/dev/shm/x\"; segments = 65; #<\n"),
+	       1, "ports[0].payload.segments: out of range");
 	expect(edit("path = \"/dev/shm/x\";",
-		    "path = \"/dev/shm/x\"; segments = 3; #<\n"), 1,
+		    "path = \"/dev/shm/x\"; segments = 3; #<\n"),
+	       1,
 	       "ports[0].payload.segments: 3 does not divide the pool's 512 "
 	       "blocks");
 	expect(edit("path = \"/dev/shm/x\";",
-		    "path = \"/dev/shm/x\"; segments = 16; #<\n"), 1,
+		    "path = \"/dev/shm/x\"; segments = 16; #<\n"),
+	       1,
 	       "segments of 32 blocks: each kind's share of a segment must "
 	       "fill whole 4096-byte pages, so blocks per segment must be a "
 	       "multiple of 64");
@@ -199,15 +204,16 @@ test_segments(void)
 	CU_ASSERT_FATAL(pol_text != NULL);
 	base = pol_text;
 	expect(edit("path = \"/dev/shm/x\";",
-		    "path = \"/dev/shm/x\"; segments = 8; #<\n"), 1,
+		    "path = \"/dev/shm/x\"; segments = 8; #<\n"),
+	       1,
 	       "segments of 8192 tokens are smaller than the largest "
 	       "allocation the pool's policy allows (16384 tokens)");
 	free(pol_text);
 	free(enc_text);
 	base = base_text;
 	expect(edit("path = \"/dev/shm/x\";",
-		    "path = \"/dev/shm/x\"; segments = 8; #<\n"), 1,
-	       "only an encode gateway's pool is cut into segments");
+		    "path = \"/dev/shm/x\"; segments = 8; #<\n"),
+	       1, "only an encode gateway's pool is cut into segments");
 }
 
 /* payload.window_keys: on by default for verbs, off when asked, unknown
@@ -222,8 +228,10 @@ test_window_keys(void)
 		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
 		    "  window_keys = false; };"), 0, "");
 	CU_ASSERT_FALSE(conf.ports[0].payload.window_keys);
-	expect(edit("driver = \"shm\";", "driver = \"shm\"; window_keys = true; #<\n"),
-	       1, "ports[0].payload.window_keys: unknown setting (expected one of: driver, path, segments)");
+	expect(edit("driver = \"shm\";",
+		    "driver = \"shm\"; window_keys = true; #<\n"),
+	       1,
+	       "ports[0].payload.window_keys: unknown setting (expected one of: driver, path, segments)");
 }
 
 /* payload.hop_limit: 64 by default for verbs, 1..255, unknown to shm. */

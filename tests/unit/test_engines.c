@@ -18,7 +18,7 @@ struct fake {
 	int enospc_left;           /* send_open: -ENOSPC this many times */
 	int commit_rc, recv_open_rc;
 	uint32_t last_peer_slot;   /* recv_open: the node slot it was given */
-	uint32_t send_client;      /* send_open: the client it was asked for */
+	uint32_t send_client;	   /* send_open: the client it was asked for */
 	uint32_t runs_per_open;    /* send_open answers this many runs */
 	uint32_t next_block;
 	uint64_t blocks_out;       /* given by send_open, not yet freed */

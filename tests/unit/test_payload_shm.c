@@ -739,10 +739,11 @@ test_segments_cut_the_pool(void)
 
 			if (m->seg.len[k] == 0)
 				continue;
-			at = egw_pool_addr(pool, (enum egw_kind)k,
-					   s * PER + 5, 0);
-			v[m->seg.off[k] + egw_pool_geom_offset(&par.geom,
-				(enum egw_kind)k, 5, 0)] = 0xc0 | (uint8_t)s;
+			at = egw_pool_addr(pool, (enum egw_kind)k, s * PER + 5,
+					   0);
+			v[m->seg.off[k] +
+			  egw_pool_geom_offset(&par.geom, (enum egw_kind)k, 5,
+					       0)] = 0xc0 | (uint8_t)s;
 			right += at != NULL && *at == (0xc0 | s);
 		}
 		munmap(v, m->seg.bytes);
@@ -754,7 +755,8 @@ test_segments_cut_the_pool(void)
 						       (enum egw_kind)k);
 
 		for (uint32_t b = 0; b < NB; b++) {
-			uint8_t *a = egw_pool_addr(pool, (enum egw_kind)k, b, 0);
+			uint8_t *a = egw_pool_addr(pool, (enum egw_kind)k, b,
+						   0);
 			size_t n = k == EGW_KIND_AUX ? unit : unit * 16;
 
 			for (size_t i = 0; a != NULL && i < n; i++)
@@ -781,7 +783,8 @@ main(void)
 		  test_write_outside_regions_fails_batch },
 		{ "a batch to an unconnected peer fails",
 		  test_unconnected_peer_fails_batch },
-		{ "unknown peer -EINVAL, full ring -ENOBUFS", test_post_errors },
+		{ "unknown peer -EINVAL, full ring -ENOBUFS",
+		  test_post_errors },
 		{ "disconnect unmaps the peer's pool", test_disconnect_unmaps },
 		{ "the pool file's header, by value", test_header_fields },
 		{ "a stranger's file at the path: refused, untouched",

@@ -374,7 +374,10 @@ range_walk(bool cache)
 {
 	enum { NB = 300, SEGS = 4, SEG = NB / SEGS, OPS = 20000, MAXH = 64 };
 	struct egw_pool *p = mk(NB);
-	struct { struct egw_run r; uint64_t owner; } held[MAXH];
+	struct {
+		struct egw_run r;
+		uint64_t owner;
+	} held[MAXH];
 	uint8_t used[NB] = { 0 };
 	int nheld = 0, outside = 0, twice = 0, wrong_full = 0, full = 0;
 	uint64_t seed = 99, next_owner = 1;
@@ -404,7 +407,8 @@ range_walk(bool cache)
 
 					for (uint32_t b = lo; b < lo + SEG; b++)
 						runs += !used[b] &&
-							(b == lo || used[b - 1]);
+							(b == lo ||
+							 used[b - 1]);
 					if (runs <= 8)
 						wrong_full++;
 				}
@@ -414,7 +418,8 @@ range_walk(bool cache)
 				    r[i].start + r[i].count > lo + SEG)
 					outside++;
 				for (uint32_t b = r[i].start;
-				     b < r[i].start + r[i].count && b < NB; b++) {
+				     b < r[i].start + r[i].count && b < NB;
+				     b++) {
 					twice += used[b];
 					used[b] = 1;
 				}
@@ -429,17 +434,20 @@ range_walk(bool cache)
 			if ((rnd >> 8) % 4 == 0 && r.count > 1) {
 				uint32_t keep = 1 + (rnd >> 12) % (r.count - 1);
 
-				CU_ASSERT_EQUAL(egw_pool_shrink(p, held[i].owner,
-								r, keep), 0);
+				CU_ASSERT_EQUAL(egw_pool_shrink(p,
+								held[i].owner,
+								r, keep),
+						0);
 				for (uint32_t b = r.start + keep;
 				     b < r.start + r.count; b++)
 					used[b] = 0;
 				held[i].r.count = keep;
 			} else {
 				CU_ASSERT_EQUAL(egw_pool_free(p, held[i].owner,
-							      r), 0);
-				for (uint32_t b = r.start; b < r.start + r.count;
-				     b++)
+							      r),
+						0);
+				for (uint32_t b = r.start;
+				     b < r.start + r.count; b++)
 					used[b] = 0;
 				held[i] = held[--nheld];
 			}
@@ -449,10 +457,13 @@ range_walk(bool cache)
 			for (uint32_t sg = 0; sg < SEGS; sg++) {
 				bool idle = true;
 
-				for (uint32_t b = sg * SEG; b < (sg + 1) * SEG; b++)
+				for (uint32_t b = sg * SEG; b < (sg + 1) * SEG;
+				     b++)
 					idle = idle && !used[b];
 				CU_ASSERT_EQUAL(egw_pool_range_idle(p, sg * SEG,
-						(sg + 1) * SEG), idle);
+								    (sg +
+								     1) * SEG),
+						idle);
 			}
 	}
 	CU_ASSERT_EQUAL(outside, 0);
@@ -536,12 +547,15 @@ main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "geometry_and_addresses", test_geometry_and_addresses },
-		{ "alloc_tokens_is_whole_blocks", test_alloc_tokens_is_whole_blocks },
-		{ "fragmented_alloc_uses_run_list", test_fragmented_alloc_uses_run_list },
+		{ "alloc_tokens_is_whole_blocks",
+		  test_alloc_tokens_is_whole_blocks },
+		{ "fragmented_alloc_uses_run_list",
+		  test_fragmented_alloc_uses_run_list },
 		{ "bad_frees_are_refused", test_bad_frees_are_refused },
 		{ "shrink_keeps_head", test_shrink_keeps_head },
 		{ "random_against_model", test_random_against_model },
-		{ "random_against_model_with_cache", test_random_against_model_with_cache },
+		{ "random_against_model_with_cache",
+		  test_random_against_model_with_cache },
 		{ "single_block_cache", test_single_block_cache },
 		{ "external_memory", test_external_memory },
 		{ "alloc_range_stays_in_segment",
