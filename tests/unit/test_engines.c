@@ -1740,6 +1740,34 @@ test_peer_change_posted_to_clients_that_asked(void)
 	free(area2);
 }
 
+/* SEND_OPEN's allocation names the client it is for (whose segment of a
+ * cut pool the blocks come from), for each of two clients. */
+static void
+test_send_open_names_its_client(void)
+{
+	struct world w;
+	struct egw_attach_map m2;
+	size_t bytes = egw_attach_area_bytes(16, 64, 8, 4, 8);
+	void *area2 = calloc(1, bytes);
+	struct egw_attach_cmd c = send_open(9, 1, 300);
+
+	w_init(&w, 64, 16);
+	CU_ASSERT_FATAL(area2 != NULL);
+	CU_ASSERT_EQUAL(egw_attach_area_init(area2, 16, 64, 8, 4, 8), 0);
+	CU_ASSERT_EQUAL(egw_attach_map_init(&m2, area2, bytes), 0);
+	CU_ASSERT_EQUAL(egw_engines_add(w.srv, area2, bytes, w.now), 1);
+	w.f.send_client = 99;
+	w_cmd(&w, send_open(4, 2, 300));
+	CU_ASSERT_EQUAL(w.f.send_client, (uint32_t)w.cid);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&m2.sq, &c), 0);
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.send_client, 1);
+	CU_ASSERT_EQUAL(w.f.send_opens, 2);
+	egw_engines_remove(w.srv, 1, w.now);
+	w_fini(&w);
+	free(area2);
+}
+
 static void
 test_room_names_its_peer_by_id(void)
 {
@@ -1983,6 +2011,7 @@ main(void)
 		  test_peer_list_published_with_a_generation },
 		{ "peer_change_posted_to_clients_that_asked",
 		  test_peer_change_posted_to_clients_that_asked },
+		{ "send_open_names_its_client", test_send_open_names_its_client },
 		{ "room_names_its_peer_by_id", test_room_names_its_peer_by_id },
 		{ "room_names_its_peer_by_name",
 		  test_room_names_its_peer_by_name },
