@@ -1916,6 +1916,11 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			fprintf(f, "; payload verbs %s port %u gid %d",
 				p->payload.device, p->payload.port,
 				p->payload.gid_index);
+		if (p->payload.segments != 0)
+			fprintf(f, ", %u segments of %u blocks, one per client",
+				p->payload.segments,
+				c->geom.capacity_tokens / c->geom.block_tokens /
+					p->payload.segments);
 		if (p->idle.mode == EGW_IDLE_POLL)
 			fprintf(f, "; idle: busy polling");
 		else
