@@ -956,6 +956,28 @@ case_gen_encode() {
 	MSG="60 rooms x 2 ranks byte-exact"
 }
 
+define gen-encode-segments "embgw-gen --produce on an encode port cut into 4 segments where engines attach: its rooms come from segment 0, kept for it (20 rooms x 2 ranks byte-exact), and an engine that attaches meanwhile is given segment 1"
+case_gen_encode_segments() {
+	local seg
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i "s|^\(  payload = { driver = \"shm\"; path = \"[^\"]*\";\) };|\1 segments = 4; };|" "$T/encode.cfg"
+	grep -q "segments = 4;" "$T/encode.cfg" || { MSG="no payload group in encode.cfg"; return 1; }
+	encode_server start_gen "$T/gen.log" || return 1
+	wait_socket "$T/enc-0.sock" || return 1
+	seg=$(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so" \
+		timeout -s KILL 30 /usr/bin/python3 -c "import sys; sys.path.insert(0, 'python'); import embgw; c = embgw.Client(sys.argv[1], 'p0'); print('segment', c.pool_segment, c.first_block); c.close()" \
+		"$T/enc-0.sock" 2>&1 | tail -1)
+	language_client run_gen "$T/lang.log" 60 --exit-when-done \
+		--drive 20 --concurrency 4 --lengths 1500,9000 --ranks 2
+	MSG="engine: $seg; lang: $(report "$T/lang.log") gen: $(report "$T/gen.log")"
+	[ "$seg" = "segment True 512" ] &&
+		expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" language ok -eq 20 &&
+		expect "$T/gen.log" result-encode ok -eq 20 &&
+		expect "$T/gen.log" result-encode leaked -eq 0 || return 1
+	MSG="20 rooms x 2 ranks byte-exact from segment 0; an engine got $seg"
+}
+
 # ---- embgw-gen plays 4 encode peers; the language gateway uses all of them --
 define gen-encode-identities "embgw-gen --produce --identities 4: a language gateway with --peer all fetches 80 rooms, 20 from each encode identity"
 case_gen_encode_identities() {
