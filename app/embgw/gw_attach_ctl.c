@@ -630,6 +630,23 @@ lost_readable(struct conn *k)
 	gone(k);
 }
 
+/* Which segment of a cut pool a client was given, for the operator. */
+static void
+say_segment(const struct conn *k, uint16_t port)
+{
+	const struct gw_id *id = ctl.ids[port];
+	const struct egw_pool_mem *pm = id->dops->pool_mem != NULL ?
+						id->dops->pool_mem(id->drv) :
+						NULL;
+
+	if (pm == NULL || pm->seg.nseg == 0)
+		return;
+	GW_LOG(INFO, "attach: pid %d has segment %u of %u of port %s "
+	       "(blocks %u..%u)\n", (int)k->pid, k->seg, pm->seg.nseg,
+	       id->cfg->name, k->seg * pm->seg.blocks,
+	       (k->seg + 1) * pm->seg.blocks - 1);
+}
+
 static void
 from_worker(uint16_t port)
 {
@@ -659,6 +676,7 @@ from_worker(uint16_t port)
 			}
 			k->client = m.client;
 			k->seg = (uint32_t)m.arg;
+			say_segment(k, port);
 			k->state = C_ATTACHED;
 			if (k->gone)
 				gone(k);
