@@ -641,10 +641,11 @@ say_segment(const struct conn *k, uint16_t port)
 
 	if (pm == NULL || pm->seg.nseg == 0)
 		return;
-	GW_LOG(INFO, "attach: pid %d has segment %u of %u of port %s "
-	       "(blocks %u..%u)\n", (int)k->pid, k->seg, pm->seg.nseg,
-	       id->cfg->name, k->seg * pm->seg.blocks,
-	       (k->seg + 1) * pm->seg.blocks - 1);
+	GW_LOG(INFO,
+	       "attach: pid %d has segment %u of %u of port %s "
+	       "(blocks %u..%u)\n",
+	       (int)k->pid, k->seg, pm->seg.nseg, id->cfg->name,
+	       k->seg * pm->seg.blocks, (k->seg + 1) * pm->seg.blocks - 1);
 }
 
 static void
