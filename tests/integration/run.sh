@@ -1325,7 +1325,8 @@ case_attach_segments() {
 	stop_all
 	MSG="$(tr '\n' ' ' <"$T/rank0.log")"
 	grep -q "engine-language: rank=0 rooms=2 ok=2 bad=0 failed=0" "$T/rank0.log" &&
-		grep -q "no segment of port p0 is free" "$T/enc.log" || return 1
+		grep -q "no segment of port p0 is free" "$T/enc.log" &&
+		grep -q "has segment 1 of 4 of port p0 (blocks 512..1023)" "$T/enc.log" || return 1
 	MSG="$(grep -h '^trust-' "$T/seg.log")"
 }
 
