@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "egw_pattern.h"
+#include "gw_attach.h"
 #include "gw_pattern_source.h"
 
 #define MAX_SRC_RUNS 512
@@ -53,6 +54,9 @@ struct pattern_source {
 	uint64_t produced, produce_refused, tx_ok, tx_failed;
 	uint64_t produce_busy, produce_queued;
 	uint32_t produce_queue_max;
+	/* a pool cut per attached client: the producer's segment 0,
+	 * [seg_lo, seg_hi) (seg_hi 0: the whole pool) */
+	uint32_t seg_lo, seg_hi;
 	uint64_t wait[PRODUCE_QUEUE];   /* rooms waiting for source blocks */
 	uint32_t wait_head, nwait;
 };
@@ -79,7 +83,12 @@ produce_feed(struct pattern_source *ps, uint64_t room, uint64_t now)
 	struct egw_node *node = s->id->node;
 	struct egw_run runs[MAX_SRC_RUNS];
 	uint32_t total = (uint32_t)room;
-	int n = egw_node_alloc_src(node, room, total, runs, MAX_SRC_RUNS);
+	int n = ps->seg_hi != 0 ?
+			egw_pool_alloc_range_tokens(s->id->pool, room, total,
+						    ps->seg_lo, ps->seg_hi,
+						    runs, MAX_SRC_RUNS) :
+			egw_node_alloc_src(node, room, total, runs,
+					   MAX_SRC_RUNS);
 
 	if (n < 0)
 		return n;
@@ -111,7 +120,8 @@ produce(struct gw_room_source *s, uint64_t room, uint16_t nranks, uint64_t now)
 	}
 	if (total > EGW_XFER_MAX_TOKENS ||
 	    egw_pool_geom_blocks_for(g, total) >
-		    egw_pool_nblocks(s->id->pool)) {
+		    (ps->seg_hi != 0 ? ps->seg_hi - ps->seg_lo :
+				       egw_pool_nblocks(s->id->pool))) {
 		ps->produce_refused++;
 		return -EGW_E_TOO_LARGE;
 	}
@@ -499,6 +509,10 @@ gw_pattern_source_attach(struct gw_id *id, const struct gw_pattern_opts *o)
 		free(ps);
 		return -ENOENT;
 	}
+	/* engines attach to a pool cut per client: segment 0 is ours */
+	if (o->produce && id->attach != NULL &&
+	    gw_attach_producer_segment(id, &ps->seg_lo, &ps->seg_hi) != 0)
+		ps->seg_hi = 0;
 	if (ps->o.ranks == 0)
 		ps->o.ranks = 1;
 	if (ps->o.concurrency == 0)

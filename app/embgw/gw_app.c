@@ -396,6 +396,9 @@ payload_params(const struct egw_conf *c, const struct egw_conf_port *port,
 	pp->gid_index = port->payload.gid_index;
 	pp->hop_limit = port->payload.hop_limit;
 	pp->window_keys = port->payload.window_keys;
+	/* a sending pool only (the configuration refuses it elsewhere) */
+	pp->segments = (c->roles & EGW_ROLE_LANGUAGE) ? 0 :
+							port->payload.segments;
 	pp->npeers = port->npeers;
 	pp->max_peers = port->max_peers;
 	for (uint32_t i = 0; i < port->npeers; i++) {

@@ -18,12 +18,13 @@
 
 /* Messages between the control thread and a worker (16 bytes each). */
 enum gw_attach_msg_type {
-	GW_AM_ADD = 1,      /* ctl -> worker: a client's area, mapped */
-	GW_AM_REMOVE,       /* ctl -> worker: the client is gone */
-	GW_AM_ADDED,        /* worker -> ctl: its id (or -errno in `arg`) */
-	GW_AM_REMOVED,      /* worker -> ctl: nothing of it is used any more */
-	GW_AM_WAKE,         /* worker -> ctl: write the client's eventfd */
-	GW_AM_LOST,         /* worker -> ctl: given up, close its socket */
+	GW_AM_ADD = 1, /* ctl -> worker: a client's area, mapped */
+	GW_AM_REMOVE,  /* ctl -> worker: the client is gone */
+	GW_AM_ADDED,   /* worker -> ctl: its id (or -errno in `client`;
+			* -EBUSY: no segment free), `arg` its segment */
+	GW_AM_REMOVED, /* worker -> ctl: nothing of it is used any more */
+	GW_AM_WAKE,    /* worker -> ctl: write the client's eventfd */
+	GW_AM_LOST,    /* worker -> ctl: given up, close its socket */
 };
 
 struct gw_attach_msg {
@@ -51,6 +52,13 @@ struct gw_attach_port {
 	uint32_t npeers, max_peers;
 	uint64_t node_gen; /* the node's peer table then */
 	bool peers_built;
+	/* a pool cut into segments (payload.segments): one per client,
+	 * given as it is added, free again once it is gone and every block
+	 * of its segment is free (rooms in flight ended). The worker's. */
+	uint32_t nseg, seg_blocks;
+	struct egw_pool_segs segs; /* which are held (first: 1 when segment
+				    * 0 is the producer's) */
+	uint8_t seg_of[4096];	   /* client id -> its segment */
 	uint64_t to_ctl_full;    /* messages the ring could not take */
 	uint64_t delivered_orphans; /* delivered rooms no client held */
 };
@@ -58,6 +66,13 @@ struct gw_attach_port {
 /* gw_attach_source.c: on each identity, before the other sources (it
  * takes only the rooms its clients hold). 0 or -errno (logged). */
 int gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out);
+
+/* The blocks [lo, hi) of segment 0, kept for the built-in producer
+ * (embgw-gen --produce) when the identity's pool is cut into segments and
+ * engines attach: no client is given it. -ENOENT when the pool is not
+ * cut (the producer allocates from the whole pool). Call at set-up,
+ * before the workers run. */
+int gw_attach_producer_segment(struct gw_id *id, uint32_t *lo, uint32_t *hi);
 
 /* The peer table an identity's client areas hold: the port's peer slots
  * (each live peer listed once, leaving ones included). */

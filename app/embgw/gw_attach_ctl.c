@@ -66,6 +66,7 @@ struct conn {
 	uid_t uid;
 	bool wakeup;
 	int refuse_rc;          /* refused at accept: said after the hello */
+	uint32_t seg;		/* its segment of a cut pool */
 	uint16_t ls;            /* the listening socket it came through */
 	bool lost;              /* given up by the worker: socket half shut,
 				 * waiting for the client's end */
@@ -471,6 +472,24 @@ dtype_of(const char *name, uint32_t *code)
 	return NULL;
 }
 
+/* A cut pool: the client maps its segment's memfd alone, which holds its
+ * blocks' share of every kind; its rooms are no larger than it. */
+static void
+welcome_segment(struct egw_attach_welcome *w, const struct egw_pool_mem *pm,
+		const struct egw_pool_geom *g, uint32_t seg, int *fds)
+{
+	fds[0] = egw_payload_pool_seg_fd(pm, seg);
+	w->trust_flags |= EGW_WELCOME_T_POOL_SEGMENT;
+	w->first_block = seg * pm->seg.blocks;
+	w->capacity_tokens = pm->seg.blocks * g->block_tokens;
+	w->max_total_tokens = w->capacity_tokens;
+	w->pool_bytes = pm->seg.bytes;
+	for (int kind = 0; kind < EGW_KIND_MAX; kind++) {
+		w->region_offset[kind] = pm->seg.off[kind];
+		w->region_bytes[kind] = pm->seg.len[kind];
+	}
+}
+
 static void
 welcome(struct conn *k)
 {
@@ -489,6 +508,9 @@ welcome(struct conn *k)
 	};
 	struct cmsghdr *cm;
 	uint32_t nfds = k->wakeup ? 3 : 2;
+	const struct egw_pool_mem *pm = id->dops->pool_mem != NULL ?
+						id->dops->pool_mem(id->drv) :
+						NULL;
 
 	memset(&w, 0, sizeof(w));
 	memset(cbuf, 0, sizeof(cbuf));
@@ -520,6 +542,8 @@ welcome(struct conn *k)
 	}
 	w.area_bytes = k->area_bytes;
 	w.max_total_tokens = g->capacity_tokens;
+	if (pm != NULL && pm->seg.nseg != 0)
+		welcome_segment(&w, pm, g, k->seg, fds);
 	w.lease_ms = ctl.c->attach.lease_ms;
 	w.max_peers = ((struct egw_attach_area *)k->area)->max_peers;
 	if ((ctl.c->roles & EGW_ROLE_LANGUAGE) != 0) {
@@ -606,6 +630,24 @@ lost_readable(struct conn *k)
 	gone(k);
 }
 
+/* Which segment of a cut pool a client was given, for the operator. */
+static void
+say_segment(const struct conn *k, uint16_t port)
+{
+	const struct gw_id *id = ctl.ids[port];
+	const struct egw_pool_mem *pm = id->dops->pool_mem != NULL ?
+						id->dops->pool_mem(id->drv) :
+						NULL;
+
+	if (pm == NULL || pm->seg.nseg == 0)
+		return;
+	GW_LOG(INFO,
+	       "attach: pid %d has segment %u of %u of port %s "
+	       "(blocks %u..%u)\n",
+	       (int)k->pid, k->seg, pm->seg.nseg, id->cfg->name,
+	       k->seg * pm->seg.blocks, (k->seg + 1) * pm->seg.blocks - 1);
+}
+
 static void
 from_worker(uint16_t port)
 {
@@ -618,6 +660,15 @@ from_worker(uint16_t port)
 
 		switch (m.type) {
 		case GW_AM_ADDED:
+			if (m.client == -EBUSY) {
+				refuse(k->fd, m.client,
+				       "no segment of port %s "
+				       "is free (payload.segments: each holds "
+				       "an engine, or rooms of one gone)",
+				       ctl.ids[port]->cfg->name);
+				conn_free(k);
+				break;
+			}
 			if (m.client < 0) {
 				refuse(k->fd, m.client, "%s",
 				       "the port has all the clients it takes");
@@ -625,6 +676,8 @@ from_worker(uint16_t port)
 				break;
 			}
 			k->client = m.client;
+			k->seg = (uint32_t)m.arg;
+			say_segment(k, port);
 			k->state = C_ATTACHED;
 			if (k->gone)
 				gone(k);
@@ -794,6 +847,11 @@ gw_attach_start(const struct egw_conf *c, struct gw_id *const *ids,
 		if (ids[i]->attach == NULL)
 			continue;
 		rc = ids[i]->dops->pool_fd(ids[i]->drv, &off, &bytes);
+		/* or one memfd per segment of a cut pool */
+		if (rc < 0 && ids[i]->dops->pool_mem != NULL &&
+		    ids[i]->dops->pool_mem(ids[i]->drv) != NULL &&
+		    ids[i]->dops->pool_mem(ids[i]->drv)->seg.nseg != 0)
+			rc = 0;
 		if (rc < 0) {
 			GW_LOG(ERR, "attach: port %s: the %s driver's pool cannot "
 			       "be shared: %s\n", ids[i]->cfg->name,

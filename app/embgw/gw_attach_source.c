@@ -64,16 +64,25 @@ tell_ctl(struct gw_attach_port *ap, uint16_t type, int32_t client,
 /* ---- the room operations (egw_engines_ops) --------------------------- */
 
 static int
-op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
-	     int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
-	     uint32_t max_runs)
+op_send_open(void *ctx, uint32_t client, uint64_t room, uint16_t nranks,
+	     uint32_t total, int32_t mrope_delta, uint64_t cookie,
+	     struct egw_attach_run *runs, uint32_t max_runs)
 {
 	struct gw_attach_port *ap = ctx;
 	struct gw_id *id = ap->base.id;
 	struct egw_run *r = (struct egw_run *)runs; /* same shape */
 	int n, rc;
 
-	n = egw_node_alloc_src(id->node, room, total, r, max_runs);
+	if (ap->nseg != 0) {
+		/* a cut pool: the client's rooms come from its segment only */
+		uint32_t lo = ap->seg_of[client] * ap->seg_blocks;
+
+		n = egw_pool_alloc_range_tokens(id->pool, room, total, lo,
+						lo + ap->seg_blocks, r,
+						max_runs);
+	} else {
+		n = egw_node_alloc_src(id->node, room, total, r, max_runs);
+	}
 	if (n < 0)
 		return n; /* -ENOSPC: asked again until the deadline */
 	if (egw_pool_aux_init(id->pool, r[0].start, total, mrope_delta,
@@ -240,6 +249,38 @@ static const struct egw_engines_ops clients_ops = {
 
 /* ---- the room source ---------------------------------------------------- */
 
+static int
+client_add(struct gw_attach_port *ap, void *area, uint64_t now, uint64_t *seg)
+{
+	/* a segment with no client and every block free (the rooms of the
+	 * client that had it have ended) */
+	int sg = ap->nseg != 0 ?
+			 egw_pool_segs_take(&ap->segs, ap->base.id->pool) :
+			 0;
+	int rc;
+
+	if (sg < 0)
+		return sg;
+	rc = egw_engines_add(ap->clients, area,
+			     ((struct egw_attach_area *)area)->area_bytes, now);
+	if (rc >= 0 && ap->nseg != 0)
+		ap->seg_of[rc] = (uint8_t)sg;
+	else if (ap->nseg != 0)
+		egw_pool_segs_put(&ap->segs, (uint32_t)sg);
+	*seg = (uint64_t)sg;
+	return rc;
+}
+
+static void
+client_remove(struct gw_attach_port *ap, uint32_t client, uint64_t now)
+{
+	egw_engines_remove(ap->clients, client, now);
+	/* its rooms may still be in flight: egw_pool_segs_take waits for
+	 * its blocks to be free */
+	if (ap->nseg != 0 && client < 4096)
+		egw_pool_segs_put(&ap->segs, ap->seg_of[client]);
+}
+
 /* Clients coming and going, as the control thread says. */
 static uint32_t
 mailbox(struct gw_attach_port *ap, uint64_t now)
@@ -253,16 +294,13 @@ mailbox(struct gw_attach_port *ap, uint64_t now)
 
 		n++;
 		if (m.type == GW_AM_ADD) {
-			rc = egw_engines_add(ap->clients, area,
-					     ((struct egw_attach_area *)area)->area_bytes,
-					     now);
+			rc = client_add(ap, area, now, &m.arg);
 			if (rc >= 0)
 				ap->conn_of[rc] = m.conn;
 			m.type = GW_AM_ADDED;
 			m.client = rc;
 		} else { /* GW_AM_REMOVE */
-			egw_engines_remove(ap->clients, (uint32_t)m.client,
-					   now);
+			client_remove(ap, (uint32_t)m.client, now);
 			m.type = GW_AM_REMOVED;
 		}
 		if (rte_ring_sp_enqueue_elem(ap->to_ctl, &m, sizeof(m)) != 0)
@@ -478,10 +516,22 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 	};
 	char name[RTE_RING_NAMESIZE];
 	unsigned ring = rte_align32pow2(4 * at->max_clients + 64);
+	const struct egw_pool_mem *pm;
 	int rc;
 
 	if (ap == NULL)
 		return -ENOMEM;
+	pm = id->dops->pool_mem != NULL ? id->dops->pool_mem(id->drv) : NULL;
+	if (pm != NULL && pm->seg.nseg != 0) {
+		/* a client's rooms lie in its segment: none larger */
+		ap->nseg = pm->seg.nseg;
+		ap->seg_blocks = pm->seg.blocks;
+		if (egw_pool_segs_init(&ap->segs, id->pool, ap->nseg, 0) != 0) {
+			free(ap);
+			return -EINVAL;
+		}
+		cc.max_total_tokens = pm->seg.blocks * c->geom.block_tokens;
+	}
 	if (cc.max_rooms > (1u << 24))
 		cc.max_rooms = 1u << 24;
 	cc.ctx = ap;
@@ -517,5 +567,18 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 		return rc;
 	}
 	*out = ap;
+	return 0;
+}
+
+int
+gw_attach_producer_segment(struct gw_id *id, uint32_t *lo, uint32_t *hi)
+{
+	struct gw_attach_port *ap = id->attach;
+
+	if (ap == NULL || ap->nseg == 0)
+		return -ENOENT;
+	ap->segs.first = 1;
+	*lo = 0;
+	*hi = ap->seg_blocks;
 	return 0;
 }

@@ -50,14 +50,28 @@ struct egw_payload_cpl {
 	bool ok;
 };
 
+/** An encode pool cut into `nseg` segments of `blocks` blocks each: a
+ *  segment's memfd holds `bytes`, its share of kind k (its blocks' bytes
+ *  of that kind) `len[k]` bytes at `off[k]` (0 for an absent kind). */
+struct egw_pool_seg {
+	uint32_t nseg;	 /**< 0: the pool is one memfd */
+	uint32_t blocks; /**< per segment; segment s: s * blocks.. */
+	uint64_t bytes;
+	uint64_t off[EGW_KIND_MAX], len[EGW_KIND_MAX];
+};
+
 /** Pool memory local engine processes map: a sealed memfd (it cannot
  *  shrink or grow under the gateway), mapped shared; on 2 MiB huge pages
- *  when enough are free, else on ordinary pages. */
+ *  when enough are free, else on ordinary pages. Or, cut into segments
+ *  (egw_payload_pool_mem_geom), a sealed memfd per segment, all mapped
+ *  side by side into one range. */
 struct egw_pool_mem {
 	void *mem;
 	size_t bytes;           /**< mapped (rounded up to 2 MiB when huge) */
-	int fd;                 /**< -1 when none */
+	int fd;			/**< -1 when none (also when cut) */
 	bool huge;
+	struct egw_pool_seg seg; /**< seg.nseg 0: not cut */
+	int *seg_fd;		 /**< seg.nseg memfds */
 };
 
 /** Create it (`name` shows in /proc/PID/fd), its whole size reserved.
@@ -65,6 +79,22 @@ struct egw_pool_mem {
 int egw_payload_pool_mem(const char *name, size_t bytes,
 			 struct egw_pool_mem *m);
 void egw_payload_pool_mem_free(struct egw_pool_mem *m);
+
+/** The pool memory for geometry `g`: egw_payload_pool_mem() with
+ *  `segments` 0, else cut into that many segments (payload_pool_seg.c;
+ *  ordinary pages, each segment reserved at once). 0 or -errno (-EINVAL:
+ *  the geometry does not cut into segments of whole pages, logged). */
+int egw_payload_pool_mem_geom(const char *name, const struct egw_pool_geom *g,
+			      uint32_t segments, struct egw_pool_mem *m);
+
+/** How `g` cuts into `nseg` segments; 0, or -EINVAL when it does not
+ *  (blocks not divisible, a kind's share not whole 4096-byte pages). */
+int egw_payload_seg_layout(const struct egw_pool_geom *g, uint32_t nseg,
+			   struct egw_pool_seg *l);
+
+/** Segment `seg`'s memfd (owned by `m`); -ENOENT when `m` is not cut,
+ *  -ERANGE beyond its segments. */
+int egw_payload_pool_seg_fd(const struct egw_pool_mem *m, uint32_t seg);
 
 /** The memory the kernel says is available (MemAvailable). 0 or -errno. */
 int egw_payload_mem_available(uint64_t *bytes);
@@ -260,6 +290,9 @@ struct egw_payload_params {
 	/** verbs: the GRH hop limit, above 1 for a routed path (0: 64) */
 	uint8_t hop_limit;
 	bool window_keys;           /**< verbs: a memory window per window */
+	/** a sending pool cut into this many segments, a memfd each
+	 *  (egw_payload_pool_mem_geom); 0: one memfd */
+	uint32_t segments;
 	struct egw_payload_peer peers[EGW_PAYLOAD_MAX_PEERS];
 	uint32_t npeers;    /**< slots 0..npeers-1, taken at open */
 	uint32_t max_peers; /**< peer slots (0: npeers); the node's
@@ -362,6 +395,11 @@ struct egw_payload_ops {
 	 *  shared. */
 	int (*pool_fd)(const struct egw_payload *p, uint64_t *offset,
 		       uint64_t *bytes);
+	/** The pool's memory when the driver made it local engines'
+	 *  memory (a sending pool): its segments and their fds when it is
+	 *  cut (egw_payload_params.segments). NULL when the pool is not such
+	 *  memory (shm: a receiving side's pool file). Optional. */
+	const struct egw_pool_mem *(*pool_mem)(const struct egw_payload *p);
 	void (*close)(struct egw_payload *p);
 };
 

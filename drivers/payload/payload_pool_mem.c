@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <linux/memfd.h>
 #include <sys/mman.h>
@@ -29,6 +30,8 @@ pool_mem_make(const char *name, size_t bytes, bool huge,
 	int rc;
 
 	m->mem = NULL;
+	m->seg_fd = NULL;
+	memset(&m->seg, 0, sizeof(m->seg));
 	m->bytes = huge ? (bytes + HUGE_2M - 1) & ~(size_t)(HUGE_2M - 1) : bytes;
 	m->huge = huge;
 	m->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING |
@@ -111,9 +114,15 @@ void
 egw_payload_pool_mem_free(struct egw_pool_mem *m)
 {
 	if (m->mem != NULL)
-		munmap(m->mem, m->bytes);
+		munmap(m->mem, m->bytes); /* a cut pool's segments as well */
 	if (m->fd >= 0)
 		close(m->fd);
+	for (uint32_t s = 0; m->seg_fd != NULL && s < m->seg.nseg; s++)
+		if (m->seg_fd[s] >= 0)
+			close(m->seg_fd[s]);
+	free(m->seg_fd);
+	m->seg_fd = NULL;
+	m->seg.nseg = 0;
 	m->mem = NULL;
 	m->fd = -1;
 }

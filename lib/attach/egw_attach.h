@@ -500,6 +500,12 @@ enum egw_attach_dtype {
 /** welcome.trust_flags: the pool's fd is open read-only (a language
  * port): map it PROT_READ; a writable mapping fails with EACCES. */
 #define EGW_WELCOME_T_POOL_RDONLY 0x1u
+/** welcome.trust_flags: the pool's fd is the client's own segment of a
+ * pool cut per client (an encode port with payload.segments): it holds
+ * the blocks first_block .. first_block + capacity_tokens / block_tokens
+ * - 1 of the port's pool and nothing else; the blocks that slots list are
+ * the port's numbers, at (block - first_block) in the mapping. */
+#define EGW_WELCOME_T_POOL_SEGMENT 0x2u
 
 /**
  * The gateway's answer, 1536 bytes. With status 0 it carries, as
@@ -538,7 +544,10 @@ struct egw_attach_welcome {
 	uint32_t held_warn_ms;     /**< a Success room held longer is reported */
 	uint8_t reserved[52];      /**< zero (1308..1359) */
 	uint32_t trust_flags;      /**< EGW_WELCOME_T_* (1360) */
-	uint8_t reserved2[172];    /**< zero (1364..1535) */
+	uint32_t first_block;	   /**< with EGW_WELCOME_T_POOL_SEGMENT: the
+				    *   port's number of the mapping's first
+				    *   block, else 0 (1364) */
+	uint8_t reserved2[168];	   /**< zero (1368..1535) */
 };
 
 /**
@@ -710,7 +719,8 @@ EGW_ATTACH_ASSERT(
 		EGW_ATTACH_AT(egw_attach_welcome, cache_entries, 1296) &&
 		EGW_ATTACH_AT(egw_attach_welcome, held_warn_ms, 1304) &&
 		EGW_ATTACH_AT(egw_attach_welcome, reserved, 1308) &&
-		EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360),
+		EGW_ATTACH_AT(egw_attach_welcome, trust_flags, 1360) &&
+		EGW_ATTACH_AT(egw_attach_welcome, first_block, 1364),
 	"welcome: 1536 bytes as in doc/client.md");
 
 #ifdef __cplusplus

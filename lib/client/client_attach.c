@@ -310,6 +310,10 @@ fill_geometry(struct egw_client *c, const struct egw_attach_welcome *w)
 			       EGW_CLIENT_G_WAKEUP);
 	if (!(c->pool_prot & PROT_WRITE))
 		g->flags |= EGW_CLIENT_G_POOL_RDONLY;
+	if (w->trust_flags & EGW_WELCOME_T_POOL_SEGMENT) {
+		g->flags |= EGW_CLIENT_G_POOL_SEGMENT;
+		g->first_block = w->first_block;
+	}
 	g->client_id = w->client_id;
 	g->capacity_tokens = w->capacity_tokens;
 	g->block_tokens = w->block_tokens;

@@ -46,9 +46,13 @@ egw_client_room_info(const struct egw_client *c, uint32_t slot,
 	if (sl == NULL)
 		return rc;
 	*r = (struct egw_client_room){
-		.room = sl->room, .state = sl->state, .error = sl->error,
-		.total_tokens = sl->total_tokens, .nruns = sl->nruns,
-		.first_block = sl->first_block, .slot = slot,
+		.room = sl->room,
+		.state = sl->state,
+		.error = sl->error,
+		.total_tokens = sl->total_tokens,
+		.nruns = sl->nruns,
+		.first_block = sl->first_block - c->g.first_block,
+		.slot = slot,
 	};
 	return 0;
 }
@@ -75,14 +79,20 @@ egw_client_room_runs(const struct egw_client *c, uint32_t slot,
 	for (uint32_t i = 0; i < nruns; i++) {
 		struct egw_client_run r = { sl->runs[i].start,
 					    sl->runs[i].count };
+		/* the mapping's blocks: a segment's, or the whole pool */
+		uint32_t at = r.start - c->g.first_block;
 
-		if (r.count == 0 || r.start >= c->g.nblocks ||
-		    r.count > c->g.nblocks - r.start) {
+		if (r.count == 0 || r.start < c->g.first_block ||
+		    at >= c->g.nblocks || r.count > c->g.nblocks - at) {
 			client_error("slot %u run %u (%u, %u) is outside the "
-				     "pool's %u blocks", slot, i, r.start,
-				     r.count, c->g.nblocks);
+				     "mapped blocks %u..%u",
+				     slot, i, r.start, r.count,
+				     c->g.first_block,
+				     c->g.first_block + c->g.nblocks - 1);
 			return -EBADMSG;
 		}
+		/* numbered in the mapping, as a program of this ABI counts */
+		r.start = at;
 		blocks += r.count;
 		if (i < max)
 			runs[i] = r;
@@ -117,10 +127,11 @@ egw_client_room_aux(const struct egw_client *c, uint32_t slot,
 		client_error("the pool has no aux kind");
 		return -ENODATA;
 	}
-	b = sl->first_block;
-	if (b >= c->g.nblocks) {
-		client_error("slot %u: first block %u outside the pool", slot,
-			     b);
+	b = sl->first_block - c->g.first_block;
+	if (sl->first_block < c->g.first_block || b >= c->g.nblocks) {
+		client_error("slot %u: first block %u outside the mapped "
+			     "blocks",
+			     slot, sl->first_block);
 		return -EBADMSG;
 	}
 	memcpy(aux, region + (size_t)b * c->g.aux_bytes, sizeof(*aux));

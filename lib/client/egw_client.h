@@ -94,6 +94,11 @@ enum egw_client_kind {
 #define EGW_CLIENT_G_WAKEUP 0x4u
 #define EGW_CLIENT_G_POOL_RDONLY 0x8u /**< the pool is mapped read-only (a
 				       * language port): a write faults */
+#define EGW_CLIENT_G_POOL_SEGMENT                 \
+	0x10u /**< the pool is this client's own  \
+	       * segment of a pool cut per client \
+	       * (an encode port): no other       \
+	       * client's blocks are mapped */
 
 /** The port's pool and the client's limits, as the welcome stated them. */
 struct egw_client_geometry {
@@ -114,7 +119,11 @@ struct egw_client_geometry {
 	uint32_t nslots;
 	uint32_t sq_entries;
 	uint32_t cq_entries;
-	uint32_t reserved;
+	/** the port's number of the mapping's first block: non-zero when
+	 *  the pool is the client's own segment (EGW_CLIENT_G_POOL_SEGMENT).
+	 *  For information: the library's runs and first blocks are
+	 *  numbered in the mapping (0..nblocks-1) in any case */
+	uint32_t first_block;
 	uint64_t pool_bytes;
 	uint64_t region_offset[4]; /**< enum egw_client_kind order */
 	uint64_t region_bytes[4];  /**< 0: the kind is absent */

@@ -355,6 +355,7 @@ diff_payload(struct cmp *c, const struct egw_conf_payload *a,
 		drv[b->driver == EGW_PAYLOAD_VERBS]);
 	if (a->driver != b->driver)
 		return;
+	num(c, "segments", a->segments, b->segments);
 	if (a->driver == EGW_PAYLOAD_SHM) {
 		str(c, "path", a->path, b->path);
 		return;

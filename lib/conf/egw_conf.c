@@ -1118,10 +1118,11 @@ usable_addr(struct ld *l, const config_setting_t *s, uint32_t a,
 static void
 load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const shm_keys[] = { "driver", "path", NULL };
+	static const char *const shm_keys[] = { "driver", "path", "segments",
+						NULL };
 	static const char *const verbs_keys[] = {
-		"driver",      "device",    "port", "gid_index",
-		"window_keys", "hop_limit", NULL,
+		"driver",      "device",    "port",	"gid_index",
+		"window_keys", "hop_limit", "segments", NULL,
 	};
 	const config_setting_t *g = typed(l, ps, "payload", CONFIG_TYPE_GROUP,
 					  true);
@@ -1131,6 +1132,8 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 
 	if (g == NULL || !get_str(l, g, "driver", true, drv, sizeof(drv)))
 		return;
+	get_int(l, g, "segments", 0, EGW_CONF_MAX_SEGMENTS, false,
+		&p->payload.segments);
 	if (strcmp(drv, "shm") == 0) {
 		p->payload.driver = EGW_PAYLOAD_SHM;
 		known_keys(l, g, shm_keys);
@@ -1165,6 +1168,88 @@ load_payload(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	p->payload.hop_limit = EGW_CONF_HOP_LIMIT;
 	if (get_int(l, g, "hop_limit", 1, 255, false, &v))
 		p->payload.hop_limit = (uint8_t)v;
+}
+
+static uint32_t
+gcd32(uint32_t a, uint32_t b)
+{
+	while (b != 0) {
+		uint32_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+uint32_t
+egw_conf_segment_align(const struct egw_pool_geom *g)
+{
+	uint32_t m = 1;
+
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		uint64_t per_block = egw_pool_geom_unit_bytes(g, (enum egw_kind)
+									 k) *
+				     (k == EGW_KIND_AUX ? 1 : g->block_tokens);
+		uint32_t need;
+
+		if (per_block == 0)
+			continue;
+		/* blocks whose bytes make whole pages */
+		need = EGW_CONF_SEGMENT_PAGE /
+		       gcd32(EGW_CONF_SEGMENT_PAGE,
+			     (uint32_t)(per_block % EGW_CONF_SEGMENT_PAGE));
+		m = m / gcd32(m, need) * need;
+	}
+	return m;
+}
+
+/*
+ * payload.segments: the encode pool cut into equal segments of whole
+ * blocks, each kind's share of a segment whole pages (they are mapped
+ * side by side), each at least the policy's largest allocation (a room
+ * lies in its client's segment).
+ */
+static void
+check_segments(struct ld *l, const config_setting_t *ps,
+	       const struct egw_conf *c, const struct egw_conf_port *p)
+{
+	const config_setting_t *s = member(member(ps, "payload"), "segments");
+	uint32_t n = p->payload.segments, nb, per, align, largest;
+
+	if (n == 0 || egw_pool_geom_check(&c->geom) != 0)
+		return;
+	if (c->roles & EGW_ROLE_LANGUAGE) {
+		err(l, s, NULL,
+		    "only an encode gateway's pool is cut into "
+		    "segments (roles include \"language\")");
+		return;
+	}
+	nb = c->geom.capacity_tokens / c->geom.block_tokens;
+	if (nb % n != 0) {
+		err(l, s, NULL,
+		    "%u does not divide the pool's %u blocks "
+		    "(capacity_tokens / block_tokens) into equal segments",
+		    n, nb);
+		return;
+	}
+	per = nb / n;
+	align = egw_conf_segment_align(&c->geom);
+	if (per % align != 0) {
+		err(l, s, NULL,
+		    "segments of %u blocks: each kind's share of a "
+		    "segment must fill whole %u-byte pages, so blocks per "
+		    "segment must be a multiple of %u",
+		    per, EGW_CONF_SEGMENT_PAGE, align);
+		return;
+	}
+	largest = c->policy.kind == EGW_POLICY_ADAPTIVE ? c->policy.max_tokens :
+							  c->policy.tokens;
+	if ((uint64_t)per * c->geom.block_tokens < largest)
+		err(l, s, NULL,
+		    "segments of %u tokens are smaller than the "
+		    "largest allocation the pool's policy allows (%u tokens)",
+		    per * c->geom.block_tokens, largest);
 }
 
 /* idle = { mode = "backoff" | "poll"; max_sleep_us = N; } */
@@ -1603,6 +1688,7 @@ load_ports(struct ld *l, const config_setting_t *root, struct egw_conf *c)
 		}
 		p = &c->ports[c->nports];
 		load_port(l, ps, p);
+		check_segments(l, ps, c, p);
 		/* what must be unique across ports */
 		for (uint16_t k = 0; k < c->nports; k++) {
 			const struct egw_conf_port *q = &c->ports[k];
@@ -1830,6 +1916,11 @@ egw_conf_print_summary(const struct egw_conf *c, FILE *f)
 			fprintf(f, "; payload verbs %s port %u gid %d",
 				p->payload.device, p->payload.port,
 				p->payload.gid_index);
+		if (p->payload.segments != 0)
+			fprintf(f, ", %u segments of %u blocks, one per client",
+				p->payload.segments,
+				c->geom.capacity_tokens / c->geom.block_tokens /
+					p->payload.segments);
 		if (p->idle.mode == EGW_IDLE_POLL)
 			fprintf(f, "; idle: busy polling");
 		else

@@ -73,7 +73,21 @@ struct egw_conf_payload {
 	uint8_t hop_limit;
 	bool window_keys;       /**< verbs: a memory window per window and kind */
 	char path[EGW_CONF_PATH_LEN]; /**< shm: the pool's shared-memory file */
+	/** an encode port's pool cut into this many equal segments, one per
+	 *  attached client (0: one pool every client maps) */
+	uint32_t segments;
 };
+
+/** payload.segments at most */
+#define EGW_CONF_MAX_SEGMENTS 64u
+
+/** The page each kind's share of a segment fills whole (the gateway maps
+ *  the segments' memory side by side at that granularity). */
+#define EGW_CONF_SEGMENT_PAGE 4096u
+
+/** Blocks per segment must be a multiple of this for `g` (each kind's
+ *  share of a segment whole pages). */
+uint32_t egw_conf_segment_align(const struct egw_pool_geom *g);
 
 /** What a port's worker does when it finds nothing to do
  * (doc/configuration.md, "idle"). */

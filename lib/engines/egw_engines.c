@@ -858,7 +858,7 @@ try_alloc(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
 	bool first = p->phase == PH_FREE || p->phase == PH_WAIT_SLOT;
-	int n = s->c.ops->send_open(s->c.ctx, p->wire, p->nranks, p->total,
+	int n = s->c.ops->send_open(s->c.ctx, cid, p->wire, p->nranks, p->total,
 				    p->mrope_delta, p->cookie, p->runs,
 				    cl->m.max_runs);
 

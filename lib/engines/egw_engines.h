@@ -42,13 +42,16 @@ struct egw_engines_ops {
 	/** SEND_OPEN: `total` tokens of source blocks for `room` as at most
 	 * `max_runs` runs (in token order) with the aux record written in
 	 * the first block, and the sender told that `nranks` ranks will
-	 * fetch it. @return runs (> 0); -ENOSPC while memory is short (asked
-	 * again every poll until the allocation deadline); -EGW_E_NO_SLOT
-	 * while the room table is full, nothing kept (the room waits for a
-	 * slot, conf slot_queue); other: refused. */
-	int (*send_open)(void *ctx, uint64_t room, uint16_t nranks,
-			 uint32_t total, int32_t mrope_delta, uint64_t cookie,
-			 struct egw_attach_run *runs, uint32_t max_runs);
+	 * fetch it. `client` (egw_engines_add's id) says whose memory the
+	 * blocks come from (its own segment of a cut pool). @return runs
+	 * (> 0); -ENOSPC while memory is short (asked again every poll
+	 * until the allocation deadline); -EGW_E_NO_SLOT while the room
+	 * table is full, nothing kept (the room waits for a slot, conf
+	 * slot_queue); other: refused. */
+	int (*send_open)(void *ctx, uint32_t client, uint64_t room,
+			 uint16_t nranks, uint32_t total, int32_t mrope_delta,
+			 uint64_t cookie, struct egw_attach_run *runs,
+			 uint32_t max_runs);
 	/** SEND_COMMIT: the data is in place; the room's engine owns the
 	 * runs from now on and reports the end (egw_engines_room_done). */
 	int (*send_commit)(void *ctx, uint64_t room, uint32_t total,

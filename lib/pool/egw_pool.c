@@ -235,6 +235,101 @@ seg_find(struct egw_pool *p, uint32_t k)
 	return lo;
 }
 
+/* ---- queries confined to a range of blocks ------------------------------ */
+
+/* A range's summary: its longest free prefix, suffix and run, its length. */
+struct span {
+	uint32_t pre, suf, best, len;
+};
+
+static struct span
+span_join(struct span l, struct span r)
+{
+	struct span s = {
+		.pre = l.pre == l.len ? l.len + r.pre : l.pre,
+		.suf = r.suf == r.len ? r.len + l.suf : r.suf,
+		.best = l.best > r.best ? l.best : r.best,
+		.len = l.len + r.len,
+	};
+
+	if (l.suf + r.pre > s.best)
+		s.best = l.suf + r.pre;
+	return s;
+}
+
+/* Summary of [a, b) inside the node covering [lo, lo + len): O(log n). */
+static struct span
+seg_span(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
+	 uint32_t a, uint32_t b)
+{
+	const struct seg *s = &p->tree[node];
+
+	if (b <= lo || lo + len <= a)
+		return (struct span){ 0, 0, 0, 0 };
+	if (a <= lo && lo + len <= b)
+		return (struct span){ s->pre, s->suf, s->best, len };
+	seg_push(p, node, len);
+	return span_join(seg_span(p, 2 * node, lo, len / 2, a, b),
+			 seg_span(p, 2 * node + 1, lo + len / 2, len / 2, a,
+				  b));
+}
+
+/* Lowest start of a free run of k blocks inside the node covering
+ * [lo, lo + len), whose best is at least k (seg_find from any node). */
+static uint32_t
+seg_find_in(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
+	    uint32_t k)
+{
+	while (len > 1) {
+		const struct seg *l, *r;
+
+		seg_push(p, node, len);
+		l = &p->tree[2 * node];
+		r = &p->tree[2 * node + 1];
+		if (l->best >= k) {
+			node = 2 * node;
+		} else if (l->suf + r->pre >= k) {
+			return lo + len / 2 - l->suf;
+		} else {
+			node = 2 * node + 1;
+			lo += len / 2;
+		}
+		len /= 2;
+	}
+	return lo;
+}
+
+/*
+ * Lowest start of a free run of k blocks lying wholly inside [a, b): the
+ * range's covering nodes are visited left to right with the free run that
+ * ends at the current node's start (*cur); a run that crosses into a node
+ * shows as *cur plus its prefix, one inside it as its best. -1 if none.
+ */
+static int64_t
+seg_find_range(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
+	       uint32_t a, uint32_t b, uint32_t k, uint32_t *cur)
+{
+	const struct seg *s = &p->tree[node];
+	int64_t at;
+
+	if (b <= lo || lo + len <= a)
+		return -1;
+	if (a <= lo && lo + len <= b) {
+		if (*cur + s->pre >= k)
+			return (int64_t)lo - *cur;
+		if (s->best >= k)
+			return seg_find_in(p, node, lo, len, k);
+		*cur = s->suf == len ? *cur + len : s->suf;
+		return -1;
+	}
+	seg_push(p, node, len);
+	at = seg_find_range(p, 2 * node, lo, len / 2, a, b, k, cur);
+	if (at >= 0)
+		return at;
+	return seg_find_range(p, 2 * node + 1, lo + len / 2, len / 2, a, b, k,
+			      cur);
+}
+
 /* ---- create / destroy -------------------------------------------------- */
 
 int
@@ -505,6 +600,127 @@ alloc_from_tree(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
 	}
 	p->st.allocs++;
 	return (int)n;
+}
+
+/* The tree's allocation confined to [lo, hi): the same choice of runs
+ * (first fit, else the largest free runs first), rolled back whole when
+ * it cannot be met. */
+static int
+alloc_in_range(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
+	       uint32_t lo, uint32_t hi, struct egw_run *runs,
+	       uint32_t max_runs)
+{
+	uint32_t left = nblocks, n = 0;
+
+	while (left > 0) {
+		uint32_t best = seg_span(p, 1, 0, p->leaves, lo, hi).best;
+		uint32_t take = best >= left ? left : best, cur = 0;
+		int64_t s;
+
+		if (take == 0 || n == max_runs) {
+			while (n > 0) {
+				n--;
+				p->run_len[runs[n].start] = 0;
+				mark_free(p, runs[n].start, runs[n].count);
+			}
+			return -ENOSPC;
+		}
+		s = seg_find_range(p, 1, 0, p->leaves, lo, hi, take, &cur);
+		mark_used(p, owner, (uint32_t)s, take);
+		run_store(&runs[n], (uint32_t)s, take);
+		n++;
+		left -= take;
+	}
+	return (int)n;
+}
+
+int
+egw_pool_alloc_range(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
+		     uint32_t lo, uint32_t hi, struct egw_run *runs,
+		     uint32_t max_runs)
+{
+	int n;
+
+	if (p == NULL || runs == NULL || nblocks == 0 || max_runs == 0 ||
+	    owner == EGW_OWNER_NONE || lo >= hi || hi > p->nblocks)
+		return -EINVAL;
+	if (nblocks > hi - lo) {
+		p->st.alloc_fail++;
+		return -ENOSPC;
+	}
+	n = alloc_in_range(p, owner, nblocks, lo, hi, runs, max_runs);
+	/* cached blocks look used to the tree: give them back, try again */
+	if (n == -ENOSPC && p->ncache > 0) {
+		egw_pool_cache_flush(p);
+		n = alloc_in_range(p, owner, nblocks, lo, hi, runs, max_runs);
+	}
+	if (n < 0)
+		p->st.alloc_fail++;
+	else
+		p->st.allocs++;
+	return n;
+}
+
+int
+egw_pool_alloc_range_tokens(struct egw_pool *p, uint64_t owner, uint64_t tokens,
+			    uint32_t lo, uint32_t hi, struct egw_run *runs,
+			    uint32_t max_runs)
+{
+	uint64_t nb;
+
+	if (p == NULL || tokens == 0)
+		return -EINVAL;
+	nb = (tokens + p->geom.block_tokens - 1) / p->geom.block_tokens;
+	if (nb > UINT32_MAX)
+		return -ENOSPC;
+	return egw_pool_alloc_range(p, owner, (uint32_t)nb, lo, hi, runs,
+				    max_runs);
+}
+
+bool
+egw_pool_range_idle(struct egw_pool *p, uint32_t lo, uint32_t hi)
+{
+	if (p == NULL || lo >= hi || hi > p->nblocks)
+		return false;
+	if (seg_span(p, 1, 0, p->leaves, lo, hi).best == hi - lo)
+		return true;
+	if (p->ncache == 0)
+		return false;
+	egw_pool_cache_flush(p);
+	return seg_span(p, 1, 0, p->leaves, lo, hi).best == hi - lo;
+}
+
+int
+egw_pool_segs_init(struct egw_pool_segs *t, const struct egw_pool *p,
+		   uint32_t nseg, uint32_t first)
+{
+	if (t == NULL || p == NULL || nseg == 0 || nseg > 64 ||
+	    p->nblocks % nseg != 0 || first > nseg)
+		return -EINVAL;
+	*t = (struct egw_pool_segs){ .nseg = nseg,
+				     .blocks = p->nblocks / nseg,
+				     .first = first };
+	return 0;
+}
+
+int
+egw_pool_segs_take(struct egw_pool_segs *t, struct egw_pool *p)
+{
+	for (uint32_t s = t->first; s < t->nseg; s++)
+		if (!(t->taken & (1ull << s)) &&
+		    egw_pool_range_idle(p, s * t->blocks,
+					(s + 1) * t->blocks)) {
+			t->taken |= 1ull << s;
+			return (int)s;
+		}
+	return -EBUSY;
+}
+
+void
+egw_pool_segs_put(struct egw_pool_segs *t, uint32_t seg)
+{
+	if (seg < t->nseg)
+		t->taken &= ~(1ull << seg);
 }
 
 int

@@ -162,6 +162,56 @@ int egw_pool_alloc_tokens(struct egw_pool *p, uint64_t owner, uint64_t tokens,
 			  struct egw_run *runs, uint32_t max_runs);
 
 /**
+ * egw_pool_alloc confined to the blocks [lo, hi) (a client's segment): the
+ * runs lie wholly inside it, chosen as egw_pool_alloc chooses them there.
+ * O(log n) per run, like egw_pool_alloc; the cache of single blocks is
+ * not used (it is flushed once when the range alone cannot answer).
+ * Frees go through egw_pool_free as for any run.
+ * @return runs (>= 1), -EINVAL (as egw_pool_alloc, or lo >= hi, or hi
+ *   beyond the pool), -ENOSPC (the range has not enough free blocks in
+ *   max_runs runs); on error nothing is allocated.
+ */
+int egw_pool_alloc_range(struct egw_pool *p, uint64_t owner, uint32_t nblocks,
+			 uint32_t lo, uint32_t hi, struct egw_run *runs,
+			 uint32_t max_runs);
+
+/** Same, sized in tokens. */
+int egw_pool_alloc_range_tokens(struct egw_pool *p, uint64_t owner,
+				uint64_t tokens, uint32_t lo, uint32_t hi,
+				struct egw_run *runs, uint32_t max_runs);
+
+/** Every block of [lo, hi) is free (cached blocks count as free: the
+ *  cache is flushed when they are what stands in the way). false for a
+ *  bad range. */
+bool egw_pool_range_idle(struct egw_pool *p, uint32_t lo, uint32_t hi);
+
+/**
+ * A pool cut into `nseg` equal segments of blocks, handed out one per
+ * client (an encode port's payload.segments): which are taken. Segments
+ * below `first` are never handed out (kept for the built-in producer).
+ */
+struct egw_pool_segs {
+	uint32_t nseg;	 /**< 1..64 */
+	uint32_t blocks; /**< per segment: segment s is [s * blocks, +blocks) */
+	uint32_t first;	 /**< the first segment a client may take */
+	uint64_t taken;	 /**< bit s: segment s is held */
+};
+
+/** Cut `p` into `nseg` segments, the first `first` kept back.
+ *  0, or -EINVAL (nseg 0 or above 64, blocks not divisible, first > nseg). */
+int egw_pool_segs_init(struct egw_pool_segs *t, const struct egw_pool *p,
+		       uint32_t nseg, uint32_t first);
+
+/** Take a segment for a client: the lowest one not held whose blocks are
+ *  all free (the rooms of the client that held it before have ended).
+ *  @return the segment, or -EBUSY when there is none. */
+int egw_pool_segs_take(struct egw_pool_segs *t, struct egw_pool *p);
+
+/** Its client is gone: the segment is given again once its blocks are
+ *  all free (egw_pool_segs_take looks). */
+void egw_pool_segs_put(struct egw_pool_segs *t, uint32_t seg);
+
+/**
  * Free a run exactly as it was allocated (or as last shrunk).
  * @return 0; -ERANGE (beyond the pool), -ENOENT (no run starts there: a
  *   double free or a run inside another), -EINVAL (count differs),

@@ -54,7 +54,7 @@ class Geometry(ctypes.Structure):
         "flags", "client_id", "capacity_tokens", "block_tokens", "nblocks",
         "hidden_size", "dtype", "dtype_bytes", "aux_bytes", "mrope",
         "max_runs", "max_total_tokens", "lease_ms", "max_peers", "nslots",
-        "sq_entries", "cq_entries", "reserved")] + [
+        "sq_entries", "cq_entries", "first_block")] + [
         ("pool_bytes", c_u64), ("region_offset", c_u64 * 4),
         ("region_bytes", c_u64 * 4)]
 

@@ -14,6 +14,7 @@ from ._lib import lib, last_error
 _P = ctypes.c_void_p
 
 G_POOL_RDONLY = 0x8
+G_POOL_SEGMENT = 0x10
 
 
 class LostError(ConnectionResetError):

@@ -127,6 +127,8 @@ class Room:
         """(first pool token, tokens, first room token) per run."""
         bt = self.client.block_tokens
         left, done, out = self.total_tokens, 0, []
+        # runs are numbered in the mapping (the library takes a segment's
+        # first block off): offsets into client.pool
         for start, count in self.runs():
             n = min(count * bt, left)
             out.append((start * bt, n, done))

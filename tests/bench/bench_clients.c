@@ -20,10 +20,18 @@
 
 #define BATCH 32u
 
-static int op_send_open(void *c, uint64_t r, uint16_t n, uint32_t t, int32_t m,
-			uint64_t k, struct egw_attach_run *runs, uint32_t max)
+static int
+op_send_open(void *c, uint32_t cl, uint64_t r, uint16_t n, uint32_t t,
+	     int32_t m, uint64_t k, struct egw_attach_run *runs, uint32_t max)
 {
-	(void)c; (void)r; (void)n; (void)t; (void)m; (void)k; (void)max;
+	(void)c;
+	(void)cl;
+	(void)r;
+	(void)n;
+	(void)t;
+	(void)m;
+	(void)k;
+	(void)max;
 	runs[0] = (struct egw_attach_run){ 0, 1 };
 	return 1;
 }

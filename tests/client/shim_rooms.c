@@ -150,15 +150,16 @@ shim_rooms_init(struct shim *sh)
  * -------------------------------------------------- */
 
 static int
-op_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
-	     int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
-	     uint32_t max_runs)
+op_send_open(void *ctx, uint32_t client, uint64_t room, uint16_t nranks,
+	     uint32_t total, int32_t mrope_delta, uint64_t cookie,
+	     struct egw_attach_run *runs, uint32_t max_runs)
 {
 	struct shim *sh = ctx;
 	struct egw_run *er = (struct egw_run *)runs; /* one layout */
 	struct shim_room *r;
 	int n;
 
+	(void)client;
 	(void)nranks;
 	if (find(sh, EGW_SIDE_SEND, room, 0) != NULL)
 		return -EGW_E_DUPLICATE_ROOM;

@@ -956,6 +956,28 @@ case_gen_encode() {
 	MSG="60 rooms x 2 ranks byte-exact"
 }
 
+define gen-encode-segments "embgw-gen --produce on an encode port cut into 4 segments where engines attach: its rooms come from segment 0, kept for it (20 rooms x 2 ranks byte-exact), and an engine that attaches meanwhile is given segment 1"
+case_gen_encode_segments() {
+	local seg
+	gen_configs --attach "$T" 1024 262144 "$SLACK" >/dev/null
+	sed -i "s|^\(  payload = { driver = \"shm\"; path = \"[^\"]*\";\) };|\1 segments = 4; };|" "$T/encode.cfg"
+	grep -q "segments = 4;" "$T/encode.cfg" || { MSG="no payload group in encode.cfg"; return 1; }
+	encode_server start_gen "$T/gen.log" || return 1
+	wait_socket "$T/enc-0.sock" || return 1
+	seg=$(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so" \
+		timeout -s KILL 30 /usr/bin/python3 -c "import sys; sys.path.insert(0, 'python'); import embgw; c = embgw.Client(sys.argv[1], 'p0'); print('segment', c.pool_segment, c.first_block); c.close()" \
+		"$T/enc-0.sock" 2>&1 | tail -1)
+	language_client run_gen "$T/lang.log" 60 --exit-when-done \
+		--drive 20 --concurrency 4 --lengths 1500,9000 --ranks 2
+	MSG="engine: $seg; lang: $(report "$T/lang.log") gen: $(report "$T/gen.log")"
+	[ "$seg" = "segment True 512" ] &&
+		expect "$T/lang.log" result errors -eq 0 && expect "$T/lang.log" result leaked -eq 0 &&
+		expect "$T/lang.log" language ok -eq 20 &&
+		expect "$T/gen.log" result-encode ok -eq 20 &&
+		expect "$T/gen.log" result-encode leaked -eq 0 || return 1
+	MSG="20 rooms x 2 ranks byte-exact from segment 0; an engine got $seg"
+}
+
 # ---- embgw-gen plays 4 encode peers; the language gateway uses all of them --
 define gen-encode-identities "embgw-gen --produce --identities 4: a language gateway with --peer all fetches 80 rooms, 20 from each encode identity"
 case_gen_encode_identities() {
@@ -1032,6 +1054,11 @@ engine_gateways() {
 	# ENGINE_LEASE: the clients' lease in ms, when not the default
 	[ -z "${ENGINE_LEASE:-}" ] ||
 		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
+	# ENGINE_SEGMENTS: the encode port's pool cut per client, when set
+	[ -z "${ENGINE_SEGMENTS:-}" ] || {
+		sed -i "s|^\(  payload = { driver = \"shm\"; path = \"[^\"]*\";\) };|\1 segments = $ENGINE_SEGMENTS; };|" "$T/encode.cfg"
+		grep -q "segments = $ENGINE_SEGMENTS;" "$T/encode.cfg" || return 1
+	}
 	start_gw enc 1 "$T/encode.cfg" "$T/enc.log"
 	wait_ready enc || return 1
 	start_gw lang 0 "$T/language.cfg" "$T/lang.log"
@@ -1281,6 +1308,26 @@ case_attach_trust() {
 		grep -q "block(s) of its rooms held until it closes its socket" "$T/lang.log" &&
 		grep -q "engine-language: rank=0 rooms=5 ok=5 bad=0 failed=0" "$T/rank0.log" || return 1
 	MSG="$(grep -h '^trust-' "$T/flood.log" "$T/ro.log" "$T/lost.log" | tr '\n' ' ')$(grep -o 'attach: refused=.*' "$T/lang.log")"
+}
+
+define attach-segments "an encode port cut into 4 segments (payload.segments): two engines each map their own segment only, one writes 0x41 over all it maps between the other's scatter and commit and the other's rooms arrive byte-exact; with every segment taken one more engine is refused (EBUSY) until one detaches (SEGMENTS=0: the same writes land in the other's rooms and the case fails)"
+case_attach_segments() {
+	local TRUST=(env "EMBGW_CLIENT_LIB=$EMBGW_BUILD/lib/client/libegw_client.so"
+		timeout -s KILL 120 /usr/bin/python3 tests/integration/trust.py)
+	local segs=${SEGMENTS:-4} rooms
+	ENGINE_SEGMENTS=$segs engine_gateways || return 1
+	LOG=$T/enc.log
+	rooms=$(room_ids 9 1000 50000)
+	engine "$T/rank0.log" language "$T/lang-0.sock" --rooms "$rooms" --rank 0 --nranks 1
+	"${TRUST[@]}" segments "$T/enc-0.sock" --rooms "$rooms" --segments "$segs" >"$T/seg.log" 2>&1 ||
+		{ MSG="$(tr '\n' ' ' <"$T/seg.log")"; engines_wait; return 1; }
+	engines_wait || { MSG="$(cat "$T/seg.log" "$T/rank0.log" | tr '\n' ' ')"; return 1; }
+	stop_all
+	MSG="$(tr '\n' ' ' <"$T/rank0.log")"
+	grep -q "engine-language: rank=0 rooms=2 ok=2 bad=0 failed=0" "$T/rank0.log" &&
+		grep -q "no segment of port p0 is free" "$T/enc.log" &&
+		grep -q "has segment 1 of 4 of port p0 (blocks 512..1023)" "$T/enc.log" || return 1
+	MSG="$(grep -h '^trust-' "$T/seg.log")"
 }
 
 define attach-tenants "a tenant's attach socket of its own for port p0, allowing uid 65534: that uid attaches there and is refused (EACCES) on the attach group's socket, which serves no p0 (ENOENT) to the gateway's own uid"

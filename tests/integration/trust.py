@@ -15,6 +15,14 @@ exits 0 when the check holds.
         the library for S s (longer than the lease); then, before any
         call, the view still holds ROOM's bytes (the gateway held the
         blocks); release() and views() raise; the view holds zeros after
+    trust.py segments SOCKET --rooms IDS --segments N
+        two encode engines A and B on a port cut into N segments: each
+        maps its own segment only (B's file holds no more: mapping past
+        it fails, it cannot grow), A's rooms lie in A's segment; B writes
+        0x41 over everything it maps between A's scatter and commit and
+        A's rooms keep their bytes (the language engine checks them on
+        arrival); N - 2 more engines attach, one more is refused (EBUSY),
+        and once one of them detaches a new one attaches again
     trust.py tenants MAIN TENANT
         port p0 is served on the tenant's socket only, which allows uid
         65534: uid 65534 attaches there and is refused on MAIN; the
@@ -23,6 +31,7 @@ exits 0 when the check holds.
 import argparse
 import ctypes
 import errno
+import mmap
 import os
 import signal
 import socket
@@ -34,7 +43,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                 "python"))
 import embgw  # noqa: E402
-from engine import expected  # noqa: E402
+from engine import expected, same  # noqa: E402
 
 
 def flood(a):
@@ -140,6 +149,119 @@ def lost(a):
     return 0 if held and len(raised) == 3 and zeros else 1
 
 
+def pool_file(c):
+    """The file behind the client's pool mapping, opened again through
+    /proc/self/map_files (None where that is not allowed): its size, and
+    whether mapping past its end or growing it fails."""
+    ptr = embgw._lib.lib.egw_client_region(c._c, 0, None)
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo <= ptr < hi:
+                break
+        else:
+            return None
+    try:
+        fd = os.open("/proc/self/map_files/%x-%x" % (lo, hi), os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            mmap.mmap(fd, size + mmap.PAGESIZE).close()
+            past = "mapped"
+        except (ValueError, OSError):
+            past = "fails"
+        try:
+            os.ftruncate(fd, size + mmap.PAGESIZE)
+            grow = "grew"
+        except OSError:
+            grow = "fails"
+        return size, past, grow
+    finally:
+        os.close(fd)
+
+
+def attach_errno(path, name):
+    try:
+        return embgw.Client(path, "p0", name=name, timeout_ms=3000), "ok"
+    except OSError as e:
+        return None, errno.errorcode.get(e.errno, str(e.errno))
+
+
+def segments(a):
+    rooms = [int(x) for x in a.rooms.split(",")]
+    ca = embgw.Client(a.socket, "p0", name="seg-a")
+    cb = embgw.Client(a.socket, "p0", name="seg-b")
+    ga, gb = ca.geometry, cb.geometry
+    cut = ca.pool_segment and cb.pool_segment
+    opened, inside = [], True
+    for rid in rooms:
+        n = rid & 0xffffffff
+        r = ca.send_room(rid, n, cookie=rid)
+        if r.wait(embgw.KVPoll.WaitingForInput, 60) != \
+                embgw.KVPoll.WaitingForInput:
+            print("trust-segments: room %#x not open: %r" % (rid, r),
+                  flush=True)
+            return 1
+        emb, fill, mrope = expected(rid, n, ca.hidden_size, ca.torch_dtype)
+        r.scatter(emb)
+        r.scatter(fill, kind="fill_ids")
+        r.scatter(mrope, kind="mrope")
+        opened.append((r, emb, fill))
+        # runs in A's mapping (the library refuses any outside it)
+        inside = inside and all(
+            k > 0 and s + k <= ga["nblocks"] for s, k in r.runs())
+    # B: everything it can write, every kind, between A's scatter and
+    # commit (the attack the segments are for)
+    for arr in cb._regions.values():
+        arr[:] = 0x41
+    intact = all(same(torch.cat([v.clone() for v in r.tensors()]), emb) and
+                 same(torch.cat([v.clone() for v in
+                                 r.tensors("fill_ids")]), fill)
+                 for r, emb, fill in opened)
+    for r, _, _ in opened:
+        r.commit()
+    done = sum(r.wait(embgw.KVPoll.Success, 60) == embgw.KVPoll.Success
+               for r, _, _ in opened)
+    fb = pool_file(cb)
+    line = ("trust-segments: cut=%d a_first=%d b_first=%d blocks=%d "
+            "rooms_inside_a=%d a_intact_after_b_wrote=%d delivered=%d/%d "
+            "b_file=%s" % (cut, ca.first_block, cb.first_block,
+                           gb["nblocks"], inside, intact, done, len(opened),
+                           fb))
+    ok = cut and inside and intact and done == len(opened) and \
+        ca.first_block != cb.first_block and \
+        (fb is None or (fb[0] == gb["pool_bytes"] and fb[1:] ==
+                        ("fails", "fails")))
+    # every segment taken, one more engine refused; one detaches, and
+    # its segment (no rooms) is given again
+    more = [attach_errno(a.socket, "seg-%d" % i)
+            for i in range(a.segments - 2)]
+    _, over = attach_errno(a.socket, "seg-over")
+    again = "-"
+    if more and more[-1][0] is not None:
+        more[-1][0].close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            c, again = attach_errno(a.socket, "seg-again")
+            if c is not None:
+                c.close()
+                break
+            time.sleep(0.1)
+    line += " more=%s over=%s again=%s" % (
+        ",".join(r for _, r in more), over, again)
+    ok = ok and all(r == "ok" for _, r in more) and over == "EBUSY" and \
+        again == "ok"
+    print(line, flush=True)
+    for c, _ in more:
+        if c is not None:
+            c.close()
+    ca.close()
+    cb.close()
+    return 0 if ok else 1
+
+
 def attach_result(path):
     """'ok', or the errno name of the refusal."""
     try:
@@ -173,16 +295,19 @@ def tenants(a):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("check", choices=["flood", "readonly", "lost", "tenants"])
+    p.add_argument("check", choices=["flood", "readonly", "lost", "tenants",
+                                     "segments"])
     p.add_argument("socket")
     p.add_argument("tenant", nargs="?")
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--engines", type=int, default=12)
     p.add_argument("--room", type=int, default=0)
     p.add_argument("--hold-s", type=float, default=3)
+    p.add_argument("--rooms", default="")
+    p.add_argument("--segments", type=int, default=4)
     a = p.parse_args()
     return {"flood": flood, "readonly": readonly, "lost": lost,
-            "tenants": tenants}[a.check](a)
+            "tenants": tenants, "segments": segments}[a.check](a)
 
 
 if __name__ == "__main__":

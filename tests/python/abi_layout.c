@@ -38,7 +38,8 @@ geometry(void)
 	F(egw_client_geometry, lease_ms);
 	F(egw_client_geometry, max_peers);
 	F(egw_client_geometry, nslots); F(egw_client_geometry, sq_entries);
-	F(egw_client_geometry, cq_entries); F(egw_client_geometry, reserved);
+	F(egw_client_geometry, cq_entries);
+	F(egw_client_geometry, first_block);
 	F(egw_client_geometry, pool_bytes);
 	F(egw_client_geometry, region_offset);
 	F(egw_client_geometry, region_bytes);

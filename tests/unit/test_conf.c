@@ -49,7 +49,7 @@ test_examples_load(void)
 }
 
 /* A valid file; the cases below each change one thing. */
-static const char *base =
+static const char *const base_text =
 	"gateway = {\n"
 	"  name = \"gw\";\n"
 	"  roles = [\"language\"];\n"
@@ -63,6 +63,7 @@ static const char *base =
 	"    peers = ( { name = \"e\"; address = \"10.0.0.2\"; } );\n"
 	"  }\n"
 	");\n";
+static const char *base = base_text;
 
 static void
 write_file(const char *path, const char *text, size_t len)
@@ -144,8 +145,10 @@ test_unknown_key(void)
 	       1, "gateway.colour: unknown setting (expected one of: name,");
 	expect(edit("lcores = [1];", "lcores = [1]; mtu_bytes = 9000; #<\n"), 1,
 	       "ports[0].mtu_bytes: unknown setting");
-	expect(edit("driver = \"shm\";", "driver = \"shm\"; device = \"rxe0\"; #<\n"),
-	       1, "ports[0].payload.device: unknown setting (expected one of: driver, path)");
+	expect(edit("driver = \"shm\";",
+		    "driver = \"shm\"; device = \"rxe0\"; #<\n"),
+	       1,
+	       "ports[0].payload.device: unknown setting (expected one of: driver, path, segments)");
 }
 
 static void
@@ -161,6 +164,58 @@ test_wrong_type(void)
 	       "ports[0].payload.window_keys: wrong type: expected a boolean, got a string");
 }
 
+/* payload.segments: 0 by default; an encode gateway's pool cut into equal
+ * segments of whole pages, each as large as the policy's allocation;
+ * each rule broken is named with its value. */
+static void
+test_segments(void)
+{
+	static const char *const enc = "roles = [\"encode\"];";
+	char *enc_text, *pol_text;
+
+	expect(base, 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].payload.segments, 0);
+	/* 512 blocks of 64 tokens x 128 bytes, aux 64: 64 blocks a page */
+	enc_text = strdup(edit("roles = [\"language\"];", enc));
+	CU_ASSERT_FATAL(enc_text != NULL);
+	base = enc_text;
+	expect(edit("path = \"/dev/shm/x\";",
+		    "path = \"/dev/shm/x\"; segments = 8;"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].payload.segments, 8);
+	CU_ASSERT_EQUAL(egw_conf_segment_align(&conf.geom), 64);
+	expect(edit("path = \"/dev/shm/x\";",
+		    "path = \"/dev/shm/x\"; segments = 65; #<\n"),
+	       1, "ports[0].payload.segments: out of range");
+	expect(edit("path = \"/dev/shm/x\";",
+		    "path = \"/dev/shm/x\"; segments = 3; #<\n"),
+	       1,
+	       "ports[0].payload.segments: 3 does not divide the pool's 512 "
+	       "blocks");
+	expect(edit("path = \"/dev/shm/x\";",
+		    "path = \"/dev/shm/x\"; segments = 16; #<\n"),
+	       1,
+	       "segments of 32 blocks: each kind's share of a segment must "
+	       "fill whole 4096-byte pages, so blocks per segment must be a "
+	       "multiple of 64");
+	pol_text = strdup(edit("hidden_size = 64; };",
+			       "hidden_size = 64; policy = { tokens = 16384; "
+			       "}; };"));
+	CU_ASSERT_FATAL(pol_text != NULL);
+	base = pol_text;
+	expect(edit("path = \"/dev/shm/x\";",
+		    "path = \"/dev/shm/x\"; segments = 8; #<\n"),
+	       1,
+	       "segments of 8192 tokens are smaller than the largest "
+	       "allocation the pool's policy allows (16384 tokens)");
+	free(pol_text);
+	free(enc_text);
+	base = base_text;
+	expect(edit("path = \"/dev/shm/x\";",
+		    "path = \"/dev/shm/x\"; segments = 8; #<\n"),
+	       1, "only an encode gateway's pool is cut into segments");
+}
+
 /* payload.window_keys: on by default for verbs, off when asked, unknown
  * to shm. */
 static void
@@ -173,8 +228,10 @@ test_window_keys(void)
 		    "payload = { driver = \"verbs\"; device = \"rxe0\";\n"
 		    "  window_keys = false; };"), 0, "");
 	CU_ASSERT_FALSE(conf.ports[0].payload.window_keys);
-	expect(edit("driver = \"shm\";", "driver = \"shm\"; window_keys = true; #<\n"),
-	       1, "ports[0].payload.window_keys: unknown setting (expected one of: driver, path)");
+	expect(edit("driver = \"shm\";",
+		    "driver = \"shm\"; window_keys = true; #<\n"),
+	       1,
+	       "ports[0].payload.window_keys: unknown setting (expected one of: driver, path, segments)");
 }
 
 /* payload.hop_limit: 64 by default for verbs, 1..255, unknown to shm. */
@@ -998,6 +1055,7 @@ main(int argc, char **argv)
 		{ "unknown_key", test_unknown_key },
 		{ "wrong_type", test_wrong_type },
 		{ "payload.window_keys", test_window_keys },
+		{ "payload.segments", test_segments },
 		{ "payload.hop_limit", test_hop_limit },
 		{ "out_of_range", test_out_of_range },
 		{ "duplicates_across_ports", test_duplicates_across_ports },

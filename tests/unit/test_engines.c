@@ -18,6 +18,7 @@ struct fake {
 	int enospc_left;           /* send_open: -ENOSPC this many times */
 	int commit_rc, recv_open_rc;
 	uint32_t last_peer_slot;   /* recv_open: the node slot it was given */
+	uint32_t send_client;	   /* send_open: the client it was asked for */
 	uint32_t runs_per_open;    /* send_open answers this many runs */
 	uint32_t next_block;
 	uint64_t blocks_out;       /* given by send_open, not yet freed */
@@ -64,14 +65,15 @@ blocks_of(const struct egw_attach_run *r, uint32_t n)
 }
 
 static int
-f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
-	    int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
-	    uint32_t max_runs)
+f_send_open(void *ctx, uint32_t client, uint64_t room, uint16_t nranks,
+	    uint32_t total, int32_t mrope_delta, uint64_t cookie,
+	    struct egw_attach_run *runs, uint32_t max_runs)
 {
 	struct fake *f = ctx;
 	uint32_t blocks = (total + 127) / 128, n = f->runs_per_open;
 
 	(void)nranks; (void)mrope_delta; (void)cookie;
+	f->send_client = client;
 	f->send_opens++;
 	f->last_room = room;
 	if (f->table_slots != 0 && f->table_used == f->table_slots)
@@ -1738,6 +1740,34 @@ test_peer_change_posted_to_clients_that_asked(void)
 	free(area2);
 }
 
+/* SEND_OPEN's allocation names the client it is for (whose segment of a
+ * cut pool the blocks come from), for each of two clients. */
+static void
+test_send_open_names_its_client(void)
+{
+	struct world w;
+	struct egw_attach_map m2;
+	size_t bytes = egw_attach_area_bytes(16, 64, 8, 4, 8);
+	void *area2 = calloc(1, bytes);
+	struct egw_attach_cmd c = send_open(9, 1, 300);
+
+	w_init(&w, 64, 16);
+	CU_ASSERT_FATAL(area2 != NULL);
+	CU_ASSERT_EQUAL(egw_attach_area_init(area2, 16, 64, 8, 4, 8), 0);
+	CU_ASSERT_EQUAL(egw_attach_map_init(&m2, area2, bytes), 0);
+	CU_ASSERT_EQUAL(egw_engines_add(w.srv, area2, bytes, w.now), 1);
+	w.f.send_client = 99;
+	w_cmd(&w, send_open(4, 2, 300));
+	CU_ASSERT_EQUAL(w.f.send_client, (uint32_t)w.cid);
+	CU_ASSERT_EQUAL(egw_attach_ring_put(&m2.sq, &c), 0);
+	egw_engines_poll(w.srv, w.now);
+	CU_ASSERT_EQUAL(w.f.send_client, 1);
+	CU_ASSERT_EQUAL(w.f.send_opens, 2);
+	egw_engines_remove(w.srv, 1, w.now);
+	w_fini(&w);
+	free(area2);
+}
+
 static void
 test_room_names_its_peer_by_id(void)
 {
@@ -1981,6 +2011,8 @@ main(void)
 		  test_peer_list_published_with_a_generation },
 		{ "peer_change_posted_to_clients_that_asked",
 		  test_peer_change_posted_to_clients_that_asked },
+		{ "send_open_names_its_client",
+		  test_send_open_names_its_client },
 		{ "room_names_its_peer_by_id", test_room_names_its_peer_by_id },
 		{ "room_names_its_peer_by_name",
 		  test_room_names_its_peer_by_name },

@@ -691,16 +691,100 @@ test_pool_fd_maps_the_pool(void)
 	pp_close(&pp);
 }
 
+/* An encode pool cut into segments: the pool is one range as before, each
+ * segment a sealed memfd of its own that holds exactly its blocks' bytes
+ * of every kind. Written through a segment's mapping, the bytes show in
+ * the pool at that segment's blocks and nowhere else; the fd cannot grow
+ * to reach more; the pool has no whole-pool fd to hand out. */
+static void
+test_segments_cut_the_pool(void)
+{
+	enum { NB = 256, NSEG = 4, PER = NB / NSEG };
+	struct egw_payload_params par;
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool = NULL;
+	const struct egw_pool_mem *m;
+	uint64_t off, bytes;
+	int fd, wrong = 0, right = 0;
+
+	pp_params(&par, EGW_ROLE_ENCODE, "");
+	par.geom.block_tokens = 16;
+	par.geom.capacity_tokens = NB * 16;
+	par.segments = NSEG;
+	CU_ASSERT_FATAL(egw_payload_shm_ops.open(&par, 1, &drv, &pool) == 0);
+	CU_ASSERT(egw_payload_shm_ops.pool_fd(drv, &off, &bytes) < 0);
+	m = egw_payload_shm_ops.pool_mem(drv);
+	CU_ASSERT_FATAL(m != NULL);
+	CU_ASSERT_EQUAL(m->seg.nseg, NSEG);
+	CU_ASSERT_EQUAL(m->seg.blocks, PER);
+	CU_ASSERT_EQUAL(egw_payload_pool_seg_fd(m, NSEG), -ERANGE);
+	for (uint32_t s = 0; s < NSEG; s++) {
+		struct stat st;
+		uint8_t *v;
+
+		fd = egw_payload_pool_seg_fd(m, s);
+		CU_ASSERT_FATAL(fd >= 0);
+		CU_ASSERT_EQUAL(fstat(fd, &st), 0);
+		CU_ASSERT_EQUAL((uint64_t)st.st_size, m->seg.bytes);
+		CU_ASSERT_EQUAL(ftruncate(fd, st.st_size + 4096), -1);
+		CU_ASSERT_EQUAL(errno, EPERM);
+		v = mmap(NULL, m->seg.bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, 0);
+		CU_ASSERT_FATAL(v != MAP_FAILED);
+		/* the whole segment file written: (s + 1) everywhere */
+		memset(v, (int)s + 1, m->seg.bytes);
+		/* and one token of each kind, named by its block */
+		for (int k = 0; k < EGW_KIND_MAX; k++) {
+			uint8_t *at;
+
+			if (m->seg.len[k] == 0)
+				continue;
+			at = egw_pool_addr(pool, (enum egw_kind)k, s * PER + 5,
+					   0);
+			v[m->seg.off[k] +
+			  egw_pool_geom_offset(&par.geom, (enum egw_kind)k, 5,
+					       0)] = 0xc0 | (uint8_t)s;
+			right += at != NULL && *at == (0xc0 | s);
+		}
+		munmap(v, m->seg.bytes);
+	}
+	CU_ASSERT_EQUAL(right, NSEG * 4);
+	/* every byte of every kind shows its own segment's value */
+	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		size_t unit = egw_pool_geom_unit_bytes(&par.geom,
+						       (enum egw_kind)k);
+
+		for (uint32_t b = 0; b < NB; b++) {
+			uint8_t *a = egw_pool_addr(pool, (enum egw_kind)k, b,
+						   0);
+			size_t n = k == EGW_KIND_AUX ? unit : unit * 16;
+
+			for (size_t i = 0; a != NULL && i < n; i++)
+				if (a[i] != b / PER + 1 &&
+				    !(b % PER == 5 && i == 0))
+					wrong++;
+		}
+	}
+	CU_ASSERT_EQUAL(wrong, 0);
+	egw_payload_shm_ops.close(drv);
+	/* a geometry whose shares are not whole pages is refused */
+	par.segments = 8; /* 32 blocks: fill_ids 2048 bytes a share */
+	CU_ASSERT_EQUAL(egw_payload_shm_ops.open(&par, 1, &drv, &pool),
+			-EINVAL);
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "segments cut the encode pool", test_segments_cut_the_pool },
 		{ "write lands where the REGISTER says", test_write_lands },
 		{ "a write outside the peer's regions fails its batch",
 		  test_write_outside_regions_fails_batch },
 		{ "a batch to an unconnected peer fails",
 		  test_unconnected_peer_fails_batch },
-		{ "unknown peer -EINVAL, full ring -ENOBUFS", test_post_errors },
+		{ "unknown peer -EINVAL, full ring -ENOBUFS",
+		  test_post_errors },
 		{ "disconnect unmaps the peer's pool", test_disconnect_unmaps },
 		{ "the pool file's header, by value", test_header_fields },
 		{ "a stranger's file at the path: refused, untouched",

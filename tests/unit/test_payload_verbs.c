@@ -9,6 +9,7 @@
  * before the reset are ignored, and the errors of post() itself.
  */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cu_main.h"
 #include "ibv_stub.h"
@@ -1004,10 +1005,44 @@ test_window_pending_given_up_and_reset(void)
 	pp_close(&pp);
 }
 
+/* An encode pool cut into segments under verbs: the driver registers the
+ * one range that holds them all, and a segment's memfd is that range's
+ * blocks of the segment. */
+static void
+test_segments_cut_the_pool(void)
+{
+	struct egw_payload_params par;
+	struct egw_payload *drv = NULL;
+	struct egw_pool *pool = NULL;
+	const struct egw_pool_mem *m;
+	uint8_t *v, *at;
+	int fd;
+
+	stub_device();
+	pp_params(&par, EGW_ROLE_ENCODE, "");
+	par.geom.block_tokens = 16;
+	par.geom.capacity_tokens = 256 * 16;
+	par.segments = 4;
+	CU_ASSERT_FATAL(egw_payload_verbs_ops.open(&par, 1, &drv, &pool) == 0);
+	m = egw_payload_verbs_ops.pool_mem(drv);
+	CU_ASSERT_FATAL(m != NULL && m->seg.nseg == 4);
+	CU_ASSERT_PTR_EQUAL(m->mem, egw_pool_mem(pool));
+	fd = egw_payload_pool_seg_fd(m, 3);
+	CU_ASSERT_FATAL(fd >= 0);
+	v = mmap(NULL, m->seg.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CU_ASSERT_FATAL(v != MAP_FAILED);
+	v[m->seg.off[EGW_KIND_FILL_IDS] + 4 * 16 * 2] = 0x77;
+	at = egw_pool_addr(pool, EGW_KIND_FILL_IDS, 3 * 64 + 2, 0);
+	CU_ASSERT(at != NULL && *at == 0x77);
+	munmap(v, m->seg.bytes);
+	egw_payload_verbs_ops.close(drv);
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "segments cut the encode pool", test_segments_cut_the_pool },
 		{ "GID: the RoCEv2 entry of the address, by its index",
 		  test_gid_pick_table },
 		{ "GID auto on open, and open fails without one",

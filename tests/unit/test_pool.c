@@ -364,19 +364,205 @@ test_external_memory(void)
 	free(mem);
 }
 
+/* A segment's allocations stay inside it: a random walk of allocations
+ * in four segments of 75 blocks (odd sizes: segments cross the tree's
+ * nodes), frees and shrinks, each run checked against its segment and
+ * against a model of the blocks; a segment that is full answers -ENOSPC
+ * while the others still have room. */
+static void
+range_walk(bool cache)
+{
+	enum { NB = 300, SEGS = 4, SEG = NB / SEGS, OPS = 20000, MAXH = 64 };
+	struct egw_pool *p = mk(NB);
+	struct {
+		struct egw_run r;
+		uint64_t owner;
+	} held[MAXH];
+	uint8_t used[NB] = { 0 };
+	int nheld = 0, outside = 0, twice = 0, wrong_full = 0, full = 0;
+	uint64_t seed = 99, next_owner = 1;
+
+	if (cache)
+		CU_ASSERT_EQUAL_FATAL(egw_pool_cache_enable(p, 16), 0);
+	for (int op = 0; op < OPS; op++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t rnd = (uint32_t)(seed >> 33);
+
+		if (nheld + 8 <= MAXH && (rnd % 3 != 0 || nheld == 0)) {
+			struct egw_run r[8];
+			uint32_t sg = (rnd >> 4) % SEGS, lo = sg * SEG;
+			uint32_t want = (rnd >> 20) % 3 == 0 ? 1 : 1 + rnd % 30;
+			uint32_t freeb = 0;
+			int n = egw_pool_alloc_range(p, next_owner, want, lo,
+						     lo + SEG, r, 8);
+
+			for (uint32_t b = lo; b < lo + SEG; b++)
+				freeb += !used[b];
+			if (n == -ENOSPC) {
+				full++;
+				/* refused only when the segment itself lacks
+				 * the blocks or they are in more than 8 runs */
+				if (freeb >= want) {
+					uint32_t runs = 0;
+
+					for (uint32_t b = lo; b < lo + SEG; b++)
+						runs += !used[b] &&
+							(b == lo ||
+							 used[b - 1]);
+					if (runs <= 8)
+						wrong_full++;
+				}
+			}
+			for (int i = 0; i < n; i++) {
+				if (r[i].start < lo ||
+				    r[i].start + r[i].count > lo + SEG)
+					outside++;
+				for (uint32_t b = r[i].start;
+				     b < r[i].start + r[i].count && b < NB;
+				     b++) {
+					twice += used[b];
+					used[b] = 1;
+				}
+				held[nheld].r = r[i];
+				held[nheld++].owner = next_owner;
+			}
+			next_owner++;
+		} else {
+			int i = (int)(rnd % (uint32_t)nheld);
+			struct egw_run r = held[i].r;
+
+			if ((rnd >> 8) % 4 == 0 && r.count > 1) {
+				uint32_t keep = 1 + (rnd >> 12) % (r.count - 1);
+
+				CU_ASSERT_EQUAL(egw_pool_shrink(p,
+								held[i].owner,
+								r, keep),
+						0);
+				for (uint32_t b = r.start + keep;
+				     b < r.start + r.count; b++)
+					used[b] = 0;
+				held[i].r.count = keep;
+			} else {
+				CU_ASSERT_EQUAL(egw_pool_free(p, held[i].owner,
+							      r),
+						0);
+				for (uint32_t b = r.start;
+				     b < r.start + r.count; b++)
+					used[b] = 0;
+				held[i] = held[--nheld];
+			}
+		}
+		/* idle exactly when the model says every block is free */
+		if (op % 97 == 0)
+			for (uint32_t sg = 0; sg < SEGS; sg++) {
+				bool idle = true;
+
+				for (uint32_t b = sg * SEG; b < (sg + 1) * SEG;
+				     b++)
+					idle = idle && !used[b];
+				CU_ASSERT_EQUAL(egw_pool_range_idle(p, sg * SEG,
+								    (sg +
+								     1) * SEG),
+						idle);
+			}
+	}
+	CU_ASSERT_EQUAL(outside, 0);
+	CU_ASSERT_EQUAL(twice, 0);
+	CU_ASSERT_EQUAL(wrong_full, 0);
+	CU_ASSERT(full > 0); /* the walk did fill segments */
+	egw_pool_destroy(p);
+}
+
+static void
+test_alloc_range_stays_in_segment(void)
+{
+	range_walk(false);
+	range_walk(true);
+}
+
+/* A full segment refuses while the pool has room elsewhere; a run that
+ * would fit only across the segment's edge is not given; bad ranges. */
+static void
+test_alloc_range_full_segment(void)
+{
+	struct egw_pool *p = mk(16);
+	struct egw_run r[4], big;
+
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 1, 4, 0, 4, r, 4), 1);
+	CU_ASSERT_EQUAL(r[0].start, 0);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 2, 1, 0, 4, r, 4), -ENOSPC);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 2, 5, 4, 8, r, 4), -ENOSPC);
+	/* blocks 6..7 free, 8..9 free: 4 blocks across the edge of 4..8 */
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 3, 2, 4, 8, r, 4), 1);
+	CU_ASSERT_EQUAL(r[0].start, 4);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 4, 4, 4, 8, r, 4), -ENOSPC);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 4, 2, 4, 8, &big, 1), 1);
+	CU_ASSERT_EQUAL(big.start, 6);
+	CU_ASSERT_FALSE(egw_pool_range_idle(p, 4, 8));
+	CU_ASSERT_TRUE(egw_pool_range_idle(p, 8, 16));
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 5, 1, 4, 4, r, 4), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 5, 1, 8, 17, r, 4), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 1, (struct egw_run){ 0, 4 }), 0);
+	CU_ASSERT_TRUE(egw_pool_range_idle(p, 0, 4));
+	egw_pool_destroy(p);
+}
+
+/* Segments handed to clients: each once, the kept-back one never, none
+ * when all are held (-EBUSY); a returned segment is given again only
+ * once its blocks are all free (a room of the client gone still in
+ * flight keeps it back). */
+static void
+test_segments_taken_and_returned(void)
+{
+	struct egw_pool *p = mk(16);
+	struct egw_pool_segs t;
+	struct egw_run r;
+
+	CU_ASSERT_EQUAL(egw_pool_segs_init(&t, p, 3, 0), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_segs_init(&t, p, 65, 0), -EINVAL);
+	CU_ASSERT_EQUAL(egw_pool_segs_init(&t, p, 4, 5), -EINVAL);
+	CU_ASSERT_EQUAL_FATAL(egw_pool_segs_init(&t, p, 4, 1), 0);
+	CU_ASSERT_EQUAL(t.blocks, 4);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 1);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 2);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 3);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), -EBUSY);
+	/* segment 2's client has a room in flight when it goes */
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 7, 2, 8, 12, &r, 1), 1);
+	egw_pool_segs_put(&t, 2);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), -EBUSY);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 7, r), 0);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 2);
+	/* a one-block room freed into the cache still returns it */
+	CU_ASSERT_EQUAL_FATAL(egw_pool_cache_enable(p, 4), 0);
+	CU_ASSERT_EQUAL(egw_pool_alloc_range(p, 8, 1, 12, 16, &r, 1), 1);
+	CU_ASSERT_EQUAL(egw_pool_free(p, 8, r), 0);
+	egw_pool_segs_put(&t, 3);
+	CU_ASSERT_EQUAL(egw_pool_segs_take(&t, p), 3);
+	egw_pool_destroy(p);
+}
+
 int
 main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "geometry_and_addresses", test_geometry_and_addresses },
-		{ "alloc_tokens_is_whole_blocks", test_alloc_tokens_is_whole_blocks },
-		{ "fragmented_alloc_uses_run_list", test_fragmented_alloc_uses_run_list },
+		{ "alloc_tokens_is_whole_blocks",
+		  test_alloc_tokens_is_whole_blocks },
+		{ "fragmented_alloc_uses_run_list",
+		  test_fragmented_alloc_uses_run_list },
 		{ "bad_frees_are_refused", test_bad_frees_are_refused },
 		{ "shrink_keeps_head", test_shrink_keeps_head },
 		{ "random_against_model", test_random_against_model },
-		{ "random_against_model_with_cache", test_random_against_model_with_cache },
+		{ "random_against_model_with_cache",
+		  test_random_against_model_with_cache },
 		{ "single_block_cache", test_single_block_cache },
 		{ "external_memory", test_external_memory },
+		{ "alloc_range_stays_in_segment",
+		  test_alloc_range_stays_in_segment },
+		{ "alloc_range_full_segment", test_alloc_range_full_segment },
+		{ "segments_taken_and_returned",
+		  test_segments_taken_and_returned },
 		{ NULL, NULL },
 	};
 	return cu_run("pool", tests);

@@ -123,6 +123,12 @@ fault_pool_fd(const struct egw_payload *p, uint64_t *offset, uint64_t *bytes)
 	return p->in->pool_fd(p->inner, offset, bytes);
 }
 
+static const struct egw_pool_mem *
+fault_pool_mem(const struct egw_payload *p)
+{
+	return p->in->pool_mem(p->inner);
+}
+
 static void
 fault_close(struct egw_payload *p)
 {
@@ -265,6 +271,7 @@ egw_payload_fault_wrap(const struct egw_payload_ops **ops,
 		.poll = fault_poll,
 		.stats = in->stats ? fault_stats : NULL,
 		.pool_fd = in->pool_fd ? fault_pool_fd : NULL,
+		.pool_mem = in->pool_mem ? fault_pool_mem : NULL,
 		.close = fault_close,
 	};
 	*ops = &f->ops;

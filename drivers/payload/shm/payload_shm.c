@@ -128,7 +128,8 @@ shm_open_(const struct egw_payload_params *pp, uint64_t session,
 		rc = open_file(p, pp, session, need);
 	} else if (rc == 0) {
 		/* we send: our pool is memory local engines can map */
-		rc = egw_payload_pool_mem("embgw-pool", need, &p->own);
+		rc = egw_payload_pool_mem_geom("embgw-pool", &pp->geom,
+					       pp->segments, &p->own);
 		if (rc == 0) {
 			p->mem = p->own.mem;
 			p->mem_len = need;
@@ -327,6 +328,12 @@ shm_pool_fd(const struct egw_payload *p, uint64_t *offset, uint64_t *bytes)
 	return p->fd >= 0 ? p->fd : -ENODEV;
 }
 
+static const struct egw_pool_mem *
+shm_pool_mem(const struct egw_payload *p)
+{
+	return p->own.mem != NULL ? &p->own : NULL;
+}
+
 const struct egw_payload_ops egw_payload_shm_ops = {
 	.name = "shm",
 	.open = shm_open_,
@@ -341,5 +348,6 @@ const struct egw_payload_ops egw_payload_shm_ops = {
 	.poll = shm_poll,
 	.stats = shm_stats,
 	.pool_fd = shm_pool_fd,
+	.pool_mem = shm_pool_mem,
 	.close = shm_close,
 };

@@ -389,7 +389,8 @@ verbs_open(const struct egw_payload_params *pp,
 	}
 	p->mem_len = egw_pool_geom_mem_bytes(&pp->geom);
 	/* a sealed memfd: local engines map the pool through it */
-	if (egw_payload_pool_mem("embgw-pool", p->mem_len, &p->own) == 0)
+	if (egw_payload_pool_mem_geom("embgw-pool", &pp->geom, pp->segments,
+				      &p->own) == 0)
 		p->mem = p->own.mem;
 	p->pd = ibv_alloc_pd(p->ctx);
 	/* bounded by what the engines can have in flight */
@@ -919,6 +920,12 @@ verbs_pool_fd(const struct egw_payload *p, uint64_t *offset, uint64_t *bytes)
 	return p->own.fd >= 0 ? p->own.fd : -ENODEV;
 }
 
+static const struct egw_pool_mem *
+verbs_pool_mem(const struct egw_payload *p)
+{
+	return p->own.mem != NULL ? &p->own : NULL;
+}
+
 static void
 verbs_close(struct egw_payload *p)
 {
@@ -1016,5 +1023,6 @@ const struct egw_payload_ops egw_payload_verbs_ops = {
 	.poll = verbs_poll,
 	.stats = verbs_stats,
 	.pool_fd = verbs_pool_fd,
+	.pool_mem = verbs_pool_mem,
 	.close = verbs_close,
 };
