@@ -93,6 +93,10 @@ struct egw_msg {
 	uint16_t flags;        /**< EGW_MSGF_* */
 	uint16_t rank;
 	uint16_t nranks;
+	/** Room messages: the ranks this message speaks for, a bitmask of
+	 *  0..nranks-1 whose lowest bit is `rank` (a group, doc/xfer.md
+	 *  "Fan-out"); 0: just `rank` */
+	uint16_t ranks;
 	uint16_t nruns;
 	uint64_t room;
 	uint32_t block_tokens; /**< INIT/RESUME: sender checks it equals its own */
