@@ -2112,7 +2112,11 @@ lookup(struct egw_engines *s, enum egw_attach_side side, uint64_t room,
 		return NULL;
 	if (side == EGW_SIDE_RECV && s->groups_used > 0 &&
 	    (e = index_find(s, room, rank_side(rank, SIDE_GROUP))) != NULL) {
-		/* a group's room: its driver's slot */
+		/* a group's room: its driver's slot, until it landed (the
+		 * driver may have released since and its slot hold another
+		 * room) */
+		if (s->groups[e->slot].landed)
+			return NULL;
 		*cid = s->groups[e->slot].driver_cid;
 		*slot = s->groups[e->slot].driver_slot;
 		return &s->clients[*cid].slots[*slot];
@@ -2256,7 +2260,11 @@ egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 {
 	uint32_t cid, slot;
 	struct slot_state *p = lookup(s, side, room, rank, &cid, &slot);
+	const struct group *g;
 
+	if (p == NULL && side == EGW_SIDE_RECV && s->groups_used > 0 &&
+	    (g = group_of(s, room, rank)) != NULL && g->landed)
+		return 0; /* a delivered group ends with its members */
 	if (p == NULL)
 		return -ENOENT;
 	if (p->phase == PH_DELIVERED)

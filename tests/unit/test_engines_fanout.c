@@ -274,6 +274,12 @@ test_group_shares_one_receive(void)
 	CU_ASSERT_EQUAL(a->runs[1].start, 20);
 	CU_ASSERT_EQUAL(b->runs[1].start, 20);
 	CU_ASSERT_EQUAL(a->total_tokens, 600);
+	/* the node's room ends with the delivery: the members keep it */
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room,
+					      0, 0),
+			0);
+	CU_ASSERT_EQUAL(a->state, EGW_ATTACH_STATE_SUCCESS);
+	CU_ASSERT_EQUAL(b->state, EGW_ATTACH_STATE_SUCCESS);
 	(void)w_last(&w, 0);
 	w_cmd(&w, on_slot(EGW_OP_RELEASE, 5, 1));
 	CU_ASSERT_EQUAL(w_last(&w, 1).state, EGW_ATTACH_STATE_SUCCESS);
@@ -283,6 +289,9 @@ test_group_shares_one_receive(void)
 	CU_ASSERT_EQUAL(w.f.release_rank, 0);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
 	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room,
+					      0, 0),
+			-ENOENT);
 	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.group_opens, 1);
 	CU_ASSERT_EQUAL(st.group_joins, 1);
