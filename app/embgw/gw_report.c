@@ -289,9 +289,10 @@ static void
 report_fanout(const char *name, const char *side,
 	      const struct egw_xfer_stats *x, FILE *f)
 {
-	fprintf(f, "fanout: port=%s side=%s group_rooms=%lu lone_rooms=%lu "
-		"group_ranks=%lu bytes_saved=%lu writes=%lu bytes=%lu\n", name,
-		side, (unsigned long)x->group_rooms,
+	fprintf(f,
+		"fanout: port=%s side=%s group_rooms=%lu lone_rooms=%lu "
+		"group_ranks=%lu bytes_saved=%lu writes=%lu bytes=%lu\n",
+		name, side, (unsigned long)x->group_rooms,
 		(unsigned long)(x->rooms_ok - x->group_rooms),
 		(unsigned long)x->group_ranks,
 		(unsigned long)x->group_bytes_saved, (unsigned long)x->writes,

@@ -1476,12 +1476,11 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const keys[] = { "name",	  "device",  "address",
-					    "udp_port",	  "mtu",     "queues",
-					    "lcores",	  "payload", "idle",
-					    "neighbours", "routes",  "peers",
-					    "max_peers",  "fanout_ranks",
-					    NULL };
+	static const char *const keys[] = {
+		"name",	  "device", "address",	 "udp_port",	 "mtu",
+		"queues", "lcores", "payload",	 "idle",	 "neighbours",
+		"routes", "peers",  "max_peers", "fanout_ranks", NULL
+	};
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;

@@ -38,7 +38,7 @@ struct slot_state {
 	uint64_t wire;             /* the id in the gateway (attempt applied) */
 	uint64_t held_at;          /* PH_DELIVERED: since when */
 	uint32_t entry;            /* content entry, NO_ENTRY: none */
-	uint32_t group;            /* fan-out group, NO_GROUP: none */
+	uint32_t group;		   /* fan-out group, NO_GROUP: none */
 	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
 	uint64_t deadline;	   /* PH_WAIT_MEM: the allocation deadline;
@@ -110,12 +110,12 @@ struct group {
 	bool used, landed, closed; /* closed: the unopened ones are gone */
 	uint64_t wire;
 	uint16_t leader, nranks, set;
-	uint16_t opened;           /* members that opened */
-	uint16_t holding;          /* members holding the delivery */
-	uint32_t peer_id;          /* the peer as the driver named it */
+	uint16_t opened;  /* members that opened */
+	uint16_t holding; /* members holding the delivery */
+	uint32_t peer_id; /* the peer as the driver named it */
 	char peer_name[EGW_ATTACH_NAME_LEN];
 	uint32_t driver_cid, driver_slot;
-	uint64_t deadline;         /* members not opened by then are gone */
+	uint64_t deadline; /* members not opened by then are gone */
 	uint32_t total, nruns;
 	struct egw_attach_run *runs; /* fanout_max_runs */
 	struct group_member member[EGW_XFER_MAX_RANKS];
@@ -162,7 +162,7 @@ struct egw_engines {
 	struct group *groups;
 	struct egw_attach_run *group_runs;
 	uint32_t ngroups, groups_used;
-	uint64_t group_due;  /* the earliest deadline of an open group */
+	uint64_t group_due; /* the earliest deadline of an open group */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -644,14 +644,14 @@ entry_landed(struct egw_engines *s, struct cache_entry *e, uint32_t total,
 	s->cst.blocks += e->blocks;
 }
 
-
-/* ---- fan-out groups ------------------------------------------------------- */
+/* ---- fan-out groups -------------------------------------------------------
+ */
 
 static struct group *
 group_of(struct egw_engines *s, uint64_t wire, uint16_t leader)
 {
-	struct index_entry *e =
-		index_find(s, wire, rank_side(leader, SIDE_GROUP));
+	struct index_entry *e = index_find(s, wire,
+					   rank_side(leader, SIDE_GROUP));
 
 	return e == NULL ? NULL : &s->groups[e->slot];
 }
@@ -673,8 +673,7 @@ group_maybe_release(struct egw_engines *s, struct group *g)
 	    (!g->closed && g->opened != g->set))
 		return;
 	group_free(s, g);
-	s->c.ops->recv_release(s->c.ctx, g->wire, g->leader, g->runs,
-			       g->nruns);
+	s->c.ops->recv_release(s->c.ctx, g->wire, g->leader, g->runs, g->nruns);
 }
 
 /* One member gets the landed blocks (read-only views of the same blocks
@@ -727,7 +726,7 @@ group_end(struct egw_engines *s, uint32_t cid, uint32_t slot, int code,
 	g = &s->groups[p->group];
 	p->group = NO_GROUP;
 	if (g->landed) {
-		g->holding &= (uint16_t)~(1u << p->rank);
+		g->holding &= (uint16_t) ~(1u << p->rank);
 		group_maybe_release(s, g);
 		return;
 	}
@@ -735,8 +734,8 @@ group_end(struct egw_engines *s, uint32_t cid, uint32_t slot, int code,
 		 s->clients[g->driver_cid].slots[g->driver_slot].phase ==
 			 PH_OPEN;
 	group_free(s, g); /* reports of the node's room find nothing now */
-	for (uint16_t r = g->leader; r < g->leader + EGW_XFER_MAX_RANKS &&
-	     r < g->nranks; r++) {
+	for (uint16_t r = g->leader;
+	     r < g->leader + EGW_XFER_MAX_RANKS && r < g->nranks; r++) {
 		const struct group_member *m = &g->member[r];
 		struct slot_state *o;
 
@@ -795,8 +794,8 @@ group_open(struct egw_engines *s, uint32_t cid, uint32_t slot,
 {
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
-	uint16_t leader, set = group_set(s->c.fanout_ranks, p->rank,
-					 p->nranks, &leader);
+	uint16_t leader,
+		set = group_set(s->c.fanout_ranks, p->rank, p->nranks, &leader);
 	struct group *g = group_of(s, p->wire, leader);
 	uint32_t gi;
 
@@ -877,7 +876,6 @@ groups_poll(struct egw_engines *s, uint64_t now)
 		group_maybe_release(s, g);
 	}
 }
-
 
 /* ---- ending rooms --------------------------------------------------------- */
 
@@ -1275,8 +1273,8 @@ try_recv(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
 	const struct egw_engines_peer *peer = peer_by_id(s, p->peer_id);
-	const struct group *g =
-		p->group != NO_GROUP ? &s->groups[p->group] : NULL;
+	const struct group *g = p->group != NO_GROUP ? &s->groups[p->group] :
+						       NULL;
 	int rc;
 
 	if (peer == NULL)
@@ -2185,8 +2183,8 @@ group_delivered(struct egw_engines *s, struct group *g, uint32_t total,
 
 		group_leave(s, d.cid, d.slot, -E2BIG);
 		unindex(s, p->wire, rank_side(p->rank, EGW_SIDE_RECV));
-		finish(s, d.cid, d.slot, p->tag, p->op,
-		       EGW_ATTACH_STATE_FAILED, -E2BIG);
+		finish(s, d.cid, d.slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       -E2BIG);
 		return -E2BIG;
 	}
 	memcpy(g->runs, runs, nruns * sizeof(*runs));

@@ -147,7 +147,7 @@ struct egw_engines_conf {
 	uint32_t cache_max_runs;   /**< runs an entry can list */
 	uint64_t held_warn_ns;     /**< report a delivered room held longer
 				    *   (0: never) */
-	uint32_t fanout_ranks;     /**< RECV_OPENs of ranks g*F..(g+1)*F-1
+	uint32_t fanout_ranks;	   /**< RECV_OPENs of ranks g*F..(g+1)*F-1
 				    *   of a room share one receive (0 or 1:
 				    *   every rank receives alone) */
 	uint32_t fanout_max_runs;  /**< runs a group's delivery can list
@@ -172,8 +172,8 @@ struct egw_engines_stats {
 	uint64_t cache_hits;       /**< keyed RECV_OPENs served from the cache */
 	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
 	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */
-	uint64_t group_opens;      /**< RECV_OPENs that opened a group's room */
-	uint64_t group_joins;      /**< RECV_OPENs that joined one: no
+	uint64_t group_opens;	   /**< RECV_OPENs that opened a group's room */
+	uint64_t group_joins;	   /**< RECV_OPENs that joined one: no
 				    *   transfer of their own */
 	uint64_t held_long;        /**< delivered rooms held past held_warn_ns */
 	uint64_t lost;             /**< clients given up (lease, broken ring) */

@@ -133,9 +133,12 @@ get64(const uint8_t *p)
 
 enum {
 	H_MAGIC = 0, H_VERSION = 4, H_TYPE = 5, H_FLAGS = 6, H_BODY_LEN = 8,
-	H_RANK = 10, H_NRANKS = 12, H_RANKS = 14, H_SESSION = 16, H_ROOM = 24,
+	H_RANK = 10, H_NRANKS = 12, H_RSV1 = 14, H_SESSION = 16, H_ROOM = 24,
 	H_OFFSET = 32, H_RSV2 = 36, H_SEQ = 40,
 };
+
+/* offset 14, reserved in version 2: the ranks a room message speaks for */
+#define H_RANKS H_RSV1
 
 #define WIN_FIXED 28u     /* INIT/RESUME body before the runs */
 #define STATUS_BODY 16u
@@ -463,8 +466,8 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 
 	if (type == EGW_MSG_REGISTER) {
 		if (get16(b + H_RANK) || get16(b + H_NRANKS) ||
-		    get16(b + H_RANKS) ||
-		    get64(b + H_ROOM) || get32(b + H_OFFSET))
+		    get16(b + H_RANKS) || get64(b + H_ROOM) ||
+		    get32(b + H_OFFSET))
 			return EGW_PROTO_ERR_FIELD;
 		return parse_register(p, out->flags, &out->reg);
 	}

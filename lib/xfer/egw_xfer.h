@@ -161,7 +161,7 @@ struct egw_act {
 	uint32_t peer;
 	uint64_t room;
 	uint16_t rank;
-	uint16_t ranks;               /**< DELIVER: the group the room was
+	uint16_t ranks;		      /**< DELIVER: the group the room was
 				       *   received for (0: rank alone) */
 	enum egw_err error;           /**< DONE */
 	const struct egw_msg *msg;    /**< SEND */
@@ -318,9 +318,9 @@ struct egw_xfer_stats {
 	 * served through a group (sender) or delivered to a group (receiver);
 	 * rooms_ok - group_rooms are lone ranks' rooms */
 	uint64_t group_rooms;
-	uint64_t group_ranks;         /**< ranks served through another's
-				       *   windows: copies not sent */
-	uint64_t group_bytes_saved;   /**< payload bytes of those copies */
+	uint64_t group_ranks;	    /**< ranks served through another's
+				     *   windows: copies not sent */
+	uint64_t group_bytes_saved; /**< payload bytes of those copies */
 	/* sender */
 	uint64_t abort_acks;          /**< ABORT ACKs sent */
 	uint64_t yields;              /**< ranks restarted on the receiver's word */

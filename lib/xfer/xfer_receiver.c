@@ -30,8 +30,8 @@ struct receiver_window {
 struct receiver_room {
 	uint64_t room;
 	uint16_t rank, nranks;
-	uint16_t ranks;           /* the group this room receives for (its
-				   * lowest rank is `rank`); 0: rank alone */
+	uint16_t ranks; /* the group this room receives for (its
+			 * lowest rank is `rank`); 0: rank alone */
 	uint32_t peer;
 	bool dummy;
 	uint8_t state;
@@ -431,11 +431,16 @@ static void
 receiver_send_simple(struct egw_xfer_receiver *r, struct receiver_room *x,
 		     uint8_t type, enum egw_err e)
 {
-	struct egw_msg m = { .type = type, .error = (uint16_t)e,
-			     .rank = x->rank, .nranks = x->nranks,
-			     .ranks = x->ranks, .room = x->room,
-			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0,
-			     .abort_id = type == EGW_MSG_ABORT ? x->abort_id : 0 };
+	struct egw_msg m = {
+		.type = type,
+		.error = (uint16_t)e,
+		.rank = x->rank,
+		.nranks = x->nranks,
+		.ranks = x->ranks,
+		.room = x->room,
+		.flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0,
+		.abort_id = type == EGW_MSG_ABORT ? x->abort_id : 0
+	};
 
 	xfer_core_send(&r->core, x->peer, &m);
 }
@@ -721,12 +726,12 @@ receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 
 /* A group's room landed once for all its ranks: the copies not sent. */
 static void
-receiver_count_group(struct egw_xfer_receiver *r,
-		     const struct receiver_room *x)
+receiver_count_group(struct egw_xfer_receiver *r, const struct receiver_room *x)
 {
 	const struct egw_pool_geom *g = &r->core.conf.geom;
-	uint32_t others = x->ranks != 0 ? (uint32_t)__builtin_popcount(x->ranks) - 1
-					: 0;
+	uint32_t others = x->ranks != 0 ?
+				  (uint32_t)__builtin_popcount(x->ranks) - 1 :
+				  0;
 	uint64_t room_bytes = g->aux_bytes;
 
 	if (others == 0)
@@ -743,12 +748,17 @@ static void
 receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x,
 		 uint64_t now)
 {
-	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
-			     .rank = x->rank, .ranks = x->ranks,
+	struct egw_act a = { .type = EGW_ACT_DELIVER,
+			     .room = x->room,
+			     .rank = x->rank,
+			     .ranks = x->ranks,
 			     .peer = x->peer,
-			     .runs = x->runs, .nruns = x->nruns,
-			     .tokens = x->total, .aux_block = x->runs[0].start,
-			     .dummy = x->dummy, .waited_ns = x->waited,
+			     .runs = x->runs,
+			     .nruns = x->nruns,
+			     .tokens = x->total,
+			     .aux_block = x->runs[0].start,
+			     .dummy = x->dummy,
+			     .waited_ns = x->waited,
 			     .open_ns = now - x->opened_at };
 
 	x->state = EGW_ST_SUCCESS;

@@ -33,10 +33,10 @@ struct sender_rank {
 	 * own bit included); the other ranks of the group are followers,
 	 * served by the leader's windows, never inited themselves */
 	bool follower;
-	uint8_t leader;           /* a follower's leader */
-	uint16_t group;           /* an inited rank's set (1 << rank alone) */
-	uint16_t wire_ranks;      /* the INIT's ranks, echoed in reports */
-	uint16_t ack_ranks;       /* the ABORT's ranks, echoed in its ACK */
+	uint8_t leader;	     /* a follower's leader */
+	uint16_t group;	     /* an inited rank's set (1 << rank alone) */
+	uint16_t wire_ranks; /* the INIT's ranks, echoed in reports */
+	uint16_t ack_ranks;  /* the ABORT's ranks, echoed in its ACK */
 	uint32_t peer;
 	uint32_t accepted;        /* end of accepted windows */
 	uint32_t landed;          /* completed prefix */
@@ -321,8 +321,8 @@ tomb_add(struct egw_xfer_sender *s, const struct sender_room *x, uint64_t now)
 	for (uint16_t r = 0; r < x->nranks; r++) {
 		/* a follower answers as its leader */
 		const struct sender_rank *rk =
-			x->rank[r].follower ? &x->rank[x->rank[r].leader]
-					    : &x->rank[r];
+			x->rank[r].follower ? &x->rank[x->rank[r].leader] :
+					      &x->rank[r];
 
 		t->accepted[r] = rk->accepted;
 		t->landed[r] = rk->landed;
@@ -353,8 +353,12 @@ tomb_answer(struct egw_xfer_sender *s, const struct sender_tomb *t,
 	    uint32_t peer, const struct egw_msg *m)
 {
 	struct egw_msg a = {
-		.type = EGW_MSG_STATUS, .room = t->room, .rank = m->rank,
-		.nranks = t->nranks, .ranks = m->ranks, .state = t->state,
+		.type = EGW_MSG_STATUS,
+		.room = t->room,
+		.rank = m->rank,
+		.nranks = t->nranks,
+		.ranks = m->ranks,
+		.state = t->state,
 		.error = t->err,
 	};
 
@@ -604,9 +608,13 @@ sender_send_ack(struct egw_xfer_sender *s, uint32_t peer, uint64_t room,
 		uint16_t rank, uint16_t nranks, uint16_t ranks, uint16_t err,
 		uint16_t abort_id)
 {
-	struct egw_msg m = { .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
-			     .room = room, .rank = rank, .nranks = nranks,
-			     .ranks = ranks, .error = err,
+	struct egw_msg m = { .type = EGW_MSG_ABORT,
+			     .flags = EGW_MSGF_ACK,
+			     .room = room,
+			     .rank = rank,
+			     .nranks = nranks,
+			     .ranks = ranks,
+			     .error = err,
 			     .abort_id = abort_id };
 
 	s->core.stats.abort_acks++;
@@ -901,8 +909,7 @@ sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	uint16_t group;
 	int64_t blocks;
 
-	if (m->nranks != x->nranks || m->rank >= x->nranks ||
-	    !group_ok(m))
+	if (m->nranks != x->nranks || m->rank >= x->nranks || !group_ok(m))
 		return sender_error(s, peer, m, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
 	group = group_of(m);

@@ -31,8 +31,14 @@ f_send_open(void *ctx, uint64_t room, uint16_t nranks, uint32_t total,
 	    int32_t mrope_delta, uint64_t cookie, struct egw_attach_run *runs,
 	    uint32_t max_runs)
 {
-	(void)ctx; (void)room; (void)nranks; (void)total; (void)mrope_delta;
-	(void)cookie; (void)runs; (void)max_runs;
+	(void)ctx;
+	(void)room;
+	(void)nranks;
+	(void)total;
+	(void)mrope_delta;
+	(void)cookie;
+	(void)runs;
+	(void)max_runs;
 	return -EINVAL;
 }
 
@@ -40,7 +46,11 @@ static int
 f_send_commit(void *ctx, uint64_t room, uint32_t total,
 	      const struct egw_attach_run *runs, uint32_t nruns)
 {
-	(void)ctx; (void)room; (void)total; (void)runs; (void)nruns;
+	(void)ctx;
+	(void)room;
+	(void)total;
+	(void)runs;
+	(void)nruns;
 	return -EINVAL;
 }
 
@@ -48,7 +58,11 @@ static void
 f_send_abort(void *ctx, uint64_t room, bool committed,
 	     const struct egw_attach_run *runs, uint32_t nruns)
 {
-	(void)ctx; (void)room; (void)committed; (void)runs; (void)nruns;
+	(void)ctx;
+	(void)room;
+	(void)committed;
+	(void)runs;
+	(void)nruns;
 }
 
 static int
@@ -57,7 +71,8 @@ f_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 {
 	struct fake *f = ctx;
 
-	(void)peer; (void)aux_only;
+	(void)peer;
+	(void)aux_only;
 	f->recv_opens++;
 	f->room = room;
 	f->rank = rank;
@@ -111,13 +126,16 @@ f_recv_release(void *ctx, uint64_t room, uint16_t rank,
 static void
 f_wake(void *ctx, uint32_t client)
 {
-	(void)ctx; (void)client;
+	(void)ctx;
+	(void)client;
 }
 
 static void
 f_lost(void *ctx, uint32_t client, const char *why)
 {
-	(void)ctx; (void)client; (void)why;
+	(void)ctx;
+	(void)client;
+	(void)why;
 }
 
 static const struct egw_engines_ops fake_ops = {
@@ -275,8 +293,8 @@ test_group_shares_one_receive(void)
 	CU_ASSERT_EQUAL(b->runs[1].start, 20);
 	CU_ASSERT_EQUAL(a->total_tokens, 600);
 	/* the node's room ends with the delivery: the members keep it */
-	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room,
-					      0, 0),
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room, 0,
+					      0),
 			0);
 	CU_ASSERT_EQUAL(a->state, EGW_ATTACH_STATE_SUCCESS);
 	CU_ASSERT_EQUAL(b->state, EGW_ATTACH_STATE_SUCCESS);
@@ -289,8 +307,8 @@ test_group_shares_one_receive(void)
 	CU_ASSERT_EQUAL(w.f.release_rank, 0);
 	CU_ASSERT_EQUAL(w.f.released_blocks, 5);
 	CU_ASSERT_EQUAL(egw_engines_rooms(w.srv), 0);
-	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room,
-					      0, 0),
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room, 0,
+					      0),
 			-ENOENT);
 	egw_engines_stats(w.srv, &st);
 	CU_ASSERT_EQUAL(st.group_opens, 1);
@@ -382,8 +400,8 @@ test_node_failure_fails_every_member(void)
 	w_init(&w, 2);
 	w_cmd(&w, recv_open(9, 0, 0, 2));
 	w_cmd(&w, recv_open(9, 1, 1, 2));
-	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room,
-					      0, EGW_E_TIMEOUT_ROUND),
+	CU_ASSERT_EQUAL(egw_engines_room_done(w.srv, EGW_SIDE_RECV, w.f.room, 0,
+					      EGW_E_TIMEOUT_ROUND),
 			0);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 0)->room, 0);
 	CU_ASSERT_EQUAL(egw_attach_slot_at(&w.m, 1)->room, 0);

@@ -67,10 +67,14 @@ open_group(struct world *w, uint64_t room, uint32_t total)
 static struct egw_msg
 init_of(struct world *w, uint64_t room, uint16_t rank, uint16_t ranks)
 {
-	struct egw_msg m = { .type = EGW_MSG_INIT, .room = room, .rank = rank,
-			     .nranks = 2, .ranks = ranks,
+	struct egw_msg m = { .type = EGW_MSG_INIT,
+			     .room = room,
+			     .rank = rank,
+			     .nranks = 2,
+			     .ranks = ranks,
 			     .block_tokens = w->geom.block_tokens,
-			     .alloc_tokens = w->geom.block_tokens, .nruns = 1,
+			     .alloc_tokens = w->geom.block_tokens,
+			     .nruns = 1,
 			     .runs = { { 0, 1 } } };
 
 	return m;
@@ -203,8 +207,11 @@ test_leader_failure_fails_followers(void)
 {
 	struct world *w = world(2, true);
 	struct egw_xfer_stats tx;
-	struct egw_msg poll = { .type = EGW_MSG_STATUS, .flags = EGW_MSGF_POLL,
-				.room = 94, .rank = 0, .nranks = 2,
+	struct egw_msg poll = { .type = EGW_MSG_STATUS,
+				.flags = EGW_MSGF_POLL,
+				.room = 94,
+				.rank = 0,
+				.nranks = 2,
 				.ranks = 0x3 };
 	const struct w_log *l;
 

@@ -54,9 +54,13 @@ samples(struct egw_msg *m, struct egw_register *reg)
 	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT, .error = EGW_E_ABORTED,
 		.rank = 0, .nranks = 1, .room = 4 };
 	n++;
-	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
-		.error = EGW_E_TIMEOUT_ROUND, .rank = 7, .nranks = 8,
-		.ranks = 0x80, .room = 4 };
+	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT,
+				 .flags = EGW_MSGF_ACK,
+				 .error = EGW_E_TIMEOUT_ROUND,
+				 .rank = 7,
+				 .nranks = 8,
+				 .ranks = 0x80,
+				 .room = 4 };
 	n++;
 	m[n] = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
 		.error = EGW_E_NAME };
@@ -462,9 +466,14 @@ forge_ranks(struct egw_msg m, uint16_t ranks)
 static void
 test_ranks_field(void)
 {
-	struct egw_msg m = { .type = EGW_MSG_INIT, .rank = 2, .nranks = 4,
-			     .ranks = 0xc, .room = 9, .block_tokens = 128,
-			     .alloc_tokens = 128, .nruns = 1,
+	struct egw_msg m = { .type = EGW_MSG_INIT,
+			     .rank = 2,
+			     .nranks = 4,
+			     .ranks = 0xc,
+			     .room = 9,
+			     .block_tokens = 128,
+			     .alloc_tokens = 128,
+			     .nruns = 1,
 			     .runs = { { 0, 1 } } };
 	struct egw_msg ms[NSAMPLES];
 	struct egw_register r;
@@ -484,15 +493,17 @@ test_ranks_field(void)
 	CU_ASSERT_EQUAL(forge_ranks(m, 0x4), EGW_PROTO_ERR_OK);
 	/* the encoder builds none of the bad ones; a forged one is FIELD */
 	m.ranks = 0x8; /* without `rank` */
-	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)), -EINVAL);
+	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)),
+			-EINVAL);
 	CU_ASSERT_EQUAL(forge_ranks(m, 0x8), EGW_PROTO_ERR_FIELD);
-	CU_ASSERT_EQUAL(forge_ranks(m, 0x6), EGW_PROTO_ERR_FIELD); /* rank 1 */
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x6), EGW_PROTO_ERR_FIELD);  /* rank 1 */
 	CU_ASSERT_EQUAL(forge_ranks(m, 0x14), EGW_PROTO_ERR_FIELD); /* 4 >= 4 */
 	CU_ASSERT_EQUAL(forge_ranks(m, 0x8004), EGW_PROTO_ERR_FIELD);
 	/* an aux-only INIT speaks for one rank */
 	m.flags = EGW_MSGF_DUMMY;
 	m.ranks = 0xc;
-	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)), -EINVAL);
+	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)),
+			-EINVAL);
 	CU_ASSERT_EQUAL(forge_ranks(m, 0xc), EGW_PROTO_ERR_FIELD);
 	CU_ASSERT_EQUAL(forge_ranks(m, 0x4), EGW_PROTO_ERR_OK);
 	/* every room message carries it: a STATUS report echoes it */
@@ -798,14 +809,17 @@ main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "round_trip_every_type", test_round_trip_every_type },
-		{ "encode_refuses_bad_messages", test_encode_refuses_bad_messages },
+		{ "encode_refuses_bad_messages",
+		  test_encode_refuses_bad_messages },
 		{ "v2_layout_every_field", test_v2_layout_every_field },
 		{ "flags_per_type", test_flags_per_type },
 		{ "register_and_error_rules", test_register_and_error_rules },
 		{ "session_ids", test_session_ids },
 		{ "ranks_field", test_ranks_field },
-		{ "truncation_and_bit_flips_rejected", test_truncation_and_bit_flips_rejected },
-		{ "wrong_key_and_unknown_fields_rejected", test_wrong_key_and_unknown_fields_rejected },
+		{ "truncation_and_bit_flips_rejected",
+		  test_truncation_and_bit_flips_rejected },
+		{ "wrong_key_and_unknown_fields_rejected",
+		  test_wrong_key_and_unknown_fields_rejected },
 		{ "replay_window", test_replay_window },
 		{ "error_codes_on_the_wire_and_in_text",
 		  test_error_codes_on_the_wire_and_in_text },
