@@ -268,6 +268,48 @@ test_leader_abort_fails_room(void)
 	finish(w);
 }
 
+/* A leader that restarts (ABORT BUSY) takes its set with it: the ACK
+ * echoes the set, the followers are free again until the leader's new
+ * INIT binds them. */
+static void
+test_leader_restart_unbinds_followers(void)
+{
+	struct world *w = world(2, false);
+	struct egw_msg m = init_of(w, 97, 0, 0x3);
+	struct egw_msg busy = { .type = EGW_MSG_ABORT, .room = 97, .rank = 0,
+				.nranks = 2, .ranks = 0x3,
+				.error = EGW_E_BUSY, .abort_id = 5 };
+	const struct w_log *l;
+
+	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 97, 2, 0), 0);
+	m.seq = 10;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 97),
+			EGW_ST_WAITING_FOR_INPUT);
+	busy.seq = 11;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &busy), 0);
+	l = &w->log[w->nlog - 1];
+	CU_ASSERT_EQUAL(l->msg.type, EGW_MSG_ABORT);
+	CU_ASSERT(l->msg.flags & EGW_MSGF_ACK);
+	CU_ASSERT_EQUAL(l->msg.ranks, 0x3);
+	CU_ASSERT_EQUAL(l->msg.abort_id, 5);
+	/* rank 1 is no follower now: its own INIT binds it */
+	m = init_of(w, 97, 1, 0);
+	m.seq = 1;
+	CU_ASSERT_EQUAL(w_to_sender(w, 1, &m), 0);
+	/* and the leader's new INIT for the set meets it */
+	m = init_of(w, 97, 0, 0x3);
+	m.seq = 12;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), -EGW_E_STATE);
+	m.ranks = 0;
+	CU_ASSERT_EQUAL(w_to_sender(w, 0, &m), 0);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 97),
+			EGW_ST_WAITING_FOR_INPUT);
+	CU_ASSERT_EQUAL(egw_xfer_sender_abort(w->tx, 97, w->now), 0);
+	w_run(w, 10 * SEC);
+	finish(w);
+}
+
 /* A group's receiver refused: a set that does not start at the rank, one
  * past nranks, an aux-only group. The rank's own bit is a plain open. */
 static void
@@ -304,6 +346,8 @@ main(void)
 		{ "leader_failure_fails_followers",
 		  test_leader_failure_fails_followers },
 		{ "leader_abort_fails_room", test_leader_abort_fails_room },
+		{ "leader_restart_unbinds_followers",
+		  test_leader_restart_unbinds_followers },
 		{ "receiver_group_rules", test_receiver_group_rules },
 		{ NULL, NULL },
 	};
