@@ -276,9 +276,13 @@ test_leader_restart_unbinds_followers(void)
 {
 	struct world *w = world(2, false);
 	struct egw_msg m = init_of(w, 97, 0, 0x3);
-	struct egw_msg busy = { .type = EGW_MSG_ABORT, .room = 97, .rank = 0,
-				.nranks = 2, .ranks = 0x3,
-				.error = EGW_E_BUSY, .abort_id = 5 };
+	struct egw_msg busy = { .type = EGW_MSG_ABORT,
+				.room = 97,
+				.rank = 0,
+				.nranks = 2,
+				.ranks = 0x3,
+				.error = EGW_E_BUSY,
+				.abort_id = 5 };
 	const struct w_log *l;
 
 	CU_ASSERT_EQUAL(egw_xfer_sender_open(w->tx, 97, 2, 0), 0);
