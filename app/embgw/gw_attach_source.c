@@ -133,6 +133,16 @@ op_recv_open(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
 				      peer, aux_only, ap->now);
 }
 
+static int
+op_recv_open_group(void *ctx, uint64_t room, uint16_t rank, uint16_t nranks,
+		   uint16_t ranks, uint32_t peer)
+{
+	struct gw_attach_port *ap = ctx;
+
+	return egw_node_receiver_open_group(ap->base.id->node, room, rank,
+					    nranks, ranks, peer, ap->now);
+}
+
 static void
 op_recv_abort(void *ctx, uint64_t room, uint16_t rank)
 {
@@ -237,6 +247,7 @@ static const struct egw_engines_ops clients_ops = {
 	.send_commit = op_send_commit,
 	.send_abort = op_send_abort,
 	.recv_open = op_recv_open,
+	.recv_open_group = op_recv_open_group,
 	.recv_abort = op_recv_abort,
 	.recv_release = op_recv_release,
 	.wake = op_wake,
@@ -512,6 +523,10 @@ gw_attach_source_attach(struct gw_id *id, struct gw_attach_port **out)
 				c->geom.block_tokens,
 		.cache_max_runs = c->max_runs_per_room,
 		.held_warn_ns = (uint64_t)at->held_warn_ms * 1000000u,
+		.fanout_ranks = (c->roles & EGW_ROLE_LANGUAGE) != 0 ?
+					id->cfg->fanout_ranks :
+					1,
+		.fanout_max_runs = c->max_runs_per_room,
 		.ops = &clients_ops,
 	};
 	char name[RTE_RING_NAMESIZE];

@@ -488,6 +488,15 @@ xfer_families(FILE *f, const struct snap *sn, uint16_t n)
 		 x->retries);
 	PER_ROLE("embgw_duplicate_requests", true, "Requests answered without "
 		 "new work.", x->duplicates);
+	PER_ROLE("embgw_fanout_rooms", true,
+		 "Rooms that succeeded through "
+		 "a group of ranks sharing one receive.",
+		 x->group_rooms);
+	PER_ROLE("embgw_fanout_bytes_saved", true,
+		 "Payload bytes a group's "
+		 "ranks did not move: one copy per rank served through "
+		 "another.",
+		 x->group_bytes_saved);
 	PER_ROLE("embgw_idle_waits", true, "Encode side: a rank drained, "
 		 "waiting for the next window.", x->idle_waits);
 	PER_ROLE("embgw_alloc_retries", true, "Allocations retried after "

@@ -283,10 +283,36 @@ report_rooms(const struct gw_id *id, struct gw_room_source *s, FILE *f)
 		ps.blocks_in_use);
 }
 
+/* Fan-out (xfer.md): rooms that went through a group of ranks against
+ * lone ranks' rooms, and the payload that did not cross the wire. */
+static void
+report_fanout(const char *name, const char *side,
+	      const struct egw_xfer_stats *x, FILE *f)
+{
+	fprintf(f,
+		"fanout: port=%s side=%s group_rooms=%lu lone_rooms=%lu "
+		"group_ranks=%lu bytes_saved=%lu writes=%lu bytes=%lu\n",
+		name, side, (unsigned long)x->group_rooms,
+		(unsigned long)(x->rooms_ok - x->group_rooms),
+		(unsigned long)x->group_ranks,
+		(unsigned long)x->group_bytes_saved, (unsigned long)x->writes,
+		(unsigned long)x->bytes);
+}
+
 void
 gw_report_id(struct gw_id *id, FILE *f)
 {
+	struct egw_xfer_stats xs;
+
 	report_node(id, f);
+	if (egw_node_sender(id->node) != NULL) {
+		egw_xfer_sender_get_stats(egw_node_sender(id->node), &xs);
+		report_fanout(id->cfg->name, "encode", &xs, f);
+	}
+	if (egw_node_receiver(id->node) != NULL) {
+		egw_xfer_receiver_get_stats(egw_node_receiver(id->node), &xs);
+		report_fanout(id->cfg->name, "language", &xs, f);
+	}
 	if (id->dev->ids[0] == id)
 		report_device(id->dev, id->cfg->name, f);
 	report_payload(id, f);

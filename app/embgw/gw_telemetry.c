@@ -157,6 +157,9 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	X(quarantine_expired);
 	X(abort_acks);
 	X(yields);
+	X(group_rooms);
+	X(group_ranks);
+	X(group_bytes_saved);
 #undef X
 	snprintf(k, sizeof(k), "%s_rejected", pre);
 	add(c, k, rej);

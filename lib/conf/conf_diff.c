@@ -454,6 +454,8 @@ diff_port(struct cmp *c, uint16_t i, const struct egw_conf_port *a,
 	num(c, "queues", a->queues, b->queues);
 	/* the node's, the driver's and the neighbour table's slots */
 	num(c, "max_peers", a->max_peers, b->max_peers);
+	/* open groups of rooms are sized by it */
+	num(c, "fanout_ranks", a->fanout_ranks, b->fanout_ranks);
 	for (unsigned k = 0; k < a->nlcores && k < EGW_CONF_MAX_QUEUES; k++)
 		la[k] = a->lcores[k];
 	for (unsigned k = 0; k < b->nlcores && k < EGW_CONF_MAX_QUEUES; k++)

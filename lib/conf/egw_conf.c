@@ -1561,11 +1561,11 @@ load_peers(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
-	static const char *const keys[] = { "name",	  "device",  "address",
-					    "udp_port",	  "mtu",     "queues",
-					    "lcores",	  "payload", "idle",
-					    "neighbours", "routes",  "peers",
-					    "max_peers",  NULL };
+	static const char *const keys[] = {
+		"name",	  "device", "address",	 "udp_port",	 "mtu",
+		"queues", "lcores", "payload",	 "idle",	 "neighbours",
+		"routes", "peers",  "max_peers", "fanout_ranks", NULL
+	};
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;
@@ -1575,6 +1575,7 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	p->mtu = 1500;
 	p->queues = 1;
 	p->max_peers = EGW_CONF_DEFAULT_MAX_PEERS;
+	p->fanout_ranks = EGW_XFER_MAX_RANKS;
 	get_name(l, ps, "name", true, p->name);
 	if (get_str(l, ps, "device", true, p->device, sizeof(p->device))) {
 		p->is_pci = is_pci(p->device);
@@ -1638,6 +1639,8 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 	}
 	if (get_int(l, ps, "max_peers", 1, EGW_CONF_MAX_SLOTS, false, &v))
 		p->max_peers = (uint16_t)v;
+	if (get_int(l, ps, "fanout_ranks", 1, EGW_XFER_MAX_RANKS, false, &v))
+		p->fanout_ranks = (uint16_t)v;
 	load_payload(l, ps, p);
 	load_idle(l, ps, p);
 	load_neighbours(l, ps, p);

@@ -127,6 +127,9 @@ struct egw_conf_port {
 	/** peer slots: the listed peers and those that come while running
 	 *  (a cluster's members, a reload's) */
 	uint16_t max_peers;
+	/** language side: ranks g*F..(g+1)*F-1 of a room share one receive
+	 *  (doc/client.md, "Fan-out"); 1: every rank alone */
+	uint16_t fanout_ranks;
 };
 
 struct egw_conf_policy {

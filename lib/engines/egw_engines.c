@@ -25,15 +25,20 @@ enum phase {
 		       * same content (no receive of its own) */
 	PH_HELD,      /* the client was given up while it may still map
 		       * these blocks: out of the pool until it is removed */
+	PH_MEMBER,    /* recv: waits for its group's receive, opened by
+		       * another member (the group's driver) */
 };
 
 #define NO_ENTRY UINT32_MAX
+#define NO_GROUP UINT32_MAX
+#define SIDE_GROUP 2 /* index entries of groups: (room, leader) -> group */
 
 struct slot_state {
 	uint64_t room;             /* 0: free; the engine's id */
 	uint64_t wire;             /* the id in the gateway (attempt applied) */
 	uint64_t held_at;          /* PH_DELIVERED: since when */
 	uint32_t entry;            /* content entry, NO_ENTRY: none */
+	uint32_t group;		   /* fan-out group, NO_GROUP: none */
 	bool warned;               /* held_long reported */
 	uint64_t tag;              /* echoed in the room's completions */
 	uint64_t deadline;	   /* PH_WAIT_MEM: the allocation deadline;
@@ -92,6 +97,30 @@ struct cache_entry {
 	struct egw_attach_run *runs; /* cache_max_runs */
 };
 
+/* A fan-out group (doc/client.md, "Fan-out"): the ranks leader..leader+n-1
+ * of a room on this port share one receive. Its first member (the driver)
+ * opens it at the node; the others join. Landed, its blocks are every
+ * member's until the last one lets go and the members that never opened
+ * are given up (their bootstrap deadline). */
+struct group_member {
+	uint32_t cid, slot;
+};
+
+struct group {
+	bool used, landed, closed; /* closed: the unopened ones are gone */
+	uint64_t wire;
+	uint16_t leader, nranks, set;
+	uint16_t opened;  /* members that opened */
+	uint16_t holding; /* members holding the delivery */
+	uint32_t peer_id; /* the peer as the driver named it */
+	char peer_name[EGW_ATTACH_NAME_LEN];
+	uint32_t driver_cid, driver_slot;
+	uint64_t deadline; /* members not opened by then are gone */
+	uint32_t total, nruns;
+	struct egw_attach_run *runs; /* fanout_max_runs */
+	struct group_member member[EGW_XFER_MAX_RANKS];
+};
+
 /* OPENs waiting for a room-table slot, oldest first: a ring of
  * slot_queue entries per side */
 struct slot_ref {
@@ -130,6 +159,10 @@ struct egw_engines {
 	uint64_t peers_gen;
 	uint32_t nwait_peer; /* slots in PH_WAIT_PEER */
 	uint64_t peer_due;   /* their earliest deadline */
+	struct group *groups;
+	struct egw_attach_run *group_runs;
+	uint32_t ngroups, groups_used;
+	uint64_t group_due; /* the earliest deadline of an open group */
 };
 
 /* ---- the room index ------------------------------------------------------ */
@@ -170,7 +203,7 @@ index_insert(struct egw_engines *s, uint64_t room, uint32_t rs,
 {
 	uint32_t i;
 
-	if (s->nrooms >= s->c.max_rooms)
+	if (s->nrooms - s->groups_used >= s->c.max_rooms)
 		return -EMFILE;
 	for (i = home_of(s, room, rs); s->tab[i].room != 0;
 	     i = (i + 1) & s->tab_mask)
@@ -533,12 +566,19 @@ settle_followers(struct egw_engines *s, struct cache_entry *e, int code)
  * followers down with it (`code` says why: no other transfer of their
  * content is under way, so they cannot land).
  */
+static void group_leave(struct egw_engines *s, uint32_t cid, uint32_t slot,
+			int code);
+static void group_end(struct egw_engines *s, uint32_t cid, uint32_t slot,
+		      int code, bool abort_node);
+static void show_waiting(struct egw_engines *s, uint32_t cid, uint32_t slot);
+
 static void
 entry_leave(struct egw_engines *s, uint32_t cid, uint32_t slot, int code)
 {
 	struct slot_state *p = &s->clients[cid].slots[slot];
 	struct cache_entry *e;
 
+	group_leave(s, cid, slot, code);
 	if (p->entry == NO_ENTRY)
 		return;
 	e = &s->cache[p->entry];
@@ -604,6 +644,238 @@ entry_landed(struct egw_engines *s, struct cache_entry *e, uint32_t total,
 	s->cst.blocks += e->blocks;
 }
 
+/* ---- fan-out groups -------------------------------------------------------
+ */
+
+static struct group *
+group_of(struct egw_engines *s, uint64_t wire, uint16_t leader)
+{
+	struct index_entry *e = index_find(s, wire,
+					   rank_side(leader, SIDE_GROUP));
+
+	return e == NULL ? NULL : &s->groups[e->slot];
+}
+
+static void
+group_free(struct egw_engines *s, struct group *g)
+{
+	unindex(s, g->wire, rank_side(g->leader, SIDE_GROUP));
+	g->used = false;
+	s->groups_used--;
+}
+
+/* Landed, no member holds it, and every member opened or is given up:
+ * the blocks go back. */
+static void
+group_maybe_release(struct egw_engines *s, struct group *g)
+{
+	if (!g->landed || g->holding != 0 ||
+	    (!g->closed && g->opened != g->set))
+		return;
+	group_free(s, g);
+	s->c.ops->recv_release(s->c.ctx, g->wire, g->leader, g->runs, g->nruns);
+}
+
+/* One member gets the landed blocks (read-only views of the same blocks
+ * as every other member). */
+static void
+group_deliver_one(struct egw_engines *s, struct group *g, uint32_t cid,
+		  uint32_t slot)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+
+	if (g->nruns > cl->m.max_runs) {
+		p->group = NO_GROUP;
+		unindex(s, p->wire, rank_side(p->rank, EGW_SIDE_RECV));
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       -E2BIG);
+		return;
+	}
+	unwait(s, cid, slot);
+	memcpy(p->runs, g->runs, g->nruns * sizeof(*g->runs));
+	p->nruns = g->nruns;
+	p->total = g->total;
+	p->phase = PH_DELIVERED;
+	p->state = EGW_ATTACH_STATE_SUCCESS;
+	p->held_at = s->now;
+	p->warned = false;
+	g->holding |= (uint16_t)(1u << p->rank);
+	cl->st.rooms_ok++;
+	publish_slot(cl, slot, 0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
+	     p->total, p->nruns, p->total);
+}
+
+/*
+ * A member lets go. Landed: it drops its hold. In flight: the group's
+ * receive ends (a member's abort or death fails the transfer, as an
+ * ABORT of a rank fails the room), every other member fails with `code`
+ * and the node's room is aborted if the driver had opened it.
+ */
+static void
+group_end(struct egw_engines *s, uint32_t cid, uint32_t slot, int code,
+	  bool abort_node)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+	struct group *g;
+	bool opened;
+
+	if (p->group == NO_GROUP)
+		return;
+	g = &s->groups[p->group];
+	p->group = NO_GROUP;
+	if (g->landed) {
+		g->holding &= (uint16_t) ~(1u << p->rank);
+		group_maybe_release(s, g);
+		return;
+	}
+	opened = abort_node &&
+		 s->clients[g->driver_cid].slots[g->driver_slot].phase ==
+			 PH_OPEN;
+	group_free(s, g); /* reports of the node's room find nothing now */
+	for (uint16_t r = g->leader;
+	     r < g->leader + EGW_XFER_MAX_RANKS && r < g->nranks; r++) {
+		const struct group_member *m = &g->member[r];
+		struct slot_state *o;
+
+		if (!(g->opened >> r & 1) || (m->cid == cid && m->slot == slot))
+			continue;
+		o = &s->clients[m->cid].slots[m->slot];
+		o->group = NO_GROUP;
+		unindex(s, o->wire, rank_side(o->rank, EGW_SIDE_RECV));
+		finish(s, m->cid, m->slot, o->tag, o->op,
+		       EGW_ATTACH_STATE_FAILED, code);
+	}
+	if (opened)
+		s->c.ops->recv_abort(s->c.ctx, g->wire, g->leader);
+}
+
+static void
+group_leave(struct egw_engines *s, uint32_t cid, uint32_t slot, int code)
+{
+	group_end(s, cid, slot, code, true);
+}
+
+/* The group's rank set: ranks g*F .. min((g+1)*F, nranks) - 1. */
+static uint16_t
+group_set(uint32_t f, uint16_t rank, uint16_t nranks, uint16_t *leader)
+{
+	uint16_t lo = (uint16_t)(rank / f * f), hi = (uint16_t)(lo + f);
+
+	if (hi > nranks)
+		hi = nranks;
+	*leader = lo;
+	return (uint16_t)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* Fan-out is on, the RECV_OPEN names no content (a keyed one is the
+ * content cache's), and its group holds more than its rank. */
+static bool
+group_wanted(const struct egw_engines *s, const struct slot_state *p,
+	     const struct egw_attach_cmd *c)
+{
+	uint16_t leader;
+
+	return s->c.fanout_ranks > 1 && key_zero(c->content) &&
+	       (group_set(s->c.fanout_ranks, p->rank, p->nranks, &leader) &
+		~(1u << p->rank)) != 0;
+}
+
+/*
+ * A RECV_OPEN of a rank that shares its receive: it joins the group's
+ * room (delivered at once when it has landed) or opens it as the
+ * driver. @return true when the slot joined or failed (nothing more to
+ * do); false when it is the driver and opens the room as any RECV_OPEN.
+ */
+static bool
+group_open(struct egw_engines *s, uint32_t cid, uint32_t slot,
+	   const struct egw_attach_cmd *c, const char *name, uint64_t now)
+{
+	struct client *cl = &s->clients[cid];
+	struct slot_state *p = &cl->slots[slot];
+	uint16_t leader,
+		set = group_set(s->c.fanout_ranks, p->rank, p->nranks, &leader);
+	struct group *g = group_of(s, p->wire, leader);
+	uint32_t gi;
+
+	if (g != NULL) {
+		/* the same room from the same peer, or no member of it */
+		if (g->nranks != p->nranks || g->peer_id != c->peer_id ||
+		    strcmp(g->peer_name, name != NULL ? name : "") != 0) {
+			unindex(s, p->wire, rank_side(p->rank, p->side));
+			finish(s, cid, slot, p->tag, p->op,
+			       EGW_ATTACH_STATE_FAILED, -EGW_E_BAD_RANK);
+			return true;
+		}
+		p->group = (uint32_t)(g - s->groups);
+		g->opened |= (uint16_t)(1u << p->rank);
+		g->member[p->rank] = (struct group_member){ cid, slot };
+		cl->st.group_joins++;
+		if (g->landed) {
+			group_deliver_one(s, g, cid, slot);
+			return true;
+		}
+		p->phase = PH_MEMBER;
+		show_waiting(s, cid, slot);
+		return true;
+	}
+	for (gi = 0; gi < s->ngroups && s->groups[gi].used; gi++)
+		;
+	if (gi == s->ngroups) {
+		unindex(s, p->wire, rank_side(p->rank, p->side));
+		finish(s, cid, slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       -EGW_E_NO_SLOT);
+		return true;
+	}
+	g = &s->groups[gi];
+	s->groups_used++;
+	(void)index_insert(s, p->wire, rank_side(leader, SIDE_GROUP),
+			   UINT32_MAX, gi);
+	g->used = true;
+	g->landed = g->closed = false;
+	g->wire = p->wire;
+	g->leader = leader;
+	g->nranks = p->nranks;
+	g->set = set;
+	g->opened = (uint16_t)(1u << p->rank);
+	g->holding = 0;
+	g->peer_id = c->peer_id;
+	snprintf(g->peer_name, sizeof(g->peer_name), "%s",
+		 name != NULL ? name : "");
+	g->driver_cid = cid;
+	g->driver_slot = slot;
+	g->deadline = now + s->c.peer_wait_ns;
+	if (s->groups_used == 1 || g->deadline < s->group_due)
+		s->group_due = g->deadline;
+	g->member[p->rank] = (struct group_member){ cid, slot };
+	p->group = gi;
+	cl->st.group_opens++;
+	return false;
+}
+
+/* Groups whose members did not all open by the deadline: those are
+ * given up, and a landed group nobody holds goes back. */
+static void
+groups_poll(struct egw_engines *s, uint64_t now)
+{
+	if (s->groups_used == 0 || now < s->group_due)
+		return;
+	s->group_due = UINT64_MAX;
+	for (uint32_t i = 0; i < s->ngroups; i++) {
+		struct group *g = &s->groups[i];
+
+		if (!g->used || g->closed)
+			continue;
+		if (now < g->deadline) {
+			if (g->deadline < s->group_due)
+				s->group_due = g->deadline;
+			continue;
+		}
+		g->closed = true;
+		group_maybe_release(s, g);
+	}
+}
 
 /* ---- ending rooms --------------------------------------------------------- */
 
@@ -628,11 +900,23 @@ end_room(struct egw_engines *s, uint32_t cid, uint32_t slot)
 	const struct egw_engines_ops *ops = s->c.ops;
 	bool shared = p->entry != NO_ENTRY &&
 		      s->cache[p->entry].state == CE_LANDED;
+	bool grouped = p->group != NO_GROUP;
 
 	if (p->phase != PH_HELD)
 		unindex(s, p->wire, rank_side(p->rank, p->side));
-	/* blocks of a landed entry are the cache's, not this room's */
+	/* blocks of a landed entry are the cache's, not this room's; a
+	 * group's are the group's, and its room the group's to end */
 	entry_leave(s, cid, slot, -EGW_E_ABORTED);
+	if (grouped) {
+		if (p->phase == PH_HELD) {
+			s->held_blocks -= blocks_of(p);
+			s->clients[cid].held_blocks -= blocks_of(p);
+		} else if (p->phase == PH_WAIT_SLOT ||
+			   p->phase == PH_WAIT_PEER) {
+			unwait(s, cid, slot);
+		}
+		return;
+	}
 	switch (p->phase) {
 	case PH_OPEN:
 		if (p->side == EGW_SIDE_SEND)
@@ -989,10 +1273,18 @@ try_recv(struct egw_engines *s, uint32_t cid, uint32_t slot, uint64_t now)
 	struct client *cl = &s->clients[cid];
 	struct slot_state *p = &cl->slots[slot];
 	const struct egw_engines_peer *peer = peer_by_id(s, p->peer_id);
-	int rc = peer == NULL ? -EGW_E_PEER_REMOVED :
-				s->c.ops->recv_open(s->c.ctx, p->wire, p->rank,
-						    p->nranks, peer->slot,
-						    p->aux_only);
+	const struct group *g = p->group != NO_GROUP ? &s->groups[p->group] :
+						       NULL;
+	int rc;
+
+	if (peer == NULL)
+		rc = -EGW_E_PEER_REMOVED;
+	else if (g != NULL) /* the driver opens its group's room */
+		rc = s->c.ops->recv_open_group(s->c.ctx, p->wire, g->leader,
+					       p->nranks, g->set, peer->slot);
+	else
+		rc = s->c.ops->recv_open(s->c.ctx, p->wire, p->rank, p->nranks,
+					 peer->slot, p->aux_only);
 
 	if (rc == -EGW_E_NO_SLOT && slot_wait(s, cid, slot, now))
 		return;
@@ -1087,6 +1379,7 @@ cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->room = c->room;
 	p->wire = wire;
 	p->entry = NO_ENTRY;
+	p->group = NO_GROUP;
 	p->tag = c->tag;
 	p->op = c->op;
 	p->side = side;
@@ -1111,6 +1404,11 @@ cmd_open(struct egw_engines *s, uint32_t cid, const struct egw_attach_cmd *c,
 	p->total = 0;
 	if (s->c.cache_entries > 0 && !key_zero(c->content) &&
 	    open_keyed(s, cid, c->slot, c))
+		return;
+	/* a keyed RECV_OPEN is the content cache's; the others of a group
+	 * of more than one rank share one receive */
+	if (group_wanted(s, p, c) &&
+	    group_open(s, cid, c->slot, c, peer_name, now))
 		return;
 	if (!resolve_peer(s, cid, c->slot, c->peer_id, peer_name, now))
 		return;
@@ -1438,7 +1736,10 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 	    o->client_lost == NULL ||
 	    (c->cache_entries > 0 &&
 	     (c->cache_max_runs == 0 || c->cache_entries > (1u << 16))) ||
-	    c->max_peers > EGW_ATTACH_MAX_PEER_RECS)
+	    c->max_peers > EGW_ATTACH_MAX_PEER_RECS ||
+	    c->fanout_ranks > EGW_XFER_MAX_RANKS ||
+	    (c->fanout_ranks > 1 &&
+	     (o->recv_open_group == NULL || c->fanout_max_runs == 0)))
 		return -EINVAL;
 	while (tab < 2 * c->max_rooms)
 		tab <<= 1;
@@ -1471,6 +1772,21 @@ egw_engines_create(const struct egw_engines_conf *c, struct egw_engines **out)
 	}
 	for (uint32_t i = 0; i < c->cache_entries; i++)
 		s->cache[i].runs = s->cache_runs + (size_t)i * c->cache_max_runs;
+	if (c->fanout_ranks > 1) {
+		/* a group has two members or more: half the rooms at most
+		 * (the run tables are touched only as groups are used) */
+		s->ngroups = c->max_rooms / 2 > 0 ? c->max_rooms / 2 : 1;
+		s->groups = calloc(s->ngroups, sizeof(*s->groups));
+		s->group_runs = calloc((size_t)s->ngroups * c->fanout_max_runs,
+				       sizeof(*s->group_runs));
+		if (s->groups == NULL || s->group_runs == NULL) {
+			egw_engines_destroy(s, 0);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < s->ngroups; i++)
+			s->groups[i].runs = s->group_runs +
+					    (size_t)i * c->fanout_max_runs;
+	}
 	*out = s;
 	return 0;
 }
@@ -1486,6 +1802,9 @@ egw_engines_destroy(struct egw_engines *s, uint64_t now)
 	for (uint32_t i = 0; s->cache != NULL && i < s->c.cache_entries; i++)
 		if (s->cache[i].state != CE_FREE)
 			cache_drop(s, &s->cache[i]);
+	/* no member holds a group now: landed ones went back with them */
+	free(s->groups);
+	free(s->group_runs);
 	free(s->cache);
 	free(s->cache_runs);
 	free(s->sq[0].q);
@@ -1764,6 +2083,7 @@ egw_engines_poll(struct egw_engines *s, uint64_t now)
 	s->now = now;
 	done += housekeeping(s, now);
 	done += peer_waits_poll(s, false, now);
+	groups_poll(s, now);
 	done += poll_slot_queue(s, EGW_SIDE_SEND, now);
 	done += poll_slot_queue(s, EGW_SIDE_RECV, now);
 
@@ -1788,6 +2108,17 @@ lookup(struct egw_engines *s, enum egw_attach_side side, uint64_t room,
 
 	if (room == 0)
 		return NULL;
+	if (side == EGW_SIDE_RECV && s->groups_used > 0 &&
+	    (e = index_find(s, room, rank_side(rank, SIDE_GROUP))) != NULL) {
+		/* a group's room: its driver's slot, until it landed (the
+		 * driver may have released since and its slot hold another
+		 * room) */
+		if (s->groups[e->slot].landed)
+			return NULL;
+		*cid = s->groups[e->slot].driver_cid;
+		*slot = s->groups[e->slot].driver_slot;
+		return &s->clients[*cid].slots[*slot];
+	}
 	e = index_find(s, room, rank_side(side == EGW_SIDE_SEND ? 0 : rank,
 					  (uint8_t)side));
 	if (e == NULL)
@@ -1795,6 +2126,22 @@ lookup(struct egw_engines *s, enum egw_attach_side side, uint64_t room,
 	*cid = e->client;
 	*slot = e->slot;
 	return &s->clients[e->client].slots[e->slot];
+}
+
+static void
+room_state_one(struct egw_engines *s, uint32_t cid, uint32_t slot,
+	       enum egw_attach_state st, uint32_t total, uint32_t landed)
+{
+	struct slot_state *p = &s->clients[cid].slots[slot];
+
+	if (st <= p->state)
+		return;
+	p->state = (uint8_t)st;
+	if (total != 0)
+		p->total = total;
+	publish_slot(&s->clients[cid], slot, 0);
+	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot,
+	     p->total, p->nruns, landed);
 }
 
 void
@@ -1809,12 +2156,47 @@ egw_engines_room_state(struct egw_engines *s, enum egw_attach_side side,
 	if (p == NULL || st <= p->state || st >= EGW_ATTACH_STATE_SUCCESS ||
 	    st == EGW_ATTACH_STATE_FAILED)
 		return;
-	p->state = (uint8_t)st;
-	if (total != 0)
-		p->total = total;
-	publish_slot(&s->clients[cid], slot, 0);
-	post(s, cid, p->tag, p->room, 0, p->op, p->state, EGW_CQEF_MORE, slot, p->total,
-	     p->nruns, landed);
+	if (p->group != NO_GROUP) {
+		const struct group *g = &s->groups[p->group];
+
+		/* every member waiting on the group hears it */
+		for (uint16_t r = g->leader; r < g->nranks; r++)
+			if (g->opened >> r & 1)
+				room_state_one(s, g->member[r].cid,
+					       g->member[r].slot, st, total,
+					       landed);
+		return;
+	}
+	room_state_one(s, cid, slot, st, total, landed);
+}
+
+/* A group's room landed: one set of blocks for every member that opened,
+ * and for those still to come until the group closes. */
+static int
+group_delivered(struct egw_engines *s, struct group *g, uint32_t total,
+		const struct egw_attach_run *runs, uint32_t nruns)
+{
+	if (nruns == 0 || nruns > s->c.fanout_max_runs) {
+		/* the caller frees the blocks; every member fails */
+		const struct group_member d = { g->driver_cid, g->driver_slot };
+		struct slot_state *p = &s->clients[d.cid].slots[d.slot];
+
+		group_leave(s, d.cid, d.slot, -E2BIG);
+		unindex(s, p->wire, rank_side(p->rank, EGW_SIDE_RECV));
+		finish(s, d.cid, d.slot, p->tag, p->op, EGW_ATTACH_STATE_FAILED,
+		       -E2BIG);
+		return -E2BIG;
+	}
+	memcpy(g->runs, runs, nruns * sizeof(*runs));
+	g->nruns = nruns;
+	g->total = total;
+	g->landed = true;
+	for (uint16_t r = g->leader; r < g->nranks; r++)
+		if (g->opened >> r & 1)
+			group_deliver_one(s, g, g->member[r].cid,
+					  g->member[r].slot);
+	group_maybe_release(s, g); /* every member failed -E2BIG */
+	return 0;
 }
 
 int
@@ -1830,6 +2212,9 @@ egw_engines_room_delivered(struct egw_engines *s, uint64_t room, uint16_t rank,
 
 	if (p == NULL || p->phase != PH_OPEN)
 		return -ENOENT;
+	if (p->group != NO_GROUP)
+		return group_delivered(s, &s->groups[p->group], total, runs,
+				       nruns);
 	cl = &s->clients[cid];
 	if (nruns == 0 || nruns > cl->m.max_runs) {
 		unindex(s, room, rank_side(rank, EGW_SIDE_RECV));
@@ -1873,11 +2258,19 @@ egw_engines_room_done(struct egw_engines *s, enum egw_attach_side side,
 {
 	uint32_t cid, slot;
 	struct slot_state *p = lookup(s, side, room, rank, &cid, &slot);
+	const struct group *g;
 
+	if (p == NULL && side == EGW_SIDE_RECV && s->groups_used > 0 &&
+	    (g = group_of(s, room, rank)) != NULL && g->landed)
+		return 0; /* a delivered group ends with its members */
 	if (p == NULL)
 		return -ENOENT;
 	if (p->phase == PH_DELIVERED)
 		return 0; /* a delivered room ends with RELEASE */
+	/* a group's room failed: every member with it (the node ended
+	 * its room: nothing to abort there) */
+	group_end(s, cid, slot, err == 0 ? -EGW_E_ABORTED : err_code(err),
+		  false);
 	unindex(s, room, rank_side(p->rank, p->side));
 	entry_leave(s, cid, slot, err == 0 ? -EGW_E_ABORTED : err_code(err));
 	if (side == EGW_SIDE_SEND && p->phase == PH_OPEN)
@@ -1940,7 +2333,7 @@ egw_engines_attached(const struct egw_engines *s)
 uint32_t
 egw_engines_rooms(const struct egw_engines *s)
 {
-	return s->nrooms;
+	return s->nrooms - s->groups_used;
 }
 
 uint32_t

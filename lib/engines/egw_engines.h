@@ -107,6 +107,13 @@ struct egw_engines_ops {
 	 * gave up waiting for it (fails -EGW_E_UNKNOWN_PEER; the text
 	 * names room and peer). */
 	void (*slot_note)(void *ctx, uint32_t client, const char *text);
+	/** Optional (required with fanout_ranks > 1): RECV_OPEN of a group
+	 * (doc/client.md, "Fan-out"): receive `room` once for the ranks of
+	 * the bitmask `ranks` of `nranks`, the lowest being `rank`, from the
+	 * peer in slot `peer`. The room's reports come for `rank`. Return
+	 * values as recv_open. */
+	int (*recv_open_group)(void *ctx, uint64_t room, uint16_t rank,
+			       uint16_t nranks, uint16_t ranks, uint32_t peer);
 };
 
 struct egw_engines_conf {
@@ -143,6 +150,11 @@ struct egw_engines_conf {
 	uint32_t cache_max_runs;   /**< runs an entry can list */
 	uint64_t held_warn_ns;     /**< report a delivered room held longer
 				    *   (0: never) */
+	uint32_t fanout_ranks;	   /**< RECV_OPENs of ranks g*F..(g+1)*F-1
+				    *   of a room share one receive (0 or 1:
+				    *   every rank receives alone) */
+	uint32_t fanout_max_runs;  /**< runs a group's delivery can list
+				    *   (with fanout_ranks > 1) */
 	const struct egw_engines_ops *ops;
 	void *ctx;
 };
@@ -163,6 +175,9 @@ struct egw_engines_stats {
 	uint64_t cache_hits;       /**< keyed RECV_OPENs served from the cache */
 	uint64_t cache_misses;     /**< keyed RECV_OPENs that transferred */
 	uint64_t cache_shared;     /**< keyed RECV_OPENs that joined a transfer */
+	uint64_t group_opens;	   /**< RECV_OPENs that opened a group's room */
+	uint64_t group_joins;	   /**< RECV_OPENs that joined one: no
+				    *   transfer of their own */
 	uint64_t held_long;        /**< delivered rooms held past held_warn_ns */
 	uint64_t lost;             /**< clients given up (lease, broken ring) */
 	uint64_t held_rooms;       /**< rooms whose blocks were held for a

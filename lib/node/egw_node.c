@@ -1025,6 +1025,24 @@ egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 }
 
 int
+egw_node_receiver_open_group(struct egw_node *n, uint64_t room, uint16_t rank,
+			     uint16_t nranks, uint16_t ranks, uint32_t peer,
+			     uint64_t now)
+{
+	int rc;
+
+	if (n->receiver == NULL)
+		return -ENOTSUP;
+	if (peer >= n->nslots || n->peers[peer].state != EGW_NODE_PEER_ACTIVE)
+		return -EGW_E_UNKNOWN_PEER;
+	n->now = now;
+	rc = egw_xfer_receiver_open_group(n->receiver, room, rank, nranks,
+					  ranks, peer, false, now);
+	node_drain_deferred(n);
+	return rc;
+}
+
+int
 egw_node_release(struct egw_node *n, uint64_t room, const struct egw_run *runs,
 		 uint32_t nruns)
 {

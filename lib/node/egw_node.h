@@ -348,6 +348,11 @@ int egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now);
 int egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
 			   uint16_t nranks, uint32_t peer, bool dummy,
 			   uint64_t now);
+/** The same for a group of ranks sharing one receive
+ *  (egw_xfer_receiver_open_group): `ranks` the set, `rank` its lowest. */
+int egw_node_receiver_open_group(struct egw_node *n, uint64_t room,
+				 uint16_t rank, uint16_t nranks, uint16_t ranks,
+				 uint32_t peer, uint64_t now);
 /** Give delivered runs back to the pool: 0, or -EINVAL if a run was not
  *  the room's (the others are freed). */
 int egw_node_release(struct egw_node *n, uint64_t room,

@@ -159,9 +159,19 @@ get64(const uint8_t *p)
 /* ---- layout ------------------------------------------------------------ */
 
 enum {
-	H_MAGIC = 0, H_VERSION = 4, H_TYPE = 5, H_FLAGS = 6, H_BODY_LEN = 8,
-	H_RANK = 10, H_NRANKS = 12, H_RSV1 = 14, H_SESSION = 16, H_ROOM = 24,
-	H_OFFSET = 32, H_RSV2 = 36, H_SEQ = 40,
+	H_MAGIC = 0,
+	H_VERSION = 4,
+	H_TYPE = 5,
+	H_FLAGS = 6,
+	H_BODY_LEN = 8,
+	H_RANK = 10,
+	H_NRANKS = 12,
+	H_RANKS = 14,
+	H_SESSION = 16,
+	H_ROOM = 24,
+	H_OFFSET = 32,
+	H_RSV2 = 36,
+	H_SEQ = 40,
 };
 
 #define WIN_FIXED 28u     /* INIT/RESUME body before the runs */
@@ -183,6 +193,23 @@ _Static_assert(EGW_PROTO_HDR_LEN + WIN_FIXED + 8u * EGW_XFER_MAX_RUNS +
 	       EGW_PROTO_MAX_DGRAM <= EGW_PROTO_MAX_LEN &&
 	       EGW_PROTO_HDR_LEN + REGISTER_BODY + EGW_PROTO_TAG_LEN <
 	       EGW_PROTO_MAX_DGRAM, "the largest datagram is a full window");
+
+/* A room message's `ranks`: 0 (just `rank`), or a set of the room's ranks
+ * whose lowest member is `rank`. An aux-only INIT speaks for one rank:
+ * a group always receives tokens. */
+static bool
+ranks_ok(uint8_t type, uint16_t flags, uint16_t rank, uint16_t nranks,
+	 uint16_t ranks)
+{
+	if (ranks == 0)
+		return true;
+	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS ||
+	    (ranks >> nranks) != 0 || rank >= nranks ||
+	    (ranks & ((1u << (rank + 1)) - 1)) != (1u << rank))
+		return false;
+	return !(type == EGW_MSG_INIT && (flags & EGW_MSGF_DUMMY) &&
+		 ranks != (1u << rank));
+}
 
 static uint16_t
 allowed_flags(uint8_t type)
@@ -216,6 +243,7 @@ put_header(uint8_t *b, uint8_t type, uint16_t flags, uint16_t body_len,
 	if (m != NULL) {
 		put16(b + H_RANK, m->rank);
 		put16(b + H_NRANKS, m->nranks);
+		put16(b + H_RANKS, m->ranks);
 		put64(b + H_ROOM, m->room);
 		put32(b + H_OFFSET, m->offset);
 	}
@@ -280,6 +308,9 @@ egw_proto_encode(const struct egw_proto_key *key, uint64_t session,
 		return -EINVAL;
 	}
 	if ((m->flags & ~allowed_flags(m->type)) != 0)
+		return -EINVAL;
+	if (m->type != EGW_MSG_HEARTBEAT &&
+	    !ranks_ok(m->type, m->flags, m->rank, m->nranks, m->ranks))
 		return -EINVAL;
 	if ((m->type == EGW_MSG_STATUS || m->type == EGW_MSG_ABORT ||
 	     m->type == EGW_MSG_ERROR) &&
@@ -476,7 +507,8 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 
 	if (type == EGW_MSG_REGISTER) {
 		if (get16(b + H_RANK) || get16(b + H_NRANKS) ||
-		    get64(b + H_ROOM) || get32(b + H_OFFSET))
+		    get16(b + H_RANKS) || get64(b + H_ROOM) ||
+		    get32(b + H_OFFSET))
 			return EGW_PROTO_ERR_FIELD;
 		return parse_register(p, out->flags, &out->reg);
 	}
@@ -484,12 +516,13 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 	m->flags = out->flags;
 	m->rank = get16(b + H_RANK);
 	m->nranks = get16(b + H_NRANKS);
+	m->ranks = get16(b + H_RANKS);
 	m->room = get64(b + H_ROOM);
 	m->offset = get32(b + H_OFFSET);
 	/* not about a room: HEARTBEAT, and an ERROR answering a REGISTER */
 	if (type == EGW_MSG_HEARTBEAT ||
 	    (type == EGW_MSG_ERROR && p[0] == EGW_MSG_REGISTER)) {
-		if (m->rank || m->nranks || m->room || m->offset)
+		if (m->rank || m->nranks || m->ranks || m->room || m->offset)
 			return EGW_PROTO_ERR_FIELD;
 		if (type == EGW_MSG_HEARTBEAT)
 			return EGW_PROTO_ERR_OK;
@@ -497,6 +530,8 @@ parse_body(const uint8_t *b, size_t body, struct egw_pkt *out)
 		   m->rank >= m->nranks) {
 		return EGW_PROTO_ERR_FIELD; /* a room message names a valid rank
 					     */
+	} else if (!ranks_ok(type, m->flags, m->rank, m->nranks, m->ranks)) {
+		return EGW_PROTO_ERR_FIELD; /* ... and ranks of its room */
 	}
 	switch (type) {
 	case EGW_MSG_INIT:
@@ -576,8 +611,11 @@ egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
 	else if ((body = get16(buf + H_BODY_LEN)) !=
 		 len - EGW_PROTO_HDR_LEN - EGW_PROTO_TAG_LEN)
 		e = EGW_PROTO_ERR_LENGTH;
-	else if (get16(buf + H_RSV1) != 0 || get32(buf + H_RSV2) != 0)
-		e = EGW_PROTO_ERR_RESERVED;
+	else if (get32(buf + H_RSV2) != 0 ||
+		 ((buf[H_TYPE] == EGW_MSG_HEARTBEAT ||
+		   buf[H_TYPE] == EGW_MSG_REGISTER) &&
+		  get16(buf + H_RANKS) != 0))
+		e = EGW_PROTO_ERR_RESERVED; /* ranks: only room messages */
 	else if ((e = check_body_size(buf[H_TYPE], body,
 				      buf + EGW_PROTO_HDR_LEN)) !=
 		 EGW_PROTO_ERR_OK)

@@ -93,6 +93,10 @@ struct egw_msg {
 	uint16_t flags;        /**< EGW_MSGF_* */
 	uint16_t rank;
 	uint16_t nranks;
+	/** Room messages: the ranks this message speaks for, a bitmask of
+	 *  0..nranks-1 whose lowest bit is `rank` (a group, doc/xfer.md
+	 *  "Fan-out"); 0: just `rank` */
+	uint16_t ranks;
 	uint16_t nruns;
 	uint64_t room;
 	uint32_t block_tokens; /**< INIT/RESUME: sender checks it equals its own */
@@ -157,6 +161,8 @@ struct egw_act {
 	uint32_t peer;
 	uint64_t room;
 	uint16_t rank;
+	uint16_t ranks;		      /**< DELIVER: the group the room was
+				       *   received for (0: rank alone) */
 	enum egw_err error;           /**< DONE */
 	const struct egw_msg *msg;    /**< SEND */
 	const struct egw_write *writes; /**< POST_WRITES */
@@ -308,6 +314,13 @@ struct egw_xfer_stats {
 				       *   was fenced) */
 	uint64_t quarantine_expired;  /**< rooms whose quarantine passed
 				       *   quarantine_ns: their peer fenced */
+	/* fan-out (doc/xfer.md, "Fan-out"): rooms that succeeded with ranks
+	 * served through a group (sender) or delivered to a group (receiver);
+	 * rooms_ok - group_rooms are lone ranks' rooms */
+	uint64_t group_rooms;
+	uint64_t group_ranks;	    /**< ranks served through another's
+				     *   windows: copies not sent */
+	uint64_t group_bytes_saved; /**< payload bytes of those copies */
 	/* sender */
 	uint64_t abort_acks;          /**< ABORT ACKs sent */
 	uint64_t yields;              /**< ranks restarted on the receiver's word */
@@ -343,6 +356,15 @@ int egw_xfer_receiver_peer_add(struct egw_xfer_receiver *r, uint32_t peer,
 int egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room,
 			   uint16_t rank, uint16_t nranks, uint32_t peer,
 			   bool dummy, uint64_t now);
+/** The same for a group of ranks (doc/xfer.md, "Fan-out"): one room,
+ *  keyed by (room, rank), receives once for every rank of `ranks` (a
+ *  bitmask whose lowest bit is `rank`; 0 or the rank's bit alone: a plain
+ *  open); its messages carry the set, so the sender serves the group
+ *  with one set of writes. EGW_E_BAD_RANK also for a set that is not
+ *  one of the room's ranks starting at `rank`, or an aux-only group. */
+int egw_xfer_receiver_open_group(struct egw_xfer_receiver *r, uint64_t room,
+				 uint16_t rank, uint16_t nranks, uint16_t ranks,
+				 uint32_t peer, bool dummy, uint64_t now);
 /** Result of an EGW_ACT_ALLOC: n > 0 runs, or n = -errno (the pool's
  *  answer). Returns 0 or -enum egw_err (a stale or unknown request). */
 int egw_xfer_receiver_alloc_done(struct egw_xfer_receiver *r, uint64_t room,

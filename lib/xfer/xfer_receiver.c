@@ -30,6 +30,8 @@ struct receiver_window {
 struct receiver_room {
 	uint64_t room;
 	uint16_t rank, nranks;
+	uint16_t ranks; /* the group this room receives for (its
+			 * lowest rank is `rank`); 0: rank alone */
 	uint32_t peer;
 	bool dummy;
 	uint8_t state;
@@ -412,6 +414,7 @@ receiver_send_window(struct egw_xfer_receiver *r, struct receiver_room *x,
 		.flags = x->dummy ? EGW_MSGF_DUMMY : 0,
 		.rank = x->rank,
 		.nranks = x->nranks,
+		.ranks = x->ranks,
 		.nruns = (uint16_t)w->nruns,
 		.room = x->room,
 		.block_tokens = r->core.conf.geom.block_tokens,
@@ -428,11 +431,16 @@ static void
 receiver_send_simple(struct egw_xfer_receiver *r, struct receiver_room *x,
 		     uint8_t type, enum egw_err e)
 {
-	struct egw_msg m = { .type = type, .error = (uint16_t)e,
-			     .rank = x->rank, .nranks = x->nranks,
-			     .room = x->room,
-			     .flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0,
-			     .abort_id = type == EGW_MSG_ABORT ? x->abort_id : 0 };
+	struct egw_msg m = {
+		.type = type,
+		.error = (uint16_t)e,
+		.rank = x->rank,
+		.nranks = x->nranks,
+		.ranks = x->ranks,
+		.room = x->room,
+		.flags = type == EGW_MSG_STATUS ? EGW_MSGF_POLL : 0,
+		.abort_id = type == EGW_MSG_ABORT ? x->abort_id : 0
+	};
 
 	xfer_core_send(&r->core, x->peer, &m);
 }
@@ -716,18 +724,45 @@ receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 						  : 0;
 }
 
+/* A group's room landed once for all its ranks: the copies not sent. */
+static void
+receiver_count_group(struct egw_xfer_receiver *r, const struct receiver_room *x)
+{
+	const struct egw_pool_geom *g = &r->core.conf.geom;
+	uint32_t others = x->ranks != 0 ?
+				  (uint32_t)__builtin_popcount(x->ranks) - 1 :
+				  0;
+	uint64_t room_bytes = g->aux_bytes;
+
+	if (others == 0)
+		return;
+	for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++)
+		room_bytes += (uint64_t)x->total *
+			      egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
+	r->core.stats.group_rooms++;
+	r->core.stats.group_ranks += others;
+	r->core.stats.group_bytes_saved += others * room_bytes;
+}
+
 static void
 receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x,
 		 uint64_t now)
 {
-	struct egw_act a = { .type = EGW_ACT_DELIVER, .room = x->room,
-			     .rank = x->rank, .peer = x->peer,
-			     .runs = x->runs, .nruns = x->nruns,
-			     .tokens = x->total, .aux_block = x->runs[0].start,
-			     .dummy = x->dummy, .waited_ns = x->waited,
+	struct egw_act a = { .type = EGW_ACT_DELIVER,
+			     .room = x->room,
+			     .rank = x->rank,
+			     .ranks = x->ranks,
+			     .peer = x->peer,
+			     .runs = x->runs,
+			     .nruns = x->nruns,
+			     .tokens = x->total,
+			     .aux_block = x->runs[0].start,
+			     .dummy = x->dummy,
+			     .waited_ns = x->waited,
 			     .open_ns = now - x->opened_at };
 
 	x->state = EGW_ST_SUCCESS;
+	receiver_count_group(r, x);
 	/* ownership of the runs passes to the app with this action */
 	xfer_core_emit(&r->core, &a);
 	x->nruns = 0;
@@ -741,12 +776,29 @@ egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room,
 		       uint16_t rank, uint16_t nranks, uint32_t peer,
 		       bool dummy, uint64_t now)
 {
+	return egw_xfer_receiver_open_group(r, room, rank, nranks, 0, peer,
+					    dummy, now);
+}
+
+int
+egw_xfer_receiver_open_group(struct egw_xfer_receiver *r, uint64_t room,
+			     uint16_t rank, uint16_t nranks, uint16_t ranks,
+			     uint32_t peer, bool dummy, uint64_t now)
+{
 	struct receiver_room *x;
 	int32_t idx;
 
 	if (r == NULL)
 		return -EINVAL;
 	if (nranks == 0 || nranks > EGW_XFER_MAX_RANKS || rank >= nranks)
+		return xfer_core_reject(&r->core, EGW_E_BAD_RANK);
+	if (ranks == (1u << rank))
+		ranks = 0; /* the rank alone: the plain meaning */
+	/* a group starts at its rank, lies inside the room, and receives
+	 * tokens (an aux-only rank is never a group) */
+	if (ranks != 0 &&
+	    ((ranks >> nranks) != 0 ||
+	     (ranks & ((1u << (rank + 1)) - 1)) != (1u << rank) || dummy))
 		return xfer_core_reject(&r->core, EGW_E_BAD_RANK);
 	if (peer >= r->core.conf.max_peers || !r->core.peers[peer].used)
 		return xfer_core_reject(&r->core, EGW_E_UNKNOWN_PEER);
@@ -768,6 +820,7 @@ egw_xfer_receiver_open(struct egw_xfer_receiver *r, uint64_t room,
 	x->room = room;
 	x->rank = rank;
 	x->nranks = nranks;
+	x->ranks = ranks;
 	x->peer = peer;
 	x->dummy = dummy;
 	x->state = EGW_ST_BOOTSTRAPPING;

@@ -29,6 +29,14 @@ struct sender_window {
 
 struct sender_rank {
 	bool inited, dummy, complete;
+	/* fan-out (doc/xfer.md): a leader's INIT speaks for `group` (its
+	 * own bit included); the other ranks of the group are followers,
+	 * served by the leader's windows, never inited themselves */
+	bool follower;
+	uint8_t leader;	     /* a follower's leader */
+	uint16_t group;	     /* an inited rank's set (1 << rank alone) */
+	uint16_t wire_ranks; /* the INIT's ranks, echoed in reports */
+	uint16_t ack_ranks;  /* the ABORT's ranks, echoed in its ACK */
 	uint32_t peer;
 	uint32_t accepted;        /* end of accepted windows */
 	uint32_t landed;          /* completed prefix */
@@ -87,6 +95,12 @@ struct egw_xfer_sender {
 	struct egw_write *scratch; /* writes of one window, emitted at once */
 	uint32_t scratch_len;
 };
+
+static uint16_t
+popcount16(uint16_t v)
+{
+	return (uint16_t)__builtin_popcount(v);
+}
 
 /* cookie = gen:16 | idx:24 | rank:4 | seq:20 */
 static uint64_t
@@ -305,9 +319,14 @@ tomb_add(struct egw_xfer_sender *s, const struct sender_room *x, uint64_t now)
 	t->err = x->err;
 	t->nranks = x->nranks;
 	for (uint16_t r = 0; r < x->nranks; r++) {
-		t->accepted[r] = x->rank[r].accepted;
-		t->landed[r] = x->rank[r].landed;
-		t->peer[r] = x->rank[r].inited ? x->rank[r].peer : UINT32_MAX;
+		/* a follower answers as its leader */
+		const struct sender_rank *rk =
+			x->rank[r].follower ? &x->rank[x->rank[r].leader] :
+					      &x->rank[r];
+
+		t->accepted[r] = rk->accepted;
+		t->landed[r] = rk->landed;
+		t->peer[r] = rk->inited ? rk->peer : UINT32_MAX;
 	}
 	s->tomb_fifo[(s->tomb_head + s->tomb_count) % cap] = x->room;
 	s->tomb_count++;
@@ -334,8 +353,13 @@ tomb_answer(struct egw_xfer_sender *s, const struct sender_tomb *t,
 	    uint32_t peer, const struct egw_msg *m)
 {
 	struct egw_msg a = {
-		.type = EGW_MSG_STATUS, .room = t->room, .rank = m->rank,
-		.nranks = t->nranks, .state = t->state, .error = t->err,
+		.type = EGW_MSG_STATUS,
+		.room = t->room,
+		.rank = m->rank,
+		.nranks = t->nranks,
+		.ranks = m->ranks,
+		.state = t->state,
+		.error = t->err,
 	};
 
 	/* a rank that never got in before the room failed (its INIT was
@@ -365,6 +389,7 @@ sender_status(struct egw_xfer_sender *s, const struct sender_room *x,
 		.room = x->room,
 		.rank = r,
 		.nranks = x->nranks,
+		.ranks = rk->wire_ranks,
 		.error = x->err,
 	};
 
@@ -397,6 +422,7 @@ sender_error(struct egw_xfer_sender *s, uint32_t peer,
 		.room = req->room,
 		.rank = req->rank,
 		.nranks = req->nranks,
+		.ranks = req->ranks,
 		.offset = req->offset,
 	};
 
@@ -418,12 +444,35 @@ sender_free_src(struct egw_xfer_sender *s, struct sender_room *x)
 
 static void sender_release(struct egw_xfer_sender *s, struct sender_room *x);
 
+/* A room succeeded: the ranks its groups served through another rank's
+ * windows, and the bytes those ranks did not cross the wire. */
+static void
+sender_count_groups(struct egw_xfer_sender *s, const struct sender_room *x)
+{
+	const struct egw_pool_geom *g = &s->core.conf.geom;
+	uint64_t room_bytes = g->aux_bytes;
+	uint32_t followers = 0;
+
+	for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++)
+		room_bytes += (uint64_t)x->total *
+			      egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
+	for (uint16_t r = 0; r < x->nranks; r++)
+		followers += x->rank[r].follower;
+	if (followers == 0)
+		return;
+	s->core.stats.group_rooms++;
+	s->core.stats.group_ranks += followers;
+	s->core.stats.group_bytes_saved += followers * room_bytes;
+}
+
 static void
 sender_finish(struct egw_xfer_sender *s, struct sender_room *x, enum egw_err e,
 	  uint64_t now)
 {
 	x->state = e == EGW_E_OK ? EGW_ST_SUCCESS : EGW_ST_FAILED;
 	x->err = (uint16_t)e;
+	if (e == EGW_E_OK)
+		sender_count_groups(s, x);
 	sender_free_src(s, x);
 	sender_status_all(s, x);
 	xfer_core_done(&s->core, x->room, 0, e);
@@ -556,11 +605,17 @@ sender_start(struct egw_xfer_sender *s, struct sender_room *x, uint64_t now)
 
 static void
 sender_send_ack(struct egw_xfer_sender *s, uint32_t peer, uint64_t room,
-		uint16_t rank, uint16_t nranks, uint16_t err, uint16_t abort_id)
+		uint16_t rank, uint16_t nranks, uint16_t ranks, uint16_t err,
+		uint16_t abort_id)
 {
-	struct egw_msg m = { .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
-			     .room = room, .rank = rank, .nranks = nranks,
-			     .error = err, .abort_id = abort_id };
+	struct egw_msg m = { .type = EGW_MSG_ABORT,
+			     .flags = EGW_MSGF_ACK,
+			     .room = room,
+			     .rank = rank,
+			     .nranks = nranks,
+			     .ranks = ranks,
+			     .error = err,
+			     .abort_id = abort_id };
 
 	s->core.stats.abort_acks++;
 	xfer_core_send(&s->core, peer, &m);
@@ -583,8 +638,15 @@ sender_rank_drained(struct egw_xfer_sender *s, struct sender_room *x,
 		 * source data stays until the room succeeds */
 		if (rk->complete) {
 			rk->complete = false;
-			x->ncomplete--;
+			x->ncomplete -= popcount16(rk->group);
 		}
+		/* its followers wait for the new INIT with it */
+		for (uint16_t f = 0; f < x->nranks; f++)
+			if (x->rank[f].follower && x->rank[f].leader == r)
+				x->rank[f].follower = false;
+		x->ninit -= popcount16(rk->group);
+		rk->group = 0;
+		rk->wire_ranks = 0;
 		rk->inited = false;
 		rk->dummy = false;
 		rk->accepted = 0;
@@ -593,7 +655,6 @@ sender_rank_drained(struct egw_xfer_sender *s, struct sender_room *x,
 		rk->count = 0;
 		rk->yield_pending = false;
 		rk->yielded = true;
-		x->ninit--;
 		x->nyielded++;
 		x->yield_deadline = now + s->core.conf.timers.admit_ns;
 	}
@@ -601,7 +662,7 @@ sender_rank_drained(struct egw_xfer_sender *s, struct sender_room *x,
 	if (rk->ack_due) {
 		rk->ack_due = false;
 		sender_send_ack(s, rk->ack_peer, x->room, r, x->nranks,
-				rk->ack_err, rk->ack_abort_id);
+				rk->ack_ranks, rk->ack_err, rk->ack_abort_id);
 	}
 }
 
@@ -629,7 +690,8 @@ sender_on_abort(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	 * for its first window) may abort too; once a rank is bound to a
 	 * peer, only that peer speaks for it */
 	if (m->rank >= x->nranks ||
-	    (x->rank[m->rank].inited && x->rank[m->rank].peer != peer))
+	    (x->rank[m->rank].inited && x->rank[m->rank].peer != peer) ||
+	    (x->rank[m->rank].follower && x->rank[m->rank].peer != peer))
 		return xfer_core_reject(&s->core, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
 	if (m->error == EGW_E_BUSY && m->seq != 0 &&
@@ -647,13 +709,14 @@ sender_on_abort(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	if (rk->yield_seq < m->seq)
 		rk->yield_seq = m->seq;
 	rk->ack_peer = peer;
+	rk->ack_ranks = m->ranks;
 	rk->ack_err = m->error;
 	rk->ack_abort_id = m->abort_id;
 	if (m->error == EGW_E_BUSY && !sender_final(x)) {
 		if (!rk->inited) {
 			/* nothing of it to reset, nothing in flight */
 			sender_send_ack(s, peer, x->room, m->rank, x->nranks,
-					m->error, m->abort_id);
+					m->ranks, m->error, m->abort_id);
 			return 0;
 		}
 		if (!rk->yield_pending)
@@ -670,7 +733,7 @@ sender_on_abort(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 		sender_finish(s, x, EGW_E_ABORTED, now);
 		if (drained) /* x may be released: answer from the message */
 			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
-					m->error, m->abort_id);
+					m->ranks, m->error, m->abort_id);
 		return 0;
 	}
 	rk->ack_due = true;
@@ -754,7 +817,8 @@ sender_rank_complete(struct egw_xfer_sender *s, struct sender_room *x,
 		     uint16_t r, uint64_t now)
 {
 	x->rank[r].complete = true;
-	if (++x->ncomplete == x->nranks)
+	x->ncomplete += popcount16(x->rank[r].group);
+	if (x->ncomplete == x->nranks)
 		sender_finish(s, x, EGW_E_OK, now);
 	else
 		sender_status(s, x, r);
@@ -816,16 +880,39 @@ sender_accept(struct sender_rank *rk, const struct egw_msg *m)
 	rk->accepted = m->offset + m->alloc_tokens;
 }
 
+/* The set of ranks an INIT speaks for: its ranks, or its rank alone. */
+static uint16_t
+group_of(const struct egw_msg *m)
+{
+	return m->ranks != 0 ? m->ranks : (uint16_t)(1u << m->rank);
+}
+
+/* The set is the room's, starts at the rank, and an aux-only INIT speaks
+ * for its rank alone (lib/proto refuses the others already; a caller
+ * that builds messages itself meets the same rule). */
+static bool
+group_ok(const struct egw_msg *m)
+{
+	uint16_t g = group_of(m);
+
+	return m->rank < m->nranks && m->nranks <= EGW_XFER_MAX_RANKS &&
+	       (g >> m->nranks) == 0 &&
+	       (g & ((1u << (m->rank + 1)) - 1)) == (1u << m->rank) &&
+	       (!(m->flags & EGW_MSGF_DUMMY) || g == (1u << m->rank));
+}
+
 static int
 sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	   const struct egw_msg *m, uint64_t now)
 {
 	struct sender_rank *rk;
+	uint16_t group;
 	int64_t blocks;
 
-	if (m->nranks != x->nranks || m->rank >= x->nranks)
+	if (m->nranks != x->nranks || m->rank >= x->nranks || !group_ok(m))
 		return sender_error(s, peer, m, EGW_E_BAD_RANK);
 	rk = &x->rank[m->rank];
+	group = group_of(m);
 	if (sender_stale(rk, m) || rk->yield_pending) {
 		s->core.stats.duplicates++; /* from before a restart */
 		return 0;
@@ -833,6 +920,8 @@ sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 	if (rk->inited) {
 		if (rk->peer != peer)
 			return sender_error(s, peer, m, EGW_E_BAD_RANK);
+		if (rk->group != group) /* another set for the same rank */
+			return sender_error(s, peer, m, EGW_E_STATE);
 		s->core.stats.duplicates++;
 		sender_status(s, x, m->rank);
 		return 0;
@@ -841,11 +930,26 @@ sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 		return sender_error(s, peer, m, EGW_E_STATE);
 	if (m->offset != 0)
 		return sender_error(s, peer, m, EGW_E_STATE);
+	/* every rank of the set is served once: one already bound (by its
+	 * own INIT or another leader's) makes this INIT a conflict */
+	for (uint16_t f = 0; f < x->nranks; f++)
+		if ((group >> f & 1) &&
+		    (x->rank[f].inited || x->rank[f].follower))
+			return sender_error(s, peer, m, EGW_E_STATE);
 	blocks = sender_check_window(s, peer, m);
 	if (blocks < 0)
 		return sender_error(s, peer, m, (enum egw_err)-blocks);
 	rk->inited = true;
 	rk->peer = peer;
+	rk->group = group;
+	rk->wire_ranks = m->ranks;
+	for (uint16_t f = 0; f < x->nranks; f++) {
+		if (f == m->rank || !(group >> f & 1))
+			continue;
+		x->rank[f].follower = true;
+		x->rank[f].leader = (uint8_t)m->rank;
+		x->rank[f].peer = peer;
+	}
 	rk->init_seq = m->seq;
 	rk->dummy = (m->flags & EGW_MSGF_DUMMY) != 0;
 	sender_accept(rk, m);
@@ -856,7 +960,8 @@ sender_on_init(struct egw_xfer_sender *s, struct sender_room *x, uint32_t peer,
 		rk->yielded = false;
 		x->nyielded--;
 	}
-	if (++x->ninit == x->nranks && x->state < EGW_ST_TRANSFERRING) {
+	x->ninit += popcount16(group);
+	if (x->ninit == x->nranks && x->state < EGW_ST_TRANSFERRING) {
 		if (x->have_input) {
 			sender_start(s, x, now); /* answers every rank */
 			return 0;
@@ -934,7 +1039,7 @@ egw_xfer_sender_check_init(struct egw_xfer_sender *s, uint32_t peer,
 	if (m->type != EGW_MSG_INIT || m->offset != 0)
 		return -EGW_E_STATE;
 	if (m->nranks == 0 || m->nranks > EGW_XFER_MAX_RANKS ||
-	    m->rank >= m->nranks)
+	    m->rank >= m->nranks || !group_ok(m))
 		return -EGW_E_BAD_RANK;
 	blocks = sender_check_window(s, peer, m);
 	return blocks < 0 ? (int)blocks : 0;
@@ -983,7 +1088,7 @@ egw_xfer_sender_on_msg(struct egw_xfer_sender *s, uint32_t peer,
 				return tomb_answer(s, t, peer, m);
 			/* a room that is gone has no write in flight */
 			sender_send_ack(s, peer, m->room, m->rank, m->nranks,
-					m->error, m->abort_id);
+					m->ranks, m->error, m->abort_id);
 			return t != NULL ? 0 : xfer_core_reject(&s->core,
 							   EGW_E_UNKNOWN_ROOM);
 		}

@@ -23,7 +23,7 @@ bad = []
 arrays = []
 for path in sorted(glob.glob(src + "/lib/conf/*.c")):
     text = open(path).read()
-    for m in re.finditer(r"static const char \*const (\w*keys)\[\] = \{(.*?)NULL \};",
+    for m in re.finditer(r"static const char \*const (\w*keys)\[\] = \{(.*?)NULL\s*\};",
                          text, re.S):
         arrays.append((path.split("/")[-1] + ":" + m.group(1),
                        re.findall(r'"([a-z_0-9]+)"', m.group(2))))

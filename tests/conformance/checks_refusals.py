@@ -130,7 +130,7 @@ def crafted_cases(c):
     add("5 FLAGS STATUS DUMMY", K.room_msg(wire.STATUS, wire.status_body(),
                                            flags=wire.F_POLL | wire.F_DUMMY), PROTO)
     add("6 LENGTH body_len+1", K.room_msg(body_len=wire.WINDOW.size + 8 + 1), PROTO)
-    add("7 RESERVED header 14", K.room_msg(res14=1), PROTO)
+    add("7 RESERVED HEARTBEAT ranks", K.msg(wire.HEARTBEAT, res14=1), PROTO)
     add("7 RESERVED header 36", K.room_msg(res36=1), PROTO)
     add("8 BODY HEARTBEAT with 4 bytes", K.msg(wire.HEARTBEAT, b"\0" * 4), PROTO)
     add("8 BODY INIT 28+8n+4", K.room_msg(body=wire.window_body(128, 128, [(0, 1)]) + b"\0" * 4), PROTO)
@@ -152,6 +152,8 @@ def crafted_cases(c):
     add("10 FIELD nranks 0", K.room_msg(nranks=0), PROTO)
     add("10 FIELD nranks 9", K.room_msg(nranks=9, rank=0), PROTO)
     add("10 FIELD rank = nranks", K.room_msg(nranks=2, rank=2), PROTO)
+    add("10 FIELD ranks without rank", K.room_msg(res14=2, nranks=2), PROTO)
+    add("10 FIELD ranks past nranks", K.room_msg(res14=3, nranks=1), PROTO)
     add("10 FIELD HEARTBEAT room", K.msg(wire.HEARTBEAT, room=5), PROTO)
     add("10 FIELD HEARTBEAT nranks", K.msg(wire.HEARTBEAT, nranks=1), PROTO)
     add("10 FIELD INIT offset 128", K.room_msg(offset=128), PROTO)

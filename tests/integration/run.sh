@@ -1051,6 +1051,11 @@ engine_gateways() {
 		sed -i "s/^  timers = {/  limits = { max_rooms = $ENGINE_LANG_MAX_ROOMS; };\n  timers = {/" "$T/language.cfg"
 		grep -q "max_rooms = $ENGINE_LANG_MAX_ROOMS;" "$T/language.cfg" || return 1
 	}
+	# ENGINE_LANG_FANOUT: the language port's fanout_ranks, when set
+	[ -z "${ENGINE_LANG_FANOUT:-}" ] || {
+		sed -i "s/^    lcores = \[0\];\$/    lcores = [0]; fanout_ranks = $ENGINE_LANG_FANOUT;/" "$T/language.cfg"
+		grep -q "fanout_ranks = $ENGINE_LANG_FANOUT;" "$T/language.cfg" || return 1
+	}
 	# ENGINE_LEASE: the clients' lease in ms, when not the default
 	[ -z "${ENGINE_LEASE:-}" ] ||
 		attach_lease "$ENGINE_LEASE" "$T/encode.cfg" "$T/language.cfg" || return 1
@@ -1181,6 +1186,36 @@ case_engines_content() {
 		expect "$T/lang.log" clients cache_misses -eq 3 &&
 		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
 	MSG="2 rooms transferred once to 2 ranks, then served 4 times from the cache and 1 time by a shared transfer, bit-identical; attempt 1 served; zero blocks in use on both gateways"
+}
+
+define engines-fanout "Fan-out: 2 language ranks of 2 on one gateway receive each room once (fanout_ranks 8, the default): bit-identical on both ranks, the encode gateway writes one copy and both count the rooms as a group's; with fanout_ranks = 1 the same rooms cost two copies; nothing leaked"
+case_engines_fanout() {
+	local rooms r f one two
+	rooms=$(room_ids 1 127 2000 10000 50000)
+	for f in 8 1; do
+		ENGINE_LANG_FANOUT=$f engine_gateways || return 1
+		LOG=$T/lang.log
+		for r in 0 1; do
+			engine "$T/rank$r-$f.log" language "$T/lang-0.sock" --rooms "$rooms" --rank $r --nranks 2
+		done
+		engine "$T/encode-$f.log" encode "$T/enc-0.sock" --rooms "$rooms" --nranks 2
+		engines_wait || { MSG="fanout_ranks $f: $(cat "$T"/rank?-$f.log "$T/encode-$f.log" | tr '\n' ' ')"; return 1; }
+		stop_all
+		mv "$T/enc.log" "$T/enc-$f.log"
+		mv "$T/lang.log" "$T/lang-$f.log"
+		MSG="fanout_ranks $f: enc: $(report "$T/enc-$f.log") lang: $(report "$T/lang-$f.log")"
+		expect "$T/enc-$f.log" clients ok -eq 4 && expect "$T/enc-$f.log" clients blocks_in_use -eq 0 &&
+			expect "$T/lang-$f.log" clients ok -eq 8 && expect "$T/lang-$f.log" clients failed -eq 0 &&
+			expect "$T/lang-$f.log" clients blocks_in_use -eq 0 || return 1
+	done
+	one=$(field "$T/enc-8.log" fanout bytes)
+	two=$(field "$T/enc-1.log" fanout bytes)
+	MSG="enc bytes: grouped $one, per rank $two; enc-8: $(report "$T/enc-8.log")"
+	expect "$T/enc-8.log" fanout group_rooms -eq 4 && expect "$T/lang-8.log" fanout group_rooms -eq 4 &&
+		expect "$T/enc-8.log" fanout bytes_saved -eq "$one" &&
+		expect "$T/enc-1.log" fanout group_rooms -eq 0 && expect "$T/enc-1.log" fanout lone_rooms -eq 4 &&
+		[ -n "$one" ] && [ "$one" -gt 0 ] && [ "$two" -eq $((2 * one)) ] || return 1
+	MSG="4 rooms to 2 ranks on one language gateway, bit-identical: $one payload bytes written with fanout_ranks 8 (one copy, the group's), $two with fanout_ranks 1 (a copy per rank)"
 }
 
 define engine-killed "SIGKILL of a language rank, then of the encode engine, while their rooms are open: the survivors see Failed with the reason, every block comes back on both gateways"

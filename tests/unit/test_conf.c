@@ -296,6 +296,15 @@ test_out_of_range(void)
 {
 	expect(edit("lcores = [1];", "lcores = [1]; mtu = 50000; #<\n"), 1,
 	       "ports[0].mtu: out of range 576..9000 (got 50000)");
+	expect(edit("lcores = [1];", "lcores = [1]; fanout_ranks = 0; #<\n"), 1,
+	       "ports[0].fanout_ranks: out of range 1..8 (got 0)");
+	expect(edit("lcores = [1];", "lcores = [1]; fanout_ranks = 9; #<\n"), 1,
+	       "ports[0].fanout_ranks: out of range 1..8 (got 9)");
+	expect(edit("lcores = [1];", "lcores = [1]; fanout_ranks = 2; #<\n"), 0,
+	       "");
+	CU_ASSERT_EQUAL(conf.ports[0].fanout_ranks, 2);
+	expect(base, 0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].fanout_ranks, 8);
 	expect(edit("capacity_tokens = 65536;", "capacity_tokens = 65500; #<\n"), 1,
 	       "gateway.pool.capacity_tokens: not a multiple of block_tokens (128)");
 	expect(edit("hidden_size = 64;", "hidden_size = 64; dtype = \"fp64\"; #<\n"),

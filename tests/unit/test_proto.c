@@ -58,8 +58,13 @@ samples(struct egw_msg *m, struct egw_register *reg)
 	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT, .error = EGW_E_ABORTED,
 		.rank = 0, .nranks = 1, .room = 4 };
 	n++;
-	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT, .flags = EGW_MSGF_ACK,
-		.error = EGW_E_TIMEOUT_ROUND, .rank = 7, .nranks = 8, .room = 4 };
+	m[n] = (struct egw_msg){ .type = EGW_MSG_ABORT,
+				 .flags = EGW_MSGF_ACK,
+				 .error = EGW_E_TIMEOUT_ROUND,
+				 .rank = 7,
+				 .nranks = 8,
+				 .ranks = 0x80,
+				 .room = 4 };
 	n++;
 	m[n] = (struct egw_msg){ .type = EGW_MSG_ERROR, .state = EGW_MSG_REGISTER,
 		.error = EGW_E_NAME };
@@ -565,6 +570,86 @@ test_register_and_error_rules(void)
 			EGW_PROTO_ERR_BODY);
 }
 
+/* Encode `m`, change its header's ranks behind a valid MAC, decode. */
+static enum egw_proto_err
+forge_ranks(struct egw_msg m, uint16_t ranks)
+{
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	struct egw_pkt pkt;
+	int len;
+
+	m.ranks = 0;
+	len = egw_proto_encode(&key, 1, 1, &m, b, sizeof(b));
+	CU_ASSERT_FATAL(len > 0);
+	b[14] = (uint8_t)(ranks >> 8);
+	b[15] = (uint8_t)ranks;
+	remac(b, len);
+	return egw_proto_decode(&key, b, (size_t)len, &pkt, NULL);
+}
+
+/* The header's ranks (offset 14): a set of the room's ranks whose lowest
+ * is `rank`, or 0; FIELD otherwise, RESERVED where no room is named. */
+static void
+test_ranks_field(void)
+{
+	struct egw_msg m = { .type = EGW_MSG_INIT,
+			     .rank = 2,
+			     .nranks = 4,
+			     .ranks = 0xc,
+			     .room = 9,
+			     .block_tokens = 128,
+			     .alloc_tokens = 128,
+			     .nruns = 1,
+			     .runs = { { 0, 1 } } };
+	struct egw_msg ms[NSAMPLES];
+	struct egw_register r;
+	struct egw_pkt pkt;
+	uint8_t b[EGW_PROTO_MAX_LEN];
+	int len;
+
+	len = egw_proto_encode(&key, 1, 1, &m, b, sizeof(b));
+	CU_ASSERT_FATAL(len > 0);
+	CU_ASSERT_EQUAL(be(b + 14, 2), 0x000c);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(pkt.msg.ranks, 0xc);
+	CU_ASSERT_EQUAL(pkt.msg.rank, 2);
+	/* 0 and the rank alone: the old meaning */
+	CU_ASSERT_EQUAL(forge_ranks(m, 0), EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x4), EGW_PROTO_ERR_OK);
+	/* the encoder builds none of the bad ones; a forged one is FIELD */
+	m.ranks = 0x8; /* without `rank` */
+	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)),
+			-EINVAL);
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x8), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x6), EGW_PROTO_ERR_FIELD);  /* rank 1 */
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x14), EGW_PROTO_ERR_FIELD); /* 4 >= 4 */
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x8004), EGW_PROTO_ERR_FIELD);
+	/* an aux-only INIT speaks for one rank */
+	m.flags = EGW_MSGF_DUMMY;
+	m.ranks = 0xc;
+	CU_ASSERT_EQUAL(egw_proto_encode(&key, 1, 1, &m, b, sizeof(b)),
+			-EINVAL);
+	CU_ASSERT_EQUAL(forge_ranks(m, 0xc), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(forge_ranks(m, 0x4), EGW_PROTO_ERR_OK);
+	/* every room message carries it: a STATUS report echoes it */
+	samples(ms, &r);
+	ms[3].rank = 0;
+	CU_ASSERT_EQUAL(forge_ranks(ms[3], 0x3), EGW_PROTO_ERR_OK);
+	CU_ASSERT_EQUAL(forge_ranks(ms[3], 0x2), EGW_PROTO_ERR_FIELD);
+	CU_ASSERT_EQUAL(forge_ranks(ms[8], 0x1), EGW_PROTO_ERR_OK);
+	/* an ERROR about a REGISTER names no rank */
+	CU_ASSERT_EQUAL(forge_ranks(ms[7], 0x1), EGW_PROTO_ERR_FIELD);
+	/* HEARTBEAT and REGISTER keep the reserved rule */
+	CU_ASSERT_EQUAL(forge_ranks(ms[4], 0x1), EGW_PROTO_ERR_RESERVED);
+	len = egw_proto_encode_register(&key, 1, 1, 0, &r, b, sizeof(b));
+	CU_ASSERT_FATAL(len > 0);
+	b[15] = 1;
+	remac(b, len);
+	CU_ASSERT_EQUAL(egw_proto_decode(&key, b, (size_t)len, &pkt, NULL),
+			EGW_PROTO_ERR_RESERVED);
+}
+
 /* Session ids: random and never 0 (a restart is a new incarnation). */
 static void
 test_session_ids(void)
@@ -868,6 +953,7 @@ main(void)
 		{ "flags_per_type", test_flags_per_type },
 		{ "register_and_error_rules", test_register_and_error_rules },
 		{ "session_ids", test_session_ids },
+		{ "ranks_field", test_ranks_field },
 		{ "truncation_and_bit_flips_rejected",
 		  test_truncation_and_bit_flips_rejected },
 		{ "wrong_key_and_unknown_fields_rejected",
