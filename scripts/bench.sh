@@ -4,6 +4,8 @@
 #   bench <name>: <value> <unit> (ratio <r> vs <reference>)
 # The table goes to doc/benchmarks.md (or $EMBGW_BENCH_OUT) with the machine.
 # EMBGW_BENCH_QUICK=1: one small round of each (the test command's smoke run).
+# EMBGW_BENCH_ONLY=room-time: that phase alone, its lines printed, the table
+# left as it is.
 # The gateways here are joined by net_memif, unlike the demo's and the
 # tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
 # is compared against is testpmd over memif. A memif peer that leaves can
@@ -110,6 +112,12 @@ emit() { # name value unit ratio reference aim
 	echo "bench $1: $2 $3 (ratio $4 vs $5)"
 	rows+=("| $1 | $2 $3 | $4 | $5 | $6 |")
 }
+. tests/bench/room-time.sh
+if [ "${EMBGW_BENCH_ONLY:-}" = room-time ]; then
+	room_time_phase
+	[ "${#ended[@]}" = 0 ] || printf 'bench: ended badly: %s\n' "${ended[@]}"
+	exit 0
+fi
 
 # ---- pool: alloc+free at 50% fragmentation vs rte_mempool get/put -------
 ops=2000000
@@ -467,6 +475,9 @@ if [ "${#en_r[@]}" -gt 0 ] && [ "${#bi_r[@]}" -gt 0 ]; then
 else
 	echo "bench engine-throughput: not measured (no round completed; the reasons are above)"
 fi
+
+# ---- room-time: one room from the encoder's output to every rank --------
+room_time_phase
 
 # ---- payload over RoCEv2: the VM run's figure (tests/vm/run.sh) ----------
 if [ -f build-vm/lang-gw.log ] && [ -f build-vm/ibbw-client.log ]; then

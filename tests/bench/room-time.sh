@@ -1,0 +1,52 @@
+# shellcheck shell=bash disable=SC2154 # bench.sh sets W, B, rounds, quick
+# The room-time phase of scripts/bench.sh (sourced by it: it uses its W, B,
+# rounds, quick, bstart, note, stop and emit). One room's time from the
+# encoder's output being ready to its data being readable on every
+# language rank, through the embgw package on the shm driver
+# (tests/bench/room_time.py), for 1,000, 10,000 and 50,000 tokens of
+# hidden 4,096 bf16, with 1 and 2 language ranks, against one torch copy
+# of the room's bytes in the encode engine's process, same run.
+# EMBGW_ROOM_TIME_ARGS: more arguments for room_time.py (--zero-copy...).
+
+# room_time_line TOKENS RANKS LINE: the bench line of one room-time report
+room_time_line() {
+	local t=$1 nr=$2 l=$3 ms mc rt mb
+	rk() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$l"; }
+	ms=$(rk ms)
+	mc=$(rk memcpy_ms)
+	rt=$(rk ratio)
+	mb=$(awk -v t="$t" 'BEGIN { printf "%.0f", t * 4096 * 2 / 1e6 }')
+	emit "room-time-$((t / 1000))k-r$nr" "$ms" \
+		"ms from the encoder's output ready to views on each of $nr rank(s), $t tokens ($mb MB; send $(rk send_ms) ms, then every rank's Success $(rk deliver_ms) ms, views $(rk views_ms) ms; runs $(rk runs), zero-copy send $(rk zero_copy))" \
+		"$rt" "one torch copy of the room's $mb MB into touched memory, $mc ms" \
+		"$([ "$t" = 50000 ] && [ "$nr" = 2 ] && echo "<= 1.5" || echo "-")"
+}
+
+room_time_phase() {
+	local toks="1000,10000,50000" nr rc l t
+	[ "$quick" = 1 ] && toks="1000,10000"
+	# pools: 50,000 tokens of one room on the encode side, one copy per
+	# rank on the language side (512 MiB and 1 GiB)
+	scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 \
+		"$W/rt" 8192 131072 "peer_dead_ms = 5000;" >/dev/null
+	for nr in 1 2; do
+		rm -f "$W/rt/lang-pool-0"
+		bstart enc start "$EMBGW" enc 1 "$W/rt/encode.cfg" "$W/rt-enc.log" 600
+		{ wait_socket "$W/rt/memif0.sock" && wait_ready enc; } >/dev/null || true
+		bstart lang start "$EMBGW" lang 0 "$W/rt/language.cfg" "$W/rt-lang.log" 600
+		{ wait_socket "$W/rt/lang-0.sock" && wait_socket "$W/rt/enc-0.sock"; } || true
+		rc=0
+		# shellcheck disable=SC2086 # the extra arguments are words
+		env "EMBGW_CLIENT_LIB=$B/lib/client/libegw_client.so" timeout -s KILL 500 \
+			/usr/bin/python3 tests/bench/room_time.py "$W/rt/enc-0.sock" \
+			"$W/rt/lang-0.sock" --tokens "$toks" --ranks "$nr" --rounds "$rounds" \
+			${EMBGW_ROOM_TIME_ARGS:-} >"$W/rt-$nr.out" 2>&1 || rc=$?
+		note room-time "python room-time driver ($nr rank(s))" "$rc"
+		stop room-time
+		[ "$rc" = 0 ] || tail -5 "$W/rt-$nr.out" >&2
+		while read -r l; do
+			t=$(sed -nE 's/.* tokens=([0-9]+).*/\1/p' <<<"$l")
+			[ -n "$t" ] && room_time_line "$t" "$nr" "$l"
+		done < <(grep '^room-time:' "$W/rt-$nr.out" || true)
+	done
+}
