@@ -43,7 +43,7 @@ cleanup() {
 	cleaned=1
 	set +e
 	stop_all
-	rm -rf "$W"
+	rm -rf "$W" "${rt_pool:-}"
 }
 trap cleanup EXIT
 rows=()

@@ -6,7 +6,8 @@
 # (tests/bench/room_time.py), for 1,000, 10,000 and 50,000 tokens of
 # hidden 4,096 bf16, with 1 and 2 language ranks, against one torch copy
 # of the room's bytes in the encode engine's process, same run.
-# EMBGW_ROOM_TIME_ARGS: more arguments for room_time.py (--zero-copy...).
+# EMBGW_ROOM_TIME_ARGS: more arguments for room_time.py (--zero-copy...);
+# EMBGW_ROOM_TIME_RANKS: the rank counts to run (default "1 2").
 
 # room_time_line TOKENS RANKS LINE: the bench line of one room-time report
 room_time_line() {
@@ -22,6 +23,10 @@ room_time_line() {
 		"$([ "$t" = 50000 ] && [ "$nr" = 2 ] && echo "<= 1.5" || echo "-")"
 }
 
+# a fresh pool file for each language gateway (bench.sh's cleanup removes
+# it too)
+rt_pool=/dev/shm/embgw-bench-$$-lang-pool
+
 room_time_phase() {
 	local toks="1000,10000,50000" nr rc l t
 	[ "$quick" = 1 ] && toks="1000,10000"
@@ -29,8 +34,12 @@ room_time_phase() {
 	# rank on the language side (512 MiB and 1 GiB)
 	scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 \
 		"$W/rt" 8192 131072 "peer_dead_ms = 5000;" >/dev/null
-	for nr in 1 2; do
-		rm -f "$W/rt/lang-pool-0"
+	# the language pool's file on tmpfs, as in production (configuration.md,
+	# payload): a file on a disk makes every write a dirty page to write back
+	sed -i "s|\"$W/rt/lang-pool-0\"|\"$rt_pool\"|" "$W/rt/encode.cfg" "$W/rt/language.cfg"
+	grep -q "$rt_pool" "$W/rt/language.cfg"
+	for nr in ${EMBGW_ROOM_TIME_RANKS:-1 2}; do
+		rm -f "$rt_pool"
 		bstart enc start "$EMBGW" enc 1 "$W/rt/encode.cfg" "$W/rt-enc.log" 600
 		{ wait_socket "$W/rt/memif0.sock" && wait_ready enc; } >/dev/null || true
 		bstart lang start "$EMBGW" lang 0 "$W/rt/language.cfg" "$W/rt-lang.log" 600
@@ -43,7 +52,9 @@ room_time_phase() {
 			${EMBGW_ROOM_TIME_ARGS:-} >"$W/rt-$nr.out" 2>&1 || rc=$?
 		note room-time "python room-time driver ($nr rank(s))" "$rc"
 		stop room-time
+		rm -f "$rt_pool"
 		[ "$rc" = 0 ] || tail -5 "$W/rt-$nr.out" >&2
+		grep '^  round:' "$W/rt-$nr.out" || true
 		while read -r l; do
 			t=$(sed -nE 's/.* tokens=([0-9]+).*/\1/p' <<<"$l")
 			[ -n "$t" ] && room_time_line "$t" "$nr" "$l"
