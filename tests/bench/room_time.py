@@ -4,7 +4,7 @@ data is readable on every language rank", through embgw.connector, against
 one memcpy of the room's bytes in the same process.
 
     room_time.py ENC_SOCKET LANG_SOCKET --tokens 1000,10000 --ranks R
-                 [--rounds N] [--zero-copy | --copy]
+                 [--rounds N] [--copy] [-v]
 
 This process is the encode engine; it starts R language ranks (this
 script again, `rank` mode, each a process of its own attached to the
@@ -14,15 +14,17 @@ language gateway) and tells them over pipes which room to open. Per room:
 2. the encoder opens its EmbeddingSender (init) and polls until the blocks
    are there - allocation overlaps the encoder's forward pass in an
    engine, so it is left out of the span;
-3. the encoder's output is made: with --zero-copy straight into
-   sender.buffer() (the pool), otherwise in a tensor of its own (a torch
-   tensor made once, already touched); the clock starts (`ready`);
+3. the encoder's output is made: straight into sender.buffer() (the
+   pool: zero-copy send), or with --copy in a tensor of its own (a torch
+   tensor made once, already touched) that send() copies; the clock
+   starts (`ready`);
 4. send() (`sent`: the pool holds the bytes and the commit is on the
    ring), then poll() until Success (`success`);
 5. each rank polls until Success, takes tensors() of the whole room
-   (`views`: the data is readable there) and reports its stamps; it then
-   checks the room's first and last rows (outside the clock) and
-   releases.
+   (`views`: the data is readable there) and reports its stamps; then,
+   outside the clock, it reads the whole room once (a copy into a tensor
+   of its own, already touched: read_ms, what first use of the pool's
+   pages costs), checks the room's first and last rows and releases.
 
 The room's time is the latest rank's `views` minus `ready`. The stamps are
 CLOCK_MONOTONIC, one clock for every process of the host. Printed, per
@@ -35,9 +37,11 @@ send_ms: ready -> sent (the copy into the pool and the commit);
 deliver_ms: sent -> the last rank's Success (the gateways' transfer and
 the completion's way to the rank); views_ms: Success -> views on the
 slowest rank; enc_success_ms: ready -> the encoder's Success;
-alloc_ms: init -> blocks there (not in ms). memcpy_ms: one torch copy of
-the room's embeddings into a tensor already written once (touched), the
-median of five, in this process.
+alloc_ms: init -> blocks there (not in ms); write_ms: the encoder's
+output copied into buffer() (the stand-in for its forward pass writing
+there; not in ms); read_ms: the slowest rank's read. memcpy_ms: one
+torch copy of the room's embeddings into a tensor already written once
+(touched), the median of five, in this process.
 """
 import argparse
 import os
@@ -74,13 +78,15 @@ def wait_peer(c):
 
 
 # ---- a language rank --------------------------------------------------
-def rank_main(sock, rank, nranks):
+def rank_main(sock, rank, nranks, prefault):
     """Reads "open ROOM" lines on stdin, answers "opened ROOM" once the
     receiver is open and "done ROOM ..." with its stamps once the room is
-    readable; "quit" ends it."""
+    readable; then, at the next line, reads the room, releases it and
+    answers "read ROOM OK SECONDS"; "quit" ends it."""
     out = sys.stdout
+    dst = {}        # tokens -> a touched tensor the rank reads a room into
     with embgw.Client(sock, "p0", name="room-time-%d" % rank,
-                      lease_thread=True) as c:
+                      lease_thread=True, prefault=prefault) as c:
         wait_peer(c)
         print("ready", file=out, flush=True)
         for line in sys.stdin:
@@ -100,24 +106,37 @@ def rank_main(sock, rank, nranks):
                 continue
             views = rx.tensors()
             t_views = now()
-            ok = (sum(v.shape[0] for v in views) == rx.num_tokens and
-                  float(views[0][0, 0]) == mark(room) and
+            print("done %d %.9f %.9f %d"
+                  % (room, t_success, t_views, len(views)), file=out,
+                  flush=True)
+            # the read waits for every rank's stamps: it must not take the
+            # cores from a rank still receiving
+            sys.stdin.readline()
+            n = rx.num_tokens
+            if dst.get(n) is None:
+                dst[n] = torch.zeros(n, c.hidden_size, dtype=c.torch_dtype)
+            t = now()
+            first = 0
+            for v in views:
+                dst[n][first:first + v.shape[0]].copy_(v)
+                first += v.shape[0]
+            read_s = now() - t
+            ok = (first == n and float(views[0][0, 0]) == mark(room) and
                   float(views[-1][-1, -1]) == mark(room))
-            nruns = len(views)
             del views
             rx.release()
             c.nop()     # the release is taken before the next room
-            print("done %d %.9f %.9f %d %d"
-                  % (room, t_success, t_views, ok, nruns), file=out,
+            print("read %d %d %.9f" % (room, ok, read_s), file=out,
                   flush=True)
 
 
 # ---- the encoder --------------------------------------------------------
 class Ranks:
-    def __init__(self, sock, nranks):
+    def __init__(self, sock, nranks, prefault):
         me = os.path.abspath(__file__)
         self.procs = [subprocess.Popen(
-            [sys.executable, me, "rank", sock, str(r), str(nranks)],
+            [sys.executable, me, "rank", sock, str(r), str(nranks),
+             str(int(prefault))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             bufsize=1) for r in range(nranks)]
 
@@ -157,7 +176,7 @@ def memcpy_ms(src):
     return statistics.median(ts) * 1000
 
 
-def one_room(c, ranks, room, src, nranks, zero_copy):
+def one_room(c, ranks, room, src, nranks, copy):
     n = src.shape[0]
     ranks.say("open %d" % room)
     ranks.expect("opened")
@@ -166,11 +185,13 @@ def one_room(c, ranks, room, src, nranks, zero_copy):
     tx.init(n)
     c.wait_until(lambda: tx.poll() != KVPoll.Bootstrapping, DEADLINE_S)
     t_alloc = now()
-    if zero_copy:
+    t = now()
+    if copy:
+        emb = src
+    else:
         emb = tx.buffer()
         emb.copy_(src)      # the encoder's forward pass writes its output
-    else:
-        emb = src
+    t_wrote = now()
     emb[0, 0] = emb[-1, -1] = mark(room)
     t_ready = now()
     tx.send(emb)
@@ -180,7 +201,9 @@ def one_room(c, ranks, room, src, nranks, zero_copy):
     if tx.poll() != KVPoll.Success:
         raise RuntimeError("room %d: %s" % (room, tx.failure_exception()))
     done = ranks.expect("done")
-    bad = [d for d in done if d[4] != "1"]
+    ranks.say("read")
+    read = ranks.expect("read")
+    bad = [d for d in read if d[2] != "1"]
     if bad:
         raise RuntimeError("room %d: a rank read wrong data: %s" % (room, bad))
     rs = [float(d[2]) for d in done]
@@ -192,16 +215,19 @@ def one_room(c, ranks, room, src, nranks, zero_copy):
             "views_ms": max(v - s for v, s in zip(rv, rs)) * ms,
             "enc_success_ms": (t_success - t_ready) * ms,
             "alloc_ms": (t_alloc - t_init) * ms,
-            "runs": max(int(d[5]) for d in done)}
+            "write_ms": (t_wrote - t) * ms,
+            "read_ms": max(float(d[3]) for d in read) * ms,
+            "runs": max(int(d[4]) for d in done)}
 
 
 def encode_main(a):
     lengths = [int(x) for x in a.tokens.split(",")]
-    ranks = Ranks(a.lang_socket, a.ranks)
+    ranks = Ranks(a.lang_socket, a.ranks, not a.no_prefault)
     room = a.first_room
     try:
         with embgw.Client(a.enc_socket, "p0", name="room-time-enc",
-                          lease_thread=True) as c:
+                          lease_thread=True,
+                          prefault=not a.no_prefault) as c:
             wait_peer(c)
             ranks.expect("ready")
             for n in lengths:
@@ -212,18 +238,19 @@ def encode_main(a):
                 rounds = []
                 for _ in range(a.rounds):
                     rounds.append(one_room(c, ranks, room, src, a.ranks,
-                                           a.zero_copy))
+                                           a.copy))
                     room += 1
                 med = {k: statistics.median(r[k] for r in rounds)
                        for k in rounds[0]}
                 print("room-time: tokens=%d ranks=%d ms=%.3f memcpy_ms=%.3f "
                       "ratio=%.3f send_ms=%.3f deliver_ms=%.3f "
                       "views_ms=%.3f enc_success_ms=%.3f alloc_ms=%.3f "
-                      "runs=%d zero_copy=%d"
+                      "write_ms=%.3f read_ms=%.3f runs=%d zero_copy=%d"
                       % (n, a.ranks, med["ms"], ref, med["ms"] / ref,
                          med["send_ms"], med["deliver_ms"], med["views_ms"],
                          med["enc_success_ms"], med["alloc_ms"],
-                         med["runs"], a.zero_copy), flush=True)
+                         med["write_ms"], med["read_ms"], med["runs"],
+                         not a.copy), flush=True)
                 if a.verbose:
                     for r in rounds:
                         print("  round: " + " ".join(
@@ -239,7 +266,8 @@ def encode_main(a):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "rank":
-        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                  sys.argv[5] == "1")
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("enc_socket")
@@ -248,8 +276,12 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--first-room", type=int, default=1)
-    ap.add_argument("--zero-copy", action="store_true",
-                    help="the encoder writes into sender.buffer()")
+    ap.add_argument("--copy", action="store_true",
+                    help="the encoder's output in a tensor of its own, "
+                    "copied by send(), instead of written into "
+                    "sender.buffer()")
+    ap.add_argument("--no-prefault", action="store_true",
+                    help="every client with prefault=False")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="every round's figures too")
     return encode_main(ap.parse_args())

@@ -126,3 +126,37 @@ def test_room_scatter_of_its_own_memory(fake_gateway, monkeypatch):
         r.commit()
         r.wait(KVPoll.Success)
         fake.expect("room 61: success, 700 tokens checked")
+
+
+def mapped_kib(addr):
+    """Rss (KiB) of this process's mapping that starts at `addr`."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            first = line.split()[0]
+            if "-" in first and ":" not in first:
+                inside = int(first.split("-")[0], 16) == addr
+            elif inside and first == "Rss:":
+                return int(line.split()[1])
+    raise AssertionError("no mapping at %#x" % addr)
+
+
+@pytest.mark.parametrize("mode", ["encode", "language"])
+def test_prefault_maps_the_whole_pool(fake_gateway, mode):
+    """Client(prefault=True), the default, maps every page of the pool at
+    attach (no room's first write or read faults); prefault=False leaves
+    them to fault in on first use."""
+    fake = fake_gateway("--mode", mode, "--port", "p", "--hidden", 256,
+                        "--capacity", 32768)
+    for prefault in (False, True):
+        with embgw.Client(fake.path, "p", prefault=prefault) as c:
+            base = c._pool_mapping(
+                embgw._lib.lib.egw_client_geometry(c._c).contents)
+            addr = base.__array_interface__["data"][0]
+            kib = mapped_kib(addr)
+            if not prefault:
+                assert kib < base.nbytes // 1024 // 2
+            elif not c.prefaulted:
+                pytest.skip("this kernel has no MADV_POPULATE_*")
+            else:
+                assert kib >= base.nbytes // 1024 - 4
