@@ -143,9 +143,9 @@ def mapped_kib(addr):
 
 @pytest.mark.parametrize("mode", ["encode", "language"])
 def test_prefault_maps_the_whole_pool(fake_gateway, mode):
-    """Client(prefault=True), the default, maps every page of the pool at
-    attach (no room's first write or read faults); prefault=False leaves
-    them to fault in on first use."""
+    """Client(prefault=True), the default, maps every page of the pool
+    from a thread started at attach (no room's first write or read faults
+    page by page); prefault=False leaves them to fault in on first use."""
     fake = fake_gateway("--mode", mode, "--port", "p", "--hidden", 256,
                         "--capacity", 32768)
     for prefault in (False, True):
@@ -153,6 +153,8 @@ def test_prefault_maps_the_whole_pool(fake_gateway, mode):
             base = c._pool_mapping(
                 embgw._lib.lib.egw_client_geometry(c._c).contents)
             addr = base.__array_interface__["data"][0]
+            if prefault:
+                c._prefaulter.join()    # attach does not wait for it
             kib = mapped_kib(addr)
             if not prefault:
                 assert kib < base.nbytes // 1024 // 2
