@@ -186,7 +186,9 @@ class EmbeddingSender(_Connector):
         room's blocks in several runs) it is a new tensor of this process,
         which send() copies into the runs: the same code works either way.
         The writes into it must be done when send() is called (a copy
-        queued on a CUDA stream: synchronise it first). Never blocks."""
+        queued on a CUDA stream: synchronise it first), and none may
+        follow: from send() on, the blocks are the gateway's, and once
+        the room ends they hold other rooms' data. Never blocks."""
         import torch
         if self._room is None and self._failed is None:
             raise RuntimeError("buffer() before init() for room %d"
