@@ -12,6 +12,10 @@ deadlines stay in the gateway (doc/engines.md).
     sender.init(num_tokens, mrope_delta=delta)     # blocks are allocated
     ...                                            # while the encoder runs
     sender.send(embeddings, fill_ids, mrope)       # written once allocated
+    # or, blocks there (WaitingForInput): produce into the pool itself
+    out = sender.buffer()                          # (num_tokens, hidden)
+    ...                                            # the encoder writes out
+    sender.send(out, fill_ids, mrope)              # out: nothing copied
     state = sender.poll()                          # ... Success or Failed
 
     receiver = EmbeddingReceiver(client, request_id, peer="enc-0",
@@ -171,6 +175,52 @@ class EmbeddingSender(_Connector):
             mrope_delta=mrope_delta, cookie=cookie, attempt=self.attempt),
             "open room %d" % self.room)
 
+    def buffer(self, kind="embedding"):
+        """A tensor for the encoder to write its output into, before
+        send(): (num_tokens, hidden) of the pool's dtype for the
+        embeddings, (num_tokens,) int32 for fill_ids, (num_tokens, 3)
+        int32 for mrope. Once the blocks are there (poll() said
+        WaitingForInput) and are one run, it is the room's own memory in
+        the pool: send() of it copies nothing (in_pool() says so, and
+        copied_bytes stays 0). Otherwise (blocks not there yet, or the
+        room's blocks in several runs) it is a new tensor of this process,
+        which send() copies into the runs: the same code works either way.
+        The writes into it must be done when send() is called (a copy
+        queued on a CUDA stream: synchronise it first), and none may
+        follow: from send() on, the blocks are the gateway's, and once
+        the room ends they hold other rooms' data. Never blocks."""
+        import torch
+        if self._room is None and self._failed is None:
+            raise RuntimeError("buffer() before init() for room %d"
+                               % self.room)
+        c = self.client
+        if kind not in ("embedding", "fill_ids", "mrope") or \
+                kind not in c.pool:
+            raise ValueError("kind must be one of %s, got %r"
+                             % (", ".join(sorted(c.pool)), kind))
+        if self._state() == KVPoll.WaitingForInput and \
+                self._pending is None and not self.committed:
+            t = self._room.buffer(kind)
+            if t is not None:
+                return t
+        shape, dtype = self._want(kind)
+        return torch.empty(shape, dtype=dtype or torch.int32)
+
+    def in_pool(self, tensor, kind="embedding"):
+        """`tensor` is the room's own `kind` memory in the pool (what
+        buffer() gives once the blocks are there in one run): send()
+        copies nothing for it."""
+        r = self._room
+        if r is None or r.ended or r.state != KVPoll.WaitingForInput:
+            return False
+        return r.in_place(tensor, kind)
+
+    @property
+    def copied_bytes(self):
+        """The bytes send() copied into the pool (0 when every tensor it
+        was given came from buffer() over the pool)."""
+        return self._room.copied_bytes if self._room is not None else 0
+
     def send(self, embeddings, fill_ids=None, mrope=None, stream=None):
         """Hand over the room's data: embeddings (num_tokens, hidden) of
         the pool's dtype, fill_ids (num_tokens,) int32 and mrope
@@ -200,17 +250,21 @@ class EmbeddingSender(_Connector):
         self._state()       # take the gateway's answers: the blocks may be in
         self._flush()
 
+    def _want(self, kind):
+        """(shape, dtype) of `kind`'s tensor; dtype None: int32."""
+        c = self.client
+        if kind == "embedding":
+            return (self.num_tokens, c.hidden_size), c.torch_dtype
+        return ((self.num_tokens,) if kind == "fill_ids" else
+                (self.num_tokens, 3)), None
+
     def _check(self, data):
         c = self.client
-        want = {"embedding": ((self.num_tokens, c.hidden_size),
-                              c.torch_dtype),
-                "fill_ids": ((self.num_tokens,), None),
-                "mrope": ((self.num_tokens, 3), None)}
         import torch
         for kind, t in data.items():
             if t is None:
                 continue
-            shape, dtype = want[kind]
+            shape, dtype = self._want(kind)
             dtype = dtype or torch.int32
             if tuple(t.shape) != shape:
                 raise ValueError("%s: expected shape %s, got %s"

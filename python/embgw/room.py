@@ -170,6 +170,26 @@ class Room:
         return {f: getattr(a, f) for f, _ in a._fields_}
 
 
+def _same_memory(src, views):
+    """`src` already is the room's one run in the pool: the same address,
+    shape, strides and type as its only view (a CPU tensor or an array)."""
+    if len(views) != 1:
+        return False
+    v = views[0]
+    if isinstance(src, np.ndarray):
+        if not isinstance(v, np.ndarray):
+            return False
+        ptr = src.__array_interface__["data"][0]
+        return (ptr == v.__array_interface__["data"][0] and
+                src.shape == v.shape and src.strides == v.strides and
+                src.dtype == v.dtype)
+    if isinstance(v, np.ndarray) or getattr(src, "is_cuda", False):
+        return False
+    return (src.data_ptr() == v.data_ptr() and
+            tuple(src.shape) == tuple(v.shape) and
+            src.stride() == v.stride() and src.dtype == v.dtype)
+
+
 def _check_shape(src, total, view):
     if tuple(src.shape) != (total,) + tuple(view.shape[1:]):
         raise ValueError("expected shape %s, got %s"
@@ -178,7 +198,13 @@ def _check_shape(src, total, view):
 
 
 class EncodeRoom(Room):
-    """An encode room: write its tokens (scatter or the views), commit."""
+    """An encode room: write its tokens (scatter or the views), commit.
+    `copied_bytes`: what scatter() copied into the pool so far (a tensor
+    that already is the room's memory, buffer(), adds nothing)."""
+
+    def __init__(self, client, room, slot):
+        super().__init__(client, room, slot)
+        self.copied_bytes = 0
 
     def scatter(self, tensor, kind="embedding", stream=None):
         """Copy a (total_tokens, ...) tensor or array of the pool's type
@@ -190,6 +216,8 @@ class EncodeRoom(Room):
         if isinstance(tensor, np.ndarray):
             views = self.views(kind)
             _check_shape(tensor, self.total_tokens, views[0])
+            if _same_memory(tensor, views):
+                return cuda.Done()      # written in place: nothing to copy
             for v, (_, n, first) in zip(views, self._token_ranges()):
                 if v.dtype != tensor.dtype:
                     raise TypeError("%s: expected %s, got %s%s"
@@ -198,13 +226,35 @@ class EncodeRoom(Room):
                                        "uint16 in NumPy)"
                                        if self._bf16(kind) else ""))
                 v[...] = tensor[first:first + n]
+            self.copied_bytes += tensor.nbytes
             return cuda.Done()
         views = self.tensors(kind)
         _check_shape(tensor, self.total_tokens, views[0])
         if tensor.dtype != views[0].dtype:
             raise TypeError("%s: expected %s, got %s"
                             % (kind, views[0].dtype, tensor.dtype))
-        return cuda.copy_in(views, self._ranges(), tensor, stream)
+        if _same_memory(tensor, views):
+            return cuda.Done()
+        done = cuda.copy_in(views, self._ranges(), tensor, stream)
+        self.copied_bytes += tensor.numel() * tensor.element_size()
+        return done
+
+    def in_place(self, tensor, kind="embedding"):
+        """`tensor` already is the room's `kind` memory in the pool (one
+        run, the same address, shape, strides and type): scatter() of it
+        copies nothing."""
+        views = (self.views(kind) if isinstance(tensor, np.ndarray) else
+                 self.tensors(kind))
+        return _same_memory(tensor, views)
+
+    def buffer(self, kind="embedding"):
+        """The room's tokens of `kind` as one zero-copy tensor over the
+        pool ((total_tokens, ...), the pool's type) when the room's blocks
+        are one run, else None (the tokens then lie in several runs:
+        tensors() lists them, scatter() fills them). scatter() of this
+        very tensor copies nothing."""
+        views = self.tensors(kind)
+        return views[0] if len(views) == 1 else None
 
     def commit(self, after=None):
         """The tokens are written: serve the room. The blocks are the
