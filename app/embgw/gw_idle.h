@@ -10,8 +10,10 @@
  *
  * The policy reads no clock and makes no system call (sans-I/O): the
  * loop passes each turn's work and its time, the policy answers how to
- * wait. A sleep never passes the next timer the loop names, so ticks,
- * deadlines and ARP fire when they would have while polling.
+ * wait. A sleep never passes the next timer the loop names - the
+ * earliest deadline of its timers, which may be seconds away - so
+ * deadlines and ARP fire when they would have while polling; the bound
+ * is how late an idle worker sees what has no deadline (a frame).
  */
 #ifndef EMBGW_GW_IDLE_H
 #define EMBGW_GW_IDLE_H
