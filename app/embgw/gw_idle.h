@@ -46,6 +46,15 @@ struct gw_idle {
 
 void gw_idle_init(struct gw_idle *s, bool backoff, uint64_t max_sleep_ns);
 
+/* Whether one more empty turn may end in a sleep: only then does the
+ * next timer matter to gw_idle_next, and the loop need not work it out
+ * on other turns. */
+static inline bool
+gw_idle_may_sleep(const struct gw_idle *s)
+{
+	return s->backoff && s->empty + 1 >= GW_IDLE_SLEEP_TURNS;
+}
+
 /* After one turn of the loop at `now` that did `work` (timer ticks not
  * counted: a tick on an idle worker is not traffic): how to wait before
  * the next. `next_timer` is the earliest time something must run; a

@@ -193,9 +193,10 @@ gw_loop_worker(void *arg)
 		/* alive, for the watchdog (gw_notify.c): a plain store
 		 * of our own counter, no system call on the worker */
 		__atomic_store_n(&d->loops, d->loops + 1, __ATOMIC_RELAXED);
-		/* the deadlines matter only to a worker about to wait */
-		next = work != 0 || !backoff ? UINT64_MAX :
-					       next_timer(d, stop_at, now);
+		/* the deadlines matter only to a worker about to sleep */
+		next = work == 0 && gw_idle_may_sleep(&idle) ?
+			       next_timer(d, stop_at, now) :
+			       UINT64_MAX;
 		switch (gw_idle_next(&idle, work, now, next, &sleep_ns)) {
 		case GW_IDLE_PAUSE:
 			rte_pause();

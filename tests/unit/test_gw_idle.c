@@ -28,6 +28,7 @@ test_poll_never_waits(void)
 	for (int i = 0; i < 100000; i++)
 		CU_ASSERT_EQUAL_FATAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
 				      GW_IDLE_SPIN);
+	CU_ASSERT_FALSE(gw_idle_may_sleep(&s));
 }
 
 static void
@@ -41,10 +42,15 @@ test_spin_pause_sleep(void)
 	for (i = 1; i < GW_IDLE_PAUSE_TURNS; i++)
 		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
 				GW_IDLE_SPIN);
-	for (; i < GW_IDLE_SLEEP_TURNS; i++)
+	for (; i < GW_IDLE_SLEEP_TURNS; i++) {
+		/* the loop works out its next timer only when it may sleep */
+		CU_ASSERT_FALSE(gw_idle_may_sleep(&s));
 		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
 				GW_IDLE_PAUSE);
+	}
+	CU_ASSERT_TRUE(gw_idle_may_sleep(&s));
 	CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns), GW_IDLE_SLEEP);
+	CU_ASSERT_TRUE(gw_idle_may_sleep(&s));
 	CU_ASSERT_EQUAL(ns, GW_IDLE_FIRST_SLEEP_NS);
 }
 
