@@ -136,7 +136,7 @@ gw_loop_worker(void *arg)
 	struct gw_dev *d = arg;
 	uint64_t stop_at = opts.duration_ns ? gw_now_ns() + opts.duration_ns :
 			   UINT64_MAX;
-	uint64_t began = rte_get_tsc_cycles();
+	uint64_t began = rte_get_tsc_cycles(), busy_since = 0, end;
 	bool backoff = d->cfg->idle.mode == EGW_IDLE_BACKOFF;
 	struct gw_idle idle;
 
@@ -166,6 +166,12 @@ gw_loop_worker(void *arg)
 		uint32_t work, ticks = 0;
 		uint64_t sleep_ns = 0, next;
 
+		/* the last turn did work and waited for nothing: it ended
+		 * where this one starts, one clock read for both */
+		if (busy_since != 0) {
+			d->st.busy_cycles += t0 - busy_since;
+			busy_since = 0;
+		}
 		d->now = now;
 		work = gw_dev_rx_burst(d, now);
 
@@ -185,8 +191,13 @@ gw_loop_worker(void *arg)
 		if (now >= stop_at)
 			gw_force_quit = true;
 		/* CPU per datagram without the busy-poll spin: only
-		 * iterations that did something count as busy */
-		if (work + ticks)
+		 * iterations that did something count as busy. A turn with
+		 * work never waits after it (gw_idle_next spins), so the next
+		 * turn's clock read ends it; a turn of timers alone may be
+		 * followed by a sleep, so it reads the clock now. */
+		if (work != 0)
+			busy_since = t0;
+		else if (ticks != 0)
 			d->st.busy_cycles += rte_get_tsc_cycles() - t0;
 		/* published as it goes: the metrics endpoint's busy share */
 		d->st.run_cycles = t0 - began;
@@ -208,7 +219,10 @@ gw_loop_worker(void *arg)
 			break;
 		}
 	}
-	d->st.run_cycles = rte_get_tsc_cycles() - began;
+	end = rte_get_tsc_cycles();
+	if (busy_since != 0)
+		d->st.busy_cycles += end - busy_since;
+	d->st.run_cycles = end - began;
 	d->now = 0; /* frames sent from here on (the drain) read the clock */
 	return 0;
 }
