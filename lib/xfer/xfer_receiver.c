@@ -1364,8 +1364,7 @@ egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now)
 }
 
 uint64_t
-egw_xfer_receiver_next_deadline(const struct egw_xfer_receiver *r,
-				uint64_t now)
+egw_xfer_receiver_next_deadline(const struct egw_xfer_receiver *r, uint64_t now)
 {
 	/* rooms open or queued for admission have timers of their own */
 	if (r->core.nactive > 0 || r->qhead != QNIL)

@@ -221,9 +221,11 @@ test_idle_group(void)
 				     "  idle = { mode = \"nap\"; }; #<\n"),
 	       1,
 	       "ports[0].idle.mode: unknown idle mode 'nap' (backoff, poll)");
-	expect(edit("lcores = [1];", "lcores = [1];\n"
-				     "  idle = { max_sleep_us = 10001; }; #<\n"),
-	       1, "ports[0].idle.max_sleep_us: out of range 1..10000 (got 10001)");
+	expect(edit("lcores = [1];",
+		    "lcores = [1];\n"
+		    "  idle = { max_sleep_us = 10001; }; #<\n"),
+	       1,
+	       "ports[0].idle.max_sleep_us: out of range 1..10000 (got 10001)");
 	expect(edit("lcores = [1];",
 		    "lcores = [1];\n"
 		    "  idle = { mode = \"poll\"; max_sleep_us = 50; }; #<\n"),

@@ -2046,7 +2046,8 @@ test_next_deadline_quiet_and_busy(void)
 		CU_ASSERT(d <= t.now + hb);
 	}
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 700, 0, 1, 0, false,
-					       t.now), 0);
+					       t.now),
+			0);
 	CU_ASSERT(egw_node_next_deadline(t.node[1], t.now) <= t.now);
 	run(50000000);
 	CU_ASSERT_EQUAL(t.delivered, 1);
@@ -2073,7 +2074,8 @@ test_deadline_driven_ticks(void)
 	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 10000, 0, 1, 0, false,
-					       t.now), 0);
+					       t.now),
+			0);
 	run_sparse(50000000);
 	CU_ASSERT_EQUAL(t.delivered, 1);
 	CU_ASSERT_EQUAL(t.bad, 0);
@@ -2094,7 +2096,8 @@ test_deadline_driven_ticks(void)
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
 	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false,
-					       t.now), 0);
+					       t.now),
+			0);
 	run_sparse(50000000);
 	CU_ASSERT_EQUAL(t.delivered, 2);
 	CU_ASSERT_EQUAL(t.bad, 0);
@@ -2148,7 +2151,8 @@ test_deadline_of_a_parked_window(void)
 	t.hold_unbinds = true;
 	opened = t.now;
 	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 700, 0, 1, 0, false,
-					       t.now), 0);
+					       t.now),
+			0);
 	run_sparse(100000000);
 	CU_ASSERT_EQUAL(t.delivered, 0); /* waits for its invalidation */
 	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 1);
