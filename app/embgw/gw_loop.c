@@ -6,9 +6,9 @@
  * the port's idle policy (gw_idle.h) pauses and then sleeps, never past
  * the next deadline of its timers (id_deadline), so that an idle gateway
  * gives its core back and wakes only when something is due, or after
- * max_sleep_us, the bound on how late it sees what arrives meanwhile. It stops
- * on a signal, after --duration-ms, or - with --exit-when-done - once
- * every identity with a bounded number of rooms has run them all.
+ * max_sleep_us, the bound on how late it sees what arrives meanwhile.
+ * It stops on a signal, after --duration-ms, or - with --exit-when-done -
+ * once every identity with a bounded number of rooms has run them all.
  */
 #include <sys/prctl.h>
 #include <time.h>
