@@ -327,7 +327,7 @@ emit under-flood "$q1" "rooms/s while embgw-gen floods ${flood} junk datagrams/s
 # ---- idle: what a gateway with nothing to do costs, and what it adds ---
 # A registered gateway pair (embgw over memif, no rooms) left alone: each
 # gateway's CPU over a few seconds from /proc (utime + stime), its workers
-# backing off when idle (the default, idle.max_sleep_us 100) vs busy
+# backing off when idle (the default, idle.max_sleep_us 1000) vs busy
 # polling. Then rooms after idle stretches: 1-token rooms at 20 per
 # second (each after 50 ms of nothing), INIT to Success - a few control
 # round trips with both workers asleep when a room starts - both modes.

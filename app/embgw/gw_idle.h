@@ -10,8 +10,10 @@
  *
  * The policy reads no clock and makes no system call (sans-I/O): the
  * loop passes each turn's work and its time, the policy answers how to
- * wait. A sleep never passes the next timer the loop names, so ticks,
- * deadlines and ARP fire when they would have while polling.
+ * wait. A sleep never passes the next timer the loop names - the
+ * earliest deadline of its timers, which may be seconds away - so
+ * deadlines and ARP fire when they would have while polling; the bound
+ * is how late an idle worker sees what has no deadline (a frame).
  */
 #ifndef EMBGW_GW_IDLE_H
 #define EMBGW_GW_IDLE_H
@@ -43,6 +45,15 @@ struct gw_idle {
 };
 
 void gw_idle_init(struct gw_idle *s, bool backoff, uint64_t max_sleep_ns);
+
+/* Whether one more empty turn may end in a sleep: only then does the
+ * next timer matter to gw_idle_next, and the loop need not work it out
+ * on other turns. */
+static inline bool
+gw_idle_may_sleep(const struct gw_idle *s)
+{
+	return s->backoff && s->empty + 1 >= GW_IDLE_SLEEP_TURNS;
+}
 
 /* After one turn of the loop at `now` that did `work` (timer ticks not
  * counted: a tick on an idle worker is not traffic): how to wait before

@@ -4,9 +4,11 @@
  * node -> payload completions -> room sources -> timers -> tx flush, for
  * every identity the device carries. When a run of turns finds nothing,
  * the port's idle policy (gw_idle.h) pauses and then sleeps, never past
- * the next timer, so that an idle gateway gives its core back. It stops
- * on a signal, after --duration-ms, or - with --exit-when-done - once
- * every identity with a bounded number of rooms has run them all.
+ * the next deadline of its timers (id_deadline), so that an idle gateway
+ * gives its core back and wakes only when something is due, or after
+ * max_sleep_us, the bound on how late it sees what arrives meanwhile.
+ * It stops on a signal, after --duration-ms, or - with --exit-when-done -
+ * once every identity with a bounded number of rooms has run them all.
  */
 #include <sys/prctl.h>
 #include <time.h>
@@ -32,10 +34,12 @@ gw_loop_init(const struct gw_loop_opts *o, uint32_t bounded_ids)
 	ids_finished = 0;
 }
 
-/* An identity's timers, every GW_TICK_NS: a reload's new parameters, the
- * node's (retransmissions, deadlines, heartbeats, REGISTER), ARP, the driver's
- * rebuilt links, the flood (embgw-gen) and, in a test build, the test knobs;
- * then whether its rooms are all done. */
+/* An identity's timers, at most every GW_TICK_NS: on the first turn past
+ * the last run's GW_TICK_NS, which for a sleeping worker is its next
+ * wake-up (a deadline's or max_sleep_us's). A reload's new parameters,
+ * the node's (retransmissions, deadlines, heartbeats, REGISTER), ARP,
+ * the driver's rebuilt links, the flood (embgw-gen) and, in a test build,
+ * the test knobs; then whether its rooms are all done. */
 static void
 timers(struct gw_id *id, uint64_t now)
 {
@@ -60,17 +64,50 @@ timers(struct gw_id *id, uint64_t now)
 	id->next_tick = now + GW_TICK_NS;
 }
 
-/* The earliest time the loop has something to run without traffic: a
- * timer tick, the link check, the end of --duration-ms. */
+/* The earliest time an identity's timers have something to do if no
+ * frame, completion or engine command comes first: the node's next
+ * deadline (egw_node_next_deadline: REGISTER back-off, heartbeats, peer
+ * deaths, parked windows; the regular tick while rooms are in flight),
+ * its ARP requests, the flood's pacing and a test build's held datagram.
+ * Never before its next regular tick: a busy identity keeps the 100 us
+ * pace, a quiet one sleeps to its deadline. */
 static uint64_t
-next_timer(const struct gw_dev *d, uint64_t stop_at)
+id_deadline(const struct gw_id *id, uint64_t now)
+{
+	uint64_t t = egw_node_next_deadline(id->node, now), arp;
+
+	if (id->dev->link_up) {
+		arp = id->arp_due > id->dev->link_settled_at ?
+			      id->arp_due :
+			      id->dev->link_settled_at;
+		t = arp < t ? arp : t;
+	}
+	if (opts.flood_tick != NULL && id->flood.pps > 0)
+		t = now;
+#ifdef GW_TEST_HOOKS
+	if (id->knobs.on &&
+	    (id->knobs.held != NULL || id->knobs.junk_per_tick > 0))
+		t = now;
+#endif
+	return t > id->next_tick ? t : id->next_tick;
+}
+
+/* The earliest time the loop has something to run without traffic: an
+ * identity's deadline, the link check, the end of --duration-ms. What
+ * another thread hands the worker (a reload, peers, the driver's rebuilt
+ * links) is no deadline: it is taken at the next wake-up, within
+ * max_sleep_us. */
+static uint64_t
+next_timer(const struct gw_dev *d, uint64_t stop_at, uint64_t now)
 {
 	uint64_t t = stop_at < d->next_link_check ? stop_at :
 						    d->next_link_check;
 
-	for (uint16_t i = 0; i < d->nids; i++)
-		if (d->ids[i]->next_tick < t)
-			t = d->ids[i]->next_tick;
+	for (uint16_t i = 0; i < d->nids; i++) {
+		uint64_t e = id_deadline(d->ids[i], now);
+
+		t = e < t ? e : t;
+	}
 	return t;
 }
 
@@ -99,7 +136,7 @@ gw_loop_worker(void *arg)
 	struct gw_dev *d = arg;
 	uint64_t stop_at = opts.duration_ns ? gw_now_ns() + opts.duration_ns :
 			   UINT64_MAX;
-	uint64_t began = rte_get_tsc_cycles();
+	uint64_t began = rte_get_tsc_cycles(), busy_since = 0, end;
 	bool backoff = d->cfg->idle.mode == EGW_IDLE_BACKOFF;
 	struct gw_idle idle;
 
@@ -127,8 +164,14 @@ gw_loop_worker(void *arg)
 		uint64_t t0 = rte_get_tsc_cycles();
 		uint64_t now = gw_tsc_ns(t0);
 		uint32_t work, ticks = 0;
-		uint64_t sleep_ns = 0;
+		uint64_t sleep_ns = 0, next;
 
+		/* the last turn did work and waited for nothing: it ended
+		 * where this one starts, one clock read for both */
+		if (busy_since != 0) {
+			d->st.busy_cycles += t0 - busy_since;
+			busy_since = 0;
+		}
 		d->now = now;
 		work = gw_dev_rx_burst(d, now);
 
@@ -148,16 +191,24 @@ gw_loop_worker(void *arg)
 		if (now >= stop_at)
 			gw_force_quit = true;
 		/* CPU per datagram without the busy-poll spin: only
-		 * iterations that did something count as busy */
-		if (work + ticks)
+		 * iterations that did something count as busy. A turn with
+		 * work never waits after it (gw_idle_next spins), so the next
+		 * turn's clock read ends it; a turn of timers alone may be
+		 * followed by a sleep, so it reads the clock now. */
+		if (work != 0)
+			busy_since = t0;
+		else if (ticks != 0)
 			d->st.busy_cycles += rte_get_tsc_cycles() - t0;
 		/* published as it goes: the metrics endpoint's busy share */
 		d->st.run_cycles = t0 - began;
 		/* alive, for the watchdog (gw_notify.c): a plain store
 		 * of our own counter, no system call on the worker */
 		__atomic_store_n(&d->loops, d->loops + 1, __ATOMIC_RELAXED);
-		switch (gw_idle_next(&idle, work, now, next_timer(d, stop_at),
-				     &sleep_ns)) {
+		/* the deadlines matter only to a worker about to sleep */
+		next = work == 0 && gw_idle_may_sleep(&idle) ?
+			       next_timer(d, stop_at, now) :
+			       UINT64_MAX;
+		switch (gw_idle_next(&idle, work, now, next, &sleep_ns)) {
 		case GW_IDLE_PAUSE:
 			rte_pause();
 			break;
@@ -168,7 +219,10 @@ gw_loop_worker(void *arg)
 			break;
 		}
 	}
-	d->st.run_cycles = rte_get_tsc_cycles() - began;
+	end = rte_get_tsc_cycles();
+	if (busy_since != 0)
+		d->st.busy_cycles += end - busy_since;
+	d->st.run_cycles = end - began;
 	d->now = 0; /* frames sent from here on (the drain) read the clock */
 	return 0;
 }

@@ -1274,8 +1274,8 @@ load_idle(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 			err(l, member(g, "mode"), NULL,
 			    "unknown idle mode '%s' (backoff, poll)", mode);
 	}
-	if (get_int(l, g, "max_sleep_us", 1, EGW_CONF_IDLE_MAX_SLEEP_US, false,
-		    &v)) {
+	if (get_int(l, g, "max_sleep_us", 1, EGW_CONF_IDLE_MAX_SLEEP_US_LIMIT,
+		    false, &v)) {
 		p->idle.max_sleep_us = v;
 		if (p->idle.mode == EGW_IDLE_POLL)
 			err(l, member(g, "max_sleep_us"), NULL,

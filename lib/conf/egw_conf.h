@@ -96,9 +96,12 @@ enum egw_idle_mode {
 	EGW_IDLE_POLL = 1,    /**< busy polling: the core is never given back */
 };
 
-/** Longest sleep of an idle worker: its timers run every 100 us, and a
- * sleep never passes them. */
-#define EGW_CONF_IDLE_MAX_SLEEP_US 100u
+/** An idle worker's longest sleep, by default and at most: a sleep ends
+ * at the worker's next deadline anyway; the bound is how late an idle
+ * worker sees what has no deadline - a datagram, an engine's command, a
+ * reload (doc/configuration.md, "idle"). */
+#define EGW_CONF_IDLE_MAX_SLEEP_US 1000u
+#define EGW_CONF_IDLE_MAX_SLEEP_US_LIMIT 10000u
 
 struct egw_conf_idle {
 	enum egw_idle_mode mode;

@@ -965,6 +965,30 @@ egw_node_tick(struct egw_node *n, uint64_t now)
 		node_peers_reap(n);
 }
 
+uint64_t
+egw_node_next_deadline(const struct egw_node *n, uint64_t now)
+{
+	uint64_t due = n->register_due, t;
+
+	/* left for the tick by the last call: peers declared dead or to be
+	 * fenced, removed peers whose slot may be freed */
+	if (n->nflagged > 0 || n->nleaving > 0)
+		return now;
+	if (n->sender != NULL) {
+		t = egw_xfer_sender_next_deadline(n->sender, now);
+		due = t < due ? t : due;
+	}
+	if (n->receiver != NULL) {
+		t = egw_xfer_receiver_next_deadline(n->receiver, now);
+		due = t < due ? t : due;
+	}
+	if (n->window_keys) {
+		t = node_windows_next_deadline(n);
+		due = t < due ? t : due;
+	}
+	return due;
+}
+
 int
 egw_node_reregister(struct egw_node *n, uint32_t peer, uint64_t now)
 {

@@ -257,6 +257,16 @@ void egw_node_rx(struct egw_node *n, uint32_t ip, uint16_t port,
  *  to peers that are not registered or have not acknowledged our current
  *  endpoint. */
 void egw_node_tick(struct egw_node *n, uint64_t now);
+/** The earliest time egw_node_tick has something to do if nothing else
+ *  happens first (no datagram, no completion, no call): our next REGISTER
+ *  to a peer not registered, a heartbeat, a peer's death deadline, a
+ *  parked window's deadline, a finished room's record expiring. `now`
+ *  (or earlier) when the tick is wanted at the caller's regular pace:
+ *  rooms in flight (their retransmission and round timers), or work the
+ *  last call left for the tick. UINT64_MAX when nothing is due. Only
+ *  valid until the next call into the node: a caller that sleeps until
+ *  then asks again after anything it feeds the node. */
+uint64_t egw_node_next_deadline(const struct egw_node *n, uint64_t now);
 /** The payload driver finished a batch it accepted (ok: all its writes
  *  completed). Stale or duplicate cookies are counted by the sender. */
 void egw_node_writes_done(struct egw_node *n, uint64_t cookie, bool ok,

@@ -201,5 +201,7 @@ void node_deliver(struct egw_node *n, const struct egw_act *a);
 void node_done(struct egw_node *n, const struct egw_act *a, bool is_sender);
 /* Parked windows past their deadline: noted and failed. */
 void node_windows_expire(struct egw_node *n);
+/* When the oldest parked window passes its deadline (UINT64_MAX: none). */
+uint64_t node_windows_next_deadline(const struct egw_node *n);
 
 #endif /* EGW_NODE_PRIV_H */

@@ -258,6 +258,15 @@ node_windows_expire(struct egw_node *n)
 		window_expire(n, n->parked_head);
 }
 
+/* node_priv.h */
+uint64_t
+node_windows_next_deadline(const struct egw_node *n)
+{
+	return n->parked_head != WNIL ?
+		       n->win[n->parked_head].since + WINDOW_DEADLINE_NS :
+		       UINT64_MAX;
+}
+
 /* ---- deliveries that wait for their windows' invalidations ------------- */
 
 static void

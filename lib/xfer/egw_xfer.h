@@ -389,6 +389,14 @@ int egw_xfer_receiver_on_msg(struct egw_xfer_receiver *r, uint32_t peer,
 int egw_xfer_receiver_abort(struct egw_xfer_receiver *r, uint64_t room,
 			    uint16_t rank, uint64_t now);
 void egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now);
+/** The earliest time egw_xfer_receiver_tick has something to do without
+ *  a message or a call in between: a peer's heartbeat or death deadline;
+ *  `now` while rooms are open (their timers want the caller's regular
+ *  tick); UINT64_MAX when nothing is due. A caller that sleeps until then
+ *  misses no timer, as long as any call into the engine since ends the
+ *  sleep or asks again. */
+uint64_t egw_xfer_receiver_next_deadline(const struct egw_xfer_receiver *r,
+					 uint64_t now);
 /** Shutdown: abort every open room, tell the peers, and free every block
  *  at once (quarantined ones too: the payload path goes with it). */
 void egw_xfer_receiver_abort_all(struct egw_xfer_receiver *r, uint64_t now);
@@ -515,6 +523,10 @@ int egw_xfer_sender_writes_done(struct egw_xfer_sender *s, uint64_t cookie,
 int egw_xfer_sender_abort(struct egw_xfer_sender *s, uint64_t room,
 			  uint64_t now);
 void egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now);
+/** As egw_xfer_receiver_next_deadline, for the sender: heartbeats, peer
+ *  deaths and the expiry of finished rooms' records (linger). */
+uint64_t egw_xfer_sender_next_deadline(const struct egw_xfer_sender *s,
+				       uint64_t now);
 /** Shutdown: fail every open room as aborted and tell its ranks. */
 void egw_xfer_sender_abort_all(struct egw_xfer_sender *s, uint64_t now);
 /** The peer is removed: every open room with a rank of it fails with `e`

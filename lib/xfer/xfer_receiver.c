@@ -1416,6 +1416,15 @@ egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now)
 	receiver_admit(r, now);
 }
 
+uint64_t
+egw_xfer_receiver_next_deadline(const struct egw_xfer_receiver *r, uint64_t now)
+{
+	/* rooms open or queued for admission have timers of their own */
+	if (r->core.nactive > 0 || r->qhead != QNIL)
+		return now;
+	return r->core.peers_due;
+}
+
 void
 egw_xfer_receiver_abort_all(struct egw_xfer_receiver *r, uint64_t now)
 {

@@ -1285,6 +1285,26 @@ egw_xfer_sender_tick(struct egw_xfer_sender *s, uint64_t now)
 	xfer_core_peer_tick(&s->core, now, sender_on_dead, s);
 }
 
+uint64_t
+egw_xfer_sender_next_deadline(const struct egw_xfer_sender *s, uint64_t now)
+{
+	uint64_t due = s->core.peers_due, e;
+	const struct sender_tomb *t;
+
+	/* a room in flight has timers of its own: the caller's pace */
+	if (s->core.nactive > 0)
+		return now;
+	/* tombstones expire oldest first (tomb_expire stops at the head);
+	 * one replaced since leaves the order at the next tick */
+	if (s->tomb_count > 0) {
+		t = tomb_find(s, s->tomb_fifo[s->tomb_head], 0);
+		e = t != NULL ? t->expires : now;
+		if (e < due)
+			due = e;
+	}
+	return due;
+}
+
 void
 egw_xfer_sender_abort_all(struct egw_xfer_sender *s, uint64_t now)
 {

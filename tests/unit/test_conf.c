@@ -256,14 +256,14 @@ test_hop_limit(void)
 	       1, "ports[0].payload.hop_limit: unknown setting");
 }
 
-/* idle: sleeps of at most 100 us by default, busy polling when asked;
- * a bound past the timers' period or on a polling worker is refused. */
+/* idle: sleeps of at most 1 ms by default, busy polling when asked;
+ * a bound past 10 ms or on a polling worker is refused. */
 static void
 test_idle_group(void)
 {
 	expect(base, 0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].idle.mode, EGW_IDLE_BACKOFF);
-	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 100);
+	CU_ASSERT_EQUAL(conf.ports[0].idle.max_sleep_us, 1000);
 	expect(edit("lcores = [1];",
 		    "lcores = [1]; idle = { mode = \"poll\"; };"),
 	       0, "");
@@ -278,9 +278,11 @@ test_idle_group(void)
 				     "  idle = { mode = \"nap\"; }; #<\n"),
 	       1,
 	       "ports[0].idle.mode: unknown idle mode 'nap' (backoff, poll)");
-	expect(edit("lcores = [1];", "lcores = [1];\n"
-				     "  idle = { max_sleep_us = 1000; }; #<\n"),
-	       1, "ports[0].idle.max_sleep_us: out of range 1..100 (got 1000)");
+	expect(edit("lcores = [1];",
+		    "lcores = [1];\n"
+		    "  idle = { max_sleep_us = 10001; }; #<\n"),
+	       1,
+	       "ports[0].idle.max_sleep_us: out of range 1..10000 (got 10001)");
 	expect(edit("lcores = [1];",
 		    "lcores = [1];\n"
 		    "  idle = { mode = \"poll\"; max_sleep_us = 50; }; #<\n"),

@@ -28,6 +28,7 @@ test_poll_never_waits(void)
 	for (int i = 0; i < 100000; i++)
 		CU_ASSERT_EQUAL_FATAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
 				      GW_IDLE_SPIN);
+	CU_ASSERT_FALSE(gw_idle_may_sleep(&s));
 }
 
 static void
@@ -41,10 +42,15 @@ test_spin_pause_sleep(void)
 	for (i = 1; i < GW_IDLE_PAUSE_TURNS; i++)
 		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
 				GW_IDLE_SPIN);
-	for (; i < GW_IDLE_SLEEP_TURNS; i++)
+	for (; i < GW_IDLE_SLEEP_TURNS; i++) {
+		/* the loop works out its next timer only when it may sleep */
+		CU_ASSERT_FALSE(gw_idle_may_sleep(&s));
 		CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns),
 				GW_IDLE_PAUSE);
+	}
+	CU_ASSERT_TRUE(gw_idle_may_sleep(&s));
 	CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 0, NEVER, &ns), GW_IDLE_SLEEP);
+	CU_ASSERT_TRUE(gw_idle_may_sleep(&s));
 	CU_ASSERT_EQUAL(ns, GW_IDLE_FIRST_SLEEP_NS);
 }
 
@@ -104,6 +110,33 @@ test_never_past_timer(void)
 	CU_ASSERT_EQUAL(gw_idle_next(&s, 0, 1000000, 5, &ns), GW_IDLE_PAUSE);
 }
 
+/* A far timer does not shorten the sleeps (the loop names the real
+ * deadline, not a tick): they grow to the bound and stay there; a near
+ * one ends the sleep at it. */
+static void
+test_far_timer_sleeps_the_bound(void)
+{
+	struct gw_idle s;
+	uint64_t ns = 0, now = 1000000, want = GW_IDLE_FIRST_SLEEP_NS;
+	const uint64_t bound = 1000000, timer = now + 900000000ull;
+
+	gw_idle_init(&s, true, bound);
+	while (gw_idle_next(&s, 0, now, timer, &ns) != GW_IDLE_SLEEP)
+		;
+	CU_ASSERT_EQUAL(ns, want);
+	for (int i = 0; i < 12; i++) {
+		want = want * 2 > bound ? bound : want * 2;
+		CU_ASSERT_EQUAL_FATAL(gw_idle_next(&s, 0, now, timer, &ns),
+				      GW_IDLE_SLEEP);
+		CU_ASSERT_EQUAL_FATAL(ns, want);
+		now += ns;
+	}
+	CU_ASSERT_EQUAL(ns, bound);
+	CU_ASSERT_EQUAL(gw_idle_next(&s, 0, now, now + 300000, &ns),
+			GW_IDLE_SLEEP);
+	CU_ASSERT_EQUAL(ns, 300000);
+}
+
 /* Work ends the idle stretch: the next one starts from spinning and the
  * first short sleep again. */
 static void
@@ -132,6 +165,8 @@ main(void)
 		{ "doubles_to_bound", test_doubles_to_bound },
 		{ "small_bound", test_small_bound },
 		{ "never_past_timer", test_never_past_timer },
+		{ "far_timer_sleeps_the_bound",
+		  test_far_timer_sleeps_the_bound },
 		{ "work_resets", test_work_resets },
 		{ NULL, NULL },
 	};

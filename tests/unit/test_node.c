@@ -1996,6 +1996,210 @@ test_update_keeps_rooms_in_flight(void)
 	teardown();
 }
 
+/* ---- ticks only when something is due (egw_node_next_deadline) ----------- */
+
+/* As run(), but ticking each side as a sleeping worker does: only once
+ * its egw_node_next_deadline is due, asked again after every event, and
+ * at most every 100 us; datagrams and completions arrive as soon as they
+ * are sent, whatever the time. Returns the ticks made. */
+static unsigned
+run_sparse(uint64_t ns)
+{
+	uint64_t end = t.now + ns, last[2] = { 0, 0 }, due[2];
+	unsigned head = 0, ticks = 0;
+
+	while (t.now < end) {
+		uint64_t next = end;
+
+		while (head < t.nq) {
+			struct dgram d = t.q[head++ % 4096];
+
+			if (!t.down[d.to])
+				egw_node_rx(t.node[d.to], d.src, PORT, d.b,
+					    d.len, t.now);
+		}
+		t.nq = head = 0;
+		while (t.ncpl > 0 && !t.hold_writes && !t.down[0])
+			egw_node_writes_done(t.node[0], t.cpl[--t.ncpl], true,
+					     t.now);
+		if (t.nwq > 0 && !t.down[1])
+			window_completions();
+		for (int i = 0; i < 2; i++) {
+			due[i] = egw_node_next_deadline(t.node[i], t.now);
+			if (last[i] != 0 && due[i] < last[i] + 100000)
+				due[i] = last[i] + 100000;
+			if (!t.down[i] && due[i] < next)
+				next = due[i];
+		}
+		if (next > t.now)
+			t.now = next; /* asleep until then */
+		for (int i = 0; i < 2; i++) {
+			if (t.down[i] || due[i] > t.now)
+				continue;
+			egw_node_tick(t.node[i], t.now);
+			last[i] = t.now;
+			ticks++;
+		}
+	}
+	t.nq = 0;
+	return ticks;
+}
+
+static uint64_t
+peers_dead(int i)
+{
+	struct egw_xfer_stats st;
+
+	if (i == 0)
+		egw_xfer_sender_get_stats(egw_node_sender(t.node[0]), &st);
+	else
+		egw_xfer_receiver_get_stats(egw_node_receiver(t.node[1]), &st);
+	return st.peers_dead;
+}
+
+/* What is due: right away after the start (our first REGISTER), at the
+ * caller's pace while a room is in flight, and once the pair is quiet
+ * nothing before a heartbeat - a future time, not the next tick. */
+static void
+test_next_deadline_quiet_and_busy(void)
+{
+	const uint64_t hb = 100000000ull; /* the engines' default */
+
+	setup(16);
+	for (int i = 0; i < 2; i++)
+		CU_ASSERT(egw_node_next_deadline(t.node[i], t.now) <= t.now);
+	run(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL_FATAL(t.par[0].xfer.timers.heartbeat_ns, hb);
+	for (int i = 0; i < 2; i++) {
+		uint64_t d = egw_node_next_deadline(t.node[i], t.now);
+
+		CU_ASSERT(d > t.now + 100000);
+		CU_ASSERT(d <= t.now + hb);
+	}
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 700, 0, 1, 0, false,
+					       t.now),
+			0);
+	CU_ASSERT(egw_node_next_deadline(t.node[1], t.now) <= t.now);
+	run(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	run(3000000000ull); /* past the sender's linger */
+	for (int i = 0; i < 2; i++)
+		CU_ASSERT(egw_node_next_deadline(t.node[i], t.now) > t.now);
+	teardown();
+}
+
+/* A worker that ticks only when something is due does what a regular
+ * tick does: the pair registers, a room goes through, ten quiet seconds
+ * keep both alive with a few hundred ticks instead of 200,000, a peer
+ * that falls silent is declared dead on its deadline, not before, and
+ * the pair comes back. */
+static void
+test_deadline_driven_ticks(void)
+{
+	uint64_t dead_ns;
+	unsigned ticks;
+
+	setup(16);
+	dead_ns = t.par[0].xfer.timers.peer_dead_ns;
+	run_sparse(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 10000, 0, 1, 0, false,
+					       t.now),
+			0);
+	run_sparse(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	ticks = run_sparse(10000000000ull);
+	CU_ASSERT(ticks > 0 && ticks < 1000);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL(peers_dead(0) + peers_dead(1), 0);
+	/* the language side falls silent */
+	t.down[1] = true;
+	run_sparse(dead_ns - 150000000ull);
+	CU_ASSERT_EQUAL(peers_dead(0), 0);
+	run_sparse(300000000ull);
+	CU_ASSERT_EQUAL(peers_dead(0), 1);
+	CU_ASSERT_FALSE(egw_node_peer_ready(t.node[0], 0));
+	t.down[1] = false;
+	run_sparse(1000000000ull);
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[0], 0));
+	CU_ASSERT_TRUE(egw_node_peer_ready(t.node[1], 0));
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 3000, 0, 1, 0, false,
+					       t.now),
+			0);
+	run_sparse(50000000);
+	CU_ASSERT_EQUAL(t.delivered, 2);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	teardown();
+}
+
+/* REGISTERs to a peer that does not answer back off on their deadlines:
+ * as many go out ticking only when due as ticking every 100 us. */
+static void
+test_deadline_driven_register_backoff(void)
+{
+	struct egw_node_stats st;
+	uint64_t regular;
+
+	setup(16);
+	t.down[1] = true;
+	run(20000000000ull);
+	egw_node_get_stats(t.node[0], &st);
+	regular = st.registers_tx;
+	teardown();
+	setup(16);
+	t.down[1] = true;
+	CU_ASSERT(run_sparse(20000000000ull) < 100);
+	egw_node_get_stats(t.node[0], &st);
+	CU_ASSERT(regular >= 5);
+	CU_ASSERT_EQUAL(st.registers_tx, regular);
+	teardown();
+}
+
+/* A parked window's deadline is a deadline of its own: with heartbeats
+ * seconds apart, an invalidation that never completes is failed 2 s
+ * after it was posted, not at the next heartbeat. */
+static void
+test_deadline_of_a_parked_window(void)
+{
+	uint64_t opened, d;
+
+	memset(&t, 0, sizeof(t));
+	t.keys_on = true;
+	t.enc_psn = 111;
+	egw_proto_init();
+	mkconf(0, "enc", EGW_ROLE_ENCODE, LANG_IP, "lang", 16);
+	mkconf(1, "lang", EGW_ROLE_LANGUAGE, ENC_IP, "enc", 16);
+	for (int i = 0; i < 2; i++) {
+		t.par[i].xfer.timers.heartbeat_ns = 5000000000ull;
+		t.par[i].xfer.timers.peer_dead_ns = 20000000000ull;
+		start(i, 1000 + (uint64_t)i);
+	}
+	run_sparse(5000000);
+	CU_ASSERT_TRUE_FATAL(egw_node_peer_ready(t.node[1], 0));
+	t.hold_unbinds = true;
+	opened = t.now;
+	CU_ASSERT_EQUAL(egw_node_receiver_open(t.node[1], 700, 0, 1, 0, false,
+					       t.now),
+			0);
+	run_sparse(100000000);
+	CU_ASSERT_EQUAL(t.delivered, 0); /* waits for its invalidation */
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 1);
+	d = egw_node_next_deadline(t.node[1], t.now);
+	CU_ASSERT(d >= opened + 2000000000ull);
+	CU_ASSERT(d <= opened + 2100000000ull);
+	run_sparse(2100000000ull);
+	CU_ASSERT_EQUAL(egw_node_windows_parked(t.node[1]), 0); /* stuck */
+	t.hold_unbinds = false;
+	run_sparse(10000000);
+	CU_ASSERT_EQUAL(t.delivered, 1);
+	CU_ASSERT_EQUAL(t.bad, 0);
+	teardown();
+}
+
 int
 main(void)
 {
@@ -2073,6 +2277,13 @@ main(void)
 		  test_abort_before_input_reaches_every_rank },
 		{ "producer_refusals_have_their_codes",
 		  test_producer_refusals_have_their_codes },
+		{ "next_deadline_quiet_and_busy",
+		  test_next_deadline_quiet_and_busy },
+		{ "deadline_driven_ticks", test_deadline_driven_ticks },
+		{ "deadline_driven_register_backoff",
+		  test_deadline_driven_register_backoff },
+		{ "deadline_of_a_parked_window",
+		  test_deadline_of_a_parked_window },
 		{ "refused_init_creates_nothing",
 		  test_refused_init_creates_nothing },
 		{ NULL, NULL },
