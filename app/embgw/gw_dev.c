@@ -19,7 +19,6 @@
 #include <rte_udp.h>
 
 #include "gw.h"
-#include "gw_cksum.h"
 
 /* ---- neighbours (per identity: each has its own address) --------------- */
 
@@ -137,27 +136,6 @@ gw_id_neigh_fini(struct gw_id *id)
 	free(id->neigh);
 	id->neigh = NULL;
 	id->nneigh = id->neigh_cap = 0;
-}
-
-/* The UDP checksum of a datagram over IPv4 (the pseudo-header and the
- * UDP header and payload, by the IP header's total length), as
- * rte_ipv4_udptcp_cksum computes it - 0 sent as 0xffff - with the sum
- * taken 8 bytes at a time (gw_cksum.h). */
-static uint16_t
-udp_cksum(const struct rte_ipv4_hdr *ip, const struct rte_udp_hdr *udp)
-{
-	uint32_t l3_len = rte_be_to_cpu_16(ip->total_length);
-	uint32_t sum;
-	uint16_t ck;
-
-	if (l3_len < rte_ipv4_hdr_len(ip))
-		return 0xffff; /* no UDP header to sum (as DPDK answers) */
-	sum = (uint32_t)gw_cksum_raw(udp, l3_len - rte_ipv4_hdr_len(ip)) +
-	      rte_ipv4_phdr_cksum(ip, 0);
-	sum = (sum >> 16) + (sum & 0xffffu);
-	sum = (sum >> 16) + (sum & 0xffffu);
-	ck = (uint16_t)~sum;
-	return ck == 0 ? 0xffff : ck;
 }
 
 /* ---- tx ---------------------------------------------------------------- */
@@ -302,7 +280,7 @@ gw_id_build_udp(struct gw_id *id, uint32_t src_ip, const struct gw_neigh *n,
 	memcpy(udp + 1, buf, len);
 	m->data_len = m->pkt_len = (uint32_t)total;
 	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	udp->dgram_cksum = udp_cksum(ip, udp);
+	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
 	return m;
 }
 
@@ -417,7 +395,7 @@ udp_cksum_ok(struct rte_ipv4_hdr *ip, struct rte_udp_hdr *udp)
 	if (ck == 0)
 		return true;
 	udp->dgram_cksum = 0;
-	ok = udp_cksum(ip, udp) == ck;
+	ok = rte_ipv4_udptcp_cksum(ip, udp) == ck;
 	udp->dgram_cksum = ck;
 	return ok;
 }
