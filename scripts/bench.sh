@@ -471,7 +471,7 @@ fi
 # ---- payload over RoCEv2: the VM run's figure (tests/vm/run.sh) ----------
 # its benchmark phase: a deployment's geometry, several rooms in flight,
 # against ib_write_bw at the gateway's own write size in the same guests
-if [ -f build-vm/lang-gwb.log ] && [ -f build-vm/ibbw-client.log ]; then
+if [ -f build-vm/lang-gwb1.log ] && [ -f build-vm/ibbw-client1.log ]; then
 	vmout=$(EMBGW_VM_JUDGE_ONLY=1 tests/vm/run.sh 2>/dev/null || true)
 	vm=$(grep "^bench vm-payload-rocev2: " <<<"$vmout" || true)
 	v=$(sed -nE 's/^bench vm-payload-rocev2: ([0-9.]+) MB\/s \(ratio ([0-9.a-z\/]+) vs ib_write_bw ([0-9.]+) Gb\/s .* write size, ([0-9]+) bytes; ([0-9]+) rooms in flight, ([0-9]+) rooms of ([0-9,]+) tokens, hidden ([0-9]+) bf16.*/\1 \2 \3 \4 \5 \6 \7 \8/p' <<<"$vm")
