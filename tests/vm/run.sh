@@ -249,7 +249,7 @@ fi
 # the benchmark phase, in $bench_rounds rounds: each a fresh encode
 # gateway producing the rooms the language side drives, then ib_write_bw
 # at that gateway's own write size (its bytes over its writes), about
-# 32 MiB, at least 5 writes - the gateway and the tool take turns, so a
+# 64 MiB, at least 10 writes - the gateway and the tool take turns, so a
 # change in the host's load falls on both
 gid=\$(sh /out/gid.sh 10.88.0.1)
 for r in \$(seq 1 $bench_rounds); do
@@ -265,9 +265,18 @@ for r in \$(seq 1 $bench_rounds); do
 	size=\$(sed -nE 's/^payload: .* writes=([0-9]+) bytes=([0-9]+) .*/\\2 \\1/p' /out/enc-gwb\$r.log |
 		awk '\$2 > 0 { printf "%d", \$1 / \$2 }')
 	[ -n "\$size" ] || size=65536
-	iters=\$(( 33554432 / size ))
-	[ \$iters -ge 5 ] || iters=5
+	iters=\$(( 67108864 / size ))
+	[ \$iters -ge 10 ] || iters=10
 	echo "\$size \$iters" > /out/ibbw\$r.size.new && mv /out/ibbw\$r.size.new /out/ibbw\$r.size
+	# first 5 writes alone, for the wall clock: the measured run's wall
+	# clock less this one's leaves the set-up out (process start, device,
+	# connection), a check on perftest's own clock (the guest's TSC)
+	for _ in \$(seq 1 40); do
+		t0=\$(date +%s%N)
+		ib_write_bw -d rxe0 -x \$gid -s \$size -n 5 -F --report_gbits 10.88.0.2 > /out/ibbw-short\$r.log 2>&1 && break
+		sleep 0.5
+	done
+	echo "ibbw-wall-ns \$(( \$(date +%s%N) - t0 ))" >> /out/ibbw-short\$r.log
 	# perftest's cycle-based clock sometimes reads 0 Gb/s under
 	# emulation: up to 3 measurements, until one is non-zero; the wall
 	# clock around each is logged beside it
@@ -283,6 +292,18 @@ for r in \$(seq 1 $bench_rounds); do
 	done
 	touch /out/ibbw\$r.done
 	echo "ib_write_bw client (round \$r): \$?"
+	# once more with every frame on eth0 also copied to a packet socket,
+	# in both guests, as the gateways' net_af_packet ports have it while
+	# their rooms run (dumpcap, no filter, into nothing)
+	dumpcap -q -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
+	tap=\$!
+	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/tap\$r.log && break; sleep 0.1; done
+	for _ in \$(seq 1 40); do
+		ib_write_bw -d rxe0 -x \$gid -s \$size -n \$iters -F --report_gbits 10.88.0.2 > /out/ibbw-tap\$r.log 2>&1 && break
+		sleep 0.5
+	done
+	kill -INT \$tap; wait \$tap
+	touch /out/ibbw-tap\$r.done
 done
 SH
 cat > "$out/lang.sh" <<SH
@@ -342,12 +363,23 @@ for r in \$(seq 1 $bench_rounds); do
 	touch /out/langb\$r.done
 	wait_for ibbw\$r.size 120 "the gateway's write size (round \$r)" || break
 	read size iters < /out/ibbw\$r.size
+	timeout 300 ib_write_bw -d rxe0 -x \$gid -s \$size -n 5 -F --report_gbits > /out/ibbw-server-short\$r.log 2>&1
 	for run in 1 2 3; do
 		[ -f /out/enc.exited ] && { echo "no ib_write_bw server: the enc guest has stopped"; break; }
 		timeout 300 ib_write_bw -d rxe0 -x \$gid -s \$size -n \$iters -F --report_gbits > /out/ibbw-server\$r.log 2>&1
 		sleep 2
 		[ -f /out/ibbw\$r.done ] && break
 	done
+	dumpcap -q -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
+	tap=\$!
+	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/tap\$r.log && break; sleep 0.1; done
+	for run in 1 2 3; do
+		[ -f /out/enc.exited ] && break
+		timeout 300 ib_write_bw -d rxe0 -x \$gid -s \$size -n \$iters -F --report_gbits > /out/ibbw-server-tap\$r.log 2>&1
+		sleep 2
+		[ -f /out/ibbw-tap\$r.done ] && break
+	done
+	kill -INT \$tap; wait \$tap
 done
 echo "language gateway: \$rc"
 exit \$rc
@@ -437,14 +469,17 @@ for r in $(seq 1 "$bench_rounds"); do
 	row+=" $(kv "$lg" windows bound) $(kv "$lg" language rounds)"
 	row+=" $(sed -nE 's/.* writes=([0-9]+) .*/\1/p' <<<"$pw") $(kv "$lg" windows bind_us)"
 	row+=" $(kv "$lg" latency p50_ms)"
+	row+=" $(sed -n 's/^ibbw-wall-ns //p' "$out/ibbw-short$r.log" 2>/dev/null | tail -1)"
+	row+=" $(awk -v s="${wsize:-x}" '$1 == s { g = $4 } END { print g + 0 }' "$out/ibbw-tap$r.log" 2>/dev/null)"
 	bench_rows+="$row"$'\n'
 done
 # per round: gateway MB/s, ib_write_bw (perftest's clock and the wall
 # clock around it, set-up included), windows, resume rounds, writes
 awk '$2 > 0 && $3 > 0 {
-	printf "bench vm-payload-round: %d: gateway %.2f MB/s (%d bytes in %.1f s, room p50 %.1f s), ib_write_bw %.2f MB/s (wall clock %.2f MB/s, %d x %d bytes); %d windows, %d resume rounds, %d writes, bind %.1f ms\n",
-		$1, $2 / $3 / 1e6, $2, $3, $12 / 1000, $5 * 125, ($6 > 0 ? $4 * $7 / ($6 / 1e9) / 1e6 : 0),
-		$7, $4, $8, $9, $10, $11 / 1000 }' <<<"$bench_rows"
+	printf "bench vm-payload-round: %d: gateway %.2f MB/s (%d bytes in %.1f s, room p50 %.1f s), ib_write_bw %.2f MB/s (%d x %d bytes; by the wall clock less a 5-write run'"'"'s %s MB/s; with packet sockets on eth0 %.2f MB/s); %d windows, %d resume rounds, %d writes, bind %.1f ms\n",
+		$1, $2 / $3 / 1e6, $2, $3, $12 / 1000, $5 * 125, $7, $4,
+		($6 > $13 && $13 > 0 && $7 > 5 ? sprintf("%.2f", $4 * ($7 - 5) / (($6 - $13) / 1e9) / 1e6) : "n/a"),
+		$14 * 125, $8, $9, $10, $11 / 1000 }' <<<"$bench_rows"
 awk -v c="$bench_conc" -v h="$bench_hidden" -v l="$bench_lengths" -v n="$bok" '
 	$2 > 0 && $3 > 0 && $5 > 0 { b += $2; t += $3; w = $4; inv += 1 / $5; k++ }
 	END {
