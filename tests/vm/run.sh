@@ -295,7 +295,7 @@ for r in \$(seq 1 $bench_rounds); do
 	# once more with every frame on eth0 also copied to a packet socket,
 	# in both guests, as the gateways' net_af_packet ports have it while
 	# their rooms run (dumpcap, no filter, into nothing)
-	dumpcap -q -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
+	dumpcap -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
 	tap=\$!
 	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/tap\$r.log && break; sleep 0.1; done
 	for _ in \$(seq 1 40); do
@@ -370,7 +370,7 @@ for r in \$(seq 1 $bench_rounds); do
 		sleep 2
 		[ -f /out/ibbw\$r.done ] && break
 	done
-	dumpcap -q -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
+	dumpcap -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
 	tap=\$!
 	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/tap\$r.log && break; sleep 0.1; done
 	for run in 1 2 3; do
