@@ -27,8 +27,9 @@
 # the default 8,192-token pre-allocation, windows of MiBs, 4 rooms in
 # flight; EMBGW_VM_BENCH_HIDDEN, _ROOMS, _CONCURRENCY, _LENGTHS change
 # it), every byte verified, then ib_write_bw between the same two rxe
-# devices at the gateway's own write size (its bytes over its writes):
-# the line "bench vm-payload-rocev2" (scripts/bench.sh reads it).
+# devices at the gateway's own write size (its bytes over its writes),
+# taking turns in EMBGW_VM_BENCH_ROUNDS rounds (2): the line
+# "bench vm-payload-rocev2" (scripts/bench.sh reads it).
 # EMBGW_VM_BENCH_ONLY=1 boots the guests for the benchmark phase alone.
 #
 # Last line: "vm: <rooms> rooms, <bytes> bytes verified over RoCEv2,
