@@ -28,9 +28,10 @@
 # flight; EMBGW_VM_BENCH_HIDDEN, _ROOMS, _CONCURRENCY, _LENGTHS change
 # it), every byte verified, then ib_write_bw between the same two rxe
 # devices at the gateway's own write size (its bytes over its writes),
-# taking turns in EMBGW_VM_BENCH_ROUNDS rounds (2): the line
-# "bench vm-payload-rocev2" (scripts/bench.sh reads it).
-# EMBGW_VM_BENCH_ONLY=1 boots the guests for the benchmark phase alone.
+# taking turns in EMBGW_VM_BENCH_ROUNDS rounds (2; 0 leaves the phase
+# out, as scripts/test.sh does: tests prove behaviour): the line
+# "bench vm-payload-rocev2". EMBGW_VM_BENCH_ONLY=1 boots the guests for
+# the benchmark phase alone (scripts/bench.sh does, into build-vm-bench/).
 #
 # Last line: "vm: <rooms> rooms, <bytes> bytes verified over RoCEv2,
 #             <packets> RDMA WRITE packets on the wire"
