@@ -1031,27 +1031,11 @@ egw_node_peer_session(const struct egw_node *n, uint32_t peer)
 	return peer < n->npeers ? n->peers[peer].adopted : 0;
 }
 
-int
-egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
-		       uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
-{
-	int rc;
-
-	if (n->receiver == NULL)
-		return -ENOTSUP;
-	if (peer >= n->nslots || n->peers[peer].state != EGW_NODE_PEER_ACTIVE)
-		return -EGW_E_UNKNOWN_PEER;
-	n->now = now;
-	rc = egw_xfer_receiver_open(n->receiver, room, rank, nranks, peer,
-				    dummy, now);
-	node_drain_deferred(n);
-	return rc;
-}
-
-int
-egw_node_receiver_open_group(struct egw_node *n, uint64_t room, uint16_t rank,
-			     uint16_t nranks, uint16_t ranks, uint32_t peer,
-			     uint64_t now)
+/* A receive of one rank (ranks 0) or of a group of ranks (their set). */
+static int
+node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
+		   uint16_t nranks, uint16_t ranks, uint32_t peer, bool dummy,
+		   uint64_t now)
 {
 	int rc;
 
@@ -1061,9 +1045,25 @@ egw_node_receiver_open_group(struct egw_node *n, uint64_t room, uint16_t rank,
 		return -EGW_E_UNKNOWN_PEER;
 	n->now = now;
 	rc = egw_xfer_receiver_open_group(n->receiver, room, rank, nranks,
-					  ranks, peer, false, now);
+					  ranks, peer, dummy, now);
 	node_drain_deferred(n);
 	return rc;
+}
+
+int
+egw_node_receiver_open(struct egw_node *n, uint64_t room, uint16_t rank,
+		       uint16_t nranks, uint32_t peer, bool dummy, uint64_t now)
+{
+	return node_receiver_open(n, room, rank, nranks, 0, peer, dummy, now);
+}
+
+int
+egw_node_receiver_open_group(struct egw_node *n, uint64_t room, uint16_t rank,
+			     uint16_t nranks, uint16_t ranks, uint32_t peer,
+			     uint64_t now)
+{
+	return node_receiver_open(n, room, rank, nranks, ranks, peer, false,
+				  now);
 }
 
 int

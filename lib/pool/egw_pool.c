@@ -210,31 +210,6 @@ seg_mark(struct egw_pool *p, uint32_t s, uint32_t c, uint8_t mark)
 		seg_update(p, 1, 0, p->leaves, s, s + c, mark);
 }
 
-/* Lowest start of a free run of at least k blocks (caller checked root). */
-static uint32_t
-seg_find(struct egw_pool *p, uint32_t k)
-{
-	uint32_t node = 1, lo = 0, len = p->leaves;
-
-	while (len > 1) {
-		const struct seg *l, *r;
-
-		seg_push(p, node, len);
-		l = &p->tree[2 * node];
-		r = &p->tree[2 * node + 1];
-		if (l->best >= k) {
-			node = 2 * node;
-		} else if (l->suf + r->pre >= k) {
-			return lo + len / 2 - l->suf;
-		} else {
-			node = 2 * node + 1;
-			lo += len / 2;
-		}
-		len /= 2;
-	}
-	return lo;
-}
-
 /* ---- queries confined to a range of blocks ------------------------------ */
 
 /* A range's summary: its longest free prefix, suffix and run, its length. */
@@ -297,6 +272,13 @@ seg_find_in(struct egw_pool *p, uint32_t node, uint32_t lo, uint32_t len,
 		len /= 2;
 	}
 	return lo;
+}
+
+/* Lowest start of a free run of at least k blocks (caller checked root). */
+static uint32_t
+seg_find(struct egw_pool *p, uint32_t k)
+{
+	return seg_find_in(p, 1, 0, p->leaves, k);
 }
 
 /*
