@@ -1550,7 +1550,7 @@ example() {
 	ENGINE_PIDS+=($!)
 }
 
-define examples "the example engines: a vision encoder and 2 TP prefill ranks (own processes) through the attach sockets, lengths 1..50000 in bf16: bit-identical to the recomputed encoder output, prefilled on both ranks, 6 resume rounds in the gateway, nothing leaked"
+define examples "the example engines: a vision encoder and 2 TP prefill ranks (own processes) through the attach sockets, lengths 1..50000 in bf16: bit-identical to the recomputed encoder output, prefilled on both ranks, 3 resume rounds in the gateway (one receive serves both ranks), nothing leaked"
 case_examples() {
 	local lengths=1,129,500,2000,10000,50000 r tokens=62630
 	# the ranks ask for every request before the encoder has run it
@@ -1577,7 +1577,8 @@ case_examples() {
 		[ "$(grep -c "prefilled on 2 ranks" "$T/rank0.log")" -eq 6 ] &&
 		expect "$T/enc.log" clients ok -eq 6 && expect "$T/enc.log" clients blocks_in_use -eq 0 &&
 		expect "$T/lang.log" clients ok -eq 12 && expect "$T/lang.log" clients failed -eq 0 &&
-		expect "$T/lang.log" clients rounds -eq 6 &&
+		expect "$T/lang.log" clients rounds -eq 3 &&
+		expect "$T/lang.log" fanout group_rooms -eq 6 &&
 		expect "$T/lang.log" clients blocks_in_use -eq 0 || return 1
 	MSG="6 requests ($tokens tokens) encoded, sent to 2 TP ranks, bit-identical to the recomputed encoder output, prefilled; $(field "$T/lang.log" clients rounds) resume rounds, all in the gateway; zero blocks in use on both gateways"
 }
