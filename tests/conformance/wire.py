@@ -6,7 +6,11 @@ import hashlib
 import hmac
 import struct
 
-from nacl.bindings import crypto_shorthash_siphashx24
+try:
+    from nacl.bindings import crypto_shorthash_siphashx24
+except ImportError as e:  # a bare machine: say what to install
+    raise SystemExit("conformance: PyNaCl is missing (%s): Debian's "
+                     "python3-nacl, which scripts/deps.sh installs" % e)
 
 MAGIC = 0x45475731
 VERSION = 3
