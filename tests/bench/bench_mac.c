@@ -20,26 +20,10 @@
 #include <sodium.h>
 
 #include "egw_proto.h"
+#include "bench_time.h"
 
 #define NSIZES 4
 #define MAX_ROUNDS 32
-
-static double
-cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* The four datagrams, each as the encoder writes it; returns the length
  * of each one's tagged part (header and body) in len[]. */

@@ -16,23 +16,7 @@
 #include <rte_mempool.h>
 
 #include "egw_pool.h"
-
-static double
-cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
+#include "bench_time.h"
 
 int
 main(int argc, char **argv)
