@@ -346,6 +346,24 @@ xfer_core_peer_tick(struct xfer_core *core, uint64_t now,
 	core->peers_due = due;
 }
 
+/* A room a group of ranks received once: `others` ranks besides the one
+ * whose windows served them, and the bytes they did not cross the wire. */
+void
+xfer_core_count_group(struct xfer_core *core, uint32_t total, uint32_t others)
+{
+	const struct egw_pool_geom *g = &core->conf.geom;
+	uint64_t room_bytes = g->aux_bytes;
+
+	if (others == 0)
+		return;
+	for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++)
+		room_bytes += (uint64_t)total *
+			      egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
+	core->stats.group_rooms++;
+	core->stats.group_ranks += others;
+	core->stats.group_bytes_saved += others * room_bytes;
+}
+
 void
 xfer_core_send(struct xfer_core *core, uint32_t peer, const struct egw_msg *m)
 {

@@ -110,6 +110,8 @@ xfer_core_emit(struct xfer_core *core, const struct egw_act *a)
 
 void xfer_core_send(struct xfer_core *core, uint32_t peer,
 		    const struct egw_msg *m);
+void xfer_core_count_group(struct xfer_core *core, uint32_t total,
+			   uint32_t others);
 void xfer_core_free_runs(struct xfer_core *core, uint64_t room, uint16_t rank,
 		    const struct egw_run *runs, uint32_t n);
 void xfer_core_done(struct xfer_core *core, uint64_t room, uint16_t rank,

@@ -728,20 +728,11 @@ receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 static void
 receiver_count_group(struct egw_xfer_receiver *r, const struct receiver_room *x)
 {
-	const struct egw_pool_geom *g = &r->core.conf.geom;
-	uint32_t others = x->ranks != 0 ?
-				  (uint32_t)__builtin_popcount(x->ranks) - 1 :
-				  0;
-	uint64_t room_bytes = g->aux_bytes;
-
-	if (others == 0)
-		return;
-	for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++)
-		room_bytes += (uint64_t)x->total *
-			      egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
-	r->core.stats.group_rooms++;
-	r->core.stats.group_ranks += others;
-	r->core.stats.group_bytes_saved += others * room_bytes;
+	xfer_core_count_group(&r->core, x->total,
+			      x->ranks != 0 ?
+				      (uint32_t)__builtin_popcount(x->ranks) -
+					      1 :
+				      0);
 }
 
 static void

@@ -449,20 +449,11 @@ static void sender_release(struct egw_xfer_sender *s, struct sender_room *x);
 static void
 sender_count_groups(struct egw_xfer_sender *s, const struct sender_room *x)
 {
-	const struct egw_pool_geom *g = &s->core.conf.geom;
-	uint64_t room_bytes = g->aux_bytes;
 	uint32_t followers = 0;
 
-	for (int k = EGW_KIND_EMB; k < EGW_KIND_AUX; k++)
-		room_bytes += (uint64_t)x->total *
-			      egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 	for (uint16_t r = 0; r < x->nranks; r++)
 		followers += x->rank[r].follower;
-	if (followers == 0)
-		return;
-	s->core.stats.group_rooms++;
-	s->core.stats.group_ranks += followers;
-	s->core.stats.group_bytes_saved += followers * room_bytes;
+	xfer_core_count_group(&s->core, x->total, followers);
 }
 
 static void
