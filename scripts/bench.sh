@@ -255,6 +255,19 @@ if [ -n "$tn" ] && [ "${gns:-0}" -gt 0 ]; then
 	emit control-cpu "$gns" "ns of busy worker CPU per datagram in+out" \
 		"$(ratio "$tn" "$gns")" "dpdk-testpmd rxonly ${tn} ns/packet" "-"
 fi
+# The same workload's protocol alone: both nodes in one thread, datagrams
+# handed over in memory, writes as memcpy (tests/bench/bench_node.c) - the
+# part of control-cpu that is lib/node, lib/xfer, lib/proto and the pool.
+nrooms=200000
+[ "$quick" = 1 ] && nrooms=5000
+line=$("$B"/tests/bench/bench_node "$rounds" "$nrooms" | grep ^node_ns) ||
+	note control bench_node "$?"
+nns=$(sed -nE 's/.* per_datagram=([0-9.]+).*/\1/p' <<<"$line")
+npr=$(sed -nE 's/.* protocol=([0-9.]+).*/\1/p' <<<"$line")
+if [ -n "$nns" ] && [ "${gns:-0}" -gt 0 ]; then
+	emit control-node-cpu "$nns" "ns of CPU per datagram in+out in the two nodes alone (no frames, device or loop; $npr ns without the pattern's fill and check)" \
+		"$(ratio "$nns" "$gns")" "control-cpu ${gns} ns" "-"
+fi
 emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
 	"ZeroMQ PUSH/PULL, the reference design's multipart ASCII, ${zq} msgs/s" ">= 10"
 if [ "${#gw_rt[@]}" -gt 0 ]; then
