@@ -38,6 +38,11 @@ struct egw_pool {
 	uint32_t ncache, cache_cap;
 	uint8_t *mem;
 	size_t region_off[EGW_KIND_MAX];
+	/* per kind, worked out once: egw_pool_addr is called for every
+	 * write and token, and must not redo the geometry each time */
+	uint8_t *base[EGW_KIND_MAX]; /* NULL: a kind without bytes */
+	size_t unit[EGW_KIND_MAX];   /* bytes of a token (aux: a block) */
+	size_t block_bytes[EGW_KIND_MAX];
 	bool own_mem;
 	uint32_t free_blocks;
 	uint32_t free_runs;
@@ -353,7 +358,12 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 		return -ENOMEM;
 	}
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
+		size_t u = egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
+
 		p->region_off[k] = off;
+		p->base[k] = u != 0 ? p->mem + off : NULL;
+		p->unit[k] = u;
+		p->block_bytes[k] = k == EGW_KIND_AUX ? u : u * g->block_tokens;
 		off += align_up(egw_pool_geom_region_bytes(g, (enum egw_kind)k),
 				EGW_POOL_ALIGN);
 	}
@@ -402,23 +412,21 @@ egw_pool_mem(const struct egw_pool *p)
 void *
 egw_pool_region(const struct egw_pool *p, enum egw_kind k)
 {
-	if ((unsigned)k >= EGW_KIND_MAX ||
-	    egw_pool_geom_unit_bytes(&p->geom, k) == 0)
-		return NULL;
-	return p->mem + p->region_off[k];
+	return (unsigned)k < EGW_KIND_MAX ? p->base[k] : NULL;
 }
 
 void *
 egw_pool_addr(const struct egw_pool *p, enum egw_kind k, uint32_t block,
 	      uint32_t token)
 {
-	uint8_t *base = egw_pool_region(p, k);
-
-	if (base == NULL || block >= p->nblocks ||
-	    (k != EGW_KIND_AUX && token >= p->geom.block_tokens) ||
-	    (k == EGW_KIND_AUX && token != 0))
+	if ((unsigned)k >= EGW_KIND_MAX || p->base[k] == NULL ||
+	    block >= p->nblocks)
 		return NULL;
-	return base + egw_pool_geom_offset(&p->geom, k, block, token);
+	/* the aux record is one per block: token 0 only */
+	if (token >= (k == EGW_KIND_AUX ? 1 : p->geom.block_tokens))
+		return NULL;
+	return p->base[k] + (size_t)block * p->block_bytes[k] +
+	       (size_t)token * p->unit[k];
 }
 
 /* ---- alloc / free ------------------------------------------------------ */
