@@ -149,6 +149,7 @@ add_xfer(struct rte_tel_data *c, const char *pre, const struct egw_xfer_stats *x
 	X(admitted);
 	X(restarts);
 	X(admit_wait_max_ns);
+	X(admit_recounts);
 	X(quarantined);
 	X(quarantine_rooms);
 	X(quarantine_blocks);

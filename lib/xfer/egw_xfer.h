@@ -305,6 +305,9 @@ struct egw_xfer_stats {
 	/** admission waits of rooms that ended: bucket i counts waits in
 	 *  [2^i, 2^(i+1)) microseconds (bucket 0: below 2 us) */
 	uint64_t admit_wait_hist[EGW_XFER_WAIT_BUCKETS];
+	/** rooms whose part in the admission sums the tick found stale and
+	 *  corrected: 0 unless an update was missed (a bug) */
+	uint64_t admit_recounts;
 	/* receiver: quarantine (doc/xfer.md, "Quarantine") */
 	uint64_t quarantined;         /**< rooms whose blocks were held for an ACK */
 	uint64_t quarantine_rooms;    /**< rooms held now */

@@ -75,6 +75,9 @@ struct receiver_room {
 	uint32_t nruns;
 	struct receiver_window *win;
 	uint32_t nwin;
+	/* what the room adds to the admission sums, as last accounted */
+	uint32_t adm_held, adm_need;
+	bool adm_failing;
 };
 
 struct egw_xfer_receiver {
@@ -89,6 +92,10 @@ struct egw_xfer_receiver {
 	bool admit_pending;
 	uint64_t admit_retry_at;
 	uint64_t admit_blocked_since; /* the head has waited since (0: not) */
+	/* over the open rooms (admit_account): blocks held, blocks their
+	 * known totals still need, rooms whose allocation is failing */
+	uint64_t adm_held, adm_need;
+	uint32_t adm_failing;
 	uint16_t abort_ids;       /* the last abort_id handed out */
 	uint64_t open_seq;
 	bool closing;             /* abort_all: free at once */
@@ -349,6 +356,73 @@ admitted_live(const struct receiver_room *x)
 	return x->nwin > 0 && !x->wait_ack && x->state < EGW_ST_SUCCESS;
 }
 
+/*
+ * Admission (receiver_may_admit) weighs every open room: the blocks it
+ * holds, the blocks its known total still needs while it is admitted and
+ * live, and whether its allocation is failing. Those are kept as sums,
+ * each room's part updated where its runs, windows, total, state,
+ * quarantine or allocation failure change, so that admitting a room costs
+ * O(1) instead of a walk over every open room. The tick counts them again
+ * from the rooms (admit_recount); a difference is a missed update, counted
+ * in stats.admit_recounts and corrected.
+ */
+static void
+admit_part(const struct egw_xfer_receiver *r, const struct receiver_room *x,
+	   uint32_t *held, uint32_t *need, bool *failing)
+{
+	const struct egw_pool_geom *g = &r->core.conf.geom;
+	uint32_t want;
+
+	*held = held_blocks(x);
+	*need = 0;
+	*failing = false;
+	if (!admitted_live(x))
+		return;
+	*failing = x->alloc_failing;
+	want = x->total != 0 && !x->dummy ?
+		       egw_pool_geom_blocks_for(g, x->total) :
+		       0;
+	*need = want > *held ? want - *held : 0;
+}
+
+static void
+admit_set(struct egw_xfer_receiver *r, struct receiver_room *x, uint32_t held,
+	  uint32_t need, bool failing)
+{
+	r->adm_held = r->adm_held - x->adm_held + held;
+	r->adm_need = r->adm_need - x->adm_need + need;
+	r->adm_failing = r->adm_failing - x->adm_failing + failing;
+	x->adm_held = held;
+	x->adm_need = need;
+	x->adm_failing = failing;
+}
+
+static void
+admit_account(struct egw_xfer_receiver *r, struct receiver_room *x)
+{
+	uint32_t held, need;
+	bool failing;
+
+	admit_part(r, x, &held, &need, &failing);
+	admit_set(r, x, held, need, failing);
+}
+
+static void
+admit_recount(struct egw_xfer_receiver *r)
+{
+	for (uint32_t i = 0; i < r->core.nactive; i++) {
+		struct receiver_room *x = &r->rooms[r->core.active[i]];
+		uint32_t held, need;
+		bool failing;
+
+		admit_part(r, x, &held, &need, &failing);
+		if (held != x->adm_held || need != x->adm_need ||
+		    failing != x->adm_failing) {
+			r->core.stats.admit_recounts++;
+			admit_set(r, x, held, need, failing);
+		}
+	}
+}
 
 static void
 receiver_set_state(struct egw_xfer_receiver *r, struct receiver_room *x,
@@ -359,6 +433,7 @@ receiver_set_state(struct egw_xfer_receiver *r, struct receiver_room *x,
 	if (s <= x->state)
 		return; /* states only move forward */
 	x->state = (uint8_t)s;
+	admit_account(r, x);
 	x->progress_at = now;
 	if (s == EGW_ST_WAITING_FOR_INPUT)
 		x->deadline = now + t->input_ns;
@@ -450,6 +525,7 @@ receiver_release(struct egw_xfer_receiver *r, struct receiver_room *x,
 		 uint64_t now)
 {
 	queue_remove(r, x, now);
+	admit_set(r, x, 0, 0, false); /* no longer open */
 	xfer_core_release(&r->core, x->room, x->rank, idx_of(r, x));
 }
 
@@ -463,6 +539,7 @@ receiver_free_all(struct egw_xfer_receiver *r, struct receiver_room *x)
 	x->alloc_end = 0;
 	x->accepted = 0;
 	x->landed = 0;
+	admit_account(r, x);
 }
 
 static void
@@ -504,6 +581,7 @@ receiver_hold_for_ack(struct egw_xfer_receiver *r, struct receiver_room *x,
 	x->abort_id = next_abort_id(r);
 	x->abort_err = (uint16_t)e;
 	x->alloc_failing = false;
+	admit_account(r, x);
 	r->core.stats.quarantined++;
 	r->core.stats.quarantine_rooms++;
 	r->core.stats.quarantine_blocks += held_blocks(x);
@@ -541,6 +619,7 @@ receiver_fail_(struct egw_xfer_receiver *r, struct receiver_room *x,
 		if (x->restart) {
 			x->restart = false;
 			x->state = EGW_ST_FAILED;
+			admit_account(r, x);
 			x->abort_err = (uint16_t)e;
 			receiver_done(r, x, e);
 			receiver_send_simple(r, x, EGW_MSG_ABORT, e);
@@ -549,6 +628,7 @@ receiver_fail_(struct egw_xfer_receiver *r, struct receiver_room *x,
 	}
 	queue_remove(r, x, now);
 	x->state = EGW_ST_FAILED;
+	admit_account(r, x);
 	receiver_done(r, x, e);
 	/* peer_gone: our own peer-dead path (its QP reset, its mapping
 	 * gone); a PEER_DEAD the sender reports about another rank's peer
@@ -649,22 +729,11 @@ receiver_may_admit(const struct egw_xfer_receiver *r,
 		   const struct receiver_room *h)
 {
 	const struct egw_pool_geom *g = &r->core.conf.geom;
-	uint64_t held = 0, need = 0, pool = g->capacity_tokens / g->block_tokens;
+	uint64_t pool = g->capacity_tokens / g->block_tokens;
 
-	for (uint32_t i = 0; i < r->core.nactive; i++) {
-		const struct receiver_room *x = &r->rooms[r->core.active[i]];
-		uint32_t b = held_blocks(x);
-
-		held += b;
-		if (!admitted_live(x))
-			continue;
-		if (x->alloc_failing)
-			return false;
-		if (x->total != 0 && !x->dummy &&
-		    egw_pool_geom_blocks_for(g, x->total) > b)
-			need += egw_pool_geom_blocks_for(g, x->total) - b;
-	}
-	return held + need + first_window_blocks(r, h) <= pool;
+	if (r->adm_failing != 0)
+		return false;
+	return r->adm_held + r->adm_need + first_window_blocks(r, h) <= pool;
 }
 
 /* Allocate the first window of the room at the head of the queue, one at
@@ -722,6 +791,7 @@ receiver_trim(struct egw_xfer_receiver *r, struct receiver_room *x)
 			x->win[w].nruns = i > x->win[w].first_run
 						  ? i - x->win[w].first_run
 						  : 0;
+	admit_account(r, x);
 }
 
 /* A group's room landed once for all its ranks: the copies not sent. */
@@ -757,6 +827,7 @@ receiver_deliver(struct egw_xfer_receiver *r, struct receiver_room *x,
 	/* ownership of the runs passes to the app with this action */
 	xfer_core_emit(&r->core, &a);
 	x->nruns = 0;
+	admit_account(r, x);
 	receiver_done(r, x, EGW_E_OK);
 	receiver_release(r, x, now);
 	receiver_admit(r, now);
@@ -844,6 +915,7 @@ receiver_alloc_refused(struct egw_xfer_receiver *r, struct receiver_room *x,
 		if (!x->alloc_failing)
 			x->alloc_fail_since = now;
 		x->alloc_failing = true;
+		admit_account(r, x);
 		x->next_alloc = now + r->core.conf.timers.alloc_retry_ns;
 	}
 	return n < 0 ? n : -ENOSPC;
@@ -916,6 +988,7 @@ egw_xfer_receiver_alloc_done_keys(struct egw_xfer_receiver *r, uint64_t room,
 		memset(w->rkeys, 0, sizeof(w->rkeys));
 	memcpy(x->runs + x->nruns, runs, (size_t)n * sizeof(*runs));
 	x->nruns += (uint32_t)n;
+	admit_account(r, x);
 	x->alloc_end += w->alloc;
 	r->core.stats.windows++;
 	if (w->off != 0)
@@ -986,6 +1059,7 @@ receiver_on_status(struct egw_xfer_receiver *r, struct receiver_room *x,
 	if (m->total_tokens != 0 && x->total == 0) {
 		x->total = m->total_tokens;
 		egw_policy_observe(&r->policy, x->total);
+		admit_account(r, x);
 		if (!x->dummy &&
 		    egw_pool_geom_blocks_for(&r->core.conf.geom, x->total) >
 			    r->core.conf.geom.capacity_tokens /
@@ -1080,6 +1154,7 @@ receiver_on_ack(struct egw_xfer_receiver *r, struct receiver_room *x,
 	x->restart = false;
 	x->ack_seq = m->seq != 0 ? m->seq : 1;
 	x->alloc_failing = false;
+	admit_account(r, x);
 	x->next_tx = UINT64_MAX;
 	r->core.stats.restarts++;
 	queue_push(r, x, true, now);
@@ -1404,6 +1479,7 @@ egw_xfer_receiver_tick(struct egw_xfer_receiver *r, uint64_t now)
 		receiver_tick_room(r, &r->rooms[r->core.active[i - 1]], now);
 	xfer_core_peer_tick(&r->core, now, receiver_on_dead, r);
 	receiver_wound(r, now);
+	admit_recount(r);
 	receiver_admit(r, now);
 }
 

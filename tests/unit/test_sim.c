@@ -65,8 +65,14 @@ run_table(const struct net_case *nc)
 		ok &= w->bad_bytes == 0 && w->oob_writes == 0 &&
 		      w->pool_errors == 0;
 		ok &= w_blocks_in_use(w, -1) == 0;
-		for (uint16_t k = 0; k < ranks[r]; k++)
+		for (uint16_t k = 0; k < ranks[r]; k++) {
+			struct egw_xfer_stats st;
+
 			ok &= w_blocks_in_use(w, k) == 0;
+			/* the admission sums kept up without the tick */
+			egw_xfer_receiver_get_stats(w->rx[k], &st);
+			ok &= st.admit_recounts == 0;
+		}
 		ok &= w_result(w, room, -1) != NULL &&
 		      w_result(w, room, -1)->error == 0;
 		if (!ok) {
@@ -158,6 +164,7 @@ test_concurrent_rooms_lossy_tight_pools(void)
 	CU_ASSERT(w->msgs_dropped > 0 && w->msgs_duped > 0);
 	egw_xfer_receiver_get_stats(w->rx[0], &st);
 	CU_ASSERT(st.alloc_retries > 0); /* the pools really were tight */
+	CU_ASSERT_EQUAL(st.admit_recounts, 0);
 	CU_ASSERT(st.retransmits > 0);
 	printf(" [%u ok, %u failed cleanly] ", ok_rooms, failed_rooms);
 	w_destroy(w);
@@ -180,6 +187,7 @@ mix_rand(uint64_t *s)
 struct sched_outcome {
 	uint32_t rooms, ok, failed_by_deadline, other, restarts, quarantined;
 	bool leaked, corrupt, stuck;
+	bool miscounted; /* the admission sums needed the tick's recount */
 };
 
 /*
@@ -268,6 +276,7 @@ run_schedule(uint64_t seed, struct sched_outcome *o)
 		o->leaked |= w_blocks_in_use(w, k) != 0;
 		egw_xfer_receiver_get_stats(w->rx[k], &st);
 		o->leaked |= st.quarantine_rooms != 0 || st.admit_queued != 0;
+		o->miscounted |= st.admit_recounts != 0;
 		o->restarts += (uint32_t)st.restarts;
 		o->quarantined += (uint32_t)st.quarantined;
 	}
@@ -289,14 +298,17 @@ test_random_schedules_tiny_pool(void)
 		by_deadline += o.failed_by_deadline;
 		restarts += o.restarts;
 		quarantined += o.quarantined;
-		if (o.other || o.leaked || o.corrupt || o.stuck) {
+		if (o.other || o.leaked || o.corrupt || o.stuck ||
+		    o.miscounted) {
 			if (bad++ < 5)
 				printf("\n  schedule %u: %u rooms, %u ok, %u by "
-				       "deadline, %u otherwise%s%s%s", i, o.rooms,
-				       o.ok, o.failed_by_deadline, o.other,
-				       o.leaked ? ", leaked" : "",
+				       "deadline, %u otherwise%s%s%s%s",
+				       i, o.rooms, o.ok, o.failed_by_deadline,
+				       o.other, o.leaked ? ", leaked" : "",
 				       o.corrupt ? ", corrupt" : "",
-				       o.stuck ? ", stuck" : "");
+				       o.stuck ? ", stuck" : "",
+				       o.miscounted ? ", admission miscounted" :
+						      "");
 		}
 	}
 	printf(" [%u schedules, %u rooms: %u ok, %u failed at their memory "
