@@ -150,6 +150,9 @@ struct gw_dev {
 	struct gw_id *ids[GW_MAX_IDS];
 	uint16_t nids;
 	bool started;            /* the DPDK port is up (stop only then) */
+	/* UDP/IPv4 checksums (ports[].udp_checksum): computed by the
+	 * device, in software, or (tx, neither) sent as 0 */
+	bool tx_cksum_hw, tx_cksum_sw, rx_cksum_hw;
 	bool link_up;            /* as last read (gw_dev_link_check) */
 	uint64_t now;            /* the worker's time of this iteration (0
 				  * before the loop): what dates a captured

@@ -279,8 +279,19 @@ gw_id_build_udp(struct gw_id *id, uint32_t src_ip, const struct gw_neigh *n,
 	udp->dgram_cksum = 0;
 	memcpy(udp + 1, buf, len);
 	m->data_len = m->pkt_len = (uint32_t)total;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	if (d->tx_cksum_hw) {
+		m->l2_len = sizeof(*eth);
+		m->l3_len = sizeof(*ip);
+		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM |
+			       RTE_MBUF_F_TX_UDP_CKSUM;
+		udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+	} else {
+		ip->hdr_checksum = rte_ipv4_cksum(ip);
+		/* 0: no UDP checksum (RFC 768); the tag covers every byte
+		 * of the datagram, as RoCEv2's ICRC does for its packets */
+		if (d->tx_cksum_sw)
+			udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	}
 	return m;
 }
 
@@ -385,15 +396,23 @@ rx_arp(struct gw_dev *d, struct rte_mbuf *m, struct rte_ether_hdr *eth)
 		send_arp(id, RTE_ARP_OP_REPLY, sip, &arp->arp_data.arp_sha);
 }
 
-/* 0 means "no checksum" in UDP over IPv4; otherwise recompute it. */
+/* 0 means "no checksum" in UDP over IPv4; otherwise the device's verdict
+ * where it gave one, else recompute it. */
 static bool
-udp_cksum_ok(struct rte_ipv4_hdr *ip, struct rte_udp_hdr *udp)
+udp_cksum_ok(const struct rte_mbuf *m, struct rte_ipv4_hdr *ip,
+	     struct rte_udp_hdr *udp)
 {
+	uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
 	uint16_t ck = udp->dgram_cksum;
 	bool ok;
 
-	if (ck == 0)
+	/* NONE: the field is wrong, the data was verified (a device that
+	 * checks and clears it) */
+	if (ck == 0 || l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD ||
+	    l4 == RTE_MBUF_F_RX_L4_CKSUM_NONE)
 		return true;
+	if (l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD)
+		return false;
 	udp->dgram_cksum = 0;
 	ok = rte_ipv4_udptcp_cksum(ip, udp) == ck;
 	udp->dgram_cksum = ck;
@@ -433,13 +452,22 @@ rx_one(struct gw_dev *d, struct rte_mbuf *m, uint64_t now)
 		d->st.drop_bad_ip++;
 		return;
 	}
-	ck = ip->hdr_checksum;
-	ip->hdr_checksum = 0;
-	if (ihl == sizeof(*ip) && rte_ipv4_cksum(ip) != ck) {
+	switch (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
+	case RTE_MBUF_F_RX_IP_CKSUM_GOOD:
+	case RTE_MBUF_F_RX_IP_CKSUM_NONE:
+		break;
+	case RTE_MBUF_F_RX_IP_CKSUM_BAD:
 		d->st.drop_bad_ip++;
 		return;
+	default: /* the device did not look: do it here */
+		ck = ip->hdr_checksum;
+		ip->hdr_checksum = 0;
+		if (ihl == sizeof(*ip) && rte_ipv4_cksum(ip) != ck) {
+			d->st.drop_bad_ip++;
+			return;
+		}
+		ip->hdr_checksum = ck;
 	}
-	ip->hdr_checksum = ck;
 	id = identity_of(d, rte_be_to_cpu_32(ip->dst_addr));
 	if (id == NULL) {
 		d->st.drop_not_ours++;
@@ -447,7 +475,8 @@ rx_one(struct gw_dev *d, struct rte_mbuf *m, uint64_t now)
 	}
 	udp = (struct rte_udp_hdr *)((uint8_t *)ip + ihl);
 	ulen = rte_be_to_cpu_16(udp->dgram_len);
-	if (ulen < sizeof(*udp) || ulen > tot - ihl || !udp_cksum_ok(ip, udp)) {
+	if (ulen < sizeof(*udp) || ulen > tot - ihl ||
+	    !udp_cksum_ok(m, ip, udp)) {
 		d->st.drop_bad_udp++;
 		return;
 	}
@@ -483,6 +512,34 @@ gw_dev_rx_burst(struct gw_dev *d, uint64_t now)
 
 /* ---- bring-up and close ------------------------------------------------ */
 
+/* IPv4 and UDP checksums by the device where it offers both ways of them;
+ * without transmit offload a datagram leaves with UDP checksum 0 unless
+ * the port asks for one always (then it is computed in software). */
+static void
+cksum_offloads(struct gw_dev *d, const struct rte_eth_dev_info *info,
+	       struct rte_eth_conf *conf)
+{
+	const uint64_t tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM |
+			    RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+	const uint64_t rx = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM |
+			    RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+
+	d->tx_cksum_hw = (info->tx_offload_capa & tx) == tx;
+	d->rx_cksum_hw = (info->rx_offload_capa & rx) == rx;
+	d->tx_cksum_sw = !d->tx_cksum_hw &&
+			 d->cfg->udp_checksum == EGW_UDP_CKSUM_ALWAYS;
+	if (d->tx_cksum_hw)
+		conf->txmode.offloads |= tx;
+	if (d->rx_cksum_hw)
+		conf->rxmode.offloads |= rx;
+	GW_LOG(INFO, "port %s: UDP checksums sent %s, received checked %s\n",
+	       d->cfg->name,
+	       d->tx_cksum_hw ? "by the device" :
+	       d->tx_cksum_sw ? "in software" :
+				"as 0 (none: the tag covers every byte)",
+	       d->rx_cksum_hw ? "by the device" : "in software");
+}
+
 int
 gw_dev_start(struct gw_dev *d)
 {
@@ -500,6 +557,7 @@ gw_dev_start(struct gw_dev *d)
 			d->cfg->name, d->cfg->mtu, info.max_rx_pktlen);
 		return -EINVAL;
 	}
+	cksum_offloads(d, &info, &conf);
 	rc = rte_eth_dev_configure(d->port_id, 1, 1, &conf);
 	if (rc == 0)
 		rc = rte_eth_rx_queue_setup(d->port_id, 0, 1024,

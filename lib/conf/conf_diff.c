@@ -451,6 +451,10 @@ diff_port(struct cmp *c, uint16_t i, const struct egw_conf_port *a,
 	ip(c, "address", a->addr, a->prefix, b->addr, b->prefix);
 	num(c, "udp_port", a->udp_port, b->udp_port);
 	num(c, "mtu", a->mtu, b->mtu);
+	/* the device's offloads are set when it starts */
+	str(c, "udp_checksum",
+	    a->udp_checksum == EGW_UDP_CKSUM_ALWAYS ? "always" : "auto",
+	    b->udp_checksum == EGW_UDP_CKSUM_ALWAYS ? "always" : "auto");
 	num(c, "queues", a->queues, b->queues);
 	/* the node's, the driver's and the neighbour table's slots */
 	num(c, "max_peers", a->max_peers, b->max_peers);

@@ -1562,10 +1562,12 @@ static void
 load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 {
 	static const char *const keys[] = {
-		"name",	  "device", "address",	 "udp_port",	 "mtu",
-		"queues", "lcores", "payload",	 "idle",	 "neighbours",
-		"routes", "peers",  "max_peers", "fanout_ranks", NULL
+		"name",	     "device",	     "address",	     "udp_port",
+		"mtu",	     "queues",	     "lcores",	     "payload",
+		"idle",	     "neighbours",   "routes",	     "peers",
+		"max_peers", "fanout_ranks", "udp_checksum", NULL
 	};
+	char ck[16];
 	const config_setting_t *lc;
 	char addr[40];
 	uint32_t v;
@@ -1605,6 +1607,14 @@ load_port(struct ld *l, const config_setting_t *ps, struct egw_conf_port *p)
 		p->udp_port = (uint16_t)v;
 	if (get_int(l, ps, "mtu", 576, 9000, false, &v))
 		p->mtu = (uint16_t)v;
+	p->udp_checksum = EGW_UDP_CKSUM_AUTO;
+	if (get_str(l, ps, "udp_checksum", false, ck, sizeof(ck))) {
+		if (strcmp(ck, "always") == 0)
+			p->udp_checksum = EGW_UDP_CKSUM_ALWAYS;
+		else if (strcmp(ck, "auto") != 0)
+			err(l, member(ps, "udp_checksum"), NULL,
+			    "unknown udp_checksum '%s' (auto, always)", ck);
+	}
 	if (get_int(l, ps, "queues", 1, EGW_CONF_MAX_QUEUES, false, &v))
 		p->queues = (uint16_t)v;
 	lc = member(ps, "lcores");

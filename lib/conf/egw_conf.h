@@ -108,6 +108,15 @@ struct egw_conf_idle {
 	uint32_t max_sleep_us; /**< the bound on one sleep: wake-up latency */
 };
 
+/** What a port puts in its datagrams' UDP checksum field. */
+enum egw_udp_cksum {
+	/** the device computes it where it can (transmit offload); else 0,
+	 *  "no checksum" (RFC 768): the tag covers every byte */
+	EGW_UDP_CKSUM_AUTO = 0,
+	/** always a checksum: computed in software where the device cannot */
+	EGW_UDP_CKSUM_ALWAYS = 1,
+};
+
 struct egw_conf_port {
 	char name[EGW_CONF_NAME_LEN];
 	char device[EGW_CONF_PATH_LEN]; /**< vdev string or PCI address */
@@ -116,6 +125,7 @@ struct egw_conf_port {
 	uint8_t prefix;
 	uint16_t udp_port;
 	uint16_t mtu;
+	enum egw_udp_cksum udp_checksum;
 	uint16_t queues;
 	uint16_t lcores[EGW_CONF_MAX_QUEUES]; /**< one worker lcore per queue */
 	uint16_t nlcores;       /**< == queues once valid */

@@ -851,11 +851,16 @@ case_encode_restart() {
 }
 
 # ---- the Wireshark dissector over a capture of real gateway traffic --------
-define dissector "tools/wireshark/embgw.lua decodes every control frame of a real capture, as many received as the gateway counted"
+define dissector "tools/wireshark/embgw.lua decodes every control frame of a real capture, as many received as the gateway counted; UDP checksums 0 by default, valid ones from a port with udp_checksum \"always\""
 case_dissector() {
-	local udp dec bad types names rx want_rx tags regs proofs
+	local udp dec bad types names rx want_rx tags regs proofs ck0 ckgood
 	command -v tshark >/dev/null 2>&1 || { MSG="tshark missing"; return 1; }
 	gen_configs "$T" 1024 262144 "$SLACK" >/dev/null
+	# the language side computes its UDP checksums (no offload on
+	# af_packet or memif), the encode side sends 0 (the default)
+	sed -i -E 's|^( *)address = "192.168.77.2/24";|&\n\1udp_checksum = "always";|' \
+		"$T/language.cfg"
+	grep -q 'udp_checksum = "always"' "$T/language.cfg" || { MSG="language.cfg has no address line to follow"; return 1; }
 	encode_server start_gen "$T/enc.log" || return 1
 	language_client run_gen "$T/lang.log" 60 --exit-when-done --drive 6 \
 		--ranks 2 --dummy-rank --lengths 500,50000,2000 --ctl-drop 10 \
@@ -873,12 +878,18 @@ case_dissector() {
 	# REGISTER of the addressee was heard (all but the first ones)
 	regs=$(ts -Y "embgw.type == 7" | wc -l)
 	proofs=$(ts -Y "embgw.reg.peer_seq > 0" | wc -l)
-	MSG="udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags' registers=$regs with peer_seq=$proofs"
-	[ "$proofs" -gt 0 ] && [ "$proofs" -le "$regs" ] &&
+	# frames from the encode side with UDP checksum 0; from the
+	# language side, checksums Wireshark verifies as good
+	ck0=$(ts -Y "embgw && ip.src == 192.168.77.1 && udp.checksum == 0" | wc -l)
+	ckgood=$(ts -o udp.check_checksum:TRUE \
+		-Y "embgw && ip.src == 192.168.77.2 && udp.checksum != 0 && udp.checksum.status == 1" | wc -l)
+	MSG="udp=$udp decoded=$dec bad=$bad types='$types' names='$names' rx=$rx/$want_rx tags='$tags' registers=$regs with peer_seq=$proofs udp_checksum_0=$ck0/$rx good=$ckgood/$((dec - rx))"
+	[ "$ck0" = "$rx" ] && [ "$ckgood" = "$((dec - rx))" ] &&
+		[ "$proofs" -gt 0 ] && [ "$proofs" -le "$regs" ] &&
 		[ "$udp" -gt 0 ] && [ "$udp" = "$dec" ] && [ "$bad" = 0 ] &&
 		[ "$types" = "1 2 3 4 7 " ] && [ "$names" = "enc-0 lang-0 " ] &&
 		[ "$rx" = "$want_rx" ] && [ "$tags" = "16 " ] || return 1
-	MSG="$dec/$udp control frames decoded (types $types), MAC length 16 on all, $rx received = the gateway's own count"
+	MSG="$dec/$udp control frames decoded (types $types), MAC length 16 on all, $rx received = the gateway's own count, all with UDP checksum 0; the $((dec - rx)) sent with udp_checksum \"always\" all verified good"
 }
 
 # ---- embgw-gen: open loop with a flood, against an encode gateway ----------

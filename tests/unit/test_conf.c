@@ -307,6 +307,16 @@ test_out_of_range(void)
 	CU_ASSERT_EQUAL(conf.ports[0].fanout_ranks, 2);
 	expect(base, 0, "");
 	CU_ASSERT_EQUAL(conf.ports[0].fanout_ranks, 8);
+	CU_ASSERT_EQUAL(conf.ports[0].udp_checksum, EGW_UDP_CKSUM_AUTO);
+	expect(edit("lcores = [1];",
+		    "lcores = [1]; udp_checksum = \"always\"; #<\n"),
+	       0, "");
+	CU_ASSERT_EQUAL(conf.ports[0].udp_checksum, EGW_UDP_CKSUM_ALWAYS);
+	expect(edit("lcores = [1];",
+		    "lcores = [1]; udp_checksum = \"never\"; #<\n"),
+	       1,
+	       "ports[0].udp_checksum: unknown udp_checksum 'never' "
+	       "(auto, always)");
 	expect(edit("capacity_tokens = 65536;", "capacity_tokens = 65500; #<\n"), 1,
 	       "gateway.pool.capacity_tokens: not a multiple of block_tokens (128)");
 	expect(edit("hidden_size = 64;", "hidden_size = 64; dtype = \"fp64\"; #<\n"),

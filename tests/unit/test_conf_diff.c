@@ -123,6 +123,7 @@ test_fixed_settings_named(void)
 		{ "ports.[0].mtu", "1500", "9000" },
 		{ "ports.[1].max_peers", "64", "128" },
 		{ "ports.[1].fanout_ranks", "8", "1" },
+		{ "ports.[0].udp_checksum", "\"auto\"", "\"always\"" },
 		{ "ports.[0].lcores", "[1, 2]", "[1, 5]" },
 		{ "ports.[1].payload.driver", "\"verbs\"", "\"shm\"" },
 		{ "ports.[1].address", "10.77.2.1/24", "10.77.2.1/16" },
@@ -138,6 +139,7 @@ test_fixed_settings_named(void)
 	next.ports[0].mtu = 9000;
 	next.ports[1].max_peers = 128;
 	next.ports[1].fanout_ranks = 1;
+	next.ports[0].udp_checksum = EGW_UDP_CKSUM_ALWAYS;
 	next.ports[0].lcores[1] = 5;
 	next.ports[1].payload.driver = EGW_PAYLOAD_SHM;
 	next.ports[1].prefix = 16;
@@ -148,7 +150,7 @@ test_fixed_settings_named(void)
 	next.roles = EGW_ROLE_LANGUAGE;
 	next.timers.rto_ns *= 2; /* live, but refused with */
 	CU_ASSERT_EQUAL(egw_conf_diff(&cur, &next, &d), -EPERM);
-	CU_ASSERT_EQUAL(d.fixed_total, 10);
+	CU_ASSERT_EQUAL(d.fixed_total, 11);
 	CU_ASSERT_EQUAL(d.live_total, 1);
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		ch = find(d.fixed, d.nfixed, want[i].path);
