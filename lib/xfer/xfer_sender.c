@@ -82,13 +82,25 @@ struct sender_tomb {
 	uint16_t nranks;
 	uint32_t accepted[EGW_XFER_MAX_RANKS], landed[EGW_XFER_MAX_RANKS];
 	uint32_t peer[EGW_XFER_MAX_RANKS];
-	bool used;
+	bool live; /* false once replaced (the ring keeps order) */
 };
+
+/* The tombstones' index: room id -> record, open addressing kept half
+ * empty. 16 bytes a slot, apart from the records, so a lookup - every
+ * INIT of a new room misses here - touches one cache line, not a
+ * record's two. */
+struct tomb_slot {
+	uint64_t room;
+	uint32_t rec; /* index in tomb_ring; TOMB_NONE: empty */
+};
+
+#define TOMB_NONE UINT32_MAX
 
 struct egw_xfer_sender {
 	struct xfer_core core;
-	struct sender_tomb *tombs;    /* open addressing on room id */
-	uint64_t *tomb_fifo;      /* insertion order, for expiry and eviction */
+	struct tomb_slot *tomb_index;  /* open addressing on room id */
+	struct sender_tomb *tomb_ring; /* records in insertion order: expiry
+					* and eviction take the head */
 	uint32_t tomb_mask, tomb_head, tomb_count;
 	struct sender_room *rooms;
 	struct egw_run *src_store;
@@ -135,17 +147,20 @@ egw_xfer_sender_create(const struct egw_xfer_conf *c,
 	s->src_store = calloc((size_t)c->max_rooms * c->max_runs_per_room,
 			      sizeof(*s->src_store));
 	s->scratch = calloc(s->scratch_len, sizeof(*s->scratch));
-	/* room for 4 x max_rooms tombstones, the table kept half empty */
+	/* room for 4 x max_rooms tombstones, the index kept half empty */
 	s->tomb_mask = 1;
 	while (s->tomb_mask + 1 < 8 * c->max_rooms)
 		s->tomb_mask = 2 * s->tomb_mask + 1;
-	s->tombs = calloc((size_t)s->tomb_mask + 1, sizeof(*s->tombs));
-	s->tomb_fifo = calloc((size_t)4 * c->max_rooms, sizeof(*s->tomb_fifo));
+	s->tomb_index = malloc(((size_t)s->tomb_mask + 1) *
+			       sizeof(*s->tomb_index));
+	s->tomb_ring = calloc((size_t)4 * c->max_rooms, sizeof(*s->tomb_ring));
 	if (s->rooms == NULL || s->src_store == NULL || s->scratch == NULL ||
-	    s->tombs == NULL || s->tomb_fifo == NULL) {
+	    s->tomb_index == NULL || s->tomb_ring == NULL) {
 		egw_xfer_sender_destroy(s);
 		return -ENOMEM;
 	}
+	for (uint32_t i = 0; i <= s->tomb_mask; i++)
+		s->tomb_index[i].rec = TOMB_NONE;
 	for (uint32_t i = 0; i < c->max_rooms; i++)
 		s->rooms[i].src = s->src_store +
 				  (size_t)i * c->max_runs_per_room;
@@ -162,8 +177,8 @@ egw_xfer_sender_destroy(struct egw_xfer_sender *s)
 	free(s->rooms);
 	free(s->src_store);
 	free(s->scratch);
-	free(s->tombs);
-	free(s->tomb_fifo);
+	free(s->tomb_index);
+	free(s->tomb_ring);
 	free(s);
 }
 
@@ -236,46 +251,64 @@ tomb_hash(uint64_t room)
 	return (uint32_t)((room * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
-static struct sender_tomb *
-tomb_find(const struct egw_xfer_sender *s, uint64_t room, uint64_t now)
+/* The index slot of `room`'s tombstone, or TOMB_NONE. */
+static uint32_t
+tomb_slot_of(const struct egw_xfer_sender *s, uint64_t room)
 {
 	uint32_t i = tomb_hash(room) & s->tomb_mask;
 
-	while (s->tombs[i].used) {
-		if (s->tombs[i].room == room)
-			return now < s->tombs[i].expires ? &s->tombs[i] : NULL;
+	while (s->tomb_index[i].rec != TOMB_NONE) {
+		if (s->tomb_index[i].room == room)
+			return i;
 		i = (i + 1) & s->tomb_mask;
 	}
-	return NULL;
+	return TOMB_NONE;
+}
+
+static struct sender_tomb *
+tomb_find(const struct egw_xfer_sender *s, uint64_t room, uint64_t now)
+{
+	uint32_t i = tomb_slot_of(s, room);
+	struct sender_tomb *t;
+
+	if (i == TOMB_NONE)
+		return NULL;
+	t = &s->tomb_ring[s->tomb_index[i].rec];
+	return now < t->expires ? t : NULL;
 }
 
 static uint32_t
 tomb_home(const void *slot, uint32_t mask)
 {
-	const struct sender_tomb *t = slot;
+	const struct tomb_slot *e = slot;
 
-	return t->used ? tomb_hash(t->room) & mask : UINT32_MAX;
+	return e->rec != TOMB_NONE ? tomb_hash(e->room) & mask : UINT32_MAX;
 }
 
 static void
 tomb_clear(void *slot)
 {
-	((struct sender_tomb *)slot)->used = false;
+	((struct tomb_slot *)slot)->rec = TOMB_NONE;
 }
 
+/* Forget `room`'s tombstone: its index slot, and its record's place in
+ * the ring (kept, not live, until expiry reaches it). */
 static void
 tomb_delete(struct egw_xfer_sender *s, uint64_t room)
 {
 	const struct xfer_core_probe_table tab = {
-		.slots = s->tombs, .size = sizeof(*s->tombs),
-		.mask = s->tomb_mask, .home = tomb_home, .clear = tomb_clear,
+		.slots = s->tomb_index,
+		.size = sizeof(*s->tomb_index),
+		.mask = s->tomb_mask,
+		.home = tomb_home,
+		.clear = tomb_clear,
 	};
-	uint32_t i = tomb_hash(room) & s->tomb_mask;
+	uint32_t i = tomb_slot_of(s, room);
 
-	while (s->tombs[i].used && s->tombs[i].room != room)
-		i = (i + 1) & s->tomb_mask;
-	if (s->tombs[i].used)
-		xfer_core_probe_delete(&tab, i);
+	if (i == TOMB_NONE)
+		return;
+	s->tomb_ring[s->tomb_index[i].rec].live = false;
+	xfer_core_probe_delete(&tab, i);
 }
 
 /* Drop tombstones past their time (oldest first), or the oldest to make
@@ -286,13 +319,13 @@ tomb_expire(struct egw_xfer_sender *s, uint64_t now, bool make_room)
 	uint32_t cap = 4 * s->core.conf.max_rooms;
 
 	while (s->tomb_count > 0) {
-		uint64_t room = s->tomb_fifo[s->tomb_head];
-		const struct sender_tomb *t = tomb_find(s, room, 0);
+		const struct sender_tomb *t = &s->tomb_ring[s->tomb_head];
 
-		if (t != NULL && now < t->expires &&
+		if (t->live && now < t->expires &&
 		    !(make_room && s->tomb_count == cap))
 			break;
-		tomb_delete(s, room);
+		if (t->live)
+			tomb_delete(s, t->room);
 		s->tomb_head = (s->tomb_head + 1) % cap;
 		s->tomb_count--;
 	}
@@ -301,17 +334,21 @@ tomb_expire(struct egw_xfer_sender *s, uint64_t now, bool make_room)
 static void
 tomb_add(struct egw_xfer_sender *s, const struct sender_room *x, uint64_t now)
 {
-	uint32_t cap = 4 * s->core.conf.max_rooms, i;
+	uint32_t cap = 4 * s->core.conf.max_rooms, i, rec;
 	struct sender_tomb *t;
 
 	tomb_expire(s, now, true);
 	tomb_delete(s, x->room); /* a reused room id replaces its old tomb */
+	rec = (s->tomb_head + s->tomb_count) % cap;
+	s->tomb_count++;
 	i = tomb_hash(x->room) & s->tomb_mask;
-	while (s->tombs[i].used)
+	while (s->tomb_index[i].rec != TOMB_NONE)
 		i = (i + 1) & s->tomb_mask;
-	t = &s->tombs[i];
+	s->tomb_index[i].room = x->room;
+	s->tomb_index[i].rec = rec;
+	t = &s->tomb_ring[rec];
 	memset(t, 0, sizeof(*t));
-	t->used = true;
+	t->live = true;
 	t->room = x->room;
 	t->expires = now + s->core.conf.timers.linger_ns;
 	t->total = x->started ? x->total : 0;
@@ -328,8 +365,6 @@ tomb_add(struct egw_xfer_sender *s, const struct sender_room *x, uint64_t now)
 		t->landed[r] = rk->landed;
 		t->peer[r] = rk->inited ? rk->peer : UINT32_MAX;
 	}
-	s->tomb_fifo[(s->tomb_head + s->tomb_count) % cap] = x->room;
-	s->tomb_count++;
 }
 
 /*
@@ -1288,8 +1323,8 @@ egw_xfer_sender_next_deadline(const struct egw_xfer_sender *s, uint64_t now)
 	/* tombstones expire oldest first (tomb_expire stops at the head);
 	 * one replaced since leaves the order at the next tick */
 	if (s->tomb_count > 0) {
-		t = tomb_find(s, s->tomb_fifo[s->tomb_head], 0);
-		e = t != NULL ? t->expires : now;
+		t = &s->tomb_ring[s->tomb_head];
+		e = t->live ? t->expires : now;
 		if (e < due)
 			due = e;
 	}

@@ -198,6 +198,52 @@ test_finished_rooms_free_their_slot_at_once(void)
 	finish(w);
 }
 
+/* The sender keeps 4 x max_rooms tombstones: past that the oldest goes
+ * first, and a room id used again replaces its own. */
+static void
+test_tombstones_evict_oldest_and_replace(void)
+{
+	struct w_conf c = conf(1, 1024);
+	struct world *w;
+
+	c.xc.max_rooms = 8; /* 32 tombstones */
+	w = w_create(&c);
+	for (uint64_t r = 0; r < 40; r++) {
+		CU_ASSERT_EQUAL(w_open(w, 100 + r, 300, false), 0);
+		w_run_for(w, 2 * MS);
+	}
+	w_run_for(w, 20 * MS);
+	CU_ASSERT_EQUAL(w->deliveries, 40);
+	/* within linger: the 8 oldest were evicted, the 32 newest answer */
+	for (uint64_t r = 0; r < 40; r++)
+		CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 100 + r),
+				r < 8 ? -EGW_E_UNKNOWN_ROOM : EGW_ST_SUCCESS);
+	/* the newest room's id again: one tombstone for it, the others
+	 * keep theirs */
+	CU_ASSERT_EQUAL(w_open(w, 139, 300, false), 0);
+	w_run_for(w, 20 * MS);
+	CU_ASSERT_EQUAL(w->deliveries, 41);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 139), EGW_ST_SUCCESS);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 108), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 109), EGW_ST_SUCCESS);
+	/* 31 more push out 109..138 and the replaced record, not the
+	 * newer tombstone of the same id */
+	for (uint64_t r = 0; r < 31; r++) {
+		CU_ASSERT_EQUAL(w_open(w, 300 + r, 300, false), 0);
+		w_run_for(w, 2 * MS);
+	}
+	w_run_for(w, 20 * MS);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 138), -EGW_E_UNKNOWN_ROOM);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 139), EGW_ST_SUCCESS);
+	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 330), EGW_ST_SUCCESS);
+	/* past linger every one is gone */
+	w_run_for(w, 3 * SEC);
+	for (uint64_t r = 0; r < 40; r++)
+		CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 100 + r),
+				-EGW_E_UNKNOWN_ROOM);
+	finish(w);
+}
+
 /* ---- rounds ------------------------------------------------------------ */
 
 static void
@@ -1734,6 +1780,8 @@ main(void)
 		  test_quarantine_deadline_fences_the_peer },
 		{ "restart_from_token_zero", test_restart_from_token_zero },
 		{ "admission_queue_is_fifo", test_admission_queue_is_fifo },
+		{ "tombstones_evict_oldest_and_replace",
+		  test_tombstones_evict_oldest_and_replace },
 		{ "failed_status_keeps_its_counters",
 		  test_failed_status_keeps_its_counters },
 		{ "dummy_rank_status_is_consistent",
