@@ -4,8 +4,8 @@
 #   bench <name>: <value> <unit> (ratio <r> vs <reference>)
 # The table goes to doc/benchmarks.md (or $EMBGW_BENCH_OUT) with the machine.
 # EMBGW_BENCH_QUICK=1: one small round of each (the test command's smoke run).
-# EMBGW_BENCH_ONLY=room-time: that phase alone, its lines printed, the table
-# left as it is.
+# EMBGW_BENCH_ONLY=room-time or =control: that phase alone, its lines
+# printed, the table left as it is.
 # The gateways here are joined by net_memif, unlike the demo's and the
 # tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
 # is compared against is testpmd over memif. A memif peer that leaves can
@@ -113,11 +113,14 @@ emit() { # name value unit ratio reference aim
 	rows+=("| $1 | $2 $3 | $4 | $5 | $6 |")
 }
 . tests/bench/room-time.sh
-if [ "${EMBGW_BENCH_ONLY:-}" = room-time ]; then
-	room_time_phase
+. tests/bench/control.sh
+case "${EMBGW_BENCH_ONLY:-}" in
+room-time | control)
+	"${EMBGW_BENCH_ONLY//-/_}_phase"
 	[ "${#ended[@]}" = 0 ] || printf 'bench: ended badly: %s\n' "${ended[@]}"
 	exit 0
-fi
+	;;
+esac
 
 # ---- pool: alloc+free at 50% fragmentation vs rte_mempool get/put -------
 ops=2000000
@@ -166,119 +169,8 @@ if [ -n "$msm" ] && [ -n "$mbm" ]; then
 		"$(ratio "$msm" "$mbm")" "keyed BLAKE2b-128 (version 2's tag) $mbm ns ($mb2 ns)" "<= 0.25"
 fi
 
-# ---- control plane: tiny rooms through one worker lcore over memif ------
-# The gateway under test is the encode gateway (lcore 1); embgw-gen plays
-# the language peer (lcore 0). Wall rate, and the worker's busy CPU per
-# datagram (iterations that did work only), which busy polling on two
-# shared cores does not distort.
-drive=200000
-[ "$quick" = 1 ] && drive=5000
-scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
-gw_tx=() gw_dg=() gw_ns=() gw_rt=() gw_po=() gw_ry=()
-for r in $(seq 1 "$rounds"); do
-	bstart enc start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce
-	wait_socket "$W/ctl/memif0.sock" || true
-	fgrun control lang run_gen gen 0 "$W/ctl/language.cfg" "$W/lang.log" 120 \
-		--drive "$drive" --concurrency 64 --lengths 1
-	stop control
-	secs=$(field "$W/lang.log" latency secs)
-	rx=$(field "$W/lang.log" node rx_datagrams)
-	tx=$(field "$W/lang.log" node tx_datagrams)
-	ok=$(field "$W/lang.log" language ok)
-	if [ -n "$secs" ] && [ -n "$rx" ] && [ -n "$tx" ] && [ -n "$ok" ]; then
-		keep gw_tx "$(awk -v n="$ok" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
-		keep gw_dg "$(awk -v n="$((rx + tx))" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
-	fi
-	keep gw_ns "$(field "$W/enc.log" worker busy_ns_per_datagram)"
-	# lossless: a request resent without an answer is a timeout that
-	# fired before its answer came; polls (nothing to resend) and retries
-	# (the sender refused the window for now) are counted apart
-	rt=$(field "$W/lang.log" language retransmits)
-	po=$(field "$W/lang.log" language polls)
-	ry=$(field "$W/lang.log" language retries)
-	if [ -n "$rt" ] && [ -n "$po" ] && [ -n "$ry" ] && [ -n "$tx" ] && [ "$tx" -gt 0 ]; then
-		share() { awk -v a="$1" -v b="$tx" 'BEGIN { printf "%.5f", a / b }'; }
-		keep gw_rt "$(share $((rt - po - ry)))"
-		keep gw_po "$(share "$po")"
-		keep gw_ry "$(share "$ry")"
-	fi
-done
-tx=$(printf '%s\n' "${gw_tx[@]}" | median)
-dg=$(printf '%s\n' "${gw_dg[@]}" | median)
-gns=$(printf '%s\n' "${gw_ns[@]}" | median)
-# The path's ceiling: testpmd txonly (160-byte frames, about our datagram
-# size) into testpmd rxonly over the same kind of memif pair, one
-# forwarding lcore per core like the gateways. --stats-period keeps
-# testpmd running without a terminal (in the background its "Press enter"
-# reads end-of-file and it quits at once). The receiver is stopped first,
-# so its end-of-run cycles/packet is taken while the link is still up.
-pps=() tns=()
-for r in $(seq 1 "$rounds"); do
-	rm -f "$W/tp.sock"
-	timeout -s INT 6 dpdk-testpmd --lcores 0@0,1@1 --no-huge -m 512 --no-pci \
-		--file-prefix egw-tpa-$$ \
-		--vdev "net_memif0,role=server,socket=$W/tp.sock,socket-abstract=no" -- \
-		--forward-mode=rxonly --total-num-mbufs=8192 --record-core-cycles \
-		--stats-period 1 -a >"$W/tpa.log" 2>&1 &
-	tpa=$!
-	wait_socket "$W/tp.sock" || true
-	# (the sender sometimes crashes when its peer leaves: a subshell keeps
-	# the shell's crash report out of the output; the receiver has counted)
-	( timeout -s INT 8 dpdk-testpmd --lcores 0@1,1@0 --no-huge -m 512 --no-pci \
-		--file-prefix egw-tpb-$$ \
-		--vdev "net_memif0,role=client,socket=$W/tp.sock,socket-abstract=no" -- \
-		--forward-mode=txonly --txpkts=160 --total-num-mbufs=8192 \
-		--stats-period 1 -a >"$W/tpb.log" 2>&1 || true ) 2>/dev/null
-	wait $tpa 2>/dev/null || true
-	pps+=("$(sed -nE 's/.*Rx-pps: +([0-9]+).*/\1/p' "$W/tpa.log" | sort -n | tail -1)")
-	tns+=("$(sed -nE 's/.*CPU cycles\/packet=([0-9.]+) .* at ([0-9]+) MHz.*/\1 \2/p' "$W/tpa.log" |
-		tail -1 | awk '{ if ($2 > 0) printf "%.1f", $1 * 1000 / $2 }')")
-done
-tp=$(printf '%s\n' "${pps[@]}" | median)
-tn=$(printf '%s\n' "${tns[@]}" | grep . | median)
-zm=()
-zn=500000
-[ "$quick" = 1 ] && zn=50000
-for r in $(seq 1 "$rounds"); do
-	zm+=("$("$B"/tests/bench/bench_zmq "$zn" | awk '{print $2}')")
-done
-zq=$(printf '%s\n' "${zm[@]}" | median)
-emit control-transactions "$tx" "rooms/s (1-token rooms, 64 in flight, one worker)" "-" "-" "-"
-if [ "${tp:-0}" -gt 0 ]; then
-	emit control-datagrams "$dg" "datagrams/s" "$(ratio "$dg" "$tp")" \
-		"dpdk-testpmd txonly->rxonly on a memif pair, ${tp} pps of 160 B" ">= 0.5"
-else
-	echo "bench control-datagrams: $dg datagrams/s (ratio n/a: the testpmd memif reference forwarded nothing this run)"
-	rows+=("| control-datagrams | $dg datagrams/s | n/a | dpdk-testpmd memif reference did not forward in this run | >= 0.5 |")
-fi
-if [ -n "$tn" ] && [ "${gns:-0}" -gt 0 ]; then
-	emit control-cpu "$gns" "ns of busy worker CPU per datagram in+out" \
-		"$(ratio "$tn" "$gns")" "dpdk-testpmd rxonly ${tn} ns/packet" "-"
-fi
-# The same workload's protocol alone: both nodes in one thread, datagrams
-# handed over in memory, writes as memcpy (tests/bench/bench_node.c) - the
-# part of control-cpu that is lib/node, lib/xfer, lib/proto and the pool.
-nrooms=200000
-[ "$quick" = 1 ] && nrooms=5000
-line=$("$B"/tests/bench/bench_node "$rounds" "$nrooms" | grep ^node_ns) ||
-	note control bench_node "$?"
-nns=$(sed -nE 's/.* per_datagram=([0-9.]+).*/\1/p' <<<"$line")
-npr=$(sed -nE 's/.* protocol=([0-9.]+).*/\1/p' <<<"$line")
-if [ -n "$nns" ] && [ "${gns:-0}" -gt 0 ]; then
-	emit control-node-cpu "$nns" "ns of CPU per datagram in+out in the two nodes alone (no frames, device or loop; $npr ns without the pattern's fill and check)" \
-		"$(ratio "$nns" "$gns")" "control-cpu ${gns} ns" "-"
-fi
-emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
-	"ZeroMQ PUSH/PULL, the reference design's multipart ASCII, ${zq} msgs/s" ">= 10"
-if [ "${#gw_rt[@]}" -gt 0 ]; then
-	rs=$(printf '%s\n' "${gw_rt[@]}" | median)
-	rp=$(printf '%s\n' "${gw_po[@]}" | median)
-	ry=$(printf '%s\n' "${gw_ry[@]}" | median)
-	pct() { awk -v s="$1" 'BEGIN { printf "%.3f", s * 100 }'; }
-	emit retransmit-share "$(pct "$rs")" \
-		"% of the language side's datagrams that were requests sent again unanswered (the control phase: no loss configured; besides, windows retried after a refusal for now $(pct "$ry") %, STATUS polls $(pct "$rp") %)" \
-		"$rs" "every datagram the language side sent" "< 0.01"
-fi
+control_phase
+
 
 # ---- resume cost: 50,000 tokens from an 8,192 default vs pre-allocated ---
 n=10
