@@ -15,7 +15,7 @@ control_phase() {
 	[ "$quick" = 1 ] && drive=5000
 	scripts/gen-configs.sh --memif "$W/ctl" 128 262144 >/dev/null
 	gw_tx=() gw_dg=() gw_ns=() gw_rt=() gw_po=() gw_ry=()
-	for r in $(seq 1 "$rounds"); do
+	for _ in $(seq 1 "$rounds"); do
 		bstart enc start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce
 		wait_socket "$W/ctl/memif0.sock" || true
 		fgrun control lang run_gen gen 0 "$W/ctl/language.cfg" "$W/lang.log" 120 \
@@ -53,7 +53,7 @@ control_phase() {
 	# reads end-of-file and it quits at once). The receiver is stopped first,
 	# so its end-of-run cycles/packet is taken while the link is still up.
 	pps=() tp_ns=()
-	for r in $(seq 1 "$rounds"); do
+	for _ in $(seq 1 "$rounds"); do
 		rm -f "$W/tp.sock"
 		timeout -s INT 6 dpdk-testpmd --lcores 0@0,1@1 --no-huge -m 512 --no-pci \
 			--file-prefix egw-tpa-$$ \
@@ -79,7 +79,7 @@ control_phase() {
 	zm=()
 	zn=500000
 	[ "$quick" = 1 ] && zn=50000
-	for r in $(seq 1 "$rounds"); do
+	for _ in $(seq 1 "$rounds"); do
 		zm+=("$("$B"/tests/bench/bench_zmq "$zn" | awk '{print $2}')")
 	done
 	zq=$(printf '%s\n' "${zm[@]}" | median)
