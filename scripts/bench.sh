@@ -108,6 +108,8 @@ keep() {
 
 median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print 0}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+# kv KEY LINE: the value of KEY=... in a benchmark's report line
+kv() { sed -nE "s/.* $1=([0-9.,]+).*/\1/p" <<<"$2"; }
 emit() { # name value unit ratio reference aim
 	echo "bench $1: $2 $3 (ratio $4 vs $5)"
 	rows+=("| $1 | $2 $3 | $4 | $5 | $6 |")
@@ -146,9 +148,9 @@ cmds=2000000
 [ "$quick" = 1 ] && cmds=100000
 line=$("$B"/tests/bench/bench_clients "$rounds" "$cmds" | grep ^clients_ns) ||
 	note attach bench_clients "$?"
-cop=$(sed -nE 's/.* open_abort=([0-9.]+).*/\1/p' <<<"$line")
-cnop=$(sed -nE 's/.* nop=([0-9.]+).*/\1/p' <<<"$line")
-cring=$(sed -nE 's/.* ring=([0-9.]+).*/\1/p' <<<"$line")
+cop=$(kv open_abort "$line")
+cnop=$(kv nop "$line")
+cring=$(kv ring "$line")
 emit attach-command "$cop" "ns of worker CPU per engine command (RECV_OPEN or ABORT: checked, applied, answered; NOP $cnop ns)" \
 	"$(ratio "$cop" "$cring")" "a bare 64-byte ring put+get ${cring} ns" "< 100 ns"
 
@@ -160,11 +162,11 @@ tags=500000
 [ "$quick" = 1 ] && tags=20000
 line=$("$B"/tests/bench/bench_mac "$rounds" "$tags" | grep ^mac_ns) ||
 	note mac bench_mac "$?"
-msz=$(sed -nE 's/.* sizes=([0-9,]+).*/\1/p' <<<"$line")
-msip=$(sed -nE 's/.* siphash=([0-9.,]+).*/\1/p' <<<"$line")
-mb2=$(sed -nE 's/.* blake2b=([0-9.,]+).*/\1/p' <<<"$line")
-msm=$(sed -nE 's/.* siphash_mean=([0-9.]+).*/\1/p' <<<"$line")
-mbm=$(sed -nE 's/.* blake2b_mean=([0-9.]+).*/\1/p' <<<"$line")
+msz=$(kv sizes "$line")
+msip=$(kv siphash "$line")
+mb2=$(kv blake2b "$line")
+msm=$(kv siphash_mean "$line")
+mbm=$(kv blake2b_mean "$line")
 if [ -n "$msm" ] && [ -n "$mbm" ]; then
 	emit mac "$msm" "ns per datagram's tag (SipHash-2-4-128; $msip ns for $msz bytes tagged)" \
 		"$(ratio "$msm" "$mbm")" "keyed BLAKE2b-128 (version 2's tag) $mbm ns ($mb2 ns)" "<= 0.25"

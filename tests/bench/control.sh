@@ -102,8 +102,8 @@ control_phase() {
 	[ "$quick" = 1 ] && nrooms=5000
 	line=$("$B"/tests/bench/bench_node "$rounds" "$nrooms" | grep ^node_ns) ||
 		note control bench_node "$?"
-	nns=$(sed -nE 's/.* per_datagram=([0-9.]+).*/\1/p' <<<"$line")
-	npr=$(sed -nE 's/.* protocol=([0-9.]+).*/\1/p' <<<"$line")
+	nns=$(kv per_datagram "$line")
+	npr=$(kv protocol "$line")
 	if [ -n "$nns" ] && [ "${gns:-0}" -gt 0 ]; then
 		emit control-node-cpu "$nns" "ns of CPU per datagram in+out in the two nodes alone (no frames, device or loop; $npr ns without the pattern's fill and check)" \
 			"$(ratio "$nns" "$gns")" "control-cpu ${gns} ns" "-"

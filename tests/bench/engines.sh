@@ -63,7 +63,6 @@ engines_phase() {
 			echo "bench engines: round $r${1:+ ($1)} failed: ${le:-$(tail -3 "$W/eng-lang.out")} / ${ee:-$(tail -3 "$W/eng-enc.out")}" >&2
 		fi
 	}
-	kv() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$2"; }
 	en_r=() en_p=() bi_r=() en_ce=() en_cl=() en_cp=()
 	for r in $(seq 1 "$rounds"); do
 		eng_pair start_gen "$W/eng/encode.cfg" --produce

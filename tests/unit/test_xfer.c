@@ -174,6 +174,17 @@ test_failed_is_final_and_frees_both_sides(void)
 	finish(w);
 }
 
+/* Rooms first..first+n-1 of 300 tokens, each opened 2 ms after the
+ * last. */
+static void
+open_one_by_one(struct world *w, uint64_t first, uint64_t n)
+{
+	for (uint64_t r = 0; r < n; r++) {
+		CU_ASSERT_EQUAL(w_open(w, first + r, 300, false), 0);
+		w_run_for(w, 2 * MS);
+	}
+}
+
 static void
 test_finished_rooms_free_their_slot_at_once(void)
 {
@@ -185,10 +196,7 @@ test_finished_rooms_free_their_slot_at_once(void)
 	 * full slots would refuse room 9 on; tombstones do not */
 	c.xc.max_rooms = 8;
 	w = w_create(&c);
-	for (uint64_t r = 0; r < 40; r++) {
-		CU_ASSERT_EQUAL(w_open(w, 100 + r, 300, false), 0);
-		w_run_for(w, 2 * MS);
-	}
+	open_one_by_one(w, 100, 40);
 	w_run(w, 10 * SEC);
 	CU_ASSERT_EQUAL(w->deliveries, 40);
 	egw_xfer_sender_get_stats(w->tx, &st);
@@ -208,10 +216,7 @@ test_tombstones_evict_oldest_and_replace(void)
 
 	c.xc.max_rooms = 8; /* 32 tombstones */
 	w = w_create(&c);
-	for (uint64_t r = 0; r < 40; r++) {
-		CU_ASSERT_EQUAL(w_open(w, 100 + r, 300, false), 0);
-		w_run_for(w, 2 * MS);
-	}
+	open_one_by_one(w, 100, 40);
 	w_run_for(w, 20 * MS);
 	CU_ASSERT_EQUAL(w->deliveries, 40);
 	/* within linger: the 8 oldest were evicted, the 32 newest answer */
@@ -228,10 +233,7 @@ test_tombstones_evict_oldest_and_replace(void)
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 109), EGW_ST_SUCCESS);
 	/* 31 more push out 109..138 and the replaced record, not the
 	 * newer tombstone of the same id */
-	for (uint64_t r = 0; r < 31; r++) {
-		CU_ASSERT_EQUAL(w_open(w, 300 + r, 300, false), 0);
-		w_run_for(w, 2 * MS);
-	}
+	open_one_by_one(w, 300, 31);
 	w_run_for(w, 20 * MS);
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 138), -EGW_E_UNKNOWN_ROOM);
 	CU_ASSERT_EQUAL(egw_xfer_sender_state(w->tx, 139), EGW_ST_SUCCESS);
