@@ -6,6 +6,8 @@
 # EMBGW_BENCH_QUICK=1: one small round of each (the test command's smoke run).
 # EMBGW_BENCH_ONLY=room-time, =control or =engines: that phase alone, its
 # lines printed, the table left as it is.
+# EMBGW_BENCH_VM=0: the soft-RoCE guests' phase left out (it takes up to
+# 40 minutes of emulation; tests/vm/run.sh runs it alone).
 # The gateways here are joined by net_memif, unlike the demo's and the
 # tests' (doc/gateway.md, "Same-host devices"): the reference the gateway
 # is compared against is testpmd over memif. A memif peer that leaves can
@@ -317,6 +319,8 @@ room_time_phase
 # (the test command's VM run proves the behaviour)
 if [ "$quick" = 1 ]; then
 	echo "bench payload-rocev2: not measured (QUICK run: the guests take minutes)"
+elif [ "${EMBGW_BENCH_VM:-1}" = 0 ]; then
+	echo "bench payload-rocev2: not measured (EMBGW_BENCH_VM=0)"
 else
 	vmout=$(EMBGW_VM_OUT="$PWD/build-vm-bench" EMBGW_VM_BENCH_ONLY=1 \
 		timeout 2400 tests/vm/run.sh "$B/app/embgw/embgw" 2>&1) ||

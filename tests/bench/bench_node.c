@@ -14,7 +14,7 @@
  * builds of the protocol code by; run under `valgrind --tool=callgrind`
  * it counts the same instructions every time.
  *
- *   bench_node ROUNDS ROOMS
+ *   bench_node ROUNDS ROOMS [IN_FLIGHT]
  *   -> "node_ns per_datagram=N protocol=N datagrams_per_room=N
  *       retransmits=N" (CPU time, best of the rounds; protocol: the
  *       same without the pattern's fill and check)
@@ -32,8 +32,8 @@
 #define ENC_IP 0x0a000001u
 #define LANG_IP 0x0a000002u
 #define PORT 9471
-#define QLEN 4096u /* a power of two */
-#define IN_FLIGHT 64u
+#define QLEN 4096u    /* a power of two */
+#define IN_FLIGHT 64u /* by default; at most the room table (1,024) */
 #define TICK_NS 100000ull
 #define STEP_NS 50ull /* simulated time per node call */
 
@@ -55,6 +55,8 @@ static struct {
 	uint64_t next_room, opened, delivered, failed, bad, datagrams;
 	bool pattern; /* fill and check the rooms' bytes */
 } b;
+
+static uint32_t in_flight = IN_FLIGHT;
 
 static void
 tx(void *ctx, uint32_t ip, uint16_t port, const uint8_t *buf, size_t len,
@@ -249,7 +251,7 @@ round_ns(uint64_t rooms, bool pattern, uint64_t *retransmits)
 	}
 	b.datagrams = 0;
 	t0 = cpu_ns();
-	for (uint32_t i = 0; i < IN_FLIGHT && i < rooms; i++)
+	for (uint32_t i = 0; i < in_flight && i < rooms; i++)
 		open_next(b.now);
 	while (b.delivered + b.failed < rooms) {
 		uint64_t before = b.delivered + b.failed;
@@ -284,8 +286,12 @@ main(int argc, char **argv)
 	double best = 0, best_p = 0;
 	uint64_t rt = 0, dg = 0;
 
-	if (rounds < 1 || rooms == 0 || egw_proto_init() != 0) {
-		fprintf(stderr, "usage: bench_node ROUNDS ROOMS\n");
+	if (argc > 3)
+		in_flight = (uint32_t)atoi(argv[3]);
+	if (rounds < 1 || rooms == 0 || in_flight == 0 || in_flight > 1024 ||
+	    egw_proto_init() != 0) {
+		fprintf(stderr, "usage: bench_node ROUNDS ROOMS [IN_FLIGHT "
+				"1..1024]\n");
 		return 2;
 	}
 	for (int r = 0; r < rounds; r++) {
