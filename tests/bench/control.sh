@@ -93,7 +93,7 @@ control_phase() {
 	fi
 	if [ -n "$tn" ] && [ "${gns:-0}" -gt 0 ]; then
 		emit control-cpu "$gns" "ns of busy worker CPU per datagram in+out" \
-			"$(ratio "$tn" "$gns")" "dpdk-testpmd rxonly ${tn} ns/packet" "-"
+			"$(ratio "$tn" "$gns")" "dpdk-testpmd rxonly ${tn} ns/packet" "<= 200 ns (ratio >= 0.2)"
 	fi
 	# The same workload's protocol alone: both nodes in one thread, datagrams
 	# handed over in memory, writes as memcpy (tests/bench/bench_node.c) - the
