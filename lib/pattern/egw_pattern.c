@@ -18,21 +18,41 @@ mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-void
-egw_pattern_emb(uint64_t room, uint32_t token, uint8_t *out, size_t len)
+/* Whole words of the pattern from s: the hot loop of the built-in
+ * workload (the producer fills whole rooms on the poll loop, the verifier
+ * recomputes them). The words are independent, so the loop vectorises;
+ * on x86-64 an AVX2 clone (4 words at a time, the 64-bit multiplies
+ * built from 32-bit ones) is chosen at load time where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void
+pattern_words(uint64_t s, uint8_t *out, size_t nw)
 {
-	uint64_t s = mix(room ^ ((uint64_t)token << 20));
-
-	for (size_t i = 0; i < len; i += 8) {
-		uint64_t v = mix(s + i);
-		size_t n = len - i < 8 ? len - i : 8;
+	for (size_t i = 0; i < nw; i++) {
+		uint64_t v = mix(s + 8 * i);
 
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 		v = __builtin_bswap64(v); /* little-endian on any host */
 #endif
-		/* a word at a time: the producer fills whole rooms on the
-		 * poll loop, so this is the hot loop of the built-in workload */
-		memcpy(out + i, &v, n);
+		memcpy(out + 8 * i, &v, sizeof(v));
+	}
+}
+
+void
+egw_pattern_emb(uint64_t room, uint32_t token, uint8_t *out, size_t len)
+{
+	uint64_t s = mix(room ^ ((uint64_t)token << 20));
+	size_t whole = len / 8;
+
+	pattern_words(s, out, whole);
+	if (len % 8 != 0) {
+		uint64_t v = mix(s + 8 * whole);
+
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		v = __builtin_bswap64(v);
+#endif
+		memcpy(out + 8 * whole, &v, len % 8);
 	}
 }
 
