@@ -16,6 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rte_ip.h>
+#include <rte_udp.h>
+
 #include "gw.h"
 
 /* Stop at the last whole frame: cut off whatever part of this one got
@@ -99,8 +102,18 @@ gw_capture_frame(struct gw_id *id, const struct rte_mbuf *m)
 	struct gw_capture *c = &id->cap;
 	uint64_t wall;
 	uint32_t rec[4];
-	struct iovec iov[2];
-	int err;
+	struct iovec iov[3];
+	const uint8_t *data;
+	enum {
+		L3 = sizeof(struct rte_ether_hdr),
+		L4 = L3 + sizeof(struct rte_ipv4_hdr),
+		HDRS = L4 + sizeof(struct rte_udp_hdr)
+	};
+	union {
+		uint8_t b[HDRS];
+		uint16_t align; /* the headers' fields are 16-bit aligned */
+	} h;
+	int niov = 2, err;
 
 	if (c->fd < 0)
 		return;
@@ -111,8 +124,34 @@ gw_capture_frame(struct gw_id *id, const struct rte_mbuf *m)
 	rec[1] = (uint32_t)(wall % 1000000000ull / 1000);
 	rec[2] = rec[3] = m->data_len;
 	iov[0] = (struct iovec){ rec, sizeof(rec) };
-	iov[1] = (struct iovec){ rte_pktmbuf_mtod(m, void *), m->data_len };
-	err = write_all(c, iov, 2, sizeof(rec) + m->data_len);
+	data = rte_pktmbuf_mtod(m, const uint8_t *);
+	iov[1] = (struct iovec){ (void *)(uintptr_t)data, m->data_len };
+	if ((m->ol_flags &
+	     (RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM)) &&
+	    m->data_len >= HDRS) {
+		/* the device fills the checksums in on the way out: the
+		 * capture shows the frame as the wire will carry it. The UDP
+		 * field holds the pseudo-header's sum, which the sum over
+		 * the datagram then includes, as the device's does. */
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(h.b + L3);
+		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(h.b + L4);
+		uint16_t ulen, ck;
+
+		memcpy(h.b, data, HDRS);
+		if (m->ol_flags & RTE_MBUF_F_TX_IP_CKSUM)
+			ip->hdr_checksum = rte_ipv4_cksum(ip);
+		ulen = rte_be_to_cpu_16(udp->dgram_len);
+		if ((m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM) &&
+		    ulen <= m->data_len - L4) {
+			ck = (uint16_t)~rte_raw_cksum(data + L4, ulen);
+			udp->dgram_cksum = ck == 0 ? 0xffff : ck;
+		}
+		iov[1] = (struct iovec){ h.b, HDRS };
+		iov[2] = (struct iovec){ (void *)(uintptr_t)(data + HDRS),
+					 m->data_len - HDRS };
+		niov = 3;
+	}
+	err = write_all(c, iov, niov, sizeof(rec) + m->data_len);
 	if (err != 0) {
 		stop(id, err);
 		return;

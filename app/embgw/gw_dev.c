@@ -397,12 +397,13 @@ rx_arp(struct gw_dev *d, struct rte_mbuf *m, struct rte_ether_hdr *eth)
 }
 
 /* 0 means "no checksum" in UDP over IPv4; otherwise the device's verdict
- * where it gave one, else recompute it. */
+ * where it checks (rx_hw) and gave one, else recompute it. */
 static bool
-udp_cksum_ok(const struct rte_mbuf *m, struct rte_ipv4_hdr *ip,
+udp_cksum_ok(const struct rte_mbuf *m, bool rx_hw, struct rte_ipv4_hdr *ip,
 	     struct rte_udp_hdr *udp)
 {
-	uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+	uint64_t l4 = rx_hw ? m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK :
+			      RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
 	uint16_t ck = udp->dgram_cksum;
 	bool ok;
 
@@ -452,7 +453,8 @@ rx_one(struct gw_dev *d, struct rte_mbuf *m, uint64_t now)
 		d->st.drop_bad_ip++;
 		return;
 	}
-	switch (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
+	switch (d->rx_cksum_hw ? m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK :
+				 RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN) {
 	case RTE_MBUF_F_RX_IP_CKSUM_GOOD:
 	case RTE_MBUF_F_RX_IP_CKSUM_NONE:
 		break;
@@ -476,7 +478,7 @@ rx_one(struct gw_dev *d, struct rte_mbuf *m, uint64_t now)
 	udp = (struct rte_udp_hdr *)((uint8_t *)ip + ihl);
 	ulen = rte_be_to_cpu_16(udp->dgram_len);
 	if (ulen < sizeof(*udp) || ulen > tot - ihl ||
-	    !udp_cksum_ok(m, ip, udp)) {
+	    !udp_cksum_ok(m, d->rx_cksum_hw, ip, udp)) {
 		d->st.drop_bad_udp++;
 		return;
 	}

@@ -23,7 +23,8 @@ mix(uint64_t x)
  * recomputes them). The words are independent, so the loop vectorises;
  * on x86-64 an AVX2 clone (4 words at a time, the 64-bit multiplies
  * built from 32-bit ones) is chosen at load time where the CPU has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	defined(__GLIBC__) /* the clones are chosen through an ifunc */
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void

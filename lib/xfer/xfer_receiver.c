@@ -410,6 +410,9 @@ admit_account(struct egw_xfer_receiver *r, struct receiver_room *x)
 static void
 admit_recount(struct egw_xfer_receiver *r)
 {
+	uint64_t held_sum = 0, need_sum = 0;
+	uint32_t failing_sum = 0;
+
 	for (uint32_t i = 0; i < r->core.nactive; i++) {
 		struct receiver_room *x = &r->rooms[r->core.active[i]];
 		uint32_t held, need;
@@ -421,6 +424,17 @@ admit_recount(struct egw_xfer_receiver *r)
 			r->core.stats.admit_recounts++;
 			admit_set(r, x, held, need, failing);
 		}
+		held_sum += held;
+		need_sum += need;
+		failing_sum += failing;
+	}
+	/* a part left in the sums by a room no longer open */
+	if (held_sum != r->adm_held || need_sum != r->adm_need ||
+	    failing_sum != r->adm_failing) {
+		r->core.stats.admit_recounts++;
+		r->adm_held = held_sum;
+		r->adm_need = need_sum;
+		r->adm_failing = failing_sum;
 	}
 }
 
