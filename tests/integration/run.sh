@@ -512,8 +512,10 @@ case_peer_killed() {
 	enc1=${PIDS[-1]}
 	wait_ready enc0 && wait_ready enc1 || return 1
 	LOG=$T/lang.log
+	# paced (10 rooms/s: 3 s), so that rooms to enc-1 are still to come
+	# when it is killed, however fast the pair moves them
 	start_gen lang 0,1 "$T/language.cfg" "$T/lang.log" --exit-when-done --drive 30 \
-		--concurrency 2 --lengths 50000,10000
+		--rate 10 --concurrency 2 --lengths 50000,10000
 	# kill enc-1 once rooms to it are under way (one telemetry round trip
 	# takes a fraction of a second: the kill lands within the first rooms)
 	wait_counter lang /embgw/rooms p1 language_rooms_opened 1 20 ||
@@ -1925,8 +1927,10 @@ case_reload() {
 	cp "$cfg" "$T/language.orig"
 	encode_server start_gen "$T/enc.log" || return 1
 	LOG=$T/lang.log
+	# paced (80 rooms/s: 5 s), so that the five reloads happen while the
+	# rooms run however fast the pair moves them
 	start_gen lang 0 "$cfg" "$LOG" --exit-when-done --drive 400 \
-		--concurrency 2 --lengths 2000,10000
+		--rate 80 --concurrency 2 --lengths 2000,10000
 	pid=${PIDS[-1]}
 	wait_registered "$LOG" 20 || return 1
 	gw=$(child_of "$pid") || return 1
