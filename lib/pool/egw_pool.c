@@ -37,7 +37,6 @@ struct egw_pool {
 	uint32_t *cache;
 	uint32_t ncache, cache_cap;
 	uint8_t *mem;
-	size_t region_off[EGW_KIND_MAX];
 	/* per kind, worked out once: egw_pool_addr is called for every
 	 * write and token, and must not redo the geometry each time */
 	uint8_t *base[EGW_KIND_MAX]; /* NULL: a kind without bytes */
@@ -360,7 +359,6 @@ egw_pool_create(const struct egw_pool_geom *g, void *mem, size_t mem_len,
 	for (int k = 0; k < EGW_KIND_MAX; k++) {
 		size_t u = egw_pool_geom_unit_bytes(g, (enum egw_kind)k);
 
-		p->region_off[k] = off;
 		p->base[k] = u != 0 ? p->mem + off : NULL;
 		p->unit[k] = u;
 		p->block_bytes[k] = k == EGW_KIND_AUX ? u : u * g->block_tokens;
