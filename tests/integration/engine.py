@@ -59,11 +59,19 @@ def expected(room, n, hidden, dtype):
 
 
 def same(a, b):
-    """Bit-identical (bfloat16 and friends compared as integers)."""
-    if a.dtype.is_floating_point:
-        ints = {1: torch.int8, 2: torch.int16, 4: torch.int32}
-        a = a.view(ints[a.element_size()])
-        b = b.view(ints[b.element_size()])
+    """Bit-identical: the same shape and type, and the same bytes, compared
+    as the widest integers that tile them (torch.equal compares element by
+    element: 8-byte words check a bf16 room five times as fast as 2-byte
+    ones)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not (a.is_contiguous() and b.is_contiguous()):
+        a, b = a.contiguous(), b.contiguous()
+    nbytes = a.numel() * a.element_size()
+    a, b = a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)
+    for size, t in ((8, torch.int64), (4, torch.int32), (2, torch.int16)):
+        if nbytes % size == 0:
+            return torch.equal(a.view(t), b.view(t))
     return torch.equal(a, b)
 
 
