@@ -3,7 +3,8 @@
 # joined by a QEMU socket link - a two-host Ethernet segment. Guest "enc"
 # runs an encode gateway, guest "lang" a language gateway; both drive DPDK
 # (net_af_packet on eth0) for the control protocol and the verbs payload
-# driver on rxe0 (bound to the same eth0) for RDMA WRITEs. The reference
+# driver on rxe0 (bound to the same eth0) for RDMA WRITEs (the benchmark
+# phase puts the control protocol on a second link, ctl0: below). The reference
 # design's scenarios run byte-exact with resume; dumpcap in "lang" records the wire;
 # then faults: with the encode gateway still running, a new language
 # gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
@@ -68,8 +69,9 @@ mw_probe=$(realpath -m "$(dirname "$embgw")/../../tests/vm/mw_probe")
 [ -x "$mw_probe" ] || { echo "vm: FAIL no $mw_probe (ninja -C build)"; exit 2; }
 [ -x "$embgw" ] || { echo "vm: FAIL no gateway binary $embgw (meson setup build && ninja -C build)"; exit 2; }
 [ -x "$gen" ] || { echo "vm: FAIL no $gen (ninja -C build)"; exit 2; }
-# --fault-qp-error and --fault-stale-write are test-build options
-"$gen" --help 2>&1 | grep -q "^test-build options" ||
+# --fault-qp-error and --fault-stale-write are test-build options (the
+# benchmark phase alone uses none: scripts/bench.sh runs it on any build)
+[ "$bench_only" = 1 ] || "$gen" --help 2>&1 | grep -q "^test-build options" ||
 	{ echo "vm: FAIL $gen is not a test build (meson -Dtest_hooks=true)"; exit 2; }
 if ! missing=$(vm_missing_programs); then
 	echo "vm: FAIL missing $missing - run scripts/deps.sh (it installs what the suites need)"
@@ -80,11 +82,20 @@ vm_cache_ready || { echo "vm: FAIL no guest kernel in $vm_cache - run scripts/de
 mkdir -p "$out"
 
 port=$((20000 + $$ % 20000))
+ctl_port=$((port + 20000))
 # phase 1 posts 124 batches (8 rooms, 8-block windows); the encode QP is
 # put in error at the 30th batch of phase 2, with 10 rooms still to come
 qp_error_at=154
 MAC_ENC=52:54:00:88:00:01
 MAC_LANG=52:54:00:88:00:02
+# a second link between the guests (ctl0, 10.89.0.0/24) for the benchmark
+# phase's control protocol: a net_af_packet port sees a copy of every frame
+# of its interface, soft-RoCE's included, which a NIC's DPDK port never
+# does (RoCE is steered to the RDMA engine); on a link of its own the
+# control port costs the guests' CPU what it costs on a NIC, and RDMA
+# keeps rxe0 on eth0 to itself, as ib_write_bw has it
+MAC_ENC_CTL=52:54:00:89:00:01
+MAC_LANG_CTL=52:54:00:89:00:02
 
 # ---- the configurations the guests use ---------------------------------
 head -c 48 /dev/urandom > "$out/psk.key"
@@ -137,25 +148,27 @@ bench_gw="pool = { capacity_tokens = 98304; hidden_size = $bench_hidden; dtype =
   timers = { rto_ms = 20; rto_max_ms = 500; round_ms = 180000; alloc_ms = 5000;
              quarantine_ms = 180000; heartbeat_ms = 200; peer_dead_ms = 10000;
              bootstrap_ms = 120000; };"
+# The control port on ctl0, the payload on rxe0 (eth0): the GID is eth0's
+# address's, its index (@GID@) filled in by the guest (gid.sh)
 cat > "$out/encode-bench.cfg" <<CFG
 gateway = { name = "enc-vm"; roles = ["encode"]; key_file = "psk.key";
   $bench_gw
 };
-ports = ( { name = "p0"; device = "net_af_packet0,iface=eth0";
-  address = "10.88.0.1/24"; lcores = [1];
-  payload = { driver = "verbs"; device = "rxe0"; port = 1; gid_index = "auto"; };
-  neighbours = ( { address = "10.88.0.2"; mac = "$MAC_LANG"; } );
-  peers = ( { name = "lang-vm"; address = "10.88.0.2"; } ); } );
+ports = ( { name = "p0"; device = "net_af_packet0,iface=ctl0";
+  address = "10.89.0.1/24"; lcores = [1];
+  payload = { driver = "verbs"; device = "rxe0"; port = 1; gid_index = @GID@; };
+  neighbours = ( { address = "10.89.0.2"; mac = "$MAC_LANG_CTL"; } );
+  peers = ( { name = "lang-vm"; address = "10.89.0.2"; } ); } );
 CFG
 cat > "$out/language-bench.cfg" <<CFG
 gateway = { name = "lang-vm"; roles = ["language"]; key_file = "psk.key";
   $bench_gw
 };
-ports = ( { name = "p0"; device = "net_af_packet0,iface=eth0";
-  address = "10.88.0.2/24"; lcores = [1];
-  payload = { driver = "verbs"; device = "rxe0"; port = 1; gid_index = "auto"; };
-  neighbours = ( { address = "10.88.0.1"; mac = "$MAC_ENC"; } );
-  peers = ( { name = "enc-vm"; address = "10.88.0.1"; } ); } );
+ports = ( { name = "p0"; device = "net_af_packet0,iface=ctl0";
+  address = "10.89.0.2/24"; lcores = [1];
+  payload = { driver = "verbs"; device = "rxe0"; port = 1; gid_index = @GID@; };
+  neighbours = ( { address = "10.89.0.1"; mac = "$MAC_ENC_CTL"; } );
+  peers = ( { name = "enc-vm"; address = "10.89.0.1"; } ); } );
 CFG
 
 # ---- what each guest runs -----------------------------------------------
@@ -172,6 +185,21 @@ echo "no RoCEv2 GID for $1" >&2
 exit 1
 SH
 cat > "$out/net.sh" <<'SH'
+# the links found by their MACs (52:54:00:88:... the RoCE link, eth0;
+# 52:54:00:89:... the benchmark's control link, ctl0), whatever order the
+# kernel probed them in
+for d in /sys/class/net/*; do
+	case "$(cat $d/address)" in
+	52:54:00:89:*) ip link set dev ${d##*/} name ctl0 ;;
+	esac
+done
+for d in /sys/class/net/*; do
+	case "$(cat $d/address)" in
+	52:54:00:88:*) [ ${d##*/} = eth0 ] || ip link set dev ${d##*/} name eth0 ;;
+	esac
+done
+ip link set ctl0 up
+ip addr add 10.89.0.${1##*.}/24 dev ctl0
 ip link set eth0 up
 ip addr add $1/24 dev eth0
 ip link set eth0 promisc on
@@ -254,9 +282,10 @@ fi
 # 64 MiB, at least 10 writes - the gateway and the tool take turns, so a
 # change in the host's load falls on both
 gid=\$(sh /out/gid.sh 10.88.0.1)
+sed "s/@GID@/\$gid/" /out/encode-bench.cfg > /out/encode-bench.run.cfg
 for r in \$(seq 1 $bench_rounds); do
 	$gen -l 0,1 --no-huge -m 256 --file-prefix vm-encb\$r -- \\
-		-f /out/encode-bench.cfg --produce --duration-ms 900000 > /out/enc-gwb\$r.log 2>&1 &
+		-f /out/encode-bench.run.cfg --produce --duration-ms 900000 > /out/enc-gwb\$r.log 2>&1 &
 	gw=\$!
 	touch /out/encb\$r.up
 	wait_for langb\$r.done 900 "the language side's benchmark round \$r"
@@ -356,10 +385,11 @@ fi
 # every byte verified (no capture: dumpcap would take the guest's CPU);
 # each round's ib_write_bw server after its rooms
 gid=\$(sh /out/gid.sh 10.88.0.2)
+sed "s/@GID@/\$gid/" /out/language-bench.cfg > /out/language-bench.run.cfg
 for r in \$(seq 1 $bench_rounds); do
 	wait_for encb\$r.up 120 "the encode gateway of benchmark round \$r" || break
 	$gen -l 0,1 --no-huge -m 256 --file-prefix vm-langb\$r -- \
-		-f /out/language-bench.cfg --drive $bench_rooms \
+		-f /out/language-bench.run.cfg --drive $bench_rooms \
 		--concurrency $bench_conc --lengths $bench_lengths \
 		--exit-when-done --duration-ms 840000 > /out/lang-gwb\$r.log 2>&1
 	touch /out/langb\$r.done
@@ -405,17 +435,21 @@ lang_pid=
 if [[ " $guests " == *" lang "* ]]; then
 	EMBGW_VM_MEM=${EMBGW_VM_MEM:-1536} tests/vm/vm.sh lang "$out" /out/lang.sh -nic none \
 		-netdev socket,id=n1,listen=127.0.0.1:$port \
-		-device virtio-net-pci,netdev=n1,mac=$MAC_LANG &
+		-device virtio-net-pci,netdev=n1,mac=$MAC_LANG \
+		-netdev socket,id=n2,listen=127.0.0.1:$ctl_port \
+		-device virtio-net-pci,netdev=n2,mac=$MAC_LANG_CTL &
 	lang_pid=$!
 	sleep 2
 fi
 if [[ " $guests " == *" enc "* ]]; then
 	# the link's other end listens in the language guest's QEMU
-	netdev=connect=127.0.0.1:$port
-	[ -n "$lang_pid" ] || netdev=listen=127.0.0.1:$port
+	netdev=connect=127.0.0.1:$port ctl=connect=127.0.0.1:$ctl_port
+	[ -n "$lang_pid" ] || netdev=listen=127.0.0.1:$port ctl=listen=127.0.0.1:$ctl_port
 	tests/vm/vm.sh enc "$out" /out/enc.sh -nic none \
 		-netdev socket,id=n1,$netdev \
-		-device virtio-net-pci,netdev=n1,mac=$MAC_ENC
+		-device virtio-net-pci,netdev=n1,mac=$MAC_ENC \
+		-netdev socket,id=n2,$ctl \
+		-device virtio-net-pci,netdev=n2,mac=$MAC_ENC_CTL
 	enc_rc=$?
 fi
 if [ -n "$lang_pid" ]; then
