@@ -26,8 +26,8 @@
 # invalidation. Last, apart from those correctness phases, a benchmark
 # phase: fresh gateways with a deployment's geometry (hidden 1024 bf16,
 # the default 8,192-token pre-allocation, windows of MiBs, 4 rooms in
-# flight; EMBGW_VM_BENCH_HIDDEN, _ROOMS, _CONCURRENCY, _LENGTHS change
-# it), every byte verified, then ib_write_bw between the same two rxe
+# flight, the control ports on a link of their own; EMBGW_VM_BENCH_HIDDEN,
+# _ROOMS, _CONCURRENCY, _LENGTHS and _CTL change it), every byte verified, then ib_write_bw between the same two rxe
 # devices at the gateway's own write size (its bytes over its writes),
 # taking turns in EMBGW_VM_BENCH_ROUNDS rounds (2; 0 leaves the phase
 # out, as scripts/test.sh does: tests prove behaviour): the line
@@ -66,7 +66,7 @@ embgw=$(realpath -m "${gw_arg:-build/app/embgw/embgw}")
 gen=$(realpath -m "$(dirname "$embgw")/../embgw-gen/embgw-gen")
 # built next to the gateway (tests/vm/meson.build)
 mw_probe=$(realpath -m "$(dirname "$embgw")/../../tests/vm/mw_probe")
-[ -x "$mw_probe" ] || { echo "vm: FAIL no $mw_probe (ninja -C build)"; exit 2; }
+[ "$bench_only" = 1 ] || [ -x "$mw_probe" ] || { echo "vm: FAIL no $mw_probe (ninja -C build)"; exit 2; }
 [ -x "$embgw" ] || { echo "vm: FAIL no gateway binary $embgw (meson setup build && ninja -C build)"; exit 2; }
 [ -x "$gen" ] || { echo "vm: FAIL no $gen (ninja -C build)"; exit 2; }
 # --fault-qp-error and --fault-stale-write are test-build options (the
@@ -81,8 +81,8 @@ vm_cache_ready || { echo "vm: FAIL no guest kernel in $vm_cache - run scripts/de
 [ "$judge_only" = 1 ] || rm -rf "$out"
 mkdir -p "$out"
 
-port=$((20000 + $$ % 20000))
-ctl_port=$((port + 20000))
+port=$((20000 + $$ % 10000 * 2))
+ctl_port=$((port + 1))
 # phase 1 posts 124 batches (8 rooms, 8-block windows); the encode QP is
 # put in error at the 30th batch of phase 2, with 10 rooms still to come
 qp_error_at=154
@@ -149,26 +149,33 @@ bench_gw="pool = { capacity_tokens = 98304; hidden_size = $bench_hidden; dtype =
              quarantine_ms = 180000; heartbeat_ms = 200; peer_dead_ms = 10000;
              bootstrap_ms = 120000; };"
 # The control port on ctl0, the payload on rxe0 (eth0): the GID is eth0's
-# address's, its index (@GID@) filled in by the guest (gid.sh)
+# address's, its index (@GID@) filled in by the guest (gid.sh).
+# EMBGW_VM_BENCH_CTL=eth0 puts the control ports back on the RoCE link, to
+# measure what that costs.
+case ${EMBGW_VM_BENCH_CTL:-ctl0} in
+ctl0) ctl_if=ctl0 ctl_net=10.89.0 ctl_mac_enc=$MAC_ENC_CTL ctl_mac_lang=$MAC_LANG_CTL ;;
+eth0) ctl_if=eth0 ctl_net=10.88.0 ctl_mac_enc=$MAC_ENC ctl_mac_lang=$MAC_LANG ;;
+*) echo "vm: FAIL EMBGW_VM_BENCH_CTL is ctl0 or eth0, not ${EMBGW_VM_BENCH_CTL}"; exit 2 ;;
+esac
 cat > "$out/encode-bench.cfg" <<CFG
 gateway = { name = "enc-vm"; roles = ["encode"]; key_file = "psk.key";
   $bench_gw
 };
-ports = ( { name = "p0"; device = "net_af_packet0,iface=ctl0";
-  address = "10.89.0.1/24"; lcores = [1];
+ports = ( { name = "p0"; device = "net_af_packet0,iface=$ctl_if";
+  address = "$ctl_net.1/24"; lcores = [1];
   payload = { driver = "verbs"; device = "rxe0"; port = 1; gid_index = @GID@; };
-  neighbours = ( { address = "10.89.0.2"; mac = "$MAC_LANG_CTL"; } );
-  peers = ( { name = "lang-vm"; address = "10.89.0.2"; } ); } );
+  neighbours = ( { address = "$ctl_net.2"; mac = "$ctl_mac_lang"; } );
+  peers = ( { name = "lang-vm"; address = "$ctl_net.2"; } ); } );
 CFG
 cat > "$out/language-bench.cfg" <<CFG
 gateway = { name = "lang-vm"; roles = ["language"]; key_file = "psk.key";
   $bench_gw
 };
-ports = ( { name = "p0"; device = "net_af_packet0,iface=ctl0";
-  address = "10.89.0.2/24"; lcores = [1];
+ports = ( { name = "p0"; device = "net_af_packet0,iface=$ctl_if";
+  address = "$ctl_net.2/24"; lcores = [1];
   payload = { driver = "verbs"; device = "rxe0"; port = 1; gid_index = @GID@; };
-  neighbours = ( { address = "10.89.0.1"; mac = "$MAC_ENC_CTL"; } );
-  peers = ( { name = "enc-vm"; address = "10.89.0.1"; } ); } );
+  neighbours = ( { address = "$ctl_net.1"; mac = "$ctl_mac_enc"; } );
+  peers = ( { name = "enc-vm"; address = "$ctl_net.1"; } ); } );
 CFG
 
 # ---- what each guest runs -----------------------------------------------
@@ -198,8 +205,9 @@ for d in /sys/class/net/*; do
 	52:54:00:88:*) [ ${d##*/} = eth0 ] || ip link set dev ${d##*/} name eth0 ;;
 	esac
 done
+# no address on ctl0: the gateways' ports answer for theirs, and the
+# kernel is left no datagram of theirs to take through its own stack
 ip link set ctl0 up
-ip addr add 10.89.0.${1##*.}/24 dev ctl0
 ip link set eth0 up
 ip addr add $1/24 dev eth0
 ip link set eth0 promisc on
@@ -282,6 +290,7 @@ fi
 # 64 MiB, at least 10 writes - the gateway and the tool take turns, so a
 # change in the host's load falls on both
 gid=\$(sh /out/gid.sh 10.88.0.1)
+[ -n "\$gid" ] || { echo "no RoCEv2 GID for 10.88.0.1: no benchmark"; exit 1; }
 sed "s/@GID@/\$gid/" /out/encode-bench.cfg > /out/encode-bench.run.cfg
 for r in \$(seq 1 $bench_rounds); do
 	$gen -l 0,1 --no-huge -m 256 --file-prefix vm-encb\$r -- \\
@@ -324,8 +333,8 @@ for r in \$(seq 1 $bench_rounds); do
 	touch /out/ibbw\$r.done
 	echo "ib_write_bw client (round \$r): \$?"
 	# once more with every frame on eth0 also copied to a packet socket,
-	# in both guests, as the gateways' net_af_packet ports have it while
-	# their rooms run (dumpcap, no filter, into nothing)
+	# in both guests (dumpcap, no filter, into nothing): what a
+	# net_af_packet control port on the RoCE link would cost
 	dumpcap -i eth0 -w - > /dev/null 2> /run/tap\$r.log &
 	tap=\$!
 	for _ in \$(seq 1 300); do grep -q "Capturing on" /run/tap\$r.log && break; sleep 0.1; done
@@ -385,6 +394,7 @@ fi
 # every byte verified (no capture: dumpcap would take the guest's CPU);
 # each round's ib_write_bw server after its rooms
 gid=\$(sh /out/gid.sh 10.88.0.2)
+[ -n "\$gid" ] || { echo "no RoCEv2 GID for 10.88.0.2: no benchmark"; exit 1; }
 sed "s/@GID@/\$gid/" /out/language-bench.cfg > /out/language-bench.run.cfg
 for r in \$(seq 1 $bench_rounds); do
 	wait_for encb\$r.up 120 "the encode gateway of benchmark round \$r" || break
