@@ -325,6 +325,8 @@ else
 	vmout=$(EMBGW_VM_OUT="$PWD/build-vm-bench" EMBGW_VM_BENCH_ONLY=1 \
 		timeout 2400 tests/vm/run.sh "$B/app/embgw/embgw" 2>&1) ||
 		echo "bench payload-rocev2: the VM run ended with status $? (build-vm-bench/)"
+	# each round's line too: the figure's spread lies in them
+	grep "^bench vm-payload-round: " <<<"$vmout" || true
 	vm=$(grep "^bench vm-payload-rocev2: " <<<"$vmout" || true)
 	v=$(sed -nE 's/^bench vm-payload-rocev2: ([0-9.]+) MB\/s \(ratio ([0-9.a-z\/]+) vs ib_write_bw ([0-9.]+) Gb\/s .* write size, ([0-9]+) bytes; ([0-9]+) rooms in flight, ([0-9]+) rooms of ([0-9,]+) tokens, hidden ([0-9]+) bf16.*/\1 \2 \3 \4 \5 \6 \7 \8/p' <<<"$vm")
 	if [ -n "$v" ]; then

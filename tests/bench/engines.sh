@@ -10,8 +10,8 @@ engines_phase() {
 	# 65,536 tokens = 512 MiB each) moves 10,000-token rooms, 4 in flight:
 	# once between the built-in producer and verifier (--produce, --drive),
 	# once between two Python engine processes (tests/integration/engine.py
-	# --bench over the embgw package: scatter + commit, gather + release,
-	# every byte checked), and once more between the Python engines with both
+	# --bench over the embgw package: scatter + commit, zero-copy views +
+	# release, every byte checked in the views), and once more between the Python engines with both
 	# gateways busy polling (idle mode "poll") instead of backing off when
 	# idle, the default. Wall rate from the encoder's first room to the last
 	# room released; the clients' CPU per room from their own process times.
@@ -94,7 +94,7 @@ engines_phase() {
 			"$(ratio "$er" "$br")" "built-in --produce/--drive on the same pair, $br rooms/s ($(gbs "$br") GB/s)" ">= 0.9"
 		emit engine-cpu-encode "$ce" "ms of the Python encode client's CPU per room (scatter, commit, polling)" \
 			"$(ratio "$ce" "$cp")" "one torch copy of a room's 80 MB in the client, $cp ms" "-"
-		emit engine-cpu-language "$cl" "ms of the Python language client's CPU per room (gather, release, polling; the check left out)" \
+		emit engine-cpu-language "$cl" "ms of the Python language client's CPU per room (zero-copy views, release, polling; the check left out)" \
 			"$(ratio "$cl" "$cp")" "one torch copy of a room's 80 MB in the client, $cp ms" "-"
 		if [ "${#en_p[@]}" -gt 0 ]; then
 			ep=$(printf '%s\n' "${en_p[@]}" | median)
