@@ -11,9 +11,9 @@ engines_phase() {
 	# once between the built-in producer and verifier (--produce, --drive),
 	# once between two Python engine processes (tests/integration/engine.py
 	# --bench over the embgw package: scatter + commit, zero-copy views +
-	# release, every byte checked in the views), and once more between the Python engines with both
-	# gateways busy polling (idle mode "poll") instead of backing off when
-	# idle, the default. Wall rate from the encoder's first room to the last
+	# release, every byte checked in the views), and once more between the
+	# Python engines with both gateways busy polling (idle mode "poll")
+	# instead of backing off when idle, the default. Wall rate from the encoder's first room to the last
 	# room released; the clients' CPU per room from their own process times.
 	n=16
 	[ "$quick" = 1 ] && n=3
