@@ -4,8 +4,8 @@
 # runs an encode gateway, guest "lang" a language gateway; both drive DPDK
 # (net_af_packet on eth0) for the control protocol and the verbs payload
 # driver on rxe0 (bound to the same eth0) for RDMA WRITEs (the benchmark
-# phase puts the control protocol on a second link, ctl0: below). The reference
-# design's scenarios run byte-exact with resume; dumpcap in "lang" records the wire;
+# phase puts the control protocol on a second link, ctl0: below). The
+# reference design's scenarios run byte-exact with resume; dumpcap in "lang" records the wire;
 # then faults: with the encode gateway still running, a new language
 # gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
 # its own RoCE packets for 8 s (netem behind a u32 filter on UDP port 4791,
@@ -27,7 +27,8 @@
 # phase: fresh gateways with a deployment's geometry (hidden 1024 bf16,
 # the default 8,192-token pre-allocation, windows of MiBs, 4 rooms in
 # flight, the control ports on a link of their own; EMBGW_VM_BENCH_HIDDEN,
-# _ROOMS, _CONCURRENCY, _LENGTHS and _CTL change it), every byte verified, then ib_write_bw between the same two rxe
+# _ROOMS, _CONCURRENCY, _LENGTHS and _CTL change it), every byte verified,
+# then ib_write_bw between the same two rxe
 # devices at the gateway's own write size (its bytes over its writes),
 # taking turns in EMBGW_VM_BENCH_ROUNDS rounds (2; 0 leaves the phase
 # out, as scripts/test.sh does: tests prove behaviour): the line
@@ -194,7 +195,8 @@ SH
 cat > "$out/net.sh" <<'SH'
 # the links found by their MACs (52:54:00:88:... the RoCE link, eth0;
 # 52:54:00:89:... the benchmark's control link, ctl0), whatever order the
-# kernel probed them in
+# kernel probed them in; ctl0 first, so that renaming the other to eth0
+# never meets an eth0 that is the control link
 for d in /sys/class/net/*; do
 	case "$(cat $d/address)" in
 	52:54:00:89:*) ip link set dev ${d##*/} name ctl0 ;;
