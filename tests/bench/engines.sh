@@ -37,17 +37,27 @@ engines_phase() {
 	eng_python() { # SUFFIX: the Python engines over a gateway pair of the
 		# configurations encode$SUFFIX.cfg and language$SUFFIX.cfg: eng_rate
 		# their rooms/s ("" if the round failed), le and ee their lines
-		local el rc
+		local el epid rc
 		eng_rate=""
 		eng_pair start_gw "$W/eng/encode$1.cfg"
 		bstart lang start_gw lang 0 "$W/eng/language$1.cfg" "$W/lang.log"
 		{ wait_socket "$W/eng/lang-0.sock" && wait_socket "$W/eng/enc-0.sock"; } || true
+		rm -f "$W/eng-go"
 		"${ENGINE[@]}" language "$W/eng/lang-0.sock" --bench "$n" --length 10000 \
-			--window 4 >"$W/eng-lang.out" 2>&1 &
+			--window 4 --go "$W/eng-go" >"$W/eng-lang.out" 2>&1 &
 		el=$!
-		rc=0
 		"${ENGINE[@]}" encode "$W/eng/enc-0.sock" --bench "$n" --length 10000 \
-			--window 4 >"$W/eng-enc.out" 2>&1 || rc=$?
+			--window 4 --go "$W/eng-go" >"$W/eng-enc.out" 2>&1 &
+		epid=$!
+		# both start once both are up: importing torch and making their
+		# tensors (a second or more of CPU each) would otherwise run
+		# inside the other's measured stretch on the same two cores, or
+		# leave one's rooms waiting past the bootstrap deadline
+		wait_line "$W/eng-lang.out" engine-ready 120 || true
+		wait_line "$W/eng-enc.out" engine-ready 120 || true
+		: >"$W/eng-go"
+		rc=0
+		wait "$epid" || rc=$?
 		note engines "python encode engine" "$rc"
 		rc=0
 		wait "$el" || rc=$?

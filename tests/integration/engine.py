@@ -27,7 +27,9 @@ starts (each room's first row, fill ids and mrope positions its own), so
 the figures are the client's work: the encoder scatters and commits (the
 copy stands in for its forward pass writing the output), the language
 rank takes the room's zero-copy views, checks every byte in them (the CPU
-that takes is left out of cpu_ms) and releases. Both print the wall clock
+that takes is left out of cpu_ms) and releases. Each says
+`engine-ready: bench` once its tensors are made and, with --go, opens
+its rooms once FILE exists. Both print the wall clock
 at their start and end (t0=, t1=, seconds since the epoch) and the
 process's CPU per room (cpu_ms=); the language rank also the CPU time one
 copy of a room's embeddings takes in this process (copy_ms=), what a
@@ -257,6 +259,16 @@ def same_runs(views, base, first):
     return at == base.shape[0]
 
 
+def bench_ready(go):
+    """Attached and the reference tensor made: said, then (--go) waited
+    for the start, so that neither engine's start-up (importing torch,
+    making its tensors: a second or more of CPU) runs inside the other's
+    measured stretch, and no room is open before both are up."""
+    print("engine-ready: bench", flush=True)
+    if go:
+        wait_go(go)
+
+
 def bench_loop(c, nrooms, window, open_room, step):
     """Keep `window` rooms open (open_room(id)) until nrooms have ended;
     step(room) acts on a room and returns True once it is done with it."""
@@ -288,9 +300,10 @@ def bench_loop(c, nrooms, window, open_room, step):
     return ok, failed
 
 
-def bench_encode(c, nrooms, length, window):
+def bench_encode(c, nrooms, length, window, go=None):
     base = bench_content(length, c.geometry["hidden_size"], c.torch_dtype)
     emb = base.clone()
+    bench_ready(go)
     committed = set()
 
     def step(r):
@@ -316,7 +329,7 @@ def bench_encode(c, nrooms, length, window):
     return ok == nrooms
 
 
-def bench_language(c, nrooms, length, window):
+def bench_language(c, nrooms, length, window, go=None):
     base = bench_content(length, c.geometry["hidden_size"], c.torch_dtype)
     out = torch.empty_like(base)
     copies = []
@@ -324,6 +337,7 @@ def bench_language(c, nrooms, length, window):
         t = time.process_time()
         out.copy_(base)
         copies.append(time.process_time() - t)
+    bench_ready(go)
     bad = []
     verify_cpu = [0.0]
 
@@ -406,7 +420,7 @@ def main():
                       lease_thread=True) as c:
         if a.bench is not None:
             run = bench_encode if a.role == "encode" else bench_language
-            good = run(c, a.bench, a.length, a.window)
+            good = run(c, a.bench, a.length, a.window, a.go)
         elif a.role == "encode":
             good = encode(c, rooms, a.nranks, a.hold_s, a.go, a.attempt)
         else:
