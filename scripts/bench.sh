@@ -45,6 +45,9 @@ cleanup() {
 	cleaned=1
 	set +e
 	stop_all
+	# the Python engines of a round in progress (engines.sh)
+	# shellcheck disable=SC2086 # two PIDs, split on purpose
+	[ -z "${eng_pids:-}" ] || kill -KILL $eng_pids 2>/dev/null
 	rm -rf "$W" "${rt_pool:-}" "${eng_pool:-}"
 }
 trap cleanup EXIT

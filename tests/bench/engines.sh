@@ -34,6 +34,20 @@ engines_phase() {
 		bstart enc "$1" enc 1 "$2" "$W/enc.log" "${@:3}"
 		{ wait_socket "$W/eng/memif0.sock" && wait_ready enc; } >/dev/null || true
 	}
+	eng_ready() { # PID PID: both engines said engine-ready, both alive
+		local _
+		for _ in $(seq 1 1200); do
+			if ! kill -0 "$1" 2>/dev/null || ! kill -0 "$2" 2>/dev/null; then
+				echo "bench engines: an engine ended before both were ready" >&2
+				return 1
+			fi
+			grep -q '^engine-ready:' "$W/eng-lang.out" &&
+				grep -q '^engine-ready:' "$W/eng-enc.out" && return 0
+			sleep 0.1
+		done
+		echo "bench engines: the engines were not both ready within 120 s" >&2
+		return 1
+	}
 	eng_python() { # SUFFIX: the Python engines over a gateway pair of the
 		# configurations encode$SUFFIX.cfg and language$SUFFIX.cfg: eng_rate
 		# their rooms/s ("" if the round failed), le and ee their lines
@@ -49,26 +63,36 @@ engines_phase() {
 		"${ENGINE[@]}" encode "$W/eng/enc-0.sock" --bench "$n" --length 10000 \
 			--window 4 --go "$W/eng-go" >"$W/eng-enc.out" 2>&1 &
 		epid=$!
+		# shellcheck disable=SC2034 # read by bench.sh's cleanup
+		eng_pids="$el $epid"
 		# both start once both are up: importing torch and making their
 		# tensors (a second or more of CPU each) would otherwise run
 		# inside the other's measured stretch on the same two cores, or
-		# leave one's rooms waiting past the bootstrap deadline
-		wait_line "$W/eng-lang.out" engine-ready 120 || true
-		wait_line "$W/eng-enc.out" engine-ready 120 || true
-		: >"$W/eng-go"
+		# leave one's rooms waiting past the bootstrap deadline. An
+		# engine that dies or is not up in 120 s ends the round.
+		if eng_ready "$el" "$epid"; then
+			: >"$W/eng-go"
+		else
+			kill -KILL "$el" "$epid" 2>/dev/null || true
+		fi
 		rc=0
 		wait "$epid" || rc=$?
 		note engines "python encode engine" "$rc"
 		rc=0
 		wait "$el" || rc=$?
 		note engines "python language engine" "$rc"
+		# shellcheck disable=SC2034 # read by bench.sh's cleanup
+		eng_pids=""
 		stop engines
 		le=$(grep '^engine-language:' "$W/eng-lang.out" || true)
 		ee=$(grep '^engine-encode:' "$W/eng-enc.out" || true)
 		if [ "$(kv ok "$le")" = "$n" ] && [ "$(kv bad "$le")" = 0 ] &&
 			[ "$(kv ok "$ee")" = "$n" ]; then
+			# from the first room opened, on either side (the built-in
+			# driver's span starts at its first open) to the last
 			eng_rate=$(awk -v n="$n" -v a="$(kv t0 "$ee")" -v b="$(kv t1 "$le")" \
-				-v c="$(kv t1 "$ee")" 'BEGIN { e = (b > c ? b : c); printf "%.2f", (e > a ? n / (e - a) : 0) }')
+				-v c="$(kv t1 "$ee")" -v d="$(kv t0 "$le")" \
+				'BEGIN { s = (d < a ? d : a); e = (b > c ? b : c); printf "%.2f", (e > s ? n / (e - s) : 0) }')
 		else
 			echo "bench engines: round $r${1:+ ($1)} failed: ${le:-$(tail -3 "$W/eng-lang.out")} / ${ee:-$(tail -3 "$W/eng-enc.out")}" >&2
 		fi

@@ -7,6 +7,7 @@ package (python/embgw), moving real PyTorch tensors.
     engine.py language SOCKET --rooms IDS --rank r --nranks R [--aux-only]
                                 [--misuse] [--go FILE]
     engine.py encode|language SOCKET --bench N --length T --window W
+                                [--go FILE]
 
 A room's length is the low 32 bits of its id. Both sides compute what a
 room holds from its id alone (expected()), so the language ranks check
@@ -16,7 +17,8 @@ exits 0 only when every room succeeded byte-exact.
 
 --go FILE: attached (and the encoder's data made), the process opens no
 room until FILE exists, then all of its rooms at once (so that the rooms
-of several processes are open at the same time).
+of several processes are open at the same time); with --bench, W at a
+time as always.
 
 --misuse: once its rooms are open, the language rank opens the first one
 again, which the gateway must refuse, and counts the refusal (refused=).
@@ -29,7 +31,7 @@ copy stands in for its forward pass writing the output), the language
 rank takes the room's zero-copy views, checks every byte in them (the CPU
 that takes is left out of cpu_ms) and releases. Each says
 `engine-ready: bench` once its tensors are made and, with --go, opens
-its rooms once FILE exists. Both print the wall clock
+its rooms once FILE exists (looked for every 2 ms). Both print the wall clock
 at their start and end (t0=, t1=, seconds since the epoch) and the
 process's CPU per room (cpu_ms=); the language rank also the CPU time one
 copy of a room's embeddings takes in this process (copy_ms=), what a
@@ -80,14 +82,15 @@ def same(a, b):
     return torch.equal(a, b)
 
 
-def wait_go(path, secs=DEADLINE_S):
-    """Until the file `path` exists (the test's starting signal)."""
+def wait_go(path, secs=DEADLINE_S, step=0.05):
+    """Until the file `path` exists (the test's starting signal), looked
+    for every `step` seconds."""
     deadline = time.monotonic() + secs
     while not os.path.exists(path):
         if time.monotonic() > deadline:
             print("no %s within %.0f s" % (path, secs), flush=True)
             return
-        time.sleep(0.05)
+        time.sleep(step)
 
 
 def encode(c, rooms, nranks, hold_s, go=None, attempt=0):
@@ -266,8 +269,9 @@ def bench_ready(go):
     measured stretch, and no room is open before both are up."""
     print("engine-ready: bench", flush=True)
     if go:
-        # the script waits up to 120 s for each engine's line in turn
-        wait_go(go, 240.0)
+        # the script waits up to 120 s for both lines; both engines see
+        # the file within 2 ms of each other
+        wait_go(go, 240.0, 0.002)
 
 
 def bench_loop(c, nrooms, window, open_room, step):
