@@ -13,8 +13,10 @@ engines_phase() {
 	# --bench over the embgw package: scatter + commit, zero-copy views +
 	# release, every byte checked in the views), and once more between the
 	# Python engines with both gateways busy polling (idle mode "poll")
-	# instead of backing off when idle, the default. Wall rate from the encoder's first room to the last
-	# room released; the clients' CPU per room from their own process times.
+	# instead of backing off when idle, the default. Wall rate from the
+	# first room opened on either side, once both engines are up, to the
+	# last room released; the clients' CPU per room from their own
+	# process times.
 	n=16
 	[ "$quick" = 1 ] && n=3
 	scripts/gen-configs.sh --memif --attach --hidden 4096 --enc-capacity 65536 "$W/eng" 1024 65536 \
