@@ -14,7 +14,8 @@
 # checks; nothing is started), debhelper, dh-python, dpkg-dev, fakeroot
 # and lintian for the Debian packages (scripts/package.sh, the packages
 # case), groff-base for checking the man pages; clang-format, shellcheck,
-# cppcheck and flake8 for devtools/check.sh (Debian 12 has no ruff); QEMU,
+# cppcheck and flake8 for devtools/check.sh (Debian 12 has no ruff);
+# valgrind for the benchmark's instruction count (control-instr); QEMU,
 # busybox-static, cpio and kmod for the RoCEv2 suite in tests/vm, whose
 # guest kernel (Debian's kernel package, unpacked, not installed) is also
 # prepared here, in its cache (tests/vm/prepare.sh). EMBGW_SKIP_VM=1 leaves
@@ -24,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(build-essential meson ninja-build pkg-config libcunit1-dev libsodium-dev
-	libconfig-dev clang libclang-rt-14-dev dpdk dpdk-dev libdpdk-dev python3 procps
+	libconfig-dev clang libclang-rt-14-dev valgrind dpdk dpdk-dev libdpdk-dev python3 procps
 	libibverbs-dev rdma-core ibverbs-utils perftest tshark libzmq3-dev
 	python3-numpy python3-torch python3-pytest python3-nacl iproute2
 	libmicrohttpd-dev prometheus python3-prometheus-client curl

@@ -108,6 +108,7 @@ control_phase() {
 		emit control-node-cpu "$nns" "ns of CPU per datagram in+out in the two nodes alone (no frames, device or loop; $npr ns without the pattern's fill and check)" \
 			"$(ratio "$nns" "$gns")" "control-cpu ${gns} ns" "-"
 	fi
+	control_instr "$gns"
 	emit control-vs-zmq "$dg" "datagrams/s" "$(ratio "$dg" "$zq")" \
 		"ZeroMQ PUSH/PULL, the reference design's multipart ASCII, ${zq} msgs/s" ">= 10"
 	if [ "${#gw_rt[@]}" -gt 0 ]; then
@@ -119,4 +120,64 @@ control_phase() {
 			"% of the language side's datagrams that were requests sent again unanswered (the control phase: no loss configured; besides, windows retried after a refusal for now $(pct "$ry") %, STATUS polls $(pct "$rp") %)" \
 			"$rs" "every datagram the language side sent" "< 0.01"
 	fi
+}
+
+# control_instr GNS: the same exchange once more with the encode gateway
+# under callgrind, counting the instructions its worker loop runs (the
+# toggle: nothing of start-up or shutdown), per datagram in and out, and
+# which code ran them. Instruction counts do not move with the host's
+# load, so this line says where control-cpu's nanoseconds go in every run,
+# and a change to the path can be judged below control-cpu's run-to-run
+# spread. The groups are by where the code lives (self cost): the tag
+# (libsodium), frames and the device (DPDK's memif, mbuf, mempool and
+# ethdev, gw_dev.c, the capture hook, DPDK's inline headers), the
+# protocol (lib/node, lib/xfer, lib/proto, lib/pool, lib/err), the
+# built-in producer standing in for an engine (embgw-gen's pattern
+# source, lib/pattern), the payload driver's writes, the rest (the loop,
+# libc's copies, counters).
+control_instr() {
+	local n=20000 cg="$W/cg.out" gen=$EMBGW_GEN rx tx groups
+	local all tag dev proto prod pay rest
+	[ "$quick" = 1 ] && n=2000
+	printf '#!/bin/sh\nexec valgrind -q --tool=callgrind --callgrind-out-file=%s --toggle-collect=gw_loop_worker "%s" "$@"\n' \
+		"$cg" "$gen" >"$W/cg-gen"
+	chmod +x "$W/cg-gen"
+	rm -f "$cg" "$W/ctl/memif0.sock"
+	EMBGW_GEN="$W/cg-gen"
+	bstart enc-callgrind start_gen enc 1 "$W/ctl/encode.cfg" "$W/enc.log" --produce
+	EMBGW_GEN=$gen
+	# valgrind's start-up (DPDK's libraries) takes seconds of CPU
+	for _ in $(seq 1 1200); do
+		[ -S "$W/ctl/memif0.sock" ] && break
+		kill -0 "${PIDS[-1]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	fgrun control-instr lang run_gen gen 0 "$W/ctl/language.cfg" "$W/lang.log" 300 \
+		--drive "$n" --concurrency 64 --lengths 1
+	stop control-instr
+	rx=$(field "$W/enc.log" node rx_datagrams)
+	tx=$(field "$W/enc.log" node tx_datagrams)
+	if [ ! -s "$cg" ] || [ -z "$rx" ] || [ -z "$tx" ] || [ $((rx + tx)) = 0 ]; then
+		echo "bench control-instr: n/a (no callgrind profile or no datagrams counted)"
+		return 0
+	fi
+	groups=$(callgrind_annotate --auto=no --threshold=100 "$cg" 2>/dev/null | awk -v dg=$((rx + tx)) '
+		/^ *[0-9,]+ .*:/ && !/PROGRAM TOTALS/ {
+			v = $1; gsub(",", "", v)
+			if ($0 ~ /libsodium/) g = "tag"
+			else if ($0 ~ /librte_|\/gw_dev\.c|\/gw_capture\.c|\/include\/dpdk\//) g = "dev"
+			else if ($0 ~ /\/lib\/(node|xfer|proto|pool|err)\//) g = "proto"
+			else if ($0 ~ /\/app\/embgw-gen\/|\/lib\/pattern\//) g = "prod"
+			else if ($0 ~ /\/drivers\/payload\//) g = "pay"
+			else g = "rest"
+			s[g] += v; all += v
+		}
+		END {
+			printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", all / dg, s["tag"] / dg,
+				s["dev"] / dg, s["proto"] / dg, s["prod"] / dg, s["pay"] / dg,
+				s["rest"] / dg
+		}')
+	read -r all tag dev proto prod pay rest <<<"$groups"
+	emit control-instr "$all" "instructions per datagram in+out in the encode gateway's worker (callgrind, $n of the same 1-token rooms: the tag $tag, frames and the device $dev, the protocol $proto, the built-in producer $prod, the payload writes $pay, the rest $rest)" \
+		"-" "control-cpu ${1:-n/a} ns" "-"
 }
