@@ -6,8 +6,9 @@
 # driver on rxe0 (bound to the same eth0) for RDMA WRITEs (the benchmark
 # phase puts the control protocol on a second link, ctl0: below). The
 # reference design's scenarios run byte-exact with resume; dumpcap in
-# "lang" records the wire; then faults: with the encode gateway still running, a new language
-# gateway fetches 40 rooms at a steady rate while (1) the encode guest drops
+# "lang" records the wire; then faults: with the encode gateway still
+# running, a new language gateway fetches 40 rooms at a steady rate
+# while (1) the encode guest drops
 # its own RoCE packets for 8 s (netem behind a u32 filter on UDP port 4791,
 # so the control protocol carries on): soft-RoCE retransmits and the rooms
 # stall, then land; and (2) the encode QP goes to error after a set batch
